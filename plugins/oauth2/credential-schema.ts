@@ -1,0 +1,67 @@
+/**
+ * The `oauth2_credentials` entity (Kong's admin API name `oauth2`): its schema, shared by gateway.yaml
+ * and the admin API, and the `hash_secret` transformation.
+ */
+import type { RecordSchema } from '../../src/config/schema.ts';
+import type { EntityDefinition } from '../../src/pipeline/plugin-api.ts';
+import { hashSecret, isHashedSecret, randomAlphanumeric } from './secret.ts';
+
+export const CREDENTIALS_ENTITY = 'oauth2_credentials';
+
+export interface OAuth2Credential {
+  id: string;
+  created_at: number;
+  consumer: { id: string };
+  name: string;
+  client_id: string;
+  /** Plain text, or a PBKDF2 PHC string when `hash_secret`. */
+  client_secret: string;
+  hash_secret: boolean;
+  redirect_uris: string[] | null;
+  tags: string[] | null;
+  client_type: 'confidential' | 'public';
+}
+
+/** Kong validates each redirect URI with LuaSocket's parser: a scheme and a host, and no fragment. */
+export function checkRedirectUri(uri: string): string | undefined {
+  if (uri.includes('#')) return `fragment not allowed in '${uri}'`;
+  let parsed: URL;
+  try {
+    parsed = new URL(uri);
+  } catch {
+    return `cannot parse '${uri}'`;
+  }
+  if (!parsed.protocol || !parsed.hostname) return `cannot parse '${uri}'`;
+  return undefined;
+}
+
+export const credentialSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    id: { type: 'string' },
+    created_at: { type: 'integer' },
+    consumer: { type: 'any' },
+    name: { type: 'string', required: true, len_min: 1 },
+    client_id: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
+    client_secret: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
+    hash_secret: { type: 'boolean', required: true, default: false },
+    redirect_uris: { type: 'array', elements: { type: 'string', custom: checkRedirectUri } },
+    tags: { type: 'set', elements: { type: 'string' } },
+    client_type: { type: 'string', required: true, default: 'confidential', one_of: ['confidential', 'public'] },
+  },
+};
+
+/** Kong's transformation: with `hash_secret`, the stored secret is its PBKDF2 hash (kept when already one). */
+export function applySecretHashing<T extends Record<string, any>>(credential: T): T {
+  if (!credential.hash_secret || typeof credential.client_secret !== 'string') return credential;
+  if (isHashedSecret(credential.client_secret)) return credential;
+  return { ...credential, client_secret: hashSecret(credential.client_secret) };
+}
+
+export const credentialEntity: EntityDefinition = {
+  name: CREDENTIALS_ENTITY,
+  schema: credentialSchema,
+  parent: { entity: 'consumers', field: 'consumer', required: true },
+  endpointKey: 'client_id',
+  transform: applySecretHashing,
+};

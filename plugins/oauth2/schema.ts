@@ -1,0 +1,75 @@
+/** The plugin's `config` schema (Kong's kong/plugins/oauth2/schema.lua, same defaults and messages). */
+import type { Issue, RecordSchema } from '../../src/config/schema.ts';
+import { randomAlphanumeric } from './secret.ts';
+
+export type PkceMode = 'none' | 'lax' | 'strict';
+
+export interface OAuth2Config {
+  scopes: string[] | null;
+  mandatory_scope: boolean;
+  provision_key: string;
+  token_expiration: number;
+  enable_authorization_code: boolean;
+  enable_implicit_grant: boolean;
+  enable_client_credentials: boolean;
+  enable_password_grant: boolean;
+  hide_credentials: boolean;
+  accept_http_if_already_terminated: boolean;
+  anonymous: string | null;
+  global_credentials: boolean;
+  auth_header_name: string;
+  refresh_token_ttl: number;
+  reuse_refresh_token: boolean;
+  pkce: PkceMode;
+  realm: string | null;
+}
+
+/**
+ * Provision keys the schema generated (the operator gave none). `configure` swaps each for a key
+ * derived from a persisted secret and the plugin id, so it stays the same across restarts.
+ */
+export const generatedProvisionKeys = new Set<string>();
+
+function generateProvisionKey(): string {
+  const key = randomAlphanumeric(32);
+  generatedProvisionKeys.add(key);
+  return key;
+}
+
+const GRANT_SWITCHES = ['enable_authorization_code', 'enable_implicit_grant', 'enable_client_credentials', 'enable_password_grant'];
+
+function atLeastOneGrantEnabled(config: Record<string, any>): Issue[] {
+  if (GRANT_SWITCHES.some((field) => config[field] === true)) return [];
+  return [{ path: [], message: `at least one of these fields must be true: ${GRANT_SWITCHES.join(', ')}` }];
+}
+
+function mandatoryScopeNeedsScopes(config: Record<string, any>): Issue[] {
+  if (config.mandatory_scope === true && (config.scopes === undefined || config.scopes === null)) {
+    return [{ path: ['scopes'], message: 'required field missing' }];
+  }
+  return [];
+}
+
+export const configSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    scopes: { type: 'array', elements: { type: 'string' } },
+    mandatory_scope: { type: 'boolean', default: false, required: true },
+    provision_key: { type: 'string', default: generateProvisionKey, required: true, len_min: 1 },
+    token_expiration: { type: 'number', default: 7200, required: true, between: [0, 100_000_000] },
+    enable_authorization_code: { type: 'boolean', default: false, required: true },
+    enable_implicit_grant: { type: 'boolean', default: false, required: true },
+    enable_client_credentials: { type: 'boolean', default: false, required: true },
+    enable_password_grant: { type: 'boolean', default: false, required: true },
+    hide_credentials: { type: 'boolean', default: false, required: true },
+    accept_http_if_already_terminated: { type: 'boolean', default: false, required: true },
+    anonymous: { type: 'string', len_min: 1 },
+    global_credentials: { type: 'boolean', default: false, required: true },
+    auth_header_name: { type: 'string', default: 'authorization', len_min: 1 },
+    refresh_token_ttl: { type: 'number', default: 1_209_600, required: true, between: [0, 100_000_000] },
+    reuse_refresh_token: { type: 'boolean', default: false, required: true },
+    pkce: { type: 'string', default: 'lax', one_of: ['none', 'lax', 'strict'] },
+    realm: { type: 'string' },
+  },
+  entity_checks: [atLeastOneGrantEnabled, mandatoryScopeNeedsScopes],
+};
