@@ -1,0 +1,163 @@
+/** Schemas of the core entities and of the `gateway:` block, with Kong's defaults and messages. */
+import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema } from './schema.ts';
+
+const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };
+const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
+/** Kong's utf8 name: alphanumerics and `.-_~` in the ASCII range. */
+const NAME: FieldSchema = {
+  type: 'string',
+  len_min: 1,
+  custom: (v) => (/^[\p{L}\p{N}.\-_~]+$/u.test(v) ? undefined : 'invalid value: ' + v + ': the only accepted ascii characters are alphanumerics or ., -, _, and ~'),
+};
+const HOSTNAME_RE = /^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.?)*[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$|^\d{1,3}(?:\.\d{1,3}){3}$|^\[?[0-9a-fA-F:]+\]?$/;
+
+export const SERVICE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;
+export const ROUTE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;
+
+export const serviceSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    id: ID,
+    name: NAME,
+    url: { type: 'string' },
+    protocol: { type: 'string', one_of: SERVICE_PROTOCOLS, default: 'http' },
+    host: { type: 'string', match: HOSTNAME_RE, match_message: 'invalid hostname' },
+    port: { type: 'integer', between: [0, 65535], default: 80 },
+    path: {
+      type: 'string',
+      custom: (p) =>
+        !p.startsWith('/') ? 'should start with: /' : p.includes('//') ? 'must not have empty segments' : /%(?![0-9a-fA-F]{2})/.test(p) ? 'invalid url-encoded value' : undefined,
+    },
+    retries: { type: 'integer', between: [0, 32767], default: 5 },
+    connect_timeout: TIMEOUT,
+    write_timeout: TIMEOUT,
+    read_timeout: TIMEOUT,
+    tls_verify: { type: 'boolean' },
+    tls_verify_depth: { type: 'integer', between: [0, 64] },
+    enabled: { type: 'boolean', default: true },
+    tags: TAGS,
+  },
+  entity_checks: [
+    (s) => (s.host === undefined || s.host === null ? [{ path: ['host'], message: 'required field missing' }] : []),
+    (s) =>
+      (s.protocol === 'grpc' || s.protocol === 'grpcs') && s.path
+        ? [{ path: ['path'], message: "value must be null when 'protocol' is grpc or grpcs" }]
+        : [],
+  ],
+};
+
+const protocolGroups = [['http', 'https'], ['grpc', 'grpcs'], ['ws', 'wss']];
+
+function checkProtocolGroups(protocols: string[]): Issue[] {
+  const used = protocolGroups.filter((g) => g.some((p) => protocols.includes(p)));
+  if (used.length <= 1) return [];
+  const sets = protocolGroups.map((g) => `(${g.map((p) => `'${p}'`).join(', ')})`).join(', ');
+  return [{ path: ['protocols'], message: `these sets are mutually exclusive: ${sets}` }];
+}
+
+function present(v: unknown): boolean {
+  return v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(typeof v === 'object' && !Array.isArray(v) && Object.keys(v as object).length === 0);
+}
+
+function checkRouteFields(r: Record<string, any>): Issue[] {
+  const protocols: string[] = r.protocols;
+  const isGrpc = protocols.some((p) => p === 'grpc' || p === 'grpcs');
+  const tls = protocols.some((p) => p === 'https' || p === 'grpcs' || p === 'wss');
+  const issues: Issue[] = [];
+  if (isGrpc) {
+    if (present(r.methods)) issues.push({ path: ['methods'], message: "cannot set 'methods' when 'protocols' is 'grpc' or 'grpcs'" });
+    if (r.strip_path === true) issues.push({ path: ['strip_path'], message: "cannot set 'strip_path' when 'protocols' is 'grpc' or 'grpcs'" });
+  }
+  if (present(r.snis) && !tls) issues.push({ path: ['snis'], message: "'snis' can only be set when 'protocols' is 'grpcs', 'https' or 'wss'" });
+  const fields = isGrpc ? ['hosts', 'headers', 'paths'] : ['methods', 'hosts', 'headers', 'paths'];
+  if (tls) fields.push('snis');
+  if (!fields.some((f) => present(r[f]))) {
+    const proto = protocols.includes('https') ? 'https' : protocols.includes('grpcs') ? 'grpcs' : protocols.includes('wss') ? 'wss' : protocols[0];
+    issues.push({ path: [], message: `must set one of ${fields.map((f) => `'${f}'`).join(', ')} when 'protocols' is '${proto}'` });
+  }
+  if (r.headers && Object.keys(r.headers).some((h) => h.toLowerCase() === 'host')) {
+    issues.push({ path: ['headers'], message: "cannot contain 'host' header, which must be specified in the 'hosts' attribute" });
+  }
+  return issues;
+}
+
+export function routeSchema(validatePath: (p: string) => string | undefined, validateHost: (h: string) => string | undefined): RecordSchema {
+  return {
+    type: 'record',
+    fields: {
+      id: ID,
+      name: NAME,
+      protocols: { type: 'set', elements: { type: 'string', one_of: ROUTE_PROTOCOLS }, len_min: 1, default: ['http', 'https'] },
+      methods: { type: 'set', elements: { type: 'string', match: /^[A-Z]+$/, match_message: 'invalid value: expected uppercase method' } },
+      hosts: { type: 'array', elements: { type: 'string', custom: validateHost } },
+      paths: { type: 'array', elements: { type: 'string', custom: validatePath } },
+      headers: { type: 'map', values: { type: 'array', elements: { type: 'string' }, len_min: 1 } },
+      snis: { type: 'set', elements: { type: 'string', custom: validateHost } },
+      strip_path: { type: 'boolean' },
+      preserve_host: { type: 'boolean', default: false },
+      regex_priority: { type: 'integer', default: 0 },
+      path_handling: { type: 'string', one_of: ['v0', 'v1'], default: 'v0' },
+      https_redirect_status_code: { type: 'integer', custom: (c) => ([426, 301, 302, 307, 308].includes(c) ? undefined : 'expected one of: 426, 301, 302, 307, 308'), default: 426 },
+      request_buffering: { type: 'boolean', default: true },
+      response_buffering: { type: 'boolean', default: true },
+      service: { type: 'any' },
+      tags: TAGS,
+    },
+    entity_checks: [(r) => checkProtocolGroups(r.protocols), checkRouteFields],
+  };
+}
+
+export const consumerSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    id: ID,
+    username: { type: 'string', len_min: 1 },
+    custom_id: { type: 'string', len_min: 1 },
+    tags: TAGS,
+  },
+  entity_checks: [atLeastOneOf(['custom_id', 'username'])],
+};
+
+export const pluginEntitySchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    id: ID,
+    name: { type: 'string', required: true },
+    instance_name: NAME,
+    enabled: { type: 'boolean', default: true },
+    protocols: { type: 'set', elements: { type: 'string', one_of: ROUTE_PROTOCOLS }, len_min: 1, default: ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] },
+    config: { type: 'any' },
+    route: { type: 'any' },
+    service: { type: 'any' },
+    consumer: { type: 'any' },
+    tags: TAGS,
+  },
+};
+
+export const nodeSettingsSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    proxy_listen: { type: 'array', elements: { type: 'string' }, default: ['0.0.0.0:8000', '0.0.0.0:8443 ssl http2'] },
+    admin_listen: { type: 'array', elements: { type: 'string' }, default: ['127.0.0.1:8001'] },
+    ssl_cert: { type: 'string' },
+    ssl_cert_key: { type: 'string' },
+    data_dir: { type: 'string', len_min: 1, default: './data' },
+    trusted_ips: { type: 'array', elements: { type: 'string' }, default: [] },
+    log_level: { type: 'string', one_of: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info' },
+    access_log: { type: 'boolean', default: true },
+    client_max_body_size: { type: 'integer', between: [0, 2 ** 40], default: 128 * 1024 * 1024 },
+    max_header_size: { type: 'integer', between: [1024, 1024 * 1024], default: 32 * 1024 },
+    client_timeout: { type: 'integer', between: [1000, 2 ** 31 - 2], default: 60000 },
+    shutdown_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 10000 },
+    upstream_keepalive_pool_size: { type: 'integer', between: [0, 100000], default: 512 },
+    upstream_keepalive_idle_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 60 },
+  },
+  entity_checks: [
+    (g) =>
+      (g.ssl_cert ? 1 : 0) + (g.ssl_cert_key ? 1 : 0) === 1
+        ? [{ path: [g.ssl_cert ? 'ssl_cert_key' : 'ssl_cert'], message: 'ssl_cert and ssl_cert_key must be set together' }]
+        : [],
+  ],
+};

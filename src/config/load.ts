@@ -1,0 +1,411 @@
+/**
+ * Loads gateway.yaml: parses it keeping node positions, validates every entity against its schema,
+ * fills Kong's defaults, derives deterministic ids from names, resolves references, and reports every
+ * problem at once as FILE:LINE:COL: path.to.field: message.
+ */
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { v5 as uuidv5 } from 'uuid';
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
+import { validateRouteHost, validateRoutePath } from '../router/index.ts';
+import { consumerSchema, ID, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
+import { parseListenList } from './listen.ts';
+import { isPlainObject, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
+import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
+
+/** Kong's namespace for declarative ids. */
+const ID_NAMESPACE = 'fd02801f-0957-4a15-a55a-c8d9606f30b5';
+const FORMAT_VERSIONS = ['1.1', '2.1', '3.0'];
+const CORE_KEYS = new Set(['_format_version', '_transform', '_comment', '_ignore', 'gateway', 'services', 'routes', 'consumers', 'plugins']);
+
+export type PluginRegistry = ReadonlyMap<string, PluginDefinition>;
+
+export class ConfigError {
+  constructor(
+    readonly file: string,
+    readonly line: number,
+    readonly col: number,
+    readonly path: string,
+    readonly message: string,
+  ) {}
+  toString(): string {
+    return `${this.file}:${this.line}:${this.col}: ${this.path || '(root)'}: ${this.message}`;
+  }
+}
+
+export type LoadResult = { ok: true; config: GatewayConfig } | { ok: false; errors: ConfigError[] };
+
+export async function loadConfigFile(file: string, registry: PluginRegistry): Promise<LoadResult> {
+  const absolute = resolve(file);
+  let text: string;
+  try {
+    text = await readFile(absolute, 'utf8');
+  } catch (err) {
+    return { ok: false, errors: [new ConfigError(file, 1, 1, '', `cannot read the file: ${(err as Error).message}`)] };
+  }
+  return loadConfigText(text, absolute, registry, file);
+}
+
+export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute): LoadResult {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    return {
+      ok: false,
+      errors: doc.errors.map((e) => {
+        const pos = lines.linePos(e.pos[0]);
+        return new ConfigError(shownName, pos.line, pos.col, '', `YAML: ${e.message.split('\n')[0]}`);
+      }),
+    };
+  }
+  const raw = doc.toJS({ maxAliasCount: 100 });
+  const builder = new ConfigBuilder(registry, dirname(absolute));
+  const config = builder.build(raw);
+  if (builder.issues.length > 0) {
+    return { ok: false, errors: builder.issues.map((i) => toConfigError(i, doc, lines, shownName)) };
+  }
+  config.file = absolute;
+  config.hash = createHash('md5').update(text).digest('hex');
+  return { ok: true, config };
+}
+
+function formatPath(path: Path): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
+}
+
+/** The position of the deepest node on `path`: the key itself for an unknown field. */
+function locate(doc: Document, path: Path, pointAtKey: boolean): number {
+  let node: unknown = doc.contents;
+  let offset = (node as { range?: number[] })?.range?.[0] ?? 0;
+  for (let i = 0; i < path.length; i++) {
+    const seg = path[i];
+    if (isMap(node)) {
+      const pair = node.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === seg);
+      if (!pair) break;
+      const keyOffset = (pair.key as { range?: number[] })?.range?.[0] ?? offset;
+      const last = i === path.length - 1;
+      node = pair.value;
+      offset = last && pointAtKey ? keyOffset : ((node as { range?: number[] })?.range?.[0] ?? keyOffset);
+    } else if (isSeq(node) && typeof seg === 'number' && node.items[seg] !== undefined) {
+      node = node.items[seg];
+      offset = (node as { range?: number[] })?.range?.[0] ?? offset;
+    } else break;
+  }
+  return offset;
+}
+
+function toConfigError(issue: Issue, doc: Document, lines: LineCounter, file: string): ConfigError {
+  const pos = lines.linePos(locate(doc, issue.path, issue.message === 'unknown field'));
+  return new ConfigError(file, pos.line, pos.col, formatPath(issue.path), issue.message);
+}
+
+/** A reference to a parent: a name/endpoint key, an id, or `{id}` / `{name}`. */
+function refKey(ref: unknown): string | undefined {
+  if (typeof ref === 'string') return ref;
+  if (isPlainObject(ref)) return (ref.id ?? ref.name ?? ref.username) as string | undefined;
+  return undefined;
+}
+
+interface PendingPlugin {
+  path: Path;
+  raw: Record<string, any>;
+  route: string | null;
+  service: string | null;
+  consumer: string | null;
+}
+
+class ConfigBuilder {
+  readonly issues: Issue[] = [];
+  private readonly services: Service[] = [];
+  private readonly routes: Route[] = [];
+  private readonly consumers: Consumer[] = [];
+  private readonly pendingPlugins: PendingPlugin[] = [];
+  private readonly entities: Record<string, Record<string, any>[]> = {};
+  private readonly routeSchema: RecordSchema = routeSchema(validateRoutePath, validateRouteHost);
+  private readonly entityDefs = new Map<string, EntityDefinition>();
+  private order = 0;
+
+  constructor(
+    private readonly registry: PluginRegistry,
+    private readonly baseDir: string,
+  ) {
+    for (const plugin of registry.values()) for (const def of plugin.entities ?? []) this.entityDefs.set(def.name, def);
+  }
+
+  private issue(path: Path, message: string): void {
+    this.issues.push({ path, message });
+  }
+
+  build(raw: unknown): GatewayConfig {
+    const empty: GatewayConfig = { file: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {} };
+    if (!isPlainObject(raw)) {
+      this.issue([], 'failed parsing declarative configuration: expected an object');
+      return empty;
+    }
+    for (const key of Object.keys(raw)) {
+      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issue([key], 'unknown field');
+    }
+    if (raw._format_version === undefined) this.issue(['_format_version'], 'required field missing');
+    else if (!FORMAT_VERSIONS.includes(String(raw._format_version))) this.issue(['_format_version'], `expected one of: ${FORMAT_VERSIONS.join(', ')}`);
+
+    const gateway = this.buildGateway(raw.gateway);
+    this.eachEntry(raw, 'services', (s, path) => this.addService(s, path));
+    this.eachEntry(raw, 'routes', (r, path) => this.addRoute(r, path, r.service === undefined ? null : r.service));
+    this.eachEntry(raw, 'consumers', (c, path) => this.addConsumer(c, path));
+    this.eachEntry(raw, 'plugins', (p, path) => this.queuePlugin(p, path, {}));
+    for (const def of this.entityDefs.values()) {
+      this.eachEntry(raw, def.name, (e, path) => this.addPluginEntity(def, e, path, undefined));
+    }
+    const plugins = this.buildPlugins();
+    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities };
+  }
+
+  private eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
+    const list = container[key];
+    if (list === undefined || list === null) return;
+    if (!Array.isArray(list)) return this.issue([...base, key], 'expected an array');
+    list.forEach((entry, i) => {
+      if (!isPlainObject(entry)) this.issue([...base, key, i], 'expected a record');
+      else add(entry, [...base, key, i]);
+    });
+  }
+
+  private buildGateway(raw: unknown): NodeSettings {
+    const { value, issues } = validate<NodeSettings>(nodeSettingsSchema, raw ?? {}, ['gateway']);
+    this.issues.push(...issues);
+    for (const key of ['proxy_listen', 'admin_listen'] as const) {
+      if (!Array.isArray(value[key])) continue;
+      for (const e of parseListenList(value[key]).errors) this.issue(['gateway', key, e.index], e.message);
+    }
+    for (const [i, cidr] of (value.trusted_ips ?? []).entries()) {
+      if (!/^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(cidr)) this.issue(['gateway', 'trusted_ips', i], `invalid ip or cidr range: '${cidr}'`);
+    }
+    value.data_dir = resolve(this.baseDir, value.data_dir ?? './data');
+    if (value.ssl_cert) value.ssl_cert = resolve(this.baseDir, value.ssl_cert);
+    if (value.ssl_cert_key) value.ssl_cert_key = resolve(this.baseDir, value.ssl_cert_key);
+    value.ssl_cert ??= null;
+    value.ssl_cert_key ??= null;
+    return value;
+  }
+
+  /** Validates a record, with nested child arrays taken out first (they are validated on their own). */
+  private validateEntity<T>(schema: RecordSchema, raw: Record<string, any>, path: Path, nestedKeys: string[]): T {
+    const own = { ...raw };
+    for (const k of nestedKeys) delete own[k];
+    const { value, issues } = validate<T>(schema, own, path);
+    this.issues.push(...issues);
+    return value;
+  }
+
+  private id(given: unknown, name: string): string {
+    return typeof given === 'string' && ID.type === 'string' && given.length > 0 ? given : uuidv5(name, ID_NAMESPACE);
+  }
+
+  private addService(raw: Record<string, any>, path: Path): void {
+    const s = this.validateEntity<Record<string, any>>(serviceSchema, this.expandUrl(raw, path), path, ['routes', 'plugins']);
+    const id = this.id(s.id, `services:${s.name ?? `#${path[1]}`}`);
+    this.unique('services', 'name', s.name, path, this.services);
+    this.unique('services', 'id', id, path, this.services);
+    const service: Service = {
+      id,
+      name: s.name ?? null,
+      protocol: s.protocol,
+      host: s.host,
+      port: s.port,
+      path: s.path ?? null,
+      retries: s.retries,
+      connect_timeout: s.connect_timeout,
+      write_timeout: s.write_timeout,
+      read_timeout: s.read_timeout,
+      tls_verify: s.tls_verify ?? null,
+      enabled: s.enabled,
+      tags: s.tags ?? null,
+    };
+    this.services.push(service);
+    this.eachEntry(raw, 'routes', (r, p) => this.addRoute(r, p, { id }), path);
+    this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { service: id }), path);
+  }
+
+  /** Kong's `url` shorthand: protocol, host, port and path from one URL. */
+  private expandUrl(raw: Record<string, any>, path: Path): Record<string, any> {
+    if (raw.url === undefined) return raw;
+    const { url, ...rest } = raw;
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      this.issue([...path, 'url'], `invalid url: ${url}`);
+      return rest;
+    }
+    const protocol = parsed.protocol.slice(0, -1);
+    const defaultPorts: Record<string, number> = { http: 80, https: 443, ws: 80, wss: 443, grpc: 80, grpcs: 443 };
+    if (!(protocol in defaultPorts)) {
+      this.issue([...path, 'url'], `invalid url: unsupported protocol '${protocol}'`);
+      return rest;
+    }
+    const hasPath = /^[a-z]+:\/\/[^/?#]*\/./i.test(url) || /^[a-z]+:\/\/[^/?#]*\/$/i.test(url);
+    return {
+      ...rest,
+      protocol,
+      host: parsed.hostname.replace(/^\[|\]$/g, ''),
+      port: parsed.port ? Number(parsed.port) : defaultPorts[protocol],
+      ...(hasPath ? { path: parsed.pathname } : {}),
+    };
+  }
+
+  private addRoute(raw: Record<string, any>, path: Path, serviceRef: unknown): void {
+    const r = this.validateEntity<Record<string, any>>(this.routeSchema, raw, path, ['plugins']);
+    let service: { id: string } | null = null;
+    if (serviceRef !== null && serviceRef !== undefined) {
+      const key = refKey(serviceRef);
+      const target = this.services.find((s) => s.id === key || s.name === key);
+      if (!target) this.issue([...path, 'service'], `invalid reference 'service: ${key}' (no such entry in 'services')`);
+      else service = { id: target.id };
+    }
+    const protocols: string[] = r.protocols ?? ['http', 'https'];
+    const isGrpc = protocols.some((p) => p === 'grpc' || p === 'grpcs');
+    const id = this.id(r.id, `routes:${r.name ?? `${service?.id ?? ''}#${formatPath(path)}`}`);
+    this.unique('routes', 'name', r.name, path, this.routes);
+    this.unique('routes', 'id', id, path, this.routes);
+    const headers = r.headers
+      ? Object.fromEntries(Object.entries(r.headers as Record<string, string[]>).map(([k, v]) => [k.toLowerCase(), v]))
+      : null;
+    const route: Route = {
+      id,
+      name: r.name ?? null,
+      protocols: protocols as Route['protocols'],
+      methods: r.methods ?? null,
+      hosts: r.hosts ?? null,
+      paths: r.paths ?? null,
+      headers,
+      snis: r.snis ?? null,
+      strip_path: r.strip_path ?? !isGrpc,
+      preserve_host: r.preserve_host,
+      regex_priority: r.regex_priority,
+      path_handling: r.path_handling,
+      https_redirect_status_code: r.https_redirect_status_code,
+      request_buffering: r.request_buffering,
+      response_buffering: r.response_buffering,
+      service,
+      tags: r.tags ?? null,
+      created_at: this.order++,
+    };
+    this.routes.push(route);
+    this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { route: id, service: null }), path);
+  }
+
+  private addConsumer(raw: Record<string, any>, path: Path): void {
+    const nested = ['plugins', ...[...this.entityDefs.values()].filter((d) => d.parent?.entity === 'consumers').map((d) => d.name)];
+    const c = this.validateEntity<Record<string, any>>(consumerSchema, raw, path, nested);
+    const id = this.id(c.id, `consumers:${c.username ?? ''}:${c.custom_id ?? ''}`);
+    this.unique('consumers', 'username', c.username, path, this.consumers);
+    this.unique('consumers', 'custom_id', c.custom_id, path, this.consumers);
+    this.unique('consumers', 'id', id, path, this.consumers);
+    this.consumers.push({ id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null, created_at: this.order++ });
+    this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { consumer: id }), path);
+    for (const def of this.entityDefs.values()) {
+      if (def.parent?.entity !== 'consumers') continue;
+      this.eachEntry(raw, def.name, (e, pp) => this.addPluginEntity(def, e, pp, id), path);
+    }
+  }
+
+  private addPluginEntity(def: EntityDefinition, raw: Record<string, any>, path: Path, parentId: string | undefined): void {
+    const parent = def.parent;
+    const fields = parent && parentId === undefined ? { ...def.schema.fields, [parent.field]: { type: 'any' as const } } : def.schema.fields;
+    const e = this.validateEntity<Record<string, any>>({ ...def.schema, fields: { id: ID, ...fields } }, raw, path, []);
+    if (parent) {
+      let resolvedId = parentId;
+      if (resolvedId === undefined) {
+        const key = refKey(raw[parent.field]);
+        const pool: { id: string; name?: string | null; username?: string | null; custom_id?: string | null }[] =
+          parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
+        resolvedId = pool.find((x) => x.id === key || x.name === key || x.username === key)?.id;
+        if (key === undefined && parent.required !== false) this.issue([...path, parent.field], 'required field missing');
+        else if (key !== undefined && !resolvedId) this.issue([...path, parent.field], `invalid reference '${parent.field}: ${key}' (no such entry in '${parent.entity}')`);
+      }
+      if (resolvedId) e[parent.field] = { id: resolvedId };
+    }
+    const list = (this.entities[def.name] ??= []);
+    const endpoint = def.endpointKey ? e[def.endpointKey] : undefined;
+    e.id = this.id(e.id, `${def.name}:${endpoint ?? `${parentId ?? ''}#${formatPath(path)}`}`);
+    if (def.endpointKey) this.unique(def.name, def.endpointKey, endpoint, path, list);
+    this.unique(def.name, 'id', e.id, path, list);
+    list.push(def.transform ? def.transform(e) : e);
+  }
+
+  private queuePlugin(raw: Record<string, any>, path: Path, scope: { route?: string; service?: string | null; consumer?: string }): void {
+    const resolve = (field: 'route' | 'service' | 'consumer', pool: { id: string; name?: string | null; username?: string | null }[]): string | null => {
+      if (scope[field] !== undefined) return scope[field] ?? null;
+      const key = refKey(raw[field]);
+      if (key === undefined) return null;
+      const found = pool.find((x) => x.id === key || x.name === key || x.username === key);
+      if (!found) this.issue([...path, field], `invalid reference '${field}: ${key}' (no such entry in '${field}s')`);
+      return found?.id ?? null;
+    };
+    const route = resolve('route', this.routes);
+    // A plugin nested in a route belongs to that route only, not to the route's service.
+    const service = scope.route ? null : resolve('service', this.services);
+    this.pendingPlugins.push({ path, raw, route, service, consumer: resolve('consumer', this.consumers) });
+  }
+
+  private buildPlugins(): PluginEntity[] {
+    const plugins: { entity: PluginEntity; path: Path; def: PluginDefinition }[] = [];
+    for (const p of this.pendingPlugins) {
+      const e = this.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
+      const def = this.registry.get(e.name);
+      if (typeof e.name === 'string' && !def) {
+        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property`);
+        continue;
+      }
+      if (!def) continue;
+      if (def.noConsumer && p.consumer) this.issue([...p.path, 'consumer'], 'value must be null');
+      const { value: config, issues } = validate(def.configSchema, p.raw.config ?? {}, [...p.path, 'config']);
+      this.issues.push(...issues);
+      const cacheKey = `plugins:${e.name}:${p.route ?? ''}:${p.service ?? ''}:${p.consumer ?? ''}`;
+      const entity: PluginEntity = {
+        id: this.id(e.id, cacheKey),
+        name: e.name,
+        instance_name: e.instance_name ?? null,
+        enabled: e.enabled,
+        protocols: e.protocols,
+        config: config as Record<string, any>,
+        route: p.route ? { id: p.route } : null,
+        service: p.service ? { id: p.service } : null,
+        consumer: p.consumer ? { id: p.consumer } : null,
+        tags: e.tags ?? null,
+      };
+      if (plugins.some((x) => x.entity.id === entity.id)) {
+        this.issue(p.path, `uniqueness violation: 'plugins' entity with primary key set to '${entity.id}' already declared`);
+        continue;
+      }
+      plugins.push({ entity, path: p.path, def });
+    }
+    for (const { entity, path, def } of plugins) {
+      if (!def.checkConfig || !entity.enabled) continue;
+      const route = this.routes.find((r) => r.id === entity.route?.id) ?? null;
+      const serviceId = entity.service?.id ?? route?.service?.id;
+      const coPlugins = plugins
+        .filter(({ entity: o }) => o !== entity && o.enabled && !o.consumer)
+        .filter(({ entity: o }) => (!o.route && !o.service) || (o.route && o.route.id === route?.id) || (o.service && o.service.id === serviceId))
+        .map(({ entity: o }) => o.name);
+      const scope = {
+        route,
+        service: this.services.find((s) => s.id === serviceId) ?? null,
+        consumer: this.consumers.find((c) => c.id === entity.consumer?.id) ?? null,
+        coPlugins,
+      };
+      for (const issue of def.checkConfig(entity.config, scope)) this.issue([...path, 'config', ...issue.path], issue.message);
+    }
+    return plugins.map((p) => p.entity);
+  }
+
+  private unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): void {
+    if (value === undefined || value === null) return;
+    if (pool.some((x) => x[field] === value)) {
+      const what = field === 'id' ? 'primary key' : field;
+      this.issue(path, `uniqueness violation: '${type}' entity with ${what} set to '${value}' already declared`);
+    }
+  }
+}

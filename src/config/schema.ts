@@ -1,0 +1,222 @@
+/**
+ * A small declarative schema language with Kong's validation messages, used for the core entities and
+ * for every plugin's `config`. It validates, fills defaults and reports every problem with its path,
+ * so the loader can point at FILE:LINE:COL.
+ */
+export type Path = (string | number)[];
+
+export interface Issue {
+  path: Path;
+  message: string;
+}
+
+interface Common<T> {
+  required?: boolean;
+  default?: T | (() => T);
+  /** Extra check on a present value; returns a message when invalid. */
+  custom?: (value: T) => string | undefined;
+}
+
+export interface StringSchema extends Common<string> {
+  type: 'string';
+  one_of?: readonly string[];
+  match?: RegExp;
+  match_message?: string;
+  len_min?: number;
+  len_max?: number;
+}
+export interface NumberSchema extends Common<number> {
+  type: 'integer' | 'number';
+  between?: [number, number];
+  gt?: number;
+}
+export interface BooleanSchema extends Common<boolean> {
+  type: 'boolean';
+}
+export interface ArraySchema extends Common<unknown[]> {
+  type: 'array' | 'set';
+  elements: FieldSchema;
+  len_min?: number;
+}
+export interface MapSchema extends Common<Record<string, unknown>> {
+  type: 'map';
+  keys?: StringSchema;
+  values: FieldSchema;
+}
+export interface RecordSchema extends Common<Record<string, unknown>> {
+  type: 'record';
+  fields: Record<string, FieldSchema>;
+  /** Checks over the whole (defaulted) record, as Kong's entity_checks. */
+  entity_checks?: ((record: Record<string, any>) => Issue[])[];
+}
+export interface AnySchema extends Common<unknown> {
+  type: 'any';
+}
+export type FieldSchema = StringSchema | NumberSchema | BooleanSchema | ArraySchema | MapSchema | RecordSchema | AnySchema;
+
+export interface Validated<T> {
+  value: T;
+  issues: Issue[];
+}
+
+/** Keys Kong allows inside any entity and ignores. */
+const IGNORED_KEYS = new Set(['_comment', '_ignore']);
+
+export function validate<T = any>(schema: FieldSchema, input: unknown, path: Path = []): Validated<T> {
+  const issues: Issue[] = [];
+  const value = check(schema, input, path, issues);
+  return { value: value as T, issues };
+}
+
+function defaultOf(schema: FieldSchema): unknown {
+  const d = schema.default;
+  if (typeof d === 'function') return (d as () => unknown)();
+  if (Array.isArray(d)) return [...d];
+  if (d && typeof d === 'object') return structuredClone(d);
+  return d;
+}
+
+function check(schema: FieldSchema, input: unknown, path: Path, issues: Issue[]): unknown {
+  if (input === undefined) {
+    if (schema.default !== undefined) return defaultOf(schema);
+    if (schema.type === 'record' && !schema.required) {
+      // Kong fills nested records with their defaults when absent.
+      return hasDefaults(schema) ? check(schema, {}, path, issues) : undefined;
+    }
+    if (schema.required) issues.push({ path, message: 'required field missing' });
+    return undefined;
+  }
+  if (input === null) {
+    if (schema.required) issues.push({ path, message: 'required field missing' });
+    return null;
+  }
+  const before = issues.length;
+  const value = checkType(schema, input, path, issues);
+  if (issues.length === before && schema.custom && value !== undefined) {
+    const message = (schema.custom as (v: unknown) => string | undefined)(value);
+    if (message) issues.push({ path, message });
+  }
+  return value;
+}
+
+function hasDefaults(schema: RecordSchema): boolean {
+  return Object.values(schema.fields).some(
+    (f) => f.default !== undefined || (f.type === 'record' && hasDefaults(f)),
+  );
+}
+
+function checkType(schema: FieldSchema, input: unknown, path: Path, issues: Issue[]): unknown {
+  switch (schema.type) {
+    case 'string':
+      return checkString(schema, input, path, issues);
+    case 'integer':
+    case 'number':
+      return checkNumber(schema, input, path, issues);
+    case 'boolean':
+      if (typeof input !== 'boolean') issues.push({ path, message: 'expected a boolean' });
+      return input;
+    case 'array':
+    case 'set':
+      return checkArray(schema, input, path, issues);
+    case 'map':
+      return checkMap(schema, input, path, issues);
+    case 'record':
+      return checkRecord(schema, input, path, issues);
+    case 'any':
+      return input;
+  }
+}
+
+function checkString(schema: StringSchema, input: unknown, path: Path, issues: Issue[]): unknown {
+  if (typeof input !== 'string') {
+    issues.push({ path, message: 'expected a string' });
+    return input;
+  }
+  if (schema.len_min !== undefined && input.length < schema.len_min) {
+    issues.push({ path, message: schema.len_min === 1 ? 'length must be at least 1' : `length must be at least ${schema.len_min}` });
+  } else if (schema.len_max !== undefined && input.length > schema.len_max) {
+    issues.push({ path, message: `length must be at most ${schema.len_max}` });
+  } else if (schema.one_of && !schema.one_of.includes(input)) {
+    issues.push({ path, message: `expected one of: ${schema.one_of.join(', ')}` });
+  } else if (schema.match && !schema.match.test(input)) {
+    issues.push({ path, message: schema.match_message ?? `invalid value: ${input}` });
+  }
+  return input;
+}
+
+function checkNumber(schema: NumberSchema, input: unknown, path: Path, issues: Issue[]): unknown {
+  if (typeof input !== 'number' || Number.isNaN(input)) {
+    issues.push({ path, message: schema.type === 'integer' ? 'expected an integer' : 'expected a number' });
+    return input;
+  }
+  if (schema.type === 'integer' && !Number.isInteger(input)) {
+    issues.push({ path, message: 'expected an integer' });
+  } else if (schema.between && (input < schema.between[0] || input > schema.between[1])) {
+    issues.push({ path, message: `value should be between ${schema.between[0]} and ${schema.between[1]}` });
+  } else if (schema.gt !== undefined && !(input > schema.gt)) {
+    issues.push({ path, message: `value must be greater than ${schema.gt}` });
+  }
+  return input;
+}
+
+function checkArray(schema: ArraySchema, input: unknown, path: Path, issues: Issue[]): unknown {
+  if (!Array.isArray(input)) {
+    issues.push({ path, message: `expected ${schema.type === 'set' ? 'a set' : 'an array'}` });
+    return input;
+  }
+  if (schema.len_min !== undefined && input.length < schema.len_min) {
+    issues.push({ path, message: `length must be at least ${schema.len_min}` });
+  }
+  const out = input.map((item, i) => check(schema.elements, item, [...path, i], issues));
+  return schema.type === 'set' ? [...new Set(out)] : out;
+}
+
+function checkMap(schema: MapSchema, input: unknown, path: Path, issues: Issue[]): unknown {
+  if (!isPlainObject(input)) {
+    issues.push({ path, message: 'expected a map' });
+    return input;
+  }
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(input)) {
+    if (schema.keys) check(schema.keys, key, [...path, key], issues);
+    out[key] = check(schema.values, item, [...path, key], issues);
+  }
+  return out;
+}
+
+function checkRecord(schema: RecordSchema, input: unknown, path: Path, issues: Issue[]): unknown {
+  if (!isPlainObject(input)) {
+    issues.push({ path, message: 'expected a record' });
+    return input;
+  }
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(input)) {
+    if (!(key in schema.fields) && !IGNORED_KEYS.has(key)) issues.push({ path: [...path, key], message: 'unknown field' });
+  }
+  const before = issues.length;
+  for (const [key, field] of Object.entries(schema.fields)) {
+    const v = check(field, input[key], [...path, key], issues);
+    if (v !== undefined) out[key] = v;
+  }
+  if (issues.length === before && schema.entity_checks) {
+    for (const entityCheck of schema.entity_checks) {
+      for (const issue of entityCheck(out)) issues.push({ path: [...path, ...issue.path], message: issue.message });
+    }
+  }
+  return out;
+}
+
+export function isPlainObject(v: unknown): v is Record<string, any> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Kong's "at least one of these fields must be non-empty" entity check. */
+export function atLeastOneOf(fields: string[]): (r: Record<string, any>) => Issue[] {
+  return (r) => {
+    const present = fields.some((f) => {
+      const v = r[f];
+      return v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(isPlainObject(v) && Object.keys(v).length === 0);
+    });
+    return present ? [] : [{ path: [], message: `at least one of these fields must be non-empty: ${fields.map((f) => `'${f}'`).join(', ')}` }];
+  };
+}

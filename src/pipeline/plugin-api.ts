@@ -1,0 +1,219 @@
+/**
+ * The plugin API: everything a plugin may know about the core. A plugin module default-exports a
+ * PluginDefinition; the core never reaches into a plugin's other files.
+ *
+ * Request lifecycle (named phases, as Kong's): route match → protocol checks → `access` of every
+ * applicable plugin in descending priority (any may answer the request itself) → upstream →
+ * `response` (headers from upstream, before they go downstream) → `log` after the response ends.
+ */
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import type { Logger } from 'pino';
+import type { Issue, RecordSchema } from '../config/schema.ts';
+import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
+import type { Store } from '../store/store.ts';
+
+export type { Issue, RecordSchema } from '../config/schema.ts';
+export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
+export type { Store } from '../store/store.ts';
+
+export interface PluginDefinition<Config = any> {
+  name: string;
+  version: string;
+  /** Higher runs first (Kong: oauth2 1400). */
+  priority: number;
+  /** Schema of the plugin's `config`; defaults are filled in before the plugin sees it. */
+  configSchema: RecordSchema;
+  /** Checks over the defaulted config and its scope (Kong's entity checks); paths relative to `config`. */
+  checkConfig?(config: Config, scope: PluginScope): Issue[];
+  /** Authentication plugins cannot be scoped to a consumer (Kong's `no_consumer`). */
+  noConsumer?: boolean;
+  /** Entities this plugin adds to gateway.yaml (e.g. `oauth2_credentials`, `meters`). */
+  entities?: EntityDefinition[];
+  /** Builds the plugin's runtime once per gateway process. */
+  create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
+}
+
+export interface PluginScope {
+  route: Route | null;
+  service: Service | null;
+  consumer: Consumer | null;
+  /** Names of the other enabled plugins that run on requests of this scope (global ones included). */
+  coPlugins: string[];
+}
+
+export interface EntityDefinition {
+  /** The top-level key in gateway.yaml. */
+  name: string;
+  schema: RecordSchema;
+  /** May also be nested inside this core entity's records; the foreign key `field` is filled in. */
+  parent?: { entity: 'consumers' | 'services' | 'routes'; field: string; required?: boolean };
+  /** Field naming the entity: unique, and the source of its deterministic id. */
+  endpointKey?: string;
+  /** Runs after validation on import (e.g. hash a secret); gets the id-resolved entity. */
+  transform?(entity: Record<string, any>): Record<string, any>;
+}
+
+/** What the core gives a plugin when it is created. */
+export interface PluginApi {
+  /** The plugin's own namespace of the store. */
+  store: Store;
+  log: Logger;
+  /** Consumers: those of gateway.yaml and those created at runtime. */
+  consumers: ConsumerDirectory;
+  /** The gateway's data directory (absolute). */
+  dataDir: string;
+}
+
+export interface ConsumerDirectory {
+  /** By id, username (or custom_id when `byCustomId`). */
+  find(idOrUsername: string): Consumer | undefined;
+  list(): Consumer[];
+}
+
+export interface PluginRuntime<Config = any> {
+  /** Called with each configuration before it serves (at start and on every reload). */
+  configure?(view: ConfigView<Config>): void | Promise<void>;
+  access?(ctx: RequestContext, config: Config, plugin: PluginEntity<Config>): void | Promise<void>;
+  /** Upstream response headers, before they are sent downstream; mutate `response.headers`. */
+  response?(ctx: RequestContext, config: Config, response: UpstreamResponse): void;
+  /** After the response is finished (or the client went away). Must not throw. */
+  log?(ctx: RequestContext, config: Config): void;
+  /**
+   * Requests that matched no route (e.g. RFC 8414's `/.well-known/...<route prefix>` documents).
+   * Return true when answered; the core answers 404 otherwise.
+   */
+  unmatched?(req: UnmatchedRequest): boolean;
+  /** Routes on the admin API, e.g. `GET /oauth2/:id`. */
+  adminRoutes?: AdminRoute[];
+  /** Flush and release everything; the store closes after this resolves. */
+  close?(): Promise<void>;
+}
+
+export interface ConfigView<Config = any> {
+  config: GatewayConfig;
+  /** The enabled instances of this plugin. */
+  instances: PluginEntity<Config>[];
+  /** Entities this plugin declared, as loaded from the file. */
+  entities(name: string): Record<string, any>[];
+  routeById(id: string): Route | undefined;
+  serviceById(id: string): Service | undefined;
+}
+
+export interface AuthenticatedCredential {
+  id: string;
+  /** Scopes granted to the token, when the authentication scheme has scopes. */
+  scopes?: string[];
+  authenticatedUserid?: string | null;
+}
+
+export interface UnmatchedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly rawQuery: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly host: string;
+  readonly scheme: 'http' | 'https';
+  readonly forwardedProto: string;
+  respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;
+}
+
+export interface UpstreamResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+}
+
+export interface RequestContext {
+  readonly id: string;
+  /** `performance.now()` when the request arrived. */
+  readonly startedAt: number;
+  /** The downstream connection's scheme. */
+  readonly scheme: 'http' | 'https';
+  /** `X-Forwarded-Proto` from a trusted peer, else `scheme`. */
+  readonly forwardedProto: string;
+  readonly httpVersion: '1.1' | '2';
+  /** Content-Type application/grpc over HTTP/2. */
+  readonly isGrpc: boolean;
+  /** A WebSocket upgrade handshake. */
+  readonly isUpgrade: boolean;
+  readonly method: string;
+  /** Normalized request path, without the query. */
+  readonly path: string;
+  /** Raw query string without the `?` ('' when none). */
+  readonly rawQuery: string;
+  readonly query: URLSearchParams;
+  /** Client request headers (lowercase names). */
+  readonly headers: IncomingHttpHeaders;
+  /** Host without port, as sent (`:authority` on h2). */
+  readonly host: string;
+  readonly clientIp: string;
+  readonly route: Route;
+  readonly service: Service | null;
+  /** The part of the path that matched a prefix path of the route ('' for regex or no path). */
+  readonly matchedPrefix: string;
+
+  consumer: Consumer | null;
+  /** The credential that authenticated the consumer, with what it grants. */
+  credential: AuthenticatedCredential | null;
+  /** Free-form data plugins share on this request (Kong's ngx.ctx). */
+  readonly shared: Record<string, unknown>;
+
+  /** Headers and query sent upstream (start as the client's). */
+  setUpstreamHeader(name: string, value: string | string[]): void;
+  removeUpstreamHeader(name: string): void;
+  setUpstreamQuery(query: string): void;
+
+  /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
+  readBody(): Promise<Buffer>;
+  /** Replaces the body sent upstream (after readBody). */
+  setUpstreamBody(body: Buffer): void;
+
+  /** Answers the request here; no upstream. Objects are sent as JSON. */
+  respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;
+  /** Kong's `kong.response.error`: `{"message": ...}`, or a gRPC-shaped answer to a gRPC request. */
+  error(status: number, message: string, headers?: Record<string, string | string[]>): void;
+  /** True once respond/error has been called. */
+  readonly responded: boolean;
+
+  /** The raw request and response, for plugins that stream their own answer. */
+  readonly raw: {
+    req: IncomingMessage | Http2ServerRequest;
+    res: ServerResponse | Http2ServerResponse;
+  };
+}
+
+export type AdminMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface AdminRoute {
+  method: AdminMethod;
+  /** Path with `:name` parameters, e.g. `/oauth2/:id`. */
+  path: string;
+  handler(req: AdminRequest): AdminReply | Promise<AdminReply>;
+}
+
+export interface AdminRequest {
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Parsed JSON or form body (empty object when none). */
+  body: Record<string, any>;
+  headers: IncomingHttpHeaders;
+}
+
+export interface AdminReply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/** Error with an HTTP status, thrown by plugins or the core; the pipeline answers with it. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+  }
+}
+
+export type { RouteProtocol };

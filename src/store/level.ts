@@ -1,0 +1,174 @@
+/**
+ * The embedded store: LevelDB (classic-level) under the data directory.
+ *
+ * Values carry a one-character header: '0' + value, or '1' + expiresAt (13 digits, ms) + value.
+ * Expiring entries also get an index entry `!ttl!<expiresAt>!<key>` so the sweeper finds them
+ * without a full scan. Keys starting with '!' are reserved for the adapter.
+ */
+import { mkdirSync } from 'node:fs';
+import { ClassicLevel } from 'classic-level';
+import type { BatchOp, PutOptions, ScanOptions, Store, StoreAdapter, WriteOptions } from './store.ts';
+
+const TTL_PREFIX = '!ttl!';
+const EXPIRY_DIGITS = 13;
+const NAMESPACE_SEPARATOR = ':';
+
+type ChainedBatch = ReturnType<ClassicLevel<string, string>['batch']>;
+
+function encode(value: string, ttlMs: number | undefined, now: number): { stored: string; expiresAt?: number } {
+  if (ttlMs === undefined || ttlMs <= 0) return { stored: '0' + value };
+  const expiresAt = now + ttlMs;
+  return { stored: '1' + String(expiresAt).padStart(EXPIRY_DIGITS, '0') + value, expiresAt };
+}
+
+function expiryOf(stored: string): number | undefined {
+  return stored[0] === '1' ? Number(stored.slice(1, 1 + EXPIRY_DIGITS)) : undefined;
+}
+
+/** The value, or undefined when it has expired. */
+function decode(stored: string | undefined, now: number): string | undefined {
+  if (stored === undefined) return undefined;
+  if (stored[0] === '0') return stored.slice(1);
+  const expiresAt = expiryOf(stored)!;
+  return expiresAt > now ? stored.slice(1 + EXPIRY_DIGITS) : undefined;
+}
+
+function ttlIndexKey(expiresAt: number, key: string): string {
+  return TTL_PREFIX + String(expiresAt).padStart(EXPIRY_DIGITS, '0') + '!' + key;
+}
+
+/** Iterator bounds for a prefix plus optional gte/lt within it. */
+export function scanBounds(options: ScanOptions, base = ''): { gte: string; lt: string } {
+  const prefix = base + (options.prefix ?? '');
+  const gte = options.gte !== undefined ? base + options.gte : prefix;
+  // '\uffff' sorts after every character used in keys.
+  const lt = options.lt !== undefined ? base + options.lt : prefix + '\uffff';
+  return { gte: gte > prefix ? gte : prefix, lt: lt < prefix + '\uffff' ? lt : prefix + '\uffff' };
+}
+
+export class LevelStore implements StoreAdapter {
+  private readonly db: ClassicLevel<string, string>;
+
+  constructor(readonly location: string) {
+    mkdirSync(location, { recursive: true });
+    this.db = new ClassicLevel<string, string>(location, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+  }
+
+  async open(): Promise<void> {
+    await this.db.open();
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
+  }
+
+  async get(key: string): Promise<string | undefined> {
+    return decode(await this.db.get(key), Date.now());
+  }
+
+  async getMany(keys: string[]): Promise<(string | undefined)[]> {
+    if (keys.length === 0) return [];
+    const now = Date.now();
+    return (await this.db.getMany(keys)).map((v) => decode(v, now));
+  }
+
+  async put(key: string, value: string, options: PutOptions & WriteOptions = {}): Promise<void> {
+    await this.batch([{ type: 'put', key, value, ttlMs: options.ttlMs }], options);
+  }
+
+  async del(key: string, options: WriteOptions = {}): Promise<void> {
+    await this.db.del(key, { sync: options.sync ?? false });
+  }
+
+  async batch(ops: BatchOp[], options: WriteOptions = {}): Promise<void> {
+    if (ops.length === 0) return;
+    const now = Date.now();
+    const batch: ChainedBatch = this.db.batch();
+    for (const op of ops) {
+      if (op.type === 'del') {
+        batch.del(op.key);
+        continue;
+      }
+      const { stored, expiresAt } = encode(op.value, op.ttlMs, now);
+      batch.put(op.key, stored);
+      if (expiresAt !== undefined) batch.put(ttlIndexKey(expiresAt, op.key), '');
+    }
+    await batch.write({ sync: options.sync ?? false });
+  }
+
+  async *scan(options: ScanOptions): AsyncIterable<[string, string]> {
+    yield* this.scanRaw(options, '');
+  }
+
+  /** Scan below `base`, yielding keys without it. */
+  async *scanRaw(options: ScanOptions, base: string): AsyncIterable<[string, string]> {
+    const { gte, lt } = scanBounds(options, base);
+    if (gte >= lt) return;
+    const limit = options.limit ?? Infinity;
+    if (limit <= 0) return;
+    const now = Date.now();
+    let yielded = 0;
+    for await (const [key, stored] of this.db.iterator({ gte, lt, reverse: options.reverse ?? false })) {
+      const value = decode(stored, now);
+      if (value === undefined) continue;
+      yield [key.slice(base.length), value];
+      if (++yielded >= limit) return;
+    }
+  }
+
+  namespace(name: string): Store {
+    return new NamespacedStore(this, name + NAMESPACE_SEPARATOR);
+  }
+
+  async sweepExpired(now = Date.now()): Promise<number> {
+    let removed = 0;
+    const batch: ChainedBatch = this.db.batch();
+    const end = TTL_PREFIX + String(now).padStart(EXPIRY_DIGITS, '0') + '"';
+    for await (const indexKey of this.db.keys({ gte: TTL_PREFIX, lt: end, limit: 10_000 })) {
+      const expiresAt = Number(indexKey.slice(TTL_PREFIX.length, TTL_PREFIX.length + EXPIRY_DIGITS));
+      const key = indexKey.slice(TTL_PREFIX.length + EXPIRY_DIGITS + 1);
+      batch.del(indexKey);
+      const stored = await this.db.get(key);
+      // The key may have been re-written since with another expiry (or none): keep it then.
+      if (stored !== undefined && expiryOf(stored) === expiresAt) {
+        batch.del(key);
+        removed++;
+      }
+    }
+    await batch.write();
+    return removed;
+  }
+}
+
+/** A prefixed view; batches stay atomic because they go to the one underlying database. */
+class NamespacedStore implements Store {
+  constructor(
+    private readonly root: LevelStore,
+    private readonly base: string,
+  ) {}
+
+  get(key: string) {
+    return this.root.get(this.base + key);
+  }
+  getMany(keys: string[]) {
+    return this.root.getMany(keys.map((k) => this.base + k));
+  }
+  put(key: string, value: string, options?: PutOptions & WriteOptions) {
+    return this.root.put(this.base + key, value, options);
+  }
+  del(key: string, options?: WriteOptions) {
+    return this.root.del(this.base + key, options);
+  }
+  batch(ops: BatchOp[], options?: WriteOptions) {
+    return this.root.batch(
+      ops.map((op) => ({ ...op, key: this.base + op.key })),
+      options,
+    );
+  }
+  scan(options: ScanOptions) {
+    return this.root.scanRaw(options, this.base);
+  }
+  namespace(name: string): Store {
+    return new NamespacedStore(this.root, this.base + name + NAMESPACE_SEPARATOR);
+  }
+}
