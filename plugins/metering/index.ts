@@ -1,0 +1,22 @@
+/**
+ * The `metering` plugin (INTERFACE.md §5): OpenMeter/Konnect v3 event ingestion, meters and usage
+ * queries answered under its route, on LevelDB through the core's store, behind an auth plugin.
+ */
+import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { checkConfig, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
+
+const metering: PluginDefinition<MeteringConfig> = {
+  name: 'metering',
+  version: '0.1.0',
+  // After authentication (oauth2 runs at 1400), so the token's scopes are known.
+  priority: 900,
+  configSchema,
+  checkConfig,
+  entities: [meterEntity],
+  async create(api) {
+    const { createRuntime } = await import('./handler.ts');
+    return createRuntime(api);
+  },
+};
+
+export default metering;

@@ -1,0 +1,86 @@
+/** The plugin's `config` schema, its scope check, and the `meters` entity of gateway.yaml. */
+import type { Issue, RecordSchema } from '../../src/config/schema.ts';
+import type { EntityDefinition, PluginScope } from '../../src/pipeline/plugin-api.ts';
+import { AGGREGATIONS, validateMeterCreate } from './meter-model.ts';
+
+export interface MeteringConfig {
+  /** Events older than this are purged, and rejected at ingest. */
+  retention_days: number;
+  /** Serve without an authentication plugin on the route (refused by default). */
+  allow_unauthenticated: boolean;
+  /** Token scopes required per operation group, when set. */
+  scopes: { ingest: string | null; manage: string | null; read: string | null } | null;
+  /** Largest accepted request body, bytes (413 above). */
+  max_body_size: number;
+  /** Most events in one ingest request (413 above). */
+  max_events_per_request: number;
+  /** Events waiting for their commit beyond which producers get 503 + Retry-After. */
+  queue_max_events: number;
+  /** Most events committed in one LevelDB batch. */
+  batch_max_events: number;
+  /** How long the first waiting event may wait for others to join its batch, ms. */
+  batch_max_wait_ms: number;
+  /** How long a query may wait for a meter's backfill before answering 503, ms. */
+  query_backfill_wait_ms: number;
+}
+
+/** Plugins that authenticate the caller; one must run on the metering route. */
+export const AUTHENTICATION_PLUGINS = ['oauth2', 'key-auth', 'basic-auth', 'jwt', 'hmac-auth', 'ldap-auth', 'openid-connect', 'mtls-auth'];
+
+const scopeName = { type: 'string' as const, len_min: 1 };
+
+export const configSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    retention_days: { type: 'integer', default: 730, between: [1, 36_500] },
+    allow_unauthenticated: { type: 'boolean', default: false },
+    scopes: { type: 'record', fields: { ingest: scopeName, manage: scopeName, read: scopeName } },
+    max_body_size: { type: 'integer', default: 10 * 1024 * 1024, between: [1024, 1024 * 1024 * 1024] },
+    max_events_per_request: { type: 'integer', default: 10_000, between: [1, 1_000_000] },
+    queue_max_events: { type: 'integer', default: 100_000, between: [1, 10_000_000] },
+    batch_max_events: { type: 'integer', default: 5_000, between: [1, 1_000_000] },
+    batch_max_wait_ms: { type: 'integer', default: 1, between: [0, 10_000] },
+    query_backfill_wait_ms: { type: 'integer', default: 10_000, between: [0, 600_000] },
+  },
+};
+
+export function checkConfig(config: MeteringConfig, scope: PluginScope): Issue[] {
+  if (config.allow_unauthenticated) return [];
+  if (scope.coPlugins.some((name) => AUTHENTICATION_PLUGINS.includes(name))) return [];
+  return [
+    {
+      path: ['allow_unauthenticated'],
+      message:
+        'metering needs an authentication plugin (e.g. oauth2) on the same route, service or globally; ' +
+        'set allow_unauthenticated: true to expose it without one',
+    },
+  ];
+}
+
+const meterSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    key: { type: 'string', required: true },
+    name: { type: 'string' },
+    description: { type: 'string' },
+    labels: { type: 'map', keys: { type: 'string' }, values: { type: 'string' } },
+    event_type: { type: 'string', required: true },
+    aggregation: { type: 'string', required: true, one_of: AGGREGATIONS },
+    value_property: { type: 'string' },
+    dimensions: { type: 'map', keys: { type: 'string' }, values: { type: 'string' } },
+    events_from: { type: 'string' },
+  },
+  entity_checks: [
+    (meter) =>
+      validateMeterCreate(meter, { nameDefaultsToKey: true, sealed: false }).map((p) => ({
+        path: p.field ? p.field.split('.') : [],
+        message: p.reason,
+      })),
+  ],
+};
+
+export const meterEntity: EntityDefinition = {
+  name: 'meters',
+  schema: meterSchema,
+  endpointKey: 'key',
+};

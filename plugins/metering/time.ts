@@ -1,0 +1,123 @@
+/**
+ * Instants (Unix seconds: events are stored at second precision, as OpenMeter does) and the
+ * calendar of an IANA time zone through Intl, for DST-correct windows without a dependency.
+ */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+
+function daysInMonth(year: number, month: number): number {
+  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
+
+/** RFC 3339 date-time (a zone offset is required) to Unix seconds, fractions truncated; undefined when invalid. */
+export function parseRfc3339(text: string): number | undefined {
+  const m = RFC3339.exec(text);
+  if (!m) return undefined;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined;
+  if (hour > 23 || minute > 59 || second > 59) return undefined;
+  let offsetMinutes = 0;
+  if (!m[8]) {
+    const oh = Number(m[10]);
+    const om = Number(m[11]);
+    if (oh > 23 || om > 59) return undefined;
+    offsetMinutes = (m[9] === '-' ? -1 : 1) * (oh * 60 + om);
+  }
+  const localMs = Date.UTC(year, month - 1, day, hour, minute, second);
+  return Math.floor(localMs / 1000) - offsetMinutes * 60;
+}
+
+/** UTC RFC 3339 text with a `Z`, without fractions. */
+export function formatUtc(seconds: number): string {
+  return new Date(seconds * 1000).toISOString().replace('.000Z', 'Z');
+}
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+/** The formatter of a zone, or undefined when the zone is unknown. */
+function formatterOf(timeZone: string): Intl.DateTimeFormat | undefined {
+  let f = formatters.get(timeZone);
+  if (f) return f;
+  try {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+      era: 'short',
+    });
+  } catch {
+    return undefined;
+  }
+  if (formatters.size > 1000) formatters.clear();
+  formatters.set(timeZone, f);
+  return f;
+}
+
+export function isValidTimeZone(timeZone: string): boolean {
+  return typeof timeZone === 'string' && timeZone.length > 0 && formatterOf(timeZone) !== undefined;
+}
+
+export interface LocalTime {
+  year: number;
+  /** 1–12 */
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+}
+
+/** Wall-clock fields of an instant in a zone. */
+export function localTime(seconds: number, timeZone: string): LocalTime {
+  const parts = formatterOf(timeZone)!.formatToParts(new Date(seconds * 1000));
+  const get = (type: string) => Number(parts.find((p) => p.type === type)!.value);
+  const era = parts.find((p) => p.type === 'era')?.value;
+  const year = era === 'BC' || era === 'B' ? 1 - get('year') : get('year');
+  return { year, month: get('month'), day: get('day'), hour: get('hour'), minute: get('minute'), second: get('second') };
+}
+
+/** The zone's offset from UTC at an instant, in seconds. */
+export function offsetAt(seconds: number, timeZone: string): number {
+  if (timeZone === 'UTC') return 0;
+  const l = localTime(seconds, timeZone);
+  return Date.UTC(l.year, l.month - 1, l.day, l.hour, l.minute, l.second) / 1000 - seconds;
+}
+
+/**
+ * The instant a wall-clock time names in a zone. Ambiguous times (a repeated hour) resolve to the
+ * first occurrence; times that do not exist (skipped by DST) to the first instant after the gap.
+ */
+export function fromLocal(l: LocalTime, timeZone: string): number {
+  const wall = Date.UTC(l.year, l.month - 1, l.day, l.hour, l.minute, l.second) / 1000;
+  if (timeZone === 'UTC') return wall;
+  // The offset of the instant can only be one of the offsets around `wall`.
+  const candidates = new Set([offsetAt(wall - 86_400, timeZone), offsetAt(wall, timeZone), offsetAt(wall + 86_400, timeZone)]);
+  const matches = [...candidates].map((o) => wall - o).filter((t) => offsetAt(t, timeZone) === wall - t);
+  if (matches.length > 0) return Math.min(...matches);
+  // In a gap: the transition instant, where the wall clock jumps past `wall`.
+  let lo = wall - Math.max(...candidates);
+  let hi = wall - Math.min(...candidates);
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (mid + offsetAt(mid, timeZone) >= wall) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/** RFC 3339 text with the zone's offset at that instant (`Z` for UTC). */
+export function formatInZone(seconds: number, timeZone: string): string {
+  if (timeZone === 'UTC') return formatUtc(seconds);
+  const offset = offsetAt(seconds, timeZone);
+  if (offset === 0) return formatUtc(seconds);
+  const local = new Date((seconds + offset) * 1000).toISOString().slice(0, 19);
+  const sign = offset < 0 ? '-' : '+';
+  const abs = Math.abs(offset);
+  const hh = String(Math.floor(abs / 3600)).padStart(2, '0');
+  const mm = String(Math.floor((abs % 3600) / 60)).padStart(2, '0');
+  return `${local}${sign}${hh}:${mm}`;
+}
