@@ -1,0 +1,211 @@
+/** The request router: compiled once per config, matches with a per-router LRU of results (misses included). */
+import type { IncomingHttpHeaders } from 'node:http';
+import { LRUCache } from 'lru-cache';
+import type { Route, Service } from '../config/types.ts';
+import { compileMatchers, NameKind, type HeaderCondition, type Matcher, type NamePattern } from './compile.ts';
+import { escapeUpstreamPath, normalizePath, sanitizePostfix } from './normalize.ts';
+import { buildUpstreamPath } from './upstream-path.ts';
+import { splitHostPort } from './validate.ts';
+
+export interface RouteRequest {
+  method: string;
+  /** Raw request path without the query, as received (may be percent-encoded, may contain ./..). */
+  path: string;
+  /** Host header (or h2 :authority), may include ':port'; '' when absent. */
+  host: string;
+  /** The listener's local port (used when host has no port, for route hosts with :port). */
+  port: number;
+  /** Lowercase names. */
+  headers: IncomingHttpHeaders;
+  /** TLS servername, when TLS. */
+  sni?: string;
+  scheme: 'http' | 'https';
+}
+
+/** A match result. It is cached and shared between requests: treat it as read-only (it is frozen). */
+export interface RouteMatch {
+  route: Route;
+  /** null for a route without service (the core answers 503). */
+  service: Service | null;
+  /** Kong-normalized request path. */
+  normalizedPath: string;
+  /** The stripped prefix when strip_path stripped one and it is not '/', else '' (for X-Forwarded-Prefix). */
+  matchedPrefix: string;
+  /** Path to send upstream (service path + strip_path + path_handling), escaped as Kong does, without query. */
+  upstreamPath: string;
+  /** Regex path captures: numbered ("1", "2", …) and named. Only for a regex path match. */
+  captures?: Record<string, string>;
+}
+
+export interface RouterOptions {
+  /** LRU entries; 0 disables the cache. Default: like Kong, 5000 scaled with the route count, at most 100,000. */
+  cacheSize?: number;
+}
+
+const NO_MATCH = Object.freeze({ noMatch: true });
+/** Keys longer than this (huge paths or header values) are not cached, so junk requests cannot bloat memory. */
+const MAX_CACHED_KEY_LENGTH = 2048;
+
+/** The request fields a route can look at, decoded once per uncached match. */
+interface RequestFacts {
+  method: string;
+  path: string;
+  hostName: string;
+  hostPort: number;
+  headers: IncomingHttpHeaders;
+  /** Lowercased SNI for https requests, '' when https without SNI, null on plaintext (SNI conditions are skipped). */
+  sni: string | null;
+}
+
+export class Router {
+  private readonly matchers: Matcher[];
+  private readonly cache: LRUCache<string, RouteMatch | typeof NO_MATCH> | null;
+  /** Header names any route looks at: their values are part of the cache key. */
+  private readonly headerNames: string[];
+  private readonly usesSni: boolean;
+  private readonly usesHostPort: boolean;
+
+  constructor(routes: Route[], services: Service[], options: RouterOptions = {}) {
+    this.matchers = compileMatchers(routes, services);
+    this.headerNames = [...new Set(this.matchers.flatMap((m) => m.headers?.map((h) => h.name) ?? []))].sort();
+    this.usesSni = this.matchers.some((m) => m.snis !== null);
+    this.usesHostPort = this.matchers.some((m) => m.hosts?.some((h) => h.port !== -1) ?? false);
+    const cacheSize = options.cacheSize ?? Math.min(100_000, Math.max(5000, routes.length * 10));
+    this.cache = cacheSize > 0 ? new LRUCache({ max: cacheSize }) : null;
+  }
+
+  /** The highest-priority route fully matching the request, or null (also for a path normalizePath rejects). */
+  match(req: RouteRequest): RouteMatch | null {
+    if (this.cache === null) return this.findMatch(req);
+    const key = this.cacheKey(req);
+    if (key.length > MAX_CACHED_KEY_LENGTH) return this.findMatch(req);
+    const cached = this.cache.get(key);
+    if (cached !== undefined) return cached === NO_MATCH ? null : (cached as RouteMatch);
+    const found = this.findMatch(req);
+    this.cache.set(key, found ?? NO_MATCH);
+    return found;
+  }
+
+  /** Only the inputs some route uses: method, host, path, and port / SNI / header values when routes look at them. */
+  private cacheKey(req: RouteRequest): string {
+    let key = req.method + '\n' + req.host + '\n' + req.path;
+    if (this.usesHostPort) key += '\n' + req.port;
+    if (this.usesSni) key += req.scheme === 'https' ? '\ns' + (req.sni ?? '') : '\np';
+    for (const name of this.headerNames) {
+      const value = req.headers[name];
+      key += value === undefined ? '\n\u0001' : '\n' + (Array.isArray(value) ? value.join('\u0002') : value);
+    }
+    return key;
+  }
+
+  private findMatch(req: RouteRequest): RouteMatch | null {
+    const path = normalizePath(req.path);
+    if (path === null) return null;
+    const { name, port } = splitHostPort(req.host);
+    const facts: RequestFacts = {
+      method: req.method,
+      path,
+      // Deviation from Kong (case-sensitive hosts): DNS names are case-insensitive and users expect `API.example.com`
+      // to reach the `api.example.com` route; route hosts are lowercased when compiled.
+      hostName: name.toLowerCase(),
+      hostPort: port >= 0 ? port : req.port,
+      headers: req.headers,
+      sni: req.scheme === 'https' ? stripTrailingDot((req.sni ?? '').toLowerCase()) : null,
+    };
+    for (const matcher of this.matchers) {
+      if (!this.matchesNonPathFields(matcher, facts)) continue;
+      const result = matchPath(matcher, facts.path);
+      if (result !== null) return result;
+    }
+    return null;
+  }
+
+  private matchesNonPathFields(matcher: Matcher, facts: RequestFacts): boolean {
+    if (matcher.methods !== null && !matcher.methods.has(facts.method)) return false;
+    if (matcher.hosts !== null && !matcher.hosts.some((host) => hostMatches(host, facts))) return false;
+    // SNI conditions only apply to https requests (Kong's ATC: `net.protocol != "https" || tls.sni == ...`).
+    if (matcher.snis !== null && facts.sni !== null && !matcher.snis.some((sni) => nameMatches(sni, facts.sni!))) return false;
+    if (matcher.headers !== null && !matcher.headers.every((condition) => headerMatches(condition, facts.headers))) return false;
+    return true;
+  }
+}
+
+function stripTrailingDot(name: string): string {
+  return name.endsWith('.') ? name.slice(0, -1) : name;
+}
+
+function nameMatches(pattern: NamePattern, name: string): boolean {
+  switch (pattern.kind) {
+    case NameKind.Exact:
+      return name === pattern.text;
+    case NameKind.Suffix:
+      return name.length > pattern.text.length && name.endsWith(pattern.text);
+    default:
+      return name.length > pattern.text.length && name.startsWith(pattern.text);
+  }
+}
+
+/** Host compared without the request port, unless the route host names a port (then Host's port, else the listener's). */
+function hostMatches(pattern: NamePattern, facts: RequestFacts): boolean {
+  if (pattern.port !== -1 && pattern.port !== facts.hostPort) return false;
+  return nameMatches(pattern, facts.hostName);
+}
+
+/** Several configured values: any may match; a repeated request header: any of its values may match. */
+function headerMatches(condition: HeaderCondition, headers: IncomingHttpHeaders): boolean {
+  const received = headers[condition.name];
+  if (received === undefined) return false;
+  if (Array.isArray(received)) return received.some((value) => headerValueMatches(condition, value));
+  return headerValueMatches(condition, received);
+}
+
+function headerValueMatches(condition: HeaderCondition, value: string): boolean {
+  if (condition.values.has(value.toLowerCase())) return true;
+  for (const regex of condition.regexes) if (regex.test(value)) return true;
+  return false;
+}
+
+/** The path part of the match; builds the (frozen) result when it matches. */
+function matchPath(matcher: Matcher, path: string): RouteMatch | null {
+  if (matcher.prefixes !== null) {
+    for (const prefix of matcher.prefixes) if (path.startsWith(prefix)) return buildMatch(matcher, path, prefix);
+    return null;
+  }
+  if (matcher.regexes !== null) {
+    for (const regex of matcher.regexes) {
+      const found = regex.exec(path);
+      if (found !== null) return buildMatch(matcher, path, found[0], capturesOf(found));
+    }
+    return null;
+  }
+  return buildMatch(matcher, path, null);
+}
+
+function capturesOf(found: RegExpExecArray): Record<string, string> {
+  const captures: Record<string, string> = {};
+  for (let i = 1; i < found.length; i++) if (found[i] !== undefined) captures[String(i)] = found[i];
+  if (found.groups) for (const [name, value] of Object.entries(found.groups)) if (value !== undefined) captures[name] = value;
+  return Object.freeze(captures);
+}
+
+/** matchedPath: the part of the path the route matched (prefix or whole regex match), null for a path-less route. */
+function buildMatch(matcher: Matcher, path: string, matchedPath: string | null, captures?: Record<string, string>): RouteMatch {
+  const route = matcher.route;
+  const upstreamPath = buildUpstreamPath({
+    servicePath: matcher.service?.path ?? null,
+    requestPath: path,
+    postfix: matchedPath === null ? null : sanitizePostfix(path.slice(matchedPath.length)),
+    stripPath: route.strip_path,
+    pathHandling: route.path_handling,
+  });
+  const stripped = route.strip_path && matchedPath !== null && matchedPath !== '/' && matchedPath !== '';
+  const result: RouteMatch = {
+    route,
+    service: matcher.service,
+    normalizedPath: path,
+    matchedPrefix: stripped ? matchedPath! : '',
+    upstreamPath: escapeUpstreamPath(upstreamPath),
+  };
+  if (captures !== undefined) result.captures = captures;
+  return Object.freeze(result);
+}

@@ -1,0 +1,87 @@
+/** Config-time checks for route paths, hosts and header regexes, with Kong's messages; and the one regex compiler. */
+import safeRegex from 'safe-regex2';
+import { normalizePath } from './normalize.ts';
+
+/** Characters a prefix path may hold literally: RFC 3986 unreserved + reserved, and `%` for escapes. */
+const RFC3986_PATH = /^[A-Za-z0-9\-._~!#$&'()*+,/:;=?@[\]%]*$/;
+const BAD_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
+
+/**
+ * Compiles a route regex (the text after `~`, or after `~*` for header values).
+ * Kong runs PCRE (traditional) or Rust regex (ATC); we run JS RegExp, so PCRE's `(?P<name>` is accepted as `(?<name>`
+ * and a leading `(?i)` becomes the `i` flag.
+ * ReDoS guard: JS RegExp has no match limit (PCRE had LIMIT_MATCH, Rust regex is linear), so a pattern with nested
+ * quantifiers such as `(a+)+` could pin the event loop on one request. safe-regex2 (the check fastify uses) rejects
+ * such star-height > 1 patterns at config time; routes compile once, when the router is built.
+ * Returns the RegExp or the reason it was rejected.
+ */
+export function compileRouteRegex(source: string, options: { anchored: boolean; ignoreCase: boolean }): RegExp | string {
+  let pattern = source.replace(/\(\?P</g, '(?<');
+  let flags = options.ignoreCase ? 'i' : '';
+  if (pattern.startsWith('(?i)')) {
+    pattern = pattern.slice(4);
+    flags = 'i';
+  }
+  try {
+    new RegExp(pattern, flags); // syntax check on the pattern alone, before wrapping it
+  } catch (err) {
+    return (err as Error).message;
+  }
+  if (!safeRegex(pattern)) return 'nested quantifiers can backtrack catastrophically (ReDoS), rewrite the pattern';
+  // Anchored at the start only, like PCRE's "a" flag and ATC's prepended `^`.
+  return new RegExp(options.anchored ? '^(?:' + pattern + ')' : pattern, flags);
+}
+
+/** Kong's `router_path` checks. undefined when the path is fine, else Kong's message. */
+export function validateRoutePath(path: string): string | undefined {
+  if (typeof path !== 'string') return 'expected a string';
+  if (path.includes('//')) return 'must not have empty segments';
+  if (!path.startsWith('/') && !path.startsWith('~/')) return 'should start with: / (fixed path) or ~/ (regex path)';
+  const badEscape = BAD_ESCAPE.exec(path);
+  if (badEscape) return `invalid url-encoded value: '${path.slice(badEscape.index, badEscape.index + 3)}'`;
+  if (path.startsWith('~')) {
+    const regex = path.slice(1);
+    const compiled = compileRouteRegex(regex, { anchored: true, ignoreCase: false });
+    return typeof compiled === 'string' ? `invalid regex: '${regex}' (${compiled})` : undefined;
+  }
+  if (!RFC3986_PATH.test(path)) return `invalid path: '${path}' (characters outside of the reserved list of RFC 3986 found)`;
+  const normalized = normalizePath(path);
+  if (normalized !== path) return `non-normalized path, consider use '${normalized}' instead`;
+  return undefined;
+}
+
+const LABEL = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?$/;
+const IPV6 = /^\[[0-9A-Fa-f:.]+\]$/;
+
+/** Splits `name[:port]` (IPv6 in brackets). port is -1 when absent, NaN when malformed. */
+export function splitHostPort(host: string): { name: string; port: number } {
+  const colon = host.lastIndexOf(':');
+  if (colon === -1 || (host.startsWith('[') && host.lastIndexOf(']') > colon)) return { name: host, port: -1 };
+  const portText = host.slice(colon + 1);
+  const port = /^\d{1,5}$/.test(portText) ? Number(portText) : NaN;
+  return { name: host.slice(0, colon), port };
+}
+
+/** Route `hosts` entry: hostname or IP, at most one `*` as the leftmost or rightmost label, optional `:port`. */
+export function validateRouteHost(host: string): string | undefined {
+  if (typeof host !== 'string' || host === '') return 'invalid hostname: ' + host;
+  const { name, port } = splitHostPort(host);
+  if (Number.isNaN(port) || port > 65535) return 'invalid port number';
+  const wildcards = name.split('*').length - 1;
+  if (wildcards > 1) return 'invalid wildcard: must have at most one wildcard';
+  if (wildcards === 1 && !name.startsWith('*.') && !name.endsWith('.*')) {
+    return 'invalid wildcard: must be placed at leftmost or rightmost label';
+  }
+  if (IPV6.test(name)) return undefined;
+  const labels = name.split('.');
+  const valid = labels.every((label) => label === '*' || LABEL.test(label)) && name.length <= 253;
+  return valid ? undefined : 'invalid hostname: ' + host;
+}
+
+/** A route `headers` value: plain values always pass; `~*<re>` must be a safe, valid regex. */
+export function validateRouteHeaderValue(value: string): string | undefined {
+  if (!value.startsWith('~*')) return undefined;
+  const regex = value.slice(2);
+  const compiled = compileRouteRegex(regex, { anchored: false, ignoreCase: true });
+  return typeof compiled === 'string' ? `invalid regex: '${regex}' (${compiled})` : undefined;
+}
