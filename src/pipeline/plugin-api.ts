@@ -6,7 +6,7 @@
  * applicable plugin in descending priority (any may answer the request itself) → upstream →
  * `response` (headers from upstream, before they go downstream) → `log` after the response ends.
  */
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Logger } from 'pino';
 import type { Issue, RecordSchema } from '../config/schema.ts';
@@ -15,7 +15,7 @@ import type { Store } from '../store/store.ts';
 
 export type { Issue, RecordSchema } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
-export type { Store } from '../store/store.ts';
+export type { BatchOp, ScanOptions, Store } from '../store/store.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;
@@ -86,6 +86,8 @@ export interface PluginRuntime<Config = any> {
   unmatched?(req: UnmatchedRequest): boolean;
   /** Routes on the admin API, e.g. `GET /oauth2/:id`. */
   adminRoutes?: AdminRoute[];
+  /** A runtime consumer was deleted through the admin API: delete what belongs to it (Kong cascades). */
+  consumerDeleted?(consumerId: string): Promise<void>;
   /** Flush and release everything; the store closes after this resolves. */
   close?(): Promise<void>;
 }
@@ -120,7 +122,8 @@ export interface UnmatchedRequest {
 
 export interface UpstreamResponse {
   status: number;
-  headers: IncomingHttpHeaders;
+  /** The headers about to be sent downstream; mutate to change them. */
+  headers: OutgoingHttpHeaders;
 }
 
 export interface RequestContext {

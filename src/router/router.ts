@@ -4,6 +4,7 @@ import { LRUCache } from 'lru-cache';
 import type { Route, Service } from '../config/types.ts';
 import { compileMatchers, NameKind, type HeaderCondition, type Matcher, type NamePattern } from './compile.ts';
 import { escapeUpstreamPath, normalizePath, sanitizePostfix } from './normalize.ts';
+import { PrefixIndex } from './prefix-index.ts';
 import { buildUpstreamPath } from './upstream-path.ts';
 import { splitHostPort } from './validate.ts';
 
@@ -59,6 +60,7 @@ interface RequestFacts {
 
 export class Router {
   private readonly matchers: Matcher[];
+  private readonly prefixIndex: PrefixIndex;
   private readonly cache: LRUCache<string, RouteMatch | typeof NO_MATCH> | null;
   /** Header names any route looks at: their values are part of the cache key. */
   private readonly headerNames: string[];
@@ -67,6 +69,8 @@ export class Router {
 
   constructor(routes: Route[], services: Service[], options: RouterOptions = {}) {
     this.matchers = compileMatchers(routes, services);
+    this.prefixIndex = new PrefixIndex(this.matchers.length);
+    this.matchers.forEach((matcher, index) => matcher.prefixes?.forEach((prefix) => this.prefixIndex.add(prefix, index)));
     this.headerNames = [...new Set(this.matchers.flatMap((m) => m.headers?.map((h) => h.name) ?? []))].sort();
     this.usesSni = this.matchers.some((m) => m.snis !== null);
     this.usesHostPort = this.matchers.some((m) => m.hosts?.some((h) => h.port !== -1) ?? false);
@@ -112,22 +116,39 @@ export class Router {
       headers: req.headers,
       sni: req.scheme === 'https' ? stripTrailingDot((req.sni ?? '').toLowerCase()) : null,
     };
-    for (const matcher of this.matchers) {
-      if (!this.matchesNonPathFields(matcher, facts)) continue;
-      const result = matchPath(matcher, facts.path);
-      if (result !== null) return result;
+    this.prefixIndex.collect(path);
+    for (let index = 0; index < this.matchers.length; index++) {
+      const matcher = this.matchers[index];
+      // Cheapest rejections first: the prefix index rules out most routes; regexes run last.
+      const prefix = matcher.prefixes !== null ? this.prefixIndex.prefixFor(index) : null;
+      if (matcher.prefixes !== null && prefix === null) continue;
+      if (!matchesNonPathFields(matcher, facts)) continue;
+      if (prefix !== null) return buildMatch(matcher, path, prefix);
+      if (matcher.regexes === null) return buildMatch(matcher, path, null);
+      const found = matchingRegex(matcher.regexes, path);
+      if (found !== null) return buildMatch(matcher, path, found[0], capturesOf(found));
     }
     return null;
   }
+}
 
-  private matchesNonPathFields(matcher: Matcher, facts: RequestFacts): boolean {
-    if (matcher.methods !== null && !matcher.methods.has(facts.method)) return false;
-    if (matcher.hosts !== null && !matcher.hosts.some((host) => hostMatches(host, facts))) return false;
-    // SNI conditions only apply to https requests (Kong's ATC: `net.protocol != "https" || tls.sni == ...`).
-    if (matcher.snis !== null && facts.sni !== null && !matcher.snis.some((sni) => nameMatches(sni, facts.sni!))) return false;
-    if (matcher.headers !== null && !matcher.headers.every((condition) => headerMatches(condition, facts.headers))) return false;
-    return true;
+function matchingRegex(regexes: RegExp[], path: string): RegExpExecArray | null {
+  for (const regex of regexes) {
+    const found = regex.exec(path);
+    if (found !== null) return found;
   }
+  return null;
+}
+
+function matchesNonPathFields(matcher: Matcher, facts: RequestFacts): boolean {
+  if (matcher.methods !== null && !matcher.methods.has(facts.method)) return false;
+  if (matcher.hosts !== null && !anyHostMatches(matcher.hosts, facts)) return false;
+  // SNI conditions only apply to https requests (Kong's ATC: `net.protocol != "https" || tls.sni == ...`).
+  if (matcher.snis !== null && facts.sni !== null && !anyNameMatches(matcher.snis, facts.sni)) return false;
+  if (matcher.headers !== null) {
+    for (const condition of matcher.headers) if (!headerMatches(condition, facts.headers)) return false;
+  }
+  return true;
 }
 
 function stripTrailingDot(name: string): string {
@@ -145,40 +166,32 @@ function nameMatches(pattern: NamePattern, name: string): boolean {
   }
 }
 
+function anyNameMatches(patterns: NamePattern[], name: string): boolean {
+  for (const pattern of patterns) if (nameMatches(pattern, name)) return true;
+  return false;
+}
+
 /** Host compared without the request port, unless the route host names a port (then Host's port, else the listener's). */
-function hostMatches(pattern: NamePattern, facts: RequestFacts): boolean {
-  if (pattern.port !== -1 && pattern.port !== facts.hostPort) return false;
-  return nameMatches(pattern, facts.hostName);
+function anyHostMatches(patterns: NamePattern[], facts: RequestFacts): boolean {
+  for (const pattern of patterns) {
+    if ((pattern.port === -1 || pattern.port === facts.hostPort) && nameMatches(pattern, facts.hostName)) return true;
+  }
+  return false;
 }
 
 /** Several configured values: any may match; a repeated request header: any of its values may match. */
 function headerMatches(condition: HeaderCondition, headers: IncomingHttpHeaders): boolean {
   const received = headers[condition.name];
   if (received === undefined) return false;
-  if (Array.isArray(received)) return received.some((value) => headerValueMatches(condition, value));
-  return headerValueMatches(condition, received);
+  if (!Array.isArray(received)) return headerValueMatches(condition, received);
+  for (const value of received) if (headerValueMatches(condition, value)) return true;
+  return false;
 }
 
 function headerValueMatches(condition: HeaderCondition, value: string): boolean {
   if (condition.values.has(value.toLowerCase())) return true;
   for (const regex of condition.regexes) if (regex.test(value)) return true;
   return false;
-}
-
-/** The path part of the match; builds the (frozen) result when it matches. */
-function matchPath(matcher: Matcher, path: string): RouteMatch | null {
-  if (matcher.prefixes !== null) {
-    for (const prefix of matcher.prefixes) if (path.startsWith(prefix)) return buildMatch(matcher, path, prefix);
-    return null;
-  }
-  if (matcher.regexes !== null) {
-    for (const regex of matcher.regexes) {
-      const found = regex.exec(path);
-      if (found !== null) return buildMatch(matcher, path, found[0], capturesOf(found));
-    }
-    return null;
-  }
-  return buildMatch(matcher, path, null);
 }
 
 function capturesOf(found: RegExpExecArray): Record<string, string> {

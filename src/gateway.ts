@@ -1,0 +1,273 @@
+/**
+ * The gateway process: loads the config, opens the store, creates the plugins, opens the listeners,
+ * swaps configurations on reload and shuts down gracefully.
+ */
+import { randomUUID } from 'node:crypto';
+import { access, constants, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { AdminRouter } from './admin/router.ts';
+import { coreAdminRoutes } from './admin/routes.ts';
+import { parseListenList } from './config/listen.ts';
+import { ConfigError, loadConfigFile, type PluginRegistry } from './config/load.ts';
+import type { GatewayConfig } from './config/types.ts';
+import { Consumers } from './consumers.ts';
+import { Listener } from './listeners.ts';
+import { createLogger, type Logger } from './log.ts';
+import { Metrics } from './metrics.ts';
+import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
+import type { ConfigView, PluginRuntime } from './pipeline/plugin-api.ts';
+import { bundledPlugins } from './plugins.ts';
+import { HttpEngine } from './proxy/http-engine.ts';
+import { Snapshot } from './runtime.ts';
+import { LevelStore } from './store/level.ts';
+import { loadTlsMaterial } from './tls.ts';
+
+const SWEEP_INTERVAL_MS = 60_000;
+
+export class ConfigLoadError extends Error {
+  constructor(readonly errors: ConfigError[]) {
+    super(errors.map(String).join('\n'));
+  }
+}
+
+/** A start-up failure with a message meant for the operator (taken port, unreadable data dir). */
+export class StartupError extends Error {}
+
+export interface GatewayOptions {
+  /** Overrides the config's log level (tests use 'silent'). */
+  logLevel?: string;
+  registry?: PluginRegistry;
+}
+
+export class Gateway {
+  readonly proxyListeners: Listener[] = [];
+  readonly adminListeners: Listener[] = [];
+  private snapshot!: Snapshot;
+  private readonly runtimes = new Map<string, PluginRuntime>();
+  private draining = false;
+  private connectionsActive = 0;
+  private connectionsAccepted = 0;
+  private sweeper: NodeJS.Timeout | undefined;
+  private stopping: Promise<void> | undefined;
+  private nodeId = '';
+  readonly lifecycle: Lifecycle;
+  private readonly engine: HttpEngine;
+  private readonly metrics = new Metrics();
+
+  private constructor(
+    private readonly configFile: string,
+    config: GatewayConfig,
+    readonly log: Logger,
+    private readonly store: LevelStore,
+    private readonly consumers: Consumers,
+    private readonly registry: PluginRegistry,
+  ) {
+    this.engine = new HttpEngine({ poolSize: config.gateway.upstream_keepalive_pool_size, idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout });
+    this.lifecycle = new Lifecycle(() => this.snapshot, this.engine, this.metrics, log);
+    this.lifecycle.accessLog = config.gateway.access_log;
+  }
+
+  static async start(configFile: string, options: GatewayOptions = {}): Promise<Gateway> {
+    const registry = options.registry ?? bundledPlugins;
+    const loaded = await loadConfigFile(configFile, registry);
+    if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
+    const config = loaded.config;
+    const log = createLogger(options.logLevel ?? config.gateway.log_level);
+    const store = await openStore(config.gateway.data_dir);
+    const consumers = new Consumers(store.namespace('core'));
+    const gateway = new Gateway(configFile, config, log, store, consumers, registry);
+    try {
+      await consumers.load();
+      gateway.nodeId = await nodeIdOf(store);
+      await gateway.createPlugins(config);
+      await gateway.apply(config);
+      await gateway.openListeners(config);
+    } catch (err) {
+      await gateway.stop();
+      throw err;
+    }
+    gateway.sweeper = setInterval(() => gateway.sweep(), SWEEP_INTERVAL_MS).unref();
+    return gateway;
+  }
+
+  private async createPlugins(config: GatewayConfig): Promise<void> {
+    for (const definition of this.registry.values()) {
+      const runtime = await definition.create({
+        store: this.store.namespace(`plugin.${definition.name}`),
+        log: this.log.child({ plugin: definition.name }),
+        consumers: this.consumers,
+        dataDir: config.gateway.data_dir,
+      });
+      this.runtimes.set(definition.name, runtime);
+    }
+  }
+
+  /** Configures every plugin with `config`, then swaps it in. */
+  private async apply(config: GatewayConfig): Promise<void> {
+    this.consumers.setDeclared(config.consumers);
+    const snapshot = new Snapshot(config, this.registry, this.runtimes);
+    for (const [name, runtime] of this.runtimes) {
+      const view: ConfigView = {
+        config,
+        instances: config.plugins.filter((p) => p.name === name && p.enabled),
+        entities: (entity) => config.entities[entity] ?? [],
+        routeById: (id) => snapshot.routesById.get(id),
+        serviceById: (id) => snapshot.servicesById.get(id),
+      };
+      await runtime.configure?.(view);
+    }
+    this.snapshot = snapshot;
+    this.lifecycle.accessLog = config.gateway.access_log;
+  }
+
+  private async openListeners(config: GatewayConfig): Promise<void> {
+    const { gateway } = config;
+    const proxySpecs = parseListenList(gateway.proxy_listen).specs;
+    const adminSpecs = parseListenList(gateway.admin_listen).specs;
+    const needsTls = [...proxySpecs, ...adminSpecs].some((s) => s.ssl);
+    const tls = needsTls ? await loadTlsMaterial(gateway.ssl_cert, gateway.ssl_cert_key, gateway.data_dir) : undefined;
+    const limits = { maxHeaderSize: gateway.max_header_size, clientTimeout: gateway.client_timeout };
+    const events = {
+      opened: () => {
+        this.connectionsActive++;
+        this.connectionsAccepted++;
+        this.metrics.connectionsActive.inc();
+        this.metrics.connectionsAccepted.inc();
+      },
+      closed: () => {
+        this.connectionsActive--;
+        this.metrics.connectionsActive.dec();
+      },
+    };
+    for (const spec of proxySpecs) {
+      const info: ListenerInfo = { port: spec.port, scheme: spec.ssl ? 'https' : 'http' };
+      const listener = await this.listen(spec, tls, {
+        request: (req, res) => this.lifecycle.handle(req, res, info),
+        upgrade: (req, socket, head) => this.lifecycle.handleUpgrade(req, socket, head, info),
+      }, limits, events);
+      info.port = listener.port;
+      this.proxyListeners.push(listener);
+    }
+    const admin = new AdminRouter([...this.pluginAdminRoutes(), ...coreAdminRoutes(this.adminState())]);
+    for (const spec of adminSpecs) {
+      if (!['127.0.0.1', '::1', 'localhost'].includes(spec.host)) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
+      const listener = await this.listen(spec, tls, { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse) }, limits, events);
+      this.adminListeners.push(listener);
+    }
+  }
+
+  private async listen(...args: Parameters<typeof Listener.open>): Promise<Listener> {
+    try {
+      return await Listener.open(...args);
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      if (e.code === 'EADDRINUSE') throw new StartupError(`cannot listen on ${args[0].text}: the address is already in use`);
+      if (e.code === 'EACCES') throw new StartupError(`cannot listen on ${args[0].text}: permission denied`);
+      throw err;
+    }
+  }
+
+  private pluginAdminRoutes() {
+    return [...this.runtimes.values()].flatMap((r) => r.adminRoutes ?? []);
+  }
+
+  private adminState() {
+    return {
+      snapshot: () => this.snapshot,
+      consumers: this.consumers,
+      metrics: this.metrics,
+      registry: this.registry,
+      runtimes: this.runtimes,
+      nodeId: this.nodeId,
+      ready: () => !this.draining,
+      connections: () => ({ active: this.connectionsActive, accepted: this.connectionsAccepted }),
+      totalRequests: () => this.lifecycle.stats.totalRequests,
+    };
+  }
+
+  get config(): GatewayConfig {
+    return this.snapshot.config;
+  }
+
+  /** Re-reads the file; an invalid one is logged and ignored. Listener changes need a restart. */
+  async reload(): Promise<{ ok: true } | { ok: false; errors: ConfigError[] }> {
+    const loaded = await loadConfigFile(this.configFile, this.registry);
+    if (!loaded.ok) {
+      for (const e of loaded.errors) this.log.error({ error: String(e) }, 'invalid configuration: keeping the current one');
+      return loaded;
+    }
+    const before = this.snapshot.config.gateway;
+    const after = loaded.config.gateway;
+    if (JSON.stringify([before.proxy_listen, before.admin_listen, before.data_dir]) !== JSON.stringify([after.proxy_listen, after.admin_listen, after.data_dir])) {
+      this.log.warn('listeners and data_dir changes take effect at the next restart');
+    }
+    await this.apply(loaded.config);
+    this.log.info({ hash: loaded.config.hash }, 'configuration reloaded');
+    return { ok: true };
+  }
+
+  /** Stops accepting, lets in-flight requests finish (bounded), flushes plugins, closes the store. */
+  stop(): Promise<void> {
+    return (this.stopping ??= this.shutdown());
+  }
+
+  private async shutdown(): Promise<void> {
+    this.draining = true;
+    clearInterval(this.sweeper);
+    const listeners = [...this.proxyListeners, ...this.adminListeners];
+    const closed = Promise.all(listeners.map((l) => l.stopAccepting()));
+    const deadline = Date.now() + (this.snapshot?.config.gateway.shutdown_timeout ?? 0);
+    while (Date.now() < deadline && listeners.some((l) => l.openConnections > 0)) {
+      for (const l of listeners) l.closeIdle();
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    for (const l of listeners) l.destroyAll();
+    await closed;
+    for (const runtime of this.runtimes.values()) {
+      try {
+        await runtime.close?.();
+      } catch (err) {
+        this.log.error({ err }, 'plugin failed to close');
+      }
+    }
+    this.engine.close();
+    await this.store.close();
+    this.log.flush();
+  }
+
+  private async sweep(): Promise<void> {
+    try {
+      await this.store.sweepExpired();
+    } catch (err) {
+      this.log.error({ err }, 'store sweep failed');
+    }
+  }
+}
+
+async function openStore(dataDir: string): Promise<LevelStore> {
+  try {
+    await mkdir(dataDir, { recursive: true });
+    await access(dataDir, constants.R_OK | constants.W_OK);
+  } catch (err) {
+    throw new StartupError(`the data directory ${dataDir} is not usable: ${(err as Error).message}`);
+  }
+  const store = new LevelStore(join(dataDir, 'store'));
+  try {
+    await store.open();
+  } catch (err) {
+    const cause = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
+    throw new StartupError(`cannot open the store in ${dataDir}: ${cause} (is another gateway running on this data directory?)`);
+  }
+  return store;
+}
+
+/** A node id that stays the same across restarts on one data directory. */
+async function nodeIdOf(store: LevelStore): Promise<string> {
+  const core = store.namespace('core');
+  const existing = await core.get('node_id');
+  if (existing) return existing;
+  const id = randomUUID();
+  await core.put('node_id', id, { sync: true });
+  return id;
+}

@@ -1,0 +1,228 @@
+/**
+ * Listeners from Kong's listen strings:
+ *   plain           HTTP/1.1
+ *   ssl             HTTPS/1.1
+ *   ssl http2       TLS with ALPN h2 and http/1.1 on one port
+ *   http2 (no ssl)  h2c with prior knowledge, still answering HTTP/1.1 on the same port
+ * Every socket is tracked so shutdown can drain and then close what is left.
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from 'node:http2';
+import https from 'node:https';
+import net, { type AddressInfo, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import type { ListenSpec } from './config/listen.ts';
+import type { TlsMaterial } from './tls.ts';
+
+export interface ListenerHandlers {
+  request(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): void;
+  upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+}
+
+export interface ListenerLimits {
+  maxHeaderSize: number;
+  /** Idle timeout of a downstream connection, ms. */
+  clientTimeout: number;
+}
+
+export interface ConnectionEvents {
+  opened(): void;
+  closed(): void;
+}
+
+/** The HTTP/2 connection preface a client with prior knowledge sends first. */
+const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
+
+export class Listener {
+  private readonly sockets = new Set<Socket>();
+  private readonly sessions = new Set<Http2Session>();
+  private readonly http1: http.Server | undefined;
+
+  private constructor(
+    readonly spec: ListenSpec,
+    private readonly server: net.Server,
+    http1: http.Server | undefined,
+    private readonly h2: http2.Http2Server | http2.Http2SecureServer | undefined,
+    private readonly events: ConnectionEvents,
+  ) {
+    this.http1 = http1;
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      events.opened();
+      socket.once('close', () => {
+        this.sockets.delete(socket);
+        events.closed();
+      });
+    });
+    h2?.on('session', (session: Http2Session) => {
+      this.sessions.add(session);
+      session.once('close', () => this.sessions.delete(session));
+      session.on('error', () => session.destroy());
+    });
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  get url(): string {
+    const host = this.spec.host.includes(':') ? `[${this.spec.host}]` : this.spec.host;
+    return `${this.spec.ssl ? 'https' : 'http'}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${this.port}`;
+  }
+
+  static async open(spec: ListenSpec, tls: TlsMaterial | undefined, handlers: ListenerHandlers, limits: ListenerLimits, events: ConnectionEvents): Promise<Listener> {
+    const http1Options: http.ServerOptions = {
+      maxHeaderSize: limits.maxHeaderSize,
+      keepAliveTimeout: limits.clientTimeout,
+      headersTimeout: Math.min(limits.clientTimeout, 60_000),
+      requestTimeout: 0,
+    };
+    const h2Options = { maxHeaderListPairs: 200, maxSendHeaderBlockLength: limits.maxHeaderSize, settings: { maxHeaderListSize: limits.maxHeaderSize } };
+    let listener: Listener;
+    if (spec.ssl) {
+      if (!tls) throw new Error(`listener ${spec.text} needs TLS material`);
+      const server = spec.http2
+        ? http2.createSecureServer({ ...h2Options, key: tls.key, cert: tls.cert, allowHTTP1: true, ...http1Options } as http2.SecureServerOptions, handlers.request)
+        : https.createServer({ ...http1Options, key: tls.key, cert: tls.cert }, handlers.request);
+      listener = new Listener(spec, server, spec.http2 ? undefined : (server as http.Server), spec.http2 ? (server as http2.Http2SecureServer) : undefined, events);
+      if (handlers.upgrade) server.on('upgrade', handlers.upgrade);
+      server.on('tlsClientError', (_err: Error, socket: Socket) => socket.destroy());
+      if (!spec.http2) listener.guardHttp1(server as http.Server);
+      else listener.guardHttp2(server as http2.Http2SecureServer, limits);
+    } else if (spec.http2) {
+      const http1 = http.createServer(http1Options, handlers.request);
+      const h2 = http2.createServer(h2Options, handlers.request);
+      if (handlers.upgrade) http1.on('upgrade', handlers.upgrade);
+      const server = net.createServer((socket) => sniffProtocol(socket, http1, h2));
+      listener = new Listener(spec, server, http1, h2, events);
+      listener.guardHttp1(http1);
+      listener.guardHttp2(h2, limits);
+    } else {
+      const server = http.createServer(http1Options, handlers.request);
+      if (handlers.upgrade) server.on('upgrade', handlers.upgrade);
+      listener = new Listener(spec, server, server, undefined, events);
+      listener.guardHttp1(server);
+    }
+    await new Promise<void>((resolve, reject) => {
+      listener.server.once('error', reject);
+      listener.server.listen(spec.port, spec.host, () => {
+        listener.server.off('error', reject);
+        resolve();
+      });
+    });
+    return listener;
+  }
+
+  /** Malformed requests and oversized headers get a clear answer, never a crash. */
+  private guardHttp1(server: http.Server): void {
+    server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+      if (!socket.writable) return socket.destroy();
+      const [status, text] =
+        err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large']
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout']
+        : [400, 'Bad Request'];
+      const body = JSON.stringify({ message: status === 431 ? 'Request header or cookie too large' : text });
+      socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`);
+    });
+  }
+
+  private guardHttp2(server: http2.Http2Server | http2.Http2SecureServer, limits: ListenerLimits): void {
+    server.on('sessionError', () => {});
+    server.setTimeout(limits.clientTimeout, (socket?: Duplex) => socket?.destroy());
+  }
+
+  /** Stops accepting; open connections keep being served. */
+  stopAccepting(): Promise<void> {
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  /** Closes idle keep-alive connections and asks HTTP/2 clients to go away gracefully. */
+  closeIdle(): void {
+    const s = this.server as http.Server;
+    if (typeof s.closeIdleConnections === 'function') s.closeIdleConnections();
+    this.http1?.closeIdleConnections();
+    for (const session of this.sessions) session.close();
+  }
+
+  get openConnections(): number {
+    return this.sockets.size;
+  }
+
+  destroyAll(): void {
+    for (const session of this.sessions) session.destroy();
+    for (const socket of this.sockets) socket.destroy();
+  }
+}
+
+/**
+ * Reads the first bytes of a plaintext connection: the HTTP/2 preface goes to the h2c server,
+ * anything else to the HTTP/1.1 server. Node's http2 server cannot adopt a socket whose first
+ * bytes were already read, but it accepts a plain Duplex that replays them.
+ */
+function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server): void {
+  socket.on('error', () => socket.destroy());
+  let seen = Buffer.alloc(0);
+  const onData = (chunk: Buffer) => {
+    seen = Buffer.concat([seen, chunk]);
+    const n = Math.min(seen.length, H2_PREFACE.length);
+    const looksH2 = seen.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+    if (looksH2 && seen.length < H2_PREFACE.length) return; // need more bytes to decide
+    socket.off('data', onData);
+    socket.pause();
+    if (looksH2) {
+      h2.emit('connection', new ReplayDuplex(socket, seen));
+    } else {
+      socket.unshift(seen);
+      http1.emit('connection', socket);
+      socket.resume();
+    }
+  };
+  socket.on('data', onData);
+}
+
+/** A Duplex over a socket that first yields bytes already read from it. */
+class ReplayDuplex extends Duplex {
+  constructor(
+    private readonly socket: Socket,
+    replay: Buffer,
+  ) {
+    super();
+    this.push(replay);
+    socket.on('data', (chunk) => {
+      if (!this.push(chunk)) socket.pause();
+    });
+    socket.on('end', () => this.push(null));
+    socket.on('close', () => this.destroy());
+    socket.on('error', (err) => this.destroy(err));
+  }
+  get remoteAddress() {
+    return this.socket.remoteAddress;
+  }
+  get remotePort() {
+    return this.socket.remotePort;
+  }
+  get localPort() {
+    return this.socket.localPort;
+  }
+  _read(): void {
+    this.socket.resume();
+  }
+  _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this.socket.write(chunk, cb);
+  }
+  _final(cb: (err?: Error | null) => void): void {
+    this.socket.end(cb);
+  }
+  _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    this.socket.destroy();
+    cb(err);
+  }
+  setTimeout(ms: number, cb?: () => void): this {
+    this.socket.setTimeout(ms, cb);
+    return this;
+  }
+  setNoDelay(noDelay?: boolean): this {
+    this.socket.setNoDelay(noDelay);
+    return this;
+  }
+}

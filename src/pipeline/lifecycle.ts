@@ -1,0 +1,352 @@
+/**
+ * The request lifecycle, in named steps:
+ *   route → protocol checks → access (plugins, by priority) → service check → upstream →
+ *   response (plugins) → downstream → log (plugins, metrics, access log).
+ * HTTP requests and WebSocket handshakes share every step up to the upstream.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Http2ServerRequest } from 'node:http2';
+import { randomUUID } from 'node:crypto';
+import type { Duplex } from 'node:stream';
+import { pipeline } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
+import type { Logger } from 'pino';
+import type { Route } from '../config/types.ts';
+import { buildUpstreamHeaders, downstreamHeaders, peerAddress } from '../proxy/headers.ts';
+import { HttpEngine, type UpstreamFailure } from '../proxy/http-engine.ts';
+import { errorAnswer, grpcErrorAnswer, MESSAGES, bodyAnswer } from '../proxy/respond.ts';
+import type { RouteMatch } from '../router/index.ts';
+import type { Snapshot } from '../runtime.ts';
+import type { Metrics } from '../metrics.ts';
+import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse } from './context.ts';
+import type { PluginEntity, PluginRuntime, UnmatchedRequest } from './plugin-api.ts';
+
+export interface ListenerInfo {
+  port: number;
+  scheme: 'http' | 'https';
+}
+
+export interface Stats {
+  totalRequests: number;
+}
+
+/** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
+export interface ProtocolProxy {
+  grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, done: () => void): void;
+  upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, done: () => void): void;
+}
+
+interface Ran {
+  runtime: PluginRuntime;
+  plugin: PluginEntity;
+}
+
+const FAILURE_ANSWERS: Record<UpstreamFailure['kind'], [number, string]> = {
+  connect: [502, MESSAGES.badGateway],
+  reset: [502, MESSAGES.badGateway],
+  timeout: [504, MESSAGES.timeout],
+  dns: [503, MESSAGES.dnsFailure],
+};
+
+export class Lifecycle {
+  readonly stats: Stats = { totalRequests: 0 };
+  protocols: ProtocolProxy = {};
+
+  constructor(
+    private readonly current: () => Snapshot,
+    readonly engine: HttpEngine,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+  ) {}
+
+  /** An HTTP request (HTTP/1.1 or HTTP/2). */
+  handle(req: DownstreamRequest, res: DownstreamResponse, listener: ListenerInfo): void {
+    const downstream = new ResponseDownstream(res);
+    const ctx = this.begin(req, res, downstream, listener, false);
+    if (!ctx) return;
+    res.once('close', () => this.finish(ctx));
+    this.runAccess(ctx).then(
+      () => this.afterAccess(ctx, req, res, listener),
+      (err) => this.failed(ctx, err),
+    );
+  }
+
+  /** An HTTP/1.1 upgrade request (WebSocket handshake). */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, listener: ListenerInfo): void {
+    socket.on('error', () => socket.destroy());
+    const isWebSocket = String(req.headers.upgrade ?? '').toLowerCase() === 'websocket';
+    const downstream = new SocketDownstream(socket);
+    const ctx = this.begin(req, null, downstream, listener, isWebSocket);
+    if (!ctx) return;
+    socket.once('close', () => this.finish(ctx));
+    if (!isWebSocket) return ctx.error(400, 'only WebSocket upgrades are supported');
+    this.runAccess(ctx).then(
+      () => {
+        if (ctx.responded) return;
+        if (!ctx.service) return ctx.error(503, MESSAGES.noService);
+        const match = (ctx as ContextWithMatch).match;
+        const headers = this.upstreamHeaders(ctx, match, req, listener);
+        if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
+        ctx.status = 101;
+        this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, () => this.finish(ctx));
+      },
+      (err) => this.failed(ctx, err),
+    );
+  }
+
+  /** Routing and protocol checks; null when the request was answered already. */
+  private begin(req: DownstreamRequest, res: DownstreamResponse | null, downstream: Downstream, listener: ListenerInfo, isUpgrade: boolean): Context | null {
+    const startedAt = performance.now();
+    this.stats.totalRequests++;
+    const snapshot = this.current();
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const rawPath = q === -1 ? url : url.slice(0, q);
+    const rawQuery = q === -1 ? '' : url.slice(q + 1);
+    const headers = req.headers;
+    const http2 = req.httpVersionMajor === 2;
+    const rawHost = (http2 ? (headers[':authority'] as string | undefined) : undefined) ?? headers.host ?? '';
+    const peerIp = peerAddress(req.socket?.remoteAddress);
+    const trusted = snapshot.trusted.has(peerIp);
+    const xfp = trusted ? headers['x-forwarded-proto'] : undefined;
+    const forwardedProto = (typeof xfp === 'string' && xfp.split(',')[0].trim().toLowerCase()) || listener.scheme;
+    const realIp = trusted ? headers['x-real-ip'] : undefined;
+    const contentType = headers['content-type'];
+    const grpcContent = typeof contentType === 'string' && contentType.startsWith('application/grpc');
+    const method = req.method ?? 'GET';
+    const id = randomUUID();
+
+    const match = snapshot.router.match({
+      method,
+      path: rawPath,
+      host: rawHost,
+      port: listener.port,
+      headers,
+      sni: listener.scheme === 'https' ? ((req.socket as TLSSocket).servername || undefined) : undefined,
+      scheme: listener.scheme,
+    });
+    if (!match) {
+      const unmatched: UnmatchedRequest = {
+        method, path: rawPath, rawQuery, headers, host: hostOnly(rawHost), scheme: listener.scheme, forwardedProto,
+        respond: (status, body, extra) => downstream.send(bodyAnswer(status, body, extra), method === 'HEAD'),
+      };
+      for (const runtime of snapshot.runtimes.values()) if (runtime.unmatched?.(unmatched)) return null;
+      const answer = errorAnswer(404, MESSAGES.noRoute, id, grpcContent && http2, { server: 'tollgate/0.1.0', 'x-kong-request-id': id });
+      downstream.send(answer, method === 'HEAD');
+      this.observe(null, 404, startedAt, undefined, method, rawPath, peerIp);
+      return null;
+    }
+    const ctx = new Context({
+      id, startedAt, scheme: listener.scheme, forwardedProto, httpVersion: http2 ? '2' : '1.1',
+      isGrpc: grpcContent && http2, isUpgrade, method, path: match.normalizedPath, rawQuery, headers,
+      host: hostOnly(rawHost), clientIp: (typeof realIp === 'string' && realIp) || peerIp,
+      route: match.route, service: match.service, matchedPrefix: matchedPathPrefix(match),
+      req, res, downstream, maxBodySize: snapshot.config.gateway.client_max_body_size,
+    }) as ContextWithMatch;
+    ctx.match = match;
+    ctx.snapshot = snapshot;
+    ctx.rawPath = rawPath;
+    ctx.peerIp = peerIp;
+    ctx.trusted = trusted;
+    ctx.rawHost = rawHost;
+    if (method === 'TRACE') ctx.error(405, MESSAGES.methodNotAllowed);
+    else this.checkProtocols(ctx, match.route, grpcContent, rawHost, url);
+    return ctx;
+  }
+
+  /** Route protocols are checked after the match, as Kong does. */
+  private checkProtocols(ctx: Context, route: Route, grpcContent: boolean, rawHost: string, url: string): void {
+    const p = route.protocols;
+    const secure = ctx.forwardedProto === 'https';
+    if (p.includes('grpc') || p.includes('grpcs')) {
+      if (!grpcContent) return ctx.error(415, MESSAGES.nonGrpc);
+      if (ctx.httpVersion !== '2') return ctx.error(426, MESSAGES.useHttp2, { connection: 'Upgrade', upgrade: 'HTTP/2' });
+      if (!p.includes('grpc') && !secure) return ctx.send(grpcErrorAnswer(200, MESSAGES.grpcsOnly, { 'grpc-status': '1' }));
+      return;
+    }
+    if (p.includes('ws') || p.includes('wss')) {
+      if (!ctx.isUpgrade) return ctx.error(400, MESSAGES.badWebSocket);
+      if (!p.includes('ws') && !secure) return ctx.error(426, MESSAGES.useHttps, { connection: 'Upgrade', upgrade: 'TLS/1.2, HTTP/1.1' });
+      return;
+    }
+    if (!p.includes('http') && !secure) {
+      const code = route.https_redirect_status_code;
+      if (code === 426) return ctx.error(426, MESSAGES.useHttps, { connection: 'Upgrade', upgrade: 'TLS/1.2, HTTP/1.1' });
+      ctx.respond(code, undefined, { location: `https://${hostOnly(rawHost)}${url}` });
+    }
+  }
+
+  private async runAccess(ctx: Context): Promise<void> {
+    if (ctx.responded) return;
+    const c = ctx as ContextWithMatch;
+    const steps = c.snapshot.plugins.steps(ctx.route.id);
+    if (steps.length === 0) return;
+    const ran: Ran[] = (c.ran = []);
+    for (const step of steps) {
+      const plugin = c.snapshot.plugins.resolve(step, ctx.route, ctx.consumer?.id ?? null);
+      const runtime = plugin && c.snapshot.runtimes.get(step.name);
+      if (!plugin || !runtime) continue;
+      ran.push({ runtime, plugin });
+      if (runtime.access) {
+        const pending = runtime.access(ctx, plugin.config, plugin);
+        if (pending) await pending;
+        if (ctx.responded) return;
+      }
+    }
+  }
+
+  private afterAccess(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, listener: ListenerInfo): void {
+    if (ctx.responded) return;
+    const c = ctx as ContextWithMatch;
+    if (!ctx.service) return ctx.error(503, MESSAGES.noService);
+    const headers = this.upstreamHeaders(ctx, c.match, req, listener);
+    const protocol = ctx.service.protocol;
+    if (protocol === 'grpc' || protocol === 'grpcs') {
+      if (!this.protocols.grpc) return ctx.error(501, 'gRPC proxying is not available');
+      return this.protocols.grpc(ctx, c.match, headers as Record<string, unknown>, () => this.finish(ctx));
+    }
+    this.proxyHttp(c, req, res, headers);
+  }
+
+  private upstreamHeaders(ctx: Context, match: RouteMatch, req: DownstreamRequest, listener: ListenerInfo) {
+    const c = ctx as ContextWithMatch;
+    return buildUpstreamHeaders(ctx, ctx.service!, {
+      peerIp: c.peerIp,
+      trusted: c.trusted,
+      listenerPort: listener.port,
+      rawHost: c.rawHost,
+      strippedPrefix: match.matchedPrefix,
+      rawPath: c.rawPath,
+    });
+  }
+
+  private proxyHttp(ctx: ContextWithMatch, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>): void {
+    const limit = ctx.snapshot.config.gateway.client_max_body_size;
+    const declared = Number(req.headers['content-length']);
+    if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
+    const body = ctx.body ?? (hasBody(req) ? req : null);
+    if (body === req && limit > 0) this.enforceStreamLimit(ctx, req, limit);
+    const path = ctx.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : '');
+    const sentAt = performance.now();
+    const handle = this.engine.forward(
+      { service: ctx.service!, method: ctx.method, path, headers, body },
+      {
+        onResponse: (upstream, upstreamRequest) => {
+          if (res.destroyed) return upstreamRequest.destroy();
+          const now = performance.now();
+          ctx.upstreamLatency = Math.round(now - sentAt);
+          const status = upstream.statusCode ?? 502;
+          const out = downstreamHeaders(upstream.headers, ctx.headers.te, false);
+          for (const { runtime, plugin } of ctx.ran ?? []) runtime.response?.(ctx, plugin.config, { status, headers: out });
+          out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
+          out['x-kong-proxy-latency'] = String(Math.round(sentAt - ctx.startedAt));
+          out['x-kong-request-id'] = ctx.id;
+          ctx.status = status;
+          try {
+            (res as ServerResponse).writeHead(status, out);
+          } catch (err) {
+            // Headers Node refuses (e.g. invalid characters from a broken upstream).
+            this.log.warn({ err, request_id: ctx.id }, 'invalid upstream response headers');
+            upstreamRequest.destroy();
+            ctx.status = 0;
+            return ctx.error(502, MESSAGES.badGateway);
+          }
+          pipeline(upstream, res as ServerResponse, (err) => {
+            if (err) upstreamRequest.destroy();
+          });
+        },
+        onFailure: (failure) => {
+          const [status, message] = FAILURE_ANSWERS[failure.kind];
+          if (!res.headersSent) ctx.error(status, message);
+          else res.destroy();
+          this.log.debug({ request_id: ctx.id, kind: failure.kind, tries: failure.tries, err: failure.message }, 'upstream failure');
+        },
+      },
+    );
+    // A client that goes away aborts the upstream request: no socket or memory left behind.
+    res.once('close', () => {
+      if (!res.writableFinished) handle.abort();
+    });
+  }
+
+  /** Streams without Content-Length (chunked) are counted as they flow. */
+  private enforceStreamLimit(ctx: Context, req: DownstreamRequest, limit: number): void {
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) return;
+      req.off('data', onData);
+      req.unpipe();
+      if (!ctx.downstream.headersSent) {
+        ctx.status = 0;
+        ctx.error(413, MESSAGES.bodyTooLarge);
+      }
+      req.destroy();
+    };
+    req.on('data', onData);
+  }
+
+  private failed(ctx: Context, err: unknown): void {
+    if (!(err as { status?: number })?.status) this.log.error({ err, request_id: ctx.id }, 'plugin failed');
+    if (!ctx.responded) ctx.fail(err);
+  }
+
+  /** The log phase: once, when the response has ended or the client went away. */
+  private finish(ctx: Context): void {
+    const c = ctx as ContextWithMatch;
+    if (c.logged) return;
+    c.logged = true;
+    for (const { runtime, plugin } of c.ran ?? []) {
+      try {
+        runtime.log?.(ctx, plugin.config);
+      } catch (err) {
+        this.log.error({ err }, 'plugin log phase failed');
+      }
+    }
+    this.observe(ctx, ctx.status || 499, ctx.startedAt, ctx.upstreamLatency, ctx.method, c.rawPath, c.peerIp);
+  }
+
+  private observe(ctx: Context | null, status: number, startedAt: number, upstreamMs: number | undefined, method: string, path: string, ip: string): void {
+    const latency = performance.now() - startedAt;
+    const route = ctx?.route.name ?? ctx?.route.id ?? '';
+    const service = ctx?.service?.name ?? ctx?.service?.id ?? '';
+    this.metrics.observe(route, service, status, latency, upstreamMs);
+    if (this.accessLog) {
+      this.log.info({ type: 'access', request_id: ctx?.id, method, path, status, route, service, client_ip: ip, latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs }, 'request');
+    }
+  }
+
+  accessLog = true;
+}
+
+interface ContextWithMatch extends Context {
+  match: RouteMatch;
+  snapshot: Snapshot;
+  ran?: Ran[];
+  rawPath: string;
+  rawHost: string;
+  peerIp: string;
+  trusted: boolean;
+  logged?: boolean;
+}
+
+function hostOnly(rawHost: string): string {
+  if (rawHost.startsWith('[')) return rawHost.slice(0, rawHost.indexOf(']') + 1);
+  const colon = rawHost.indexOf(':');
+  return colon === -1 ? rawHost : rawHost.slice(0, colon);
+}
+
+/** The route path prefix the request matched (longest plain path), for plugins that answer under it. */
+function matchedPathPrefix(match: RouteMatch): string {
+  let best = '';
+  for (const p of match.route.paths ?? []) {
+    if (!p.startsWith('~') && p.length > best.length && match.normalizedPath.startsWith(p)) best = p;
+  }
+  return best.endsWith('/') ? best.slice(0, -1) : best;
+}
+
+function hasBody(req: DownstreamRequest): boolean {
+  if (req.httpVersionMajor === 2) return !(req as Http2ServerRequest).stream.endAfterHeaders;
+  const length = req.headers['content-length'];
+  return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
+}

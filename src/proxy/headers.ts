@@ -1,0 +1,141 @@
+/**
+ * Headers across the proxy, as Kong sets them (reference/gateway-core.md §3.1): hop-by-hop headers
+ * removed both ways, X-Forwarded-* believed only from trusted peers, X-Forwarded-For appended to,
+ * Via appended to, Host per preserve_host.
+ */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import type { Service } from '../config/types.ts';
+import type { Context } from '../pipeline/context.ts';
+import { SERVER_TOKEN } from './respond.ts';
+
+/** Never forwarded as they are: they describe one connection, not the message. */
+const HOP_BY_HOP = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'proxy', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'http2-settings',
+]);
+
+/** Listed in Connection, hence hop-by-hop, but Kong keeps these bare values' headers. */
+const CONNECTION_KEEPS = new Set(['keep-alive', 'close', 'upgrade']);
+
+export class TrustedPeers {
+  private readonly list = new BlockList();
+  private readonly empty: boolean;
+
+  constructor(cidrs: string[]) {
+    this.empty = cidrs.length === 0;
+    for (const cidr of cidrs) {
+      const [address, bits] = cidr.split('/');
+      const type = isIPv6(address) ? 'ipv6' : 'ipv4';
+      if (bits === undefined) this.list.addAddress(address, type);
+      else this.list.addSubnet(address, Number(bits), type);
+    }
+  }
+
+  has(ip: string): boolean {
+    if (this.empty) return false;
+    if (isIPv4(ip)) return this.list.check(ip, 'ipv4');
+    if (isIPv6(ip)) return this.list.check(ip, 'ipv6');
+    return false;
+  }
+}
+
+/** The peer's address without the IPv4-mapped IPv6 prefix. */
+export function peerAddress(remote: string | undefined): string {
+  if (!remote) return '';
+  return remote.startsWith('::ffff:') ? remote.slice(7) : remote;
+}
+
+function connectionTokens(value: string | string[] | undefined): string[] {
+  if (!value) return [];
+  return (Array.isArray(value) ? value.join(',') : value)
+    .split(',')
+    .map((t) => t.trim().toLowerCase())
+    .filter((t) => t && !CONNECTION_KEEPS.has(t));
+}
+
+export interface UpstreamHeaderFacts {
+  peerIp: string;
+  trusted: boolean;
+  listenerPort: number;
+  /** The raw Host (or :authority) the client sent. */
+  rawHost: string;
+  /** The prefix strip_path removed ('' when none). */
+  strippedPrefix: string;
+  rawPath: string;
+}
+
+function defaultPort(protocol: string): number {
+  return protocol === 'https' || protocol === 'grpcs' || protocol === 'wss' ? 443 : 80;
+}
+
+export function upstreamHost(service: Service, ctx: Context, rawHost: string): string {
+  if (ctx.route.preserve_host && rawHost) return rawHost;
+  const host = service.host.includes(':') ? `[${service.host}]` : service.host;
+  return service.port === defaultPort(service.protocol) ? host : `${host}:${service.port}`;
+}
+
+export function buildUpstreamHeaders(ctx: Context, service: Service, facts: UpstreamHeaderFacts): OutgoingHttpHeaders {
+  const client = ctx.headers;
+  const dropped = connectionTokens(client.connection);
+  const out: OutgoingHttpHeaders = {};
+  for (const name in client) {
+    if (name.charCodeAt(0) === 58 /* ':' */ || HOP_BY_HOP.has(name)) continue;
+    out[name] = client[name];
+  }
+  for (const name of dropped) delete out[name];
+
+  if (typeof client.te === 'string' && /(^|,)\s*trailers\s*(,|$)/i.test(client.te)) out.te = 'trailers';
+  if (ctx.isUpgrade) {
+    out.connection = 'upgrade';
+    out.upgrade = 'websocket';
+  }
+  out.host = upstreamHost(service, ctx, facts.rawHost);
+
+  const trusted = facts.trusted;
+  const priorXff = client['x-forwarded-for'];
+  out['x-forwarded-for'] = priorXff ? `${Array.isArray(priorXff) ? priorXff.join(', ') : priorXff}, ${facts.peerIp}` : facts.peerIp;
+  out['x-forwarded-proto'] = ctx.forwardedProto;
+  out['x-forwarded-host'] = (trusted && firstValue(client['x-forwarded-host'])) || ctx.host.toLowerCase();
+  out['x-forwarded-port'] = (trusted && firstValue(client['x-forwarded-port'])) || String(facts.listenerPort);
+  out['x-forwarded-path'] = (trusted && firstValue(client['x-forwarded-path'])) || facts.rawPath;
+  const prefix = (trusted && firstValue(client['x-forwarded-prefix'])) || facts.strippedPrefix;
+  if (prefix) out['x-forwarded-prefix'] = prefix;
+  else delete out['x-forwarded-prefix'];
+  out['x-real-ip'] = ctx.clientIp;
+  const via = `${ctx.httpVersion === '2' ? '2' : '1.1'} ${SERVER_TOKEN}`;
+  out.via = client.via ? `${client.via}, ${via}` : via;
+  out['x-kong-request-id'] = ctx.id;
+
+  if (ctx.headerEdits) {
+    for (const [name, value] of ctx.headerEdits) {
+      if (value === null) delete out[name];
+      else out[name] = value;
+    }
+  }
+  if (ctx.body !== undefined) out['content-length'] = String(ctx.body.length);
+  return out;
+}
+
+function firstValue(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Response headers from upstream, cleaned for the client, with Via and the latency headers. */
+export function downstreamHeaders(
+  upstream: IncomingHttpHeaders,
+  clientTe: string | string[] | undefined,
+  upstreamHttp2: boolean,
+): OutgoingHttpHeaders {
+  const dropped = connectionTokens(upstream.connection);
+  const out: OutgoingHttpHeaders = {};
+  for (const name in upstream) {
+    if (HOP_BY_HOP.has(name)) continue;
+    out[name] = upstream[name];
+  }
+  for (const name of dropped) delete out[name];
+  if (upstream.trailer && typeof clientTe === 'string' && /trailers/i.test(clientTe)) out.trailer = upstream.trailer;
+  const via = `${upstreamHttp2 ? '2' : '1.1'} ${SERVER_TOKEN}`;
+  out.via = upstream.via ? `${upstream.via}, ${via}` : via;
+  out.server ??= SERVER_TOKEN;
+  return out;
+}

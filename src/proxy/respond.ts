@@ -1,0 +1,94 @@
+/**
+ * Answers the gateway produces itself: Kong's `{"message": ...}` JSON errors, and their gRPC shape
+ * (`content-type: application/grpc`, `grpc-status`, a readable `grpc-message`, no body) so that a
+ * gRPC client never sees JSON.
+ */
+import type { OutgoingHttpHeaders } from 'node:http';
+
+export const SERVER_TOKEN = 'tollgate/0.1.0';
+
+/** Kong's HTTP → gRPC status mapping (kong/pdk/response.lua). */
+const GRPC_STATUS: Record<number, number> = {
+  200: 0, 400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 429: 8, 499: 1, 500: 13, 501: 12, 503: 14, 504: 4,
+  // Not in Kong's table: an unreachable upstream is UNAVAILABLE as the gRPC spec maps 502.
+  502: 14,
+};
+
+export function grpcStatusFor(httpStatus: number): number {
+  const mapped = GRPC_STATUS[httpStatus];
+  if (mapped !== undefined) return mapped;
+  if (httpStatus >= 500) return 13;
+  if (httpStatus >= 400) return 3;
+  if (httpStatus >= 200 && httpStatus < 300) return 0;
+  return 2;
+}
+
+/** grpc-message is percent-encoded (gRPC over HTTP/2 spec). */
+export function encodeGrpcMessage(message: string): string {
+  return message.replace(/[^\x20-\x24\x26-\x7e]/gu, (c) =>
+    [...Buffer.from(c, 'utf8')].map((b) => '%' + b.toString(16).toUpperCase().padStart(2, '0')).join(''),
+  );
+}
+
+export interface Answer {
+  status: number;
+  headers: OutgoingHttpHeaders;
+  body: Buffer;
+}
+
+export function jsonAnswer(status: number, payload: unknown, headers: OutgoingHttpHeaders = {}): Answer {
+  const body = Buffer.from(JSON.stringify(payload));
+  return { status, headers: { 'content-type': 'application/json; charset=utf-8', ...headers, 'content-length': body.length }, body };
+}
+
+export function grpcErrorAnswer(status: number, message: string, headers: OutgoingHttpHeaders = {}): Answer {
+  return {
+    status,
+    headers: {
+      ...headers,
+      'content-type': 'application/grpc',
+      'grpc-status': String(grpcStatusFor(status)),
+      'grpc-message': encodeGrpcMessage(message),
+      'content-length': 0,
+    },
+    body: Buffer.alloc(0),
+  };
+}
+
+export function errorAnswer(status: number, message: string, requestId: string, grpc: boolean, headers: OutgoingHttpHeaders = {}): Answer {
+  return grpc ? grpcErrorAnswer(status, message, headers) : jsonAnswer(status, { message, request_id: requestId }, headers);
+}
+
+/** Turns what a plugin passes to `respond` into bytes and a content type. */
+export function bodyAnswer(status: number, body: string | Buffer | object | undefined, headers: OutgoingHttpHeaders = {}): Answer {
+  if (body === undefined || body === null) return { status, headers: { ...headers, 'content-length': 0 }, body: Buffer.alloc(0) };
+  if (Buffer.isBuffer(body) || typeof body === 'string') {
+    const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);
+    const type = hasHeader(headers, 'content-type') ? {} : { 'content-type': 'text/plain; charset=utf-8' };
+    return { status, headers: { ...type, ...headers, 'content-length': bytes.length }, body: bytes };
+  }
+  const typed = hasHeader(headers, 'content-type') ? headers : { ...headers, 'content-type': 'application/json; charset=utf-8' };
+  const bytes = Buffer.from(JSON.stringify(body));
+  return { status, headers: { ...typed, 'content-length': bytes.length }, body: bytes };
+}
+
+function hasHeader(headers: OutgoingHttpHeaders, name: string): boolean {
+  return Object.keys(headers).some((k) => k.toLowerCase() === name);
+}
+
+/** Kong's messages for the proxy's own failures. */
+export const MESSAGES = {
+  noRoute: 'no Route matched with those values',
+  noService: 'no Service found with those values',
+  badGateway: 'An invalid response was received from the upstream server',
+  timeout: 'The upstream server is timing out',
+  dnsFailure: 'name resolution failed',
+  useHttps: 'Please use HTTPS protocol',
+  useHttp2: 'Please use HTTP2 protocol',
+  nonGrpc: 'Non-gRPC request matched gRPC route',
+  grpcsOnly: 'gRPC request matched gRPCs route',
+  badWebSocket: 'Invalid WebSocket handshake: this route accepts only WebSocket upgrades',
+  bodyTooLarge: 'Request size limit exceeded',
+  unexpected: 'An unexpected error occurred',
+  methodNotAllowed: 'Method not allowed',
+} as const;

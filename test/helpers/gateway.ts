@@ -1,0 +1,221 @@
+/**
+ * Test helpers: a real gateway (in-process or as a child process) on loopback ports, a real echo
+ * upstream, and a small HTTP/1.1 client that accepts the gateway's self-signed certificate.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { stringify } from 'yaml';
+import { Gateway } from '../../src/gateway.ts';
+
+export interface GatewayUrls {
+  /** Plain HTTP/1.1 proxy listener. */
+  http: string;
+  /** TLS listener with ALPN h2 + http/1.1 (self-signed certificate). */
+  https: string;
+  /** Plaintext listener: h2c prior knowledge and HTTP/1.1. */
+  h2c: string;
+  admin: string;
+  dataDir: string;
+  configFile: string;
+}
+
+export interface TestGateway extends GatewayUrls {
+  gateway: Gateway;
+  /** Rewrites the config file and reloads (as SIGHUP does); returns whether it was accepted. */
+  reload(config: Record<string, any>): Promise<boolean>;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  dataDir?: string;
+}
+
+const DEFAULT_LISTENERS = {
+  proxy_listen: ['127.0.0.1:0', '127.0.0.1:0 ssl http2', '127.0.0.1:0 http2'],
+  admin_listen: ['127.0.0.1:0'],
+};
+
+function writeConfig(config: Record<string, any>, dataDir: string, file?: string): string {
+  const full = { _format_version: '3.0', ...config, gateway: { ...DEFAULT_LISTENERS, log_level: 'silent', data_dir: dataDir, ...config.gateway } };
+  const path = file ?? join(mkdtempSync(join(tmpdir(), 'tollgate-config-')), 'gateway.yaml');
+  writeFileSync(path, stringify(full));
+  return path;
+}
+
+export function tempDir(prefix = 'tollgate-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export async function startGateway(config: Record<string, any>, options: StartOptions = {}): Promise<TestGateway> {
+  const dataDir = options.dataDir ?? tempDir();
+  const configFile = writeConfig(config, dataDir);
+  const gateway = await Gateway.start(configFile);
+  const [plain, tls, h2c] = gateway.proxyListeners;
+  return {
+    gateway,
+    http: plain?.url ?? '',
+    https: tls?.url ?? '',
+    h2c: h2c?.url ?? '',
+    admin: gateway.adminListeners[0]?.url ?? '',
+    dataDir,
+    configFile,
+    async reload(next) {
+      writeConfig(next, dataDir, configFile);
+      return (await gateway.reload()).ok;
+    },
+    stop: () => gateway.stop(),
+  };
+}
+
+export interface SpawnedGateway extends GatewayUrls {
+  child: ChildProcess;
+  /** Resolves with the exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+  kill(signal?: NodeJS.Signals): void;
+  output(): string;
+}
+
+const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
+const TSX = resolve(import.meta.dirname, '../../node_modules/.bin/tsx');
+
+/** The gateway as a child process (`tsx src/cli.ts start --config F`), for crash and signal tests. */
+export async function spawnGateway(config: Record<string, any>, options: StartOptions = {}): Promise<SpawnedGateway> {
+  const dataDir = options.dataDir ?? tempDir();
+  const configFile = writeConfig(config, dataDir);
+  const child = spawn(TSX, [CLI, 'start', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+  const urls = await new Promise<string[]>((res, rej) => {
+    const lines: string[] = [];
+    const expected = (config.gateway?.proxy_listen ?? DEFAULT_LISTENERS.proxy_listen).length + (config.gateway?.admin_listen ?? DEFAULT_LISTENERS.admin_listen).length;
+    const onData = (chunk: Buffer) => {
+      out += chunk;
+      for (const m of chunk.toString().matchAll(/listening on (\S+)/g)) lines.push(m[1]);
+      if (lines.length >= expected) res(lines);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (c) => (out += c));
+    exited.then((code) => rej(new Error(`gateway exited with ${code}: ${out}`)));
+  });
+  child.stdout!.resume();
+  const proxies = urls.slice(0, -1);
+  return {
+    child,
+    http: proxies[0] ?? '',
+    https: proxies[1] ?? '',
+    h2c: proxies[2] ?? '',
+    admin: urls[urls.length - 1],
+    dataDir,
+    configFile,
+    exited,
+    kill: (signal = 'SIGTERM') => void child.kill(signal),
+    output: () => out,
+  };
+}
+
+export interface Reply {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  text: string;
+  json(): any;
+}
+
+export interface RequestOptions {
+  method?: string;
+  headers?: OutgoingHttpHeaders;
+  body?: string | Buffer | Record<string, any>;
+  /** TLS servername (SNI) to send. */
+  servername?: string;
+}
+
+/** One HTTP/1.1 request (no connection reuse); objects are sent as JSON. */
+export function request(url: string, options: RequestOptions = {}): Promise<Reply> {
+  const target = new URL(url);
+  let body = options.body;
+  const headers: OutgoingHttpHeaders = { ...options.headers };
+  if (body !== undefined && !Buffer.isBuffer(body) && typeof body !== 'string') {
+    body = JSON.stringify(body);
+    if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+  }
+  const client = target.protocol === 'https:' ? https : http;
+  return new Promise((resolvePromise, reject) => {
+    const req = client.request(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: target.pathname + target.search,
+        method: options.method ?? 'GET',
+        headers,
+        agent: false,
+        rejectUnauthorized: false,
+        servername: options.servername,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const buf = Buffer.concat(chunks);
+          const text = buf.toString('utf8');
+          resolvePromise({ status: res.statusCode ?? 0, headers: res.headers, body: buf, text, json: () => JSON.parse(text) });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export interface EchoRequest {
+  method: string;
+  path: string;
+  query: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export interface Upstream {
+  url: string;
+  port: number;
+  requests: EchoRequest[];
+  server: http.Server;
+  close(): Promise<void>;
+}
+
+/** A real upstream answering JSON `{method, path, query, headers, body}` (or `handler`'s answer). */
+export async function startUpstream(handler?: http.RequestListener): Promise<Upstream> {
+  const requests: EchoRequest[] = [];
+  const server = http.createServer(
+    handler ??
+      ((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c) => chunks.push(c));
+        req.on('end', () => {
+          const [path, query = ''] = (req.url ?? '/').split(/\?(.*)/s);
+          const echo = { method: req.method ?? '', path, query, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
+          requests.push(echo);
+          const payload = JSON.stringify(echo);
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }).end(payload);
+        });
+      }),
+  );
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    requests,
+    server,
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
