@@ -3,9 +3,17 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { STATUS_CODES } from 'node:http';
-import type { Consumer, Route, Service } from '../config/types.ts';
+import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts';
+import type { RouteMatch } from '../router/index.ts';
+import type { Snapshot } from '../runtime.ts';
 import { bodyAnswer, errorAnswer, MESSAGES, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
-import { HttpError, type AuthenticatedCredential, type RequestContext } from './plugin-api.ts';
+import { HttpError, type AuthenticatedCredential, type PluginRuntime, type RequestContext } from './plugin-api.ts';
+
+/** A plugin whose phases run on this request. */
+export interface RanPlugin {
+  runtime: PluginRuntime;
+  plugin: PluginEntity;
+}
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
 export type DownstreamResponse = ServerResponse | Http2ServerResponse;
@@ -69,6 +77,12 @@ export interface ContextInit {
   res: DownstreamResponse | null;
   downstream: Downstream;
   maxBodySize: number;
+  match: RouteMatch;
+  snapshot: Snapshot;
+  rawPath: string;
+  rawHost: string;
+  peerIp: string;
+  trusted: boolean;
 }
 
 export class Context implements RequestContext {
@@ -102,6 +116,18 @@ export class Context implements RequestContext {
   upstreamQuery: string;
   /** The body when a plugin read it; then it is proxied from memory. */
   body: Buffer | undefined;
+  /** Plugins whose access phase ran, for the response and log phases. */
+  ran: RanPlugin[] | undefined;
+  /** The log phase ran. */
+  logged = false;
+
+  // Facts the core keeps for the upstream request; not part of the plugin API.
+  readonly match: RouteMatch;
+  readonly snapshot: Snapshot;
+  readonly rawPath: string;
+  readonly rawHost: string;
+  readonly peerIp: string;
+  readonly trusted: boolean;
 
   private sharedData: Record<string, unknown> | undefined;
   private queryParams: URLSearchParams | undefined;
@@ -129,6 +155,12 @@ export class Context implements RequestContext {
     this.downstream = init.downstream;
     this.raw = { req: init.req, res: init.res as DownstreamResponse };
     this.maxBodySize = init.maxBodySize;
+    this.match = init.match;
+    this.snapshot = init.snapshot;
+    this.rawPath = init.rawPath;
+    this.rawHost = init.rawHost;
+    this.peerIp = init.peerIp;
+    this.trusted = init.trusted;
   }
 
   get shared(): Record<string, unknown> {

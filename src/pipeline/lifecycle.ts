@@ -18,8 +18,8 @@ import { errorAnswer, grpcErrorAnswer, MESSAGES, bodyAnswer } from '../proxy/res
 import type { RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
-import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse } from './context.ts';
-import type { PluginEntity, PluginRuntime, UnmatchedRequest } from './plugin-api.ts';
+import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
+import type { UnmatchedRequest } from './plugin-api.ts';
 
 export interface ListenerInfo {
   port: number;
@@ -34,11 +34,6 @@ export interface Stats {
 export interface ProtocolProxy {
   grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, done: () => void): void;
   upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, done: () => void): void;
-}
-
-interface Ran {
-  runtime: PluginRuntime;
-  plugin: PluginEntity;
 }
 
 const FAILURE_ANSWERS: Record<UpstreamFailure['kind'], [number, string]> = {
@@ -84,8 +79,8 @@ export class Lifecycle {
       () => {
         if (ctx.responded) return;
         if (!ctx.service) return ctx.error(503, MESSAGES.noService);
-        const match = (ctx as ContextWithMatch).match;
-        const headers = this.upstreamHeaders(ctx, match, req, listener);
+        const match = ctx.match;
+        const headers = this.upstreamHeaders(ctx, match, listener);
         if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
         ctx.status = 101;
         this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, () => this.finish(ctx));
@@ -142,13 +137,8 @@ export class Lifecycle {
       host: hostOnly(rawHost), clientIp: (typeof realIp === 'string' && realIp) || peerIp,
       route: match.route, service: match.service, matchedPrefix: matchedPathPrefix(match),
       req, res, downstream, maxBodySize: snapshot.config.gateway.client_max_body_size,
-    }) as ContextWithMatch;
-    ctx.match = match;
-    ctx.snapshot = snapshot;
-    ctx.rawPath = rawPath;
-    ctx.peerIp = peerIp;
-    ctx.trusted = trusted;
-    ctx.rawHost = rawHost;
+      match, snapshot, rawPath, rawHost, peerIp, trusted,
+    });
     if (method === 'TRACE') ctx.error(405, MESSAGES.methodNotAllowed);
     else this.checkProtocols(ctx, match.route, grpcContent, rawHost, url);
     return ctx;
@@ -178,13 +168,13 @@ export class Lifecycle {
 
   private async runAccess(ctx: Context): Promise<void> {
     if (ctx.responded) return;
-    const c = ctx as ContextWithMatch;
-    const steps = c.snapshot.plugins.steps(ctx.route.id);
+    const { plugins, runtimes } = ctx.snapshot;
+    const steps = plugins.steps(ctx.route.id);
     if (steps.length === 0) return;
-    const ran: Ran[] = (c.ran = []);
+    const ran: RanPlugin[] = (ctx.ran = []);
     for (const step of steps) {
-      const plugin = c.snapshot.plugins.resolve(step, ctx.route, ctx.consumer?.id ?? null);
-      const runtime = plugin && c.snapshot.runtimes.get(step.name);
+      const plugin = plugins.resolve(step, ctx.route, ctx.consumer?.id ?? null);
+      const runtime = plugin && runtimes.get(step.name);
       if (!plugin || !runtime) continue;
       ran.push({ runtime, plugin });
       if (runtime.access) {
@@ -197,30 +187,28 @@ export class Lifecycle {
 
   private afterAccess(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, listener: ListenerInfo): void {
     if (ctx.responded) return;
-    const c = ctx as ContextWithMatch;
     if (!ctx.service) return ctx.error(503, MESSAGES.noService);
-    const headers = this.upstreamHeaders(ctx, c.match, req, listener);
+    const headers = this.upstreamHeaders(ctx, ctx.match, listener);
     const protocol = ctx.service.protocol;
     if (protocol === 'grpc' || protocol === 'grpcs') {
       if (!this.protocols.grpc) return ctx.error(501, 'gRPC proxying is not available');
-      return this.protocols.grpc(ctx, c.match, headers as Record<string, unknown>, () => this.finish(ctx));
+      return this.protocols.grpc(ctx, ctx.match, headers as Record<string, unknown>, () => this.finish(ctx));
     }
-    this.proxyHttp(c, req, res, headers);
+    this.proxyHttp(ctx, req, res, headers);
   }
 
-  private upstreamHeaders(ctx: Context, match: RouteMatch, req: DownstreamRequest, listener: ListenerInfo) {
-    const c = ctx as ContextWithMatch;
+  private upstreamHeaders(ctx: Context, match: RouteMatch, listener: ListenerInfo) {
     return buildUpstreamHeaders(ctx, ctx.service!, {
-      peerIp: c.peerIp,
-      trusted: c.trusted,
+      peerIp: ctx.peerIp,
+      trusted: ctx.trusted,
       listenerPort: listener.port,
-      rawHost: c.rawHost,
+      rawHost: ctx.rawHost,
       strippedPrefix: match.matchedPrefix,
-      rawPath: c.rawPath,
+      rawPath: ctx.rawPath,
     });
   }
 
-  private proxyHttp(ctx: ContextWithMatch, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>): void {
+  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>): void {
     const limit = ctx.snapshot.config.gateway.client_max_body_size;
     const declared = Number(req.headers['content-length']);
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
@@ -293,17 +281,16 @@ export class Lifecycle {
 
   /** The log phase: once, when the response has ended or the client went away. */
   private finish(ctx: Context): void {
-    const c = ctx as ContextWithMatch;
-    if (c.logged) return;
-    c.logged = true;
-    for (const { runtime, plugin } of c.ran ?? []) {
+    if (ctx.logged) return;
+    ctx.logged = true;
+    for (const { runtime, plugin } of ctx.ran ?? []) {
       try {
         runtime.log?.(ctx, plugin.config);
       } catch (err) {
         this.log.error({ err }, 'plugin log phase failed');
       }
     }
-    this.observe(ctx, ctx.status || 499, ctx.startedAt, ctx.upstreamLatency, ctx.method, c.rawPath, c.peerIp);
+    this.observe(ctx, ctx.status || 499, ctx.startedAt, ctx.upstreamLatency, ctx.method, ctx.rawPath, ctx.peerIp);
   }
 
   private observe(ctx: Context | null, status: number, startedAt: number, upstreamMs: number | undefined, method: string, path: string, ip: string): void {
@@ -317,17 +304,6 @@ export class Lifecycle {
   }
 
   accessLog = true;
-}
-
-interface ContextWithMatch extends Context {
-  match: RouteMatch;
-  snapshot: Snapshot;
-  ran?: Ran[];
-  rawPath: string;
-  rawHost: string;
-  peerIp: string;
-  trusted: boolean;
-  logged?: boolean;
 }
 
 function hostOnly(rawHost: string): string {

@@ -37,6 +37,11 @@ export interface Matcher {
   prefixes: string[] | null;
   /** Regex paths of this group, or null. */
   regexes: RegExp[] | null;
+  /**
+   * Texts the path must start with for this matcher to possibly match, fed to the prefix index: the prefix paths,
+   * or the literal heads of the regexes (when every regex has one); null when the matcher cannot be pre-filtered.
+   */
+  indexKeys: string[] | null;
   priority: Priority;
   /** Tie-breaker: the route id (plus the group index for a split route), compared descending. */
   tieKey: string;
@@ -97,6 +102,7 @@ function compileRoute(route: Route, service: Service | null): Matcher[] {
       ...shared,
       prefixes: group.prefixes,
       regexes: group.regexes,
+      indexKeys: group.prefixes ?? regexIndexKeys(group.regexes),
       priority: {
         ...basePriority,
         isRegex: Number(isRegex),
@@ -130,6 +136,40 @@ function groupPaths(paths: string[] | null): PathGroup[] {
   const groups: PathGroup[] = regexes.length > 0 ? [{ prefixes: null, regexes }] : [];
   for (const prefixes of prefixesByLength.values()) groups.push({ prefixes, regexes: null });
   return groups;
+}
+
+function regexIndexKeys(regexes: RegExp[] | null): string[] | null {
+  if (regexes === null) return null;
+  const heads = regexes.map(literalHeadOf);
+  return heads.every((head) => head.length > 1) ? heads : null;
+}
+
+const REGEX_SPECIAL = '^$.*+?()[]{}|';
+
+/**
+ * The literal text every match of an anchored route regex starts with ('' when unknown), e.g. `/v1/users/` for
+ * `^(?:\/v1\/users\/(\d+))`. Conservative: stops at the first construct it does not read as one literal character.
+ */
+export function literalHeadOf(regex: RegExp): string {
+  const prefix = '^(?:';
+  if (regex.flags.includes('i') || !regex.source.startsWith(prefix) || regex.source.includes('|')) return '';
+  const pattern = regex.source.slice(prefix.length);
+  let head = '';
+  for (let i = 0; i < pattern.length; i++) {
+    let char = pattern[i];
+    if (REGEX_SPECIAL.includes(char)) {
+      // `x?`, `x*`, `x{0,}` make the last literal optional; `x+` keeps it.
+      return char === '?' || char === '*' || char === '{' ? head.slice(0, -1) : head;
+    }
+    if (char === '\\') {
+      const escaped = pattern[i + 1];
+      if (escaped === undefined || /[A-Za-z0-9]/.test(escaped)) return head; // \d, \w, \1, \u…: not one literal
+      char = escaped;
+      i++;
+    }
+    head += char;
+  }
+  return head;
 }
 
 /** Config validation (validateRoutePath / validateRouteHeaderValue) rejects these first; reaching here is a bug. */

@@ -70,7 +70,7 @@ export class Router {
   constructor(routes: Route[], services: Service[], options: RouterOptions = {}) {
     this.matchers = compileMatchers(routes, services);
     this.prefixIndex = new PrefixIndex(this.matchers.length);
-    this.matchers.forEach((matcher, index) => matcher.prefixes?.forEach((prefix) => this.prefixIndex.add(prefix, index)));
+    this.matchers.forEach((matcher, index) => matcher.indexKeys?.forEach((key) => this.prefixIndex.add(key, index)));
     this.headerNames = [...new Set(this.matchers.flatMap((m) => m.headers?.map((h) => h.name) ?? []))].sort();
     this.usesSni = this.matchers.some((m) => m.snis !== null);
     this.usesHostPort = this.matchers.some((m) => m.hosts?.some((h) => h.port !== -1) ?? false);
@@ -119,9 +119,11 @@ export class Router {
     this.prefixIndex.collect(path);
     for (let index = 0; index < this.matchers.length; index++) {
       const matcher = this.matchers[index];
-      // Cheapest rejections first: the prefix index rules out most routes; regexes run last.
-      const prefix = matcher.prefixes !== null ? this.prefixIndex.prefixFor(index) : null;
-      if (matcher.prefixes !== null && prefix === null) continue;
+      // Cheapest rejections first: the prefix index rules out most routes (prefix paths and regexes with a literal
+      // head); regexes run last.
+      const indexed = matcher.indexKeys !== null ? this.prefixIndex.prefixFor(index) : null;
+      if (matcher.indexKeys !== null && indexed === null) continue;
+      const prefix = matcher.prefixes !== null ? indexed : null;
       if (!matchesNonPathFields(matcher, facts)) continue;
       if (prefix !== null) return buildMatch(matcher, path, prefix);
       if (matcher.regexes === null) return buildMatch(matcher, path, null);
