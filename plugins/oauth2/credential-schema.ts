@@ -35,12 +35,11 @@ export function checkRedirectUri(uri: string): string | undefined {
   return undefined;
 }
 
+/** The fields an operator gives; the loader adds `id` and the `consumer` reference. */
 export const credentialSchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: { type: 'string' },
     created_at: { type: 'integer' },
-    consumer: { type: 'any' },
     name: { type: 'string', required: true, len_min: 1 },
     client_id: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
     client_secret: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },

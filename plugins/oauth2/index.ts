@@ -4,6 +4,7 @@
  */
 import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
 import { credentialEntity } from './credential-schema.ts';
+import { createRuntime } from './runtime.ts';
 import { configSchema, type OAuth2Config } from './schema.ts';
 
 const oauth2: PluginDefinition<OAuth2Config> = {
@@ -13,9 +14,7 @@ const oauth2: PluginDefinition<OAuth2Config> = {
   noConsumer: true,
   configSchema,
   entities: [credentialEntity],
-  create() {
-    return {};
-  },
+  create: createRuntime,
 };
 
 export default oauth2;

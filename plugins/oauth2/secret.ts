@@ -3,20 +3,38 @@
  * (`$pbkdf2-sha512$i=10000,l=32$<salt>$<hash>`, so hashed secrets move between Kong and Tollgate),
  * and the sha256 digests under which tokens, refresh tokens and codes are stored.
  */
-import { createHash, pbkdf2Sync, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { createHash, pbkdf2, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { promisify } from 'node:util';
+
+const pbkdf2Async = promisify(pbkdf2);
 
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+/** 248 = 4 × 62: bytes from 248 up are skipped so that every character is equally likely. */
+const UNBIASED_BYTE_LIMIT = 248;
 
-/** 32 random characters of [A-Za-z0-9] (Kong's `random_string`): client ids, secrets, provision keys. */
-export function randomAlphanumeric(length = 32): string {
+/** Up to `length` characters of [A-Za-z0-9] drawn from `bytes` (rejection sampling). */
+export function alphanumericFrom(bytes: Uint8Array, length: number): string {
   let out = '';
-  for (let i = 0; i < length; i++) out += ALPHANUMERIC[randomInt(ALPHANUMERIC.length)];
+  for (const byte of bytes) {
+    if (out.length === length) break;
+    if (byte < UNBIASED_BYTE_LIMIT) out += ALPHANUMERIC[byte % ALPHANUMERIC.length];
+  }
   return out;
 }
 
-/** An unguessable bearer value (tokens, refresh tokens, codes): 32 random bytes, base64url (43 chars). */
+/** Random [A-Za-z0-9] characters, as Kong's `random_string` (32): client ids, secrets, provision keys. */
+export function randomAlphanumeric(length = 32): string {
+  let out = '';
+  while (out.length < length) out += alphanumericFrom(randomBytes(length + 16), length - out.length);
+  return out;
+}
+
+/**
+ * An unguessable bearer value (tokens, refresh tokens, codes): 43 alphanumerics, 256 bits. Alphanumeric
+ * like Kong's 32-character values (nothing to escape in redirect URIs), but longer.
+ */
 export function randomToken(): string {
-  return randomBytes(32).toString('base64url');
+  return randomAlphanumeric(43);
 }
 
 /** The key a token, refresh token or code is stored under: never the value itself. */
@@ -24,11 +42,11 @@ export function tokenDigest(value: string): string {
   return createHash('sha256').update(value).digest('base64url');
 }
 
-/** Constant-time string equality (lengths are compared through fixed-size digests). */
+/** Constant-time string equality (compared as fixed-size digests, so lengths do not leak). */
 export function safeEqual(a: string, b: string): boolean {
   const da = createHash('sha256').update(a).digest();
   const db = createHash('sha256').update(b).digest();
-  return timingSafeEqual(da, db) && a.length === b.length;
+  return timingSafeEqual(da, db);
 }
 
 const PBKDF2_DIGEST = 'sha512';
@@ -54,19 +72,41 @@ export function isHashedSecret(value: unknown): value is string {
 
 /** Kong's `secret.verify`: recompute with the hash's own parameters; constant-time comparison. */
 export function verifySecret(secret: string, hash: string): boolean {
+  const phc = parsePhc(hash);
+  if (!phc) return false;
+  return keysEqual(pbkdf2Sync(secret, phc.salt, phc.iterations, phc.keyLength, phc.digest), phc.expected);
+}
+
+interface PhcHash {
+  digest: string;
+  iterations: number;
+  keyLength: number;
+  salt: Buffer;
+  expected: Buffer;
+}
+
+function parsePhc(hash: string): PhcHash | undefined {
   const m = PHC.exec(hash);
-  if (!m) return false;
-  const [, digest, iterations, length, salt, expected] = m;
-  const iterationCount = Number(iterations);
-  const keyLength = Number(length);
-  // Bounds keep a hostile imported hash from stalling the event loop.
-  if (iterationCount < 1 || iterationCount > 1_000_000 || keyLength < 1 || keyLength > 128) return false;
-  const key = pbkdf2Sync(secret, Buffer.from(salt, 'base64'), iterationCount, keyLength, digest);
-  const want = Buffer.from(expected, 'base64');
-  return want.length === key.length && timingSafeEqual(key, want);
+  if (!m) return undefined;
+  const iterations = Number(m[2]);
+  const keyLength = Number(m[3]);
+  // Bounds keep a hostile imported hash from stalling the process.
+  if (iterations < 1 || iterations > 1_000_000 || keyLength < 1 || keyLength > 128) return undefined;
+  return { digest: m[1], iterations, keyLength, salt: Buffer.from(m[4], 'base64'), expected: Buffer.from(m[5], 'base64') };
+}
+
+function keysEqual(key: Buffer, expected: Buffer): boolean {
+  return expected.length === key.length && timingSafeEqual(key, expected);
 }
 
 /** Kong's `needs_rehash`: hashes of another algorithm/parameters are re-hashed after a successful login. */
 export function needsRehash(hash: string): boolean {
   return !hash.startsWith(CURRENT_PREFIX);
+}
+
+/** `verifySecret` with the key derivation on libuv's thread pool, so logins never block requests. */
+export async function verifySecretAsync(secret: string, hash: string): Promise<boolean> {
+  const phc = parsePhc(hash);
+  if (!phc) return false;
+  return keysEqual(await pbkdf2Async(secret, phc.salt, phc.iterations, phc.keyLength, phc.digest), phc.expected);
 }

@@ -1,0 +1,139 @@
+/** Pieces shared by the endpoints: client credentials, scopes, PKCE, header lookup, token bindings. */
+import { createHash } from 'node:crypto';
+import type { PluginEntity, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { OAuth2Credential } from './credential-schema.ts';
+import type { CredentialDirectory } from './credentials.ts';
+import type { Params } from './params.ts';
+import { oauthError, type OAuthError } from './responses.ts';
+import type { OAuth2Config } from './schema.ts';
+import type { TokenStore } from './tokens.ts';
+
+/** The first value of a header; names compare case-insensitively with `-` and `_` equivalent (as nginx). */
+export function findHeader(ctx: RequestContext, name: string): { name: string; value: string } | undefined {
+  const direct = ctx.headers[name];
+  if (direct !== undefined) return { name, value: firstValue(ctx, name, direct) };
+  const wanted = canonicalHeaderName(name);
+  for (const [key, value] of Object.entries(ctx.headers)) {
+    if (value !== undefined && canonicalHeaderName(key) === wanted) return { name: key, value: firstValue(ctx, key, value) };
+  }
+  return undefined;
+}
+
+function canonicalHeaderName(name: string): string {
+  return name.toLowerCase().replace(/_/g, '-');
+}
+
+/** Node joins repeated headers with ", "; the raw headers give the first one as sent. */
+function firstValue(ctx: RequestContext, name: string, value: string | string[]): string {
+  if (Array.isArray(value)) return value[0] ?? '';
+  if (!value.includes(',')) return value;
+  const raw = ctx.raw.req.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i].toLowerCase() === name) return raw[i + 1];
+  return value;
+}
+
+export interface ClientCredentials {
+  clientId: unknown;
+  clientSecret: unknown;
+  /** Sent as HTTP Basic in the configured header: failures answer 401 with a Basic challenge. */
+  fromHeader: boolean;
+}
+
+/** Kong's `retrieve_client_credentials`: body/query pair, else Basic in `auth_header_name`, else `client_id` alone. */
+export function retrieveClientCredentials(ctx: RequestContext, params: Params, config: OAuth2Config): ClientCredentials {
+  if (params.client_id !== undefined && params.client_secret !== undefined) {
+    return { clientId: params.client_id, clientSecret: params.client_secret, fromHeader: false };
+  }
+  const header = findHeader(ctx, config.auth_header_name);
+  if (header) {
+    const basic = /\s*[Bb]asic\s*(.+)/.exec(header.value);
+    if (!basic) return { clientId: undefined, clientSecret: undefined, fromHeader: true };
+    const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    return colon < 0
+      ? { clientId: decoded, clientSecret: undefined, fromHeader: true }
+      : { clientId: decoded.slice(0, colon), clientSecret: decoded.slice(colon + 1), fromHeader: true };
+  }
+  return { clientId: params.client_id, clientSecret: undefined, fromHeader: false };
+}
+
+export type ScopeResult = { scope: string | null; error?: undefined } | { error: OAuthError };
+
+/** Kong's `retrieve_scope`: checks the `scope` parameter against `config.scopes`. */
+export function retrieveScope(params: Params, config: OAuth2Config): ScopeResult {
+  const requested = params.scope;
+  const present = requested !== undefined && requested !== null;
+  if (config.scopes && present) {
+    if (typeof requested !== 'string') return { error: oauthError('invalid_scope', 'scope must be a string') };
+    const items = requested.split(/\s+/).filter(Boolean);
+    const invalid = items.find((item) => !config.scopes!.includes(item));
+    if (invalid !== undefined) return { error: oauthError('invalid_scope', `"${invalid}" is an invalid scope`) };
+    return { scope: items.length ? items.join(' ') : null };
+  }
+  if (!present && config.mandatory_scope) return { error: oauthError('invalid_scope', 'You must specify a scope') };
+  return { scope: null };
+}
+
+/** Kong's `requires_pkce`. */
+export function requiresPkce(config: OAuth2Config, client: OAuth2Credential, usedPkce: boolean): boolean {
+  if (usedPkce) return true;
+  return client.client_type === 'public' ? config.pkce !== 'none' : config.pkce === 'strict';
+}
+
+export type ChallengeResult = { challenge: string | null; method: 'S256' | null; error?: undefined } | { error: OAuthError };
+
+/** Kong's `retrieve_code_challenge` (method defaults to S256; only S256; challenge normalized to base64url). */
+export function retrieveCodeChallenge(params: Params, config: OAuth2Config, client: OAuth2Credential | undefined): ChallengeResult {
+  const challenge = params.code_challenge;
+  const method = params.code_challenge_method;
+  const hasChallenge = challenge !== undefined && challenge !== null && challenge !== '';
+  if (method !== undefined && method !== null && !hasChallenge) {
+    return { error: oauthError('invalid_request', 'code_challenge is required when code_method is present') };
+  }
+  if (hasChallenge) {
+    if (method !== undefined && method !== null && method !== 'S256' && method !== 's256') {
+      return { error: oauthError('invalid_request', 'code_challenge_method is not supported, must be S256') };
+    }
+    return { challenge: normalizeChallenge(String(challenge)), method: 'S256' };
+  }
+  if (client && requiresPkce(config, client, false)) {
+    return { error: oauthError('invalid_request', `code_challenge is required for ${client.client_type} clients`) };
+  }
+  return { challenge: null, method: null };
+}
+
+/** Standard or url-safe base64, padded or not, becomes unpadded base64url; anything else is kept as is. */
+export function normalizeChallenge(challenge: string): string {
+  const standard = challenge.replace(/-/g, '+').replace(/_/g, '/').replace(/=+$/, '');
+  if (!/^[A-Za-z0-9+/]*$/.test(standard) || standard.length % 4 === 1) return challenge;
+  return Buffer.from(standard, 'base64').toString('base64url');
+}
+
+export function s256(verifier: string): string {
+  return createHash('sha256').update(verifier).digest('base64url');
+}
+
+/**
+ * What a token or code is bound to: nothing with `global_credentials`, else the route's service (Kong),
+ * or the route itself on a service-less route (Kong has none).
+ */
+export function bindingOf(ctx: RequestContext, config: OAuth2Config): string | null {
+  return config.global_credentials ? null : ownBinding(ctx);
+}
+
+function ownBinding(ctx: RequestContext): string {
+  return ctx.service ? `service:${ctx.service.id}` : `route:${ctx.route.id}`;
+}
+
+/** Service-bound tokens only on their service (or service-less route); global ones where credentials are global. */
+export function isBoundHere(row: { binding: string | null }, ctx: RequestContext, config: OAuth2Config): boolean {
+  return row.binding === null ? config.global_credentials : row.binding === ownBinding(ctx);
+}
+
+export type Plugin = PluginEntity<OAuth2Config>;
+
+/** What the endpoints work with. */
+export interface EndpointDeps {
+  credentials: CredentialDirectory;
+  tokens: TokenStore;
+}

@@ -1,0 +1,96 @@
+/**
+ * Kong's `retrieve_parameters`: query arguments merged with the parsed body of POST/PUT/PATCH requests
+ * (form, JSON or multipart; the body wins). Values keep their JSON types, repeated keys become arrays,
+ * a bare `?flag` is `true`. Malformed bodies read as no parameters (the endpoint then answers 4xx).
+ */
+import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+
+export type Params = Record<string, unknown>;
+
+const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
+
+/** `a=1&a=2&flag` → `{a: ['1','2'], flag: true}` (`+` is a space, as in forms). */
+export function parseArgs(raw: string): Params {
+  const out: Params = {};
+  if (!raw) return out;
+  for (const part of raw.split('&')) {
+    if (!part) continue;
+    const eq = part.indexOf('=');
+    const key = decodeArg(eq < 0 ? part : part.slice(0, eq));
+    const value: unknown = eq < 0 ? true : decodeArg(part.slice(eq + 1));
+    addValue(out, key, value);
+  }
+  return out;
+}
+
+/** One form-encoded key or value (`+` is a space); malformed escapes are kept as sent. */
+export function decodeArg(s: string): string {
+  const spaced = s.replace(/\+/g, ' ');
+  try {
+    return decodeURIComponent(spaced);
+  } catch {
+    return spaced;
+  }
+}
+
+function addValue(out: Params, key: string, value: unknown): void {
+  const existing = out[key];
+  if (existing === undefined) out[key] = value;
+  else if (Array.isArray(existing)) existing.push(value);
+  else out[key] = [existing, value];
+}
+
+export function mediaType(ctx: RequestContext): string {
+  const header = ctx.headers['content-type'];
+  return typeof header === 'string' ? header.split(';')[0].trim().toLowerCase() : '';
+}
+
+/** The body's parameters, for the content types Kong parses; `{}` otherwise. */
+export async function readBodyParams(ctx: RequestContext): Promise<Params> {
+  if (!METHODS_WITH_BODY.has(ctx.method)) return {};
+  const type = mediaType(ctx);
+  if (type !== 'application/x-www-form-urlencoded' && type !== 'application/json' && type !== 'multipart/form-data') return {};
+  const body = await ctx.readBody();
+  if (body.length === 0) return {};
+  if (type === 'application/x-www-form-urlencoded') return parseArgs(body.toString('utf8'));
+  if (type === 'application/json') return parseJsonObject(body);
+  return parseMultipart(body, String(ctx.headers['content-type']));
+}
+
+function parseJsonObject(body: Buffer): Params {
+  try {
+    const parsed = JSON.parse(body.toString('utf8'));
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : {};
+  } catch {
+    return {};
+  }
+}
+
+async function parseMultipart(body: Buffer, contentType: string): Promise<Params> {
+  try {
+    const form = await new Response(new Uint8Array(body), { headers: { 'content-type': contentType } }).formData();
+    const out: Params = {};
+    for (const [key, value] of form) if (typeof value === 'string') addValue(out, key, value);
+    return out;
+  } catch {
+    return {};
+  }
+}
+
+/** Query and body parameters together, the body winning. */
+export async function readParams(ctx: RequestContext): Promise<Params> {
+  return { ...parseArgs(ctx.rawQuery), ...(await readBodyParams(ctx)) };
+}
+
+/** A parameter as a non-empty string, or undefined. */
+export function stringParam(params: Params, name: string): string | undefined {
+  const v = params[name];
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+/** `authenticated_userid` as a non-blank string (numbers as their text), or undefined. */
+export function userIdParam(params: Params): string | undefined {
+  const value = params.authenticated_userid;
+  const text = typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined;
+  return text !== undefined && text.trim() !== '' ? text : undefined;
+}

@@ -1,0 +1,48 @@
+/** OAuth 2.0 answers as Kong's plugin gives them: JSON bodies, cache headers, `WWW-Authenticate`. */
+import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { OAuth2Config } from './schema.ts';
+
+export interface OAuthError {
+  error: string;
+  error_description: string;
+}
+
+export const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' } as const;
+
+export function oauthError(error: string, description: string): OAuthError {
+  return { error, error_description: description };
+}
+
+/** `Bearer realm="…", error="…", error_description="…"` (Kong ≥ 3.10 delimiter). */
+export function bearerChallenge(config: OAuth2Config, error?: OAuthError): string {
+  const parts: string[] = [];
+  if (config.realm) parts.push(`realm="${config.realm}"`);
+  if (error) parts.push(`error="${error.error}"`, `error_description="${error.error_description}"`);
+  return parts.length ? `Bearer ${parts.join(', ')}` : 'Bearer';
+}
+
+export type Endpoint = 'token' | 'authorization' | 'introspection' | 'revocation';
+
+/** 405 for a non-POST request on an endpoint (before the HTTPS check, as Kong). */
+export function rejectMethod(ctx: RequestContext, config: OAuth2Config, endpoint: Endpoint): void {
+  const error = oauthError('invalid_method', `The HTTP method ${ctx.method} is invalid for the ${endpoint} endpoint`);
+  ctx.respond(405, error, { 'www-authenticate': bearerChallenge(config, error) });
+}
+
+/**
+ * Kong's `check_https`: the connection is TLS, or (with `accept_http_if_already_terminated`) a trusted
+ * proxy says `X-Forwarded-Proto: https`. Returns the error, or undefined when fine.
+ */
+export function httpsError(ctx: RequestContext, config: OAuth2Config): OAuthError | undefined {
+  if (ctx.scheme === 'https') return undefined;
+  if (config.accept_http_if_already_terminated) {
+    if (ctx.forwardedProto.includes(',')) return oauthError('access_denied', 'Only one X-Forwarded-Proto header allowed');
+    if (ctx.forwardedProto.toLowerCase() === 'https') return undefined;
+  }
+  return oauthError('access_denied', 'You must use HTTPS');
+}
+
+/** An endpoint's JSON answer with `Cache-Control: no-store` and `Pragma: no-cache`. */
+export function respondNoStore(ctx: RequestContext, status: number, body: object, headers: Record<string, string> = {}): void {
+  ctx.respond(status, body, { ...NO_STORE, ...headers });
+}

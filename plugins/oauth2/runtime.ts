@@ -1,0 +1,82 @@
+/** The plugin's runtime: one per gateway process, holding the credential directory and token store. */
+import { createHmac, randomBytes } from 'node:crypto';
+import type { PluginApi, PluginRuntime, RequestContext, Store } from '../../src/pipeline/plugin-api.ts';
+import { adminRoutes } from './api.ts';
+import { authorizeEndpoint } from './authorize.ts';
+import { CREDENTIALS_ENTITY } from './credential-schema.ts';
+import { CredentialDirectory } from './credentials.ts';
+import { introspectionEndpoint, revocationEndpoint } from './introspection.ts';
+import { issuerPath, MetadataDirectory, metadataDocument, WELL_KNOWN } from './metadata.ts';
+import { protect, type ProtectDeps } from './protect.ts';
+import { generatedProvisionKeys, type OAuth2Config } from './schema.ts';
+import { alphanumericFrom } from './secret.ts';
+import { tokenEndpoint } from './token-endpoint.ts';
+import { TokenStore } from './tokens.ts';
+
+const ENDPOINT_MARKER = '/oauth2/';
+
+export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth2Config>> {
+  const credentials = new CredentialDirectory(api.store, api.consumers);
+  const tokens = new TokenStore(api.store);
+  credentials.onRemoved = (credentialId) => {
+    tokens.forgetCredential(credentialId);
+    tokens.revokeWhere((row) => row.credential === credentialId).catch((err) => api.log.error({ err }, 'oauth2: revoking tokens failed'));
+  };
+  await credentials.load();
+  const provisionSecret = await loadProvisionSecret(api.store);
+  const metadata = new MetadataDirectory();
+  const deps: ProtectDeps = { credentials, tokens, consumers: api.consumers };
+
+  return {
+    configure(view) {
+      credentials.setFileCredentials(view.entities(CREDENTIALS_ENTITY));
+      for (const instance of view.instances) {
+        if (generatedProvisionKeys.has(instance.config.provision_key)) {
+          instance.config.provision_key = deriveProvisionKey(provisionSecret, instance.id);
+        }
+      }
+      metadata.configure(view);
+    },
+    async access(ctx, config, plugin) {
+      const endpoint = endpointOf(ctx.path);
+      if (endpoint === 'token') return tokenEndpoint(ctx, config, plugin, deps);
+      if (endpoint === 'authorize') return authorizeEndpoint(ctx, config, plugin, deps);
+      if (endpoint === 'introspect') return introspectionEndpoint(ctx, config, deps);
+      if (endpoint === 'revoke') return revocationEndpoint(ctx, config, deps);
+      if (isMetadataRequest(ctx)) return answerMetadata(ctx, config);
+      return protect(ctx, config, deps);
+    },
+    unmatched: (req) => metadata.answer(req),
+    adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers }),
+  };
+}
+
+/** Kong matches the end of the path: `<anything>/oauth2/token[/]`. */
+function endpointOf(path: string): 'token' | 'authorize' | 'introspect' | 'revoke' | undefined {
+  const at = path.lastIndexOf(ENDPOINT_MARKER);
+  if (at < 0) return undefined;
+  const name = path.slice(at + ENDPOINT_MARKER.length).replace(/\/$/, '');
+  return name === 'token' || name === 'authorize' || name === 'introspect' || name === 'revoke' ? name : undefined;
+}
+
+function isMetadataRequest(ctx: RequestContext): boolean {
+  return (ctx.method === 'GET' || ctx.method === 'HEAD') && ctx.path === issuerPath(ctx.matchedPrefix) + WELL_KNOWN;
+}
+
+function answerMetadata(ctx: RequestContext, config: OAuth2Config): void {
+  ctx.respond(200, metadataDocument(`https://${ctx.host}${issuerPath(ctx.matchedPrefix)}`, config));
+}
+
+/** A random secret kept in the store: provision keys derived from it survive restarts. */
+async function loadProvisionSecret(store: Store): Promise<string> {
+  const existing = await store.get('meta:provision-secret');
+  if (existing) return existing;
+  const secret = randomBytes(32).toString('base64url');
+  await store.put('meta:provision-secret', secret, { sync: true });
+  return secret;
+}
+
+/** 32 alphanumerics from HMAC-SHA512(secret, plugin id): stable per plugin, unguessable without the secret. */
+function deriveProvisionKey(secret: string, pluginId: string): string {
+  return alphanumericFrom(createHmac('sha512', secret).update(pluginId).digest(), 32);
+}

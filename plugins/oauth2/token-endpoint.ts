@@ -1,0 +1,207 @@
+/**
+ * `POST …/oauth2/token`: Kong's `issue_token` (grant type, client credentials, redirect URI and client
+ * authentication checked in that order, the last failure winning), then the grant itself. Where Kong
+ * departs from RFC 6749, the RFC's error codes are used (INTERFACE §4).
+ */
+import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { OAuth2Credential } from './credential-schema.ts';
+import { bindingOf, requiresPkce, retrieveClientCredentials, retrieveScope, s256, type EndpointDeps, type Plugin } from './grants.ts';
+import { readParams, userIdParam, type Params } from './params.ts';
+import { httpsError, oauthError, rejectMethod, respondNoStore, type OAuthError } from './responses.ts';
+import type { OAuth2Config } from './schema.ts';
+import { safeEqual } from './secret.ts';
+import type { IssuedToken, TokenRow } from './tokens.ts';
+
+/** An error answer: 400, or 401 with a Basic challenge when the client authenticated through the header. */
+export interface Failure extends OAuthError {
+  basicChallenge?: boolean;
+}
+
+type Outcome = { failure: Failure } | { body: Params };
+
+const failWith = (error: string, description: string, basicChallenge = false): Outcome => ({
+  failure: { ...oauthError(error, description), basicChallenge },
+});
+
+export async function tokenEndpoint(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, deps: EndpointDeps): Promise<void> {
+  if (ctx.method !== 'POST') return rejectMethod(ctx, config, 'token');
+  const params = await readParams(ctx);
+  const insecure = httpsError(ctx, config);
+  const outcome: Outcome = insecure ? { failure: insecure } : await issueToken(ctx, config, plugin, params, deps);
+  respondOutcome(ctx, outcome, params);
+}
+
+export function respondOutcome(ctx: RequestContext, outcome: Outcome, params: Params): void {
+  const state = params.state !== undefined ? { state: params.state } : {};
+  if ('body' in outcome) return respondNoStore(ctx, 200, { ...outcome.body, ...state });
+  const { basicChallenge, ...error } = outcome.failure;
+  if (basicChallenge) return respondNoStore(ctx, 401, { ...error, ...state }, { 'www-authenticate': 'Basic realm="OAuth2.0"' });
+  respondNoStore(ctx, 400, { ...error, ...state });
+}
+
+/** The token response (also the implicit grant's fragment); `scope` whenever one was granted (RFC 6749 §5.1). */
+export function tokenResponse(issued: IssuedToken, refreshToken = issued.refreshToken): Params {
+  const body: Params = { access_token: issued.accessToken, token_type: 'bearer' };
+  if (issued.row.expires_in > 0) body.expires_in = issued.row.expires_in;
+  if (refreshToken) body.refresh_token = refreshToken;
+  if (issued.row.scope) body.scope = issued.row.scope;
+  return body;
+}
+
+function grantAllowed(grant: unknown, config: OAuth2Config): boolean {
+  return (
+    grant === 'authorization_code' ||
+    grant === 'refresh_token' ||
+    (grant === 'client_credentials' && config.enable_client_credentials) ||
+    (grant === 'password' && config.enable_password_grant)
+  );
+}
+
+async function issueToken(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, params: Params, deps: EndpointDeps): Promise<Outcome> {
+  let failure: Outcome | undefined;
+  const grant = params.grant_type;
+  if (!grantAllowed(grant, config)) failure = failWith('unsupported_grant_type', 'Invalid grant_type');
+
+  const credentials = retrieveClientCredentials(ctx, params, config);
+  const { clientId, clientSecret, fromHeader } = credentials;
+  const client = typeof clientId === 'string' && clientId !== '' ? deps.credentials.byClientId(clientId) : undefined;
+
+  let redirectUri: string | undefined;
+  if (grant !== 'client_credentials') {
+    if (client?.redirect_uris?.length) {
+      redirectUri = typeof params.redirect_uri === 'string' ? params.redirect_uri : client.redirect_uris[0];
+      if (!client.redirect_uris.includes(redirectUri)) {
+        failure = failWith('invalid_request', 'Invalid redirect_uri that does not match with any redirect_uri created with the application');
+      }
+    } else {
+      failure = failWith('invalid_client', 'Invalid client authentication', fromHeader);
+    }
+  }
+  if (client) {
+    const clientFailure = await checkClientSecret(client, clientSecret, fromHeader, deps);
+    if (clientFailure) failure = clientFailure;
+  }
+  if (failure) return failure;
+
+  const issue = (fields: { scope: string | null; authenticatedUserid: string | null; withRefreshToken: boolean }) =>
+    deps.tokens.issue({
+      credential: client!.id,
+      binding: bindingOf(ctx, config),
+      expiresIn: config.token_expiration,
+      refreshTokenTtl: config.refresh_token_ttl,
+      ...fields,
+    });
+
+  switch (grant) {
+    case 'client_credentials': {
+      if (params.authenticated_userid !== undefined && !provisionKeyMatches(params, config)) {
+        return failWith('invalid_provision_key', 'Invalid provision_key');
+      }
+      if (!client) return failWith('invalid_client', 'Invalid client authentication');
+      if (client.client_type === 'public') {
+        return failWith('unauthorized_client', 'The client_credentials grant is only for confidential clients');
+      }
+      const scope = retrieveScope(params, config);
+      if (scope.error) return { failure: scope.error };
+      const issued = await issue({ scope: scope.scope, authenticatedUserid: userIdParam(params) ?? null, withRefreshToken: false });
+      return { body: tokenResponse(issued) };
+    }
+    case 'password': {
+      if (!provisionKeyMatches(params, config)) return failWith('invalid_provision_key', 'Invalid provision_key');
+      const authenticatedUserid = userIdParam(params);
+      if (authenticatedUserid === undefined) return failWith('invalid_authenticated_userid', 'Missing authenticated_userid parameter');
+      const scope = retrieveScope(params, config);
+      if (scope.error) return { failure: scope.error };
+      return { body: tokenResponse(await issue({ scope: scope.scope, authenticatedUserid, withRefreshToken: true })) };
+    }
+    case 'authorization_code':
+      return redeemCode(ctx, config, plugin, params, client!, redirectUri!, deps, issue);
+    default:
+      return refreshToken(ctx, config, params, client!, deps, issue);
+  }
+}
+
+/** Confidential clients prove their secret; public clients must not send one. */
+async function checkClientSecret(client: OAuth2Credential, secret: unknown, fromHeader: boolean, deps: EndpointDeps): Promise<Outcome | undefined> {
+  if (client.client_type === 'public') {
+    return typeof secret === 'string' && secret.trim() !== ''
+      ? failWith('invalid_request', 'client_secret is disallowed for public clients')
+      : undefined;
+  }
+  return (await deps.credentials.verifySecret(client, secret)) ? undefined : failWith('invalid_client', 'Invalid client authentication', fromHeader);
+}
+
+function provisionKeyMatches(params: Params, config: OAuth2Config): boolean {
+  return typeof params.provision_key === 'string' && safeEqual(params.provision_key, config.provision_key);
+}
+
+type Issue = (fields: { scope: string | null; authenticatedUserid: string | null; withRefreshToken: boolean }) => Promise<IssuedToken>;
+
+async function redeemCode(
+  ctx: RequestContext,
+  config: OAuth2Config,
+  plugin: Plugin,
+  params: Params,
+  client: OAuth2Credential,
+  redirectUri: string,
+  deps: EndpointDeps,
+  issue: Issue,
+): Promise<Outcome> {
+  const code = params.code;
+  if (typeof code !== 'string' || code === '') return failWith('invalid_request', 'Invalid code');
+  const outcome = await deps.tokens.redeemOnce(code, async (): Promise<Outcome> => {
+    const row = await deps.tokens.findCode(code);
+    const binding = bindingOf(ctx, config);
+    // RFC 6749 §5.2: unknown, used, expired or foreign codes are `invalid_grant` (Kong: invalid_request).
+    if (!row || (binding !== null && row.binding !== binding) || row.credential !== client.id) return failWith('invalid_grant', 'Invalid code');
+    if (requiresPkce(config, client, row.challenge_method !== null)) {
+      const verifier = params.code_verifier;
+      if (verifier === undefined || verifier === null) return failWith('invalid_request', 'code_verifier is required for PKCE authorization requests');
+      if (typeof verifier !== 'string') return failWith('invalid_request', 'code_verifier is not a string');
+      if (verifier.length < 43 || verifier.length > 128) return failWith('invalid_request', 'code_verifier must be between 43 and 128 characters');
+      if (row.challenge === null || !safeEqual(s256(verifier), row.challenge)) return failWith('invalid_grant', 'Invalid code');
+    }
+    if (config.global_credentials && row.plugin && row.plugin !== plugin.id) return failWith('invalid_grant', 'Invalid code');
+    // RFC 6749 §4.1.3: the code is only good with the redirect URI it was issued for.
+    if (row.redirect_uri !== redirectUri) return failWith('invalid_grant', 'Invalid redirect_uri: it must be the one of the authorization request');
+    await deps.tokens.deleteCode(code);
+    const issued = await issue({ scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
+    return { body: tokenResponse(issued) };
+  });
+  return outcome ?? failWith('invalid_grant', 'Invalid code');
+}
+
+async function refreshToken(
+  ctx: RequestContext,
+  config: OAuth2Config,
+  params: Params,
+  client: OAuth2Credential,
+  deps: EndpointDeps,
+  issue: Issue,
+): Promise<Outcome> {
+  const refresh = params.refresh_token;
+  if (typeof refresh !== 'string' || refresh === '') return failWith('invalid_request', 'Invalid refresh_token');
+  const outcome = await deps.tokens.redeemOnce(refresh, async (): Promise<Outcome> => {
+    const row = await deps.tokens.findByRefreshToken(refresh);
+    const binding = bindingOf(ctx, config);
+    // RFC 6749 §5.2: unknown, foreign or another client's refresh tokens are `invalid_grant`.
+    if (!row || (binding !== null && row.binding !== binding) || row.credential !== client.id) {
+      return failWith('invalid_grant', 'Invalid refresh_token');
+    }
+    if (!scopeStillAllowed(row, config)) return failWith('invalid_scope', 'Scope mismatch');
+    if (config.reuse_refresh_token) {
+      const renewed = await deps.tokens.renewAccessToken(row, config.token_expiration, config.refresh_token_ttl);
+      return { body: tokenResponse(renewed, refresh) };
+    }
+    const issued = await issue({ scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
+    await deps.tokens.revoke(row);
+    return { body: tokenResponse(issued) };
+  });
+  return outcome ?? failWith('invalid_grant', 'Invalid refresh_token');
+}
+
+/** Kong: every scope of the token must still be among the current plugin's scopes. */
+function scopeStillAllowed(row: TokenRow, config: OAuth2Config): boolean {
+  if (!row.scope) return true;
+  return row.scope.split(' ').every((item) => config.scopes?.includes(item));
+}
