@@ -164,3 +164,25 @@ test('a huge path is matched but not cached, and does not throw', () => {
   const long = '/' + 'a/'.repeat(50_000);
   assert.equal(router.match(request({ path: long }))?.normalizedPath, long);
 });
+
+test('regex routes pre-filtered by their literal head still match exactly as the regex does', () => {
+  const cases: [string, string, boolean][] = [
+    ['~/v1/users/\\d+', '/v1/users/7', true],
+    ['~/v1/users/\\d+', '/v1/user/7', false],
+    ['~/api/?items', '/apiitems', true],
+    ['~/api/?items', '/api/items', true],
+    ['~/a+b/c', '/aaab/c', true],
+    ['~/x{0,1}y', '/y', true],
+    ['~/files\\.json', '/files.json', true],
+    ['~/files\\.json', '/filesXjson', false],
+    ['~/(a|b)/z', '/b/z', true],
+    ['~/one|/two', '/two', true],
+    ['~/[cd]og', '/dog', true],
+  ];
+  for (const [path, requestPath, expected] of cases) {
+    for (const cacheSize of [0, 10]) {
+      const router = new Router([route({ paths: [path] })], [upstream], { cacheSize });
+      assert.equal(router.match(request({ path: requestPath })) !== null, expected, `${path} vs ${requestPath}`);
+    }
+  }
+});
