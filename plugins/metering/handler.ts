@@ -1,11 +1,16 @@
-/** The plugin runtime (placeholder until the service lands): answers 503 under its route. */
+/** The plugin runtime: one metering service per process, answering every request under its routes. */
 import type { PluginApi, PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import { MeteringHttp } from './http.ts';
 import type { MeteringConfig } from './schema.ts';
+import { MeteringService } from './service.ts';
 
-export function createRuntime(_api: PluginApi): PluginRuntime<MeteringConfig> {
+export async function createRuntime(api: PluginApi): Promise<PluginRuntime<MeteringConfig>> {
+  const service = new MeteringService(api);
+  await service.open();
+  const http = new MeteringHttp(service);
   return {
-    access(ctx) {
-      ctx.respond(503, { status: 503, title: 'Service Unavailable', detail: 'metering is starting' }, { 'content-type': 'application/problem+json' });
-    },
+    configure: (view) => service.configure(view),
+    access: (ctx, config) => http.handle(ctx, config),
+    close: () => service.close(),
   };
 }

@@ -1,0 +1,121 @@
+/**
+ * Aggregate state per (meter, bucket, subject, dimension values), mergeable so that a window is the
+ * merge of the buckets covering it: event count, first/last event time, count/sum/min/max of the
+ * usable values (AVG = sum / count), and the latest value by event time (ties: later ingest wins).
+ * UNIQUE_COUNT keeps its distinct values as separate keys (exact, see keys.ts).
+ */
+import type { Aggregation } from './meter-model.ts';
+
+/** Roll-up levels, coarsest first. 15 minutes aligns with every UTC offset in use (…:30, …:45). */
+export const LEVELS = [
+  { name: 'd', size: 86_400 },
+  { name: 'h', size: 3_600 },
+  { name: 'q', size: 900 },
+  { name: 'm', size: 60 },
+] as const;
+export type LevelName = (typeof LEVELS)[number]['name'];
+export const BASE_SIZE = 60;
+
+export interface State {
+  /** Events. */
+  c: number;
+  /** First and last event time, seconds. */
+  f: number;
+  l: number;
+  /** Usable values, their sum, min and max. */
+  n: number;
+  s: number;
+  mn: number;
+  mx: number;
+  /** Latest usable value: its time (-1: none), value and ingest sequence. */
+  lt: number;
+  lv: number;
+  lq: number;
+}
+
+export function emptyState(): State {
+  return { c: 0, f: Infinity, l: -Infinity, n: 0, s: 0, mn: Infinity, mx: -Infinity, lt: -1, lv: 0, lq: 0 };
+}
+
+export function eventState(time: number, seq: number, numeric: number | undefined): State {
+  const s = emptyState();
+  s.c = 1;
+  s.f = s.l = time;
+  if (numeric !== undefined) {
+    s.n = 1;
+    s.s = s.mn = s.mx = s.lv = numeric;
+    s.lt = time;
+    s.lq = seq;
+  }
+  return s;
+}
+
+/** Merges `b` into `a`. */
+export function merge(a: State, b: State): State {
+  a.c += b.c;
+  if (b.f < a.f) a.f = b.f;
+  if (b.l > a.l) a.l = b.l;
+  a.n += b.n;
+  a.s += b.s;
+  if (b.mn < a.mn) a.mn = b.mn;
+  if (b.mx > a.mx) a.mx = b.mx;
+  if (b.lt > a.lt || (b.lt === a.lt && b.lt >= 0 && b.lq > a.lq)) {
+    a.lt = b.lt;
+    a.lv = b.lv;
+    a.lq = b.lq;
+  }
+  return a;
+}
+
+export function encodeState(s: State): string {
+  return s.n === 0 ? `[${s.c},${s.f},${s.l}]` : JSON.stringify([s.c, s.f, s.l, s.n, s.s, s.mn, s.mx, s.lt, s.lv, s.lq]);
+}
+
+export function decodeState(text: string): State {
+  const a = JSON.parse(text) as number[];
+  const s = emptyState();
+  s.c = a[0];
+  s.f = a[1];
+  s.l = a[2];
+  if (a.length > 3) [s.n, s.s, s.mn, s.mx, s.lt, s.lv, s.lq] = a.slice(3);
+  return s;
+}
+
+/** The aggregate value, or undefined when the group has no usable value (dropped from results). */
+export function valueOf(aggregation: Aggregation, s: State, distinct?: number): number | undefined {
+  switch (aggregation) {
+    case 'count':
+      return s.c;
+    case 'unique_count':
+      return distinct ?? 0;
+    case 'sum':
+      return s.n > 0 ? s.s : undefined;
+    case 'avg':
+      return s.n > 0 ? s.s / s.n : undefined;
+    case 'min':
+      return s.n > 0 ? s.mn : undefined;
+    case 'max':
+      return s.n > 0 ? s.mx : undefined;
+    case 'latest':
+      return s.lt >= 0 ? s.lv : undefined;
+  }
+}
+
+/** A decimal string without exponent (Konnect `^-?[0-9]+(\.[0-9]+)?$`). */
+export function formatDecimal(value: number): string {
+  if (Object.is(value, -0) || value === 0) return '0';
+  const text = String(value);
+  if (!/e/i.test(text)) return text;
+  const [mantissa, exponentText] = text.split(/e/i);
+  const exponent = Number(exponentText);
+  const negative = mantissa.startsWith('-');
+  const [intPart, fracPart = ''] = mantissa.replace('-', '').split('.');
+  const digits = intPart + fracPart;
+  const point = intPart.length + exponent;
+  let out: string;
+  if (point <= 0) out = '0.' + '0'.repeat(-point) + digits;
+  else if (point >= digits.length) out = digits + '0'.repeat(point - digits.length);
+  else out = digits.slice(0, point) + '.' + digits.slice(point);
+  out = out.includes('.') ? out.replace(/\.?0+$/, '') : out;
+  return (negative ? '-' : '') + out;
+}

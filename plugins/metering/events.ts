@@ -1,0 +1,170 @@
+/**
+ * Ingest request bodies: content types, CloudEvents 1.0 validation (every problem of every event,
+ * OpenMeter v3's sealed `MeteringEvent`), and the record each valid event is stored as.
+ */
+import { dedupeHash, escapePart } from './keys.ts';
+import type { InvalidParameter } from './meter-model.ts';
+import { parseRfc3339 } from './time.ts';
+
+/** What is stored per event (`e/...`), times in Unix seconds / ms. */
+export interface StoredEvent {
+  id: string;
+  source: string;
+  type: string;
+  subject: string;
+  /** Event time, seconds. */
+  time: number;
+  datacontenttype?: string;
+  dataschema?: string;
+  data?: Record<string, unknown> | null;
+  /** Receive time, ms. */
+  ingested_at: number;
+}
+
+/** A validated event ready for the writer. */
+export interface PreparedEvent {
+  record: StoredEvent;
+  /** JSON of `record`. */
+  json: string;
+  typeEscaped: string;
+  dedupe: string;
+}
+
+export class BodyError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly invalidParameters: InvalidParameter[] = [],
+  ) {
+    super(message);
+  }
+}
+
+type BodyShape = 'one' | 'batch' | 'either';
+
+const CONTENT_TYPES: Record<string, BodyShape> = {
+  'application/cloudevents+json': 'one',
+  'application/cloudevents-batch+json': 'batch',
+  'application/json': 'either',
+};
+
+const KNOWN_ATTRIBUTES = new Set(['specversion', 'id', 'source', 'type', 'subject', 'time', 'datacontenttype', 'dataschema', 'data']);
+const MIN_TIME = 1;
+
+/** The media type without parameters, lower case ('' when absent). */
+export function mediaType(header: string | undefined): string {
+  return (header ?? '').split(';')[0].trim().toLowerCase();
+}
+
+/** The events of a body; throws BodyError for a bad content type or malformed JSON. */
+export function decodeEvents(contentType: string | undefined, body: Buffer): { events: unknown[]; batch: boolean } {
+  const type = mediaType(contentType);
+  const shape = CONTENT_TYPES[type];
+  if (!shape) throw new BodyError(400, `invalid content type: ${type || '(none)'}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw new BodyError(400, `invalid event: malformed JSON: ${(err as Error).message}`, [
+      { field: 'body', reason: `malformed JSON: ${(err as Error).message}`, rule: 'type', source: 'body' },
+    ]);
+  }
+  if (shape === 'batch' || (shape === 'either' && Array.isArray(parsed))) {
+    if (!Array.isArray(parsed)) {
+      throw new BodyError(400, 'invalid event: a batch must be a JSON array', [{ field: 'body', reason: 'must be an array of events', rule: 'type', source: 'body' }]);
+    }
+    if (shape === 'either' && parsed.length === 0) throw new BodyError(400, 'invalid event: no events found', [{ field: 'body', reason: 'no events found', rule: 'min_items', source: 'body' }]);
+    return { events: parsed, batch: true };
+  }
+  return { events: [parsed], batch: false };
+}
+
+function requiredString(event: Record<string, unknown>, name: string, problems: (name: string, reason: string, rule: string) => void): void {
+  const v = event[name];
+  if (v === undefined || v === null) problems(name, 'required property is missing', 'required');
+  else if (typeof v !== 'string') problems(name, 'must be a string', 'is_string');
+  else if (v.length === 0) problems(name, 'must not be empty', 'min_length');
+}
+
+/** Go's URL parser refuses control characters and malformed percent escapes. */
+function isUriReference(text: string): boolean {
+  return !/[\x00-\x1f\x7f ]/.test(text) && !/%(?![0-9A-Fa-f]{2})/.test(text);
+}
+
+export interface ValidationContext {
+  /** Receive time, ms. */
+  now: number;
+  /** Oldest acceptable event time, seconds. */
+  retentionStart: number;
+  retentionDays: number;
+}
+
+/** Validates one event; returns its problems (fields relative to the event). */
+function checkEvent(raw: unknown, ctx: ValidationContext, report: (field: string, reason: string, rule: string) => void): StoredEvent | undefined {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    report('', 'an event must be a JSON object', 'type');
+    return undefined;
+  }
+  const event = raw as Record<string, unknown>;
+  let valid = true;
+  const problem = (field: string, reason: string, rule: string) => {
+    valid = false;
+    report(field, reason, rule);
+  };
+  for (const key of Object.keys(event)) if (!KNOWN_ATTRIBUTES.has(key)) problem(key, 'unknown property', 'unknown_property');
+  if (event.specversion === undefined || event.specversion === null) problem('specversion', 'required property is missing', 'required');
+  else if (event.specversion !== '1.0') problem('specversion', `unknown value: ${JSON.stringify(event.specversion)} (only "1.0" is supported)`, 'enum');
+  for (const name of ['id', 'source', 'type', 'subject']) requiredString(event, name, problem);
+  if (typeof event.source === 'string' && event.source && !isUriReference(event.source)) problem('source', 'cannot parse uri ref', 'format');
+  let time = Math.floor(ctx.now / 1000);
+  if (event.time !== undefined && event.time !== null) {
+    const parsed = typeof event.time === 'string' ? parseRfc3339(event.time) : undefined;
+    if (parsed === undefined) problem('time', 'must be an RFC 3339 date-time with a time zone offset', 'is_date_time');
+    else if (parsed < MIN_TIME) problem('time', 'must be after 1970-01-01T00:00:00Z', 'minimum');
+    else if (parsed < ctx.retentionStart) problem('time', `event time is outside the retention period of ${ctx.retentionDays} days`, 'retention');
+    else time = parsed;
+  }
+  if (event.datacontenttype !== undefined && event.datacontenttype !== null && event.datacontenttype !== 'application/json') {
+    problem('datacontenttype', 'only application/json is supported', 'enum');
+  }
+  const schema = event.dataschema;
+  if (schema !== undefined && schema !== null && (typeof schema !== 'string' || schema.length === 0 || !isUriReference(schema))) {
+    problem('dataschema', 'must be a non-empty URI', 'format');
+  }
+  const data = event.data;
+  if (data !== undefined && data !== null && (typeof data !== 'object' || Array.isArray(data))) problem('data', 'must be a JSON object or null', 'type');
+  if (!valid) return undefined;
+  const record: StoredEvent = {
+    id: event.id as string,
+    source: event.source as string,
+    type: event.type as string,
+    subject: event.subject as string,
+    time,
+    ingested_at: ctx.now,
+  };
+  if (typeof event.datacontenttype === 'string') record.datacontenttype = event.datacontenttype;
+  if (typeof schema === 'string') record.dataschema = schema;
+  if (data !== undefined) record.data = data as Record<string, unknown> | null;
+  return record;
+}
+
+/** Validates every event; throws BodyError listing every problem, else returns the prepared events. */
+export function prepareEvents(events: unknown[], batch: boolean, ctx: ValidationContext): PreparedEvent[] {
+  const problems: InvalidParameter[] = [];
+  const prepared: PreparedEvent[] = [];
+  events.forEach((raw, index) => {
+    const record = checkEvent(raw, ctx, (field, reason, rule) => {
+      const prefix = batch ? `[${index}]` : '';
+      const path = field ? (prefix ? `${prefix}.${field}` : field) : prefix || 'body';
+      problems.push({ field: path, index, reason, rule, source: 'body' });
+    });
+    if (record && problems.length === 0) {
+      prepared.push({ record, json: JSON.stringify(record), typeEscaped: escapePart(record.type), dedupe: dedupeHash(record.source, record.id) });
+    }
+  });
+  if (problems.length > 0) {
+    const count = new Set(problems.map((p) => p.index)).size;
+    throw new BodyError(400, `invalid event: ${count} of ${events.length} events are invalid: ${problems[0].field}: ${problems[0].reason}`, problems);
+  }
+  return prepared;
+}

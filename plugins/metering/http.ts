@@ -1,0 +1,291 @@
+/**
+ * The HTTP surface under the metering route (INTERFACE.md §5): routing, scopes, bodies, and errors as
+ * `application/problem+json` in the Konnect shape (`invalid_parameters` for validation failures).
+ */
+import { HttpError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { BodyError, decodeEvents, prepareEvents } from './events.ts';
+import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
+import { parseQuery, toCsv } from './query.ts';
+import { publicMeter, type MeterRecord } from './registry.ts';
+import type { MeteringConfig } from './schema.ts';
+import { ServiceError, type EventFilters, type MeteringService } from './service.ts';
+import { parseRfc3339 } from './time.ts';
+import { QueueFullError, WriterClosedError } from './writer.ts';
+
+const PROBLEM_TYPES: Record<number, [string, string]> = {
+  400: ['bad-request', 'Bad Request'],
+  401: ['unauthorized', 'Unauthorized'],
+  403: ['forbidden', 'Forbidden'],
+  404: ['not-found', 'Not Found'],
+  405: ['method-not-allowed', 'Method Not Allowed'],
+  409: ['resource-conflict', 'Conflict'],
+  413: ['payload-too-large', 'Payload Too Large'],
+  415: ['unsupported-media-type', 'Unsupported Media Type'],
+  500: ['internal', 'Internal'],
+  503: ['service-unavailable', 'Service Unavailable'],
+};
+
+class Problem extends Error {
+  constructor(
+    readonly status: number,
+    detail: string,
+    readonly invalidParameters?: InvalidParameter[],
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(detail);
+  }
+}
+
+function sendProblem(ctx: RequestContext, p: Problem): void {
+  const [slug, title] = PROBLEM_TYPES[p.status] ?? ['error', 'Error'];
+  const body: Record<string, unknown> = {
+    type: `https://kongapi.info/konnect/${slug}`,
+    title,
+    status: p.status,
+    detail: p.message,
+    instance: `urn:request:${ctx.id}`,
+  };
+  if (p.invalidParameters) body.invalid_parameters = p.invalidParameters;
+  ctx.respond(p.status, JSON.stringify(body), { 'content-type': 'application/problem+json', ...p.headers });
+}
+
+function validationProblem(problems: InvalidParameter[]): Problem {
+  return new Problem(400, `validation error: ${problems.map((p) => (p.field ? `${p.field}: ${p.reason}` : p.reason)).join('; ')}`, problems);
+}
+
+type Operation = 'ingest' | 'manage' | 'read';
+
+function requireScope(ctx: RequestContext, config: MeteringConfig, operation: Operation): void {
+  const needed = config.scopes?.[operation];
+  if (!needed) return;
+  if (!ctx.credential?.scopes?.includes(needed)) throw new Problem(403, `this operation requires the scope '${needed}'`);
+}
+
+async function readJson(ctx: RequestContext, limit: number): Promise<unknown> {
+  const body = await readLimited(ctx, limit);
+  if (body.length === 0) return undefined;
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw new Problem(400, `malformed JSON: ${(err as Error).message}`, [{ field: 'body', reason: 'malformed JSON', rule: 'type', source: 'body' }]);
+  }
+}
+
+async function readLimited(ctx: RequestContext, limit: number): Promise<Buffer> {
+  const tooLarge = () => new Problem(413, `request body is larger than ${limit} bytes`);
+  if (Number(ctx.headers['content-length']) > limit) throw tooLarge();
+  let body: Buffer;
+  try {
+    body = await ctx.readBody();
+  } catch (err) {
+    if (err instanceof HttpError && err.status === 413) throw tooLarge();
+    throw err;
+  }
+  if (body.length > limit) throw tooLarge();
+  return body;
+}
+
+function instant(field: string, value: string | null, problems: InvalidParameter[]): number | undefined {
+  if (value === null || value === '') return undefined;
+  const t = parseRfc3339(value);
+  if (t === undefined) problems.push({ field, reason: 'must be an RFC 3339 date-time', rule: 'is_date_time', source: 'query' });
+  return t;
+}
+
+/** A query parameter by its plain name or as `filter[name]` / `filter[name][eq]`. */
+function param(q: URLSearchParams, name: string): string | null {
+  return q.get(name) ?? q.get(`filter[${name}]`) ?? q.get(`filter[${name}][eq]`);
+}
+
+function pageSize(q: URLSearchParams, name: string, fallback: number, max: number, problems: InvalidParameter[]): number {
+  const raw = q.get(name);
+  if (raw === null) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > max) {
+    problems.push({ field: name, reason: `must be an integer between 1 and ${max}`, rule: 'range', source: 'query', minimum: 1, maximum: max });
+  }
+  return n;
+}
+
+const SORTABLE = ['key', 'name', 'aggregation', 'created_at', 'updated_at'] as const;
+
+export class MeteringHttp {
+  constructor(private readonly service: MeteringService) {}
+
+  async handle(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+    try {
+      await this.route(ctx, config);
+    } catch (err) {
+      sendProblem(ctx, this.toProblem(err));
+    }
+  }
+
+  private toProblem(err: unknown): Problem {
+    if (err instanceof Problem) return err;
+    if (err instanceof BodyError) return new Problem(err.status, err.message, err.invalidParameters.length ? err.invalidParameters : undefined);
+    if (err instanceof ServiceError) return new Problem(err.status, err.message, undefined, err.headers);
+    if (err instanceof QueueFullError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
+    if (err instanceof WriterClosedError) return new Problem(503, err.message, undefined, { 'retry-after': '5' });
+    if (err instanceof HttpError) return new Problem(err.status, err.message);
+    return new Problem(500, 'internal error');
+  }
+
+  private async route(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+    const sub = ctx.path.slice(ctx.matchedPrefix.length).replace(/\/+$/, '');
+    let parts: string[];
+    try {
+      parts = sub.split('/').slice(1).map((p) => decodeURIComponent(p));
+    } catch {
+      throw new Problem(400, 'malformed percent-encoding in the path');
+    }
+    const method = ctx.method;
+    const allow = (methods: string[]) => {
+      if (!methods.includes(method)) throw new Problem(405, `method ${method} not allowed here`, undefined, { allow: methods.join(', ') });
+    };
+    if (sub === '/events') {
+      allow(['GET', 'POST']);
+      if (method === 'POST') return this.ingest(ctx, config);
+      return this.listEvents(ctx, config);
+    }
+    if (sub === '/meters') {
+      allow(['GET', 'POST']);
+      if (method === 'POST') return this.createMeter(ctx, config);
+      return this.listMeters(ctx, config);
+    }
+    if (parts[0] === 'meters' && parts.length === 2) {
+      allow(['GET', 'PUT', 'DELETE']);
+      if (method === 'GET') {
+        requireScope(ctx, config, 'read');
+        return void ctx.respond(200, publicMeter(this.service.find(parts[1])));
+      }
+      if (method === 'PUT') return this.updateMeter(ctx, config, parts[1]);
+      requireScope(ctx, config, 'manage');
+      await this.service.deleteMeter(parts[1]);
+      return void ctx.respond(204);
+    }
+    if (parts[0] === 'meters' && parts.length === 3 && parts[2] === 'query') {
+      allow(['POST']);
+      return this.query(ctx, config, parts[1]);
+    }
+    throw new Problem(404, `no metering resource at ${ctx.path}`);
+  }
+
+  private async ingest(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+    requireScope(ctx, config, 'ingest');
+    const body = await readLimited(ctx, config.max_body_size);
+    const { events, batch } = decodeEvents(ctx.headers['content-type'], body);
+    if (events.length > config.max_events_per_request) {
+      throw new Problem(413, `a request may carry at most ${config.max_events_per_request} events (got ${events.length})`);
+    }
+    const now = Date.now();
+    const prepared = prepareEvents(events, batch, {
+      now,
+      retentionStart: Math.floor(now / 1000) - config.retention_days * 86_400,
+      retentionDays: config.retention_days,
+    });
+    if (prepared.length > 0) await this.service.ingest(prepared, config);
+    ctx.respond(202);
+  }
+
+  private async listEvents(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+    requireScope(ctx, config, 'read');
+    const q = ctx.query;
+    const problems: InvalidParameter[] = [];
+    const filters: EventFilters = {};
+    for (const name of ['subject', 'type', 'source', 'id'] as const) {
+      const v = param(q, name);
+      if (v !== null) filters[name] = v;
+    }
+    filters.from = instant('from', q.get('from') ?? q.get('filter[time][gte]'), problems);
+    filters.to = instant('to', q.get('to') ?? q.get('filter[time][lt]'), problems);
+    if (filters.from !== undefined && filters.to !== undefined && filters.to < filters.from) {
+      problems.push({ field: 'to', reason: 'to must not be before from', rule: 'invalid', source: 'query' });
+    }
+    const size = pageSize(q, 'page[size]', 100, 100, problems);
+    const after = q.get('page[after]') ?? undefined;
+    if (after !== undefined && !/^\d{12}\/[0-9a-f]{12}$/.test(after)) problems.push({ field: 'page[after]', reason: 'invalid cursor', rule: 'invalid', source: 'query' });
+    if (problems.length) throw validationProblem(problems);
+    const page = await this.service.listEvents(filters, size, after);
+    ctx.respond(200, { data: page.items, meta: { page: { size, next: page.next } } });
+  }
+
+  private async createMeter(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+    requireScope(ctx, config, 'manage');
+    const body = await readJson(ctx, config.max_body_size);
+    const problems = validateMeterCreate(body);
+    if (problems.length) throw validationProblem(problems);
+    const record = await this.service.createMeter(meterDefinitionFrom(body as Record<string, unknown>));
+    ctx.respond(201, publicMeter(record));
+  }
+
+  private listMeters(ctx: RequestContext, config: MeteringConfig): void {
+    requireScope(ctx, config, 'read');
+    const q = ctx.query;
+    const problems: InvalidParameter[] = [];
+    const number = pageSize(q, 'page[number]', 1, 1_000_000, problems);
+    const size = pageSize(q, 'page[size]', 100, 1000, problems);
+    const sort = (q.get('sort') ?? 'created_at').trim();
+    const match = /^(-)?([a-z_]+)(?:\s+(asc|desc))?$/i.exec(sort);
+    const field = match?.[2] as (typeof SORTABLE)[number] | undefined;
+    if (!match || !field || !SORTABLE.includes(field)) {
+      problems.push({ field: 'sort', reason: `invalid sort: ${sort}`, rule: 'enum', source: 'query', choices: SORTABLE });
+    }
+    if (problems.length) throw validationProblem(problems);
+    const descending = match![1] === '-' || match![3]?.toLowerCase() === 'desc';
+    const includeDeleted = (q.get('include_deleted') ?? q.get('includeDeleted')) === 'true';
+    let meters = includeDeleted ? this.service.meters.all() : this.service.meters.live();
+    for (const name of ['key', 'name'] as const) meters = meters.filter((m) => this.matchesFilter(m[name], q, name));
+    meters.sort((a, b) => {
+      const x = String(a[field!] ?? '');
+      const y = String(b[field!] ?? '');
+      const order = x < y ? -1 : x > y ? 1 : a.id < b.id ? -1 : 1;
+      return descending ? -order : order;
+    });
+    const data = meters.slice((number - 1) * size, number * size).map(publicMeter);
+    ctx.respond(200, { data, meta: { page: { number, size, total: meters.length } } });
+  }
+
+  private matchesFilter(value: string, q: URLSearchParams, name: string): boolean {
+    const list = (v: string) => v.split(',');
+    const checks: [string, (v: string) => boolean][] = [
+      [`filter[${name}]`, (v) => value === v],
+      [`filter[${name}][eq]`, (v) => value === v],
+      [`filter[${name}][neq]`, (v) => value !== v],
+      [`filter[${name}][oeq]`, (v) => list(v).includes(value)],
+      [`filter[${name}][contains]`, (v) => value.toLowerCase().includes(v.toLowerCase())],
+      [`filter[${name}][ocontains]`, (v) => list(v).some((x) => value.toLowerCase().includes(x.toLowerCase()))],
+    ];
+    return checks.every(([param, test]) => {
+      const v = q.get(param);
+      return v === null || test(v);
+    });
+  }
+
+  private async updateMeter(ctx: RequestContext, config: MeteringConfig, idOrKey: string): Promise<void> {
+    requireScope(ctx, config, 'manage');
+    const current = this.service.find(idOrKey);
+    const body = await readJson(ctx, config.max_body_size);
+    const problems = validateMeterUpdate(body, current);
+    if (problems.length) throw validationProblem(problems);
+    const record = await this.service.updateMeter(idOrKey, body as Record<string, unknown>);
+    ctx.respond(200, publicMeter(record));
+  }
+
+  private async query(ctx: RequestContext, config: MeteringConfig, idOrKey: string): Promise<void> {
+    requireScope(ctx, config, 'read');
+    const record: MeterRecord = this.service.find(idOrKey);
+    if (record.deleted_at) throw new Problem(404, `not found error: meter not found: ${idOrKey}`);
+    const body = await readJson(ctx, config.max_body_size);
+    const { query, problems } = parseQuery(body, this.service.meters.compiledOf(record));
+    if (!query) throw validationProblem(problems);
+    const result = await this.service.query(record, query, config.query_backfill_wait_ms);
+    if (/\btext\/csv\b/i.test(String(ctx.headers.accept ?? ''))) {
+      ctx.respond(200, toCsv(query, result), {
+        'content-type': 'text/csv; charset=utf-8',
+        'content-disposition': `attachment; filename="${record.key}.csv"`,
+      });
+    } else {
+      ctx.respond(200, result);
+    }
+  }
+}

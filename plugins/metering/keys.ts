@@ -1,0 +1,67 @@
+/**
+ * The key layout inside the plugin's store namespace. Numbers are zero-padded so that keys sort
+ * like the numbers; free text is escaped to ASCII without '/' so that keys split unambiguously.
+ *
+ *   meta/seq                                  last event sequence number used
+ *   m/<meter id>                              meter record (public fields + aggregation state)
+ *   e/<type>/<seq>                            stored event (stored_at ms + JSON)
+ *   t/<time>/<seq>                            time index -> "<type>/<dedupe hash>"
+ *   d/<dedupe hash>                           (source, id) seen -> seq
+ *   a/<meter>.<gen>/<level>/<bucket>/<series> aggregate state of one bucket and series
+ *   u/<meter>.<gen>/<level>/<bucket>/<series>/<value>   distinct values (unique_count)
+ */
+import { createHash } from 'node:crypto';
+
+export const SEQ_KEY = 'meta/seq';
+const SEQ_WIDTH = 12;
+const TIME_WIDTH = 12;
+
+export const padSeq = (seq: number) => seq.toString(16).padStart(SEQ_WIDTH, '0');
+export const parseSeq = (text: string) => parseInt(text, 16);
+export const padTime = (seconds: number) => String(seconds).padStart(TIME_WIDTH, '0');
+
+const SAFE = /^[A-Za-z0-9_.~-]*$/;
+
+/** ASCII escaping without '/' that also survives lone surrogates (unlike encodeURIComponent). */
+export function escapePart(text: string): string {
+  if (SAFE.test(text)) return text;
+  let out = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    out += /[A-Za-z0-9_.~-]/.test(c) ? c : '%' + text.charCodeAt(i).toString(16).padStart(4, '0');
+  }
+  return out;
+}
+
+export function unescapePart(text: string): string {
+  return text.includes('%') ? text.replace(/%([0-9a-f]{4})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16))) : text;
+}
+
+export const meterKey = (id: string) => `m/${id}`;
+export const METER_PREFIX = 'm/';
+
+export const eventTypePrefix = (typeEscaped: string) => `e/${typeEscaped}/`;
+export const eventKey = (typeEscaped: string, seq: number) => `e/${typeEscaped}/${padSeq(seq)}`;
+export const timeKey = (time: number, seq: number) => `t/${padTime(time)}/${padSeq(seq)}`;
+export const TIME_PREFIX = 't/';
+export const dedupeKey = (hash: string) => `d/${hash}`;
+
+/** Identity of an event for deduplication: the (source, id) tuple, hashed to a fixed-size key. */
+export function dedupeHash(source: string, id: string): string {
+  return createHash('sha256').update(source).update('\0').update(id).digest('base64url');
+}
+
+/** `t/<time>/<seq>` -> its parts. */
+export function parseTimeKey(key: string): { time: number; seq: number } {
+  return { time: Number(key.slice(2, 2 + TIME_WIDTH)), seq: parseSeq(key.slice(3 + TIME_WIDTH)) };
+}
+
+export const aggregateSpace = (meterId: string, gen: number) => `${meterId}.${gen}`;
+export const aggregatePrefix = (space: string, level: string) => `a/${space}/${level}/`;
+export const uniquePrefix = (space: string, level: string) => `u/${space}/${level}/`;
+/** Bucket start of a key under `a/<space>/<level>/` or `u/...` (prefix length given). */
+export const bucketOf = (key: string, prefixLength: number) => Number(key.slice(prefixLength, prefixLength + TIME_WIDTH));
+export const seriesOf = (key: string, prefixLength: number) => key.slice(prefixLength + TIME_WIDTH + 1);
+
+/** Stored events are `<stored_at ms, this wide><JSON>`. */
+export const STORED_AT_WIDTH = 13;

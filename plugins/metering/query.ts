@@ -1,0 +1,431 @@
+/**
+ * Usage queries (`POST /meters/{id}/query`, reference §4.8): request validation with OpenMeter's
+ * codes, then windows covered by roll-up buckets (see windows.ts), sub-minute edges of `from`/`to`
+ * read from raw events, groups by subject and dimensions, dimension filters, JSON rows or CSV.
+ */
+import type { Store } from '../../src/pipeline/plugin-api.ts';
+import { BASE_SIZE, decodeState, emptyState, formatDecimal, LEVELS, merge, valueOf, eventState, type State } from './aggregates.ts';
+import type { StoredEvent } from './events.ts';
+import { aggregatePrefix, bucketOf, escapePart, eventKey, padTime, parseTimeKey, seriesOf, STORED_AT_WIDTH, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
+import type { InvalidParameter } from './meter-model.ts';
+import { formatInZone, isValidTimeZone, parseRfc3339 } from './time.ts';
+import { readEvent, type CompiledMeter } from './values.ts';
+import { ceilMinute, coverSpan, floorMinute, GRANULARITIES, windowBounds, type Granularity, type LevelRange } from './windows.ts';
+
+const FILTER_OPERATORS = ['exists', 'eq', 'neq', 'in', 'nin', 'contains', 'ncontains', 'and', 'or'];
+const MAX_FILTER_DEPTH = 2;
+
+interface Filter {
+  exists?: boolean;
+  eq?: string;
+  neq?: string;
+  in?: string[];
+  nin?: string[];
+  contains?: string;
+  ncontains?: string;
+  and?: Filter[];
+  or?: Filter[];
+}
+
+export interface MeterQuery {
+  from?: number;
+  to?: number;
+  granularity?: Granularity;
+  timeZone: string;
+  /** Requested groupings, `subject` and/or dimension names, in request order. */
+  groupBy: string[];
+  filters: Record<string, Filter>;
+}
+
+export interface QueryRow {
+  value: string;
+  from: string;
+  to: string;
+  dimensions: Record<string, string>;
+}
+
+export interface QueryResult {
+  from?: string;
+  to?: string;
+  data: QueryRow[];
+}
+
+function bad(field: string, reason: string, rule: string): InvalidParameter {
+  return { field, reason, rule, source: 'body' };
+}
+
+function checkFilter(value: unknown, field: string, depth: number, onlyEqIn: boolean, out: InvalidParameter[]): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return void out.push(bad(field, 'must be an object', 'type'));
+  for (const [op, operand] of Object.entries(value)) {
+    const f = `${field}.${op}`;
+    if (!FILTER_OPERATORS.includes(op)) out.push(bad(f, `unknown filter operator: ${op}`, 'unsupported_filter_operator'));
+    else if (onlyEqIn && op !== 'eq' && op !== 'in') out.push(bad(f, `unsupported filter operator for this dimension: ${op} (only eq and in)`, 'unsupported_filter_operator'));
+    else if (op === 'exists') {
+      if (typeof operand !== 'boolean') out.push(bad(f, 'must be a boolean', 'type'));
+    } else if (op === 'in' || op === 'nin') {
+      if (!Array.isArray(operand) || operand.some((x) => typeof x !== 'string')) out.push(bad(f, 'must be an array of strings', 'type'));
+    } else if (op === 'and' || op === 'or') {
+      if (depth >= MAX_FILTER_DEPTH) out.push(bad(f, `filters may nest at most ${MAX_FILTER_DEPTH} levels`, 'max_depth'));
+      else if (!Array.isArray(operand)) out.push(bad(f, 'must be an array of filters', 'type'));
+      else operand.forEach((item, i) => checkFilter(item, `${f}[${i}]`, depth + 1, false, out));
+    } else if (typeof operand !== 'string') out.push(bad(f, 'must be a string', 'is_string'));
+  }
+}
+
+/** Validates a query body against a meter; returns the query or every problem. */
+export function parseQuery(body: unknown, meter: CompiledMeter): { query?: MeterQuery; problems: InvalidParameter[] } {
+  const problems: InvalidParameter[] = [];
+  if (body === undefined || body === null) body = {};
+  if (typeof body !== 'object' || Array.isArray(body)) return { problems: [bad('body', 'must be a JSON object', 'type')] };
+  const b = body as Record<string, unknown>;
+  for (const k of Object.keys(b)) {
+    if (!['from', 'to', 'granularity', 'time_zone', 'group_by_dimensions', 'filters'].includes(k)) problems.push(bad(k, 'unknown property', 'unknown_property'));
+  }
+  const instant = (name: 'from' | 'to'): number | undefined => {
+    const v = b[name];
+    if (v === undefined || v === null) return undefined;
+    const t = typeof v === 'string' ? parseRfc3339(v) : undefined;
+    if (t === undefined) problems.push(bad(name, 'must be an RFC 3339 date-time', 'is_date_time'));
+    return t;
+  };
+  const from = instant('from');
+  const to = instant('to');
+  if (from !== undefined && to !== undefined) {
+    if (from === to) problems.push(bad('to', 'from and to cannot be equal', 'invalid'));
+    else if (from > to) problems.push(bad('from', 'from must be before to', 'invalid'));
+  }
+  let granularity: Granularity | undefined;
+  if (b.granularity !== undefined && b.granularity !== null) {
+    if ((GRANULARITIES as readonly unknown[]).includes(b.granularity)) granularity = b.granularity as Granularity;
+    else problems.push({ ...bad('granularity', `invalid window size: ${String(b.granularity)}`, 'invalid_window_size'), choices: GRANULARITIES });
+  }
+  let timeZone = 'UTC';
+  if (b.time_zone !== undefined && b.time_zone !== null) {
+    if (typeof b.time_zone === 'string' && isValidTimeZone(b.time_zone)) timeZone = b.time_zone;
+    else problems.push(bad('time_zone', `invalid time zone: ${String(b.time_zone)}`, 'invalid_time_zone'));
+  }
+  const groupBy: string[] = [];
+  const known = (name: string) => name === 'subject' || meter.dimensionNames.includes(name);
+  if (b.group_by_dimensions !== undefined && b.group_by_dimensions !== null) {
+    if (!Array.isArray(b.group_by_dimensions)) problems.push(bad('group_by_dimensions', 'must be an array of strings', 'type'));
+    else if (b.group_by_dimensions.length > 100) problems.push(bad('group_by_dimensions', 'at most 100 items', 'max_items'));
+    else {
+      b.group_by_dimensions.forEach((name, i) => {
+        if (typeof name !== 'string' || !known(name)) problems.push(bad(`group_by_dimensions[${i}]`, `invalid group by: ${String(name)}`, 'invalid_group_by'));
+        else if (!groupBy.includes(name)) groupBy.push(name);
+      });
+    }
+  }
+  const filters: Record<string, Filter> = {};
+  if (b.filters !== undefined && b.filters !== null) {
+    const f = b.filters as Record<string, unknown>;
+    if (typeof f !== 'object' || Array.isArray(f)) problems.push(bad('filters', 'must be an object', 'type'));
+    else {
+      for (const k of Object.keys(f)) if (k !== 'dimensions') problems.push(bad(`filters.${k}`, 'unknown property', 'unknown_property'));
+      const dims = f.dimensions as Record<string, unknown> | undefined | null;
+      if (dims !== undefined && dims !== null) {
+        if (typeof dims !== 'object' || Array.isArray(dims)) problems.push(bad('filters.dimensions', 'must be an object', 'type'));
+        else if (Object.keys(dims).length > 10) problems.push(bad('filters.dimensions', 'at most 10 dimensions', 'max_items'));
+        else {
+          for (const [name, filter] of Object.entries(dims)) {
+            const field = `filters.dimensions.${name}`;
+            if (!known(name)) problems.push(bad(field, `invalid dimension filter: ${name}`, 'invalid_dimension_filter'));
+            else {
+              const before = problems.length;
+              checkFilter(filter, field, 1, name === 'subject', problems);
+              if (problems.length === before) filters[name] = filter as Filter;
+            }
+          }
+        }
+      }
+    }
+  }
+  // Filtering by subject also groups by it (OpenMeter v3).
+  if (filters.subject && !groupBy.includes('subject')) groupBy.unshift('subject');
+  if (problems.length > 0) return { problems };
+  return { query: { from, to, granularity, timeZone, groupBy, filters }, problems };
+}
+
+function matches(value: string, f: Filter): boolean {
+  if (f.exists !== undefined && (value !== '') !== f.exists) return false;
+  if (f.eq !== undefined && value !== f.eq) return false;
+  if (f.neq !== undefined && value === f.neq) return false;
+  if (f.in && !f.in.includes(value)) return false;
+  if (f.nin && f.nin.includes(value)) return false;
+  if (f.contains !== undefined && !value.includes(f.contains)) return false;
+  if (f.ncontains !== undefined && value.includes(f.ncontains)) return false;
+  if (f.and && !f.and.every((g) => matches(value, g))) return false;
+  if (f.or && !f.or.some((g) => matches(value, g))) return false;
+  return true;
+}
+
+interface Group {
+  window: number;
+  dimensions: Record<string, string>;
+  state: State;
+  distinct?: Set<string>;
+}
+
+/** Where a series goes: excluded by the filters, or its group key and dimensions. */
+type SeriesPlacement = { key: string; dimensions: Record<string, string> } | null;
+
+class Accumulator {
+  readonly groups = new Map<string, Group>();
+  private readonly placements = new Map<string, SeriesPlacement>();
+
+  constructor(
+    private readonly meter: CompiledMeter,
+    private readonly query: MeterQuery,
+  ) {}
+
+  /** `values` = [subject, ...dimension values in meter order]. */
+  place(series: string, values?: string[]): SeriesPlacement {
+    let placement = this.placements.get(series);
+    if (placement !== undefined) return placement;
+    const parts = values ?? series.split('/').map(unescapePart);
+    const valueOf = (name: string) => (name === 'subject' ? parts[0] : parts[1 + this.meter.dimensionNames.indexOf(name)] ?? '');
+    placement = null;
+    if (Object.entries(this.query.filters).every(([name, f]) => matches(valueOf(name), f))) {
+      const dimensions: Record<string, string> = {};
+      for (const name of this.query.groupBy) dimensions[name] = valueOf(name);
+      placement = { key: JSON.stringify(this.query.groupBy.map(valueOf)), dimensions };
+    }
+    this.placements.set(series, placement);
+    return placement;
+  }
+
+  group(window: number, placement: NonNullable<SeriesPlacement>): Group {
+    const key = `${window}|${placement.key}`;
+    let g = this.groups.get(key);
+    if (!g) {
+      g = { window, dimensions: placement.dimensions, state: emptyState() };
+      if (this.meter.aggregation === 'unique_count') g.distinct = new Set();
+      this.groups.set(key, g);
+    }
+    return g;
+  }
+}
+
+/** Exact spans of one level, for scans that bridge small gaps between them. */
+interface ScanPlan {
+  level: string;
+  size: number;
+  start: number;
+  end: number;
+  /** [start, end) pairs inside, sorted and disjoint. */
+  spans: number[][];
+}
+
+const BRIDGE_BUCKETS = 64;
+
+function planScans(ranges: LevelRange[]): ScanPlan[] {
+  const plans: ScanPlan[] = [];
+  for (const level of LEVELS) {
+    const mine = ranges.filter((r) => r.level === level.name).sort((a, b) => a.start - b.start);
+    let plan: ScanPlan | undefined;
+    for (const r of mine) {
+      if (plan && r.start - plan.end <= BRIDGE_BUCKETS * level.size) {
+        const last = plan.spans[plan.spans.length - 1];
+        if (last[1] === r.start) last[1] = r.end;
+        else plan.spans.push([r.start, r.end]);
+        plan.end = r.end;
+      } else {
+        plan = { level: level.name, size: level.size, start: r.start, end: r.end, spans: [[r.start, r.end]] };
+        plans.push(plan);
+      }
+    }
+  }
+  return plans;
+}
+
+function inSpans(spans: number[][], t: number): boolean {
+  if (spans.length === 1) return t >= spans[0][0] && t < spans[0][1];
+  let lo = 0;
+  let hi = spans.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (t < spans[mid][0]) hi = mid - 1;
+    else if (t >= spans[mid][1]) lo = mid + 1;
+    else return true;
+  }
+  return false;
+}
+
+/** Index of the window holding t in sorted window starts. */
+function windowIndex(bounds: number[], t: number): number {
+  let lo = 0;
+  let hi = bounds.length - 2;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (bounds[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+export class QueryEngine {
+  constructor(private readonly store: Store) {}
+
+  /** First and last minute bucket holding events of the meter, or undefined when none. */
+  private async extent(meter: CompiledMeter): Promise<[number, number] | undefined> {
+    const prefix = aggregatePrefix(meter.space, 'm');
+    let first: number | undefined;
+    let last: number | undefined;
+    for await (const [key] of this.store.scan({ prefix, limit: 1 })) first = bucketOf(key, prefix.length);
+    for await (const [key] of this.store.scan({ prefix, limit: 1, reverse: true })) last = bucketOf(key, prefix.length);
+    return first === undefined || last === undefined ? undefined : [first, last + BASE_SIZE];
+  }
+
+  async run(meter: CompiledMeter, query: MeterQuery): Promise<QueryResult> {
+    const result: QueryResult = { data: [] };
+    if (query.from !== undefined) result.from = formatInZone(query.from, query.timeZone);
+    if (query.to !== undefined) result.to = formatInZone(query.to, query.timeZone);
+    const acc = new Accumulator(meter, query);
+    const lowest = Math.max(query.from ?? -Infinity, meter.eventsFrom, 1);
+    let lo = lowest;
+    let hi = query.to ?? Infinity;
+    if (!Number.isFinite(lo) || !Number.isFinite(hi)) {
+      const extent = await this.extent(meter);
+      if (extent) {
+        lo = Math.max(lo, extent[0]);
+        hi = Math.min(hi, extent[1]);
+      } else hi = lo;
+    }
+    let bounds: number[] = [lo, hi];
+    if (lo < hi) {
+      bounds = query.granularity && query.granularity !== 'PT1M' ? windowBounds(lo, hi, query.granularity, query.timeZone) : [lo, hi];
+      await this.collect(meter, query, acc, bounds, lo, hi);
+    }
+    result.data = this.rows(meter, query, acc, bounds);
+    return result;
+  }
+
+  private async collect(meter: CompiledMeter, query: MeterQuery, acc: Accumulator, bounds: number[], lo: number, hi: number): Promise<void> {
+    const perMinute = query.granularity === 'PT1M';
+    const windowOf = perMinute ? floorMinute : (t: number) => bounds[windowIndex(bounds, t)];
+    const ranges: LevelRange[] = [];
+    const rawEdges: [number, number][] = [];
+    const levels = perMinute ? LEVELS.filter((l) => l.name === 'm') : LEVELS;
+    const windowCount = perMinute ? 1 : bounds.length - 1;
+    for (let i = 0; i < windowCount; i++) {
+      const a = Math.max(perMinute ? lo : bounds[i], lo);
+      const b = Math.min(perMinute ? hi : bounds[i + 1], hi);
+      if (a >= b) continue;
+      const a1 = ceilMinute(a);
+      const b1 = floorMinute(b);
+      if (a1 >= b1) {
+        rawEdges.push([a, b]);
+        continue;
+      }
+      if (a < a1) rawEdges.push([a, a1]);
+      if (b1 < b) rawEdges.push([b1, b]);
+      coverSpan(a1, b1, (r) => ranges.push(r), levels);
+    }
+    const unique = meter.aggregation === 'unique_count';
+    for (const plan of planScans(ranges)) {
+      await this.scanStates(meter, acc, plan, windowOf);
+      if (unique) await this.scanDistinct(meter, acc, plan, windowOf);
+    }
+    for (const [a, b] of rawEdges) await this.scanRaw(meter, acc, a, b, windowOf);
+  }
+
+  private async scanStates(meter: CompiledMeter, acc: Accumulator, plan: ScanPlan, windowOf: (t: number) => number): Promise<void> {
+    const prefix = aggregatePrefix(meter.space, plan.level);
+    const bridged = plan.spans.length > 1;
+    for await (const [key, value] of this.store.scan({ gte: prefix + padTime(plan.start), lt: prefix + padTime(plan.end) })) {
+      const bucket = bucketOf(key, prefix.length);
+      if (bridged && !inSpans(plan.spans, bucket)) continue;
+      const placement = acc.place(seriesOf(key, prefix.length));
+      if (!placement) continue;
+      merge(acc.group(windowOf(bucket), placement).state, decodeState(value));
+    }
+  }
+
+  private async scanDistinct(meter: CompiledMeter, acc: Accumulator, plan: ScanPlan, windowOf: (t: number) => number): Promise<void> {
+    const prefix = uniquePrefix(meter.space, plan.level);
+    const bridged = plan.spans.length > 1;
+    for await (const [key] of this.store.scan({ gte: prefix + padTime(plan.start), lt: prefix + padTime(plan.end) })) {
+      const bucket = bucketOf(key, prefix.length);
+      if (bridged && !inSpans(plan.spans, bucket)) continue;
+      const rest = seriesOf(key, prefix.length);
+      const cut = rest.lastIndexOf('/');
+      const placement = acc.place(rest.slice(0, cut));
+      if (!placement) continue;
+      acc.group(windowOf(bucket), placement).distinct!.add(rest.slice(cut + 1));
+    }
+  }
+
+  /** Aggregates raw events in [a, b) (a sub-minute edge of the range). */
+  private async scanRaw(meter: CompiledMeter, acc: Accumulator, a: number, b: number, windowOf: (t: number) => number): Promise<void> {
+    const type = escapePart(meter.meter.event_type);
+    const keys: string[] = [];
+    for await (const [key, value] of this.store.scan({ gte: TIME_PREFIX + padTime(a), lt: TIME_PREFIX + padTime(b) })) {
+      const slash = value.lastIndexOf('/');
+      if (value.slice(0, slash) === type) keys.push(eventKey(type, parseTimeKey(key).seq));
+    }
+    const values = await this.store.getMany(keys);
+    values.forEach((stored, i) => {
+      if (stored === undefined) return;
+      const event = JSON.parse(stored.slice(STORED_AT_WIDTH)) as StoredEvent;
+      if (event.time < meter.eventsFrom) return;
+      const reading = readEvent(meter, event.data);
+      const series = [event.subject, ...reading.dimensions].map(escapePart).join('/');
+      const placement = acc.place(series, [event.subject, ...reading.dimensions]);
+      if (!placement) return;
+      const seq = Number.parseInt(keys[i].slice(keys[i].lastIndexOf('/') + 1), 16);
+      const group = acc.group(windowOf(event.time), placement);
+      merge(group.state, eventState(event.time, seq, reading.numeric));
+      if (reading.distinct !== undefined) group.distinct!.add(escapePart(reading.distinct));
+    });
+  }
+
+  private rows(meter: CompiledMeter, query: MeterQuery, acc: Accumulator, bounds: number[]): QueryRow[] {
+    const tz = query.timeZone;
+    const groups = [...acc.groups.values()].sort((x, y) => x.window - y.window || compareDims(x.dimensions, y.dimensions));
+    const rows: QueryRow[] = [];
+    for (const g of groups) {
+      const value = valueOf(meter.aggregation, g.state, g.distinct?.size);
+      if (value === undefined) continue;
+      let from: number;
+      let to: number;
+      if (!query.granularity) {
+        from = query.from ?? floorMinute(g.state.f);
+        to = query.to ?? floorMinute(g.state.l) + BASE_SIZE;
+      } else if (query.granularity === 'PT1M') {
+        from = g.window;
+        to = g.window + BASE_SIZE;
+      } else {
+        const i = windowIndex(bounds, g.window);
+        from = bounds[i];
+        to = bounds[i + 1];
+      }
+      rows.push({ value: formatDecimal(value), from: formatInZone(from, tz), to: formatInZone(to, tz), dimensions: g.dimensions });
+    }
+    // A total without any grouping of a count has a row even when nothing matched (as ClickHouse).
+    const countLike = meter.aggregation === 'count' || meter.aggregation === 'unique_count';
+    if (rows.length === 0 && !query.granularity && query.groupBy.length === 0 && countLike) {
+      rows.push({ value: '0', from: formatInZone(query.from ?? 0, tz), to: formatInZone(query.to ?? 0, tz), dimensions: {} });
+    }
+    return rows;
+  }
+}
+
+function compareDims(a: Record<string, string>, b: Record<string, string>): number {
+  const x = JSON.stringify(a);
+  const y = JSON.stringify(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+function csvField(text: string): string {
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+/** CSV: `from,to,[subject,]<dimensions…>,value`. */
+export function toCsv(query: MeterQuery, result: QueryResult): string {
+  const header = ['from', 'to', ...query.groupBy, 'value'];
+  const lines = [header.join(',')];
+  for (const row of result.data) {
+    lines.push([row.from, row.to, ...query.groupBy.map((d) => row.dimensions[d] ?? ''), row.value].map(csvField).join(','));
+  }
+  return lines.join('\n') + '\n';
+}

@@ -1,0 +1,299 @@
+/**
+ * The metering service: one per gateway process, shared by every metering route. Owns the writer
+ * (group commit), the meter registry, the query engine and the background work, and implements
+ * the operations the HTTP layer exposes.
+ */
+import type { Logger } from 'pino';
+import type { ConfigView, PluginApi, Store } from '../../src/pipeline/plugin-api.ts';
+import { STORED_AT_WIDTH, TIME_PREFIX, eventKey, meterKey, padTime, parseTimeKey, escapePart } from './keys.ts';
+import { AggregateLedger } from './ledger.ts';
+import { Maintenance } from './maintenance.ts';
+import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
+import { configMeterId, ulid } from './ids.ts';
+import { QueryEngine, type MeterQuery, type QueryResult } from './query.ts';
+import { MeterRegistry, type MeterRecord } from './registry.ts';
+import type { MeteringConfig } from './schema.ts';
+import type { PreparedEvent, StoredEvent } from './events.ts';
+import { formatUtc } from './time.ts';
+import { eventProblem } from './values.ts';
+import { Writer } from './writer.ts';
+
+export class ServiceError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+  }
+}
+
+export interface EventFilters {
+  subject?: string;
+  type?: string;
+  source?: string;
+  id?: string;
+  from?: number;
+  to?: number;
+}
+
+export interface EventPage {
+  items: Record<string, unknown>[];
+  next: string | null;
+}
+
+const DEFAULTS = { batchMaxEvents: 5_000, batchMaxWaitMs: 1, retentionDays: 730 };
+
+export class MeteringService {
+  readonly meters = new MeterRegistry();
+  readonly writer: Writer;
+  readonly maintenance: Maintenance;
+  private readonly ledger: AggregateLedger;
+  private readonly engine: QueryEngine;
+  private readonly store: Store;
+  private readonly log: Logger;
+
+  constructor(api: Pick<PluginApi, 'store' | 'log'>, options: { purgeIntervalMs?: number } = {}) {
+    this.store = api.store;
+    this.log = api.log;
+    this.ledger = new AggregateLedger(this.store);
+    this.writer = new Writer(this.store, this.ledger, this.meters, this.log, { batchMaxEvents: DEFAULTS.batchMaxEvents, batchMaxWaitMs: DEFAULTS.batchMaxWaitMs });
+    this.maintenance = new Maintenance(this.store, this.writer, this.ledger, this.meters, this.log, {
+      backfillChunk: 5_000,
+      deleteChunk: 5_000,
+      purgeIntervalMs: options.purgeIntervalMs ?? 60_000,
+    });
+    this.engine = new QueryEngine(this.store);
+  }
+
+  async open(): Promise<void> {
+    await this.meters.load(this.store);
+    await this.writer.open();
+    this.maintenance.start();
+    const pending = this.meters.pendingBackfills();
+    if (pending.length) this.log.info({ meters: pending.map((m) => m.key) }, 'metering: resuming backfills');
+  }
+
+  async close(): Promise<void> {
+    await this.writer.close();
+    await this.maintenance.stop();
+    await this.writer.close();
+  }
+
+  /** Applies the settings of every metering instance and the meters of gateway.yaml. */
+  async configure(view: ConfigView<MeteringConfig>): Promise<void> {
+    const configs = view.instances.map((i) => i.config);
+    this.writer.options = {
+      batchMaxEvents: configs.length ? Math.max(...configs.map((c) => c.batch_max_events)) : DEFAULTS.batchMaxEvents,
+      batchMaxWaitMs: configs.length ? Math.min(...configs.map((c) => c.batch_max_wait_ms)) : DEFAULTS.batchMaxWaitMs,
+    };
+    // Purge only what no route still promises to keep.
+    this.maintenance.retentionDays = configs.length ? Math.max(...configs.map((c) => c.retention_days)) : DEFAULTS.retentionDays;
+    await this.syncDeclaredMeters(view.entities('meters'));
+  }
+
+  // ---- events ----
+
+  ingest(events: PreparedEvent[], config: MeteringConfig): Promise<void> {
+    return this.writer.submit(events, config.queue_max_events);
+  }
+
+  /** Stored events, newest event time first, `after` = cursor of the previous page. */
+  async listEvents(filters: EventFilters, size: number, after?: string): Promise<EventPage> {
+    const lower = TIME_PREFIX + padTime(filters.from ?? 0);
+    let upper = TIME_PREFIX + (filters.to === undefined ? '\uffff' : padTime(filters.to));
+    if (after) {
+      const cursor = TIME_PREFIX + after;
+      if (cursor < upper) upper = cursor;
+    }
+    const type = filters.type === undefined ? undefined : escapePart(filters.type);
+    const items: Record<string, unknown>[] = [];
+    let lastKey: string | undefined;
+    let chunk: { timeKey: string; key: string }[] = [];
+    const drain = async (): Promise<boolean> => {
+      const values = await this.store.getMany(chunk.map((c) => c.key));
+      for (let i = 0; i < chunk.length; i++) {
+        const stored = values[i];
+        if (stored === undefined) continue;
+        const event = JSON.parse(stored.slice(STORED_AT_WIDTH)) as StoredEvent;
+        if (filters.subject !== undefined && event.subject !== filters.subject) continue;
+        if (filters.source !== undefined && event.source !== filters.source) continue;
+        if (filters.id !== undefined && event.id !== filters.id) continue;
+        items.push(this.listedEvent(event, Number(stored.slice(0, STORED_AT_WIDTH))));
+        lastKey = chunk[i].timeKey;
+        if (items.length >= size) return true;
+      }
+      chunk = [];
+      return false;
+    };
+    for await (const [key, value] of this.store.scan({ gte: lower, lt: upper, reverse: true })) {
+      const slash = value.lastIndexOf('/');
+      const eventType = value.slice(0, slash);
+      if (type !== undefined && eventType !== type) continue;
+      chunk.push({ timeKey: key, key: eventKey(eventType, parseTimeKey(key).seq) });
+      if (chunk.length >= 256 && (await drain())) break;
+    }
+    if (items.length < size && chunk.length > 0) await drain();
+    const full = items.length >= size;
+    return { items, next: full && lastKey ? lastKey.slice(TIME_PREFIX.length) : null };
+  }
+
+  private listedEvent(event: StoredEvent, storedAt: number): Record<string, unknown> {
+    const ce: Record<string, unknown> = {
+      specversion: '1.0',
+      id: event.id,
+      source: event.source,
+      type: event.type,
+      subject: event.subject,
+      time: formatUtc(event.time),
+    };
+    if (event.datacontenttype) ce.datacontenttype = event.datacontenttype;
+    if (event.dataschema) ce.dataschema = event.dataschema;
+    if (event.data !== undefined) ce.data = event.data;
+    return {
+      event: ce,
+      ingested_at: new Date(event.ingested_at).toISOString(),
+      stored_at: new Date(storedAt).toISOString(),
+      validation_errors: this.validationErrors(event),
+    };
+  }
+
+  private validationErrors(event: StoredEvent): { code: string; message: string }[] {
+    const meters = this.meters.live().filter((m) => m.event_type === event.type);
+    if (meters.length === 0) return [{ code: 'validation_error', message: `no meter found for event type: ${event.type}` }];
+    const messages = new Set<string>();
+    for (const m of meters) {
+      const problem = eventProblem(m, event.data);
+      if (problem) messages.add(problem);
+    }
+    return [...messages].map((message) => ({ code: 'validation_error', message }));
+  }
+
+  // ---- meters ----
+
+  private newRecord(def: MeterDefinition, id: string, origin: MeterRecord['origin'], gen = 1, retired: number[] = []): MeterRecord {
+    const now = new Date().toISOString();
+    return {
+      id,
+      ...def,
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+      origin,
+      gen,
+      backfill: this.backfillFromHere(),
+      retired,
+    };
+  }
+
+  /** A new aggregate generation covers every event committed so far through the backfill. */
+  private backfillFromHere(): MeterRecord['backfill'] {
+    return this.writer.lastSeq > 0 ? { upTo: this.writer.lastSeq, cursor: 0, aggregated: 0 } : null;
+  }
+
+  private async save(records: MeterRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await this.store.batch(records.map((r) => ({ type: 'put' as const, key: meterKey(r.id), value: JSON.stringify(r) })), { sync: true });
+    for (const r of records) this.meters.set(r);
+    this.maintenance.kick();
+  }
+
+  createMeter(def: MeterDefinition): Promise<MeterRecord> {
+    return this.writer.exclusive(async () => {
+      if (this.meters.liveByKey(def.key)) throw new ServiceError(409, 'conflict error: meter with the same slug already exists');
+      const record = this.newRecord(def, ulid(), 'api');
+      await this.save([record]);
+      return record;
+    });
+  }
+
+  find(idOrKey: string): MeterRecord {
+    const record = this.meters.find(idOrKey);
+    if (!record) throw new ServiceError(404, `not found error: meter not found: ${idOrKey}`);
+    return record;
+  }
+
+  private mutable(idOrKey: string): MeterRecord {
+    const record = this.find(idOrKey);
+    if (record.deleted_at) throw new ServiceError(404, `not found error: meter not found: ${idOrKey}`);
+    if (record.origin === 'config') {
+      throw new ServiceError(405, `meter ${record.key} is declared in gateway.yaml and is read-only; change it there`);
+    }
+    return record;
+  }
+
+  /** Name, description, labels and dimensions; new dimensions rebuild the aggregates from stored events. */
+  updateMeter(idOrKey: string, body: Record<string, any>): Promise<MeterRecord> {
+    return this.writer.exclusive(async () => {
+      const current = this.mutable(idOrKey);
+      const dimensions = body.dimensions ?? {};
+      let next: MeterRecord = {
+        ...current,
+        name: body.name,
+        description: 'description' in body ? body.description ?? null : current.description,
+        labels: 'labels' in body ? body.labels ?? {} : current.labels,
+        dimensions,
+        updated_at: new Date().toISOString(),
+      };
+      if (!sameAggregation(current, next)) {
+        next = { ...next, gen: current.gen + 1, backfill: this.backfillFromHere(), retired: [...current.retired, current.gen] };
+      }
+      await this.save([next]);
+      return next;
+    });
+  }
+
+  deleteMeter(idOrKey: string): Promise<void> {
+    return this.writer.exclusive(async () => {
+      const current = this.mutable(idOrKey);
+      await this.save([this.retire(current)]);
+    });
+  }
+
+  private retire(record: MeterRecord): MeterRecord {
+    const now = new Date().toISOString();
+    return { ...record, deleted_at: now, updated_at: now, backfill: null, retired: [...record.retired, record.gen] };
+  }
+
+  /** Makes the stored meters of gateway.yaml match the file (create, change, soft-delete). */
+  private syncDeclaredMeters(entities: Record<string, any>[]): Promise<void> {
+    return this.writer.exclusive(async () => {
+      const changes: MeterRecord[] = [];
+      const declared = new Set<string>();
+      for (const entity of entities) {
+        const def = meterDefinitionFrom(entity);
+        const id = configMeterId(def.key);
+        const clash = this.meters.liveByKey(def.key);
+        if (clash && clash.id !== id) {
+          this.log.error({ meter: def.key }, 'metering: a meter created through the API already uses this key; the gateway.yaml meter is ignored');
+          continue;
+        }
+        declared.add(id);
+        const current = this.meters.get(id);
+        if (!current) changes.push(this.newRecord(def, id, 'config'));
+        else if (current.deleted_at) changes.push({ ...this.newRecord(def, id, 'config', current.gen + 1, current.retired), created_at: current.created_at });
+        else if (!sameAggregation(current, def)) {
+          changes.push({ ...current, ...def, updated_at: new Date().toISOString(), gen: current.gen + 1, backfill: this.backfillFromHere(), retired: [...current.retired, current.gen] });
+        } else if (current.name !== def.name || current.description !== def.description || JSON.stringify(current.labels) !== JSON.stringify(def.labels)) {
+          changes.push({ ...current, name: def.name, description: def.description, labels: def.labels, updated_at: new Date().toISOString() });
+        }
+      }
+      for (const record of this.meters.live()) {
+        if (record.origin === 'config' && !declared.has(record.id)) changes.push(this.retire(record));
+      }
+      await this.save(changes);
+    });
+  }
+
+  // ---- queries ----
+
+  async query(record: MeterRecord, query: MeterQuery, waitMs: number): Promise<QueryResult> {
+    if (!(await this.meters.whenReady(record.id, waitMs))) {
+      const progress = this.meters.get(record.id)?.backfill;
+      const percent = progress && progress.upTo > 0 ? Math.floor((progress.cursor / progress.upTo) * 100) : 0;
+      throw new ServiceError(503, `meter ${record.key} is still aggregating stored events (${percent}%); retry later`, { 'retry-after': '5' });
+    }
+    const current = this.meters.get(record.id)!;
+    return this.engine.run(this.meters.compiledOf(current), query);
+  }
+}
