@@ -1,0 +1,204 @@
+/**
+ * Kong's "Making a request" cases (reference §7.7): tokens on protected routes, custom auth headers, anonymous
+ * consumers, and scope checks on refresh across plugins.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import {
+  MISSING_CONSUMER_ID,
+  NO_BODY_ID,
+  PROVISION_KEY,
+  BOB_ID,
+  assertInvalidToken,
+  assertMissingToken,
+  assertOAuthError,
+  assertTokenResponse,
+  echoed,
+  startKongFixture,
+  type Fixture,
+} from './kong-fixture.ts';
+
+let fx: Fixture;
+before(async () => {
+  fx = await startKongFixture();
+});
+after(() => fx?.close());
+
+const C1011 = { host: 'oauth2_11.test', clientId: 'clientid1011', secret: 'secret1011' };
+
+describe('Kong §7.7 making a request', () => {
+  it('RQ01 no token: 401 with a Bearer challenge', async () => {
+    assertMissingToken(await fx.client.proxy('/request', { method: 'POST', headers: { 'content-type': 'application/json' } }));
+  });
+
+  it('RQ02 access_token in the query', async () => {
+    const { access_token } = await fx.client.provisionToken();
+    assert.equal((await fx.client.proxy(`/request?access_token=${access_token}`)).status, 200);
+  });
+
+  it('RQ03 a custom auth header name', async () => {
+    const { access_token } = await fx.client.provisionToken(C1011);
+    const res = await fx.client.proxy('/request', { host: C1011.host, headers: { custom_header_name: `bearer ${access_token}` } });
+    assert.equal(res.status, 200, res.text);
+  });
+
+  it('RQ04 the custom header sent twice', async () => {
+    const { access_token } = await fx.client.provisionToken(C1011);
+    const value = `bearer ${access_token}`;
+    const res = await fx.client.proxy('/request', { host: C1011.host, headers: { custom_header_name: [value, value] } });
+    assert.equal(res.status, 200, res.text);
+  });
+
+  it('RQ05 an empty custom header: token missing', async () => {
+    assertMissingToken(await fx.client.proxy('/request', { host: C1011.host, headers: { custom_header_name: '' } }));
+  });
+
+  it('RQ06 the authorization header is not read when a custom header name is set', async () => {
+    const { access_token } = await fx.client.provisionToken(C1011);
+    assertMissingToken(await fx.client.proxy('/request', { host: C1011.host, headers: { authorization: `bearer ${access_token}` } }));
+  });
+
+  it("RQ07 a token of another service (oauth2_3.test)", async () => {
+    const { access_token } = await fx.client.provisionToken();
+    assertInvalidToken(await fx.client.proxy(`/request?access_token=${access_token}`, { host: 'oauth2_3.test' }));
+  });
+
+  it("RQ08 a token of another service (oauth2_4.test)", async () => {
+    const { access_token } = await fx.client.provisionToken();
+    assertInvalidToken(await fx.client.proxy(`/request?access_token=${access_token}`, { host: 'oauth2_4.test' }));
+  });
+
+  it('RQ09 access_token in a JSON body', async () => {
+    const { access_token } = await fx.client.provisionToken();
+    const res = await fx.client.proxy('/request', { method: 'POST', body: { json: { access_token } } });
+    assert.equal(res.status, 200, res.text);
+  });
+
+  it('RQ10 access_token in the query of a GET without body', async () => {
+    const { access_token } = await fx.client.provisionToken();
+    assert.equal((await fx.client.proxy(`/request?access_token=${access_token}`)).status, 200);
+  });
+
+  it('RQ11 + RQ12 a bearer header, and the consumer headers upstream', async () => {
+    const { access_token } = await fx.client.provisionToken();
+    const res = await fx.client.proxy('/request', { method: 'POST', headers: { authorization: `bearer ${access_token}` } });
+    const { headers } = echoed(res);
+    assert.equal(headers['x-consumer-id'], BOB_ID);
+    assert.equal(headers['x-consumer-username'], 'bob');
+    assert.equal(headers['x-authenticated-userid'], 'userid123');
+    assert.equal(headers['x-authenticated-scope'], 'email');
+    assert.equal(headers['x-credential-identifier'], 'clientid123');
+    assert.equal(headers['x-anonymous-consumer'], undefined);
+  });
+
+  it('RQ13 gRPC with a bearer token', { skip: 'optional in Kong (needs a gRPC upstream); gRPC metadata auth belongs to the gRPC suite' }, () => {});
+
+  it('RQ14 anonymous set: a valid token still authenticates the real consumer', async () => {
+    const { access_token } = await fx.client.provisionToken({ host: 'oauth2_7.test' });
+    const res = await fx.client.proxy('/request', { host: 'oauth2_7.test', method: 'POST', headers: { authorization: `bearer ${access_token}` } });
+    const { headers } = echoed(res);
+    assert.equal(headers['x-consumer-username'], 'bob');
+    assert.equal(headers['x-anonymous-consumer'], undefined);
+    assert.equal(headers['x-credential-identifier'], 'clientid123');
+  });
+
+  it('RQ15 anonymous by id: no token lets the request through as the anonymous consumer', async () => {
+    const { headers } = echoed(await fx.client.proxy('/request', { host: 'oauth2_7.test', method: 'POST' }));
+    assert.equal(headers['x-anonymous-consumer'], 'true');
+    assert.equal(headers['x-consumer-username'], 'no-body');
+    assert.equal(headers['x-consumer-id'], NO_BODY_ID);
+    assert.equal(headers['x-credential-identifier'], undefined);
+  });
+
+  it('RQ16 anonymous by username', async () => {
+    const { headers } = echoed(await fx.client.proxy('/request', { host: 'oauth2__c.test', method: 'POST' }));
+    assert.equal(headers['x-anonymous-consumer'], 'true');
+    assert.equal(headers['x-consumer-username'], 'no-body');
+  });
+
+  it('RQ17 an anonymous consumer that does not exist: 500', async () => {
+    const res = await fx.client.proxy('/request', { host: 'oauth2_10.test' });
+    assert.equal(res.status, 500);
+    // Kong 3's error bodies also carry a `request_id`.
+    assert.equal(res.json().message, `anonymous consumer ${MISSING_CONSUMER_ID} is configured but doesn't exist`);
+  });
+
+  it('RQ18 a rejected token is not negatively cached', async () => {
+    const { access_token } = await fx.client.provisionToken();
+    assertInvalidToken(await fx.client.proxy(`/request?access_token=${access_token}`, { host: 'oauth2_3.test' }));
+    assert.equal((await fx.client.proxy(`/request?access_token=${access_token}`)).status, 200);
+  });
+
+  /** A code for scope `scope` on `host`, exchanged there with an explicit redirect_uri; returns the token JSON. */
+  async function scopedToken(host: string, scope: string) {
+    const authorize = await fx.client.authorize(
+      { provision_key: PROVISION_KEY, client_id: 'clientid123', response_type: 'code', scope, state: 'hello', authenticated_userid: 'userid123' },
+      { host },
+    );
+    assert.equal(authorize.status, 200, authorize.text);
+    const code = new URL(authorize.json().redirect_uri).searchParams.get('code');
+    const res = await fx.client.token(
+      { code, client_id: 'clientid123', client_secret: 'secret123', grant_type: 'authorization_code', redirect_uri: 'http://google.test/kong' },
+      { host },
+    );
+    return assertTokenResponse(res, { refresh: true, scope });
+  }
+
+  const refreshOn = (host: string, refresh_token: string) =>
+    fx.client.token({ refresh_token, client_id: 'clientid123', client_secret: 'secret123', grant_type: 'refresh_token' }, { host });
+
+  it("RQ19 refresh at a plugin whose scopes do not include the token's: Scope mismatch", async () => {
+    const issued = await scopedToken('oauth2_18.test', 'scope18');
+    assertOAuthError(await refreshOn('oauth2_19.test', issued.refresh_token), 400, 'invalid_scope', 'Scope mismatch');
+  });
+
+  it("RQ20 refresh at another global plugin that allows the token's scope", async () => {
+    const issued = await scopedToken('oauth2_20.test', 'scope20');
+    assertTokenResponse(await refreshOn('oauth2_21.test', issued.refresh_token), { refresh: true, scope: 'scope20' });
+  });
+
+  it('RQ21 a header without scheme is used as the token', async () => {
+    const { access_token } = await fx.client.provisionToken();
+    assert.equal((await fx.client.proxy('/request', { headers: { authorization: access_token } })).status, 200);
+  });
+
+  it('RQ22 the "token" scheme is accepted as "bearer"', async () => {
+    const { access_token } = await fx.client.provisionToken();
+    assert.equal((await fx.client.proxy('/request', { headers: { authorization: `Token ${access_token}` } })).status, 200);
+  });
+
+  it('RQ23 a Basic header is not a token', async () => {
+    assertInvalidToken(await fx.client.proxy('/request', { headers: { authorization: 'Basic Y2xpZW50aWQxMjM6c2VjcmV0MTIz' } }));
+  });
+
+  it('RQ24 client-sent identity headers never reach the upstream (INTERFACE §4)', async () => {
+    const { access_token } = await fx.client.provisionToken();
+    const spoofed = {
+      authorization: `bearer ${access_token}`,
+      'x-consumer-username': 'admin',
+      'x-consumer-custom-id': 'admin',
+      'x-authenticated-scope': 'all-access',
+      'x-authenticated-userid': 'admin',
+      'x-anonymous-consumer': 'true',
+    };
+    const { headers } = echoed(await fx.client.proxy('/request', { headers: spoofed }));
+    assert.equal(headers['x-consumer-username'], 'bob');
+    assert.equal(headers['x-consumer-custom-id'], undefined);
+    assert.equal(headers['x-authenticated-scope'], 'email');
+    assert.equal(headers['x-authenticated-userid'], 'userid123');
+    assert.equal(headers['x-anonymous-consumer'], undefined);
+  });
+
+  it('RQ25 an anonymous request cannot claim a scope or user id', async () => {
+    const spoofed = { 'x-authenticated-scope': 'all-access', 'x-authenticated-userid': 'admin', 'x-credential-identifier': 'clientid123' };
+    const { headers } = echoed(await fx.client.proxy('/request', { host: 'oauth2_7.test', headers: spoofed }));
+    assert.equal(headers['x-anonymous-consumer'], 'true');
+    assert.equal(headers['x-authenticated-scope'], undefined);
+    assert.equal(headers['x-authenticated-userid'], undefined);
+    assert.equal(headers['x-credential-identifier'], undefined);
+  });
+
+  it('RQ26 a repeated access_token query parameter is not a token', async () => {
+    assertMissingToken(await fx.client.proxy('/request?access_token=a&access_token=b'));
+  });
+});
