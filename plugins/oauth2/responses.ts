@@ -35,9 +35,11 @@ export function rejectMethod(ctx: RequestContext, config: OAuth2Config, endpoint
  */
 export function httpsError(ctx: RequestContext, config: OAuth2Config): OAuthError | undefined {
   if (ctx.scheme === 'https') return undefined;
-  if (config.accept_http_if_already_terminated) {
-    if (ctx.forwardedProto.includes(',')) return oauthError('access_denied', 'Only one X-Forwarded-Proto header allowed');
-    if (ctx.forwardedProto.toLowerCase() === 'https') return undefined;
+  // The core believes only trusted peers' X-Forwarded-Proto (and keeps its first value).
+  if (config.accept_http_if_already_terminated && ctx.forwardedProto === 'https') {
+    const sent = ctx.headers['x-forwarded-proto'];
+    if (Array.isArray(sent) || String(sent).includes(',')) return oauthError('access_denied', 'Only one X-Forwarded-Proto header allowed');
+    return undefined;
   }
   return oauthError('access_denied', 'You must use HTTPS');
 }
