@@ -64,7 +64,9 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
   const builder = new ConfigBuilder(registry, dirname(absolute));
   const config = builder.build(raw);
   if (builder.issues.length > 0) {
-    return { ok: false, errors: builder.issues.map((i) => toConfigError(i, doc, lines, shownName)) };
+    // In file order, so an operator can fix them top to bottom.
+    const errors = builder.issues.map((i) => toConfigError(i, doc, lines, shownName));
+    return { ok: false, errors: errors.sort((a, b) => a.line - b.line || a.col - b.col) };
   }
   config.file = absolute;
   config.hash = createHash('md5').update(text).digest('hex');
