@@ -1,0 +1,456 @@
+/**
+ * The gateway.yaml loader: every error class reported at once as FILE:LINE:COL: path: message, Kong's
+ * defaults, the `url` shorthand, nested and top-level references, deterministic ids, plugin configs.
+ */
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { v5 as uuidv5 } from 'uuid';
+import { loadConfigFile, loadConfigText } from '../../../src/config/load.ts';
+import type { GatewayConfig } from '../../../src/config/types.ts';
+import { bundledPlugins } from '../../../src/plugins.ts';
+import { tempDir } from '../../helpers/gateway.ts';
+
+const FILE = 'gw.yaml';
+const KONG_NAMESPACE = 'fd02801f-0957-4a15-a55a-c8d9606f30b5';
+
+function yaml(...lines: string[]): string {
+  return lines.join('\n') + '\n';
+}
+
+function errorsOf(text: string): string[] {
+  const result = loadConfigText(text, '/tmp/tollgate-load-test/gw.yaml', bundledPlugins, FILE);
+  assert.equal(result.ok, false, 'expected the config to be refused');
+  return result.ok ? [] : result.errors.map(String);
+}
+
+function load(text: string): GatewayConfig {
+  const result = loadConfigText(text, '/tmp/tollgate-load-test/gw.yaml', bundledPlugins, FILE);
+  if (!result.ok) assert.fail(`unexpected errors:\n${result.errors.map(String).join('\n')}`);
+  return result.config;
+}
+
+test('every mistake in the file is reported at once, each at its exact line and column', () => {
+  const text = yaml(
+    '_format_version: "3.0"', //                         1
+    'bogus: 1', //                                        2
+    'gateway:', //                                        3
+    '  proxy_listen: ["127.0.0.1:8000 sssl"]', //         4
+    '  trusted_ips: ["nope"]', //                         5
+    '  colour: red', //                                   6
+    'services:', //                                       7
+    '  - name: a', //                                     8
+    '    url: http://127.0.0.1:3000/api', //              9
+    '    retries: -1', //                                 10
+    '    routes:', //                                     11
+    '      - name: r1', //                                12
+    '        paths: [/x]', //                             13
+    '        colour: blue', //                            14
+    '      - name: r2', //                                15
+    '        protocols: [https]', //                      16
+    '  - name: b', //                                     17
+    '    host: example.com', //                           18
+    '    port: 70000', //                                 19
+    '  - name: nohost', //                                20
+    'routes:', //                                         21
+    '  - name: top', //                                   22
+    '    service: missing', //                            23
+    '    paths: [/y]', //                                 24
+    'consumers:', //                                      25
+    '  - tags: [x]', //                                   26
+    '  - username: bob', //                               27
+    'plugins:', //                                        28
+    '  - name: nope', //                                  29
+    '  - name: oauth2', //                                30
+    '    config: {}', //                                  31
+    '  - name: oauth2', //                                32
+    '    consumer: bob', //                               33
+    '    config: { enable_client_credentials: true, scopes: 5 }', // 34
+  );
+  assert.deepEqual(errorsOf(text), [
+    "gw.yaml:2:1: bogus: unknown field",
+    "gw.yaml:4:18: gateway.proxy_listen[0]: unknown flag 'sssl' (supported: ssl, http2)",
+    "gw.yaml:5:17: gateway.trusted_ips[0]: invalid ip or cidr range: 'nope'",
+    'gw.yaml:6:3: gateway.colour: unknown field',
+    'gw.yaml:10:14: services[0].retries: value should be between 0 and 32767',
+    'gw.yaml:14:9: services[0].routes[0].colour: unknown field',
+    "gw.yaml:15:9: services[0].routes[1]: must set one of 'methods', 'hosts', 'headers', 'paths', 'snis' when 'protocols' is 'https'",
+    'gw.yaml:19:11: services[1].port: value should be between 0 and 65535',
+    'gw.yaml:20:5: services[2].host: required field missing',
+    "gw.yaml:23:14: routes[0].service: invalid reference 'service: missing' (no such entry in 'services')",
+    "gw.yaml:26:5: consumers[0]: at least one of these fields must be non-empty: 'custom_id', 'username'",
+    "gw.yaml:29:11: plugins[0].name: plugin 'nope' not enabled; add it to the 'plugins' configuration property",
+    'gw.yaml:31:13: plugins[1].config: at least one of these fields must be true: enable_authorization_code, enable_implicit_grant, enable_client_credentials, enable_password_grant',
+    'gw.yaml:33:15: plugins[2].consumer: value must be null',
+    'gw.yaml:34:56: plugins[2].config.scopes: expected an array',
+  ]);
+});
+
+test('YAML syntax errors and duplicate keys point at their position', () => {
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'services:', '  - name: a', '    host: x', '    host: y')), [
+    'gw.yaml:5:5: (root): YAML: Map keys must be unique',
+  ]);
+  const [indent] = errorsOf(yaml('_format_version: "3.0"', 'services:', '  - name: a', '    host: x', '  host: y'));
+  assert.match(indent, /^gw\.yaml:5:1: \(root\): YAML: /);
+});
+
+test('the top level: _format_version required and checked, a non-map document refused', () => {
+  assert.deepEqual(errorsOf(yaml('services: []')), ['gw.yaml:1:1: _format_version: required field missing']);
+  assert.deepEqual(errorsOf(yaml('_format_version: "9"')), ['gw.yaml:1:18: _format_version: expected one of: 1.1, 2.1, 3.0']);
+  assert.deepEqual(errorsOf(yaml('- 1', '- 2')), ['gw.yaml:1:1: (root): failed parsing declarative configuration: expected an object']);
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'services: {name: a}')), ['gw.yaml:2:11: services: expected an array']);
+});
+
+test('an unreadable file is one clear error naming it', async () => {
+  const result = await loadConfigFile('/nonexistent/tollgate/gw.yaml', bundledPlugins);
+  assert.equal(result.ok, false);
+  if (!result.ok) assert.match(String(result.errors[0]), /^\/nonexistent\/tollgate\/gw\.yaml:1:1: \(root\): cannot read the file: .*ENOENT/);
+});
+
+test("field errors carry Kong's messages", () => {
+  const errors = errorsOf(
+    yaml(
+      '_format_version: "3.0"', //                               1
+      'services:', //                                            2
+      '  - name: "bad name"', //                                 3
+      '    host: "not a host!"', //                              4
+      '    protocol: ftp', //                                    5
+      '    path: nope', //                                       6
+      '    connect_timeout: 0', //                               7
+      '    enabled: "yes"', //                                   8
+      '    routes:', //                                          9
+      '      - paths: [/a]', //                                  10
+      '        methods: [get]', //                               11
+      '        path_handling: v9', //                            12
+      '        https_redirect_status_code: 303', //              13
+      '      - headers: { Host: [a.example] }', //               14
+      '      - protocols: [grpc, http]', //                      15
+      '        paths: [/b]', //                                  16
+      '      - protocols: [grpc]', //                            17
+      '        paths: [/c]', //                                  18
+      '        strip_path: true', //                             19
+      '      - protocols: [http]', //                            20
+      '        paths: [/d]', //                                  21
+      '        snis: [a.example]', //                            22
+    ),
+  );
+  assert.deepEqual(errors, [
+    'gw.yaml:3:11: services[0].name: invalid value: bad name: the only accepted ascii characters are alphanumerics or ., -, _, and ~',
+    'gw.yaml:4:11: services[0].host: invalid hostname',
+    'gw.yaml:5:15: services[0].protocol: expected one of: grpc, grpcs, http, https, ws, wss',
+    'gw.yaml:6:11: services[0].path: should start with: /',
+    'gw.yaml:7:22: services[0].connect_timeout: value should be between 1 and 2147483646',
+    'gw.yaml:8:14: services[0].enabled: expected a boolean',
+    'gw.yaml:11:19: services[0].routes[0].methods[0]: invalid value: expected uppercase method',
+    'gw.yaml:12:24: services[0].routes[0].path_handling: expected one of: v0, v1',
+    'gw.yaml:13:37: services[0].routes[0].https_redirect_status_code: expected one of: 426, 301, 302, 307, 308',
+    "gw.yaml:14:18: services[0].routes[1].headers: cannot contain 'host' header, which must be specified in the 'hosts' attribute",
+    "gw.yaml:15:20: services[0].routes[2].protocols: these sets are mutually exclusive: ('http', 'https'), ('grpc', 'grpcs'), ('ws', 'wss')",
+    "gw.yaml:19:21: services[0].routes[3].strip_path: cannot set 'strip_path' when 'protocols' is 'grpc' or 'grpcs'",
+    "gw.yaml:22:15: services[0].routes[4].snis: 'snis' can only be set when 'protocols' is 'grpcs', 'https' or 'wss'",
+  ]);
+});
+
+test('route paths and hosts are checked by the router (non-normalized path, bad regex, bad wildcard)', () => {
+  const errors = errorsOf(
+    yaml(
+      '_format_version: "3.0"', //           1
+      'routes:', //                          2
+      '  - paths: [/a/../b, "~/(unclosed"]', // 3
+      '    hosts: ["*.a.*"]', //               4
+    ),
+  );
+  assert.equal(errors.length, 3, errors.join('\n'));
+  assert.equal(errors[0], "gw.yaml:3:13: routes[0].paths[0]: non-normalized path, consider use '/b' instead");
+  assert.match(errors[1], /^gw\.yaml:3:22: routes\[0\]\.paths\[1\]: invalid regex: '\/\(unclosed'/);
+  assert.match(errors[2], /^gw\.yaml:4:13: routes\[0\]\.hosts\[0\]: /);
+});
+
+test('uniqueness violations and invalid references', () => {
+  const errors = errorsOf(
+    yaml(
+      '_format_version: "3.0"', //      1
+      'services:', //                   2
+      '  - { name: a, host: x }', //    3
+      '  - { name: a, host: y }', //    4
+      'routes:', //                     5
+      '  - { name: r, paths: [/a] }', // 6
+      '  - { name: r, paths: [/b] }', // 7
+      'consumers:', //                  8
+      '  - { username: u }', //         9
+      '  - { username: u }', //         10
+      'plugins:', //                    11
+      '  - name: oauth2', //            12
+      '    route: nope', //             13
+      '    config: { enable_client_credentials: true }', // 14
+    ),
+  );
+  assert.ok(errors.includes("gw.yaml:4:5: services[1]: uniqueness violation: 'services' entity with name set to 'a' already declared"), errors.join('\n'));
+  assert.ok(errors.includes("gw.yaml:7:5: routes[1]: uniqueness violation: 'routes' entity with name set to 'r' already declared"), errors.join('\n'));
+  assert.ok(errors.includes("gw.yaml:10:5: consumers[1]: uniqueness violation: 'consumers' entity with username set to 'u' already declared"), errors.join('\n'));
+  assert.ok(errors.includes("gw.yaml:13:12: plugins[0].route: invalid reference 'route: nope' (no such entry in 'routes')"), errors.join('\n'));
+});
+
+test('two instances of one plugin on the same scope collide (Kong cache key)', () => {
+  const errors = errorsOf(
+    yaml(
+      '_format_version: "3.0"',
+      'plugins:',
+      '  - { name: oauth2, config: { enable_client_credentials: true } }',
+      '  - { name: oauth2, config: { enable_password_grant: true } }',
+    ),
+  );
+  assert.equal(errors.length, 1, errors.join('\n'));
+  assert.match(errors[0], /^gw\.yaml:4:5: plugins\[1\]: uniqueness violation: 'plugins' entity with primary key set to '[0-9a-f-]{36}' already declared$/);
+});
+
+test("Kong's defaults are filled in for the node, services, routes and plugins", () => {
+  const config = load(
+    yaml(
+      '_format_version: "3.0"',
+      'services:',
+      '  - name: s',
+      '    host: example.com',
+      '    routes:',
+      '      - name: r',
+      '        paths: [/r]',
+      '      - name: g',
+      '        protocols: [grpc]',
+      '        paths: [/pkg.Svc/]',
+      'plugins:',
+      '  - name: oauth2',
+      '    config: { enable_client_credentials: true }',
+    ),
+  );
+  assert.deepEqual(config.gateway.proxy_listen, ['0.0.0.0:8000', '0.0.0.0:8443 ssl http2']);
+  assert.deepEqual(config.gateway.admin_listen, ['127.0.0.1:8001']);
+  assert.deepEqual(config.gateway.trusted_ips, []);
+  assert.equal(config.gateway.data_dir, '/tmp/tollgate-load-test/data', 'data_dir is resolved against the file');
+  assert.equal(config.gateway.ssl_cert, null);
+  const [s] = config.services;
+  assert.deepEqual(
+    { protocol: s.protocol, port: s.port, path: s.path, retries: s.retries, timeouts: [s.connect_timeout, s.write_timeout, s.read_timeout], enabled: s.enabled },
+    { protocol: 'http', port: 80, path: null, retries: 5, timeouts: [60000, 60000, 60000], enabled: true },
+  );
+  const [r, g] = config.routes;
+  assert.deepEqual(
+    {
+      protocols: r.protocols, strip_path: r.strip_path, preserve_host: r.preserve_host, regex_priority: r.regex_priority,
+      path_handling: r.path_handling, https_redirect_status_code: r.https_redirect_status_code, service: r.service,
+    },
+    { protocols: ['http', 'https'], strip_path: true, preserve_host: false, regex_priority: 0, path_handling: 'v0', https_redirect_status_code: 426, service: { id: s.id } },
+  );
+  assert.equal(g.strip_path, false, 'grpc routes default to strip_path false');
+  const [p] = config.plugins;
+  assert.equal(p.enabled, true);
+  assert.equal(p.config.token_expiration, 7200, "the plugin's config defaults are filled in");
+  assert.equal(p.config.enable_authorization_code, false);
+});
+
+test('the url shorthand: scheme, host, port (default per scheme), path', () => {
+  const config = load(
+    yaml(
+      '_format_version: "3.0"',
+      'services:',
+      '  - { name: a, url: "https://example.com" }',
+      '  - { name: b, url: "http://example.com:8080/api/v1" }',
+      '  - { name: c, url: "http://10.0.0.1/" }',
+      '  - { name: d, protocol: https, host: example.com }',
+      '  - { name: e, url: "http://[::1]:9000" }',
+    ),
+  );
+  const pick = (n: string) => {
+    const s = config.services.find((x) => x.name === n)!;
+    return [s.protocol, s.host, s.port, s.path];
+  };
+  assert.deepEqual(pick('a'), ['https', 'example.com', 443, null]);
+  assert.deepEqual(pick('b'), ['http', 'example.com', 8080, '/api/v1']);
+  assert.deepEqual(pick('c'), ['http', '10.0.0.1', 80, '/']);
+  assert.deepEqual(pick('d'), ['https', 'example.com', 80, null], 'a separate protocol keeps the default port 80, as Kong');
+  assert.deepEqual(pick('e'), ['http', '::1', 9000, null]);
+  assert.ok(
+    errorsOf(yaml('_format_version: "3.0"', 'services:', '  - { name: x, url: "ftp://example.com" }')).includes(
+      "gw.yaml:3:21: services[0].url: invalid url: unsupported protocol 'ftp'",
+    ),
+  );
+  assert.ok(errorsOf(yaml('_format_version: "3.0"', 'services:', '  - { name: x, url: "not a url" }')).includes('gw.yaml:3:21: services[0].url: invalid url: not a url'));
+});
+
+test('nested and top-level references resolve to the same entities (by name or by id)', () => {
+  const sid = '11111111-2222-4333-8444-555555555555';
+  const config = load(
+    yaml(
+      '_format_version: "3.0"',
+      'services:',
+      `  - { name: s1, id: ${sid}, host: a.example }`,
+      '  - name: s2',
+      '    host: b.example',
+      '    routes:',
+      '      - name: nested',
+      '        paths: [/n]',
+      '        plugins:',
+      '          - { name: oauth2, config: { enable_client_credentials: true } }',
+      '    plugins:',
+      '      - { name: oauth2, config: { enable_password_grant: true } }',
+      'routes:',
+      '  - { name: by-name, service: s2, paths: [/a] }',
+      `  - { name: by-id, service: { id: ${sid} }, paths: [/b] }`,
+      '  - { name: no-service, paths: [/c] }',
+      'consumers:',
+      '  - username: alice',
+      '    oauth2_credentials:',
+      '      - { name: App, client_id: app-1, client_secret: s, redirect_uris: ["https://a.example/cb"] }',
+      '  - username: bob',
+      'oauth2_credentials:',
+      '  - { name: Top, client_id: app-2, consumer: bob, redirect_uris: ["https://b.example/cb"] }',
+      'plugins:',
+      '  - { name: oauth2, route: by-name, config: { enable_implicit_grant: true } }',
+    ),
+  );
+  const service = (n: string) => config.services.find((s) => s.name === n)!;
+  const route = (n: string) => config.routes.find((r) => r.name === n)!;
+  const consumer = (n: string) => config.consumers.find((c) => c.username === n)!;
+  assert.equal(service('s1').id, sid, 'a given id is kept');
+  assert.deepEqual(route('nested').service, { id: service('s2').id });
+  assert.deepEqual(route('by-name').service, { id: service('s2').id });
+  assert.deepEqual(route('by-id').service, { id: sid });
+  assert.equal(route('no-service').service, null);
+
+  const scopes = config.plugins.map((p) => [p.config.enable_client_credentials ? 'cc' : p.config.enable_password_grant ? 'pw' : 'impl', p.route?.id ?? null, p.service?.id ?? null]);
+  assert.deepEqual(scopes, [
+    ['cc', route('nested').id, null],
+    ['pw', null, service('s2').id],
+    ['impl', route('by-name').id, null],
+  ]);
+
+  const creds = config.entities.oauth2_credentials;
+  assert.deepEqual(
+    creds.map((c) => [c.client_id, c.consumer]),
+    [
+      ['app-1', { id: consumer('alice').id }],
+      ['app-2', { id: consumer('bob').id }],
+    ],
+  );
+});
+
+test('ids not given are derived from names: stable across loads, distinct per name, in the Kong namespace', () => {
+  const text = yaml(
+    '_format_version: "3.0"',
+    'services:',
+    '  - { name: orders, host: a.example, routes: [ { name: list, paths: [/o] } ] }',
+    '  - { name: users, host: b.example }',
+    'consumers:',
+    '  - { username: alice }',
+    'plugins:',
+    '  - { name: oauth2, service: orders, config: { enable_client_credentials: true } }',
+  );
+  const a = load(text);
+  const b = load(text);
+  const ids = (c: GatewayConfig) => [...c.services, ...c.routes, ...c.consumers, ...c.plugins].map((e) => e.id);
+  assert.deepEqual(ids(a), ids(b));
+  assert.equal(new Set(ids(a)).size, ids(a).length, 'every entity gets its own id');
+  for (const id of ids(a)) assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'a UUIDv5');
+  assert.equal(a.services[0].id, uuidv5('services:orders', KONG_NAMESPACE));
+
+  // Reordering entities or adding others does not change the ids of named ones.
+  const reordered = load(
+    yaml(
+      '_format_version: "3.0"',
+      'consumers:',
+      '  - { username: carol }',
+      '  - { username: alice }',
+      'services:',
+      '  - { name: extra, host: c.example }',
+      '  - { name: users, host: b.example }',
+      '  - { name: orders, host: a.example, routes: [ { name: list, paths: [/o] } ] }',
+    ),
+  );
+  assert.equal(reordered.services.find((s) => s.name === 'orders')!.id, a.services[0].id);
+  assert.equal(reordered.services.find((s) => s.name === 'users')!.id, a.services[1].id);
+  assert.equal(reordered.routes[0].id, a.routes[0].id);
+  assert.equal(reordered.consumers.find((c) => c.username === 'alice')!.id, a.consumers[0].id);
+});
+
+test('an invalid id is refused', () => {
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'services:', '  - { name: a, host: x, id: nope }')), [
+    'gw.yaml:3:29: services[0].id: expected a valid UUID',
+  ]);
+});
+
+test('_comment and _ignore are allowed anywhere', () => {
+  const config = load(
+    yaml(
+      '_format_version: "3.0"',
+      '_comment: the top',
+      '_ignore: [1, 2]',
+      'services:',
+      '  - { name: a, host: x, _comment: a service, routes: [ { paths: [/a], _ignore: [x] } ] }',
+    ),
+  );
+  assert.equal(config.routes.length, 1);
+});
+
+test('the gateway block: listener strings, ssl pair, sizes', () => {
+  const errors = errorsOf(
+    yaml(
+      '_format_version: "3.0"', //                      1
+      'gateway:', //                                    2
+      '  admin_listen: ["localhost"]', //               3
+      '  ssl_cert: ./c.pem', //                         4
+      '  max_header_size: 10', //                       5
+    ),
+  );
+  assert.deepEqual(errors, [
+    "gw.yaml:3:18: gateway.admin_listen[0]: invalid listen address 'localhost': expected HOST:PORT",
+    'gw.yaml:5:20: gateway.max_header_size: value should be between 1024 and 1048576',
+  ]);
+  const pair = errorsOf(yaml('_format_version: "3.0"', 'gateway:', '  ssl_cert: ./c.pem'));
+  assert.deepEqual(pair, ['gw.yaml:3:3: gateway.ssl_cert_key: ssl_cert and ssl_cert_key must be set together']);
+  const config = load(yaml('_format_version: "3.0"', 'gateway:', '  ssl_cert: ./c.pem', '  ssl_cert_key: ./k.pem', '  data_dir: /var/tg'));
+  assert.equal(config.gateway.ssl_cert, '/tmp/tollgate-load-test/c.pem');
+  assert.equal(config.gateway.data_dir, '/var/tg');
+});
+
+test('the plugin config is validated by its own schema: unknown keys, types, entity checks', () => {
+  const errors = errorsOf(
+    yaml(
+      '_format_version: "3.0"', //                        1
+      'plugins:', //                                      2
+      '  - name: oauth2', //                              3
+      '    config:', //                                   4
+      '      enable_client_credentials: "true"', //       5
+      '      colour: blue', //                            6
+      '      pkce: maybe', //                             7
+    ),
+  );
+  assert.deepEqual(errors, [
+    'gw.yaml:5:34: plugins[0].config.enable_client_credentials: expected a boolean',
+    'gw.yaml:6:7: plugins[0].config.colour: unknown field',
+    'gw.yaml:7:13: plugins[0].config.pkce: expected one of: none, lax, strict',
+  ]);
+  // The "at least one grant" entity check, on a plugin nested in a route.
+  assert.deepEqual(
+    errorsOf(yaml('_format_version: "3.0"', 'routes:', '  - paths: [/t]', '    plugins:', '      - name: oauth2', '        config: { scopes: [a] }')),
+    ['gw.yaml:6:17: routes[0].plugins[0].config: at least one of these fields must be true: enable_authorization_code, enable_implicit_grant, enable_client_credentials, enable_password_grant'],
+  );
+});
+
+test('a file written to disk loads with its path in the messages and its md5 as the hash', async () => {
+  const dir = tempDir();
+  const file = join(dir, 'gateway.yaml');
+  const text = yaml('_format_version: "3.0"', 'services:', '  - { name: a, host: x, port: 99999 }');
+  writeFileSync(file, text);
+  const bad = await loadConfigFile(file, bundledPlugins);
+  assert.equal(bad.ok, false);
+  if (!bad.ok) assert.deepEqual(bad.errors.map(String), [`${file}:3:31: services[0].port: value should be between 0 and 65535`]);
+  const good = yaml('_format_version: "3.0"', 'services:', '  - { name: a, host: x }');
+  writeFileSync(file, good);
+  const ok = await loadConfigFile(file, bundledPlugins);
+  assert.equal(ok.ok, true);
+  if (ok.ok) {
+    assert.equal(ok.config.file, file);
+    const { createHash } = await import('node:crypto');
+    assert.equal(ok.config.hash, createHash('md5').update(good).digest('hex'));
+  }
+});
