@@ -8,7 +8,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Duplex } from 'node:stream';
-import { pipeline } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Route } from '../config/types.ts';
@@ -239,9 +238,11 @@ export class Lifecycle {
             ctx.status = 0;
             return ctx.error(502, MESSAGES.badGateway);
           }
-          pipeline(upstream, res as ServerResponse, (err) => {
-            if (err) upstreamRequest.destroy();
-          });
+          // pipe() rather than stream.pipeline(): the latter allocates an AbortController and a
+          // DOMException per response, a measurable share of the proxy's CPU.
+          upstream.on('error', () => (res as ServerResponse).destroy());
+          upstream.on('aborted', () => (res as ServerResponse).destroy());
+          upstream.pipe(res as ServerResponse);
         },
         onFailure: (failure) => {
           const [status, message] = FAILURE_ANSWERS[failure.kind];

@@ -1,0 +1,20 @@
+/** `npm run bench`: every benchmark area in turn. Prints figures and ratios; never fails on speed. */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+
+const AREAS = ['proxy', 'router', 'oauth2', 'metering', 'grpc', 'websocket'];
+const only = process.argv.slice(2);
+
+console.log(`# Tollgate benchmarks (${new Date().toISOString()}, node ${process.version})`);
+for (const area of AREAS) {
+  if (only.length > 0 && !only.includes(area)) continue;
+  const file = resolve(import.meta.dirname, `${area}.ts`);
+  if (!existsSync(file)) continue;
+  try {
+    const mod = (await import(file)) as { run(): Promise<void> };
+    await mod.run();
+  } catch (err) {
+    console.log(`\n## ${area}: failed to run: ${(err as Error).message}`);
+  }
+}
+process.exit(0);
