@@ -5,5 +5,5 @@ export type { Logger };
 
 export function createLogger(level: string): Logger {
   // Asynchronous writes keep logging off the request path; flushed on shutdown.
-  return pino({ level, base: { service: 'tollgate' } }, pino.destination({ sync: false, minLength: 4096 }));
+  return pino({ level, base: { pid: process.pid } }, pino.destination({ sync: false, minLength: 4096 }));
 }

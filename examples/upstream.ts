@@ -1,0 +1,17 @@
+/**
+ * An example upstream for the README walk-through: echoes each request as JSON, so you can see what
+ * the gateway sent (path after strip_path, X-Forwarded-*, identity headers from the oauth2 plugin).
+ *   npm run example:upstream            (listens on 127.0.0.1:3000, or PORT)
+ */
+import http from 'node:http';
+
+const port = Number(process.env.PORT ?? 3000);
+const server = http.createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') }, null, 2);
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+  });
+});
+server.listen(port, '127.0.0.1', () => console.log(`example upstream listening on http://127.0.0.1:${port}`));
