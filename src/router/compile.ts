@@ -94,7 +94,7 @@ function compileRoute(route: Route, service: Service | null): Matcher[] {
     headerCount: Math.min(shared.headers?.length ?? 0, 255),
   };
   const groups = groupPaths(route.paths);
-  return groups.map((group, index): Matcher => {
+  return groups.map((group): Matcher => {
     const isRegex = group.regexes !== null;
     // One literal with every field in one order: all matchers share a hidden class, keeping the match loop monomorphic.
     return {
@@ -110,10 +110,14 @@ function compileRoute(route: Route, service: Service | null): Matcher[] {
       priority: {
         ...basePriority,
         isRegex: Number(isRegex),
+        // Compared as a number: a negative regex_priority ranks below 0, as documented. (Kong's ATC packs it into
+        // unsigned bits, where a negative value overflows into the top bits and outranks everything.)
         regexPriority: isRegex ? route.regex_priority : 0,
         maxPrefixLength: group.prefixes ? group.prefixes[0].length : 0,
       },
-      tieKey: groups.length > 1 ? `${route.id}#${index}` : route.id,
+      // Kong gives every path group of a multi-path route its own uuid5(id + '#' + group); we keep a readable key
+      // with the same inputs, so ties among split routes order by route id first.
+      tieKey: nonEmpty(route.paths) && route.paths.length > 1 ? `${route.id}#${group.regexes ? 'regex' : group.prefixes![0].length}` : route.id,
     };
   });
 }
