@@ -159,8 +159,8 @@ export class MeteringService {
   }
 
   private validationErrors(event: StoredEvent): { code: string; message: string }[] {
+    // INTERFACE.md §5: one error per matching meter that cannot use the event (none when no meter matches).
     const meters = this.meters.live().filter((m) => m.event_type === event.type);
-    if (meters.length === 0) return [{ code: 'validation_error', message: `no meter found for event type: ${event.type}` }];
     const messages = new Set<string>();
     for (const m of meters) {
       const problem = eventProblem(m, event.data);
