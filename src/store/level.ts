@@ -82,6 +82,12 @@ export class LevelStore implements StoreAdapter {
 
   async batch(ops: BatchOp[], options: WriteOptions = {}): Promise<void> {
     if (ops.length === 0) return;
+    // Checked before anything is written, so a bad operation fails the whole batch (and never stores "undefined").
+    for (const op of ops) {
+      if (typeof op.key !== 'string' || (op.type === 'put' && typeof op.value !== 'string')) {
+        throw new TypeError(`store keys and values must be strings (key ${JSON.stringify(op.key)})`);
+      }
+    }
     const now = Date.now();
     const batch: ChainedBatch = this.db.batch();
     for (const op of ops) {
