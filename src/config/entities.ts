@@ -83,7 +83,9 @@ function checkRouteFields(r: Record<string, any>): Issue[] {
   return issues;
 }
 
-export function routeSchema(validatePath: (p: string) => string | undefined, validateHost: (h: string) => string | undefined): RecordSchema {
+type Check = (value: string) => string | undefined;
+
+export function routeSchema(validatePath: Check, validateHost: Check, validateHeaderValue: Check): RecordSchema {
   return {
     type: 'record',
     fields: {
@@ -93,7 +95,7 @@ export function routeSchema(validatePath: (p: string) => string | undefined, val
       methods: { type: 'set', elements: { type: 'string', match: /^[A-Z]+$/, match_message: 'invalid value: expected uppercase method' } },
       hosts: { type: 'array', elements: { type: 'string', custom: validateHost } },
       paths: { type: 'array', elements: { type: 'string', custom: validatePath } },
-      headers: { type: 'map', values: { type: 'array', elements: { type: 'string' }, len_min: 1 } },
+      headers: { type: 'map', values: { type: 'array', elements: { type: 'string', custom: validateHeaderValue }, len_min: 1 } },
       snis: { type: 'set', elements: { type: 'string', custom: validateHost } },
       strip_path: { type: 'boolean' },
       preserve_host: { type: 'boolean', default: false },

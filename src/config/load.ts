@@ -9,7 +9,7 @@ import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
-import { validateRouteHost, validateRoutePath } from '../router/index.ts';
+import { validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
 import { consumerSchema, ID, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import { parseListenList } from './listen.ts';
 import { isPlainObject, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
@@ -125,7 +125,7 @@ class ConfigBuilder {
   private readonly consumers: Consumer[] = [];
   private readonly pendingPlugins: PendingPlugin[] = [];
   private readonly entities: Record<string, Record<string, any>[]> = {};
-  private readonly routeSchema: RecordSchema = routeSchema(validateRoutePath, validateRouteHost);
+  private readonly routeSchema: RecordSchema = routeSchema(validateRoutePath, validateRouteHost, validateRouteHeaderValue);
   private readonly entityDefs = new Map<string, EntityDefinition>();
   private order = 0;
 

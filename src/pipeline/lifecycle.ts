@@ -14,7 +14,7 @@ import type { Route } from '../config/types.ts';
 import { buildUpstreamHeaders, downstreamHeaders, peerAddress } from '../proxy/headers.ts';
 import { HttpEngine, type UpstreamFailure } from '../proxy/http-engine.ts';
 import { errorAnswer, grpcErrorAnswer, MESSAGES, bodyAnswer } from '../proxy/respond.ts';
-import type { RouteMatch } from '../router/index.ts';
+import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
@@ -125,9 +125,11 @@ export class Lifecycle {
         respond: (status, body, extra) => downstream.send(bodyAnswer(status, body, extra), method === 'HEAD'),
       };
       for (const runtime of snapshot.runtimes.values()) if (runtime.unmatched?.(unmatched)) return null;
-      const answer = errorAnswer(404, MESSAGES.noRoute, id, grpcContent && http2, { server: 'tollgate/0.1.0', 'x-kong-request-id': id });
+      // Only misses pay for telling a malformed path (bad %-escape, absolute form) from an unknown one.
+      const invalid = normalizePath(rawPath) === null;
+      const answer = errorAnswer(invalid ? 400 : 404, invalid ? MESSAGES.badPath : MESSAGES.noRoute, id, grpcContent && http2, { server: 'tollgate/0.1.0', 'x-kong-request-id': id });
       downstream.send(answer, method === 'HEAD');
-      this.observe(null, 404, startedAt, undefined, method, rawPath, peerIp);
+      this.observe(null, answer.status, startedAt, undefined, method, rawPath, peerIp);
       return null;
     }
     const ctx = new Context({

@@ -79,6 +79,7 @@ function hasHeader(headers: OutgoingHttpHeaders, name: string): boolean {
 /** Kong's messages for the proxy's own failures. */
 export const MESSAGES = {
   noRoute: 'no Route matched with those values',
+  badPath: 'Bad request: the request path is not a valid origin-form path',
   noService: 'no Service found with those values',
   badGateway: 'An invalid response was received from the upstream server',
   timeout: 'The upstream server is timing out',
