@@ -84,7 +84,7 @@ async function gatewayFetch(url: string, options: { method: string; headers: Rec
     for (const v of Array.isArray(value) ? value : [value]) if (v !== undefined) headers.append(name, String(v));
   }
   const nullBody = res.status === 204 || res.status === 304;
-  return new Response(nullBody ? null : res.body, { status: res.status, headers });
+  return new Response(nullBody ? null : new Uint8Array(res.body), { status: res.status, headers });
 }
 
 const http = { [oauth.customFetch]: gatewayFetch } as const;
