@@ -53,13 +53,13 @@ export class MeteringService {
   private readonly store: Store;
   private readonly log: Logger;
 
-  constructor(api: Pick<PluginApi, 'store' | 'log'>, options: { purgeIntervalMs?: number } = {}) {
+  constructor(api: Pick<PluginApi, 'store' | 'log'>, options: { purgeIntervalMs?: number; backfillChunk?: number } = {}) {
     this.store = api.store;
     this.log = api.log;
     this.ledger = new AggregateLedger(this.store);
     this.writer = new Writer(this.store, this.ledger, this.meters, this.log, { batchMaxEvents: DEFAULTS.batchMaxEvents, batchMaxWaitMs: DEFAULTS.batchMaxWaitMs });
     this.maintenance = new Maintenance(this.store, this.writer, this.ledger, this.meters, this.log, {
-      backfillChunk: 5_000,
+      backfillChunk: options.backfillChunk ?? 5_000,
       deleteChunk: 5_000,
       purgeIntervalMs: options.purgeIntervalMs ?? 60_000,
     });
@@ -77,7 +77,7 @@ export class MeteringService {
   async close(): Promise<void> {
     await this.writer.close();
     await this.maintenance.stop();
-    await this.writer.close();
+    await this.writer.idle();
   }
 
   /** Applies the settings of every metering instance and the meters of gateway.yaml. */

@@ -168,6 +168,15 @@ export class Writer {
       if (!this.flushing) this.startFlush();
       await this.flushing;
     }
-    await this.tail;
+    await this.idle();
+  }
+
+  /** Resolves when no serial work is running or queued. */
+  async idle(): Promise<void> {
+    let tail;
+    do {
+      tail = this.tail;
+      await tail;
+    } while (tail !== this.tail);
   }
 }
