@@ -1,0 +1,490 @@
+/**
+ * HTTP proxying end to end: real clients → a real gateway → real upstream servers. Headers both ways,
+ * Host, strip_path, large and chunked bodies, size limits, timeouts, upstream failures and retries,
+ * clients and upstreams that go away, https upstreams, protocol checks and the gateway's own errors.
+ */
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import net, { type AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import type { Context } from '../../../src/pipeline/context.ts';
+import { upstreamHost } from '../../../src/proxy/headers.ts';
+import type { Service } from '../../../src/config/types.ts';
+import { loadTlsMaterial } from '../../../src/tls.ts';
+import { request, startGateway, startUpstream, tempDir, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { closedPort, countingUpstream, portOf, rawExchange, rawRequest, waitFor, type CountingServer } from '../support.ts';
+
+const VIA = '1.1 tollgate/0.1.0';
+const FIVE_MB = 5 * 1024 * 1024;
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+let gw: TestGateway;
+let echo: Upstream;
+let custom: Upstream;
+let hold: CountingServer;
+let sink: CountingServer;
+let streaming: CountingServer;
+let secure: https.Server;
+let flakyPort: number;
+const bigResponse = randomBytes(FIVE_MB);
+
+/** An upstream with a behaviour per path. */
+function customHandler(req: http.IncomingMessage, res: http.ServerResponse): void {
+  const path = (req.url ?? '/').split('?')[0];
+  if (path === '/hop') {
+    res.writeHead(200, {
+      connection: 'X-Up-Secret',
+      'x-up-secret': '1',
+      'keep-alive': 'timeout=1',
+      trailer: 'x-t',
+      via: '1.0 upstream-proxy',
+      server: 'upstream-server',
+      'x-plain': 'yes',
+    });
+    res.end('ok');
+  } else if (path === '/big') {
+    const hash = createHash('sha256');
+    let length = 0;
+    req.on('data', (c: Buffer) => {
+      hash.update(c);
+      length += c.length;
+    });
+    req.on('end', () => {
+      res.writeHead(200, { 'x-request-sha256': hash.digest('hex'), 'x-request-length': String(length), 'content-type': 'application/octet-stream' });
+      // Streamed in pieces, without Content-Length.
+      for (let i = 0; i < bigResponse.length; i += 256 * 1024) res.write(bigResponse.subarray(i, i + 256 * 1024));
+      res.end();
+    });
+  } else if (path === '/reset-before') {
+    req.socket.destroy();
+  } else if (path === '/reset-mid') {
+    res.writeHead(200, { 'content-length': 100_000 });
+    res.write(Buffer.alloc(1000, 'x'), () => setImmediate(() => req.socket.destroy()));
+  } else {
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 5 }).end('hello');
+  }
+}
+
+before(async () => {
+  echo = await startUpstream();
+  custom = await startUpstream(customHandler);
+  hold = await countingUpstream(() => {
+    /* never answers */
+  });
+  sink = await countingUpstream((req, res) => {
+    req.resume();
+    req.on('end', () => res.end('done'));
+  });
+  streaming = await countingUpstream((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    const timer = setInterval(() => res.write('tick\n'), 5);
+    res.on('close', () => clearInterval(timer));
+  });
+  const tls = await loadTlsMaterial(null, null, tempDir());
+  secure = https.createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+    const body = JSON.stringify({ encrypted: (req.socket as import('node:tls').TLSSocket).encrypted === true, path: req.url, host: req.headers.host });
+    res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+  });
+  await new Promise<void>((r) => secure.listen(0, '127.0.0.1', r));
+  flakyPort = await closedPort();
+  const down = await closedPort();
+
+  gw = await startGateway({
+    services: [
+      {
+        name: 'echo',
+        url: `${echo.url}/base`,
+        routes: [
+          { name: 'strip', paths: ['/strip'] },
+          { name: 'nostrip', paths: ['/nostrip'], strip_path: false },
+          { name: 'preserve', paths: ['/preserve'], preserve_host: true },
+          { name: 'secure-only', paths: ['/secure'], protocols: ['https'] },
+          { name: 'redirect', paths: ['/redir'], protocols: ['https'], https_redirect_status_code: 308 },
+        ],
+      },
+      { name: 'custom', url: custom.url, routes: [{ name: 'custom', paths: ['/custom'] }] },
+      { name: 'slow', url: hold.url, read_timeout: 300, routes: [{ name: 'slow', paths: ['/slow'] }] },
+      { name: 'sink', url: sink.url, routes: [{ name: 'sink', paths: ['/sink'] }] },
+      { name: 'streaming', url: streaming.url, routes: [{ name: 'streaming', paths: ['/stream'] }] },
+      { name: 'down', url: `http://127.0.0.1:${down}`, retries: 0, routes: [{ name: 'down', paths: ['/down'] }] },
+      { name: 'flaky', url: `http://127.0.0.1:${flakyPort}`, retries: 32767, routes: [{ name: 'flaky', paths: ['/flaky'] }] },
+      { name: 'tls-upstream', url: `https://127.0.0.1:${(secure.address() as AddressInfo).port}/in`, routes: [{ name: 'tls', paths: ['/tls'] }] },
+    ],
+    routes: [{ name: 'no-service', paths: ['/nosvc'] }],
+  });
+});
+
+after(async () => {
+  await gw?.stop();
+  await Promise.all([echo?.close(), custom?.close(), hold?.close(), sink?.close(), streaming?.close()]);
+  secure?.closeAllConnections();
+  await new Promise((r) => secure?.close(r));
+});
+
+describe('headers', () => {
+  test('upstream request: hop-by-hop and Connection-listed headers removed, untrusted X-Forwarded-* replaced, Via appended', async () => {
+    const reply = await rawRequest(portOf(gw.http), [
+      'GET /strip/headers?q=1 HTTP/1.1',
+      'Host: Example.TEST:8123',
+      'Connection: close, X-Secret',
+      'X-Secret: hidden',
+      'Keep-Alive: timeout=5',
+      'Proxy-Connection: keep-alive',
+      'Proxy: http://evil.example',
+      'TE: gzip',
+      'Upgrade: h2c',
+      'Trailer: x-t',
+      'Proxy-Authorization: Basic Zm9vOmJhcg==',
+      'X-Forwarded-For: 203.0.113.9',
+      'X-Forwarded-Proto: https',
+      'X-Forwarded-Host: evil.example',
+      'X-Forwarded-Port: 1',
+      'X-Forwarded-Path: /evil',
+      'X-Forwarded-Prefix: /evil',
+      'X-Real-IP: 203.0.113.10',
+      'Via: 1.0 client-proxy',
+      'X-Custom: kept',
+    ]);
+    assert.equal(reply.status, 200, reply.raw);
+    const seen = JSON.parse(reply.body);
+    const h = seen.headers;
+    for (const name of ['x-secret', 'keep-alive', 'proxy-connection', 'proxy', 'te', 'upgrade', 'trailer']) assert.equal(h[name], undefined, `${name} must not reach the upstream`);
+    assert.equal(h['proxy-authorization'], 'Basic Zm9vOmJhcg==', 'Proxy-Authorization is end to end');
+    assert.equal(h['x-custom'], 'kept');
+    assert.equal(h['x-forwarded-for'], '203.0.113.9, 127.0.0.1', 'appended to');
+    assert.equal(h['x-forwarded-proto'], 'http');
+    assert.equal(h['x-forwarded-host'], 'example.test');
+    assert.equal(h['x-forwarded-port'], String(portOf(gw.http)));
+    assert.equal(h['x-forwarded-path'], '/strip/headers');
+    assert.equal(h['x-forwarded-prefix'], '/strip');
+    assert.equal(h['x-real-ip'], '127.0.0.1');
+    assert.equal(h.via, `1.0 client-proxy, ${VIA}`);
+    assert.equal(h.host, `127.0.0.1:${echo.port}`, 'the service host and its non-default port');
+    assert.match(h['x-kong-request-id'], /^[0-9a-f-]{36}$/);
+    assert.equal(reply.headers['x-kong-request-id'], h['x-kong-request-id'], 'the same request id both ways');
+    assert.equal(seen.path, '/base/headers');
+    assert.equal(seen.query, 'q=1');
+  });
+
+  test('TE: trailers is the one TE value forwarded', async () => {
+    const reply = await request(`${gw.http}/strip/te`, { headers: { te: 'trailers' } });
+    assert.equal(reply.json().headers.te, 'trailers');
+  });
+
+  test('no X-Forwarded-Prefix when nothing was stripped', async () => {
+    const reply = await request(`${gw.http}/nostrip/a`);
+    assert.equal(reply.json().headers['x-forwarded-prefix'], undefined);
+    assert.equal(reply.json().path, '/base/nostrip/a');
+  });
+
+  test('trusted peers: their X-Forwarded-* and X-Real-IP are believed (and an https-only route accepts them)', async () => {
+    const trusting = await startGateway({
+      gateway: { proxy_listen: ['127.0.0.1:0'], trusted_ips: ['127.0.0.1/32'] },
+      services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/t'], protocols: ['https'] }] }],
+    });
+    try {
+      const reply = await request(`${trusting.http}/t/x`, {
+        headers: {
+          'x-forwarded-for': '203.0.113.9',
+          'x-forwarded-proto': 'https',
+          'x-forwarded-host': 'public.example',
+          'x-forwarded-port': '443',
+          'x-forwarded-path': '/api/t/x',
+          'x-forwarded-prefix': '/api',
+          'x-real-ip': '203.0.113.10',
+        },
+      });
+      assert.equal(reply.status, 200, reply.text);
+      const h = reply.json().headers;
+      assert.equal(h['x-forwarded-for'], '203.0.113.9, 127.0.0.1');
+      assert.equal(h['x-forwarded-proto'], 'https');
+      assert.equal(h['x-forwarded-host'], 'public.example');
+      assert.equal(h['x-forwarded-port'], '443');
+      assert.equal(h['x-forwarded-path'], '/api/t/x');
+      assert.equal(h['x-forwarded-prefix'], '/api');
+      assert.equal(h['x-real-ip'], '203.0.113.10');
+    } finally {
+      await trusting.stop();
+    }
+  });
+
+  test('downstream response: upstream hop-by-hop headers removed, Via appended, upstream Server kept', async () => {
+    const reply = await rawRequest(portOf(gw.http), ['GET /custom/hop HTTP/1.1', 'Host: x']);
+    assert.equal(reply.status, 200);
+    assert.equal(reply.body, '2\r\nok\r\n0\r\n\r\n', 'chunked, without trailers');
+    assert.equal(reply.headers['x-up-secret'], undefined, 'a header named in Connection');
+    assert.equal(reply.headers['keep-alive'], undefined);
+    assert.equal(reply.headers.trailer, undefined, 'the client did not ask for trailers');
+    assert.equal(reply.headers.via, `1.0 upstream-proxy, ${VIA}`);
+    assert.equal(reply.headers.server, 'upstream-server');
+    assert.equal(reply.headers['x-plain'], 'yes');
+    const plain = await request(`${gw.http}/strip/x`);
+    assert.equal(plain.headers.server, 'tollgate/0.1.0', 'added when the upstream sent none');
+    assert.equal(plain.headers.via, VIA);
+  });
+
+  test('latency headers: upstream and proxy latency on proxied answers, response latency on the gateway’s own', async () => {
+    const proxied = await request(`${gw.http}/strip/x`);
+    assert.match(String(proxied.headers['x-kong-upstream-latency']), /^\d+$/);
+    assert.match(String(proxied.headers['x-kong-proxy-latency']), /^\d+$/);
+    assert.equal(proxied.headers['x-kong-response-latency'], undefined);
+    const own = await request(`${gw.http}/nothing-here`);
+    assert.equal(own.status, 404);
+    assert.match(String(own.headers['x-kong-response-latency'] ?? own.headers['x-kong-request-id']), /\S/);
+    assert.equal(own.headers['x-kong-upstream-latency'], undefined);
+  });
+});
+
+describe('host and path', () => {
+  test('preserve_host sends the client Host unchanged; otherwise the service host:port', async () => {
+    const preserved = await request(`${gw.http}/preserve/a`, { headers: { host: 'Client.Example:8123' } });
+    assert.equal(preserved.json().headers.host, 'Client.Example:8123');
+    const replaced = await request(`${gw.http}/strip/a`, { headers: { host: 'client.example' } });
+    assert.equal(replaced.json().headers.host, `127.0.0.1:${echo.port}`);
+  });
+
+  test('the upstream Host leaves out the default port of the scheme', () => {
+    const service = (protocol: Service['protocol'], host: string, port: number) => ({ protocol, host, port }) as Service;
+    const ctx = { route: { preserve_host: false } } as unknown as Context;
+    assert.equal(upstreamHost(service('http', 'a.example', 80), ctx, 'x'), 'a.example');
+    assert.equal(upstreamHost(service('https', 'a.example', 443), ctx, 'x'), 'a.example');
+    assert.equal(upstreamHost(service('http', 'a.example', 443), ctx, 'x'), 'a.example:443');
+    assert.equal(upstreamHost(service('https', 'a.example', 80), ctx, 'x'), 'a.example:80');
+    assert.equal(upstreamHost(service('http', '::1', 8080), ctx, 'x'), '[::1]:8080');
+  });
+
+  test('strip_path: the matched prefix is removed and the rest joined to the service path; the query is kept', async () => {
+    const cases: [string, string, string][] = [
+      ['/strip', '/base', ''],
+      ['/strip/', '/base/', ''],
+      ['/strip/a/b?x=1&y=%20z', '/base/a/b', 'x=1&y=%20z'],
+      ['/stripped', '/base/ped', ''],
+      ['/nostrip/a', '/base/nostrip/a', ''],
+      ['/strip/a/../b', '/base/b', ''],
+    ];
+    for (const [path, upstreamPath, query] of cases) {
+      const seen = (await request(gw.http + path)).json();
+      assert.equal(seen.path, upstreamPath, path);
+      assert.equal(seen.query, query, path);
+    }
+  });
+});
+
+describe('bodies', () => {
+  test('5 MB both ways, checked by sha256', async () => {
+    const body = randomBytes(FIVE_MB);
+    const reply = await request(`${gw.http}/custom/big`, { method: 'POST', body, headers: { 'content-type': 'application/octet-stream' } });
+    assert.equal(reply.status, 200);
+    assert.equal(reply.headers['x-request-length'], String(FIVE_MB));
+    assert.equal(reply.headers['x-request-sha256'], sha256(body));
+    assert.equal(reply.body.length, FIVE_MB);
+    assert.equal(sha256(reply.body), sha256(bigResponse));
+  });
+
+  test('a chunked request body (no Content-Length) is streamed through intact', async () => {
+    const pieces = Array.from({ length: 40 }, () => randomBytes(64 * 1024 + 7));
+    const reply = await new Promise<{ status: number; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
+      const req = http.request(`${gw.http}/custom/big`, { method: 'PUT', agent: false }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers }));
+      });
+      req.on('error', reject);
+      for (const p of pieces) req.write(p);
+      req.end();
+    });
+    assert.equal(reply.status, 200);
+    assert.equal(reply.headers['x-request-sha256'], sha256(Buffer.concat(pieces)));
+  });
+
+  test('413 over the body limit, by Content-Length (never sent upstream) and by counting a chunked body', async () => {
+    const small = await startGateway({
+      gateway: { proxy_listen: ['127.0.0.1:0'], client_max_body_size: 1024, max_header_size: 2048 },
+      services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/'] }] }],
+    });
+    try {
+      const before = echo.requests.length;
+      const declared = await request(`${small.http}/limited`, { method: 'POST', body: Buffer.alloc(2000, 'a') });
+      assert.equal(declared.status, 413);
+      assert.equal(declared.json().message, 'Request size limit exceeded');
+      assert.equal(echo.requests.length, before, 'the upstream never saw it');
+
+      const fits = await request(`${small.http}/limited`, { method: 'POST', body: Buffer.alloc(1024, 'a') });
+      assert.equal(fits.status, 200, 'exactly the limit is allowed');
+
+      const chunked = await new Promise<number>((resolve, reject) => {
+        const req = http.request(`${small.http}/limited`, { method: 'POST', agent: false }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.on('error', reject);
+        for (let i = 0; i < 4; i++) req.write(Buffer.alloc(600, 'b'));
+        req.end();
+      });
+      assert.equal(chunked, 413);
+
+      // 431: headers over max_header_size.
+      const big = await rawRequest(portOf(small.http), ['GET /limited HTTP/1.1', 'Host: x', `X-Big: ${'h'.repeat(3000)}`]);
+      assert.equal(big.status, 431);
+      assert.equal(JSON.parse(big.body).message, 'Request header or cookie too large');
+
+      assert.equal((await request(`${small.http}/still-alive`)).status, 200, 'the gateway keeps serving');
+    } finally {
+      await small.stop();
+    }
+  });
+});
+
+describe('upstream failures', () => {
+  test('read timeout → 504 and the upstream connection is closed', async () => {
+    const reply = await request(`${gw.http}/slow`);
+    assert.equal(reply.status, 504);
+    assert.equal(reply.json().message, 'The upstream server is timing out');
+    assert.match(String(reply.headers['content-type']), /^application\/json/);
+    await waitFor(() => hold.open === 0, 'the timed-out upstream connection to close');
+  });
+
+  test('upstream down → 502 JSON', async () => {
+    const reply = await request(`${gw.http}/down`);
+    assert.equal(reply.status, 502);
+    assert.equal(reply.json().message, 'An invalid response was received from the upstream server');
+  });
+
+  test('an upstream that resets before answering → 502', async () => {
+    const reply = await request(`${gw.http}/custom/reset-before`);
+    assert.equal(reply.status, 502);
+  });
+
+  test('retries: an upstream that refuses connections and then accepts gets the request once', async () => {
+    let received = 0;
+    const late = http.createServer((_req, res) => {
+      received++;
+      res.end('finally');
+    });
+    const pending = request(`${gw.http}/flaky`);
+    // The gateway is retrying refused connections (up to 32767 times) while the upstream comes up.
+    await new Promise((r) => setTimeout(r, 20));
+    await new Promise<void>((r) => late.listen(flakyPort, '127.0.0.1', r));
+    try {
+      const reply = await pending;
+      assert.equal(reply.status, 200, reply.text);
+      assert.equal(reply.text, 'finally');
+      assert.equal(received, 1);
+    } finally {
+      late.closeAllConnections();
+      await new Promise((r) => late.close(r));
+    }
+  });
+
+  test('an upstream that resets mid-response: the client sees a truncated response and the gateway lives on', async () => {
+    const outcome = await new Promise<{ status: number; received: number; complete: boolean }>((resolve) => {
+      http
+        .get(`${gw.http}/custom/reset-mid`, { agent: false }, (res) => {
+          let received = 0;
+          res.on('data', (c) => (received += c.length));
+          const done = () => resolve({ status: res.statusCode!, received, complete: res.complete });
+          res.on('end', done);
+          res.on('error', done);
+          res.on('close', done);
+        })
+        .on('error', () => resolve({ status: 0, received: 0, complete: false }));
+    });
+    assert.equal(outcome.status, 200);
+    assert.equal(outcome.complete, false, 'never a silently short response');
+    assert.ok(outcome.received < 100_000);
+    assert.equal((await request(`${gw.http}/strip/after-reset`)).status, 200);
+  });
+});
+
+describe('clients that go away', () => {
+  test('a client aborting mid-body leaves no upstream connection open', async () => {
+    const socket = net.connect(portOf(gw.http), '127.0.0.1');
+    await new Promise((r) => socket.once('connect', r));
+    socket.write(`POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: ${FIVE_MB}\r\n\r\n`);
+    socket.write(Buffer.alloc(256 * 1024, 'z'));
+    await waitFor(() => sink.open > 0, 'the upstream to get the request');
+    socket.destroy();
+    await waitFor(() => sink.open === 0, 'the upstream connection to close after the client left');
+  });
+
+  test('a client aborting mid-response leaves no upstream connection open', async () => {
+    await new Promise<void>((resolve, reject) => {
+      const req = http.get(`${gw.http}/stream`, { agent: false }, (res) => {
+        res.once('data', () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on('error', (err) => (err.message.includes('aborted') || (err as NodeJS.ErrnoException).code === 'ECONNRESET' ? undefined : reject(err)));
+    });
+    await waitFor(() => streaming.open === 0, 'the streaming upstream connection to close');
+    assert.ok(streaming.accepted >= 1);
+  });
+});
+
+describe('https upstream', () => {
+  test('proxies over TLS to the service (self-signed accepted unless tls_verify)', async () => {
+    const reply = await request(`${gw.http}/tls/x`);
+    assert.equal(reply.status, 200, reply.text);
+    const seen = reply.json();
+    assert.equal(seen.encrypted, true);
+    assert.equal(seen.path, '/in/x');
+    assert.equal(seen.host, `127.0.0.1:${(secure.address() as AddressInfo).port}`);
+  });
+});
+
+describe("the gateway's own answers", () => {
+  test('404 no route, JSON, with a request id', async () => {
+    const reply = await request(`${gw.http}/nothing-here`);
+    assert.equal(reply.status, 404);
+    assert.match(String(reply.headers['content-type']), /^application\/json/);
+    const body = reply.json();
+    assert.equal(body.message, 'no Route matched with those values');
+    assert.equal(body.request_id, reply.headers['x-kong-request-id']);
+  });
+
+  test('HEAD: proxied with the upstream headers and no body; a HEAD 404 has no body either', async () => {
+    const proxied = await rawRequest(portOf(gw.http), ['HEAD /custom/plain HTTP/1.1', 'Host: x']);
+    assert.equal(proxied.status, 200);
+    assert.equal(proxied.headers['content-length'], '5');
+    assert.equal(proxied.body, '');
+    const missing = await rawRequest(portOf(gw.http), ['HEAD /nothing-here HTTP/1.1', 'Host: x']);
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body, '');
+  });
+
+  test('TRACE is refused with 405', async () => {
+    const reply = await request(`${gw.http}/strip/x`, { method: 'TRACE' });
+    assert.equal(reply.status, 405);
+    assert.equal(reply.json().message, 'Method not allowed');
+  });
+
+  test('an https-only route over http: 426 with Upgrade, or the configured redirect keeping path and query', async () => {
+    const refused = await request(`${gw.http}/secure/a?b=1`);
+    assert.equal(refused.status, 426);
+    assert.equal(refused.json().message, 'Please use HTTPS protocol');
+    assert.equal(refused.headers.upgrade, 'TLS/1.2, HTTP/1.1');
+    assert.match(String(refused.headers.connection), /upgrade/i);
+
+    const redirected = await request(`${gw.http}/redir/a?b=1`, { headers: { host: 'api.example:8000' } });
+    assert.equal(redirected.status, 308);
+    assert.equal(redirected.headers.location, 'https://api.example/redir/a?b=1');
+
+    const overTls = await request(`${gw.https}/secure/a?b=1`);
+    assert.equal(overTls.status, 200);
+    assert.equal(overTls.json().headers['x-forwarded-proto'], 'https');
+  });
+
+  test('a route without a service: 503 no Service found', async () => {
+    const reply = await request(`${gw.http}/nosvc`);
+    assert.equal(reply.status, 503);
+    assert.equal(reply.json().message, 'no Service found with those values');
+  });
+
+  test('garbage on the proxy port gets 400 and the gateway keeps serving', async () => {
+    const raw = await rawExchange(portOf(gw.http), 'THIS IS NOT HTTP\r\n\r\n');
+    assert.match(raw, /^HTTP\/1\.1 400 /);
+    assert.equal((await request(`${gw.http}/strip/x`)).status, 200);
+  });
+});

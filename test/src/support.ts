@@ -1,0 +1,159 @@
+/**
+ * Helpers shared by the core's tests: raw HTTP/1.1 over a socket (for bytes Node's client will not send),
+ * upstreams that count their open connections, waiting for a condition, and a gateway started with a
+ * test-only plugin registry.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import http, { type IncomingHttpHeaders } from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import type { PluginRegistry } from '../../src/config/load.ts';
+import { Gateway } from '../../src/gateway.ts';
+import { tempDir } from '../helpers/gateway.ts';
+
+export interface RawReply {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  /** Everything the server sent, as text. */
+  raw: string;
+}
+
+/** Sends `bytes` on a fresh connection and reads until the server closes it (or `idleMs` of silence). */
+export function rawExchange(port: number, bytes: string | Buffer, idleMs = 1500): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.setTimeout(idleMs, () => socket.destroy());
+    socket.on('data', (c) => chunks.push(c));
+    socket.on('error', (err) => (chunks.length ? undefined : reject(err)));
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')));
+    socket.write(bytes);
+  });
+}
+
+export function parseRaw(raw: string): RawReply {
+  const end = raw.indexOf('\r\n\r\n');
+  const head = end === -1 ? raw : raw.slice(0, end);
+  const [statusLine, ...lines] = head.split('\r\n');
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  return { status: Number(statusLine.split(' ')[1]), headers, body: end === -1 ? '' : raw.slice(end + 4), raw };
+}
+
+/** One raw request with `Connection: close` added; the reply parsed. */
+export async function rawRequest(port: number, head: string[], body = ''): Promise<RawReply> {
+  const lines = [...head];
+  if (!lines.some((l) => /^connection:/i.test(l))) lines.push('Connection: close');
+  return parseRaw(await rawExchange(port, lines.join('\r\n') + '\r\n\r\n' + body));
+}
+
+export function portOf(url: string): number {
+  return Number(new URL(url).port);
+}
+
+/** Polls `condition` until it holds; fails after `timeoutMs` with `what`. */
+export async function waitFor(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+export interface CountingServer {
+  url: string;
+  port: number;
+  server: http.Server;
+  /** Connections open right now. */
+  readonly open: number;
+  /** Connections ever accepted. */
+  readonly accepted: number;
+  close(): Promise<void>;
+}
+
+/** An HTTP upstream that counts its connections (to prove the gateway leaves none behind). */
+export async function countingUpstream(handler: http.RequestListener): Promise<CountingServer> {
+  const server = http.createServer(handler);
+  let open = 0;
+  let accepted = 0;
+  server.on('connection', (socket) => {
+    open++;
+    accepted++;
+    socket.once('close', () => open--);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    server,
+    get open() {
+      return open;
+    },
+    get accepted() {
+      return accepted;
+    },
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** A loopback port nobody listens on (bound, then released). */
+export async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+export interface RegistryGateway {
+  gateway: Gateway;
+  http: string;
+  admin: string;
+  dataDir: string;
+  configFile: string;
+  /** Rewrites the file and reloads it. */
+  reload(config: Record<string, any>): Promise<boolean>;
+  stop(): Promise<void>;
+}
+
+/** A gateway on a plain listener and an admin listener, with the plugins of `registry` only. */
+export async function startWithRegistry(config: Record<string, any>, registry: PluginRegistry): Promise<RegistryGateway> {
+  const dataDir = tempDir();
+  const configFile = join(mkdtempSync(join(tmpdir(), 'tollgate-config-')), 'gateway.yaml');
+  const write = (c: Record<string, any>) =>
+    writeFileSync(
+      configFile,
+      stringify({
+        _format_version: '3.0',
+        ...c,
+        gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'silent', data_dir: dataDir, ...c.gateway },
+      }),
+    );
+  write(config);
+  const gateway = await Gateway.start(configFile, { registry });
+  return {
+    gateway,
+    http: gateway.proxyListeners[0].url,
+    admin: gateway.adminListeners[0].url,
+    dataDir,
+    configFile,
+    async reload(next) {
+      write(next);
+      return (await gateway.reload()).ok;
+    },
+    stop: () => gateway.stop(),
+  };
+}
+
+export type { IncomingHttpHeaders };
