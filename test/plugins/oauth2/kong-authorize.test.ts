@@ -293,6 +293,30 @@ describe('Kong §7.2 authorization endpoint: code grant', () => {
     assert.equal(redirectOf(res), `${GOOGLE}?error=unsupported_response_type&error_description=Invalid%20response_type`);
   });
 
+  for (const clientId of [true, '', 123, ['clientid123', 'clientid456'], { id: 'clientid123' }]) {
+    it(`AZ34 client_id ${JSON.stringify(clientId)} is a clean invalid_client (Kong #4728, #6311)`, async () => {
+      const res = await fx.client.authorize({ ...VALID, client_id: clientId });
+      assertOAuthError(res, 400, 'invalid_client', 'Invalid client authentication');
+    });
+  }
+
+  it('AZ35 a scope that is not a string', async () => {
+    const res = await fx.client.authorize({ ...VALID, scope: ['email'] });
+    assert.equal(res.status, 400);
+    assert.equal(redirectOf(res), `${GOOGLE}?error=invalid_scope&error_description=scope%20must%20be%20a%20string`);
+  });
+
+  it('AZ36 a provision_key that is not a string', async () => {
+    assertOAuthError(await fx.client.authorize({ ...VALID, provision_key: [PROVISION_KEY] }), 400, 'invalid_provision_key', 'Invalid provision_key');
+  });
+
+  it('AZ37 a JSON body that is not an object', async () => {
+    for (const raw of ['[1,2]', 'null', '"text"']) {
+      const res = await fx.client.send('/oauth2/authorize', { body: { raw, contentType: 'application/json' } });
+      assert.equal(res.status, 400, `${raw}: ${res.text}`);
+    }
+  });
+
   it('AZ32 malformed JSON body is a clean 400', async () => {
     const res = await fx.client.send('/oauth2/authorize', { body: { raw: '{"provision_key": ', contentType: 'application/json' } });
     assert.equal(res.status, 400, res.text);

@@ -289,6 +289,46 @@ describe('Kong §7.6 token endpoint: authorization_code', () => {
     });
   });
 
+  describe('malformed input is a clean 4xx (Kong #3205, #4728, #6311)', () => {
+    it('AC48 a malformed JSON body', async () => {
+      const res = await fx.client.send('/oauth2/token', { body: { raw: '{"grant_type": "authorization_code"', contentType: 'application/json' } });
+      assert.equal(res.status, 400, res.text);
+    });
+
+    for (const clientId of [true, ['clientid123'], { a: 1 }]) {
+      it(`AC49 client_id ${JSON.stringify(clientId)}`, async () => {
+        const code = await fx.client.provisionCode();
+        const res = await fx.client.token({ code, client_id: clientId, client_secret: 'secret123', ...GRANT });
+        assertOAuthError(res, 400, 'invalid_client', 'Invalid client authentication');
+      });
+    }
+
+    for (const code of [123, ['x'], { code: 'x' }, null]) {
+      it(`AC50 code ${JSON.stringify(code)}`, async () => {
+        const res = await fx.client.token({ code, ...SECRET, ...GRANT });
+        assert.equal(res.status, 400, res.text);
+        assert.ok(['invalid_request', 'invalid_grant'].includes(res.json().error), res.text);
+      });
+    }
+
+    it('AC51 a client_secret that is not a string', async () => {
+      const code = await fx.client.provisionCode();
+      const res = await fx.client.token({ code, client_id: 'clientid123', client_secret: ['secret123'], ...GRANT });
+      assertOAuthError(res, 400, 'invalid_client', 'Invalid client authentication');
+    });
+
+    it('AC52 a refresh_token that is not a string', async () => {
+      const res = await fx.client.token({ ...SECRET, refresh_token: { token: 'x' }, grant_type: 'refresh_token' });
+      assert.equal(res.status, 400, res.text);
+      assert.ok(['invalid_request', 'invalid_grant'].includes(res.json().error), res.text);
+    });
+
+    it('AC53 an oversized body is refused', async () => {
+      const res = await fx.client.send('/oauth2/token', { body: { form: { ...SECRET, ...GRANT, code: 'x'.repeat(20 * 1024 * 1024) } } });
+      assert.ok(res.status === 413 || res.status === 400, `${res.status} ${res.text.slice(0, 200)}`);
+    });
+  });
+
   it('AC46 a form-encoded exchange (RFC 6749 §4.1.3)', async () => {
     const code = await fx.client.provisionCode();
     const res = await fx.client.send('/oauth2/token', { body: { form: { code, ...SECRET, ...GRANT } } });
