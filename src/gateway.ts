@@ -18,7 +18,9 @@ import { Metrics } from './metrics.ts';
 import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
 import type { ConfigView, PluginRuntime } from './pipeline/plugin-api.ts';
 import { bundledPlugins } from './plugins.ts';
+import { GrpcProxy } from './proxy/grpc.ts';
 import { HttpEngine } from './proxy/http-engine.ts';
+import { WebSocketProxy } from './proxy/websocket.ts';
 import { Snapshot } from './runtime.ts';
 import { LevelStore } from './store/level.ts';
 import { loadTlsMaterial } from './tls.ts';
@@ -46,8 +48,6 @@ export class Gateway {
   private snapshot!: Snapshot;
   private readonly runtimes = new Map<string, PluginRuntime>();
   private draining = false;
-  private connectionsActive = 0;
-  private connectionsAccepted = 0;
   private sweeper: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
   private nodeId = '';
@@ -65,6 +65,16 @@ export class Gateway {
   ) {
     this.engine = new HttpEngine({ poolSize: config.gateway.upstream_keepalive_pool_size, idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout });
     this.lifecycle = new Lifecycle(() => this.snapshot, this.engine, this.metrics, log);
+    const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
+    const websocket = new WebSocketProxy();
+    this.lifecycle.protocols = {
+      grpc: (ctx, match, headers, done) => grpc.proxy(ctx, match, headers, done),
+      upgrade: (ctx, match, socket, head, headers, done) => websocket.proxy(ctx, match, socket, head, headers, done),
+      close: () => {
+        grpc.close();
+        websocket.close();
+      },
+    };
     this.lifecycle.accessLog = config.gateway.access_log;
   }
 
@@ -130,14 +140,11 @@ export class Gateway {
     const limits = { maxHeaderSize: gateway.max_header_size, clientTimeout: gateway.client_timeout };
     const events = {
       opened: () => {
-        this.connectionsActive++;
-        this.connectionsAccepted++;
-        this.metrics.connectionsActive.inc();
-        this.metrics.connectionsAccepted.inc();
+        this.metrics.connectionsActive++;
+        this.metrics.connectionsAccepted++;
       },
       closed: () => {
-        this.connectionsActive--;
-        this.metrics.connectionsActive.dec();
+        this.metrics.connectionsActive--;
       },
     };
     for (const spec of proxySpecs) {
@@ -181,7 +188,7 @@ export class Gateway {
       runtimes: this.runtimes,
       nodeId: this.nodeId,
       ready: () => !this.draining,
-      connections: () => ({ active: this.connectionsActive, accepted: this.connectionsAccepted }),
+      connections: () => ({ active: this.metrics.connectionsActive, accepted: this.metrics.connectionsAccepted }),
       totalRequests: () => this.lifecycle.stats.totalRequests,
     };
   }
@@ -232,6 +239,7 @@ export class Gateway {
       }
     }
     this.engine.close();
+    this.lifecycle.protocols.close?.();
     await this.store.close();
     this.log.flush();
   }

@@ -1,54 +1,96 @@
 /**
- * Prometheus metrics for GET /metrics: requests by route/service/status, latency histograms, and
- * connections. Label children are cached so a request costs a map lookup, not label hashing.
+ * Prometheus metrics for GET /metrics: requests by route/service/status code, latency histograms,
+ * and connections; plus prom-client's process metrics.
+ *
+ * The per-request series are kept here rather than in prom-client because prom-client hashes the
+ * label set on every observation (even through `labels()` children): a series lookup here is one Map
+ * get per request, and the text is rendered only when scraped.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 
 const LATENCY_BUCKETS_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000];
 
+class Histogram {
+  readonly counts = new Float64Array(LATENCY_BUCKETS_MS.length);
+  sum = 0;
+  count = 0;
+
+  observe(value: number): void {
+    this.sum += value;
+    this.count++;
+    for (let i = 0; i < LATENCY_BUCKETS_MS.length; i++) {
+      if (value <= LATENCY_BUCKETS_MS[i]) {
+        this.counts[i]++;
+        return;
+      }
+    }
+  }
+
+  render(name: string, labels: string, out: string[]): void {
+    let cumulative = 0;
+    for (let i = 0; i < LATENCY_BUCKETS_MS.length; i++) {
+      cumulative += this.counts[i];
+      out.push(`${name}_bucket{${labels},le="${LATENCY_BUCKETS_MS[i]}"} ${cumulative}`);
+    }
+    out.push(`${name}_bucket{${labels},le="+Inf"} ${this.count}`, `${name}_sum{${labels}} ${this.sum}`, `${name}_count{${labels}} ${this.count}`);
+  }
+}
+
+interface Series {
+  labels: string;
+  codes: Map<number, number>;
+  latency: Histogram;
+  upstream: Histogram;
+}
+
+function labelValue(v: string): string {
+  return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}
+
 export class Metrics {
-  readonly registry = new Registry();
-  private readonly requests = new Counter({
-    name: 'tollgate_http_requests_total',
-    help: 'HTTP requests by route, service and status code',
-    labelNames: ['route', 'service', 'code'] as const,
-    registers: [this.registry],
-  });
-  private readonly latency = new Histogram({
-    name: 'tollgate_request_latency_ms',
-    help: 'Time from the first byte of the request to the end of the response, in ms',
-    labelNames: ['route', 'service'] as const,
-    buckets: LATENCY_BUCKETS_MS,
-    registers: [this.registry],
-  });
-  private readonly upstreamLatency = new Histogram({
-    name: 'tollgate_upstream_latency_ms',
-    help: 'Time the upstream took to send the first byte of its response, in ms',
-    labelNames: ['route', 'service'] as const,
-    buckets: LATENCY_BUCKETS_MS,
-    registers: [this.registry],
-  });
-  readonly connectionsActive = new Gauge({ name: 'tollgate_connections_active', help: 'Open downstream connections', registers: [this.registry] });
-  readonly connectionsAccepted = new Counter({ name: 'tollgate_connections_accepted_total', help: 'Accepted downstream connections', registers: [this.registry] });
-  private readonly children = new Map<string, { count: Counter; latency: Histogram; upstream: Histogram }>();
+  private readonly processRegistry = new Registry();
+  private readonly series = new Map<string, Series>();
+  connectionsActive = 0;
+  connectionsAccepted = 0;
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'tollgate_' });
+    collectDefaultMetrics({ register: this.processRegistry, prefix: 'tollgate_' });
+  }
+
+  get contentType(): string {
+    return this.processRegistry.contentType;
   }
 
   observe(route: string, service: string, code: number, latencyMs: number, upstreamMs: number | undefined): void {
-    const key = `${route}\u0000${service}\u0000${code}`;
-    let child = this.children.get(key);
-    if (!child) {
-      child = {
-        count: this.requests.labels(route, service, String(code)) as unknown as Counter,
-        latency: this.latency.labels(route, service) as unknown as Histogram,
-        upstream: this.upstreamLatency.labels(route, service) as unknown as Histogram,
-      };
-      this.children.set(key, child);
+    const key = route + '\u0000' + service;
+    let s = this.series.get(key);
+    if (!s) {
+      s = { labels: `route="${labelValue(route)}",service="${labelValue(service)}"`, codes: new Map(), latency: new Histogram(), upstream: new Histogram() };
+      this.series.set(key, s);
     }
-    child.count.inc();
-    child.latency.observe(latencyMs);
-    if (upstreamMs !== undefined) child.upstream.observe(upstreamMs);
+    s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
+    s.latency.observe(latencyMs);
+    if (upstreamMs !== undefined) s.upstream.observe(upstreamMs);
+  }
+
+  async render(): Promise<string> {
+    const out: string[] = [
+      '# HELP tollgate_http_requests_total HTTP requests by route, service and status code',
+      '# TYPE tollgate_http_requests_total counter',
+    ];
+    for (const s of this.series.values()) for (const [code, n] of s.codes) out.push(`tollgate_http_requests_total{${s.labels},code="${code}"} ${n}`);
+    out.push('# HELP tollgate_request_latency_ms Time from the first byte of the request to the end of the response, in ms', '# TYPE tollgate_request_latency_ms histogram');
+    for (const s of this.series.values()) s.latency.render('tollgate_request_latency_ms', s.labels, out);
+    out.push('# HELP tollgate_upstream_latency_ms Time the upstream took to send the first byte of its response, in ms', '# TYPE tollgate_upstream_latency_ms histogram');
+    for (const s of this.series.values()) if (s.upstream.count > 0) s.upstream.render('tollgate_upstream_latency_ms', s.labels, out);
+    out.push(
+      '# HELP tollgate_connections_active Open downstream connections',
+      '# TYPE tollgate_connections_active gauge',
+      `tollgate_connections_active ${this.connectionsActive}`,
+      '# HELP tollgate_connections_accepted_total Accepted downstream connections',
+      '# TYPE tollgate_connections_accepted_total counter',
+      `tollgate_connections_accepted_total ${this.connectionsAccepted}`,
+    );
+    return out.join('\n') + '\n' + (await this.processRegistry.metrics());
   }
 }

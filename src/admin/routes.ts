@@ -61,7 +61,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     {
       method: 'GET',
       path: '/metrics',
-      handler: async () => ({ status: 200, body: await state.metrics.registry.metrics(), headers: { 'content-type': state.metrics.registry.contentType } }),
+      handler: async () => ({ status: 200, body: await state.metrics.render(), headers: { 'content-type': state.metrics.contentType } }),
     },
     { method: 'GET', path: '/services', handler: (req) => page(cfg().services, req, '/services') },
     { method: 'GET', path: '/services/:id', handler: (req) => ({ status: 200, body: byIdOrName(cfg().services, req.params.id, 'name') }) },
