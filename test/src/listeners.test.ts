@@ -1,0 +1,213 @@
+/**
+ * Listeners: TLS with ALPN h2 + http/1.1 on one port, plaintext h2c prior knowledge + HTTP/1.1 on one
+ * port, the self-signed certificate generated once and reused, a configured certificate, and bad bytes
+ * that get a 400 without hurting the process.
+ */
+import assert from 'node:assert/strict';
+import { createHash, randomBytes, X509Certificate } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import http2 from 'node:http2';
+import net from 'node:net';
+import { join } from 'node:path';
+import tls from 'node:tls';
+import { after, before, test } from 'node:test';
+import selfsigned from 'selfsigned';
+import { request, startGateway, startUpstream, tempDir, type TestGateway, type Upstream } from '../helpers/gateway.ts';
+import { portOf, rawExchange } from './support.ts';
+
+let gw: TestGateway;
+let echo: Upstream;
+let hasher: Upstream;
+
+before(async () => {
+  echo = await startUpstream();
+  hasher = await startUpstream((req, res) => {
+    const hash = createHash('sha256');
+    req.on('data', (c) => hash.update(c));
+    req.on('end', () => res.end(hash.digest('hex')));
+  });
+  gw = await startGateway({
+    services: [
+      { name: 'echo', url: echo.url, routes: [{ name: 'any', paths: ['/echo'] }, { name: 'by-host', hosts: ['api.example'], paths: ['/hosted'] }] },
+      { name: 'hasher', url: hasher.url, routes: [{ paths: ['/hash'] }] },
+    ],
+  });
+});
+
+after(async () => {
+  await gw?.stop();
+  await echo?.close();
+  await hasher?.close();
+});
+
+interface H2Reply {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+function h2Request(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body?: Buffer): Promise<H2Reply> {
+  return new Promise((resolve, reject) => {
+    const stream = session.request(headers, { endStream: body === undefined });
+    const chunks: Buffer[] = [];
+    let responseHeaders: http2.IncomingHttpHeaders = {};
+    stream.on('response', (h) => (responseHeaders = h));
+    stream.on('data', (c) => chunks.push(c));
+    stream.on('end', () => resolve({ status: Number(responseHeaders[':status']), headers: responseHeaders, body: Buffer.concat(chunks) }));
+    stream.on('error', reject);
+    if (body !== undefined) stream.end(body);
+  });
+}
+
+function connectH2(url: string): Promise<http2.ClientHttp2Session> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(url, { rejectUnauthorized: false });
+    session.once('connect', () => resolve(session));
+    session.once('error', reject);
+  });
+}
+
+function alpn(port: number, protocols: string[]): Promise<string | false> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, ALPNProtocols: protocols, rejectUnauthorized: false }, () => {
+      resolve(socket.alpnProtocol ?? false);
+      socket.destroy();
+    });
+    socket.on('error', reject);
+  });
+}
+
+function peerCertificate(port: number): Promise<{ fingerprint256: string; raw: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
+      const cert = socket.getPeerCertificate();
+      resolve({ fingerprint256: cert.fingerprint256, raw: cert.raw });
+      socket.destroy();
+    });
+    socket.on('error', reject);
+  });
+}
+
+test('the TLS port negotiates h2 and http/1.1 by ALPN and serves both', async () => {
+  const port = portOf(gw.https);
+  assert.equal(await alpn(port, ['h2', 'http/1.1']), 'h2');
+  assert.equal(await alpn(port, ['http/1.1']), 'http/1.1');
+
+  const session = await connectH2(gw.https);
+  try {
+    const reply = await h2Request(session, { ':method': 'GET', ':path': '/echo/a?x=1' });
+    assert.equal(reply.status, 200);
+    const seen = JSON.parse(reply.body.toString());
+    assert.equal(seen.path, '/a');
+    assert.equal(seen.query, 'x=1');
+    assert.equal(seen.headers['x-forwarded-proto'], 'https');
+    assert.equal(seen.headers.via, '2 tollgate/0.1.0', 'Via names the downstream HTTP version');
+    assert.equal(seen.headers[':authority'], undefined, 'no pseudo-headers upstream');
+  } finally {
+    session.close();
+  }
+
+  const http1 = await request(`${gw.https}/echo/b`);
+  assert.equal(http1.status, 200);
+  assert.equal(http1.json().headers.via, '1.1 tollgate/0.1.0');
+});
+
+test('over h2, :authority is the host routes match on', async () => {
+  const session = await connectH2(gw.https);
+  try {
+    const hosted = await h2Request(session, { ':method': 'GET', ':path': '/hosted', ':authority': 'api.example' });
+    assert.equal(hosted.status, 200);
+    assert.equal(JSON.parse(hosted.body.toString()).headers['x-forwarded-host'], 'api.example');
+    const other = await h2Request(session, { ':method': 'GET', ':path': '/hosted', ':authority': 'other.example' });
+    assert.equal(other.status, 404);
+  } finally {
+    session.close();
+  }
+});
+
+test('the plaintext http2 port speaks h2c with prior knowledge and HTTP/1.1', async () => {
+  const session = await connectH2(gw.h2c);
+  try {
+    const body = randomBytes(1024 * 1024 + 3);
+    const [get, post] = await Promise.all([
+      h2Request(session, { ':method': 'GET', ':path': '/echo/c' }),
+      h2Request(session, { ':method': 'POST', ':path': '/hash', 'content-type': 'application/octet-stream' }, body),
+    ]);
+    assert.equal(get.status, 200);
+    assert.equal(JSON.parse(get.body.toString()).headers['x-forwarded-proto'], 'http');
+    assert.equal(post.status, 200);
+    assert.equal(post.body.toString(), createHash('sha256').update(body).digest('hex'), 'a request body over h2c arrives intact');
+  } finally {
+    session.close();
+  }
+  const http1 = await request(`${gw.h2c}/echo/d`);
+  assert.equal(http1.status, 200);
+  assert.equal(http1.json().path, '/d');
+});
+
+test('bad bytes: 400 on HTTP/1.1 ports, a closed connection for a broken h2 session, and the process keeps serving', async () => {
+  for (const url of [gw.http, gw.h2c]) {
+    const raw = await rawExchange(portOf(url), 'GARBAGE\r\n\r\n');
+    assert.match(raw, /^HTTP\/1\.1 400 /, url);
+    const badHeader = await rawExchange(portOf(url), 'GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n');
+    assert.match(badHeader, /^HTTP\/1\.1 400 /, url);
+  }
+  // TLS port: a garbage TLS handshake is dropped.
+  const tlsGarbage = await rawExchange(portOf(gw.https), 'NOT A TLS HELLO\r\n\r\n');
+  assert.doesNotMatch(tlsGarbage, /^HTTP/);
+  // h2c: the preface followed by junk frames ends that session only.
+  await rawExchange(portOf(gw.h2c), Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), randomBytes(64)]));
+  // A connection that closes in the middle of the preface.
+  await new Promise<void>((resolve) => {
+    const s = net.connect(portOf(gw.h2c), '127.0.0.1', () => s.end('PRI * HT'));
+    s.on('close', () => resolve());
+    s.on('error', () => resolve());
+    s.resume();
+  });
+  for (const url of [gw.http, gw.https, gw.h2c]) assert.equal((await request(`${url}/echo/alive`)).status, 200, url);
+});
+
+test('without a configured certificate, a self-signed one for localhost/127.0.0.1 is generated once and reused', async () => {
+  const dataDir = tempDir();
+  const config = { services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/echo'] }] }] };
+  const first = await startGateway(config, { dataDir });
+  let fingerprint: string;
+  try {
+    fingerprint = (await peerCertificate(portOf(first.https))).fingerprint256;
+  } finally {
+    await first.stop();
+  }
+  const certFile = join(dataDir, 'tls', 'gateway.crt');
+  assert.ok(existsSync(certFile));
+  assert.ok(existsSync(join(dataDir, 'tls', 'gateway.key')));
+  const cert = new X509Certificate(readFileSync(certFile));
+  assert.equal(cert.checkHost('localhost'), 'localhost');
+  assert.equal(cert.checkIP('127.0.0.1'), '127.0.0.1');
+  assert.equal(cert.fingerprint256, fingerprint, 'the file is what the listener served');
+
+  const second = await startGateway(config, { dataDir });
+  try {
+    assert.equal((await peerCertificate(portOf(second.https))).fingerprint256, fingerprint, 'the same certificate after a restart');
+  } finally {
+    await second.stop();
+  }
+});
+
+test('a configured PEM pair is served instead', async () => {
+  const dir = tempDir();
+  const pems = await selfsigned.generate([{ name: 'commonName', value: 'configured.example' }], { keyType: 'ec', curve: 'P-256', algorithm: 'sha256' } as never);
+  writeFileSync(join(dir, 'my.crt'), pems.cert);
+  writeFileSync(join(dir, 'my.key'), pems.private);
+  const configured = await startGateway({
+    gateway: { proxy_listen: ['127.0.0.1:0 ssl http2'], ssl_cert: join(dir, 'my.crt'), ssl_cert_key: join(dir, 'my.key') },
+    services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/echo'] }] }],
+  });
+  try {
+    const served = await peerCertificate(portOf(configured.http));
+    assert.equal(served.fingerprint256, new X509Certificate(pems.cert).fingerprint256);
+    assert.equal(existsSync(join(configured.dataDir, 'tls')), false, 'nothing generated');
+    assert.equal((await request(`${configured.http}/echo/x`)).status, 200);
+  } finally {
+    await configured.stop();
+  }
+});
