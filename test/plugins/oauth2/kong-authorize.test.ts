@@ -46,7 +46,7 @@ describe('Kong §7.2 authorization endpoint: code grant', () => {
     assertNoCache(res);
   });
 
-  it('AZ02 gRPC without credentials', { skip: 'optional in Kong (needs a gRPC upstream); gRPC auth is covered by the proxy suites' }, () => {});
+  // AZ02 (a gRPC call without credentials) is in kong-proxy.test.ts, with the gRPC upstream.
 
   it('AZ03 provision_key only: missing authenticated_userid', async () => {
     const res = await fx.client.authorize({ provision_key: PROVISION_KEY });

@@ -35,7 +35,12 @@ const BASE = {
   token_expiration: 5,
   enable_implicit_grant: true,
 };
-const S3 = { scopes: ['email', 'profile', 'user.email'] };
+export const S3 = { scopes: ['email', 'profile', 'user.email'] };
+
+/** An oauth2 plugin entry: Kong's blueprint config with `overrides`. */
+export function oauth2Plugin(overrides: Record<string, unknown>) {
+  return { name: 'oauth2', config: { ...BASE, ...overrides } };
+}
 const GLOBAL = { ...S3, global_credentials: true };
 
 /** Effective plugin config per route host (Kong deep-merges arrays index by index: hence scope18 + profile). */
@@ -111,7 +116,7 @@ export function kongConfig(upstreamUrl: string): Record<string, any> {
         name: `route-${name}`,
         ...match,
         protocols: ['http', 'https'],
-        plugins: [{ name: 'oauth2', config: { ...BASE, ...overrides } }],
+        plugins: [oauth2Plugin(overrides)],
       },
     ],
   });
