@@ -96,12 +96,14 @@ describe('Kong §7.16 KDF', () => {
     });
     const implicitToken = new URLSearchParams(new URL(implicit.json().redirect_uri).hash.slice(1)).get('access_token')!;
     const plainSecret = 'secret123';
+    const publicClientId = (await admin(gw, 'GET', '/oauth2/clientid11211')).json().id as string;
     const secrets = [pendingCode, codeGrant.access_token, codeGrant.refresh_token, implicitToken, plainSecret, verifier];
 
     await gw.stop();
     stopped = true;
     const stored = await everythingStoredUnder(gw.dataDir);
-    assert.ok(stored.entries > 0, 'the store holds the issued tokens');
+    // Positive control: the scan does see the token rows (they name their credential).
+    assert.ok(stored.entries > 0 && stored.text.includes(publicClientId), 'the scan reads the stored token rows');
     for (const secret of secrets) {
       assert.ok(!stored.text.includes(secret), `a plain secret is stored: ${secret.slice(0, 6)}…`);
       assert.ok(!stored.raw.includes(Buffer.from(secret)), `a plain secret is in the data files: ${secret.slice(0, 6)}…`);
