@@ -32,6 +32,13 @@ export class ResponseDownstream implements Downstream {
   send(answer: Answer, headOnly: boolean): void {
     const res = this.res as ServerResponse;
     if (res.headersSent || res.destroyed) return;
+    const stream = (this.res as Http2ServerResponse).stream;
+    if (stream && (headOnly || answer.body.length === 0)) {
+      // One HEADERS frame with END_STREAM: for gRPC this is the trailers-only response whose
+      // grpc-status and grpc-message clients read (headers + an empty DATA frame would lose them).
+      if (!stream.destroyed) stream.respond({ ...answer.headers, ':status': answer.status }, { endStream: true });
+      return;
+    }
     res.writeHead(answer.status, answer.headers);
     res.end(headOnly ? undefined : answer.body);
   }
@@ -120,6 +127,8 @@ export class Context implements RequestContext {
   ran: RanPlugin[] | undefined;
   /** The log phase ran. */
   logged = false;
+  /** Aborts the upstream request, once one is under way. */
+  abortUpstream: (() => void) | undefined;
 
   // Facts the core keeps for the upstream request; not part of the plugin API.
   readonly match: RouteMatch;

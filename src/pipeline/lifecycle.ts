@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Route } from '../config/types.ts';
-import { buildUpstreamHeaders, downstreamHeaders, peerAddress } from '../proxy/headers.ts';
+import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders, peerAddress } from '../proxy/headers.ts';
 import { HttpEngine, type UpstreamFailure } from '../proxy/http-engine.ts';
 import { errorAnswer, grpcErrorAnswer, MESSAGES, bodyAnswer } from '../proxy/respond.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
@@ -33,6 +33,8 @@ export interface Stats {
 export interface ProtocolProxy {
   grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, done: () => void): void;
   upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, done: () => void): void;
+  /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
+  close?(): void;
 }
 
 const FAILURE_ANSWERS: Record<UpstreamFailure['kind'], [number, string]> = {
@@ -58,7 +60,11 @@ export class Lifecycle {
     const downstream = new ResponseDownstream(res);
     const ctx = this.begin(req, res, downstream, listener, false);
     if (!ctx) return;
-    res.once('close', () => this.finish(ctx));
+    res.once('close', () => {
+      // A client that goes away aborts the upstream request: no socket or memory left behind.
+      if (!res.writableFinished) ctx.abortUpstream?.();
+      this.finish(ctx);
+    });
     this.runAccess(ctx).then(
       () => this.afterAccess(ctx, req, res, listener),
       (err) => this.failed(ctx, err),
@@ -226,10 +232,7 @@ export class Lifecycle {
           ctx.upstreamLatency = Math.round(now - sentAt);
           const status = upstream.statusCode ?? 502;
           const out = downstreamHeaders(upstream.headers, ctx.headers.te, false);
-          for (const { runtime, plugin } of ctx.ran ?? []) runtime.response?.(ctx, plugin.config, { status, headers: out });
-          out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
-          out['x-kong-proxy-latency'] = String(Math.round(sentAt - ctx.startedAt));
-          out['x-kong-request-id'] = ctx.id;
+          finishResponseHeaders(ctx, status, out, sentAt);
           ctx.status = status;
           try {
             (res as ServerResponse).writeHead(status, out);
@@ -254,10 +257,7 @@ export class Lifecycle {
         },
       },
     );
-    // A client that goes away aborts the upstream request: no socket or memory left behind.
-    res.once('close', () => {
-      if (!res.writableFinished) handle.abort();
-    });
+    ctx.abortUpstream = handle.abort;
   }
 
   /** Streams without Content-Length (chunked) are counted as they flow. */

@@ -80,7 +80,7 @@ export class HttpEngine {
     };
     attempt(0);
     return {
-      abort() {
+      abort: () => {
         aborted = true;
         current?.destroy();
       },
@@ -142,7 +142,7 @@ export class HttpEngine {
       socket.once('close', () => clearTimeout(timer));
     });
     upstream.setTimeout(service.write_timeout, () => upstream.destroy(new TimeoutError('write or read timeout')));
-    upstream.on('finish', () => upstream.setTimeout(service.read_timeout));
+    if (service.read_timeout !== service.write_timeout) upstream.on('finish', () => upstream.setTimeout(service.read_timeout));
     upstream.on('response', (res) => {
       if (settled) return res.resume();
       settled = true;
