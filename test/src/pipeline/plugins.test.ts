@@ -1,0 +1,302 @@
+/**
+ * The plugin pipeline with a test-only registry: Kong's scoping and precedence (global, service, route,
+ * consumer and their combinations), the lazy consumer lookup, priority order and ties, the response and
+ * log phases, plugins answering on routes without a service, errors thrown by plugins, body rewriting,
+ * plugin config validation, admin routes, and configure() on reload.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { ConfigLoadError, Gateway } from '../../../src/gateway.ts';
+import { HttpError, type PluginDefinition, type RequestContext } from '../../../src/pipeline/plugin-api.ts';
+import { request, startUpstream, type Upstream } from '../../helpers/gateway.ts';
+import { startWithRegistry, waitFor, type RegistryGateway } from '../support.ts';
+
+const logged: string[] = [];
+const configuredInstances: number[] = [];
+
+/** Appends the plugin's name to the upstream `x-order` header, so the test sees which ran and in which order. */
+function recordOrder(ctx: RequestContext, name: string): void {
+  const order = ((ctx.shared.order as string[] | undefined) ??= []);
+  order.push(name);
+  ctx.setUpstreamHeader('x-order', order.join(','));
+}
+
+const valueSchema = { type: 'record' as const, fields: { value: { type: 'string' as const, required: true } } };
+
+function recorder(name: string, priority: number, header?: string): PluginDefinition<{ value: string }> {
+  return {
+    name,
+    version: '1.0.0',
+    priority,
+    configSchema: valueSchema,
+    create: () => ({
+      access(ctx, config) {
+        recordOrder(ctx, name);
+        if (header) ctx.setUpstreamHeader(header, config.value);
+      },
+    }),
+  };
+}
+
+const tag: PluginDefinition<{ value: string }> = {
+  name: 'tag',
+  version: '1.0.0',
+  priority: 1000,
+  configSchema: valueSchema,
+  create: () => ({
+    configure(view) {
+      configuredInstances.push(view.instances.length);
+    },
+    access(ctx, config) {
+      recordOrder(ctx, 'tag');
+      ctx.setUpstreamHeader('x-tag', config.value);
+    },
+    response(_ctx, config, response) {
+      response.headers['x-tag-seen'] = config.value;
+    },
+    log(ctx) {
+      logged.push(`${ctx.route.name}:${(ctx as unknown as { status: number }).status}`);
+    },
+    adminRoutes: [{ method: 'GET', path: '/tag-info/:what', handler: (req) => ({ status: 200, body: { what: req.params.what } }) }],
+  }),
+};
+
+const auth: PluginDefinition<Record<string, never>> = {
+  name: 'auth',
+  version: '1.0.0',
+  priority: 2000,
+  noConsumer: true,
+  configSchema: { type: 'record', fields: {} },
+  create: (api) => ({
+    access(ctx) {
+      recordOrder(ctx, 'auth');
+      const who = ctx.headers['x-consumer'];
+      if (typeof who !== 'string') return;
+      const consumer = api.consumers.find(who);
+      if (!consumer) throw new HttpError(401, 'unknown consumer');
+      ctx.consumer = consumer;
+    },
+  }),
+};
+
+const terminator: PluginDefinition<{ status: number; body: string }> = {
+  name: 'terminator',
+  version: '1.0.0',
+  priority: 50,
+  configSchema: { type: 'record', fields: { status: { type: 'integer', default: 200 }, body: { type: 'string', default: 'answered here' } } },
+  create: () => ({
+    access(ctx, config) {
+      ctx.respond(config.status, { message: config.body, order: ctx.shared.order });
+    },
+  }),
+};
+
+const boom: PluginDefinition<{ mode: string }> = {
+  name: 'boom',
+  version: '1.0.0',
+  priority: 40,
+  configSchema: { type: 'record', fields: { mode: { type: 'string', one_of: ['throw', 'http', 'async'], required: true } } },
+  create: () => ({
+    async access(_ctx, config) {
+      if (config.mode === 'http') throw new HttpError(403, 'nope', { 'x-why': 'test' });
+      if (config.mode === 'async') await Promise.reject(new Error('async failure'));
+      throw new Error('plugin bug');
+    },
+  }),
+};
+
+const shout: PluginDefinition<Record<string, never>> = {
+  name: 'shout',
+  version: '1.0.0',
+  priority: 30,
+  configSchema: { type: 'record', fields: {} },
+  create: () => ({
+    async access(ctx) {
+      const body = await ctx.readBody();
+      ctx.setUpstreamBody(Buffer.from(body.toString('utf8').toUpperCase()));
+    },
+  }),
+};
+
+const registry = new Map<string, PluginDefinition>(
+  [tag, auth, terminator, boom, shout, recorder('early', 3000, 'x-early'), recorder('tie-a', 100), recorder('tie-b', 100)].map((p) => [p.name, p as PluginDefinition]),
+);
+
+let echo: Upstream;
+let gw: RegistryGateway;
+
+function config(globalTag = 'global'): Record<string, any> {
+  return {
+    services: [
+      {
+        name: 's1',
+        url: echo.url,
+        routes: [
+          { name: 'rA', paths: ['/a'], plugins: [{ name: 'tag', config: { value: 'route' } }] },
+          { name: 'rB', paths: ['/b'] },
+          { name: 'rC', paths: ['/c'] },
+          { name: 'boom-throw', paths: ['/boom/throw'], plugins: [{ name: 'boom', config: { mode: 'throw' } }] },
+          { name: 'boom-http', paths: ['/boom/http'], plugins: [{ name: 'boom', config: { mode: 'http' } }] },
+          { name: 'boom-async', paths: ['/boom/async'], plugins: [{ name: 'boom', config: { mode: 'async' } }] },
+          { name: 'shout', paths: ['/shout'], plugins: [{ name: 'shout' }] },
+        ],
+        plugins: [{ name: 'tag', config: { value: 'service' } }],
+      },
+      { name: 's2', url: echo.url, routes: [{ name: 'rD', paths: ['/d'] }] },
+    ],
+    routes: [
+      { name: 'answered', paths: ['/answered'], plugins: [{ name: 'terminator', config: { status: 201 } }] },
+      { name: 'unanswered', paths: ['/unanswered'] },
+    ],
+    consumers: [
+      { username: 'alice', plugins: [{ name: 'tag', config: { value: 'consumer' } }, { name: 'early', config: { value: 'early-alice' } }] },
+      { username: 'bob' },
+      { username: 'carol' },
+    ],
+    plugins: [
+      { name: 'tag', config: { value: globalTag } },
+      { name: 'auth' },
+      { name: 'early', config: { value: 'early-global' } },
+      { name: 'tie-a', config: { value: 'a' } },
+      { name: 'tie-b', config: { value: 'b' } },
+      { name: 'tag', route: 'rB', service: 's1', config: { value: 'route+service' } },
+      { name: 'tag', route: 'rA', consumer: 'bob', config: { value: 'route+consumer' } },
+      { name: 'tag', service: 's1', consumer: 'carol', config: { value: 'service+consumer' } },
+      { name: 'tag', route: 'rB', service: 's1', consumer: 'carol', config: { value: 'route+service+consumer' } },
+    ],
+  };
+}
+
+before(async () => {
+  echo = await startUpstream();
+  gw = await startWithRegistry(config(), registry);
+});
+
+after(async () => {
+  await gw?.stop();
+  await echo?.close();
+});
+
+async function tagFor(path: string, consumer?: string): Promise<string> {
+  const reply = await request(gw.http + path, { headers: consumer ? { 'x-consumer': consumer } : {} });
+  assert.equal(reply.status, 200, reply.text);
+  return reply.json().headers['x-tag'];
+}
+
+test("one config per plugin, chosen by Kong's precedence", async () => {
+  const cases: [string, string | undefined, string][] = [
+    ['/a', undefined, 'route'],
+    ['/b', undefined, 'route+service'],
+    ['/c', undefined, 'service'],
+    ['/d', undefined, 'global'],
+    ['/d', 'alice', 'consumer'],
+    ['/a', 'alice', 'consumer'],
+    ['/a', 'bob', 'route+consumer'],
+    ['/c', 'carol', 'service+consumer'],
+    ['/a', 'carol', 'service+consumer'],
+    ['/b', 'carol', 'route+service+consumer'],
+    ['/b', 'bob', 'route+service'],
+    ['/d', 'carol', 'global'],
+  ];
+  for (const [path, consumer, expected] of cases) assert.equal(await tagFor(path, consumer), expected, `${path} as ${consumer ?? 'anonymous'}`);
+});
+
+test('plugins run by descending priority, ties by name descending; consumer configs only apply after the consumer is known', async () => {
+  const reply = await request(`${gw.http}/d`, { headers: { 'x-consumer': 'alice' } });
+  const h = reply.json().headers;
+  assert.equal(h['x-order'], 'early,auth,tag,tie-b,tie-a');
+  assert.equal(h['x-early'], 'early-global', 'early runs before auth identified alice');
+  assert.equal(h['x-tag'], 'consumer');
+});
+
+test('a plugin error answers the request: HttpError with its status, anything else 500', async () => {
+  const http = await request(`${gw.http}/boom/http`);
+  assert.equal(http.status, 403);
+  assert.equal(http.json().message, 'nope');
+  assert.equal(http.headers['x-why'], 'test');
+  for (const path of ['/boom/throw', '/boom/async']) {
+    const bug = await request(gw.http + path);
+    assert.equal(bug.status, 500, path);
+    assert.equal(bug.json().message, 'An unexpected error occurred');
+  }
+  const unknown = await request(`${gw.http}/d`, { headers: { 'x-consumer': 'mallory' } });
+  assert.equal(unknown.status, 401);
+  assert.equal((await request(`${gw.http}/d`)).status, 200, 'the gateway serves on');
+});
+
+test('a route without a service: a plugin may answer it; otherwise 503', async () => {
+  const answered = await request(`${gw.http}/answered`);
+  assert.equal(answered.status, 201);
+  assert.deepEqual(answered.json(), { message: 'answered here', order: ['early', 'auth', 'tag', 'tie-b', 'tie-a'] });
+  const unanswered = await request(`${gw.http}/unanswered`);
+  assert.equal(unanswered.status, 503);
+  assert.equal(unanswered.json().message, 'no Service found with those values');
+});
+
+test('the response phase edits downstream headers; the log phase runs once per request', async () => {
+  const before = logged.length;
+  const reply = await request(`${gw.http}/c`);
+  assert.equal(reply.headers['x-tag-seen'], 'service');
+  await waitFor(() => logged.length > before, 'the log phase');
+  assert.deepEqual(logged.slice(before), ['rC:200']);
+  await request(`${gw.http}/answered`);
+  await waitFor(() => logged.length > before + 1, 'the log phase of an answered request');
+  assert.deepEqual(logged.slice(before), ['rC:200', 'answered:201']);
+});
+
+test('a plugin can read the request body and replace what goes upstream', async () => {
+  const reply = await request(`${gw.http}/shout`, { method: 'POST', body: 'hello there', headers: { 'content-type': 'text/plain' } });
+  assert.equal(reply.status, 200);
+  const seen = reply.json();
+  assert.equal(seen.body, 'HELLO THERE');
+  assert.equal(seen.headers['content-length'], '11');
+});
+
+test("plugins' admin routes are served on the admin listener", async () => {
+  const reply = await request(`${gw.admin}/tag-info/here`);
+  assert.equal(reply.status, 200);
+  assert.deepEqual(reply.json(), { what: 'here' });
+});
+
+test('a reload configures every plugin again and swaps the configs in', async () => {
+  const before = configuredInstances.length;
+  assert.equal(await gw.reload(config('global-v2')), true);
+  assert.deepEqual(configuredInstances.slice(before), [8], "tag's configure() sees its 8 enabled instances");
+  assert.equal(await tagFor('/d'), 'global-v2');
+  assert.equal(await tagFor('/a'), 'route');
+});
+
+test('plugin configs are validated against the schema of the registry in use', async () => {
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  const file = join(mkdtempSync(join(tmpdir(), 'tollgate-plugins-')), 'gateway.yaml');
+  writeFileSync(
+    file,
+    [
+      '_format_version: "3.0"',
+      'gateway: { proxy_listen: ["127.0.0.1:0"], admin_listen: ["127.0.0.1:0"], log_level: silent }',
+      'plugins:',
+      '  - name: tag',
+      '    config: { colour: blue }',
+      '  - name: auth',
+      '    consumer: someone',
+      '  - name: oauth2',
+      '',
+    ].join('\n'),
+  );
+  const err = await Gateway.start(file, { registry }).then(
+    () => assert.fail('should not start'),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof ConfigLoadError);
+  assert.deepEqual(
+    err.errors.map(String),
+    [
+      `${file}:5:13: plugins[0].config.value: required field missing`,
+      `${file}:5:15: plugins[0].config.colour: unknown field`,
+      `${file}:7:15: plugins[1].consumer: invalid reference 'consumer: someone' (no such entry in 'consumers')`,
+      `${file}:8:11: plugins[2].name: plugin 'oauth2' not enabled; add it to the 'plugins' configuration property`,
+    ],
+  );
+});
