@@ -122,7 +122,7 @@ function normalizeFileCredential(raw: Record<string, any>): OAuth2Credential {
     client_id: raw.client_id,
     client_secret: raw.client_secret,
     hash_secret: raw.hash_secret ?? false,
-    redirect_uris: raw.redirect_uris?.length ? raw.redirect_uris : raw.redirect_uris ?? null,
+    redirect_uris: raw.redirect_uris ?? null,
     tags: raw.tags ?? null,
     client_type: raw.client_type ?? 'confidential',
   };

@@ -31,7 +31,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
     configure(view) {
       credentials.setFileCredentials(view.entities(CREDENTIALS_ENTITY));
       for (const instance of view.instances) {
-        if (generatedProvisionKeys.has(instance.config.provision_key)) {
+        if (generatedProvisionKeys.delete(instance.config.provision_key)) {
           instance.config.provision_key = deriveProvisionKey(provisionSecret, instance.id);
         }
       }

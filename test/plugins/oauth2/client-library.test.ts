@@ -321,11 +321,12 @@ describe('oauth4webapi against the gateway', () => {
     assert.equal(info.active, false);
   });
 
-  it('revocation of a refresh token ends the refresh', async () => {
+  it('revocation of a refresh token ends the refresh and its access token (RFC 7009 §2.1)', async () => {
     const tokens = await codeFlow(as, ISSUER, confidential, confidentialAuth, 'read');
     await oauth.processRevocationResponse(await oauth.revocationRequest(as, confidential, confidentialAuth, tokens.refresh_token!, http));
     const res = await oauth.refreshTokenGrantRequest(as, confidential, confidentialAuth, tokens.refresh_token!, http);
     await expectOAuthError(oauth.processRefreshTokenResponse(as, confidential, res), 'invalid_grant');
+    await assert.rejects(callApi(ISSUER, tokens.access_token), oauth.WWWAuthenticateChallengeError);
   });
 
   it("revoking an unknown token or another client's token is a quiet 200 that changes nothing", async () => {

@@ -10,6 +10,8 @@ import { request, startGateway } from '../../helpers/gateway.ts';
 import {
   GOOGLE,
   KONG_PHC,
+  KongClient,
+  PROVISION_KEY,
   admin,
   adminConfig,
   assertTokenResponse,
@@ -320,8 +322,38 @@ describe('runtime entities persist across restarts (INTERFACE §6)', () => {
       const res = await admin(restarted, 'GET', `/oauth2/${cred.client_id}`);
       assert.equal(res.status, 200, res.text);
       assert.equal(res.json().name, 'Persisted App');
-      const token = await admin(restarted, 'GET', `/oauth2?client_id=${cred.client_id}`);
-      assert.equal(token.json().data[0].consumer.username, 'persisted');
+      const lookup = await admin(restarted, 'GET', `/oauth2?client_id=${cred.client_id}`);
+      assert.equal(lookup.json().data[0].consumer.username, 'persisted');
+    } finally {
+      await (restarted ?? first).stop().catch(() => {});
+    }
+  });
+
+  it('AD42 issued tokens and refresh tokens survive a restart', async () => {
+    const first = await startGateway(adminConfig(fx.upstream.url));
+    let restarted: Awaited<ReturnType<typeof startGateway>> | undefined;
+    try {
+      const client = new KongClient(first);
+      const authorized = await client.authorize(
+        { provision_key: PROVISION_KEY, client_id: 'yaml-client', scope: 'email', response_type: 'code', authenticated_userid: 'u1' },
+        { host: 'oauth2.com' },
+      );
+      const code = new URL(authorized.json().redirect_uri).searchParams.get('code');
+      const issued = await client.token(
+        { code, client_id: 'yaml-client', client_secret: 'yaml-secret', grant_type: 'authorization_code' },
+        { host: 'oauth2.com' },
+      );
+      const { access_token, refresh_token } = assertTokenResponse(issued, { refresh: true, expiresIn: 7200 });
+      await first.stop();
+      restarted = await startGateway(adminConfig(fx.upstream.url), { dataDir: first.dataDir });
+      const after = new KongClient(restarted);
+      const api = await after.proxy('/request', { host: 'oauth2.com', headers: { authorization: `bearer ${access_token}` } });
+      assert.equal(api.status, 200, api.text);
+      const refreshed = await after.token(
+        { refresh_token, client_id: 'yaml-client', client_secret: 'yaml-secret', grant_type: 'refresh_token' },
+        { host: 'oauth2.com' },
+      );
+      assertTokenResponse(refreshed, { refresh: true, expiresIn: 7200 });
     } finally {
       await (restarted ?? first).stop().catch(() => {});
     }

@@ -8,6 +8,7 @@ import {
   GOOGLE,
   PROVISION_KEY,
   admin,
+  adminConfig,
   assertInvalidToken,
   assertOAuthError,
   createConsumer,
@@ -43,11 +44,11 @@ const authorize = (clientId: string) =>
     ON,
   );
 
-async function tokenFor(clientId: string): Promise<string> {
+async function tokenFor(clientId: string, secret = 'secret123'): Promise<string> {
   const res = await authorize(clientId);
   assert.equal(res.status, 200, res.text);
   const code = new URL(res.json().redirect_uri).searchParams.get('code');
-  const token = await fx.client.token({ code, client_id: clientId, client_secret: 'secret123', grant_type: 'authorization_code' }, ON);
+  const token = await fx.client.token({ code, client_id: clientId, client_secret: secret, grant_type: 'authorization_code' }, ON);
   assert.equal(token.status, 200, token.text);
   return token.json().access_token;
 }
@@ -127,5 +128,17 @@ describe('Kong §7.15 cache invalidation', () => {
     const res = await authorize(cred.client_id);
     assert.equal(res.status, 200, res.text);
     assert.match(res.json().redirect_uri, /^http:\/\/new\.test\/cb\?code=\w{32,}$/);
+  });
+
+  it('IV10 a config reload that drops a declared credential ends its tokens; other tokens live on', async () => {
+    const config = adminConfig(fx.upstream.url);
+    config.consumers[0].oauth2_credentials.push({ name: 'Doomed App', client_id: 'doomed', client_secret: 'secret123', redirect_uris: [GOOGLE] });
+    assert.equal(await fx.gw.reload(config), true);
+    const doomed = await tokenFor('doomed');
+    const survivor = await tokenFor('yaml-client', 'yaml-secret');
+    assert.equal(await fx.gw.reload(adminConfig(fx.upstream.url)), true);
+    assertInvalidToken(await useToken(doomed));
+    assertOAuthError(await authorize('doomed'), 400, 'invalid_client', 'Invalid client authentication');
+    assert.equal((await useToken(survivor)).status, 200);
   });
 });
