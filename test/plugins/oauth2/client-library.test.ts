@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
+import { connect } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import * as oauth from 'oauth4webapi';
@@ -368,5 +369,38 @@ describe('oauth4webapi: expiry', () => {
     const tokens = await oauth.processClientCredentialsResponse(as, confidential, res);
     // Kong binds tokens to the service; both routes share it, so the token works on both.
     await callApi(ISSUER, tokens.access_token);
+  });
+});
+
+describe('the token endpoint and the API over HTTP/2', () => {
+  it('client credentials and a protected call on one h2 session', async () => {
+    const session = connect(gw.https, { rejectUnauthorized: false });
+    try {
+      const call = (headers: Record<string, string>, body?: string) =>
+        new Promise<{ status: number; json: any }>((resolve, reject) => {
+          const stream = session.request({ ':authority': HOST, ...headers });
+          let status = 0;
+          let text = '';
+          stream.on('response', (h) => (status = Number(h[':status'])));
+          stream.on('data', (chunk) => (text += chunk));
+          stream.on('end', () => resolve({ status, json: JSON.parse(text) }));
+          stream.on('error', reject);
+          stream.end(body);
+        });
+      const token = await call(
+        { ':method': 'POST', ':path': '/api/oauth2/token', 'content-type': 'application/x-www-form-urlencoded' },
+        new URLSearchParams({ grant_type: 'client_credentials', client_id: 'acme-app', client_secret: 'acme-secret', scope: 'read' }).toString(),
+      );
+      assert.equal(token.status, 200, JSON.stringify(token.json));
+      assert.equal(token.json.scope, 'read');
+      const api = await call({ ':method': 'GET', ':path': '/api/orders', authorization: `Bearer ${token.json.access_token}` });
+      assert.equal(api.status, 200);
+      assert.equal(api.json.headers['x-consumer-username'], 'acme');
+      const refused = await call({ ':method': 'GET', ':path': '/api/orders', authorization: 'Bearer nope' });
+      assert.equal(refused.status, 401);
+      assert.equal(refused.json.error, 'invalid_token');
+    } finally {
+      session.close();
+    }
   });
 });
