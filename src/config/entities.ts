@@ -23,7 +23,7 @@ export const serviceSchema: RecordSchema = {
     name: NAME,
     url: { type: 'string' },
     protocol: { type: 'string', one_of: SERVICE_PROTOCOLS, default: 'http' },
-    host: { type: 'string', match: HOSTNAME_RE, match_message: 'invalid hostname' },
+    host: { type: 'string', match: HOSTNAME_RE, match_message: 'invalid hostname', required: true },
     port: { type: 'integer', between: [0, 65535], default: 80 },
     path: {
       type: 'string',
@@ -40,7 +40,6 @@ export const serviceSchema: RecordSchema = {
     tags: TAGS,
   },
   entity_checks: [
-    (s) => (s.host === undefined || s.host === null ? [{ path: ['host'], message: 'required field missing' }] : []),
     (s) =>
       (s.protocol === 'grpc' || s.protocol === 'grpcs') && s.path
         ? [{ path: ['path'], message: "value must be null when 'protocol' is grpc or grpcs" }]
