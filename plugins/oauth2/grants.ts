@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import type { PluginEntity, RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';
-import type { Params } from './params.ts';
+import { decodeArg, type Params } from './params.ts';
 import { oauthError, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import type { TokenStore } from './tokens.ts';
@@ -50,9 +50,11 @@ export function retrieveClientCredentials(ctx: RequestContext, params: Params, c
     if (!basic) return { clientId: undefined, clientSecret: undefined, fromHeader: true };
     const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
+    // RFC 6749 §2.3.1: both parts are form-urlencoded (client libraries send `acme%2Dapp`); Kong does not
+    // decode, which changes nothing for its alphanumeric ids and secrets.
     return colon < 0
-      ? { clientId: decoded, clientSecret: undefined, fromHeader: true }
-      : { clientId: decoded.slice(0, colon), clientSecret: decoded.slice(colon + 1), fromHeader: true };
+      ? { clientId: decodeArg(decoded), clientSecret: undefined, fromHeader: true }
+      : { clientId: decodeArg(decoded.slice(0, colon)), clientSecret: decodeArg(decoded.slice(colon + 1)), fromHeader: true };
   }
   return { clientId: params.client_id, clientSecret: undefined, fromHeader: false };
 }

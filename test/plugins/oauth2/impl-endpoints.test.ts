@@ -138,6 +138,11 @@ describe('client_credentials and the identity headers', () => {
     assert.equal(seen['x-anonymous-consumer'], undefined);
   });
 
+  it('HTTP Basic credentials are form-urldecoded (RFC 6749 §2.3.1)', async () => {
+    const res = await post('/orders/oauth2/token', { grant_type: 'client_credentials' }, { authorization: basic('acme%2Dapp', 'acme%2dsecret') });
+    assert.equal(res.status, 200, res.text);
+  });
+
   it('accepts a form-encoded body', async () => {
     const res = await request(gw.https + '/orders/oauth2/token', {
       method: 'POST',
