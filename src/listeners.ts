@@ -93,6 +93,7 @@ export class Listener {
       const http1 = http.createServer(http1Options, handlers.request);
       const h2 = http2.createServer(h2Options, handlers.request);
       if (handlers.upgrade) http1.on('upgrade', handlers.upgrade);
+      h2.on('session', adoptPeerAddress);
       const server = net.createServer((socket) => sniffProtocol(socket, http1, h2));
       listener = new Listener(spec, server, http1, h2, events);
       listener.guardHttp1(http1);
@@ -170,6 +171,9 @@ function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server
     socket.off('data', onData);
     socket.pause();
     if (looksH2) {
+      // Node's http2 cannot switch Nagle off through the Duplex wrapper: small frames (gRPC calls,
+      // WINDOW_UPDATEs) would wait for delayed ACKs.
+      socket.setNoDelay(true);
       h2.emit('connection', new ReplayDuplex(socket, seen));
     } else {
       socket.unshift(seen);
@@ -178,6 +182,16 @@ function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server
     }
   };
   socket.on('data', onData);
+}
+
+/**
+ * Node wraps a plain Duplex in a JSStreamSocket that knows no peer address: give it the real
+ * socket's, so h2c requests get their client IP (X-Forwarded-For, X-Real-IP, trusted_ips).
+ */
+function adoptPeerAddress(session: Http2Session): void {
+  const wrapper = session.socket as unknown as { stream?: unknown; _peername?: object };
+  const replay = wrapper.stream;
+  if (replay instanceof ReplayDuplex) wrapper._peername = { address: replay.remoteAddress, port: replay.remotePort, family: replay.remoteFamily };
 }
 
 /** A Duplex over a socket that first yields bytes already read from it. */
@@ -200,6 +214,9 @@ class ReplayDuplex extends Duplex {
   }
   get remotePort() {
     return this.socket.remotePort;
+  }
+  get remoteFamily() {
+    return this.socket.remoteFamily;
   }
   get localPort() {
     return this.socket.localPort;

@@ -139,3 +139,14 @@ export function downstreamHeaders(
   out.server ??= SERVER_TOKEN;
   return out;
 }
+
+/**
+ * The last step before a proxied response's headers go downstream (HTTP, gRPC, WebSocket 101):
+ * the plugins' response phase, then Kong's latency and request-id headers.
+ */
+export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number): void {
+  for (const { runtime, plugin } of ctx.ran ?? []) runtime.response?.(ctx, plugin.config, { status, headers: out });
+  out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
+  out['x-kong-proxy-latency'] = String(Math.round(sentAt - ctx.startedAt));
+  out['x-kong-request-id'] = ctx.id;
+}

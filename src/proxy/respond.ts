@@ -47,7 +47,8 @@ export function grpcErrorAnswer(status: number, message: string, headers: Outgoi
     headers: {
       ...headers,
       'content-type': 'application/grpc',
-      'grpc-status': String(grpcStatusFor(status)),
+      // An explicit grpc-status (e.g. 1 for "gRPC request matched gRPCs route" on an HTTP 200) wins.
+      'grpc-status': headers['grpc-status'] ?? String(grpcStatusFor(status)),
       'grpc-message': encodeGrpcMessage(message),
       'content-length': 0,
     },
@@ -74,6 +75,15 @@ export function bodyAnswer(status: number, body: string | Buffer | object | unde
 
 function hasHeader(headers: OutgoingHttpHeaders, name: string): boolean {
   return Object.keys(headers).some((k) => k.toLowerCase() === name);
+}
+
+const DNS_ERROR_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME']);
+
+/** The answer for an upstream connection error, as Kong's: 503 for DNS, 504 for timeouts, 502 otherwise. */
+export function upstreamFailureAnswer(err: NodeJS.ErrnoException, timedOut: boolean): [number, string] {
+  if (timedOut) return [504, MESSAGES.timeout];
+  if (err.code && DNS_ERROR_CODES.has(err.code)) return [503, MESSAGES.dnsFailure];
+  return [502, MESSAGES.badGateway];
 }
 
 /** Kong's messages for the proxy's own failures. */

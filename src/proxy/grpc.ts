@@ -1,0 +1,295 @@
+/**
+ * gRPC proxying without the services' protos: each downstream HTTP/2 stream is relayed to a grpc
+ * (h2c) or grpcs (TLS) upstream over a pooled HTTP/2 session.
+ *
+ * - Messages stream both ways through pipes, so HTTP/2 flow control gives backpressure end to end.
+ * - Metadata (headers) and trailers pass through; trailers-only answers stay trailers-only.
+ * - Cancellation goes both ways as RST_STREAM; the client's `grpc-timeout` reaches the upstream and is
+ *   also enforced here, so an expired deadline cancels the upstream call even if the client lingers.
+ * - The gateway's own failures are gRPC statuses: connect/reset → 14 UNAVAILABLE, timeouts → 4
+ *   DEADLINE_EXCEEDED (as trailers-only, or as trailers once the upstream's headers went out).
+ */
+import http2, { type ClientHttp2Session, type ClientHttp2Stream, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { isIP } from 'node:net';
+import type { Logger } from 'pino';
+import type { Service } from '../config/types.ts';
+import type { Context } from '../pipeline/context.ts';
+import type { RouteMatch } from '../router/index.ts';
+import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
+import { encodeGrpcMessage, grpcStatusFor, MESSAGES, upstreamFailureAnswer } from './respond.ts';
+
+const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
+
+/** Flow-control window per upstream stream and session: large messages do not wait on tiny windows. */
+const WINDOW_BYTES = 1 << 20;
+/** Streams one pooled session carries before another session is opened next to it. */
+const STREAMS_PER_SESSION = 100;
+
+export interface GrpcProxyOptions {
+  /** Seconds an idle upstream session is kept. */
+  idleTimeoutSec: number;
+  log: Logger;
+}
+
+class ConnectTimeout extends Error {
+  readonly code = 'ETIMEDOUT';
+}
+
+interface PooledSession {
+  session: ClientHttp2Session;
+  /** Streams open on it (ours, not the peer's count). */
+  streams: number;
+  /** Requests waiting for the connection to be established. */
+  waiting: Array<(err: Error | null) => void>;
+}
+
+/** HTTP/2 sessions per upstream (scheme, host, port, TLS verification), opened on demand, reused. */
+class SessionPool {
+  private readonly pools = new Map<string, PooledSession[]>();
+
+  constructor(private readonly idleTimeoutMs: number) {}
+
+  /** Calls back with a connected session that has a free stream slot, or the connection error. */
+  acquire(service: Service, callback: (err: Error | null, entry?: PooledSession) => void): void {
+    const key = `${service.protocol}|${service.host}|${service.port}|${service.tls_verify ?? false}`;
+    let pool = this.pools.get(key);
+    if (!pool) this.pools.set(key, (pool = []));
+    let entry = pool.find((e) => e.streams < STREAMS_PER_SESSION && isUsable(e.session));
+    if (!entry) pool.push((entry = this.connect(service, pool)));
+    const chosen = entry;
+    chosen.streams++;
+    if (!chosen.session.connecting) return callback(null, chosen);
+    chosen.waiting.push((err) => {
+      if (err) chosen.streams--;
+      callback(err, err ? undefined : chosen);
+    });
+  }
+
+  close(): void {
+    for (const pool of this.pools.values()) for (const entry of pool) entry.session.destroy();
+    this.pools.clear();
+  }
+
+  private connect(service: Service, pool: PooledSession[]): PooledSession {
+    const tls = service.protocol === 'grpcs';
+    const host = service.host.includes(':') ? `[${service.host}]` : service.host;
+    const session = http2.connect(`${tls ? 'https' : 'http'}://${host}:${service.port}`, {
+      rejectUnauthorized: service.tls_verify ?? false,
+      servername: tls && !isIP(service.host) ? service.host : undefined,
+      settings: { enablePush: false, initialWindowSize: WINDOW_BYTES },
+    });
+    const entry: PooledSession = { session, streams: 0, waiting: [] };
+    const settle = (err: Error | null) => {
+      clearTimeout(connectTimer);
+      for (const wake of entry.waiting.splice(0)) wake(err);
+    };
+    const connectTimer = setTimeout(() => session.destroy(new ConnectTimeout('connect timeout')), service.connect_timeout);
+    session.once('connect', () => {
+      session.setLocalWindowSize(WINDOW_BYTES);
+      settle(null);
+    });
+    session.on('error', (err) => settle(err));
+    const leavePool = () => {
+      const at = pool.indexOf(entry);
+      if (at !== -1) pool.splice(at, 1);
+    };
+    // After a GOAWAY the session finishes its open streams but takes no new ones.
+    session.once('goaway', leavePool);
+    session.once('close', () => {
+      settle(new Error('upstream session closed'));
+      leavePool();
+    });
+    session.setTimeout(this.idleTimeoutMs, () => {
+      if (entry.streams === 0) session.close();
+    });
+    return entry;
+  }
+}
+
+function isUsable(session: ClientHttp2Session): boolean {
+  return !session.closed && !session.destroyed;
+}
+
+export class GrpcProxy {
+  private readonly sessions: SessionPool;
+
+  constructor(private readonly options: GrpcProxyOptions) {
+    this.sessions = new SessionPool(options.idleTimeoutSec * 1000);
+  }
+
+  close(): void {
+    this.sessions.close();
+  }
+
+  /** Relays the call; `done` runs once when the downstream stream has closed. */
+  proxy(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, done: () => void): void {
+    const downstream = (ctx.raw.req as Http2ServerRequest).stream;
+    downstream.once('close', done);
+    const service = ctx.service!;
+    let tries = 0;
+    const attempt = () => {
+      this.sessions.acquire(service, (err, entry) => {
+        if (downstream.destroyed) {
+          if (entry) entry.streams--;
+          return;
+        }
+        if (!err) return new GrpcCall(ctx, match, headers, entry!, this.options.log).start();
+        const retryable = !(err instanceof ConnectTimeout) && (err as NodeJS.ErrnoException).code !== undefined;
+        if (retryable && tries++ < service.retries) return attempt();
+        const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, err instanceof ConnectTimeout);
+        ctx.error(status, message);
+      });
+    };
+    attempt();
+  }
+}
+
+/** One proxied call: a downstream stream joined to an upstream stream. */
+class GrpcCall {
+  private readonly req: Http2ServerRequest;
+  private readonly res: Http2ServerResponse;
+  private readonly downstream: ServerHttp2Stream;
+  private upstream!: ClientHttp2Stream;
+  private sentAt = 0;
+  /** The gateway decided how the call ends (timeout, deadline, lost upstream). */
+  private ended = false;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly match: RouteMatch,
+    private readonly headers: Record<string, unknown>,
+    private readonly entry: PooledSession,
+    private readonly log: Logger,
+  ) {
+    this.req = ctx.raw.req as Http2ServerRequest;
+    this.res = ctx.raw.res as Http2ServerResponse;
+    this.downstream = this.req.stream;
+  }
+
+  start(): void {
+    const { ctx, downstream } = this;
+    const service = ctx.service!;
+    const bodyInMemory = ctx.body !== undefined;
+    try {
+      this.upstream = this.entry.session.request(this.requestHeaders(), { endStream: !bodyInMemory && downstream.endAfterHeaders });
+    } catch (err) {
+      // Headers a plugin set that HTTP/2 forbids, or a session that closed meanwhile.
+      this.entry.streams--;
+      this.log.warn({ err, request_id: ctx.id }, 'gRPC upstream request refused');
+      return ctx.error(502, MESSAGES.badGateway);
+    }
+    this.sentAt = performance.now();
+    const upstream = this.upstream;
+    // nginx's grpc_read_timeout: the longest the stream may sit idle (no frame either way).
+    upstream.setTimeout(service.read_timeout, () => this.endWith(504, MESSAGES.timeout));
+    this.enforceDeadline();
+    upstream.once('response', (headers, flags) => this.onResponse(headers, flags));
+    upstream.once('trailers', (trailers) => this.res.addTrailers(withoutPseudo(trailers)));
+    upstream.on('error', (err) => this.log.debug({ err, request_id: ctx.id }, 'gRPC upstream stream error'));
+    upstream.once('close', () => this.onUpstreamClose());
+    downstream.once('close', () => this.onDownstreamClose());
+
+    if (bodyInMemory) upstream.end(ctx.body);
+    else if (!downstream.endAfterHeaders) this.req.pipe(upstream);
+  }
+
+  private requestHeaders(): OutgoingHttpHeaders {
+    const { ctx } = this;
+    const out: OutgoingHttpHeaders = {
+      ':method': ctx.method,
+      ':scheme': ctx.service!.protocol === 'grpcs' ? 'https' : 'http',
+      ':path': this.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : ''),
+    };
+    for (const name in this.headers) {
+      if (name === 'host') out[':authority'] = this.headers.host as string;
+      else out[name] = this.headers[name] as string | string[];
+    }
+    return out;
+  }
+
+  private onResponse(headers: IncomingHttpHeaders, flags: number): void {
+    const { ctx, downstream } = this;
+    if (downstream.destroyed || this.ended) return;
+    ctx.upstreamLatency = Math.round(performance.now() - this.sentAt);
+    const status = Number(headers[':status']) || 200;
+    const out = downstreamHeaders(withoutPseudo(headers), ctx.headers.te, true);
+    finishResponseHeaders(ctx, status, out, this.sentAt);
+    out[':status'] = status;
+    ctx.status = status;
+    try {
+      if (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) {
+        // Trailers-only (an error status): it must stay one HEADERS frame for clients to read it.
+        downstream.respond(out, { endStream: true });
+        return;
+      }
+      downstream.respond(out, { waitForTrailers: true });
+    } catch (err) {
+      this.log.warn({ err, request_id: ctx.id }, 'invalid gRPC upstream response headers');
+      ctx.status = 0;
+      return this.endWith(502, MESSAGES.badGateway);
+    }
+    this.upstream.pipe(downstream);
+  }
+
+  /** Normal end: the pipe ended downstream and the compat response sends the trailers. */
+  private onUpstreamClose(): void {
+    this.entry.streams--;
+    clearTimeout(this.deadlineTimer);
+    const { downstream, upstream } = this;
+    if (downstream.closed || this.ended) return;
+    const code = upstream.rstCode ?? NGHTTP2_NO_ERROR;
+    if (code === NGHTTP2_NO_ERROR && upstream.readableEnded) return;
+    if (code === NGHTTP2_CANCEL || code === NGHTTP2_NO_ERROR) {
+      // The upstream connection went away under the call, or the stream ended without trailers.
+      return this.endWith(502, MESSAGES.badGateway);
+    }
+    // The upstream reset the stream itself (e.g. REFUSED_STREAM): the client gets the same reset.
+    downstream.close(code);
+  }
+
+  /** The client went away or cancelled: the upstream call is cancelled too. */
+  private onDownstreamClose(): void {
+    clearTimeout(this.deadlineTimer);
+    if (!this.upstream.closed) this.upstream.close(NGHTTP2_CANCEL);
+  }
+
+  /** Ends the call with a status of the gateway's own (trailers-only, or as trailers after upstream headers). */
+  private endWith(httpStatus: number, message: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    const { ctx, downstream, upstream } = this;
+    upstream.unpipe(downstream);
+    if (!upstream.closed) upstream.close(NGHTTP2_CANCEL);
+    if (downstream.closed) return;
+    if (!downstream.headersSent) {
+      ctx.status = 0;
+      return ctx.error(httpStatus, message);
+    }
+    if (downstream.writableEnded) return;
+    this.res.addTrailers({ 'grpc-status': String(grpcStatusFor(httpStatus)), 'grpc-message': encodeGrpcMessage(message) });
+    downstream.end();
+  }
+
+  /** The client's `grpc-timeout` (gRPC over HTTP/2: digits and a unit), enforced here as well. */
+  private enforceDeadline(): void {
+    const ms = parseGrpcTimeout(this.ctx.headers['grpc-timeout']);
+    if (ms === undefined) return;
+    this.deadlineTimer = setTimeout(() => this.endWith(504, 'Deadline exceeded'), ms);
+    this.deadlineTimer.unref();
+  }
+}
+
+const TIMEOUT_UNITS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
+
+export function parseGrpcTimeout(value: string | string[] | undefined): number | undefined {
+  if (typeof value !== 'string') return undefined;
+  const m = /^(\d{1,8})([HMSmun])$/.exec(value);
+  return m ? Math.ceil(Number(m[1]) * TIMEOUT_UNITS[m[2]]) : undefined;
+}
+
+function withoutPseudo(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = {};
+  for (const name in headers) if (name.charCodeAt(0) !== 58 /* ':' */) out[name] = headers[name];
+  return out;
+}

@@ -1,0 +1,161 @@
+/**
+ * WebSocket tunnels. The handshake has been routed and has passed the plugins (an auth failure was
+ * answered with a plain HTTP 401 before this runs); it is sent to the upstream, and:
+ * - before a 101 the client gets ordinary HTTP answers: the upstream's own refusal relayed, or
+ *   502/503/504 when it cannot be reached or does not answer in time;
+ * - after the upstream's 101 is relayed, the two sockets are joined and bytes flow untouched both
+ *   ways (frames, fragments, ping/pong, close codes, extensions negotiated end to end);
+ * - whichever side goes away, the other socket is destroyed too, so no socket outlives its tunnel
+ *   (node-http-proxy's leaks, issues #1510 and #1586).
+ */
+import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import https from 'node:https';
+import { isIP, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Context } from '../pipeline/context.ts';
+import type { RouteMatch } from '../router/index.ts';
+import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
+import { upstreamFailureAnswer } from './respond.ts';
+
+/** Services an upgrade can be proxied to (Kong OSS tunnels WebSockets over http/https services). */
+const UPGRADABLE = new Set(['http', 'https', 'ws', 'wss']);
+
+/** After one side half-closes, how long the other gets to finish its close before both are destroyed. */
+const HALF_CLOSE_GRACE_MS = 10_000;
+/** TCP keep-alive probes find peers that vanished without a FIN. */
+const KEEPALIVE_DELAY_MS = 60_000;
+
+class HandshakeTimeout extends Error {}
+
+export class WebSocketProxy {
+  /** Upstream sockets of open tunnels and pending handshakes, destroyed at shutdown. */
+  private readonly open = new Set<Duplex>();
+
+  close(): void {
+    for (const socket of this.open) socket.destroy();
+    this.open.clear();
+  }
+
+  proxy(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, done: () => void): void {
+    const service = ctx.service!;
+    if (!UPGRADABLE.has(service.protocol)) return answerError(ctx, 502, `a ${service.protocol} service cannot take a WebSocket upgrade`);
+    const tls = service.protocol === 'https' || service.protocol === 'wss';
+    // Bytes the client sent after its handshake belong to the tunnel.
+    if (head.length > 0) socket.unshift(head);
+    const sentAt = performance.now();
+    const upstreamRequest = (tls ? https : http).request({
+      host: service.host,
+      port: service.port,
+      method: 'GET',
+      path: match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : ''),
+      headers: headers as OutgoingHttpHeaders,
+      setHost: false,
+      agent: false,
+      rejectUnauthorized: service.tls_verify ?? false,
+      servername: tls && !isIP(service.host) ? service.host : undefined,
+    });
+    const onClientGone = () => upstreamRequest.destroy();
+    socket.once('close', onClientGone);
+    upstreamRequest.on('socket', (upstreamSocket) => {
+      this.track(upstreamSocket);
+      if (!upstreamSocket.connecting) return;
+      const timer = setTimeout(() => upstreamRequest.destroy(new HandshakeTimeout('connect timeout')), service.connect_timeout);
+      upstreamSocket.once('connect', () => clearTimeout(timer));
+      upstreamSocket.once('close', () => clearTimeout(timer));
+    });
+    upstreamRequest.setTimeout(service.read_timeout, () => upstreamRequest.destroy(new HandshakeTimeout('handshake timeout')));
+    upstreamRequest.on('error', (err: NodeJS.ErrnoException) => {
+      if (ctx.downstream.headersSent || socket.destroyed) return;
+      const [status, message] = upstreamFailureAnswer(err, err instanceof HandshakeTimeout);
+      answerError(ctx, status, message);
+    });
+    upstreamRequest.on('response', (res) => {
+      ctx.upstreamLatency = Math.round(performance.now() - sentAt);
+      relayRefusal(ctx, socket, res, sentAt);
+    });
+    upstreamRequest.on('upgrade', (res, upstreamSocket, upstreamHead) => {
+      socket.off('close', onClientGone);
+      ctx.upstreamLatency = Math.round(performance.now() - sentAt);
+      if (socket.destroyed) return upstreamSocket.destroy();
+      upstreamSocket.setTimeout(0);
+      socket.write(handshakeHead(ctx, res, sentAt));
+      if (upstreamHead.length > 0) socket.write(upstreamHead);
+      join(socket, upstreamSocket, done);
+    });
+    upstreamRequest.end();
+  }
+
+  private track(socket: Duplex): void {
+    this.open.add(socket);
+    socket.once('close', () => this.open.delete(socket));
+  }
+}
+
+/** The upstream's 101, relayed with Kong's Via and latency headers and the Upgrade kept. */
+function handshakeHead(ctx: Context, res: IncomingMessage, sentAt: number): string {
+  const out = downstreamHeaders(res.headers, undefined, false);
+  out.connection = 'Upgrade';
+  out.upgrade = res.headers.upgrade ?? 'websocket';
+  finishResponseHeaders(ctx, 101, out, sentAt);
+  ctx.status = 101;
+  return statusLine(101, res.statusMessage || 'Switching Protocols') + headerLines(out);
+}
+
+/** The upstream answered the handshake without upgrading: the client gets that answer, then the socket closes. */
+function relayRefusal(ctx: Context, socket: Duplex, res: IncomingMessage, sentAt: number): void {
+  const status = res.statusCode ?? 502;
+  const out = downstreamHeaders(res.headers, undefined, false);
+  finishResponseHeaders(ctx, status, out, sentAt);
+  out.connection = 'close';
+  ctx.status = status;
+  socket.write(statusLine(status, res.statusMessage ?? '') + headerLines(out));
+  res.pipe(socket);
+}
+
+/** Answers before any upgrade (the lifecycle marked the handshake as upgrading; that did not happen). */
+function answerError(ctx: Context, status: number, message: string): void {
+  ctx.status = 0;
+  ctx.error(status, message);
+}
+
+function statusLine(status: number, text: string): string {
+  return `HTTP/1.1 ${status} ${text}\r\n`;
+}
+
+function headerLines(headers: OutgoingHttpHeaders): string {
+  let out = '';
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) out += `${name}: ${v}\r\n`;
+  }
+  return out + '\r\n';
+}
+
+/** Joins the two sockets; when either closes or fails, both are destroyed and `done` runs once. */
+function join(client: Duplex, upstream: Socket, done: () => void): void {
+  for (const s of [client as Socket, upstream]) {
+    s.setNoDelay?.(true);
+    s.setKeepAlive?.(true, KEEPALIVE_DELAY_MS);
+  }
+  let graceTimer: NodeJS.Timeout | undefined;
+  let closed = false;
+  const destroyBoth = () => {
+    client.destroy();
+    upstream.destroy();
+    clearTimeout(graceTimer);
+    if (!closed) {
+      closed = true;
+      done();
+    }
+  };
+  const onHalfClose = () => {
+    graceTimer ??= setTimeout(destroyBoth, HALF_CLOSE_GRACE_MS).unref();
+  };
+  for (const s of [client, upstream]) {
+    s.on('error', destroyBoth);
+    s.once('close', destroyBoth);
+    s.once('end', onHalfClose);
+  }
+  client.pipe(upstream);
+  upstream.pipe(client);
+}

@@ -1,0 +1,135 @@
+/**
+ * gRPC routing and the gateway's own answers to gRPC clients: routes match on the method path, the
+ * authority and metadata; no route, no service, an unreachable or slow upstream and a grpcs-only route
+ * reach grpc-js as the mapped status codes with readable messages, as trailers-only responses (never JSON).
+ */
+import assert from 'node:assert/strict';
+import http2 from 'node:http2';
+import { createServer, type AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
+import { echoClient, grpc, startGrpcEcho, unary, unaryAt, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
+
+const SVC = '/tollgate.test.Echo';
+
+/** A port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+async function failure(call: Promise<unknown>): Promise<grpc.ServiceError> {
+  return call.then(
+    () => assert.fail('expected the call to fail'),
+    (err) => err,
+  );
+}
+
+describe('gRPC routing and gateway-produced statuses', () => {
+  let a: GrpcEcho;
+  let b: GrpcEcho;
+  let c: GrpcEcho;
+  let gw: TestGateway;
+  let client: EchoClient;
+  const clients: EchoClient[] = [];
+
+  before(async () => {
+    [a, b, c] = await Promise.all([startGrpcEcho({ name: 'a', aliases: ['slow', 'secure'] }), startGrpcEcho({ name: 'b' }), startGrpcEcho({ name: 'c' })]);
+    const down = await closedPort();
+    gw = await startGateway({
+      services: [
+        { name: 'a', url: `grpc://127.0.0.1:${a.port}`, routes: [{ name: 'by-path', protocols: ['grpc'], paths: [`${SVC}/Unary`, `${SVC}/Bidi`] }] },
+        { name: 'b', url: `grpc://127.0.0.1:${b.port}`, routes: [{ name: 'by-metadata', protocols: ['grpc'], paths: [`${SVC}/Unary`], headers: { 'x-tenant': ['blue'] } }] },
+        { name: 'c', url: `grpc://127.0.0.1:${c.port}`, routes: [{ name: 'by-authority', protocols: ['grpc'], hosts: ['grpc.example.test'] }] },
+        { name: 'down', url: `grpc://127.0.0.1:${down}`, routes: [{ name: 'down', protocols: ['grpc'], paths: ['/down.Echo/'] }] },
+        { name: 'slow', url: `grpc://127.0.0.1:${a.port}`, read_timeout: 300, routes: [{ name: 'slow', protocols: ['grpc'], paths: ['/slow.Echo/'] }] },
+        { name: 'secure', url: `grpc://127.0.0.1:${a.port}`, routes: [{ name: 'secure-only', protocols: ['grpcs'], paths: ['/secure.Echo/'] }] },
+      ],
+      routes: [{ name: 'no-service', protocols: ['grpc'], paths: [`${SVC}/ClientStream`] }],
+    });
+    client = echoClient(new URL(gw.h2c).host);
+    clients.push(client);
+  });
+
+  after(async () => {
+    for (const cl of clients) cl.close();
+    await gw?.stop();
+    await Promise.all([a, b, c].map((s) => s?.close()));
+  });
+
+  test('routes match on the method path, on metadata (headers) and on the authority (hosts)', async () => {
+    assert.equal((await unary(client, { message: 'x' })).reply.upstream, 'a');
+    assert.equal((await unary(client, { message: 'x' }, { metadata: { 'x-tenant': 'blue' } })).reply.upstream, 'b');
+    const byAuthority = echoClient(new URL(gw.h2c).host, { channel: { 'grpc.default_authority': 'grpc.example.test' } });
+    clients.push(byAuthority);
+    const { reply } = await unary(byAuthority, { message: 'x' });
+    assert.equal(reply.upstream, 'c');
+    assert.equal(reply.authority, `127.0.0.1:${c.port}`, ':authority is the service host:port (preserve_host off)');
+  });
+
+  test('no route: NOT_FOUND with Kong\'s message', async () => {
+    const call = new Promise((res, rej) => {
+      const stream = client.ServerStream({ message: 'x' });
+      stream.on('data', () => {});
+      stream.on('error', rej);
+      stream.on('end', res);
+    });
+    const err = await failure(call);
+    assert.equal(err.code, grpc.status.NOT_FOUND);
+    assert.equal(err.details, 'no Route matched with those values');
+  });
+
+  test('a route without a service: UNAVAILABLE, "no Service found with those values"', async () => {
+    const err = await failure(new Promise((res, rej) => {
+      const call = client.ClientStream((e: Error | null, r: unknown) => (e ? rej(e) : res(r)));
+      call.end();
+    }));
+    assert.equal(err.code, grpc.status.UNAVAILABLE);
+    assert.equal(err.details, 'no Service found with those values');
+  });
+
+  test('an upstream that refuses connections: UNAVAILABLE', async () => {
+    const err = await failure(unaryAt(client, '/down.Echo/Unary', { message: 'x' }));
+    assert.equal(err.code, grpc.status.UNAVAILABLE);
+    assert.equal(err.details, 'An invalid response was received from the upstream server');
+  });
+
+  test('an upstream slower than read_timeout: DEADLINE_EXCEEDED, "The upstream server is timing out"', async () => {
+    const err = await failure(unaryAt(client, '/slow.Echo/Unary', { message: 'x', delay_ms: 3000 }));
+    assert.equal(err.code, grpc.status.DEADLINE_EXCEEDED);
+    assert.equal(err.details, 'The upstream server is timing out');
+  });
+
+  test('plaintext gRPC on a grpcs-only route: CANCELLED, "gRPC request matched gRPCs route"', async () => {
+    const err = await failure(unaryAt(client, '/secure.Echo/Unary', { message: 'x' }));
+    assert.equal(err.code, grpc.status.CANCELLED);
+    assert.equal(err.details, 'gRPC request matched gRPCs route');
+  });
+
+  test('the gateway answers gRPC as one HEADERS frame (trailers-only), application/grpc, no body', async () => {
+    const session = http2.connect(gw.h2c);
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': '/nowhere.Svc/Call', 'content-type': 'application/grpc', te: 'trailers' });
+      stream.end(Buffer.from([0, 0, 0, 0, 0]));
+      const [headers, flags] = await new Promise<[http2.IncomingHttpHeaders, number]>((r) => stream.once('response', (h, f) => r([h, f])));
+      assert.ok(flags & http2.constants.NGHTTP2_FLAG_END_STREAM, 'END_STREAM on the HEADERS frame');
+      assert.equal(headers['content-type'], 'application/grpc');
+      assert.equal(headers['grpc-status'], '5');
+      assert.equal(headers['grpc-message'], 'no Route matched with those values');
+      const body: Buffer[] = [];
+      for await (const chunk of stream) body.push(chunk);
+      assert.equal(Buffer.concat(body).length, 0);
+    } finally {
+      session.close();
+    }
+  });
+
+  test('HTTP/1.1 on a gRPC route: 415 for a non-gRPC request (Kong)', async () => {
+    const res = await request(`${gw.http}${SVC}/Unary`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(res.status, 415);
+    assert.equal(res.json().message, 'Non-gRPC request matched gRPC route');
+  });
+});
