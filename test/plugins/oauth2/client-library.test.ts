@@ -61,6 +61,7 @@ function config(redirectUri: string) {
     consumers: [
       {
         username: 'acme',
+        custom_id: 'cust-42',
         oauth2_credentials: [
           { name: 'Acme Billing', client_id: 'acme-app', client_secret: 'acme-secret', hash_secret: true, redirect_uris: [redirectUri] },
           { name: 'Acme SPA', client_id: 'acme-spa', client_type: 'public', redirect_uris: [redirectUri] },
@@ -194,6 +195,7 @@ describe('oauth4webapi against the gateway', () => {
     assert.equal(tokens.refresh_token, undefined);
     const seen = await callApi(ISSUER, tokens.access_token);
     assert.equal(seen.headers['x-consumer-username'], 'acme');
+    assert.equal(seen.headers['x-consumer-custom-id'], 'cust-42');
     assert.equal(seen.headers['x-credential-identifier'], 'acme-app');
     assert.equal(seen.headers['x-authenticated-scope'], 'read');
   });

@@ -3,8 +3,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { startGateway } from '../../helpers/gateway.ts';
 import {
   GOOGLE,
+  KongClient,
+  kongConfig,
   KONG_TOKEN,
   PROVISION_KEY,
   assertNoCache,
@@ -153,6 +156,18 @@ describe('Kong §7.2 authorization endpoint: code grant', () => {
   it('AZ14 X-Forwarded-Proto is ignored without accept_http_if_already_terminated', async () => {
     const res = await fx.client.authorize(VALID, { transport: 'http', headers: { 'x-forwarded-proto': 'https' } });
     assertOAuthError(res, 400, 'access_denied', 'You must use HTTPS');
+  });
+
+  it('AZ14b X-Forwarded-Proto from a peer outside trusted_ips is ignored even with the flag', async () => {
+    const config = kongConfig(fx.upstream.url);
+    delete config.gateway.trusted_ips;
+    const untrusting = await startGateway(config);
+    try {
+      const res = await new KongClient(untrusting).authorize(VALID, { host: 'oauth2_6.test', transport: 'http', headers: { 'x-forwarded-proto': 'https' } });
+      assertOAuthError(res, 400, 'access_denied', 'You must use HTTPS');
+    } finally {
+      await untrusting.stop();
+    }
   });
 
   it('AZ15 a valid code request', async () => {

@@ -199,6 +199,12 @@ describe('Kong §7.7 making a request', () => {
     assert.equal(headers['x-credential-identifier'], undefined);
   });
 
+  it("RQ27 the custom header's name is case-insensitive and '-' matches '_' (nginx underscores_in_headers)", async () => {
+    const { access_token } = await fx.client.provisionToken(C1011);
+    const res = await fx.client.proxy('/request', { host: C1011.host, headers: { 'Custom-Header-Name': `bearer ${access_token}` } });
+    assert.equal(res.status, 200, res.text);
+  });
+
   it('RQ26 a repeated access_token query parameter is not a token', async () => {
     assertMissingToken(await fx.client.proxy('/request?access_token=a&access_token=b'));
   });

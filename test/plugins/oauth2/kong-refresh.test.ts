@@ -21,7 +21,7 @@ import {
 let fx: Fixture;
 before(async () => {
   fx = await startKongFixture((config) => {
-    const ttlRoute = (name: string, refresh_token_ttl: number) => ({
+    const ttlRoute = (name: string, refresh_token_ttl: number, extra: Record<string, unknown> = {}) => ({
       name,
       url: config.services[0].url,
       routes: [
@@ -32,13 +32,13 @@ before(async () => {
           plugins: [
             {
               name: 'oauth2',
-              config: { enable_authorization_code: true, mandatory_scope: false, provision_key: PROVISION_KEY, global_credentials: false, refresh_token_ttl },
+              config: { enable_authorization_code: true, mandatory_scope: false, provision_key: PROVISION_KEY, global_credentials: false, refresh_token_ttl, ...extra },
             },
           ],
         },
       ],
     });
-    config.services.push(ttlRoute('oauth2_21', 2), ttlRoute('oauth2_22', 0));
+    config.services.push(ttlRoute('oauth2_21', 2), ttlRoute('oauth2_22', 0), ttlRoute('oauth2_zero', 1209600, { token_expiration: 0 }));
     config.consumers.push({
       username: 'bobo',
       oauth2_credentials: [{ name: 'app-7890', client_id: 'clientid7890', client_secret: 'secret7890', redirect_uris: [GOOGLE] }],
@@ -152,6 +152,17 @@ describe('Kong §7.10 refresh token', () => {
       { host },
     );
     assertTokenResponse(res, { refresh: true, expiresIn: 7200, scope: null });
+  });
+
+  it('RF17 token_expiration 0: a token that never expires, without expires_in nor refresh token (§1)', async () => {
+    const host = 'oauth2_zero.refresh.test';
+    const code = await fx.client.provisionCode({ host, clientId: 'clientid7890' });
+    const res = await fx.client.token({ code, client_id: 'clientid7890', client_secret: 'secret7890', grant_type: 'authorization_code' }, { host });
+    assert.equal(res.status, 200, res.text);
+    const body = res.json();
+    assert.equal(body.expires_in, undefined);
+    assert.equal(body.refresh_token, undefined);
+    assert.equal((await bearer(body.access_token, host)).status, 200);
   });
 
   it('RF12 a refresh token of another service', async () => {
