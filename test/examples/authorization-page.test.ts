@@ -16,7 +16,8 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { parse } from 'yaml';
 import { request, startGateway, startUpstream } from '../helpers/gateway.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
+/** Debian's chromium (CHROMIUM_PATH overrides it, e.g. to check the skip). */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const NO_CHROMIUM = 'chromium not installed: apt-get install chromium';
 const ROOT = new URL('../../', import.meta.url).pathname;
 const EXAMPLE = join(ROOT, 'examples/authorization-page');
