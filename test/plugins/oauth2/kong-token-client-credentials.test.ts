@@ -7,7 +7,6 @@ import {
   PROVISION_KEY,
   assertOAuthError,
   assertTokenResponse,
-  basic,
   echoed,
   startKongFixture,
   type CallOptions,
