@@ -14,91 +14,104 @@ import type { OAuth2Config } from './schema.ts';
 import { safeEqual } from './secret.ts';
 import { tokenResponse } from './token-endpoint.ts';
 
+/** The outcome of steps 4–7: an error (with where to send it, if anywhere), or everything a grant needs. */
+type AuthorizationCheck =
+  | { error: OAuthError; redirectTarget?: string }
+  | {
+      error?: undefined;
+      client: OAuth2Credential;
+      redirectUri: string;
+      scope: string | null;
+      challenge: string | null;
+      challengeMethod: 'S256' | null;
+      implicit: boolean;
+    };
+
 export async function authorizeEndpoint(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, deps: EndpointDeps): Promise<void> {
   if (ctx.method !== 'POST') return rejectMethod(ctx, config, 'authorization');
   const params = await readParams(ctx);
-  const stateOf = (body: object): object => (params.state !== undefined ? { ...body, state: params.state } : body);
-  const insecure = httpsError(ctx, config);
-  if (insecure) return respondNoStore(ctx, 400, stateOf(insecure));
+  const withState = (body: Params): Params => (params.state !== undefined ? { ...body, state: params.state } : body);
+  const stopError =
+    httpsError(ctx, config) ??
+    (typeof params.provision_key !== 'string' || !safeEqual(params.provision_key, config.provision_key)
+      ? oauthError('invalid_provision_key', 'Invalid provision_key')
+      : undefined) ??
+    (userIdParam(params) === undefined ? oauthError('invalid_authenticated_userid', 'Missing authenticated_userid parameter') : undefined);
+  if (stopError) return respondNoStore(ctx, 400, withState({ ...stopError }));
 
-  const provisionKey = params.provision_key;
-  if (typeof provisionKey !== 'string' || !safeEqual(provisionKey, config.provision_key)) {
-    return respondNoStore(ctx, 400, stateOf(oauthError('invalid_provision_key', 'Invalid provision_key')));
+  const check = checkRequest(params, config, deps);
+  if (check.error) {
+    const body = withState({ ...check.error });
+    if (check.redirectTarget === undefined) return respondNoStore(ctx, 400, body);
+    return respondNoStore(ctx, 400, { redirect_uri: composeRedirectUri(check.redirectTarget, body, false) });
   }
-  const authenticatedUserid = userIdParam(params);
-  if (authenticatedUserid === undefined) {
-    return respondNoStore(ctx, 400, stateOf(oauthError('invalid_authenticated_userid', 'Missing authenticated_userid parameter')));
-  }
+  const granted = withState(await grant(ctx, config, plugin, deps, check, userIdParam(params)!));
+  respondNoStore(ctx, 200, { redirect_uri: composeRedirectUri(check.redirectUri, granted, check.implicit) });
+}
 
+/** Kong's steps 4–7; each failing check replaces the previous error. */
+function checkRequest(params: Params, config: OAuth2Config, deps: EndpointDeps): AuthorizationCheck {
   let error: OAuthError | undefined;
-  const responseType = params.response_type;
-  const isCode = responseType === 'code' && config.enable_authorization_code;
-  const isImplicit = responseType === 'token' && config.enable_implicit_grant;
-  if (!isCode && !isImplicit) error = oauthError('unsupported_response_type', 'Invalid response_type');
+  const code = params.response_type === 'code' && config.enable_authorization_code;
+  const implicit = params.response_type === 'token' && config.enable_implicit_grant;
+  if (!code && !implicit) error = oauthError('unsupported_response_type', 'Invalid response_type');
 
   const scope = retrieveScope(params, config);
   if (scope.error) error = scope.error;
 
   const clientId = stringParam(params, 'client_id');
   const client = clientId !== undefined ? deps.credentials.byClientId(clientId) : undefined;
+  const registered = client?.redirect_uris ?? [];
   let redirectUri: string | undefined;
-  let redirectTarget: string | undefined;
-  if (!client || !client.redirect_uris?.length) {
+  if (!client || registered.length === 0) {
     error = oauthError('invalid_client', 'Invalid client authentication');
   } else {
-    redirectUri = typeof params.redirect_uri === 'string' ? params.redirect_uri : client.redirect_uris[0];
-    if (client.redirect_uris.includes(redirectUri)) {
-      redirectTarget = redirectUri;
-    } else {
+    redirectUri = typeof params.redirect_uri === 'string' ? params.redirect_uri : registered[0];
+    if (!registered.includes(redirectUri)) {
       error = oauthError('invalid_request', 'Invalid redirect_uri that does not match with any redirect_uri created with the application');
-      redirectTarget = client.redirect_uris[0];
+      redirectUri = undefined;
     }
   }
 
   const pkce = retrieveCodeChallenge(params, config, client);
   if (pkce.error) error = pkce.error;
 
-  let result: Params;
   if (error || !client || scope.error || pkce.error || redirectUri === undefined) {
-    result = { ...error };
-  } else if (isCode) {
-    const code = await deps.tokens.saveCode({
-      credential: client.id,
-      binding: bindingOf(ctx, config),
-      plugin: plugin.id,
-      authenticated_userid: authenticatedUserid,
-      scope: scope.scope,
-      challenge: pkce.challenge,
-      challenge_method: pkce.method,
-      redirect_uri: redirectUri,
-    });
-    result = { code };
-  } else {
-    result = await issueImplicitToken(ctx, config, client, authenticatedUserid, scope.scope, deps);
+    return { error: error!, redirectTarget: redirectUri ?? registered[0] };
   }
-  if (params.state !== undefined) result.state = params.state;
-
-  const status = error ? 400 : 200;
-  if (redirectTarget === undefined) return respondNoStore(ctx, status, result);
-  respondNoStore(ctx, status, { redirect_uri: composeRedirectUri(redirectTarget, result, !error && isImplicit) });
+  return { client, redirectUri, scope: scope.scope, challenge: pkce.challenge, challengeMethod: pkce.method, implicit };
 }
 
-async function issueImplicitToken(
+/** A code (kept 5 minutes, hashed) or, for the implicit grant, a token without refresh token. */
+async function grant(
   ctx: RequestContext,
   config: OAuth2Config,
-  client: OAuth2Credential,
-  authenticatedUserid: string,
-  scope: string | null,
+  plugin: Plugin,
   deps: EndpointDeps,
+  check: Exclude<AuthorizationCheck, { error: OAuthError }>,
+  authenticatedUserid: string,
 ): Promise<Params> {
-  const issued = await deps.tokens.issue({
-    credential: client.id,
+  if (check.implicit) {
+    const issued = await deps.tokens.issue({
+      credential: check.client.id,
+      binding: bindingOf(ctx, config),
+      scope: check.scope,
+      authenticatedUserid,
+      expiresIn: config.token_expiration,
+      withRefreshToken: false,
+      refreshTokenTtl: config.refresh_token_ttl,
+    });
+    return tokenResponse(issued);
+  }
+  const code = await deps.tokens.saveCode({
+    credential: check.client.id,
     binding: bindingOf(ctx, config),
-    scope,
-    authenticatedUserid,
-    expiresIn: config.token_expiration,
-    withRefreshToken: false,
-    refreshTokenTtl: config.refresh_token_ttl,
+    plugin: plugin.id,
+    authenticated_userid: authenticatedUserid,
+    scope: check.scope,
+    challenge: check.challenge,
+    challenge_method: check.challengeMethod,
+    redirect_uri: check.redirectUri,
   });
-  return tokenResponse(issued);
+  return { code };
 }

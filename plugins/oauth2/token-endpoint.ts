@@ -17,9 +17,10 @@ export interface Failure extends OAuthError {
   basicChallenge?: boolean;
 }
 
-type Outcome = { failure: Failure } | { body: Params };
+type Refusal = { failure: Failure };
+type Outcome = Refusal | { body: Params };
 
-const failWith = (error: string, description: string, basicChallenge = false): Outcome => ({
+const failWith = (error: string, description: string, basicChallenge = false): Refusal => ({
   failure: { ...oauthError(error, description), basicChallenge },
 });
 
@@ -57,13 +58,47 @@ function grantAllowed(grant: unknown, config: OAuth2Config): boolean {
   );
 }
 
+/** A token request that passed the common checks, with what the grant needs. */
+interface GrantRequest {
+  ctx: RequestContext;
+  config: OAuth2Config;
+  plugin: Plugin;
+  params: Params;
+  deps: EndpointDeps;
+  /** Always set except for client_credentials, where an unknown client is the grant's own error. */
+  client: OAuth2Credential | undefined;
+  /** The redirect URI the request names or defaults to (all grants but client_credentials). */
+  redirectUri: string | undefined;
+}
+
 async function issueToken(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, params: Params, deps: EndpointDeps): Promise<Outcome> {
-  let failure: Outcome | undefined;
+  const checked = await checkTokenRequest(ctx, config, params, deps);
+  if ('failure' in checked) return checked;
+  const request: GrantRequest = { ctx, config, plugin, params, deps, ...checked };
+  switch (params.grant_type) {
+    case 'client_credentials':
+      return clientCredentialsGrant(request);
+    case 'password':
+      return passwordGrant(request);
+    case 'authorization_code':
+      return redeemCode(request);
+    default:
+      return refreshToken(request);
+  }
+}
+
+/** Kong's step 3: grant type, client, redirect URI, client authentication; the last failure wins. */
+async function checkTokenRequest(
+  ctx: RequestContext,
+  config: OAuth2Config,
+  params: Params,
+  deps: EndpointDeps,
+): Promise<Refusal | Pick<GrantRequest, 'client' | 'redirectUri'>> {
+  let failure: Refusal | undefined;
   const grant = params.grant_type;
   if (!grantAllowed(grant, config)) failure = failWith('unsupported_grant_type', 'Invalid grant_type');
 
-  const credentials = retrieveClientCredentials(ctx, params, config);
-  const { clientId, clientSecret, fromHeader } = credentials;
+  const { clientId, clientSecret, fromHeader } = retrieveClientCredentials(ctx, params, config);
   const client = typeof clientId === 'string' && clientId !== '' ? deps.credentials.byClientId(clientId) : undefined;
 
   let redirectUri: string | undefined;
@@ -77,52 +112,47 @@ async function issueToken(ctx: RequestContext, config: OAuth2Config, plugin: Plu
       failure = failWith('invalid_client', 'Invalid client authentication', fromHeader);
     }
   }
-  if (client) {
-    const clientFailure = await checkClientSecret(client, clientSecret, fromHeader, deps);
-    if (clientFailure) failure = clientFailure;
-  }
-  if (failure) return failure;
+  if (client) failure = (await checkClientSecret(client, clientSecret, fromHeader, deps)) ?? failure;
+  return failure ?? { client, redirectUri };
+}
 
-  const issue = (fields: { scope: string | null; authenticatedUserid: string | null; withRefreshToken: boolean }) =>
-    deps.tokens.issue({
-      credential: client!.id,
-      binding: bindingOf(ctx, config),
-      expiresIn: config.token_expiration,
-      refreshTokenTtl: config.refresh_token_ttl,
-      ...fields,
-    });
+function issue(request: GrantRequest, fields: { scope: string | null; authenticatedUserid: string | null; withRefreshToken: boolean }): Promise<IssuedToken> {
+  return request.deps.tokens.issue({
+    credential: request.client!.id,
+    binding: bindingOf(request.ctx, request.config),
+    expiresIn: request.config.token_expiration,
+    refreshTokenTtl: request.config.refresh_token_ttl,
+    ...fields,
+  });
+}
 
-  switch (grant) {
-    case 'client_credentials': {
-      if (params.authenticated_userid !== undefined && !provisionKeyMatches(params, config)) {
-        return failWith('invalid_provision_key', 'Invalid provision_key');
-      }
-      if (!client) return failWith('invalid_client', 'Invalid client authentication');
-      if (client.client_type === 'public') {
-        return failWith('unauthorized_client', 'The client_credentials grant is only for confidential clients');
-      }
-      const scope = retrieveScope(params, config);
-      if (scope.error) return { failure: scope.error };
-      const issued = await issue({ scope: scope.scope, authenticatedUserid: userIdParam(params) ?? null, withRefreshToken: false });
-      return { body: tokenResponse(issued) };
-    }
-    case 'password': {
-      if (!provisionKeyMatches(params, config)) return failWith('invalid_provision_key', 'Invalid provision_key');
-      const authenticatedUserid = userIdParam(params);
-      if (authenticatedUserid === undefined) return failWith('invalid_authenticated_userid', 'Missing authenticated_userid parameter');
-      const scope = retrieveScope(params, config);
-      if (scope.error) return { failure: scope.error };
-      return { body: tokenResponse(await issue({ scope: scope.scope, authenticatedUserid, withRefreshToken: true })) };
-    }
-    case 'authorization_code':
-      return redeemCode(ctx, config, plugin, params, client!, redirectUri!, deps, issue);
-    default:
-      return refreshToken(ctx, config, params, client!, deps, issue);
+async function clientCredentialsGrant(request: GrantRequest): Promise<Outcome> {
+  const { params, config, client } = request;
+  if (params.authenticated_userid !== undefined && !provisionKeyMatches(params, config)) {
+    return failWith('invalid_provision_key', 'Invalid provision_key');
   }
+  if (!client) return failWith('invalid_client', 'Invalid client authentication');
+  // RFC 6749 §4.4: confidential clients only (Kong lets public clients in without any secret).
+  if (client.client_type === 'public') return failWith('unauthorized_client', 'The client_credentials grant is only for confidential clients');
+  const scope = retrieveScope(params, config);
+  if (scope.error) return { failure: scope.error };
+  const issued = await issue(request, { scope: scope.scope, authenticatedUserid: userIdParam(params) ?? null, withRefreshToken: false });
+  return { body: tokenResponse(issued) };
+}
+
+/** The legacy password grant: the operator's back end vouches for the user with the provision key. */
+async function passwordGrant(request: GrantRequest): Promise<Outcome> {
+  const { params, config } = request;
+  if (!provisionKeyMatches(params, config)) return failWith('invalid_provision_key', 'Invalid provision_key');
+  const authenticatedUserid = userIdParam(params);
+  if (authenticatedUserid === undefined) return failWith('invalid_authenticated_userid', 'Missing authenticated_userid parameter');
+  const scope = retrieveScope(params, config);
+  if (scope.error) return { failure: scope.error };
+  return { body: tokenResponse(await issue(request, { scope: scope.scope, authenticatedUserid, withRefreshToken: true })) };
 }
 
 /** Confidential clients prove their secret; public clients must not send one. */
-async function checkClientSecret(client: OAuth2Credential, secret: unknown, fromHeader: boolean, deps: EndpointDeps): Promise<Outcome | undefined> {
+async function checkClientSecret(client: OAuth2Credential, secret: unknown, fromHeader: boolean, deps: EndpointDeps): Promise<Refusal | undefined> {
   if (client.client_type === 'public') {
     return typeof secret === 'string' && secret.trim() !== ''
       ? failWith('invalid_request', 'client_secret is disallowed for public clients')
@@ -135,18 +165,9 @@ function provisionKeyMatches(params: Params, config: OAuth2Config): boolean {
   return typeof params.provision_key === 'string' && safeEqual(params.provision_key, config.provision_key);
 }
 
-type Issue = (fields: { scope: string | null; authenticatedUserid: string | null; withRefreshToken: boolean }) => Promise<IssuedToken>;
-
-async function redeemCode(
-  ctx: RequestContext,
-  config: OAuth2Config,
-  plugin: Plugin,
-  params: Params,
-  client: OAuth2Credential,
-  redirectUri: string,
-  deps: EndpointDeps,
-  issue: Issue,
-): Promise<Outcome> {
+async function redeemCode(request: GrantRequest): Promise<Outcome> {
+  const { ctx, config, plugin, params, deps } = request;
+  const client = request.client!;
   const code = params.code;
   if (typeof code !== 'string' || code === '') return failWith('invalid_request', 'Invalid code');
   const outcome = await deps.tokens.redeemOnce(code, async (): Promise<Outcome> => {
@@ -163,22 +184,17 @@ async function redeemCode(
     }
     if (config.global_credentials && row.plugin && row.plugin !== plugin.id) return failWith('invalid_grant', 'Invalid code');
     // RFC 6749 §4.1.3: the code is only good with the redirect URI it was issued for.
-    if (row.redirect_uri !== redirectUri) return failWith('invalid_grant', 'Invalid redirect_uri: it must be the one of the authorization request');
+    if (row.redirect_uri !== request.redirectUri) return failWith('invalid_grant', 'Invalid redirect_uri: it must be the one of the authorization request');
     await deps.tokens.deleteCode(code);
-    const issued = await issue({ scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
+    const issued = await issue(request, { scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
     return { body: tokenResponse(issued) };
   });
   return outcome ?? failWith('invalid_grant', 'Invalid code');
 }
 
-async function refreshToken(
-  ctx: RequestContext,
-  config: OAuth2Config,
-  params: Params,
-  client: OAuth2Credential,
-  deps: EndpointDeps,
-  issue: Issue,
-): Promise<Outcome> {
+async function refreshToken(request: GrantRequest): Promise<Outcome> {
+  const { ctx, config, params, deps } = request;
+  const client = request.client!;
   const refresh = params.refresh_token;
   if (typeof refresh !== 'string' || refresh === '') return failWith('invalid_request', 'Invalid refresh_token');
   const outcome = await deps.tokens.redeemOnce(refresh, async (): Promise<Outcome> => {
@@ -193,7 +209,7 @@ async function refreshToken(
       const renewed = await deps.tokens.renewAccessToken(row, config.token_expiration, config.refresh_token_ttl);
       return { body: tokenResponse(renewed, refresh) };
     }
-    const issued = await issue({ scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
+    const issued = await issue(request, { scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
     await deps.tokens.revoke(row);
     return { body: tokenResponse(issued) };
   });
