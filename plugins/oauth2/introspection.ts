@@ -8,7 +8,6 @@ import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { isBoundHere, retrieveClientCredentials, type EndpointDeps } from './grants.ts';
 import { readParams, type Params } from './params.ts';
-import type { ProtectDeps } from './protect.ts';
 import { httpsError, oauthError, rejectMethod, respondNoStore } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { isExpired, type TokenRow } from './tokens.ts';
@@ -51,19 +50,18 @@ async function authenticateClient(
 
 /** The row of an access or refresh token, looking first where `token_type_hint` points. */
 async function findAnyToken(deps: EndpointDeps, token: string, hint: unknown): Promise<{ row: TokenRow; isRefresh: boolean } | undefined> {
-  const lookups = [
-    async () => ({ row: await deps.tokens.findByAccessToken(token), isRefresh: false }),
-    async () => ({ row: await deps.tokens.findByRefreshToken(token), isRefresh: true }),
-  ];
-  if (hint === 'refresh_token') lookups.reverse();
-  for (const lookup of lookups) {
-    const found = await lookup();
-    if (found.row) return found as { row: TokenRow; isRefresh: boolean };
-  }
-  return undefined;
+  const asAccess = async () => {
+    const row = await deps.tokens.findByAccessToken(token);
+    return row && { row, isRefresh: false };
+  };
+  const asRefresh = async () => {
+    const row = await deps.tokens.findByRefreshToken(token);
+    return row && { row, isRefresh: true };
+  };
+  return hint === 'refresh_token' ? ((await asRefresh()) ?? (await asAccess())) : ((await asAccess()) ?? (await asRefresh()));
 }
 
-export async function introspectionEndpoint(ctx: RequestContext, config: OAuth2Config, deps: ProtectDeps): Promise<void> {
+export async function introspectionEndpoint(ctx: RequestContext, config: OAuth2Config, deps: EndpointDeps): Promise<void> {
   const authenticated = await authenticateClient(ctx, config, deps, 'introspection');
   if (!authenticated) return;
   const { client, params } = authenticated;

@@ -18,9 +18,16 @@ const ENDPOINT_MARKER = '/oauth2/';
 export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth2Config>> {
   const credentials = new CredentialDirectory(api.store, api.consumers);
   const tokens = new TokenStore(api.store);
+  // Tokens of a removed credential are refused at once (every check looks the credential up); their rows
+  // are deleted in the background, and `close` waits for that before the store closes.
+  const background = new Set<Promise<unknown>>();
   credentials.onRemoved = (credentialId) => {
     tokens.forgetCredential(credentialId);
-    tokens.revokeWhere((row) => row.credential === credentialId).catch((err) => api.log.error({ err }, 'oauth2: revoking tokens failed'));
+    const cleanup = tokens
+      .revokeWhere((row) => row.credential === credentialId)
+      .catch((err) => api.log.error({ err }, 'oauth2: deleting the tokens of a removed credential failed'))
+      .finally(() => background.delete(cleanup));
+    background.add(cleanup);
   };
   await credentials.load();
   const provisionSecret = await loadProvisionSecret(api.store);
@@ -48,6 +55,9 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
     },
     unmatched: (req) => metadata.answer(req),
     adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers }),
+    async close() {
+      await Promise.allSettled([...background]);
+    },
   };
 }
 
