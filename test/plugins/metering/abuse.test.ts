@@ -4,6 +4,7 @@
  * answering (TEAM-BRIEF: bad input never crashes the process).
  */
 import assert from 'node:assert/strict';
+import https from 'node:https';
 import { after, before, describe, test } from 'node:test';
 import { request, spawnGateway } from '../../helpers/gateway.ts';
 import { assertProblem, CE_BATCH, CE_SINGLE, event, JSON_TYPE, MeteringApi, meteringConfig, ROUTE_PATH, totalOf, unique, type Reply } from './catalogue-support.ts';
@@ -45,6 +46,30 @@ async function refused(send: () => Promise<Reply>, statuses: number[] = [400]): 
   return res;
 }
 
+/** POSTs headers declaring `length` bytes, then only a first chunk, and returns the answer. */
+function postDeclaringLength(url: string, length: number): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(url, {
+      method: 'POST',
+      rejectUnauthorized: false,
+      agent: false,
+      headers: { authorization: `Bearer ${api.token}`, 'content-type': CE_SINGLE, 'content-length': length },
+    });
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk) => chunks.push(chunk));
+      res.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const text = body.toString('utf8');
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text, json: () => JSON.parse(text) });
+        req.destroy();
+      });
+    });
+    req.on('error', reject);
+    req.write('[{"specversion":"1.0",');
+  });
+}
+
 const nested = (depth: number, open: string, close: string, inner = '1') => open.repeat(depth) + inner + close.repeat(depth);
 
 describe('a request with an invalid event stores nothing', () => {
@@ -76,14 +101,22 @@ describe('a request with an invalid event stores nothing', () => {
 });
 
 describe('limits', () => {
-  test('a body above the size limit is refused with 413', async () => {
-    const filler = 'x'.repeat(OVERSIZED);
-    const res = await api.send('POST', '/events', JSON.stringify(event({ type: 'abuse', data: { filler } })), { 'content-type': CE_SINGLE });
-    assert.equal(res.status, 413, res.text.slice(0, 300));
+  test('a declared body length above the limit is refused with 413 before the body is read', async () => {
+    // Only the first bytes are sent: the answer must come from the declared length alone. (A client that
+    // pushes the whole body races the close that follows the early 413; curl reads the 413, Node's client
+    // may report EPIPE.)
+    const res = await postDeclaringLength(`${api.base}/events`, OVERSIZED);
+    assertProblem(res, 413);
     await assertAlive();
   });
 
-  test('many events in one request within the body limit are accepted', async () => {
+  test('a chunked body above the limit is refused with 413', async () => {
+    const body = JSON.stringify(event({ type: 'abuse', data: { filler: 'x'.repeat(OVERSIZED) } }));
+    assertProblem(await api.send('POST', '/events', body, { 'content-type': CE_SINGLE, 'transfer-encoding': 'chunked' }), 413);
+    await assertAlive();
+  });
+
+  test('5000 events in one request within the body limit are accepted', async () => {
     const type = unique('many');
     await api.createMeterOk({ key: type, name: type, event_type: type, aggregation: 'count' });
     await api.ingestOk(Array.from({ length: 5000 }, () => event({ type })));

@@ -76,7 +76,7 @@ export const JSON_TYPE = 'application/json';
 export class MeteringApi {
   constructor(
     readonly base: string,
-    private token: string,
+    readonly token: string,
   ) {}
 
   static async connect(httpsBase: string): Promise<MeteringApi> {
