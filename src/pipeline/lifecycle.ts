@@ -62,7 +62,8 @@ export class Lifecycle {
     if (!ctx) return;
     res.once('close', () => {
       // A client that goes away aborts the upstream request: no socket or memory left behind.
-      if (!res.writableFinished) ctx.abortUpstream?.();
+      // writableEnded, not writableFinished: an HTTP/2 stream the client reset reports itself finished.
+      if (!res.writableEnded) ctx.abortUpstream?.();
       this.finish(ctx);
     });
     this.runAccess(ctx).then(
