@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
+import http2 from 'node:http2';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
@@ -420,6 +421,26 @@ describe('clients that go away', () => {
     });
     await waitFor(() => streaming.open === 0, 'the streaming upstream connection to close');
     assert.ok(streaming.accepted >= 1);
+  });
+
+  test('an HTTP/2 client cancelling its stream mid-response or mid-body leaves no upstream connection open', async () => {
+    for (const url of [gw.h2c, gw.https]) {
+      const session = http2.connect(url, { rejectUnauthorized: false });
+      try {
+        const reading = session.request({ ':path': '/stream' });
+        await new Promise((r) => reading.once('data', r));
+        reading.close(http2.constants.NGHTTP2_CANCEL);
+        await waitFor(() => streaming.open === 0, `the streaming upstream connection to close (${url})`);
+
+        const uploading = session.request({ ':path': '/sink', ':method': 'POST' }, { endStream: false });
+        uploading.write(Buffer.alloc(64 * 1024, 'u'));
+        await waitFor(() => sink.open > 0, 'the upstream to get the request');
+        uploading.close(http2.constants.NGHTTP2_CANCEL);
+        await waitFor(() => sink.open === 0, `the sink upstream connection to close (${url})`);
+      } finally {
+        session.destroy();
+      }
+    }
   });
 });
 
