@@ -269,6 +269,8 @@ export class Lifecycle {
       if (size <= limit) return;
       req.off('data', onData);
       req.unpipe();
+      // The upstream got part of a body that will never end: drop that request and its socket.
+      ctx.abortUpstream?.();
       if (!ctx.downstream.headersSent) {
         ctx.status = 0;
         ctx.error(413, MESSAGES.bodyTooLarge);

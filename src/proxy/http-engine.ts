@@ -71,6 +71,8 @@ export class HttpEngine {
       current = this.send(request, {
         onResponse: handlers.onResponse,
         onFailure: (failure) => {
+          // The caller gave up on this request (client gone, body refused): it has answered already.
+          if (aborted) return;
           const replayable = request.body === null || Buffer.isBuffer(request.body);
           const retryable = failure.kind === 'connect' || failure.kind === 'dns' || (failure.kind === 'reset' && failure.tries === -1);
           if (!aborted && replayable && retryable && tryNumber < request.service.retries) attempt(tryNumber + 1);
