@@ -302,7 +302,10 @@ describe('bodies', () => {
   test('413 over the body limit, by Content-Length (never sent upstream) and by counting a chunked body', async () => {
     const small = await startGateway({
       gateway: { proxy_listen: ['127.0.0.1:0'], client_max_body_size: 1024, max_header_size: 2048 },
-      services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/'] }] }],
+      services: [
+        { name: 'echo', url: echo.url, routes: [{ paths: ['/'] }] },
+        { name: 'sink', url: sink.url, routes: [{ paths: ['/sink'], strip_path: false }] },
+      ],
     });
     try {
       const before = echo.requests.length;
@@ -324,6 +327,20 @@ describe('bodies', () => {
         req.end();
       });
       assert.equal(chunked, 413);
+
+      // A chunked body that goes over the limit once the upstream already gets it: 413, and the
+      // upstream request (with its socket) is dropped rather than left waiting for the rest.
+      const overflowing = await new Promise<number>((resolve, reject) => {
+        const req = http.request(`${small.http}/sink`, { method: 'POST', agent: false }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.on('error', reject);
+        req.write(Buffer.alloc(600, 'c'));
+        waitFor(() => sink.open > 0, 'the upstream to get the first chunk').then(() => req.end(Buffer.alloc(600, 'c')), reject);
+      });
+      assert.equal(overflowing, 413);
+      await waitFor(() => sink.open === 0, 'the upstream connection to close after the 413');
 
       // 431: headers over max_header_size.
       const big = await rawRequest(portOf(small.http), ['GET /limited HTTP/1.1', 'Host: x', `X-Big: ${'h'.repeat(3000)}`]);
