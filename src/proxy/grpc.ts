@@ -240,11 +240,12 @@ class GrpcCall {
     if (downstream.closed || this.ended) return;
     const code = upstream.rstCode ?? NGHTTP2_NO_ERROR;
     if (code === NGHTTP2_NO_ERROR && upstream.readableEnded) return;
-    if (code === NGHTTP2_CANCEL || code === NGHTTP2_NO_ERROR) {
-      // The upstream connection went away under the call, or the stream ended without trailers.
+    const { session } = this.entry;
+    if (session.destroyed || session.closed || code === NGHTTP2_NO_ERROR) {
+      // The upstream connection went away under the call: UNAVAILABLE, as for a refused connection.
       return this.endWith(502, MESSAGES.badGateway);
     }
-    // The upstream reset the stream itself (e.g. REFUSED_STREAM): the client gets the same reset.
+    // The upstream reset the stream itself (CANCEL, REFUSED_STREAM...): the client gets the same reset.
     downstream.close(code);
   }
 

@@ -103,6 +103,27 @@ describe('gRPC routing and gateway-produced statuses', () => {
     assert.equal(err.details, 'The upstream server is timing out');
   });
 
+  test('an upstream that dies in the middle of a stream: the client gets UNAVAILABLE, not a hang', async () => {
+    const doomed = await startGrpcEcho({ name: 'doomed' });
+    const doomedGateway = await startGateway({
+      services: [{ name: 'doomed', url: `grpc://127.0.0.1:${doomed.port}`, routes: [{ name: 'doomed', protocols: ['grpc'], paths: [`${SVC}/`] }] }],
+    });
+    const doomedClient = echoClient(new URL(doomedGateway.h2c).host);
+    clients.push(doomedClient);
+    try {
+      const call = doomedClient.ServerStream({ message: 'long', count: 1000, delay_ms: 20 });
+      const status = new Promise<grpc.StatusObject>((r) => call.on('status', r));
+      call.on('error', () => {});
+      await new Promise((r) => call.once('data', r));
+      await doomed.close();
+      const s = await status;
+      assert.equal(s.code, grpc.status.UNAVAILABLE);
+      assert.equal(s.details, 'An invalid response was received from the upstream server');
+    } finally {
+      await doomedGateway.stop();
+    }
+  });
+
   test('plaintext gRPC on a grpcs-only route: CANCELLED, "gRPC request matched gRPCs route"', async () => {
     const err = await failure(unaryAt(client, '/secure.Echo/Unary', { message: 'x' }));
     assert.equal(err.code, grpc.status.CANCELLED);

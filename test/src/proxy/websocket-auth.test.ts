@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import WebSocket from 'ws';
-import { startGateway, type TestGateway } from '../../helpers/gateway.ts';
+import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { CLIENT, issueToken, oauth2Plugin, tokenIssuerConfig } from '../../fixtures/oauth2-setup.ts';
 import { startWsEcho, type WsEcho } from '../../fixtures/ws-echo.ts';
 
@@ -38,6 +38,17 @@ describe('oauth2 on WebSocket routes', () => {
   after(async () => {
     await gw?.stop();
     await upstream?.close();
+  });
+
+  test('tokens cannot be issued on a WebSocket route: its /oauth2/token is an invalid handshake (400)', async () => {
+    const res = await request(`${gw.https}/chat/oauth2/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'client_credentials', ...CLIENT }).toString(),
+    });
+    assert.equal(res.status, 400);
+    assert.match(res.json().message, /Invalid WebSocket handshake/);
+    assert.equal(res.json().access_token, undefined);
   });
 
   for (const scheme of ['ws', 'wss'] as const) {
