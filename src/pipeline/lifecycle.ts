@@ -246,8 +246,10 @@ export class Lifecycle {
           }
           // pipe() rather than stream.pipeline(): the latter allocates an AbortController and a
           // DOMException per response, a measurable share of the proxy's CPU.
-          upstream.on('error', () => (res as ServerResponse).destroy());
-          upstream.on('aborted', () => (res as ServerResponse).destroy());
+          // Destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
+          const cutShort = () => (res as ServerResponse).destroy(new Error('the upstream response was cut short'));
+          upstream.on('error', cutShort);
+          upstream.on('aborted', cutShort);
           upstream.pipe(res as ServerResponse);
         },
         onFailure: (failure) => {
