@@ -413,6 +413,47 @@ describe('upstream failures', () => {
     assert.ok(outcome.received < 100_000);
     assert.equal((await request(`${gw.http}/strip/after-reset`)).status, 200);
   });
+
+  test('an upstream that resets mid-response: an HTTP/2 client gets its stream reset, never a clean short end', async () => {
+    const session = http2.connect(gw.h2c);
+    try {
+      const outcome = await new Promise<string>((resolve) => {
+        const stream = session.request({ ':path': '/custom/reset-mid' });
+        let received = 0;
+        stream.on('data', (c) => (received += c.length));
+        stream.on('end', () => resolve(`clean end after ${received} bytes`));
+        stream.on('error', (err) => resolve(`error: ${err.message}`));
+      });
+      assert.match(outcome, /^error: .*NGHTTP2_INTERNAL_ERROR/);
+    } finally {
+      session.destroy();
+    }
+  });
+
+  test('an upstream that stalls mid-body: read timeout cuts the response short and closes the upstream connection', async () => {
+    const stalling = await countingUpstream((_req, res) => {
+      res.writeHead(200, { 'content-length': 1000 });
+      res.write('partial');
+    });
+    const quick = await startGateway({
+      gateway: { proxy_listen: ['127.0.0.1:0'] },
+      services: [{ name: 'stalling', url: stalling.url, read_timeout: 200, routes: [{ paths: ['/'] }] }],
+    });
+    try {
+      const outcome = await new Promise<{ status: number; complete: boolean; received: number }>((resolve) => {
+        http.get(`${quick.http}/x`, { agent: false }, (res) => {
+          let received = 0;
+          res.on('data', (c) => (received += c.length));
+          res.on('close', () => resolve({ status: res.statusCode!, complete: res.complete, received }));
+        });
+      });
+      assert.deepEqual(outcome, { status: 200, complete: false, received: 7 });
+      await waitFor(() => stalling.open === 0, 'the stalled upstream connection to close');
+    } finally {
+      await quick.stop();
+      await stalling.close();
+    }
+  });
 });
 
 describe('clients that go away', () => {
