@@ -116,6 +116,7 @@ test('SIGHUP reloads atomically, ignores an invalid file; SIGTERM drains in-flig
     for (const [path, status] of [['/a/1', 200], ['/a/1', 404], ['/slow/x', 200], ['/b/2', 200], ['/slow2/z', 200]] as const) {
       assert.ok(access.some((l) => l.path === path && l.status === status), `an access-log line for ${path} ${status}\n${output}`);
     }
+    assert.equal(access.filter((l) => l.path === '/b/2').length, 1, 'one line per request');
     const slow = access.find((l) => l.path === '/slow/x');
     assert.equal(slow.route, 'slow-old');
     assert.equal(slow.service, 'hold');

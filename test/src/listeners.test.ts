@@ -18,13 +18,14 @@ import { portOf, rawExchange } from './support.ts';
 let gw: TestGateway;
 let echo: Upstream;
 let hasher: Upstream;
+const blob = randomBytes(5 * 1024 * 1024);
 
 before(async () => {
   echo = await startUpstream();
   hasher = await startUpstream((req, res) => {
     const hash = createHash('sha256');
     req.on('data', (c) => hash.update(c));
-    req.on('end', () => res.end(hash.digest('hex')));
+    req.on('end', () => (req.url === '/blob' ? res.end(blob) : res.end(hash.digest('hex'))));
   });
   gw = await startGateway({
     services: [
@@ -105,6 +106,20 @@ test('the TLS port negotiates h2 and http/1.1 by ALPN and serves both', async ()
     assert.equal(seen.headers[':authority'], undefined, 'no pseudo-headers upstream');
   } finally {
     session.close();
+  }
+
+  // 5 MB each way over one h2 stream (flow control and backpressure through the proxy).
+  const upload = randomBytes(5 * 1024 * 1024);
+  const session2 = await connectH2(gw.https);
+  try {
+    const [up, down] = await Promise.all([
+      h2Request(session2, { ':method': 'PUT', ':path': '/hash' }, upload),
+      h2Request(session2, { ':method': 'GET', ':path': '/hash/blob' }),
+    ]);
+    assert.equal(up.body.toString(), createHash('sha256').update(upload).digest('hex'));
+    assert.equal(createHash('sha256').update(down.body).digest('hex'), createHash('sha256').update(blob).digest('hex'));
+  } finally {
+    session2.close();
   }
 
   const http1 = await request(`${gw.https}/echo/b`);

@@ -354,6 +354,36 @@ describe('bodies', () => {
   });
 });
 
+describe('upstream connections', () => {
+  test('sequential requests reuse one keep-alive upstream connection', async () => {
+    const pooled = await countingUpstream((_req, res) => res.end('pooled'));
+    const pooling = await startGateway({ gateway: { proxy_listen: ['127.0.0.1:0'] }, services: [{ name: 'pooled', url: pooled.url, routes: [{ paths: ['/'] }] }] });
+    try {
+      for (let i = 0; i < 5; i++) assert.equal((await request(`${pooling.http}/r${i}`)).text, 'pooled');
+      assert.equal(pooled.accepted, 1);
+    } finally {
+      await pooling.stop();
+      await pooled.close();
+    }
+  });
+
+  test('write timeout: an upstream that stops reading the body → 504', async () => {
+    const deaf = await countingUpstream((req) => req.pause());
+    const writing = await startGateway({
+      gateway: { proxy_listen: ['127.0.0.1:0'] },
+      services: [{ name: 'deaf', url: deaf.url, write_timeout: 200, routes: [{ paths: ['/'] }] }],
+    });
+    try {
+      const reply = await request(`${writing.http}/upload`, { method: 'POST', body: Buffer.alloc(32 * 1024 * 1024) });
+      assert.equal(reply.status, 504);
+      assert.equal(reply.json().message, 'The upstream server is timing out');
+    } finally {
+      await writing.stop();
+      await deaf.close();
+    }
+  });
+});
+
 describe('upstream failures', () => {
   test('read timeout → 504 and the upstream connection is closed', async () => {
     const reply = await request(`${gw.http}/slow`);
