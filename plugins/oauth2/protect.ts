@@ -8,6 +8,7 @@ import { findHeader, isBoundHere, type EndpointDeps } from './grants.ts';
 import { decodeArg, mediaType, parseArgs, readBodyParams } from './params.ts';
 import { bearerChallenge, oauthError, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
+import { tokenDigest } from './secret.ts';
 import { isExpired, type TokenRow } from './tokens.ts';
 
 /** The headers the upstream learns the caller from; client-sent copies never pass. */
@@ -42,10 +43,13 @@ export async function protect(ctx: RequestContext, config: OAuth2Config, deps: P
     ctx.removeUpstreamHeader(IDENTITY_HEADERS.userid);
     return;
   }
-  const found = await findToken(ctx, config);
+  const header = findHeader(ctx, config.auth_header_name);
+  const found = header ? tokenInHeader(header) : await tokenInParams(ctx);
   let failure: OAuthError = MISSING;
   if (found) {
-    const row = await deps.tokens.findByAccessToken(found.token);
+    // A warm token is answered from the cache without waiting on anything.
+    const digest = tokenDigest(found.token);
+    const row = deps.tokens.cached(digest) ?? (await deps.tokens.findByDigest(digest));
     const credential = row ? deps.credentials.byId(row.credential) : undefined;
     const consumer = credential ? deps.credentials.consumerOf(credential) : undefined;
     if (row && row.binding === null && !config.global_credentials) {
@@ -69,15 +73,19 @@ function refuse(ctx: RequestContext, config: OAuth2Config, body: OAuthError, cha
   ctx.respond(401, body, headers);
 }
 
-/** Kong's `parse_access_token`: the configured header (`bearer`/`token` scheme or raw), else `access_token`. */
-async function findToken(ctx: RequestContext, config: OAuth2Config): Promise<FoundToken | undefined> {
-  const header = findHeader(ctx, config.auth_header_name);
-  if (header) {
-    if (header.value === '') return undefined;
-    const parts = header.value.trim().split(/\s+/);
-    const isScheme = parts.length === 2 && /^(bearer|token)$/i.test(parts[0]);
-    return { token: isScheme ? parts[1] : header.value, header: header.name };
-  }
+/**
+ * Kong's `parse_access_token`: a header that is present decides alone. `Bearer <t>`/`Token <t>` give `<t>`;
+ * any other value is taken whole; an empty one is a missing token.
+ */
+function tokenInHeader(header: { name: string; value: string }): FoundToken | undefined {
+  if (header.value === '') return undefined;
+  const parts = header.value.trim().split(/\s+/);
+  const isScheme = parts.length === 2 && /^(bearer|token)$/i.test(parts[0]);
+  return { token: isScheme ? parts[1] : header.value, header: header.name };
+}
+
+/** Without the header: `access_token` from the body (POST/PUT/PATCH forms, JSON, multipart), else the query. */
+async function tokenInParams(ctx: RequestContext): Promise<FoundToken | undefined> {
   const fromQuery = ctx.rawQuery.includes('access_token') ? parseArgs(ctx.rawQuery).access_token : undefined;
   const fromBody = (await readBodyParams(ctx)).access_token;
   const token = fromBody !== undefined ? fromBody : fromQuery;

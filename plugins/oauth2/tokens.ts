@@ -89,6 +89,12 @@ export class TokenStore {
     return this.findByDigest(tokenDigest(accessToken));
   }
 
+  /** The live row of a digest when it is cached (no store read, no waiting); undefined otherwise. */
+  cached(digest: string): TokenRow | undefined {
+    const row = this.found.get(digest);
+    return row && this.alive(row, digest);
+  }
+
   async findByDigest(digest: string): Promise<TokenRow | undefined> {
     const cached = this.found.get(digest);
     if (cached) return this.alive(cached, digest);
