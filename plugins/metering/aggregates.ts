@@ -6,12 +6,21 @@
  */
 import type { Aggregation } from './meter-model.ts';
 
-/** Roll-up levels, coarsest first. 15 minutes aligns with every UTC offset in use (…:30, …:45). */
+/**
+ * Roll-up levels, coarsest first, each dividing the next. UTC days serve UTC calendars directly; the
+ * binary ladder below (8, 4, 2, 1 hours; 30 and 15 minutes) covers a day of any other zone in a few
+ * blocks (Los Angeles: 3–6, Kolkata: 7) instead of 24 hours; 15 minutes aligns with every offset in
+ * use (…:30, …:45); minutes are the base.
+ */
 export const LEVELS = [
   { name: 'd', size: 86_400 },
-  { name: 'h', size: 3_600 },
-  { name: 'q', size: 900 },
-  { name: 'm', size: 60 },
+  { name: 'h8', size: 28_800 },
+  { name: 'h4', size: 14_400 },
+  { name: 'h2', size: 7_200 },
+  { name: 'h1', size: 3_600 },
+  { name: 'm30', size: 1_800 },
+  { name: 'm15', size: 900 },
+  { name: 'm1', size: 60 },
 ] as const;
 export type LevelName = (typeof LEVELS)[number]['name'];
 export const BASE_SIZE = 60;
@@ -48,6 +57,23 @@ export function eventState(time: number, seq: number, numeric: number | undefine
     s.lq = seq;
   }
   return s;
+}
+
+/** Adds one event to a state in place (as merging eventState() would, without the allocation). */
+export function addEvent(s: State, time: number, seq: number, numeric: number | undefined): void {
+  s.c++;
+  if (time < s.f) s.f = time;
+  if (time > s.l) s.l = time;
+  if (numeric === undefined) return;
+  s.n++;
+  s.s += numeric;
+  if (numeric < s.mn) s.mn = numeric;
+  if (numeric > s.mx) s.mx = numeric;
+  if (time > s.lt || (time === s.lt && seq > s.lq)) {
+    s.lt = time;
+    s.lv = numeric;
+    s.lq = seq;
+  }
 }
 
 /** Merges `b` into `a`. */

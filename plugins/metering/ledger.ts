@@ -4,22 +4,29 @@
  * calls this, and a cache of committed states saves most reads. The cache only ever holds committed
  * values, so it needs no recovery: after a restart it starts empty.
  */
-import { LRUCache } from 'lru-cache';
 import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
-import { decodeState, emptyState, encodeState, eventState, LEVELS, merge, type State } from './aggregates.ts';
+import { addEvent as addToState, BASE_SIZE, decodeState, emptyState, encodeState, eventState, LEVELS, merge, type State } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import { escapePart, padTime } from './keys.ts';
 import { readEvent, type CompiledMeter } from './values.ts';
 
-/** The aggregate updates of a group of events. */
+/** Aggregate updates of a group of events, at the base (minute) level; prepare() rolls them up. */
+interface MinuteDelta {
+  space: string;
+  minute: number;
+  series: string;
+  state: State;
+}
+
 export interface Delta {
-  states: Map<string, State>;
-  uniques: Set<string>;
+  minutes: Map<string, MinuteDelta>;
+  /** Distinct values seen (unique_count), by minute. */
+  uniques: Map<string, { space: string; minute: number; series: string; value: string }>;
   events: number;
 }
 
 export function newDelta(): Delta {
-  return { states: new Map(), uniques: new Set(), events: 0 };
+  return { minutes: new Map(), uniques: new Map(), events: 0 };
 }
 
 /** Series key part: subject and dimension values (escaped, so '/' separates them). */
@@ -34,27 +41,78 @@ export function addEvent(delta: Delta, m: CompiledMeter, seq: number, event: Sto
   if (event.time < m.eventsFrom) return;
   const reading = readEvent(m, event.data);
   const series = seriesKey(event.subject, reading.dimensions);
-  const contribution = eventState(event.time, seq, reading.numeric);
-  const distinct = reading.distinct === undefined ? undefined : escapePart(reading.distinct);
+  const minute = event.time - (event.time % BASE_SIZE);
+  const key = `${m.space}|${minute}|${series}`;
+  const entry = delta.minutes.get(key);
+  if (entry) addToState(entry.state, event.time, seq, reading.numeric);
+  else delta.minutes.set(key, { space: m.space, minute, series, state: eventState(event.time, seq, reading.numeric) });
+  if (reading.distinct !== undefined) {
+    const value = escapePart(reading.distinct);
+    const uniqueKey = `${key}|${value}`;
+    if (!delta.uniques.has(uniqueKey)) delta.uniques.set(uniqueKey, { space: m.space, minute, series, value });
+  }
   delta.events++;
-  for (const level of LEVELS) {
-    const bucket = padTime(event.time - (event.time % level.size));
-    const key = `a/${m.space}/${level.name}/${bucket}/${series}`;
-    const existing = delta.states.get(key);
-    if (existing) merge(existing, contribution);
-    else delta.states.set(key, merge(emptyState(), contribution));
-    if (distinct !== undefined) delta.uniques.add(`u/${m.space}/${level.name}/${bucket}/${series}/${distinct}`);
+}
+
+/** The delta at every roll-up level, by aggregate key; and the distinct-value keys. */
+export function rollUp(delta: Delta): { states: Map<string, State>; uniques: Set<string> } {
+  const states = new Map<string, State>();
+  const uniques = new Set<string>();
+  for (const e of delta.minutes.values()) {
+    for (const level of LEVELS) {
+      const key = `a/${e.space}/${level.name}/${padTime(e.minute - (e.minute % level.size))}/${e.series}`;
+      const existing = states.get(key);
+      if (existing) merge(existing, e.state);
+      else states.set(key, merge(emptyState(), e.state));
+    }
+  }
+  for (const u of delta.uniques.values()) {
+    for (const level of LEVELS) uniques.add(`u/${u.space}/${level.name}/${padTime(u.minute - (u.minute % level.size))}/${u.series}/${u.value}`);
+  }
+  return { states, uniques };
+}
+
+/**
+ * A two-generation cache: recent entries in `young`, the previous generation in `old`; when `young`
+ * is full it becomes `old`. Near-LRU behaviour at the cost of two Map operations, with no per-entry
+ * bookkeeping for the garbage collector to chase.
+ */
+class GenerationalCache<V> {
+  private young = new Map<string, V>();
+  private old = new Map<string, V>();
+
+  constructor(private readonly generationSize: number) {}
+
+  get(key: string): V | undefined {
+    const hit = this.young.get(key);
+    if (hit !== undefined) return hit;
+    const aged = this.old.get(key);
+    if (aged !== undefined) this.set(key, aged);
+    return aged;
+  }
+
+  set(key: string, value: V): void {
+    if (this.young.size >= this.generationSize && !this.young.has(key)) {
+      this.old = this.young;
+      this.young = new Map();
+    }
+    this.young.set(key, value);
+  }
+
+  delete(key: string): void {
+    this.young.delete(key);
+    this.old.delete(key);
   }
 }
 
 export class AggregateLedger {
-  private readonly cache: LRUCache<string, State>;
+  private readonly cache: GenerationalCache<State>;
 
   constructor(
     private readonly store: Store,
-    cacheEntries = 200_000,
+    cacheEntries = 100_000,
   ) {
-    this.cache = new LRUCache({ max: cacheEntries });
+    this.cache = new GenerationalCache(cacheEntries);
   }
 
   /**
@@ -62,20 +120,24 @@ export class AggregateLedger {
    * Must run inside the writer's serial section.
    */
   async prepare(delta: Delta): Promise<{ ops: BatchOp[]; committed: () => void }> {
-    const keys = [...delta.states.keys()];
-    const missing = keys.filter((k) => !this.cache.has(k));
-    const stored = await this.store.getMany(missing);
+    const { states, uniques } = rollUp(delta);
     const current = new Map<string, State>();
+    const missing: string[] = [];
+    for (const key of states.keys()) {
+      const cached = this.cache.get(key);
+      if (cached) current.set(key, { ...cached });
+      else missing.push(key);
+    }
+    const stored = await this.store.getMany(missing);
     missing.forEach((k, i) => current.set(k, stored[i] === undefined ? emptyState() : decodeState(stored[i]!)));
     const ops: BatchOp[] = [];
     const merged = new Map<string, State>();
-    for (const [key, change] of delta.states) {
-      const base = current.get(key) ?? { ...this.cache.get(key)! };
-      const next = merge(base, change);
+    for (const [key, change] of states) {
+      const next = merge(current.get(key)!, change);
       merged.set(key, next);
       ops.push({ type: 'put', key, value: encodeState(next) });
     }
-    for (const key of delta.uniques) ops.push({ type: 'put', key, value: '' });
+    for (const key of uniques) ops.push({ type: 'put', key, value: '' });
     return { ops, committed: () => merged.forEach((state, key) => this.cache.set(key, state)) };
   }
 

@@ -268,7 +268,7 @@ export class QueryEngine {
 
   /** First and last minute bucket holding events of the meter, or undefined when none. */
   private async extent(meter: CompiledMeter): Promise<[number, number] | undefined> {
-    const prefix = aggregatePrefix(meter.space, 'm');
+    const prefix = aggregatePrefix(meter.space, 'm1');
     let first: number | undefined;
     let last: number | undefined;
     for await (const [key] of this.store.scan({ prefix, limit: 1 })) first = bucketOf(key, prefix.length);
@@ -305,7 +305,7 @@ export class QueryEngine {
     const windowOf = perMinute ? floorMinute : (t: number) => bounds[windowIndex(bounds, t)];
     const ranges: LevelRange[] = [];
     const rawEdges: [number, number][] = [];
-    const levels = perMinute ? LEVELS.filter((l) => l.name === 'm') : LEVELS;
+    const levels = perMinute ? LEVELS.filter((l) => l.size === BASE_SIZE) : LEVELS;
     const windowCount = perMinute ? 1 : bounds.length - 1;
     for (let i = 0; i < windowCount; i++) {
       const a = Math.max(perMinute ? lo : bounds[i], lo);
