@@ -54,7 +54,7 @@ export function adminRoutes(deps: AdminDeps): AdminRoute[] {
 }
 
 /** Kong's schema-violation answer: `fields` mirrors the input (arrays per element, `@entity` for checks). */
-export function schemaViolation(issues: Issue[]): AdminReply {
+function schemaViolation(issues: Issue[]): AdminReply {
   const fields: Record<string, any> = {};
   for (const { path, message } of issues) {
     const [field, index] = path;

@@ -23,7 +23,7 @@ export interface OAuth2Credential {
 }
 
 /** Kong validates each redirect URI with LuaSocket's parser: a scheme and a host, and no fragment. */
-export function checkRedirectUri(uri: string): string | undefined {
+function checkRedirectUri(uri: string): string | undefined {
   if (uri.includes('#')) return `fragment not allowed in '${uri}'`;
   let parsed: URL;
   try {

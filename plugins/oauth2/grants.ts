@@ -105,7 +105,7 @@ export function retrieveCodeChallenge(params: Params, config: OAuth2Config, clie
 }
 
 /** Standard or url-safe base64, padded or not, becomes unpadded base64url; anything else is kept as is. */
-export function normalizeChallenge(challenge: string): string {
+function normalizeChallenge(challenge: string): string {
   const standard = challenge.replace(/-/g, '+').replace(/_/g, '/').replace(/=+$/, '');
   if (!/^[A-Za-z0-9+/]*$/.test(standard) || standard.length % 4 === 1) return challenge;
   return Buffer.from(standard, 'base64').toString('base64url');

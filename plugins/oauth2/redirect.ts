@@ -17,7 +17,7 @@ export function luaEscape(value: string): string {
 }
 
 /** Kong's `encode_args`: sorted keys, arrays as repeated keys, `true` as a bare key, `false`/null left out. */
-export function encodeArgs(args: Params): string {
+function encodeArgs(args: Params): string {
   const parts: string[] = [];
   for (const key of Object.keys(args).sort()) {
     for (const value of Array.isArray(args[key]) ? (args[key] as unknown[]) : [args[key]]) {

@@ -7,7 +7,7 @@ export interface OAuthError {
   error_description: string;
 }
 
-export const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' } as const;
+const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' } as const;
 
 export function oauthError(error: string, description: string): OAuthError {
   return { error, error_description: description };
