@@ -4,9 +4,10 @@
  *   response (plugins) → downstream → log (plugins, metrics, access log).
  * HTTP requests and WebSocket handshakes share every step up to the upstream.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
@@ -76,6 +77,7 @@ export class Lifecycle {
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, listener: ListenerInfo): void {
     socket.on('error', () => socket.destroy());
     const isWebSocket = String(req.headers.upgrade ?? '').toLowerCase() === 'websocket';
+    if (!isWebSocket && !hasBody(req)) return this.ignoreUpgrade(req, socket, listener);
     const downstream = new SocketDownstream(socket);
     const ctx = this.begin(req, null, downstream, listener, isWebSocket);
     if (!ctx) return;
@@ -93,6 +95,21 @@ export class Lifecycle {
       },
       (err) => this.failed(ctx, err),
     );
+  }
+
+  /**
+   * An upgrade the gateway does not offer (`Upgrade: h2c`, which `curl --http2` sends on http://) is
+   * served as the plain HTTP/1.1 request it also is (RFC 9110 §7.8), then the connection closes.
+   */
+  private ignoreUpgrade(req: IncomingMessage, socket: Duplex, listener: ListenerInfo): void {
+    const res = new ServerResponse(req);
+    res.shouldKeepAlive = false;
+    res.assignSocket(socket as Socket);
+    res.once('finish', () => {
+      res.detachSocket(socket as Socket);
+      socket.end();
+    });
+    this.handle(req, res, listener);
   }
 
   /** Routing and protocol checks; null when the request was answered already. */
