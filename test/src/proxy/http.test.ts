@@ -591,6 +591,23 @@ describe("the gateway's own answers", () => {
     assert.equal(reply.json().message, 'no Service found with those values');
   });
 
+  test('an Upgrade the gateway does not offer (h2c, as curl --http2 sends) is ignored: the request is served over HTTP/1.1', async () => {
+    const reply = await rawRequest(portOf(gw.http), [
+      'GET /strip/upgrade HTTP/1.1',
+      'Host: x',
+      'Connection: Upgrade, HTTP2-Settings',
+      'Upgrade: h2c',
+      'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA',
+    ]);
+    assert.equal(reply.status, 200, reply.raw);
+    const seen = JSON.parse(reply.body);
+    assert.equal(seen.path, '/base/upgrade');
+    assert.equal(seen.headers.upgrade, undefined);
+    assert.equal(seen.headers['http2-settings'], undefined);
+    const withBody = await rawRequest(portOf(gw.http), ['POST /strip/upgrade HTTP/1.1', 'Host: x', 'Connection: Upgrade', 'Upgrade: h2c', 'Content-Length: 3'], 'abc');
+    assert.equal(withBody.status, 400, 'one with a body cannot be read after the upgrade: refused');
+  });
+
   test('garbage on the proxy port gets 400 and the gateway keeps serving', async () => {
     const raw = await rawExchange(portOf(gw.http), 'THIS IS NOT HTTP\r\n\r\n');
     assert.match(raw, /^HTTP\/1\.1 400 /);
