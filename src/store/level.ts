@@ -41,9 +41,16 @@ function ttlIndexKey(expiresAt: number, key: string): string {
 export function scanBounds(options: ScanOptions, base = ''): { gte: string; lt: string } {
   const prefix = base + (options.prefix ?? '');
   const gte = options.gte !== undefined ? base + options.gte : prefix;
-  // '\uffff' sorts after every character used in keys.
-  const lt = options.lt !== undefined ? base + options.lt : prefix + '\uffff';
-  return { gte: gte > prefix ? gte : prefix, lt: lt < prefix + '\uffff' ? lt : prefix + '\uffff' };
+  // LevelDB orders UTF-8 bytes, i.e. code points: U+10FFFF sorts after every other character
+  // ('\uffff' would not: emoji and other astral characters sort after it).
+  const end = prefix + '\u{10FFFF}';
+  const lt = options.lt !== undefined ? base + options.lt : end;
+  return { gte: byteOrder(gte, prefix) > 0 ? gte : prefix, lt: byteOrder(lt, end) < 0 ? lt : end };
+}
+
+/** Compares as LevelDB does (UTF-8 bytes), not as JavaScript does (UTF-16 code units). */
+function byteOrder(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
 export class LevelStore implements StoreAdapter {
@@ -109,7 +116,7 @@ export class LevelStore implements StoreAdapter {
   /** Scan below `base`, yielding keys without it. */
   async *scanRaw(options: ScanOptions, base: string): AsyncIterable<[string, string]> {
     const { gte, lt } = scanBounds(options, base);
-    if (gte >= lt) return;
+    if (byteOrder(gte, lt) >= 0) return;
     const limit = options.limit ?? Infinity;
     if (limit <= 0) return;
     const now = Date.now();
