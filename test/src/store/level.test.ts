@@ -89,6 +89,17 @@ test('scans are ordered, bounded by prefix, gte/lt, reversed and limited', async
   assert.deepEqual(await keys(s, { prefix: 'zz' }), []);
 });
 
+test('prefix scans find keys with any character after the prefix (non-ASCII, U+FFFF, emoji), in code point order', async () => {
+  const s = store.namespace('unicode');
+  const names = ['u/alice', 'u/zoë', 'u/\uffff', 'u/😀', 'u/日本'];
+  await s.batch(names.map((k) => ({ type: 'put' as const, key: k, value: k })));
+  await s.put('v', 'after');
+  assert.deepEqual(await keys(s, { prefix: 'u/' }), ['u/alice', 'u/zoë', 'u/日本', 'u/\uffff', 'u/😀']);
+  assert.deepEqual(await keys(s, { prefix: 'u/', reverse: true, limit: 1 }), ['u/😀']);
+  assert.deepEqual(await keys(s, { prefix: 'u/', gte: 'u/\uffff' }), ['u/\uffff', 'u/😀']);
+  assert.deepEqual(await keys(s, { prefix: 'u/', lt: 'u/😀' }), ['u/alice', 'u/zoë', 'u/日本', 'u/\uffff']);
+});
+
 test('entries with a ttl read as absent once expired, are skipped by scans, and swept', async () => {
   const s = store.namespace('ttl');
   await s.put('short', 'x', { ttlMs: 30 });
