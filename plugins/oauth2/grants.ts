@@ -10,9 +10,12 @@ import type { TokenStore } from './tokens.ts';
 
 /** The first value of a header; names compare case-insensitively with `-` and `_` equivalent (as nginx). */
 export function findHeader(ctx: RequestContext, name: string): { name: string; value: string } | undefined {
-  const direct = ctx.headers[name];
-  if (direct !== undefined) return { name, value: firstValue(ctx, name, direct) };
-  const wanted = canonicalHeaderName(name);
+  const lower = name.toLowerCase();
+  const direct = ctx.headers[lower];
+  if (direct !== undefined) return { name: lower, value: firstValue(ctx, lower, direct) };
+  // Only names with `-` or `_` have other spellings to look for.
+  if (!/[-_]/.test(lower)) return undefined;
+  const wanted = canonicalHeaderName(lower);
   for (const [key, value] of Object.entries(ctx.headers)) {
     if (value !== undefined && canonicalHeaderName(key) === wanted) return { name: key, value: firstValue(ctx, key, value) };
   }

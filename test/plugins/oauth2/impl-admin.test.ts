@@ -118,6 +118,18 @@ describe('oauth2 admin API', () => {
     assert.deepEqual(lone.json().fields, { '@entity': ["all or none of these fields must be set: 'hash_secret', 'client_secret'"] });
   });
 
+  it('PUT upserts by client_id; /oauth2/{c}/consumer gives the developer', async () => {
+    const body = { consumer: { id: developerId }, name: 'Upserted', redirect_uris: ['https://jane.example/put'] };
+    const created = await admin('PUT', '/oauth2/put-app', body);
+    assert.equal(created.status, 200, created.text);
+    assert.equal(created.json().client_id, 'put-app');
+    const replaced = await admin('PUT', '/oauth2/put-app', { consumer: { id: developerId }, name: 'Upserted again' });
+    assert.equal(replaced.json().id, created.json().id);
+    assert.equal(replaced.json().redirect_uris, null);
+    assert.equal((await admin('GET', '/oauth2/put-app/consumer')).json().username, 'dev-jane');
+    assert.equal((await admin('DELETE', '/oauth2/put-app')).status, 204);
+  });
+
   it('credentials from gateway.yaml are read-only', async () => {
     assert.equal((await admin('PATCH', '/oauth2/declared-app', { name: 'renamed' })).status, 405);
     assert.equal((await admin('DELETE', '/oauth2/declared-app')).status, 405);

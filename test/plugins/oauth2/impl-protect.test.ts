@@ -27,6 +27,7 @@ before(async () => {
     services: [
       service('plain', upstream.url, {}),
       service('hidden', upstream.url, { hide_credentials: true, auth_header_name: 'x_api_token' }),
+      service('capitals', upstream.url, { auth_header_name: 'Authorization' }),
       service('anon-id', upstream.url, { anonymous: ANONYMOUS_ID }),
       service('anon-name', upstream.url, { anonymous: 'guest' }),
       service('global-a', upstream.url, { global_credentials: true }),
@@ -70,6 +71,13 @@ describe('where the token comes from', () => {
     assert.equal(form.status, 200, form.text);
     assert.equal(lastUpstream().body, `a=1&access_token=${token}`);
     assert.equal(lastUpstream().headers['x-consumer-username'], 'acme');
+  });
+});
+
+describe('auth_header_name', () => {
+  it('matches header names case-insensitively', async () => {
+    const token = await tokenFor('capitals');
+    assert.equal((await request(`${gw.http}/capitals/x`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
   });
 });
 
