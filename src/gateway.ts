@@ -50,6 +50,8 @@ export class Gateway {
   private draining = false;
   private sweeper: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
+  /** The reload in progress: reloads run one after the other, so the last file read is the one that stays. */
+  private reloading: Promise<unknown> = Promise.resolve();
   private nodeId = '';
   readonly lifecycle: Lifecycle;
   private readonly engine: HttpEngine;
@@ -198,7 +200,13 @@ export class Gateway {
   }
 
   /** Re-reads the file; an invalid one is logged and ignored. Listener changes need a restart. */
-  async reload(): Promise<{ ok: true } | { ok: false; errors: ConfigError[] }> {
+  reload(): Promise<{ ok: true } | { ok: false; errors: ConfigError[] }> {
+    const next = this.reloading.then(() => this.reloadNow());
+    this.reloading = next.catch(() => undefined);
+    return next;
+  }
+
+  private async reloadNow(): Promise<{ ok: true } | { ok: false; errors: ConfigError[] }> {
     const loaded = await loadConfigFile(this.configFile, this.registry);
     if (!loaded.ok) {
       for (const e of loaded.errors) this.log.error({ error: String(e) }, 'invalid configuration: keeping the current one');
