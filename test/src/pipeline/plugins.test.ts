@@ -266,6 +266,44 @@ test('a reload configures every plugin again and swaps the configs in', async ()
   assert.equal(await tagFor('/a'), 'route');
 });
 
+test('reloads apply in the order they were asked for, even when an earlier one is slower', async () => {
+  let releaseSlow!: () => void;
+  let slowStarted!: () => void;
+  const slowConfigureStarted = new Promise<void>((r) => (slowStarted = r));
+  const gate: PluginDefinition<{ value: string }> = {
+    name: 'gate',
+    version: '1.0.0',
+    priority: 10,
+    configSchema: valueSchema,
+    create: () => ({
+      async configure(view) {
+        if (view.instances[0]?.config.value !== 'slow') return;
+        slowStarted();
+        await new Promise<void>((r) => (releaseSlow = r));
+      },
+      access(ctx, config) {
+        ctx.setUpstreamHeader('x-gate', config.value);
+      },
+    }),
+  };
+  const serial = await startWithRegistry(
+    { services: [{ name: 's', url: echo.url, routes: [{ paths: ['/'] }] }], plugins: [{ name: 'gate', config: { value: 'v1' } }] },
+    new Map([['gate', gate as PluginDefinition]]),
+  );
+  try {
+    const withGate = (value: string) => ({ services: [{ name: 's', url: echo.url, routes: [{ paths: ['/'] }] }], plugins: [{ name: 'gate', config: { value } }] });
+    const first = serial.reload(withGate('slow'));
+    await slowConfigureStarted;
+    const second = serial.reload(withGate('v3'));
+    await new Promise((r) => setTimeout(r, 50));
+    releaseSlow();
+    assert.deepEqual(await Promise.all([first, second]), [true, true]);
+    assert.equal((await request(`${serial.http}/x`)).json().headers['x-gate'], 'v3', 'the last file written wins');
+  } finally {
+    await serial.stop();
+  }
+});
+
 test('plugin configs are validated against the schema of the registry in use', async () => {
   const { mkdtempSync, writeFileSync } = await import('node:fs');
   const { join } = await import('node:path');
