@@ -202,3 +202,40 @@ test('kill -9 during concurrent ingestion loses no acknowledged event and counts
   third.kill('SIGTERM');
   await third.exited;
 });
+
+test('SIGTERM during concurrent ingestion exits 0 and keeps every acknowledged event', async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'tollgate-sigterm-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const first = await spawnGateway(config, { dataDir });
+  cleanups.push(() => crash(first));
+  const firstApi = await MeteringApi.connect(first.https);
+
+  const batches = makeBatches().flat();
+  let next = 0;
+  let acknowledged = 0;
+  let stopping = false;
+  const producers = Array.from({ length: PRODUCERS }, async () => {
+    while (next < batches.length) {
+      const batch = batches[next++];
+      batch.acknowledged = await post(firstApi, batch).catch(() => false);
+      if (batch.acknowledged && ++acknowledged === KILL_AFTER_ACKS) {
+        stopping = true;
+        first.kill('SIGTERM');
+      }
+      if (stopping && !batch.acknowledged) return; // the gateway stopped answering
+    }
+  });
+  await Promise.all(producers);
+  assert.equal(await first.exited, 0, 'SIGTERM exits 0');
+
+  const second = await spawnGateway(config, { dataDir });
+  cleanups.push(() => crash(second));
+  const api = await MeteringApi.connect(second.https);
+  const kept = new Set((await api.listAllEvents({ type: TYPE })).map((item) => `${item.event.source}/${item.event.id}`));
+  const lost = batches.filter((b) => b.acknowledged).flatMap((b) => b.events).filter((e) => !kept.has(`${e.source}/${e.id}`));
+  assert.deepEqual(lost.map((e) => `${e.source}/${e.id}`), [], 'acknowledged events lost by a graceful stop');
+  const expected = kept.size;
+  assert.equal(await api.totalWhen('crash_count', expected), expected, 'the count meter matches the stored events');
+  second.kill('SIGTERM');
+  await second.exited;
+});
