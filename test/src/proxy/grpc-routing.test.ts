@@ -43,7 +43,14 @@ describe('gRPC routing and gateway-produced statuses', () => {
       services: [
         { name: 'a', url: `grpc://127.0.0.1:${a.port}`, routes: [{ name: 'by-path', protocols: ['grpc'], paths: [`${SVC}/Unary`, `${SVC}/Bidi`] }] },
         { name: 'b', url: `grpc://127.0.0.1:${b.port}`, routes: [{ name: 'by-metadata', protocols: ['grpc'], paths: [`${SVC}/Unary`], headers: { 'x-tenant': ['blue'] } }] },
-        { name: 'c', url: `grpc://127.0.0.1:${c.port}`, routes: [{ name: 'by-authority', protocols: ['grpc'], hosts: ['grpc.example.test'] }] },
+        {
+          name: 'c',
+          url: `grpc://127.0.0.1:${c.port}`,
+          routes: [
+            { name: 'by-authority', protocols: ['grpc'], hosts: ['grpc.example.test'] },
+            { name: 'preserving', protocols: ['grpc'], hosts: ['grpc.preserve.test'], preserve_host: true },
+          ],
+        },
         { name: 'down', url: `grpc://127.0.0.1:${down}`, routes: [{ name: 'down', protocols: ['grpc'], paths: ['/down.Echo/'] }] },
         { name: 'slow', url: `grpc://127.0.0.1:${a.port}`, read_timeout: 300, routes: [{ name: 'slow', protocols: ['grpc'], paths: ['/slow.Echo/'] }] },
         { name: 'secure', url: `grpc://127.0.0.1:${a.port}`, routes: [{ name: 'secure-only', protocols: ['grpcs'], paths: ['/secure.Echo/'] }] },
@@ -68,6 +75,14 @@ describe('gRPC routing and gateway-produced statuses', () => {
     const { reply } = await unary(byAuthority, { message: 'x' });
     assert.equal(reply.upstream, 'c');
     assert.equal(reply.authority, `127.0.0.1:${c.port}`, ':authority is the service host:port (preserve_host off)');
+  });
+
+  test('preserve_host: the upstream gets the client\'s :authority', async () => {
+    const preserving = echoClient(new URL(gw.h2c).host, { channel: { 'grpc.default_authority': 'grpc.preserve.test' } });
+    clients.push(preserving);
+    const { reply } = await unary(preserving, { message: 'x' });
+    assert.equal(reply.upstream, 'c');
+    assert.equal(reply.authority, 'grpc.preserve.test');
   });
 
   test('no route: NOT_FOUND with Kong\'s message', async () => {
