@@ -1,8 +1,8 @@
 /**
- * Kong's admin API cases (reference §7.13), on the endpoints INTERFACE §6 defines: `POST /consumers`,
+ * Kong's admin API cases (reference §7.13): the endpoints of INTERFACE §6 (`POST /consumers`,
  * `POST /consumers/{c}/oauth2`, `GET|POST /oauth2`, `GET /oauth2?client_id=`, `GET|PATCH|DELETE /oauth2/{id or
- * client_id}`, `GET|DELETE /oauth2_tokens[/{id}]`. Kong's PUT upserts, consumer-scoped reads and token writes are
- * not part of Tollgate's admin API (tokens are only issued by the token endpoints, and stored hashed).
+ * client_id}`, `GET|DELETE /oauth2_tokens[/{id}]`) and Kong's others that Tollgate also serves (PUT upserts,
+ * consumer-scoped routes, token writes). Tokens are stored hashed: their values show only when created here.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -33,7 +33,6 @@ before(async () => {
 after(() => fx?.close());
 
 const call = (method: string, path: string, body?: unknown) => admin(fx.gw, method, path, body);
-const NOT_IN_INTERFACE = 'INTERFACE §6 has no such endpoint (Kong-only)';
 
 function assertFieldErrors(res: Awaited<ReturnType<typeof call>>, fields: Record<string, unknown>) {
   assert.equal(res.status, 400, res.text);
@@ -130,16 +129,30 @@ describe('Kong §7.13 admin API: oauth2 credentials', () => {
     assertFieldErrors(res, { redirect_uris: [null, "fragment not allowed in 'http://test.test/#with-fragment'"] });
   });
 
-  it('AD15 PUT /consumers/bob/oauth2/client_one', { skip: NOT_IN_INTERFACE }, () => {});
-  it('AD16 PUT without name', { skip: NOT_IN_INTERFACE }, () => {});
+  it('AD15 PUT /consumers/bob/oauth2/client_one creates, then replaces', async () => {
+    const first = await call('PUT', '/consumers/bob/oauth2/client_one', { name: 'Test APP', redirect_uris: ['http://google.test/'] });
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.json().client_id, 'client_one');
+    assert.equal(first.json().consumer.id, bob.id);
+    assert.deepEqual(first.json().redirect_uris, ['http://google.test/']);
+    const second = await call('PUT', '/consumers/bob/oauth2/client_one', { name: 'Test APP' });
+    assert.equal(second.status, 200, second.text);
+    assert.equal(second.json().id, first.json().id);
+    assert.equal(second.json().redirect_uris, null);
+  });
 
-  it("AD17 the list holds a consumer's credentials (Kong: GET /consumers/{c}/oauth2)", async () => {
+  it('AD16 PUT without name', async () => {
+    assertFieldErrors(await call('PUT', '/consumers/bob/oauth2/client_two', {}), { name: 'required field missing' });
+  });
+
+  it("AD17 a consumer's credentials (GET /consumers/{c}/oauth2), also in the global list", async () => {
     const consumer = await createConsumer(fx.gw, 'get_test');
     for (let i = 0; i < 3; i++) await createCredential(fx.gw, 'get_test', { name: `app ${i}` });
-    const res = await call('GET', '/oauth2');
-    assert.equal(res.status, 200, res.text);
-    const mine = res.json().data.filter((c: any) => c.consumer.id === consumer.id);
-    assert.equal(mine.length, 3);
+    const scoped = await call('GET', '/consumers/get_test/oauth2');
+    assert.equal(scoped.status, 200, scoped.text);
+    assert.equal(scoped.json().data.length, 3);
+    const all = (await call('GET', '/oauth2')).json().data.filter((c: any) => c.consumer.id === consumer.id);
+    assert.equal(all.length, 3);
   });
 
   it('AD18 a credential by id and by client_id', async () => {
@@ -151,7 +164,15 @@ describe('Kong §7.13 admin API: oauth2 credentials', () => {
     }
   });
 
-  it('AD19 a credential under another consumer', { skip: NOT_IN_INTERFACE }, () => {});
+  it('AD19 a credential under another consumer is 404, by id or client_id', async () => {
+    const cred = await createCredential(fx.gw, 'bob', { name: 'Test APP' });
+    assert.equal((await call('GET', `/consumers/bob/oauth2/${cred.id}`)).status, 200);
+    for (const key of [cred.id, cred.client_id]) {
+      const res = await call('GET', `/consumers/sally/oauth2/${key}`);
+      assert.equal(res.status, 404, res.text);
+      assert.deepEqual(res.json(), { message: 'Not Found' });
+    }
+  });
 
   it('AD20 PATCH a name by id and by client_id', async () => {
     const cred = await createCredential(fx.gw, 'bob', { name: 'Test APP' });
@@ -205,7 +226,14 @@ describe('Kong §7.13 admin API: oauth2 credentials', () => {
     assert.equal(created.json().consumer.id, bob.id);
   });
 
-  it('AD25 PUT /oauth2/client-1', { skip: NOT_IN_INTERFACE }, () => {});
+  it('AD25 PUT /oauth2/client-1 needs a consumer', async () => {
+    const res = await call('PUT', '/oauth2/client-1', { name: 'Test APP', redirect_uris: [GOOGLE] });
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.json().message, 'schema violation (consumer: required field missing)');
+    const created = await call('PUT', '/oauth2/client-1', { name: 'Test APP', redirect_uris: [GOOGLE], consumer: { id: bob.id } });
+    assert.equal(created.status, 200, created.text);
+    assert.equal(created.json().client_id, 'client-1');
+  });
 
   it('AD34 GET /oauth2?client_id= gives the application and developer names (INTERFACE §6)', async () => {
     const cred = await createCredential(fx.gw, 'sally', { name: 'Sally Analytics', redirect_uris: [GOOGLE] });
@@ -273,8 +301,26 @@ describe('Kong §7.13 admin API: oauth2 tokens', () => {
     return res.json().data.filter((t: any) => t.credential.id === credentialId);
   };
 
-  it('AD26 POST /oauth2_tokens', { skip: `${NOT_IN_INTERFACE}; tokens come from the token endpoints only` }, () => {});
-  it('AD27 POST /oauth2_tokens without fields', { skip: NOT_IN_INTERFACE }, () => {});
+  const serviceId = async () => (await call('GET', '/services')).json().data[0].id as string;
+
+  it('AD26 POST /oauth2_tokens issues a token, shown once', async () => {
+    const res = await call('POST', '/oauth2_tokens', { credential: { id: tokenCredential.id }, service: { id: await serviceId() }, expires_in: 10 });
+    assert.equal(res.status, 201, res.text);
+    const token = res.json();
+    assert.match(token.access_token, /^\w{32,}$/);
+    assert.equal(token.refresh_token, null);
+    assert.equal(token.token_type, 'bearer');
+    assert.equal(token.service.id, await serviceId());
+    const api = await fx.client.proxy('/request', { host: 'oauth2.com', headers: { authorization: `bearer ${token.access_token}` } });
+    assert.equal(api.status, 200, api.text);
+    // Stored hashed: a later read has no value to show.
+    assert.notEqual((await call('GET', `/oauth2_tokens/${token.id}`)).json().access_token, token.access_token);
+    await call('DELETE', `/oauth2_tokens/${token.id}`);
+  });
+
+  it('AD27 POST /oauth2_tokens without credential and expires_in', async () => {
+    assertFieldErrors(await call('POST', '/oauth2_tokens', {}), { expires_in: 'required field missing', credential: 'required field missing' });
+  });
 
   it('AD28 the list holds the issued tokens, never their values (hashed at rest)', async () => {
     const res = await call('GET', '/oauth2_tokens');
@@ -288,16 +334,39 @@ describe('Kong §7.13 admin API: oauth2 tokens', () => {
     for (const { access_token } of issued) assert.ok(!res.text.includes(access_token), 'a plain access token in the admin API');
   });
 
-  it('AD29 a token by id', async () => {
+  it('AD29 a token by id and by its access token', async () => {
     const [first] = await tokensOf(tokenCredential.id);
     const res = await call('GET', `/oauth2_tokens/${first.id}`);
     assert.equal(res.status, 200, res.text);
     assert.equal(res.json().id, first.id);
+    const byValue = await Promise.all(issued.map(({ access_token }) => call('GET', `/oauth2_tokens/${access_token}`)));
+    assert.ok(byValue.some((r) => r.status === 200 && r.json().id === first.id));
   });
 
-  it('AD30 PUT /oauth2_tokens/foobar', { skip: NOT_IN_INTERFACE }, () => {});
-  it('AD31 PATCH /oauth2_tokens/{id}', { skip: NOT_IN_INTERFACE }, () => {});
-  it('AD32 PATCH expires_in "hello"', { skip: NOT_IN_INTERFACE }, () => {});
+  it('AD30 a chosen access token value (Kong: PUT /oauth2_tokens/foobar; here POST with access_token)', async () => {
+    const res = await call('POST', '/oauth2_tokens', { credential: { id: tokenCredential.id }, service: { id: await serviceId() }, expires_in: 10, access_token: 'foobar' });
+    assert.equal(res.status, 201, res.text);
+    assert.equal(res.json().access_token, 'foobar');
+    assert.equal(res.json().refresh_token, null);
+    assert.equal((await call('GET', '/oauth2_tokens/foobar')).json().id, res.json().id);
+    assert.equal((await call('POST', '/oauth2_tokens', { credential: { id: tokenCredential.id }, expires_in: 10, access_token: 'foobar' })).status, 409);
+    await call('DELETE', `/oauth2_tokens/${res.json().id}`);
+  });
+
+  it('AD31 PATCH expires_in by id and by access token', async () => {
+    const created = (await call('POST', '/oauth2_tokens', { credential: { id: tokenCredential.id }, expires_in: 10 })).json();
+    for (const [key, expires_in] of [[created.id, 20], [created.access_token, 30]] as const) {
+      const res = await call('PATCH', `/oauth2_tokens/${key}`, { expires_in });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.json().expires_in, expires_in);
+    }
+    await call('DELETE', `/oauth2_tokens/${created.id}`);
+  });
+
+  it('AD32 PATCH expires_in "hello"', async () => {
+    const [first] = await tokensOf(tokenCredential.id);
+    assertFieldErrors(await call('PATCH', `/oauth2_tokens/${first.id}`, { expires_in: 'hello' }), { expires_in: 'expected an integer' });
+  });
 
   it('AD33 DELETE a token; unknown ones are 204 too (Kong)', async () => {
     const [first] = await tokensOf(tokenCredential.id);

@@ -74,7 +74,21 @@ describe('Kong §7.15 cache invalidation', () => {
     assertOAuthError(await authorize(cred.client_id), 400, 'invalid_client', 'Invalid client authentication');
   });
 
-  it('IV03 a deleted consumer', { skip: 'INTERFACE §6 defines no DELETE /consumers/{c}' }, () => {});
+  it('IV03 a deleted runtime consumer: its client can no longer get tokens, its tokens are refused', async () => {
+    await createConsumer(fx.gw, 'short-lived');
+    const cred = await createCredential(fx.gw, 'short-lived', { name: 'Short', client_id: 'short-lived-app', client_secret: 'secret123', redirect_uris: [GOOGLE] });
+    const token = await tokenFor(cred.client_id);
+    assert.equal((await useToken(token)).status, 200);
+    assert.equal((await admin(fx.gw, 'DELETE', '/consumers/short-lived')).status, 204);
+    const res = await fx.client.token({ client_id: cred.client_id, client_secret: 'secret123', scope: 'email', grant_type: 'client_credentials' }, ON);
+    assertOAuthError(res, 400, 'invalid_client', 'Invalid client authentication');
+    assertInvalidToken(await useToken(token));
+    assert.equal((await admin(fx.gw, 'GET', `/oauth2/${cred.id}`)).status, 404);
+  });
+
+  it('IV03b a consumer declared in gateway.yaml cannot be deleted (405)', async () => {
+    assert.equal((await admin(fx.gw, 'DELETE', '/consumers/yaml-user')).status, 405);
+  });
 
   it('IV04 a token deleted through the admin API is refused', async () => {
     const cred = await newCredential();
@@ -86,7 +100,15 @@ describe('Kong §7.15 cache invalidation', () => {
     assertInvalidToken(await useToken(token));
   });
 
-  it('IV05 PATCH access_token of a token', { skip: 'INTERFACE §6 has no PATCH /oauth2_tokens (token values are stored hashed)' }, () => {});
+  it('IV05 a token whose value is changed through the admin API: the new value works, the old one is refused', async () => {
+    const cred = await newCredential();
+    const token = await tokenFor(cred.client_id);
+    const [row] = (await admin(fx.gw, 'GET', '/oauth2_tokens')).json().data.filter((t: any) => t.credential.id === cred.id);
+    const res = await admin(fx.gw, 'PATCH', `/oauth2_tokens/${row.id}`, { access_token: `updated_token_${serial}` });
+    assert.equal(res.status, 200, res.text);
+    assert.equal((await fx.client.proxy(`/request?access_token=updated_token_${serial}`, ON)).status, 200);
+    assertInvalidToken(await useToken(token));
+  });
 
   it("IV06 a deleted credential's tokens are refused", async () => {
     const cred = await newCredential();
