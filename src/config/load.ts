@@ -9,7 +9,7 @@ import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
-import { validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
+import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
 import { consumerSchema, ID, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import { parseListenList } from './listen.ts';
 import { isPlainObject, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
@@ -18,6 +18,8 @@ import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Servic
 /** Kong's namespace for declarative ids. */
 const ID_NAMESPACE = 'fd02801f-0957-4a15-a55a-c8d9606f30b5';
 const FORMAT_VERSIONS = ['1.1', '2.1', '3.0'];
+/** Before 3.0 a path with any other character was a regex (Kong's route_path migration). */
+const LEGACY_PLAIN_PATH = /^[a-zA-Z0-9.\-_~/%]*$/;
 const CORE_KEYS = new Set(['_format_version', '_transform', '_comment', '_ignore', 'gateway', 'services', 'routes', 'consumers', 'plugins']);
 
 export type PluginRegistry = ReadonlyMap<string, PluginDefinition>;
@@ -71,6 +73,17 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
   config.file = absolute;
   config.hash = createHash('md5').update(text).digest('hex');
   return { ok: true, config };
+}
+
+/** Kong's migration of 1.1/2.1 paths: regex-looking ones get the `~` prefix, plain ones are normalized. */
+function migrateLegacyPaths(route: Record<string, any>): Record<string, any> {
+  if (!Array.isArray(route.paths)) return route;
+  const paths = route.paths.map((p: unknown) => {
+    if (typeof p !== 'string') return p;
+    if (!LEGACY_PLAIN_PATH.test(p)) return '~' + p;
+    return normalizePath(p) ?? p;
+  });
+  return { ...route, paths };
 }
 
 function formatPath(path: Path): string {
@@ -128,6 +141,8 @@ class ConfigBuilder {
   private readonly routeSchema: RecordSchema = routeSchema(validateRoutePath, validateRouteHost, validateRouteHeaderValue);
   private readonly entityDefs = new Map<string, EntityDefinition>();
   private order = 0;
+  /** `_format_version` 1.1 or 2.1: route paths are migrated as Kong does on import. */
+  private legacyPaths = false;
 
   constructor(
     private readonly registry: PluginRegistry,
@@ -152,6 +167,7 @@ class ConfigBuilder {
     if (raw._format_version === undefined) this.issue(['_format_version'], 'required field missing');
     else if (!FORMAT_VERSIONS.includes(String(raw._format_version))) this.issue(['_format_version'], `expected one of: ${FORMAT_VERSIONS.join(', ')}`);
 
+    this.legacyPaths = ['1.1', '2.1'].includes(String(raw._format_version));
     const gateway = this.buildGateway(raw.gateway);
     this.eachEntry(raw, 'services', (s, path) => this.addService(s, path));
     this.eachEntry(raw, 'routes', (r, path) => this.addRoute(r, path, r.service === undefined ? null : r.service));
@@ -258,7 +274,7 @@ class ConfigBuilder {
   }
 
   private addRoute(raw: Record<string, any>, path: Path, serviceRef: unknown): void {
-    const r = this.validateEntity<Record<string, any>>(this.routeSchema, raw, path, ['plugins']);
+    const r = this.validateEntity<Record<string, any>>(this.routeSchema, this.legacyPaths ? migrateLegacyPaths(raw) : raw, path, ['plugins']);
     let service: { id: string } | null = null;
     if (serviceRef !== null && serviceRef !== undefined) {
       const key = refKey(serviceRef);
