@@ -454,3 +454,13 @@ test('a file written to disk loads with its path in the messages and its md5 as 
     assert.equal(ok.config.hash, createHash('md5').update(good).digest('hex'));
   }
 });
+
+test('_format_version 1.1 and 2.1: route paths are migrated as Kong does (regex-looking ones get "~", plain ones normalized)', () => {
+  const routesOf = (version: string) =>
+    yaml(`_format_version: "${version}"`, 'services:', '  - name: a', '    url: http://127.0.0.1:1', '    routes:', '      - paths: ["/users/\\\\d+$", "/plain/./x", "/ok"]');
+  for (const version of ['1.1', '2.1']) {
+    assert.deepEqual(load(routesOf(version)).routes[0].paths, ['~/users/\\d+$', '/plain/x', '/ok'], version);
+  }
+  const [error] = errorsOf(routesOf('3.0'));
+  assert.match(error, /^gw\.yaml:6:17: services\[0\]\.routes\[0\]\.paths\[0\]: invalid path/, '3.0 takes paths as written');
+});
