@@ -48,6 +48,23 @@ const CONTENT_TYPES: Record<string, BodyShape> = {
   'application/json': 'either',
 };
 
+/** Deeper `data` is refused: it could not be stored or read back without exhausting the stack. */
+export const MAX_DATA_DEPTH = 64;
+
+/** True when `value` nests objects/arrays deeper than `limit` (iterative: safe on hostile input). */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth > limit) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
+}
+
 const KNOWN_ATTRIBUTES = new Set(['specversion', 'id', 'source', 'type', 'subject', 'time', 'datacontenttype', 'dataschema', 'data']);
 const MIN_TIME = 1;
 
@@ -133,6 +150,7 @@ function checkEvent(raw: unknown, ctx: ValidationContext, report: (field: string
   }
   const data = event.data;
   if (data !== undefined && data !== null && (typeof data !== 'object' || Array.isArray(data))) problem('data', 'must be a JSON object or null', 'type');
+  else if (nestedDeeperThan(data, MAX_DATA_DEPTH)) problem('data', `must not nest more than ${MAX_DATA_DEPTH} levels`, 'max_depth');
   if (!valid) return undefined;
   const record: StoredEvent = {
     id: event.id as string,

@@ -103,10 +103,17 @@ class GenerationalCache<V> {
     this.young.delete(key);
     this.old.delete(key);
   }
+
+  clear(): void {
+    this.young = new Map();
+    this.old = new Map();
+  }
 }
 
 export class AggregateLedger {
   private readonly cache: GenerationalCache<State>;
+  /** States of prepared batches not yet committed, with the batch that wrote them last. */
+  private readonly pending = new Map<string, { state: State; token: symbol }>();
 
   constructor(
     private readonly store: Store,
@@ -116,29 +123,47 @@ export class AggregateLedger {
   }
 
   /**
-   * The writes for a delta, and a function to call once they are committed (fills the cache).
-   * Must run inside the writer's serial section.
+   * The writes for a delta, and a function to call once they are committed. Until then the new
+   * states are pending: a batch prepared while this one is being written builds on them (they are
+   * never evicted, unlike cached ones). Must run inside the writer's serial section.
    */
   async prepare(delta: Delta): Promise<{ ops: BatchOp[]; committed: () => void }> {
     const { states, uniques } = rollUp(delta);
     const current = new Map<string, State>();
     const missing: string[] = [];
     for (const key of states.keys()) {
-      const cached = this.cache.get(key);
-      if (cached) current.set(key, { ...cached });
+      const known = this.pending.get(key)?.state ?? this.cache.get(key);
+      if (known) current.set(key, { ...known });
       else missing.push(key);
     }
     const stored = await this.store.getMany(missing);
     missing.forEach((k, i) => current.set(k, stored[i] === undefined ? emptyState() : decodeState(stored[i]!)));
     const ops: BatchOp[] = [];
-    const merged = new Map<string, State>();
+    const token = Symbol('batch');
     for (const [key, change] of states) {
       const next = merge(current.get(key)!, change);
-      merged.set(key, next);
+      this.pending.set(key, { state: next, token });
       ops.push({ type: 'put', key, value: encodeState(next) });
     }
     for (const key of uniques) ops.push({ type: 'put', key, value: '' });
-    return { ops, committed: () => merged.forEach((state, key) => this.cache.set(key, state)) };
+    return {
+      ops,
+      committed: () => {
+        for (const key of states.keys()) {
+          const entry = this.pending.get(key)!;
+          if (entry.token === token) {
+            this.pending.delete(key);
+            this.cache.set(key, entry.state);
+          }
+        }
+      },
+    };
+  }
+
+  /** Drops every pending and cached state (after a failed write nothing later can be trusted). */
+  clear(): void {
+    this.pending.clear();
+    this.cache.clear();
   }
 
   /** Drops cached states (their keys were deleted). */

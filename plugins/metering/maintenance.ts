@@ -117,7 +117,12 @@ export class Maintenance {
     const next: MeterRecord = { ...record, backfill: done ? null : { ...progress, cursor, aggregated } };
     const { ops, committed } = await this.ledger.prepare(delta);
     ops.push({ type: 'put', key: meterKey(id), value: JSON.stringify(next) });
-    await this.store.batch(ops, { sync: true });
+    try {
+      await this.store.batch(ops, { sync: true });
+    } catch (err) {
+      this.ledger.clear();
+      throw err;
+    }
     committed();
     this.meters.set(next);
     const now = Date.now();

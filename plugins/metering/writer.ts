@@ -3,8 +3,17 @@
  * Requests enqueue validated events and wait; a flush commits whole requests in one atomic LevelDB
  * batch written with sync: the raw events, their time index, their dedupe keys, the sequence number
  * and the aggregate updates of every matching meter. The promise of each request settles only after
- * that commit. Everything else that writes aggregates or meters (backfill, clean-up, purge, meter
- * changes) runs in the same serial section, so the read-merge-write of aggregates never races.
+ * that commit.
+ *
+ * Pipelining: while one batch is being written (fsync), the next one is prepared (dedupe lookups,
+ * aggregate read-merge) on top of the first one's results: the in-flight dedupe keys, the next
+ * sequence numbers and the cached aggregate states are taken as if the first had committed. Writes
+ * stay strictly ordered (each starts after the previous one resolved), so the store never holds a
+ * later batch without the earlier one; if a write fails, every batch prepared on top of it fails
+ * too and the optimistic state is dropped before anything else is prepared.
+ *
+ * Everything else that writes aggregates or meters (backfill, clean-up, purge, meter changes) runs in
+ * `exclusive`, after every pending write has settled, so the read-merge-write of aggregates never races.
  */
 import type { Logger } from 'pino';
 import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
@@ -36,20 +45,29 @@ interface Waiting {
   reject(err: unknown): void;
 }
 
-export interface CommitResult {
-  accepted: number;
-  duplicates: number;
-}
+/** At most this many batches written or waiting to be written (one writing, one prepared). */
+const MAX_WRITES_IN_FLIGHT = 2;
 
 export class Writer {
   private waiting: Waiting[] = [];
   private waitingEvents = 0;
   private timer: NodeJS.Timeout | null = null;
-  private flushing: Promise<void> | null = null;
+  private preparing = false;
+  private writesInFlight = 0;
+  /** Serial section (prepare steps and exclusive work), FIFO. */
   private tail: Promise<unknown> = Promise.resolve();
+  /** The last launched write, and the same settled-safe. */
+  private lastWrite: Promise<void> = Promise.resolve();
+  private writeTail: Promise<void> = Promise.resolve();
+  /** A write failed: later prepared batches fail, optimistic state must be dropped. */
+  private chainBroken = false;
+  /** Dedupe keys of prepared batches not yet written. */
+  private readonly inFlightDedupe = new Set<string>();
   private closed = false;
   /** Last sequence number committed. */
   lastSeq = 0;
+  /** Last sequence number handed out (≥ lastSeq while batches are in flight). */
+  private preparedSeq = 0;
 
   constructor(
     private readonly store: Store,
@@ -61,7 +79,7 @@ export class Writer {
 
   async open(): Promise<void> {
     const seq = await this.store.get(SEQ_KEY);
-    this.lastSeq = seq === undefined ? 0 : parseInt(seq, 16);
+    this.lastSeq = this.preparedSeq = seq === undefined ? 0 : parseInt(seq, 16);
   }
 
   /** Events waiting for their commit. */
@@ -69,11 +87,29 @@ export class Writer {
     return this.waitingEvents;
   }
 
-  /** Runs `fn` alone among all writes (FIFO). */
-  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.tail.then(fn, fn);
     this.tail = run.catch(() => undefined);
     return run;
+  }
+
+  /** Runs `fn` alone among all writes, once every launched write has settled (FIFO). */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    return this.serial(async () => {
+      await this.settleWrites();
+      return fn();
+    });
+  }
+
+  /** Waits for launched writes; drops optimistic state if one failed. Serial section only. */
+  private async settleWrites(): Promise<void> {
+    await this.writeTail;
+    if (this.chainBroken) {
+      this.chainBroken = false;
+      this.preparedSeq = this.lastSeq;
+      this.inFlightDedupe.clear();
+      this.ledger.clear();
+    }
   }
 
   /**
@@ -91,8 +127,9 @@ export class Writer {
   }
 
   private schedule(): void {
-    if (this.flushing || this.waiting.length === 0) return;
-    if (this.waitingEvents >= this.options.batchMaxEvents || this.options.batchMaxWaitMs === 0) {
+    if (this.waiting.length === 0 || this.preparing || this.writesInFlight >= MAX_WRITES_IN_FLIGHT) return;
+    // While a write is in flight the waiting events have already waited for it: prepare them now.
+    if (this.waitingEvents >= this.options.batchMaxEvents || this.options.batchMaxWaitMs === 0 || this.writesInFlight > 0) {
       this.startFlush();
     } else if (!this.timer) {
       this.timer = setTimeout(() => this.startFlush(), this.options.batchMaxWaitMs);
@@ -102,15 +139,7 @@ export class Writer {
   private startFlush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    if (this.flushing || this.waiting.length === 0) return;
-    this.flushing = this.flushOnce().finally(() => {
-      this.flushing = null;
-      // Whatever arrived during the commit has already waited that long: commit it right away.
-      if (this.waiting.length > 0) this.startFlush();
-    });
-  }
-
-  private async flushOnce(): Promise<void> {
+    if (this.waiting.length === 0 || this.preparing || this.writesInFlight >= MAX_WRITES_IN_FLIGHT) return;
     const group: Waiting[] = [];
     let count = 0;
     while (this.waiting.length > 0 && (group.length === 0 || count + this.waiting[0].events.length <= this.options.batchMaxEvents)) {
@@ -119,31 +148,53 @@ export class Writer {
       count += next.events.length;
     }
     this.waitingEvents -= count;
-    try {
-      await this.exclusive(() => this.commit(group.flatMap((w) => w.events)));
-      group.forEach((w) => w.resolve());
-    } catch (err) {
+    this.preparing = true;
+    const fail = (err: unknown) => {
       this.log.error({ err }, 'metering: committing events failed');
       group.forEach((w) => w.reject(err));
-    }
+    };
+    this.serial(() => this.prepareAndLaunch(group.flatMap((w) => w.events))).then(
+      ({ written }) => {
+        this.preparing = false;
+        this.writesInFlight++;
+        written
+          .then(() => group.forEach((w) => w.resolve()), fail)
+          .finally(() => {
+            this.writesInFlight--;
+            this.schedule();
+          });
+        this.schedule();
+      },
+      (err) => {
+        this.preparing = false;
+        fail(err);
+        this.schedule();
+      },
+    );
   }
 
-  /** Commits events (first of each (source, id) wins; known ones are skipped). Serial section only. */
-  private async commit(events: PreparedEvent[]): Promise<CommitResult> {
+  /**
+   * Prepares the batch of `events` on top of every launched write and launches its write after
+   * them. First of each (source, id) wins; known ones are skipped. Serial section only.
+   */
+  private async prepareAndLaunch(events: PreparedEvent[]): Promise<{ written: Promise<void> }> {
+    if (this.chainBroken) await this.settleWrites();
     const fresh: PreparedEvent[] = [];
     const seen = new Set<string>();
     for (const e of events) {
-      if (seen.has(e.dedupe)) continue;
+      if (seen.has(e.dedupe) || this.inFlightDedupe.has(e.dedupe)) continue;
       seen.add(e.dedupe);
       fresh.push(e);
     }
     const known = await this.store.getMany(fresh.map((e) => dedupeKey(e.dedupe)));
     const accepted = fresh.filter((_, i) => known[i] === undefined);
-    if (accepted.length === 0) return { accepted: 0, duplicates: events.length };
+    // Only duplicates: done when their originals are (a failure of the last write may be spurious
+    // for them, which is safe: a retry is acknowledged as a duplicate).
+    if (accepted.length === 0) return { written: this.lastWrite };
     const storedAt = String(Date.now()).padStart(STORED_AT_WIDTH, '0');
     const ops: BatchOp[] = [];
     const delta = newDelta();
-    let seq = this.lastSeq;
+    let seq = this.preparedSeq;
     for (const e of accepted) {
       seq++;
       ops.push(
@@ -155,28 +206,44 @@ export class Writer {
     }
     ops.push({ type: 'put', key: SEQ_KEY, value: padSeq(seq) });
     const aggregates = await this.ledger.prepare(delta);
-    await this.store.batch(aggregates.ops.length ? ops.concat(aggregates.ops) : ops, { sync: true });
-    this.lastSeq = seq;
-    aggregates.committed();
-    return { accepted: accepted.length, duplicates: events.length - accepted.length };
+    // Optimistic from here on: the next batch builds on this one.
+    this.preparedSeq = seq;
+    for (const e of accepted) this.inFlightDedupe.add(e.dedupe);
+    const all = aggregates.ops.length ? ops.concat(aggregates.ops) : ops;
+    const written = this.writeTail.then(async () => {
+      if (this.chainBroken) throw new Error('an earlier batch failed to commit');
+      try {
+        await this.store.batch(all, { sync: true });
+      } catch (err) {
+        this.chainBroken = true;
+        throw err;
+      }
+      this.lastSeq = seq;
+      aggregates.committed();
+      for (const e of accepted) this.inFlightDedupe.delete(e.dedupe);
+    });
+    this.lastWrite = written;
+    this.writeTail = written.catch(() => undefined);
+    return { written };
   }
 
   /** Commits everything queued, then refuses new events. */
   async close(): Promise<void> {
     this.closed = true;
-    while (this.waiting.length > 0 || this.flushing) {
-      if (!this.flushing) this.startFlush();
-      await this.flushing;
+    while (this.waiting.length > 0 || this.preparing || this.writesInFlight > 0) {
+      this.startFlush();
+      await new Promise((r) => setTimeout(r, 2));
     }
     await this.idle();
   }
 
-  /** Resolves when no serial work is running or queued. */
+  /** Resolves when no serial work is running or queued and every launched write has settled. */
   async idle(): Promise<void> {
     let tail;
     do {
       tail = this.tail;
       await tail;
+      await this.writeTail;
     } while (tail !== this.tail);
   }
 }
