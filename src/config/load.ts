@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
@@ -73,6 +74,14 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
   config.file = absolute;
   config.hash = createHash('md5').update(text).digest('hex');
   return { ok: true, config };
+}
+
+/** An IPv4/IPv6 address, optionally with a prefix length its family allows. */
+function isCidr(text: string): boolean {
+  const [address, bits, extra] = text.split('/');
+  const family = isIP(address);
+  if (family === 0 || extra !== undefined) return false;
+  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
 }
 
 /** Kong's migration of 1.1/2.1 paths: regex-looking ones get the `~` prefix, plain ones are normalized. */
@@ -198,7 +207,7 @@ class ConfigBuilder {
       for (const e of parseListenList(value[key]).errors) this.issue(['gateway', key, e.index], e.message);
     }
     for (const [i, cidr] of (value.trusted_ips ?? []).entries()) {
-      if (!/^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(cidr)) this.issue(['gateway', 'trusted_ips', i], `invalid ip or cidr range: '${cidr}'`);
+      if (typeof cidr === 'string' && !isCidr(cidr)) this.issue(['gateway', 'trusted_ips', i], `invalid ip or cidr range: '${cidr}'`);
     }
     value.data_dir = resolve(this.baseDir, value.data_dir ?? './data');
     if (value.ssl_cert) value.ssl_cert = resolve(this.baseDir, value.ssl_cert);
