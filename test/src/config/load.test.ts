@@ -464,3 +464,14 @@ test('_format_version 1.1 and 2.1: route paths are migrated as Kong does (regex-
   const [error] = errorsOf(routesOf('3.0'));
   assert.match(error, /^gw\.yaml:6:17: services\[0\]\.routes\[0\]\.paths\[0\]: invalid path/, '3.0 takes paths as written');
 });
+
+test('trusted_ips: addresses and CIDR ranges are checked at load, never at start', () => {
+  const bad = ['abc', '999.1.1.1', '1.2.3', '10.0.0.0/99', 'fe80::/200', '10.0.0.0/8/1'];
+  const errors = errorsOf(yaml('_format_version: "3.0"', 'gateway:', `  trusted_ips: [${bad.map((b) => `"${b}"`).join(', ')}]`));
+  assert.deepEqual(
+    errors.map((e) => e.replace(/^gw\.yaml:3:\d+: /, '')),
+    bad.map((b, i) => `gateway.trusted_ips[${i}]: invalid ip or cidr range: '${b}'`),
+  );
+  const good = load(yaml('_format_version: "3.0"', 'gateway:', '  trusted_ips: ["127.0.0.1", "10.0.0.0/8", "0.0.0.0/0", "::1", "fe80::/10"]'));
+  assert.equal(good.gateway.trusted_ips.length, 5);
+});
