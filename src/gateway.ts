@@ -173,6 +173,8 @@ export class Gateway {
       const e = err as NodeJS.ErrnoException;
       if (e.code === 'EADDRINUSE') throw new StartupError(`cannot listen on ${args[0].text}: the address is already in use`);
       if (e.code === 'EACCES') throw new StartupError(`cannot listen on ${args[0].text}: permission denied`);
+      // E.g. EADDRNOTAVAIL (an address this host does not have) or ENOTFOUND (an unknown host name).
+      if (e.code) throw new StartupError(`cannot listen on ${args[0].text}: ${e.message}`);
       throw err;
     }
   }
