@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
@@ -135,6 +135,15 @@ test('start on a taken port: exit 1 with a clear message', async () => {
   } finally {
     blocker.close();
   }
+});
+
+test('start on an address this host does not have: exit 1 naming the listener', async () => {
+  const dir = tempDir();
+  const file = startConfig(dir, 0);
+  writeFileSync(file, readFileSync(file, 'utf8').replace('127.0.0.1:0', '192.0.2.1:8000'));
+  const result = await cli(['start', '--config', file]);
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, /^tollgate: cannot listen on 192\.0\.2\.1:8000: .*EADDRNOTAVAIL/m);
 });
 
 test('start with an unusable data directory: exit 1 with a clear message, nothing served', async () => {
