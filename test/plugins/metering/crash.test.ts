@@ -6,13 +6,12 @@
  * meter must equal the exact totals, and every event must be stored exactly once.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
-import { event, MeteringApi, meteringConfig, sleep, totalOf, type Reply } from './catalogue-support.ts';
+import { spawnGateway } from '../../helpers/gateway.ts';
+import { crash, event, MeteringApi, meteringConfig, sleep, totalOf, type Reply } from './catalogue-support.ts';
 
 const TYPE = 'crash';
 const config = meteringConfig({
@@ -75,49 +74,6 @@ async function postUntilAcknowledged(api: MeteringApi, batch: Batch): Promise<vo
     await sleep(100);
   }
   assert.fail('a batch was never acknowledged after the restart');
-}
-
-/**
- * The process that serves: `spawnGateway` runs `tsx`, whose CLI starts the gateway as its own node child
- * and relays catchable signals only, so a SIGKILL must go to that child (else it lives on, orphaned,
- * holding the data directory's lock). Falls back to the spawned process when it has no child.
- */
-function servingPid(spawned: SpawnedGateway): number {
-  const parent = spawned.child.pid!;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === parent) return Number(entry);
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  return parent;
-}
-
-/** kill -9 of the gateway process (and of its tsx wrapper); resolves once both are gone. */
-async function crash(spawned: SpawnedGateway): Promise<void> {
-  if (spawned.child.exitCode !== null || spawned.child.signalCode !== null) return;
-  const pid = servingPid(spawned);
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // already gone
-  }
-  spawned.kill('SIGKILL');
-  await spawned.exited;
-  for (let i = 0; i < 200 && isAlive(pid); i++) await sleep(10);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const cleanups: (() => Promise<unknown>)[] = [];
