@@ -73,7 +73,8 @@ export class HttpEngine {
         onFailure: (failure) => {
           // The caller gave up on this request (client gone, body refused): it has answered already.
           if (aborted) return;
-          const replayable = request.body === null || Buffer.isBuffer(request.body);
+          // A streamed body is piped only once connected: after a connect or DNS failure it is still unread.
+          const replayable = request.body === null || Buffer.isBuffer(request.body) || failure.kind === 'connect' || failure.kind === 'dns';
           const retryable = failure.kind === 'connect' || failure.kind === 'dns' || (failure.kind === 'reset' && failure.tries === -1);
           if (!aborted && replayable && retryable && tryNumber < request.service.retries) attempt(tryNumber + 1);
           else handlers.onFailure(new UpstreamFailure(failure.kind, failure.message, tryNumber + 1));
@@ -154,7 +155,8 @@ export class HttpEngine {
     if (body === null) upstream.end();
     else if (Buffer.isBuffer(body)) upstream.end(body);
     else {
-      body.pipe(upstream);
+      body.pause();
+      upstream.once('socket', (socket) => (socket.connecting ? socket.once('connect', () => body.pipe(upstream)) : body.pipe(upstream)));
     }
     return upstream;
   }
