@@ -29,6 +29,7 @@ let sink: CountingServer;
 let streaming: CountingServer;
 let secure: https.Server;
 let flakyPort: number;
+let flakyPostPort: number;
 const bigResponse = randomBytes(FIVE_MB);
 
 /** An upstream with a behaviour per path. */
@@ -90,6 +91,7 @@ before(async () => {
   });
   await new Promise<void>((r) => secure.listen(0, '127.0.0.1', r));
   flakyPort = await closedPort();
+  flakyPostPort = await closedPort();
   const down = await closedPort();
 
   gw = await startGateway({
@@ -111,6 +113,7 @@ before(async () => {
       { name: 'streaming', url: streaming.url, routes: [{ name: 'streaming', paths: ['/stream'] }] },
       { name: 'down', url: `http://127.0.0.1:${down}`, retries: 0, routes: [{ name: 'down', paths: ['/down'] }] },
       { name: 'flaky', url: `http://127.0.0.1:${flakyPort}`, retries: 32767, routes: [{ name: 'flaky', paths: ['/flaky'] }] },
+      { name: 'flaky-post', url: `http://127.0.0.1:${flakyPostPort}`, retries: 32767, routes: [{ name: 'flaky-post', paths: ['/flaky-post'] }] },
       { name: 'tls-upstream', url: `https://127.0.0.1:${(secure.address() as AddressInfo).port}/in`, routes: [{ name: 'tls', paths: ['/tls'] }] },
     ],
     routes: [{ name: 'no-service', paths: ['/nosvc'] }],
@@ -419,6 +422,30 @@ describe('upstream failures', () => {
       assert.equal(reply.status, 200, reply.text);
       assert.equal(reply.text, 'finally');
       assert.equal(received, 1);
+    } finally {
+      late.closeAllConnections();
+      await new Promise((r) => late.close(r));
+    }
+  });
+
+  test('retries with a streamed request body: the body is not read before the connection is up, so it arrives whole', async () => {
+    const bodies: string[] = [];
+    const late = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        bodies.push(sha256(Buffer.concat(chunks)));
+        res.end('stored');
+      });
+    });
+    const body = randomBytes(256 * 1024);
+    const pending = request(`${gw.http}/flaky-post`, { method: 'POST', body, headers: { 'content-type': 'application/octet-stream' } });
+    await new Promise((r) => setTimeout(r, 20));
+    await new Promise<void>((r) => late.listen(flakyPostPort, '127.0.0.1', r));
+    try {
+      const reply = await pending;
+      assert.equal(reply.status, 200, reply.text);
+      assert.deepEqual(bodies, [sha256(body)]);
     } finally {
       late.closeAllConnections();
       await new Promise((r) => late.close(r));
