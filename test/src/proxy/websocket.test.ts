@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { IncomingMessage } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
+import { connect as netConnect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { after, before, describe, test } from 'node:test';
 import WebSocket from 'ws';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
@@ -22,6 +23,26 @@ async function closedPort(): Promise<number> {
   const { port } = server.address() as AddressInfo;
   await new Promise((r) => server.close(r));
   return port;
+}
+
+/** The TCP socket under each client TLS socket, so a test can reset it. */
+const tcpUnder = new WeakMap<object, Socket>();
+
+/** Client connections over a TCP socket the test keeps a hold of (TLS on top when `secure`). */
+function connectionFactory(secure: boolean) {
+  return (options: { host?: string; port?: number | string }) => {
+    const tcp = netConnect(Number(options.port), options.host ?? '127.0.0.1');
+    if (!secure) return tcp;
+    const socket = tlsConnect({ socket: tcp, rejectUnauthorized: false });
+    tcpUnder.set(socket, tcp);
+    return socket;
+  };
+}
+
+/** Drops the connection with a TCP RST (no close frame, no FIN), as a crashed client or a network failure does. */
+function resetConnection(ws: WebSocket): void {
+  const socket = (ws as unknown as { _socket: Socket })._socket;
+  (tcpUnder.get(socket) ?? socket).resetAndDestroy();
 }
 
 /** Polls until `condition` holds (bounded), for counts that settle asynchronously. */
@@ -59,7 +80,7 @@ for (const transport of ['ws', 'wss'] as const) {
     });
 
     async function connect(path: string, protocols?: string[]): Promise<{ ws: WebSocket; response: IncomingMessage }> {
-      const ws = new WebSocket(base + path, protocols, { rejectUnauthorized: false, maxPayload: 64 << 20 });
+      const ws = new WebSocket(base + path, protocols, { maxPayload: 64 << 20, createConnection: connectionFactory(tls) as never });
       const upgraded = once(ws, 'upgrade', deadline());
       await once(ws, 'open', deadline());
       const [response] = (await upgraded) as [IncomingMessage];
@@ -139,6 +160,12 @@ for (const transport of ['ws', 'wss'] as const) {
       const upstreamClosed = once(upstream.events, 'closed', deadline());
       other.terminate();
       assert.equal((await upstreamClosed)[0], 1006);
+
+      // A TCP reset (no FIN, no close frame) must end the upstream side as well.
+      const reset = (await connect('/ws/echo')).ws;
+      const upstreamClosedOnReset = once(upstream.events, 'closed', deadline());
+      resetConnection(reset);
+      assert.equal((await upstreamClosedOnReset)[0], 1006);
     });
 
     test('handshake: path, query and proxy headers upstream; subprotocol and Via on the 101', async () => {
@@ -187,9 +214,10 @@ for (const transport of ['ws', 'wss'] as const) {
           const n = cycle++;
           const { ws } = await connect('/ws/echo');
           assert.equal((await echo(ws, `m${n}`)).data.toString(), `m${n}`);
-          if (n % 3 === 0) ws.terminate();
-          else if (n % 3 === 1) ws.close(1000);
-          else ws.send('terminate');
+          if (n % 4 === 0) ws.terminate();
+          else if (n % 4 === 1) ws.close(1000);
+          else if (n % 4 === 2) ws.send('terminate');
+          else resetConnection(ws);
         }
       };
       await Promise.all(Array.from({ length: 25 }, worker));
