@@ -94,7 +94,7 @@ export class Listener {
       const h2 = http2.createServer(h2Options, handlers.request);
       if (handlers.upgrade) http1.on('upgrade', handlers.upgrade);
       h2.on('session', adoptPeerAddress);
-      const server = net.createServer((socket) => sniffProtocol(socket, http1, h2));
+      const server = net.createServer((socket) => sniffProtocol(socket, http1, h2, limits.clientTimeout));
       listener = new Listener(spec, server, http1, h2, events);
       listener.guardHttp1(http1);
       listener.guardHttp2(h2, limits);
@@ -160,8 +160,10 @@ export class Listener {
  * anything else to the HTTP/1.1 server. Node's http2 server cannot adopt a socket whose first
  * bytes were already read, but it accepts a plain Duplex that replays them.
  */
-function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server): void {
+function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server, clientTimeout: number): void {
   socket.on('error', () => socket.destroy());
+  // A client that never says which protocol it speaks is not kept forever (the servers' own timeouts start after).
+  socket.setTimeout(clientTimeout, () => socket.destroy());
   let seen = Buffer.alloc(0);
   const onData = (chunk: Buffer) => {
     seen = Buffer.concat([seen, chunk]);
@@ -170,6 +172,7 @@ function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server
     if (looksH2 && seen.length < H2_PREFACE.length) return; // need more bytes to decide
     socket.off('data', onData);
     socket.pause();
+    socket.setTimeout(0);
     if (looksH2) {
       // Node's http2 cannot switch Nagle off through the Duplex wrapper: small frames (gRPC calls,
       // WINDOW_UPDATEs) would wait for delayed ACKs.
