@@ -182,6 +182,24 @@ test('bad bytes: 400 on HTTP/1.1 ports, a closed connection for a broken h2 sess
   for (const url of [gw.http, gw.https, gw.h2c]) assert.equal((await request(`${url}/echo/alive`)).status, 200, url);
 });
 
+test('the h2c port does not keep connections that never send a (complete) preface', { timeout: 15_000 }, async () => {
+  const strict = await startGateway({ gateway: { proxy_listen: ['127.0.0.1:0 http2'], client_timeout: 1000 } });
+  try {
+    const closed = (bytes: string) =>
+      new Promise<void>((resolve) => {
+        const s = net.connect(portOf(strict.http), '127.0.0.1', () => bytes && s.write(bytes));
+        s.on('error', () => undefined);
+        s.on('close', () => resolve());
+        s.resume();
+      });
+    // Each resolves only when the gateway closes the connection (the test times out otherwise).
+    await Promise.all([closed(''), closed('PRI * HTTP/2.0\r\n')]);
+    assert.equal((await request(`${strict.http}/alive`)).status, 404, 'and it still serves');
+  } finally {
+    await strict.stop();
+  }
+});
+
 test('without a configured certificate, a self-signed one for localhost/127.0.0.1 is generated once and reused', async () => {
   const dataDir = tempDir();
   const config = { services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/echo'] }] }] };
