@@ -4,11 +4,12 @@
  * reach grpc-js as the mapped status codes with readable messages, as trailers-only responses (never JSON).
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import http2 from 'node:http2';
 import { createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
-import { echoClient, grpc, startGrpcEcho, unary, unaryAt, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
+import { echoClient, grpc, requestFrame, startGrpcEcho, unary, unaryAt, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
 
 const SVC = '/tollgate.test.Echo';
 
@@ -160,6 +161,38 @@ describe('gRPC routing and gateway-produced statuses', () => {
       assert.equal(Buffer.concat(body).length, 0);
     } finally {
       session.close();
+    }
+  });
+
+  test('a grpc-timeout neither the client nor the upstream enforces is enforced at the gateway, and the upstream call cancelled', async () => {
+    // A bare HTTP/2 upstream that answers headers and then never finishes, ignoring deadlines.
+    const upstreamStreams: http2.ServerHttp2Stream[] = [];
+    const ignoring = http2.createServer();
+    ignoring.on('stream', (stream) => {
+      upstreamStreams.push(stream);
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
+    });
+    await new Promise<void>((r) => ignoring.listen(0, '127.0.0.1', r));
+    const deadlineGateway = await startGateway({
+      services: [{ name: 'ignoring', url: `grpc://127.0.0.1:${(ignoring.address() as AddressInfo).port}`, routes: [{ name: 'r', protocols: ['grpc'], paths: ['/'] }] }],
+    });
+    const session = http2.connect(deadlineGateway.h2c);
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': `${SVC}/Unary`, 'content-type': 'application/grpc', te: 'trailers', 'grpc-timeout': '300m' });
+      stream.end(requestFrame({ message: 'lingering client' }));
+      const trailers = new Promise<http2.IncomingHttpHeaders>((r) => stream.once('trailers', r));
+      stream.resume();
+      const status = await trailers;
+      assert.equal(status['grpc-status'], String(grpc.status.DEADLINE_EXCEEDED));
+      assert.equal(status['grpc-message'], 'Deadline exceeded');
+      assert.equal(upstreamStreams.length, 1);
+      const upstreamStream = upstreamStreams[0];
+      if (!upstreamStream.closed) await once(upstreamStream, 'close', { signal: AbortSignal.timeout(10_000) });
+      assert.equal(upstreamStream.rstCode, http2.constants.NGHTTP2_CANCEL);
+    } finally {
+      session.close();
+      await deadlineGateway.stop();
+      ignoring.close();
     }
   });
 
