@@ -195,3 +195,33 @@ test('SIGTERM during concurrent ingestion exits 0 and keeps every acknowledged e
   second.kill('SIGTERM');
   await second.exited;
 });
+
+test('kill -9 right after a meter is created or re-dimensioned over a large history: totals are exact after restart', async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'tollgate-backfill-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const first = await spawnGateway(config, { dataDir });
+  cleanups.push(() => crash(first));
+  const firstApi = await MeteringApi.connect(first.https);
+
+  const type = 'history';
+  const events = Array.from({ length: 30_000 }, (_, i) =>
+    event({ type, subject: `customer-${i % 5}`, time: new Date(Date.now() - i * 20_000).toISOString(), data: { value: (i % 10) + 1, region: i % 3 ? 'eu' : 'us' } }),
+  );
+  for (let i = 0; i < events.length; i += 5000) await firstApi.ingestOk(events.slice(i, i + 5000));
+  await firstApi.createMeterOk({ key: 'history_sum', name: 'History', event_type: type, aggregation: 'sum', value_property: '$.value' });
+  const regrouped = await firstApi.createMeterOk({ key: 'history_count', name: 'History count', event_type: type, aggregation: 'count' });
+  const res = await firstApi.updateMeter(regrouped.key, { name: 'History count', dimensions: { region: '$.region' } });
+  assert.equal(res.status, 200, res.text);
+  await crash(first);
+
+  const second = await spawnGateway(config, { dataDir });
+  cleanups.push(() => crash(second));
+  const api = await MeteringApi.connect(second.https);
+  const expectedSum = events.reduce((sum, e) => sum + e.data.value, 0);
+  assert.equal(await api.totalWhen('history_sum', expectedSum), expectedSum);
+  const byRegion = await api.queryWhen('history_count', { group_by_dimensions: ['region'] }, (r) => r.data.length === 2);
+  const counts = Object.fromEntries(byRegion.data.map((row) => [row.dimensions.region, Number(row.value)]));
+  assert.deepEqual(counts, { eu: 20_000, us: 10_000 });
+  second.kill('SIGTERM');
+  await second.exited;
+});
