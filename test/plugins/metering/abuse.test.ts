@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import https from 'node:https';
 import { after, before, describe, test } from 'node:test';
-import { request, spawnGateway } from '../../helpers/gateway.ts';
+import { request, spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { assertProblem, CE_BATCH, CE_SINGLE, event, JSON_TYPE, MeteringApi, meteringConfig, ROUTE_PATH, totalOf, unique, type Reply } from './catalogue-support.ts';
 
 const METERS = [
@@ -16,7 +16,7 @@ const METERS = [
 /** The metering plugin's default `max_body_size` is 10 MiB; this is comfortably above it. */
 const OVERSIZED = 11 * 1024 * 1024;
 
-let gateway: Awaited<ReturnType<typeof spawnGateway>>;
+let gateway: SpawnedGateway;
 let api: MeteringApi;
 let exitCode: number | null | undefined;
 
@@ -144,8 +144,8 @@ describe('hostile input never crashes the process', () => {
     ['attributes of the wrong types', CE_SINGLE, JSON.stringify({ ...event(), id: 1, source: {}, type: [], subject: true, time: 0 })],
     ['a __proto__ attribute', CE_SINGLE, JSON.stringify(event()).replace(/}$/, ',"__proto__":{"polluted":true}}')],
     ['5000 invalid events', CE_BATCH, JSON.stringify(Array.from({ length: 5000 }, () => ({ specversion: '1.0' })))],
-    ['a 2 MB id', CE_SINGLE, JSON.stringify(event({ id: 'i'.repeat(2 * 1024 * 1024), time: 'bad' }))],
-    ['a lone surrogate in the subject', CE_SINGLE, JSON.stringify(event()).replace(/"subject":"[^"]*"/, '"subject":"\\ud800"').replace(/"time":"[^"]*"/, '"time":"x"')],
+    ['a 2 MB id in an event with a bad time', CE_SINGLE, JSON.stringify(event({ id: 'i'.repeat(2 * 1024 * 1024), time: 'bad' }))],
+    ['a lone surrogate in the subject of an event with a bad time', CE_SINGLE, JSON.stringify(event()).replace(/"subject":"[^"]*"/, '"subject":"\\ud800"').replace(/"time":"[^"]*"/, '"time":"x"')],
   ];
   for (const [name, contentType, body] of bodies) {
     test(`events: ${name}`, async () => {

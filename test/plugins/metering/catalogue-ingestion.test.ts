@@ -189,11 +189,6 @@ describe('§7.1 ingestion', () => {
       time -= MINUTE;
       return event({ type: 'ingest_invalid', subject, time: wholeSeconds(time), ...fields });
     };
-    const withoutData = () => {
-      const e = nextInvalid({});
-      delete e.data;
-      return e;
-    };
 
     test('ING-08 datacontenttype application/xml is rejected with 400', async () => {
       assertProblem(await api.ingest(nextInvalid({ datacontenttype: 'application/xml', data: '<xml></xml>' })), 400, 'datacontenttype');
@@ -205,7 +200,9 @@ describe('§7.1 ingestion', () => {
       await api.ingestOk(nextInvalid({ data: null }));
     });
     test('ING-11 no data is accepted', async () => {
-      await api.ingestOk(withoutData());
+      const e = nextInvalid({});
+      assert.equal('data' in e, false);
+      await api.ingestOk(e);
     });
     test('ING-12 empty data object is accepted', async () => {
       await api.ingestOk(nextInvalid({ data: {} }));
