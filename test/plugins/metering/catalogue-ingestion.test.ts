@@ -4,6 +4,7 @@
  * Events are produced with the official CloudEvents SDK wherever a producer would use it.
  */
 import assert from 'node:assert/strict';
+import http2 from 'node:http2';
 import { after, before, describe, test } from 'node:test';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { startGateway, type TestGateway } from '../../helpers/gateway.ts';
@@ -383,5 +384,43 @@ describe('CloudEvents SDK producers', () => {
     const res = await api.send('POST', '/events', JSON.stringify(batch), { 'content-type': CE_BATCH });
     assert.equal(res.status, 202, res.text);
     assert.equal(await api.totalWhen(type, 25), 25);
+  });
+});
+
+describe('transport', () => {
+  /** One request on an HTTP/2 session (ALPN h2 on the TLS listener), as h2-capable producers send. */
+  function h2Request(session: http2.ClientHttp2Session, headers: Record<string, string>, body: string) {
+    return new Promise<{ status: number; contentType: string; text: string }>((resolve, reject) => {
+      const req = session.request({ ':method': 'POST', ...headers });
+      let status = 0;
+      let contentType = '';
+      let text = '';
+      req.on('response', (h) => {
+        status = Number(h[':status']);
+        contentType = String(h['content-type'] ?? '');
+      });
+      req.setEncoding('utf8');
+      req.on('data', (chunk) => (text += chunk));
+      req.on('end', () => resolve({ status, contentType, text }));
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  test('over HTTP/2 a batch is accepted with 202 and a broken body is a 400 problem', async () => {
+    const type = unique('h2');
+    await api.createMeterOk({ key: type, name: type, event_type: type, aggregation: 'count' });
+    const session = http2.connect(gateway.https, { rejectUnauthorized: false });
+    try {
+      const headers = { ':path': '/v3/metering/events', authorization: `Bearer ${api.token}` };
+      const accepted = await h2Request(session, { ...headers, 'content-type': CE_BATCH }, JSON.stringify([event({ type }), event({ type })]));
+      assert.deepEqual([accepted.status, accepted.text], [202, '']);
+      const broken = await h2Request(session, { ...headers, 'content-type': CE_SINGLE }, '{"specversion":');
+      assert.equal(broken.status, 400);
+      assert.match(broken.contentType, /^application\/problem\+json/);
+    } finally {
+      session.close();
+    }
+    assert.equal(await api.totalWhen(type, 2), 2);
   });
 });
