@@ -109,6 +109,20 @@ describe('§7.7 event listing', () => {
     assert.deepEqual(walked.map((item) => item.event.data.i), Array.from({ length: 25 }, (_, i) => 24 - i));
   });
 
+  test('validation errors follow the live meters: one per matching meter that cannot use the event', async () => {
+    const type = unique('errors');
+    const e = event({ type, data: {} });
+    await api.ingestOk(e);
+    const messages = async () => ((await api.eventsWhen({ id: e.id }, 1))[0].validation_errors ?? []).map((error) => error.message).sort();
+    assert.deepEqual(await messages(), []);
+    await api.createMeterOk({ key: `${type}_sum`, name: 'sum', event_type: type, aggregation: 'sum', value_property: '$.v' });
+    await api.createMeterOk({ key: `${type}_max`, name: 'max', event_type: type, aggregation: 'max', value_property: '$.w' });
+    await api.createMeterOk({ key: `${type}_count`, name: 'count', event_type: type, aggregation: 'count' });
+    assert.deepEqual(await messages(), ['invalid event: missing value property: "$.v"', 'invalid event: missing value property: "$.w"']);
+    assert.equal((await api.deleteMeter(`${type}_sum`)).status, 204);
+    assert.deepEqual(await messages(), ['invalid event: missing value property: "$.w"']);
+  });
+
   test('an invalid from is rejected', async () => {
     assertProblem(await api.listEvents({ from: 'last week' }), 400);
   });
