@@ -129,7 +129,24 @@ export class Listener {
 
   private guardHttp2(server: http2.Http2Server | http2.Http2SecureServer, limits: ListenerLimits): void {
     server.on('sessionError', () => {});
-    server.setTimeout(limits.clientTimeout, (socket?: Duplex) => socket?.destroy());
+    const openStreams = new WeakMap<Http2Session, number>();
+    server.on('stream', (stream) => {
+      const session = stream.session;
+      if (!session) return;
+      openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
+      stream.once('close', () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
+    });
+    // Idle connections close after client_timeout. An h2 session whose stream waits quietly (a slow
+    // upstream, a gRPC stream) is not idle: destroying it would end that response empty.
+    server.setTimeout(limits.clientTimeout, (target?: Duplex | Http2Session) => {
+      const session = target as Http2Session;
+      if (target && openStreams.get(session)) {
+        // Node arms a session's timeout callback once: arm it again for when its streams are done.
+        session.setTimeout(limits.clientTimeout, () => server.emit('timeout', session));
+        return;
+      }
+      target?.destroy();
+    });
   }
 
   /** Stops accepting; open connections keep being served. */
