@@ -182,6 +182,31 @@ test('bad bytes: 400 on HTTP/1.1 ports, a closed connection for a broken h2 sess
   for (const url of [gw.http, gw.https, gw.h2c]) assert.equal((await request(`${url}/echo/alive`)).status, 200, url);
 });
 
+test('an h2 stream waiting on a slow upstream is not an idle session: its answer arrives whole; idle sessions still close', async () => {
+  const slow = await startUpstream((_req, res) => void setTimeout(() => res.end('late answer'), 1500));
+  const patient = await startGateway({
+    gateway: { client_timeout: 1000 },
+    services: [{ name: 'slow', url: slow.url, routes: [{ paths: ['/slow'] }] }],
+  });
+  try {
+    for (const url of [patient.h2c, patient.https]) {
+      const session = await connectH2(url);
+      try {
+        const reply = await h2Request(session, { ':method': 'GET', ':path': '/slow' });
+        assert.equal(reply.status, 200, url);
+        assert.equal(reply.body.toString(), 'late answer', url);
+        // Now idle: the gateway closes the session.
+        await new Promise((r) => (session.closed ? r(undefined) : session.once('close', r)));
+      } finally {
+        session.destroy();
+      }
+    }
+  } finally {
+    await patient.stop();
+    await slow.close();
+  }
+});
+
 test('the h2c port does not keep connections that never send a (complete) preface', { timeout: 15_000 }, async () => {
   const strict = await startGateway({ gateway: { proxy_listen: ['127.0.0.1:0 http2'], client_timeout: 1000 } });
   try {
