@@ -18,9 +18,8 @@ import { tempDir } from '../test/helpers/gateway.ts';
 import { LevelStore } from '../src/store/level.ts';
 import type { BatchOp } from '../src/store/store.ts';
 import { prepareEvents } from '../plugins/metering/events.ts';
-import { encodeState } from '../plugins/metering/aggregates.ts';
 import { dedupeKey, eventKey, padSeq, SEQ_KEY, timeKey } from '../plugins/metering/keys.ts';
-import { addEvent, newDelta, rollUp } from '../plugins/metering/ledger.ts';
+import { addEvent, newDelta, writesIntoEmptySpace } from '../plugins/metering/ledger.ts';
 import { meterDefinitionFrom } from '../plugins/metering/meter-model.ts';
 import { MeteringService } from '../plugins/metering/service.ts';
 import { startChild, type Child } from './lib.ts';
@@ -161,8 +160,8 @@ async function seedYear(dataDir: string): Promise<number> {
     await flush();
   }
   ops.push({ type: 'put', key: SEQ_KEY, value: padSeq(QUERY_EVENTS) });
-  for (const [key, state] of rollUp(delta).states) {
-    ops.push({ type: 'put', key, value: encodeState(state) });
+  for (const op of writesIntoEmptySpace(delta)) {
+    ops.push(op);
     await flush();
   }
   await flush(true);

@@ -98,13 +98,64 @@ export function encodeState(s: State): string {
 }
 
 export function decodeState(text: string): State {
-  const a = JSON.parse(text) as number[];
+  return stateOfArray(JSON.parse(text) as number[]);
+}
+
+export function stateOfArray(a: number[]): State {
   const s = emptyState();
   s.c = a[0];
   s.f = a[1];
   s.l = a[2];
   if (a.length > 3) [s.n, s.s, s.mn, s.mx, s.lt, s.lv, s.lq] = a.slice(3);
   return s;
+}
+
+/** Merges an encoded state into `a` (decodeState + merge without the intermediate object). */
+export function mergeEncoded(a: State, text: string): void {
+  mergeArray(a, JSON.parse(text) as number[]);
+}
+
+/** Merges a parsed encoded state (the array form) into `a`. */
+export function mergeArray(a: State, v: number[]): void {
+  a.c += v[0];
+  if (v[1] < a.f) a.f = v[1];
+  if (v[2] > a.l) a.l = v[2];
+  if (v.length === 3) return;
+  a.n += v[3];
+  a.s += v[4];
+  if (v[5] < a.mn) a.mn = v[5];
+  if (v[6] > a.mx) a.mx = v[6];
+  if (v[7] > a.lt || (v[7] === a.lt && v[7] >= 0 && v[9] > a.lq)) {
+    a.lt = v[7];
+    a.lv = v[8];
+    a.lq = v[9];
+  }
+}
+
+/**
+ * Rows: for the roll-up levels above the base, every series of a bucket also lives in one value
+ * (`r/<space>/<level>/<bucket>`), so a long query reads one row per bucket instead of one key per
+ * series. A bucket with more than ROW_MAX_SERIES series is marked as overflowing (`!`) and read
+ * series by series; rows are written in the same batch as the per-series states they copy.
+ */
+export const ROW_MAX_SERIES = 512;
+export const ROW_OVERFLOW = '!';
+export const ROW_LEVELS: ReadonlySet<string> = new Set(LEVELS.filter((l) => l.size > BASE_SIZE).map((l) => l.name));
+
+export type Row = Map<string, State> | typeof ROW_OVERFLOW;
+
+export function encodeRow(row: Row): string {
+  if (row === ROW_OVERFLOW) return ROW_OVERFLOW;
+  let text = '{';
+  for (const [series, state] of row) text += (text.length > 1 ? ',' : '') + JSON.stringify(series) + ':' + encodeState(state);
+  return text + '}';
+}
+
+export function decodeRow(text: string): Row {
+  if (text === ROW_OVERFLOW) return ROW_OVERFLOW;
+  const row = new Map<string, State>();
+  for (const [series, array] of Object.entries(JSON.parse(text) as Record<string, number[]>)) row.set(series, stateOfArray(array));
+  return row;
 }
 
 /** The aggregate value, or undefined when the group has no usable value (dropped from results). */

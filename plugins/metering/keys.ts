@@ -8,13 +8,14 @@
  *   t/<time>/<seq>                            time index -> "<type>/<dedupe hash>"
  *   d/<dedupe hash>                           (source, id) seen -> seq
  *   a/<meter>.<gen>/<level>/<bucket>/<series> aggregate state of one bucket and series
+ *   r/<meter>.<gen>/<level>/<bucket>          every series of a bucket in one value (levels above minutes)
  *   u/<meter>.<gen>/<level>/<bucket>/<series>/<value>   distinct values (unique_count)
  */
 import { createHash } from 'node:crypto';
 
 export const SEQ_KEY = 'meta/seq';
 const SEQ_WIDTH = 12;
-const TIME_WIDTH = 12;
+export const TIME_WIDTH = 12;
 
 export const padSeq = (seq: number) => seq.toString(16).padStart(SEQ_WIDTH, '0');
 export const parseSeq = (text: string) => parseInt(text, 16);
@@ -59,6 +60,7 @@ export function parseTimeKey(key: string): { time: number; seq: number } {
 export const aggregateSpace = (meterId: string, gen: number) => `${meterId}.${gen}`;
 export const aggregatePrefix = (space: string, level: string) => `a/${space}/${level}/`;
 export const uniquePrefix = (space: string, level: string) => `u/${space}/${level}/`;
+export const rowPrefix = (space: string, level: string) => `r/${space}/${level}/`;
 /** Bucket start of a key under `a/<space>/<level>/` or `u/...` (prefix length given). */
 export const bucketOf = (key: string, prefixLength: number) => Number(key.slice(prefixLength, prefixLength + TIME_WIDTH));
 export const seriesOf = (key: string, prefixLength: number) => key.slice(prefixLength + TIME_WIDTH + 1);

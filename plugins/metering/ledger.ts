@@ -5,9 +5,12 @@
  * values, so it needs no recovery: after a restart it starts empty.
  */
 import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
-import { addEvent as addToState, BASE_SIZE, decodeState, emptyState, encodeState, eventState, LEVELS, merge, type State } from './aggregates.ts';
+import {
+  addEvent as addToState, BASE_SIZE, decodeRow, decodeState, emptyState, encodeRow, encodeState, eventState, LEVELS, merge,
+  ROW_LEVELS, ROW_MAX_SERIES, ROW_OVERFLOW, type Row, type State,
+} from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
-import { escapePart, padTime } from './keys.ts';
+import { escapePart, padTime, TIME_WIDTH } from './keys.ts';
 import { readEvent, type CompiledMeter } from './values.ts';
 
 /** Aggregate updates of a group of events, at the base (minute) level; prepare() rolls them up. */
@@ -110,16 +113,75 @@ class GenerationalCache<V> {
   }
 }
 
+/** `a/<space>/<level>/<bucket>/<series>` -> its row key and series, when its level has rows. */
+function rowPlace(key: string): { rowKey: string; series: string } | undefined {
+  const spaceEnd = key.indexOf('/', 2);
+  const levelEnd = key.indexOf('/', spaceEnd + 1);
+  if (!ROW_LEVELS.has(key.slice(spaceEnd + 1, levelEnd))) return undefined;
+  const bucketEnd = levelEnd + 1 + TIME_WIDTH;
+  return { rowKey: 'r' + key.slice(1, bucketEnd), series: key.slice(bucketEnd + 1) };
+}
+
+/** Committed values in a cache, values of prepared-not-yet-committed batches pinned beside it. */
+class Versioned<V> {
+  private readonly cache: GenerationalCache<V>;
+  private readonly pending = new Map<string, { value: V; token: symbol }>();
+
+  constructor(cacheEntries: number) {
+    this.cache = new GenerationalCache(cacheEntries);
+  }
+
+  get(key: string): V | undefined {
+    return this.pending.get(key)?.value ?? this.cache.get(key);
+  }
+
+  /** Pins a prepared value; `commit(token)` later moves it to the cache unless a later batch replaced it. */
+  pin(key: string, value: V, token: symbol): void {
+    this.pending.set(key, { value, token });
+  }
+
+  commit(key: string, token: symbol): void {
+    const entry = this.pending.get(key);
+    if (entry?.token !== token) return;
+    this.pending.delete(key);
+    this.cache.set(key, entry.value);
+  }
+
+  delete(key: string): void {
+    this.pending.delete(key);
+    this.cache.delete(key);
+  }
+
+  clear(): void {
+    this.pending.clear();
+    this.cache.clear();
+  }
+}
+
 export class AggregateLedger {
-  private readonly cache: GenerationalCache<State>;
-  /** States of prepared batches not yet committed, with the batch that wrote them last. */
-  private readonly pending = new Map<string, { state: State; token: symbol }>();
+  private readonly states: Versioned<State>;
+  private readonly rows: Versioned<Row>;
 
   constructor(
     private readonly store: Store,
     cacheEntries = 100_000,
   ) {
-    this.cache = new GenerationalCache(cacheEntries);
+    this.states = new Versioned(cacheEntries);
+    this.rows = new Versioned(Math.max(100, cacheEntries / 50));
+  }
+
+  /** Current values of keys: pinned or cached, else read (decoded; `empty` when absent). */
+  private async currentValues<V>(keys: Iterable<string>, known: Versioned<V>, decode: (text: string) => V, empty: () => V, copy: (v: V) => V): Promise<Map<string, V>> {
+    const current = new Map<string, V>();
+    const missing: string[] = [];
+    for (const key of keys) {
+      const value = known.get(key);
+      if (value !== undefined) current.set(key, copy(value));
+      else missing.push(key);
+    }
+    const stored = await this.store.getMany(missing);
+    missing.forEach((k, i) => current.set(k, stored[i] === undefined ? empty() : decode(stored[i]!)));
+    return current;
   }
 
   /**
@@ -129,45 +191,68 @@ export class AggregateLedger {
    */
   async prepare(delta: Delta): Promise<{ ops: BatchOp[]; committed: () => void }> {
     const { states, uniques } = rollUp(delta);
-    const current = new Map<string, State>();
-    const missing: string[] = [];
-    for (const key of states.keys()) {
-      const known = this.pending.get(key)?.state ?? this.cache.get(key);
-      if (known) current.set(key, { ...known });
-      else missing.push(key);
-    }
-    const stored = await this.store.getMany(missing);
-    missing.forEach((k, i) => current.set(k, stored[i] === undefined ? emptyState() : decodeState(stored[i]!)));
+    const current = await this.currentValues(states.keys(), this.states, decodeState, emptyState, (v) => ({ ...v }));
     const ops: BatchOp[] = [];
     const token = Symbol('batch');
+    const rowChanges = new Map<string, Map<string, State>>();
     for (const [key, change] of states) {
       const next = merge(current.get(key)!, change);
-      this.pending.set(key, { state: next, token });
+      this.states.pin(key, next, token);
       ops.push({ type: 'put', key, value: encodeState(next) });
+      const place = rowPlace(key);
+      if (!place) continue;
+      let changes = rowChanges.get(place.rowKey);
+      if (!changes) rowChanges.set(place.rowKey, (changes = new Map()));
+      changes.set(place.series, next);
+    }
+    const rows = await this.currentValues(rowChanges.keys(), this.rows, decodeRow, () => new Map<string, State>() as Row, (r) => (r === ROW_OVERFLOW ? r : new Map(r)));
+    for (const [rowKey, changes] of rowChanges) {
+      let row = rows.get(rowKey)!;
+      if (row === ROW_OVERFLOW) continue;
+      for (const [series, state] of changes) row.set(series, state);
+      if (row.size > ROW_MAX_SERIES) row = ROW_OVERFLOW;
+      this.rows.pin(rowKey, row, token);
+      ops.push({ type: 'put', key: rowKey, value: encodeRow(row) });
     }
     for (const key of uniques) ops.push({ type: 'put', key, value: '' });
     return {
       ops,
       committed: () => {
-        for (const key of states.keys()) {
-          const entry = this.pending.get(key)!;
-          if (entry.token === token) {
-            this.pending.delete(key);
-            this.cache.set(key, entry.state);
-          }
-        }
+        for (const key of states.keys()) this.states.commit(key, token);
+        for (const key of rowChanges.keys()) this.rows.commit(key, token);
       },
     };
   }
 
   /** Drops every pending and cached state (after a failed write nothing later can be trusted). */
   clear(): void {
-    this.pending.clear();
-    this.cache.clear();
+    this.states.clear();
+    this.rows.clear();
   }
 
-  /** Drops cached states (their keys were deleted). */
+  /** Drops cached states and rows (their keys were deleted). */
   forget(keys: Iterable<string>): void {
-    for (const key of keys) this.cache.delete(key);
+    for (const key of keys) {
+      this.states.delete(key);
+      this.rows.delete(key);
+    }
   }
+}
+
+/** The writes of a delta into an aggregate space that holds nothing yet (bulk seeding, e.g. benchmarks). */
+export function writesIntoEmptySpace(delta: Delta): BatchOp[] {
+  const { states, uniques } = rollUp(delta);
+  const ops: BatchOp[] = [];
+  const rows = new Map<string, Map<string, State>>();
+  for (const [key, state] of states) {
+    ops.push({ type: 'put', key, value: encodeState(state) });
+    const place = rowPlace(key);
+    if (!place) continue;
+    let row = rows.get(place.rowKey);
+    if (!row) rows.set(place.rowKey, (row = new Map()));
+    row.set(place.series, state);
+  }
+  for (const [key, row] of rows) ops.push({ type: 'put', key, value: encodeRow(row.size > ROW_MAX_SERIES ? ROW_OVERFLOW : row) });
+  for (const key of uniques) ops.push({ type: 'put', key, value: '' });
+  return ops;
 }

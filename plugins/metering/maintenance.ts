@@ -10,7 +10,7 @@ import { LEVELS } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import {
   aggregatePrefix, aggregateSpace, dedupeKey, escapePart, eventKey, eventTypePrefix, meterKey, padSeq, padTime,
-  parseSeq, parseTimeKey, STORED_AT_WIDTH, TIME_PREFIX, uniquePrefix,
+  parseSeq, parseTimeKey, rowPrefix, STORED_AT_WIDTH, TIME_PREFIX, uniquePrefix,
 } from './keys.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
 import type { MeterRecord, MeterRegistry } from './registry.ts';
@@ -151,7 +151,7 @@ export class Maintenance {
     if (!record || record.retired.length === 0) return;
     const space = aggregateSpace(id, record.retired[0]);
     const ops: BatchOp[] = [];
-    const ranges = [`a/${space}/`, `u/${space}/`].map((p) => ({ gte: p, lt: p + '\uffff' }));
+    const ranges = [`a/${space}/`, `r/${space}/`, `u/${space}/`].map((p) => ({ gte: p, lt: p + '\uffff' }));
     const deleted = await this.deleteRange(ranges, this.options.deleteChunk, ops);
     this.ledger.forget(ops.map((o) => o.key));
     if (deleted < this.options.deleteChunk) {
@@ -201,7 +201,7 @@ export class Maintenance {
       const space = aggregateSpace(record.id, record.gen);
       for (const level of LEVELS) {
         const end = padTime(Math.max(0, cutoff - level.size + 1));
-        for (const prefix of [aggregatePrefix(space, level.name), uniquePrefix(space, level.name)]) ranges.push({ gte: prefix, lt: prefix + end });
+        for (const prefix of [aggregatePrefix(space, level.name), rowPrefix(space, level.name), uniquePrefix(space, level.name)]) ranges.push({ gte: prefix, lt: prefix + end });
       }
     }
     const before = ops.length;

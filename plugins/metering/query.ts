@@ -4,9 +4,9 @@
  * read from raw events, groups by subject and dimensions, dimension filters, JSON rows or CSV.
  */
 import type { Store } from '../../src/pipeline/plugin-api.ts';
-import { BASE_SIZE, decodeState, emptyState, formatDecimal, LEVELS, merge, valueOf, eventState, type State } from './aggregates.ts';
+import { BASE_SIZE, emptyState, eventState, formatDecimal, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, valueOf, type State } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
-import { aggregatePrefix, bucketOf, escapePart, eventKey, padTime, parseTimeKey, seriesOf, STORED_AT_WIDTH, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
+import { aggregatePrefix, bucketOf, escapePart, eventKey, padTime, parseTimeKey, rowPrefix, seriesOf, STORED_AT_WIDTH, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
 import type { InvalidParameter } from './meter-model.ts';
 import { formatInZone, isValidTimeZone, parseRfc3339 } from './time.ts';
 import { readEvent, type CompiledMeter } from './values.ts';
@@ -166,11 +166,12 @@ interface Group {
   distinct?: Set<string>;
 }
 
-/** Where a series goes: excluded by the filters, or its group key and dimensions. */
-type SeriesPlacement = { key: string; dimensions: Record<string, string> } | null;
+/** Where a series goes: excluded by the filters, or its output dimensions and groups by window. */
+type SeriesPlacement = { dimensions: Record<string, string>; byWindow: Map<number, Group> } | null;
 
 class Accumulator {
-  readonly groups = new Map<string, Group>();
+  /** Groups by their dimension values, then by window start. */
+  private readonly groupSets = new Map<string, Map<number, Group>>();
   private readonly placements = new Map<string, SeriesPlacement>();
 
   constructor(
@@ -188,21 +189,29 @@ class Accumulator {
     if (Object.entries(this.query.filters).every(([name, f]) => matches(valueOf(name), f))) {
       const dimensions: Record<string, string> = {};
       for (const name of this.query.groupBy) dimensions[name] = valueOf(name);
-      placement = { key: JSON.stringify(this.query.groupBy.map(valueOf)), dimensions };
+      const key = JSON.stringify(this.query.groupBy.map(valueOf));
+      let byWindow = this.groupSets.get(key);
+      if (!byWindow) this.groupSets.set(key, (byWindow = new Map()));
+      placement = { dimensions, byWindow };
     }
     this.placements.set(series, placement);
     return placement;
   }
 
   group(window: number, placement: NonNullable<SeriesPlacement>): Group {
-    const key = `${window}|${placement.key}`;
-    let g = this.groups.get(key);
+    let g = placement.byWindow.get(window);
     if (!g) {
       g = { window, dimensions: placement.dimensions, state: emptyState() };
       if (this.meter.aggregation === 'unique_count') g.distinct = new Set();
-      this.groups.set(key, g);
+      placement.byWindow.set(window, g);
     }
     return g;
+  }
+
+  groups(): Group[] {
+    const all: Group[] = [];
+    for (const byWindow of this.groupSets.values()) for (const g of byWindow.values()) all.push(g);
+    return all;
   }
 }
 
@@ -216,7 +225,8 @@ interface ScanPlan {
   spans: number[][];
 }
 
-const BRIDGE_BUCKETS = 64;
+// A new scan costs about as much as reading a couple of keys: bridge only tiny gaps.
+const BRIDGE_BUCKETS = 2;
 
 function planScans(ranges: LevelRange[]): ScanPlan[] {
   const plans: ScanPlan[] = [];
@@ -330,6 +340,27 @@ export class QueryEngine {
   }
 
   private async scanStates(meter: CompiledMeter, acc: Accumulator, plan: ScanPlan, windowOf: (t: number) => number): Promise<void> {
+    if (!ROW_LEVELS.has(plan.level)) return this.scanSeries(meter, acc, plan, windowOf);
+    const prefix = rowPrefix(meter.space, plan.level);
+    const bridged = plan.spans.length > 1;
+    for await (const [key, value] of this.store.scan({ gte: prefix + padTime(plan.start), lt: prefix + padTime(plan.end) })) {
+      const bucket = bucketOf(key, prefix.length);
+      if (bridged && !inSpans(plan.spans, bucket)) continue;
+      if (value === ROW_OVERFLOW) {
+        await this.scanSeries(meter, acc, { ...plan, start: bucket, end: bucket + plan.size, spans: [[bucket, bucket + plan.size]] }, windowOf);
+        continue;
+      }
+      const window = windowOf(bucket);
+      const row = JSON.parse(value) as Record<string, number[]>;
+      for (const series in row) {
+        const placement = acc.place(series);
+        if (placement) mergeArray(acc.group(window, placement).state, row[series]);
+      }
+    }
+  }
+
+  /** Reads the per-series states of a plan (minute level, or buckets whose row overflowed). */
+  private async scanSeries(meter: CompiledMeter, acc: Accumulator, plan: ScanPlan, windowOf: (t: number) => number): Promise<void> {
     const prefix = aggregatePrefix(meter.space, plan.level);
     const bridged = plan.spans.length > 1;
     for await (const [key, value] of this.store.scan({ gte: prefix + padTime(plan.start), lt: prefix + padTime(plan.end) })) {
@@ -337,7 +368,7 @@ export class QueryEngine {
       if (bridged && !inSpans(plan.spans, bucket)) continue;
       const placement = acc.place(seriesOf(key, prefix.length));
       if (!placement) continue;
-      merge(acc.group(windowOf(bucket), placement).state, decodeState(value));
+      mergeEncoded(acc.group(windowOf(bucket), placement).state, value);
     }
   }
 
@@ -381,7 +412,7 @@ export class QueryEngine {
 
   private rows(meter: CompiledMeter, query: MeterQuery, acc: Accumulator, bounds: number[]): QueryRow[] {
     const tz = query.timeZone;
-    const groups = [...acc.groups.values()].sort((x, y) => x.window - y.window || compareDims(x.dimensions, y.dimensions));
+    const groups = acc.groups().sort((x, y) => x.window - y.window || compareDims(x.dimensions, y.dimensions));
     const rows: QueryRow[] = [];
     for (const g of groups) {
       const value = valueOf(meter.aggregation, g.state, g.distinct?.size);
