@@ -210,6 +210,20 @@ describe('metering queries', () => {
     assert.equal(perSubject.data.reduce((sum, r) => sum + Number(r.value), 0), 365);
   });
 
+  test('a bucket with more series than a row holds is read series by series', async () => {
+    await meter({ key: 'wide_count', event_type: 'wide', aggregation: 'count' });
+    await meter({ key: 'wide_max', event_type: 'wide', aggregation: 'max', value_property: '$.n' });
+    const events = Array.from({ length: 700 }, (_, i) => ce('wide', `2024-06-01T10:${String(i % 60).padStart(2, '0')}:00Z`, { n: i }, `s${i}`));
+    await ingest(events.slice(0, 400));
+    await ingest(events.slice(400));
+    const day = { from: '2024-06-01T00:00:00Z', to: '2024-06-02T00:00:00Z', granularity: 'P1D' };
+    assert.equal((await query('wide_count', day)).data[0].value, '700');
+    assert.equal((await query('wide_max', day)).data[0].value, '699');
+    const perSubject = await query('wide_count', { ...day, group_by_dimensions: ['subject'] });
+    assert.equal(perSubject.data.length, 700);
+    assert.ok(perSubject.data.every((r) => r.value === '1'));
+  });
+
   test('request validation: codes of the reference, every problem listed', async () => {
     const problem = async (body: Record<string, unknown>, rule: string) => {
       const res = await call('POST', '/meters/q_sum/query', body);
