@@ -233,8 +233,8 @@ class ConfigBuilder {
   private addService(raw: Record<string, any>, path: Path): void {
     const s = this.validateEntity<Record<string, any>>(serviceSchema, this.expandUrl(raw, path), path, ['routes', 'plugins']);
     const id = this.id(s.id, `services:${s.name ?? `#${path[1]}`}`);
-    this.unique('services', 'name', s.name, path, this.services);
-    this.unique('services', 'id', id, path, this.services);
+    // A derived id repeats exactly when the name does: one error is enough.
+    if (!this.unique('services', 'name', s.name, path, this.services)) this.unique('services', 'id', id, path, this.services);
     const service: Service = {
       id,
       name: s.name ?? null,
@@ -294,8 +294,7 @@ class ConfigBuilder {
     const protocols: string[] = r.protocols ?? ['http', 'https'];
     const isGrpc = protocols.some((p) => p === 'grpc' || p === 'grpcs');
     const id = this.id(r.id, `routes:${r.name ?? `${service?.id ?? ''}#${formatPath(path)}`}`);
-    this.unique('routes', 'name', r.name, path, this.routes);
-    this.unique('routes', 'id', id, path, this.routes);
+    if (!this.unique('routes', 'name', r.name, path, this.routes)) this.unique('routes', 'id', id, path, this.routes);
     const headers = r.headers
       ? Object.fromEntries(Object.entries(r.headers as Record<string, string[]>).map(([k, v]) => [k.toLowerCase(), v]))
       : null;
@@ -327,9 +326,9 @@ class ConfigBuilder {
     const nested = ['plugins', ...[...this.entityDefs.values()].filter((d) => d.parent?.entity === 'consumers').map((d) => d.name)];
     const c = this.validateEntity<Record<string, any>>(consumerSchema, raw, path, nested);
     const id = this.id(c.id, `consumers:${c.username ?? ''}:${c.custom_id ?? ''}`);
-    this.unique('consumers', 'username', c.username, path, this.consumers);
-    this.unique('consumers', 'custom_id', c.custom_id, path, this.consumers);
-    this.unique('consumers', 'id', id, path, this.consumers);
+    const takenUsername = this.unique('consumers', 'username', c.username, path, this.consumers);
+    const takenCustomId = this.unique('consumers', 'custom_id', c.custom_id, path, this.consumers);
+    if (!takenUsername && !takenCustomId) this.unique('consumers', 'id', id, path, this.consumers);
     this.consumers.push({ id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null, created_at: this.order++ });
     this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { consumer: id }), path);
     for (const def of this.entityDefs.values()) {
@@ -428,11 +427,11 @@ class ConfigBuilder {
     return plugins.map((p) => p.entity);
   }
 
-  private unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): void {
-    if (value === undefined || value === null) return;
-    if (pool.some((x) => x[field] === value)) {
-      const what = field === 'id' ? 'primary key' : field;
-      this.issue(path, `uniqueness violation: '${type}' entity with ${what} set to '${value}' already declared`);
-    }
+  /** Reports a value already taken in `pool`; true when it did. */
+  private unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): boolean {
+    if (value === undefined || value === null || !pool.some((x) => x[field] === value)) return false;
+    const what = field === 'id' ? 'primary key' : field;
+    this.issue(path, `uniqueness violation: '${type}' entity with ${what} set to '${value}' already declared`);
+    return true;
   }
 }
