@@ -190,6 +190,7 @@ test('uniqueness violations and invalid references', () => {
   assert.ok(errors.includes("gw.yaml:7:5: routes[1]: uniqueness violation: 'routes' entity with name set to 'r' already declared"), errors.join('\n'));
   assert.ok(errors.includes("gw.yaml:10:5: consumers[1]: uniqueness violation: 'consumers' entity with username set to 'u' already declared"), errors.join('\n'));
   assert.ok(errors.includes("gw.yaml:13:12: plugins[0].route: invalid reference 'route: nope' (no such entry in 'routes')"), errors.join('\n'));
+  assert.equal(errors.length, 4, `one error per duplicate, not a second one for its derived id:\n${errors.join('\n')}`);
 });
 
 test('two instances of one plugin on the same scope collide (Kong cache key)', () => {
