@@ -165,6 +165,13 @@ describe('Kong §7.10 refresh token', () => {
     assert.equal((await bearer(body.access_token, host)).status, 200);
   });
 
+  it('RF18 ten concurrent refreshes with one refresh token: exactly one succeeds (rotation under concurrency)', async () => {
+    const issued = await fx.client.provisionToken();
+    const results = await Promise.all(Array.from({ length: 10 }, () => fx.client.token({ ...C123, refresh_token: issued.refresh_token })));
+    assert.equal(results.filter((r) => r.status === 200).length, 1);
+    for (const r of results.filter((r) => r.status !== 200)) assertOAuthError(r, 400, 'invalid_grant');
+  });
+
   it('RF12 a refresh token of another service', async () => {
     const issued = await fx.client.provisionToken();
     assertOAuthError(await fx.client.token({ ...C123, refresh_token: issued.refresh_token }, { host: 'oauth2_3.test' }), 400, 'invalid_grant');

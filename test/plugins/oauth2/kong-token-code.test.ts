@@ -329,6 +329,13 @@ describe('Kong §7.6 token endpoint: authorization_code', () => {
     });
   });
 
+  it('AC54 ten concurrent redemptions of one code: exactly one token (single use under concurrency)', async () => {
+    const code = await fx.client.provisionCode();
+    const results = await Promise.all(Array.from({ length: 10 }, () => fx.client.token({ code, ...SECRET, ...GRANT })));
+    assert.equal(results.filter((r) => r.status === 200).length, 1);
+    for (const r of results.filter((r) => r.status !== 200)) assertInvalidGrant(r);
+  });
+
   it('AC46 a form-encoded exchange (RFC 6749 §4.1.3)', async () => {
     const code = await fx.client.provisionCode();
     const res = await fx.client.send('/oauth2/token', { body: { form: { code, ...SECRET, ...GRANT } } });
