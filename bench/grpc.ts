@@ -5,12 +5,30 @@
  * Run alone: `tsx bench/grpc.ts`; `tsx bench/grpc.ts upstream` is the upstream child.
  */
 import { echoClient, startGrpcEcho, unary, type EchoClient } from '../test/fixtures/grpc-echo.ts';
-import { startChild } from './lib.ts';
+import { once } from 'node:events';
+import { startChild, type Child } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
 const WARMUP_MS = 500;
-const MEASURE_MS = 2000;
+const MEASURE_MS = 1250;
+/** Direct and proxied runs alternate, best of each kept: the loopback host's other load shifts over time. */
+const ROUNDS = 2;
 const IN_FLIGHT = 64;
+
+/**
+ * Stops child processes and waits until they are gone. Waits on 'close', not on Child.stop()'s 'exit':
+ * startChild drops every 'exit' listener whenever the child prints after start-up (its shutdown log line).
+ */
+export async function stopChildren(...children: Child[]): Promise<void> {
+  await Promise.all(
+    children.map((child) => {
+      if (child.process.exitCode !== null || child.process.signalCode !== null) return;
+      const closed = once(child.process, 'close');
+      child.process.kill('SIGTERM');
+      return closed;
+    }),
+  );
+}
 
 /** Calls per second over MEASURE_MS, IN_FLIGHT at a time. */
 async function callsPerSecond(client: EchoClient): Promise<number> {
@@ -44,9 +62,13 @@ export async function run(): Promise<void> {
   const direct = echoClient(target);
   const proxied = echoClient(new URL(tollgate.urls[0]).host);
   try {
-    const directRate = await callsPerSecond(direct);
-    const proxiedRate = await callsPerSecond(proxied);
-    console.log(`\n## gRPC: unary calls/s, ${IN_FLIGHT} in flight on one channel, ${MEASURE_MS / 1000} s (h2c)`);
+    let directRate = 0;
+    let proxiedRate = 0;
+    for (let round = 0; round < ROUNDS; round++) {
+      directRate = Math.max(directRate, await callsPerSecond(direct));
+      proxiedRate = Math.max(proxiedRate, await callsPerSecond(proxied));
+    }
+    console.log(`\n## gRPC: unary calls/s, ${IN_FLIGHT} in flight on one channel, best of ${ROUNDS} x ${MEASURE_MS / 1000} s (h2c)`);
     console.log('| target | calls/s | ratio |');
     console.log('|---|---|---|');
     console.log(`| direct to upstream | ${Math.round(directRate)} | 1.00 |`);
@@ -54,7 +76,7 @@ export async function run(): Promise<void> {
   } finally {
     direct.close();
     proxied.close();
-    await Promise.all([upstream.stop(), tollgate.stop()]);
+    await stopChildren(upstream, tollgate);
   }
 }
 

@@ -8,10 +8,13 @@ import { once } from 'node:events';
 import WebSocket from 'ws';
 import { startWsEcho } from '../test/fixtures/ws-echo.ts';
 import { startChild } from './lib.ts';
+import { stopChildren } from './grpc.ts';
 import { startTollgate } from './proxy.ts';
 
 const WARMUP_MS = 500;
-const MEASURE_MS = 2000;
+const MEASURE_MS = 1250;
+/** Direct and proxied runs alternate, best of each kept: the loopback host's other load shifts over time. */
+const ROUNDS = 2;
 const CONNECTIONS = 16;
 const WINDOW = 16;
 const MESSAGE = Buffer.alloc(64, 'x');
@@ -67,15 +70,19 @@ export async function run(): Promise<void> {
     2,
   );
   try {
-    const directRate = await messagesPerSecond(`${target.replace(/^http/, 'ws')}/echo`);
-    const proxiedRate = await messagesPerSecond(`${tollgate.urls[0].replace(/^http/, 'ws')}/echo`);
-    console.log(`\n## WebSocket: echoed messages/s, ${CONNECTIONS} connections x ${WINDOW} in flight, ${MESSAGE.length} B, ${MEASURE_MS / 1000} s`);
+    let directRate = 0;
+    let proxiedRate = 0;
+    for (let round = 0; round < ROUNDS; round++) {
+      directRate = Math.max(directRate, await messagesPerSecond(`${target.replace(/^http/, 'ws')}/echo`));
+      proxiedRate = Math.max(proxiedRate, await messagesPerSecond(`${tollgate.urls[0].replace(/^http/, 'ws')}/echo`));
+    }
+    console.log(`\n## WebSocket: echoed messages/s, ${CONNECTIONS} connections x ${WINDOW} in flight, ${MESSAGE.length} B, best of ${ROUNDS} x ${MEASURE_MS / 1000} s`);
     console.log('| target | messages/s | ratio |');
     console.log('|---|---|---|');
     console.log(`| direct to upstream | ${Math.round(directRate)} | 1.00 |`);
     console.log(`| tollgate, no plugins | ${Math.round(proxiedRate)} | ${(proxiedRate / directRate).toFixed(2)} |`);
   } finally {
-    await Promise.all([upstream.stop(), tollgate.stop()]);
+    await stopChildren(upstream, tollgate);
   }
 }
 
