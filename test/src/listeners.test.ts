@@ -127,6 +127,22 @@ test('the TLS port negotiates h2 and http/1.1 by ALPN and serves both', async ()
   assert.equal(http1.json().headers.via, '1.1 tollgate/0.1.0');
 });
 
+test('an `ssl` listener without `http2` serves HTTP/1.1 over TLS and never negotiates h2', async () => {
+  const tlsOnly = await startGateway({
+    gateway: { proxy_listen: ['127.0.0.1:0 ssl'] },
+    services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/echo'] }] }],
+  });
+  try {
+    assert.equal(await alpn(portOf(tlsOnly.http), ['h2', 'http/1.1']), 'http/1.1');
+    await assert.rejects(alpn(portOf(tlsOnly.http), ['h2']), /no application protocol/);
+    const reply = await request(`${tlsOnly.http}/echo/x`);
+    assert.equal(reply.status, 200);
+    assert.equal(reply.json().headers['x-forwarded-proto'], 'https');
+  } finally {
+    await tlsOnly.stop();
+  }
+});
+
 test('over h2, :authority is the host routes match on', async () => {
   const session = await connectH2(gw.https);
   try {
