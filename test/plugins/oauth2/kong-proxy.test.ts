@@ -205,6 +205,20 @@ describe('Kong §7.7 making a request', () => {
     assert.equal(res.status, 200, res.text);
   });
 
+  it('RQ28 introspection and revocation (INTERFACE §4) refuse plain HTTP and other methods, as the token endpoint', async () => {
+    const { access_token } = await fx.client.provisionToken();
+    const form = { token: access_token, client_id: 'clientid123', client_secret: 'secret123' };
+    for (const [endpoint, name] of [['introspect', 'introspection'], ['revoke', 'revocation']]) {
+      const plain = await fx.client.send(`/oauth2/${endpoint}`, { transport: 'http', body: { form } });
+      assertOAuthError(plain, 400, 'access_denied', 'You must use HTTPS');
+      const get = await fx.client.send(`/oauth2/${endpoint}`, { method: 'GET' });
+      assertOAuthError(get, 405, 'invalid_method', `The HTTP method GET is invalid for the ${name} endpoint`);
+      assertOAuthError(await fx.client.send(`/oauth2/${endpoint}`, { body: { form: { token: access_token } } }), 400, 'invalid_client', 'Invalid client authentication');
+    }
+    // Nothing was revoked on the way.
+    assert.equal((await fx.client.proxy(`/request?access_token=${access_token}`)).status, 200);
+  });
+
   it('RQ26 a repeated access_token query parameter is not a token', async () => {
     assertMissingToken(await fx.client.proxy('/request?access_token=a&access_token=b'));
   });
