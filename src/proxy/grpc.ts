@@ -22,8 +22,10 @@ const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
 /** Flow-control window per upstream stream and session: large messages do not wait on tiny windows. */
 const WINDOW_BYTES = 1 << 20;
-/** Streams one pooled session carries before another session is opened next to it. */
+/** Streams one pooled session carries before another session is opened next to it (at most). */
 const STREAMS_PER_SESSION = 100;
+/** Sessions per upstream; past that, calls queue on the least busy session (nghttp2 holds them). */
+const SESSIONS_PER_UPSTREAM = 16;
 
 export interface GrpcProxyOptions {
   /** Seconds an idle upstream session is kept. */
@@ -37,6 +39,8 @@ class ConnectTimeout extends Error {
 
 interface PooledSession {
   session: ClientHttp2Session;
+  /** The upstream's SETTINGS arrived: its stream limit is known, streams can be opened. */
+  ready: boolean;
   /** Streams open on it (ours, not the peer's count). */
   streams: number;
   /** Requests waiting for the connection to be established. */
@@ -54,11 +58,9 @@ class SessionPool {
     const key = `${service.protocol}|${service.host}|${service.port}|${service.tls_verify ?? false}`;
     let pool = this.pools.get(key);
     if (!pool) this.pools.set(key, (pool = []));
-    let entry = pool.find((e) => e.streams < STREAMS_PER_SESSION && isUsable(e.session));
-    if (!entry) pool.push((entry = this.connect(service, pool)));
-    const chosen = entry;
+    const chosen = pool.find((e) => e.streams < streamLimit(e) && isUsable(e.session)) ?? this.add(service, pool);
     chosen.streams++;
-    if (!chosen.session.connecting) return callback(null, chosen);
+    if (chosen.ready) return callback(null, chosen);
     chosen.waiting.push((err) => {
       if (err) chosen.streams--;
       callback(err, err ? undefined : chosen);
@@ -70,6 +72,16 @@ class SessionPool {
     this.pools.clear();
   }
 
+  /** A new session, or the least busy one when the upstream has as many as it may. */
+  private add(service: Service, pool: PooledSession[]): PooledSession {
+    if (pool.length < SESSIONS_PER_UPSTREAM) {
+      const entry = this.connect(service, pool);
+      pool.push(entry);
+      return entry;
+    }
+    return pool.reduce((least, e) => (e.streams < least.streams ? e : least));
+  }
+
   private connect(service: Service, pool: PooledSession[]): PooledSession {
     const tls = service.protocol === 'grpcs';
     const host = service.host.includes(':') ? `[${service.host}]` : service.host;
@@ -78,14 +90,16 @@ class SessionPool {
       servername: tls && !isIP(service.host) ? service.host : undefined,
       settings: { enablePush: false, initialWindowSize: WINDOW_BYTES },
     });
-    const entry: PooledSession = { session, streams: 0, waiting: [] };
+    const entry: PooledSession = { session, ready: false, streams: 0, waiting: [] };
     const settle = (err: Error | null) => {
       clearTimeout(connectTimer);
       for (const wake of entry.waiting.splice(0)) wake(err);
     };
     const connectTimer = setTimeout(() => session.destroy(new ConnectTimeout('connect timeout')), service.connect_timeout);
-    session.once('connect', () => {
-      session.setLocalWindowSize(WINDOW_BYTES);
+    session.once('connect', () => session.setLocalWindowSize(WINDOW_BYTES));
+    // Streams opened before the upstream's SETTINGS could exceed its limit and be refused.
+    session.once('remoteSettings', () => {
+      entry.ready = true;
       settle(null);
     });
     session.on('error', (err) => settle(err));
@@ -108,6 +122,12 @@ class SessionPool {
 
 function isUsable(session: ClientHttp2Session): boolean {
   return !session.closed && !session.destroyed;
+}
+
+/** Our cap, or the upstream's SETTINGS_MAX_CONCURRENT_STREAMS when lower (beyond it streams would queue). */
+function streamLimit(entry: PooledSession): number {
+  if (!entry.ready) return STREAMS_PER_SESSION;
+  return Math.min(STREAMS_PER_SESSION, entry.session.remoteSettings.maxConcurrentStreams ?? STREAMS_PER_SESSION);
 }
 
 export class GrpcProxy {

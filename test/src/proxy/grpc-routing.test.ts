@@ -140,6 +140,22 @@ describe('gRPC routing and gateway-produced statuses', () => {
     }
   });
 
+  test('an upstream that allows few concurrent streams still gets every call, none refused', async () => {
+    const narrow = await startGrpcEcho({ name: 'narrow', maxConcurrentStreams: 4 });
+    const narrowGateway = await startGateway({
+      services: [{ name: 'narrow', url: `grpc://127.0.0.1:${narrow.port}`, routes: [{ name: 'narrow', protocols: ['grpc'], paths: [`${SVC}/`] }] }],
+    });
+    const narrowClient = echoClient(new URL(narrowGateway.h2c).host);
+    clients.push(narrowClient);
+    try {
+      const replies = await Promise.all(Array.from({ length: 60 }, (_, i) => unary(narrowClient, { message: `n${i}`, delay_ms: 50 })));
+      assert.deepEqual(replies.map((r) => r.reply.message), Array.from({ length: 60 }, (_, i) => `n${i}`));
+    } finally {
+      await narrowGateway.stop();
+      await narrow.close();
+    }
+  });
+
   test('plaintext gRPC on a grpcs-only route: CANCELLED, "gRPC request matched gRPCs route"', async () => {
     const err = await failure(unaryAt(client, '/secure.Echo/Unary', { message: 'x' }));
     assert.equal(err.code, grpc.status.CANCELLED);
