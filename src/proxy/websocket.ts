@@ -64,16 +64,20 @@ export class WebSocketProxy {
       upstreamSocket.once('close', () => clearTimeout(timer));
     });
     upstreamRequest.setTimeout(service.read_timeout, () => upstreamRequest.destroy(new HandshakeTimeout('handshake timeout')));
+    /** The upstream answered (refusal or 101): from then on a failure can only close the socket. */
+    let answered = false;
     upstreamRequest.on('error', (err: NodeJS.ErrnoException) => {
-      if (ctx.downstream.headersSent || socket.destroyed) return;
+      if (answered) return void socket.destroy();
       const [status, message] = upstreamFailureAnswer(err, err instanceof HandshakeTimeout);
       answerError(ctx, status, message);
     });
     upstreamRequest.on('response', (res) => {
+      answered = true;
       ctx.upstreamLatency = Math.round(performance.now() - sentAt);
       relayRefusal(ctx, socket, res, sentAt);
     });
     upstreamRequest.on('upgrade', (res, upstreamSocket, upstreamHead) => {
+      answered = true;
       socket.off('close', onClientGone);
       ctx.upstreamLatency = Math.round(performance.now() - sentAt);
       if (socket.destroyed) return upstreamSocket.destroy();

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { IncomingMessage } from 'node:http';
-import { connect as netConnect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect as netConnect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { after, before, describe, test } from 'node:test';
 import WebSocket from 'ws';
@@ -57,6 +57,8 @@ async function eventually(condition: () => boolean, what: string): Promise<void>
 for (const transport of ['ws', 'wss'] as const) {
   describe(`WebSocket proxying over ${transport}`, () => {
     let upstream: WsEcho;
+    /** Accepts connections and never answers a handshake. */
+    let silent: Server;
     let gw: TestGateway;
     let base: string;
     const tls = transport === 'wss';
@@ -64,11 +66,19 @@ for (const transport of ['ws', 'wss'] as const) {
     before(async () => {
       upstream = await startWsEcho({ tls: tls ? await testCertificate() : undefined });
       const down = await closedPort();
+      silent = createServer((socket) => socket.on('error', () => {}));
+      await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
       gw = await startGateway({
         services: [
           { name: 'ws', url: `${transport}://127.0.0.1:${upstream.port}`, routes: [{ name: 'ws', protocols: ['ws', 'wss'], paths: ['/ws'] }] },
           { name: 'http', url: `${tls ? 'https' : 'http'}://127.0.0.1:${upstream.port}`, routes: [{ name: 'plain', protocols: ['http', 'https'], paths: ['/plain'] }] },
           { name: 'down', url: `ws://127.0.0.1:${down}`, routes: [{ name: 'down', protocols: ['ws', 'wss'], paths: ['/down'] }] },
+          {
+            name: 'silent',
+            url: `ws://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+            read_timeout: 300,
+            routes: [{ name: 'silent', protocols: ['ws', 'wss'], paths: ['/silent'] }],
+          },
         ],
       });
       base = (tls ? gw.https : gw.http).replace(/^http/, 'ws');
@@ -77,6 +87,7 @@ for (const transport of ['ws', 'wss'] as const) {
     after(async () => {
       await gw?.stop();
       await upstream?.close();
+      silent?.close();
     });
 
     async function connect(path: string, protocols?: string[]): Promise<{ ws: WebSocket; response: IncomingMessage }> {
@@ -198,11 +209,13 @@ for (const transport of ['ws', 'wss'] as const) {
       assert.equal(token.status, 400);
     });
 
-    test('before the upgrade the client gets HTTP answers: the upstream refusal, 502 for an upstream that is down', async () => {
+    test('before the upgrade the client gets HTTP answers: the upstream refusal, 502 when it is down, 504 when it does not answer', async () => {
       const forbidden = await refusal('/ws/forbidden');
       assert.equal(forbidden.statusCode, 403);
       const down = await refusal('/down');
       assert.equal(down.statusCode, 502);
+      const silentUpstream = await refusal('/silent');
+      assert.equal(silentUpstream.statusCode, 504);
     });
 
     test('no leaked sockets after 1000 connect/disconnect cycles', async () => {
