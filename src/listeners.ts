@@ -91,6 +91,9 @@ export class Listener {
       else listener.guardHttp2(server as http2.Http2SecureServer, limits);
     } else if (spec.http2) {
       const http1 = http.createServer(http1Options, handlers.request);
+      // This server never listens (the sniffer hands it sockets), and 'listening' is what starts Node's
+      // connection tracking: without it no headersTimeout checks and closeIdleConnections() does nothing.
+      http1.emit('listening');
       const h2 = http2.createServer(h2Options, handlers.request);
       if (handlers.upgrade) http1.on('upgrade', handlers.upgrade);
       h2.on('session', adoptPeerAddress);
@@ -151,6 +154,8 @@ export class Listener {
 
   /** Stops accepting; open connections keep being served. */
   stopAccepting(): Promise<void> {
+    // The sniffed HTTP/1.1 server of an h2c port: stops its connection tracking timer.
+    if (this.http1 && this.http1 !== (this.server as unknown)) this.http1.close();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 
