@@ -6,7 +6,9 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import http2 from 'node:http2';
+import https from 'node:https';
 import net from 'node:net';
 import { join } from 'node:path';
 import tls from 'node:tls';
@@ -238,6 +240,31 @@ test('the h2c port does not keep connections that never send a (complete) prefac
     assert.equal((await request(`${strict.http}/alive`)).status, 404, 'and it still serves');
   } finally {
     await strict.stop();
+  }
+});
+
+test('stopping closes idle keep-alive connections on every kind of listener instead of waiting for them', { timeout: 30_000 }, async () => {
+  // shutdown_timeout is far longer than this test may run: a stop that waits for idle clients fails it.
+  const draining = await startGateway({
+    gateway: { shutdown_timeout: 600_000 },
+    services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/echo'] }] }],
+  });
+  const agents = [new http.Agent({ keepAlive: true }), new https.Agent({ keepAlive: true, rejectUnauthorized: false })];
+  const get = (url: string, agent: http.Agent) =>
+    new Promise<number>((resolve, reject) => {
+      (url.startsWith('https') ? https : http).get(`${url}/echo/k`, { agent }, (res) => res.resume().on('end', () => resolve(res.statusCode!))).on('error', reject);
+    });
+  const sessions = [await connectH2(draining.h2c), await connectH2(draining.https)];
+  try {
+    assert.deepEqual(
+      await Promise.all([get(draining.http, agents[0]), get(draining.h2c, agents[0]), get(draining.https, agents[1])]),
+      [200, 200, 200],
+    );
+    for (const session of sessions) assert.equal((await h2Request(session, { ':method': 'GET', ':path': '/echo/k' })).status, 200);
+    await draining.stop();
+  } finally {
+    for (const agent of agents) agent.destroy();
+    for (const session of sessions) session.destroy();
   }
 });
 
