@@ -81,9 +81,11 @@ export class Listener {
     let listener: Listener;
     if (spec.ssl) {
       if (!tls) throw new Error(`listener ${spec.text} needs TLS material`);
+      // A client that opens a connection and never finishes the handshake is dropped like an idle one.
+      const tlsOptions = { key: tls.key, cert: tls.cert, handshakeTimeout: Math.min(limits.clientTimeout, 120_000) };
       const server = spec.http2
-        ? http2.createSecureServer({ ...h2Options, key: tls.key, cert: tls.cert, allowHTTP1: true, ...http1Options } as http2.SecureServerOptions, handlers.request)
-        : https.createServer({ ...http1Options, key: tls.key, cert: tls.cert }, handlers.request);
+        ? http2.createSecureServer({ ...h2Options, ...tlsOptions, allowHTTP1: true, ...http1Options } as http2.SecureServerOptions, handlers.request)
+        : https.createServer({ ...http1Options, ...tlsOptions }, handlers.request);
       listener = new Listener(spec, server, spec.http2 ? undefined : (server as http.Server), spec.http2 ? (server as http2.Http2SecureServer) : undefined, events);
       if (handlers.upgrade) server.on('upgrade', handlers.upgrade);
       server.on('tlsClientError', (_err: Error, socket: Socket) => socket.destroy());
