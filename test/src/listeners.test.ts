@@ -225,18 +225,19 @@ test('an h2 stream waiting on a slow upstream is not an idle session: its answer
   }
 });
 
-test('the h2c port does not keep connections that never send a (complete) preface', { timeout: 15_000 }, async () => {
-  const strict = await startGateway({ gateway: { proxy_listen: ['127.0.0.1:0 http2'], client_timeout: 1000 } });
+test('the h2c and TLS ports do not keep connections that never send a preface or finish a handshake', { timeout: 15_000 }, async () => {
+  const strict = await startGateway({ gateway: { proxy_listen: ['127.0.0.1:0 http2', '127.0.0.1:0 ssl http2'], client_timeout: 1000 } });
+  const tlsUrl = strict.gateway.proxyListeners[1].url;
   try {
-    const closed = (bytes: string) =>
+    const closed = (url: string, bytes: string) =>
       new Promise<void>((resolve) => {
-        const s = net.connect(portOf(strict.http), '127.0.0.1', () => bytes && s.write(bytes));
+        const s = net.connect(portOf(url), '127.0.0.1', () => bytes && s.write(bytes));
         s.on('error', () => undefined);
         s.on('close', () => resolve());
         s.resume();
       });
     // Each resolves only when the gateway closes the connection (the test times out otherwise).
-    await Promise.all([closed(''), closed('PRI * HTTP/2.0\r\n')]);
+    await Promise.all([closed(strict.http, ''), closed(strict.http, 'PRI * HTTP/2.0\r\n'), closed(tlsUrl, '')]);
     assert.equal((await request(`${strict.http}/alive`)).status, 404, 'and it still serves');
   } finally {
     await strict.stop();
