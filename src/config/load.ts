@@ -259,18 +259,20 @@ class ConfigBuilder {
   private expandUrl(raw: Record<string, any>, path: Path): Record<string, any> {
     if (raw.url === undefined) return raw;
     const { url, ...rest } = raw;
+    // After a url error, a placeholder host keeps a second, misleading "host: required field missing" away.
+    const unusable = { host: 'invalid', ...rest };
     let parsed: URL;
     try {
       parsed = new URL(url);
     } catch {
       this.issue([...path, 'url'], `invalid url: ${url}`);
-      return rest;
+      return unusable;
     }
     const protocol = parsed.protocol.slice(0, -1);
     const defaultPorts: Record<string, number> = { http: 80, https: 443, ws: 80, wss: 443, grpc: 80, grpcs: 443 };
     if (!(protocol in defaultPorts)) {
       this.issue([...path, 'url'], `invalid url: unsupported protocol '${protocol}'`);
-      return rest;
+      return unusable;
     }
     const hasPath = /^[a-z]+:\/\/[^/?#]*\/./i.test(url) || /^[a-z]+:\/\/[^/?#]*\/$/i.test(url);
     return {
