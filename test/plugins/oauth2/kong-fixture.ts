@@ -147,7 +147,7 @@ export async function startKongFixture(edit?: (config: Record<string, any>) => v
   const upstream = await startUpstream();
   const config = kongConfig(upstream.url);
   edit?.(config);
-  const gw = await startGateway(config);
+  const gw = await startGatewayOrCloseUpstream(config, upstream);
   return {
     gw,
     upstream,
@@ -157,6 +157,16 @@ export async function startKongFixture(edit?: (config: Record<string, any>) => v
       await upstream.close();
     },
   };
+}
+
+/** A gateway that fails to start must not leave the upstream listening (it would keep the test file alive). */
+async function startGatewayOrCloseUpstream(config: Record<string, any>, upstream: Upstream): Promise<TestGateway> {
+  try {
+    return await startGateway(config);
+  } catch (err) {
+    await upstream.close();
+    throw err;
+  }
 }
 
 export type Body =
@@ -408,7 +418,7 @@ export function adminConfig(upstreamUrl: string): Record<string, any> {
 
 export async function startAdminFixture(): Promise<Fixture> {
   const upstream = await startUpstream();
-  const gw = await startGateway(adminConfig(upstream.url));
+  const gw = await startGatewayOrCloseUpstream(adminConfig(upstream.url), upstream);
   return {
     gw,
     upstream,
