@@ -95,6 +95,31 @@ for (const transport of ['h2c', 'tls'] as const) {
       assert.ok(replies.every((r) => r.payload.length === 1 << 20));
     });
 
+    test('backpressure: a client that stops reading stops the upstream writing, then gets everything', async () => {
+      let written = -1;
+      const onWritten = (i: number) => (written = i);
+      upstream.events.on('written', onWritten);
+      try {
+        const call = client.ServerStream({ message: 'flood', payload: Buffer.alloc(1 << 20, 9), count: 200 });
+        await once(call, 'data');
+        call.pause();
+        // Wait until the upstream is blocked: its written count stops moving.
+        let last = -2;
+        while (written !== last) {
+          last = written;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+        assert.ok(written < 100, `the upstream wrote ${written + 1} of 200 MB while the client read 1`);
+        let received = 1;
+        call.on('data', () => received++);
+        call.resume();
+        await once(call, 'status');
+        assert.equal(received, 200);
+      } finally {
+        upstream.events.off('written', onWritten);
+      }
+    });
+
     test('many concurrent streams: 300 unary calls and 20 bidi streams at once', async () => {
       const calls = Array.from({ length: 300 }, (_, i) => unary(client, { message: `c${i}` }).then((r) => r.reply.message));
       const streams = Array.from({ length: 20 }, async (_, i) => {
