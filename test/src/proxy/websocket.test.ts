@@ -200,6 +200,15 @@ for (const transport of ['ws', 'wss'] as const) {
       ws.close();
     });
 
+    if (!tls) {
+      test('the plaintext http2 (h2c) port still answers HTTP/1.1, upgrades included', async () => {
+        const ws = new WebSocket(`${gw.h2c.replace(/^http/, 'ws')}/ws/echo`);
+        await once(ws, 'open', deadline());
+        assert.equal((await echo(ws, 'via h2c port')).data.toString(), 'via h2c port');
+        ws.close();
+      });
+    }
+
     test('a ws route answers any other request with 400, plugin endpoints included', async () => {
       const http = tls ? gw.https : gw.http;
       const get = await request(`${http}/ws/echo`);
