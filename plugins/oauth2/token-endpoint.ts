@@ -5,7 +5,7 @@
  */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
-import { bindingOf, requiresPkce, retrieveClientCredentials, retrieveScope, s256, type EndpointDeps, type Plugin } from './grants.ts';
+import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrieveScope, s256, type EndpointDeps, type Plugin } from './grants.ts';
 import { readParams, userIdParam, type Params } from './params.ts';
 import { httpsError, oauthError, rejectMethod, respondNoStore, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
@@ -116,7 +116,11 @@ async function checkTokenRequest(
   return failure ?? { client, redirectUri };
 }
 
-function issue(request: GrantRequest, fields: { scope: string | null; authenticatedUserid: string | null; withRefreshToken: boolean }): Promise<IssuedToken> {
+/** A new token, bound here (or, for a refresh, where the refreshed token was bound: a refresh never widens it). */
+function issue(
+  request: GrantRequest,
+  fields: { scope: string | null; authenticatedUserid: string | null; withRefreshToken: boolean; binding?: string | null },
+): Promise<IssuedToken> {
   return request.deps.tokens.issue({
     credential: request.client!.id,
     binding: bindingOf(request.ctx, request.config),
@@ -199,9 +203,10 @@ async function refreshToken(request: GrantRequest): Promise<Outcome> {
   if (typeof refresh !== 'string' || refresh === '') return failWith('invalid_request', 'Invalid refresh_token');
   const outcome = await deps.tokens.redeemOnce(refresh, async (): Promise<Outcome> => {
     const row = await deps.tokens.findByRefreshToken(refresh);
-    const binding = bindingOf(ctx, config);
-    // RFC 6749 §5.2: unknown, foreign or another client's refresh tokens are `invalid_grant`.
-    if (!row || (binding !== null && row.binding !== binding) || row.credential !== client.id) {
+    // RFC 6749 §5.2: unknown, foreign or another client's refresh tokens are `invalid_grant`. Foreign as for
+    // access tokens: a global plugin takes global tokens and its own service's, never another service's (Kong
+    // skips that check and would turn the grant into a global token, good on every global service).
+    if (!row || !isBoundHere(row, ctx, config) || row.credential !== client.id) {
       return failWith('invalid_grant', 'Invalid refresh_token');
     }
     if (!scopeStillAllowed(row, config)) return failWith('invalid_scope', 'Scope mismatch');
@@ -209,7 +214,7 @@ async function refreshToken(request: GrantRequest): Promise<Outcome> {
       const renewed = await deps.tokens.renewAccessToken(row, config.token_expiration, config.refresh_token_ttl);
       return { body: tokenResponse(renewed, refresh) };
     }
-    const issued = await issue(request, { scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
+    const issued = await issue(request, { scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true, binding: row.binding });
     await deps.tokens.revoke(row);
     return { body: tokenResponse(issued) };
   });

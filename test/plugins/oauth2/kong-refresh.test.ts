@@ -177,6 +177,15 @@ describe('Kong §7.10 refresh token', () => {
     assertOAuthError(await fx.client.token({ ...C123, refresh_token: issued.refresh_token }, { host: 'oauth2_3.test' }), 400, 'invalid_grant');
   });
 
+  it("RF19 a service-bound refresh token is foreign at another service's global plugin (Kong makes it a global token)", async () => {
+    const issued = await fx.client.provisionToken();
+    // Kong 3.x skips the service check when the plugin has global_credentials and issues a *global* token: a
+    // grant for one service would turn into access to every global service. INTERFACE §4: foreign → invalid_grant.
+    assertOAuthError(await fx.client.token({ ...C123, refresh_token: issued.refresh_token }, { host: 'oauth2_8.test' }), 400, 'invalid_grant');
+    // Still good where it belongs.
+    assertTokenResponse(await fx.client.token({ ...C123, refresh_token: issued.refresh_token }), { refresh: true });
+  });
+
   it('RF13 an access token is not a refresh token', async () => {
     const issued = await fx.client.provisionToken();
     assertOAuthError(await fx.client.token({ ...C123, refresh_token: issued.access_token }), 400, 'invalid_grant');
