@@ -52,7 +52,10 @@ async function start(file: string): Promise<void> {
   process.on('SIGHUP', () => {
     gateway.reload().then(
       (r) => console.log(r.ok ? 'configuration reloaded' : `configuration invalid (${r.errors.length} errors): keeping the current one`),
-      (err) => gateway.log.error({ err }, 'reload failed'),
+      (err) => {
+        gateway.log.error({ err }, 'reload failed');
+        console.error(`tollgate: reload refused (${(err as Error).message}): keeping the current configuration`);
+      },
     );
   });
   // A bug on one request must not take every other connection down with it.

@@ -115,10 +115,23 @@ export class Gateway {
     }
   }
 
-  /** Configures every plugin with `config`, then swaps it in. */
+  /**
+   * Configures every plugin with `config`, then swaps it in. When a plugin refuses it, the plugins
+   * already configured and the consumers go back to the current config, and the error is thrown.
+   */
   private async apply(config: GatewayConfig): Promise<void> {
-    this.consumers.setDeclared(config.consumers);
+    const current = this.snapshot?.config;
+    try {
+      await this.configure(config);
+    } catch (err) {
+      if (current) await this.configure(current);
+      throw err;
+    }
+  }
+
+  private async configure(config: GatewayConfig): Promise<void> {
     const snapshot = new Snapshot(config, this.registry, this.runtimes);
+    this.consumers.setDeclared(config.consumers);
     for (const [name, runtime] of this.runtimes) {
       const view: ConfigView = {
         config,
