@@ -304,6 +304,45 @@ test('reloads apply in the order they were asked for, even when an earlier one i
   }
 });
 
+test('a reload a plugin refuses in configure() changes nothing: plugins and consumers stay on the current config', async () => {
+  const picky: PluginDefinition<{ value: string }> = {
+    name: 'picky',
+    version: '1.0.0',
+    priority: 10,
+    configSchema: valueSchema,
+    create: () => {
+      let current = '';
+      return {
+        configure(view) {
+          const value = view.instances[0]?.config.value ?? '';
+          if (value === 'refuse') throw new Error('picky refuses this configuration');
+          current = value;
+        },
+        access(ctx) {
+          ctx.setUpstreamHeader('x-picky', current);
+        },
+      };
+    },
+  };
+  const configWith = (value: string, consumer: string) => ({
+    services: [{ name: 's', url: echo.url, routes: [{ paths: ['/'] }] }],
+    consumers: [{ username: consumer }],
+    plugins: [{ name: 'picky', config: { value } }],
+  });
+  const gw2 = await startWithRegistry(configWith('first', 'ann'), new Map([['picky', picky as PluginDefinition]]));
+  try {
+    await assert.rejects(gw2.reload(configWith('refuse', 'ben')), /picky refuses/);
+    assert.equal((await request(`${gw2.http}/x`)).json().headers['x-picky'], 'first');
+    assert.equal((await request(`${gw2.admin}/consumers/ann`)).status, 200);
+    assert.equal((await request(`${gw2.admin}/consumers/ben`)).status, 404, 'the refused file’s consumers are not in');
+    assert.equal(await gw2.reload(configWith('second', 'ben')), true, 'a later good file still applies');
+    assert.equal((await request(`${gw2.http}/x`)).json().headers['x-picky'], 'second');
+    assert.equal((await request(`${gw2.admin}/consumers/ben`)).status, 200);
+  } finally {
+    await gw2.stop();
+  }
+});
+
 test('plugin configs are validated against the schema of the registry in use', async () => {
   const { mkdtempSync, writeFileSync } = await import('node:fs');
   const { join } = await import('node:path');
