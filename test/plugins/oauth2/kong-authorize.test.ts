@@ -332,6 +332,16 @@ describe('Kong §7.2 authorization endpoint: code grant', () => {
     }
   });
 
+  it("AZ38 a state with reserved and non-ASCII characters comes back intact, escaped Kong's way", async () => {
+    const state = 'a b&c=d/é?#%.-_~';
+    const res = await fx.client.authorize({ ...VALID, state });
+    assert.equal(res.status, 200, res.text);
+    const redirect = redirectOf(res);
+    assert.equal(new URL(redirect).searchParams.get('state'), state);
+    // LuaSocket's url.escape: every byte outside [A-Za-z0-9_] as lower-case %xx.
+    assert.ok(redirect.endsWith('&state=a%20b%26c%3dd%2f%c3%a9%3f%23%25%2e%2d_%7e'), redirect);
+  });
+
   it('AZ32 malformed JSON body is a clean 400', async () => {
     const res = await fx.client.send('/oauth2/authorize', { body: { raw: '{"provision_key": ', contentType: 'application/json' } });
     assert.equal(res.status, 400, res.text);
