@@ -68,7 +68,8 @@ export class Consumers implements ConsumerDirectory {
 
   private reindex(): void {
     const index = new Map<string, Consumer>();
-    for (const c of this.list()) {
+    // Declared last, so that gateway.yaml wins a username a runtime consumer also has.
+    for (const c of [...this.runtime.values(), ...this.declared]) {
       if (c.username) index.set(c.username, c);
       index.set(c.id, c);
     }
