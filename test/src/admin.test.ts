@@ -183,6 +183,16 @@ test('POST /consumers: validation, uniqueness, and persistence across a restart'
   assert.deepEqual(names.sort(), ['declared', 'runtime-user']);
 });
 
+test('a username both declared (after a reload) and created at runtime resolves to the declared consumer', async () => {
+  const created = await admin('/consumers', { method: 'POST', body: { username: 'twin', custom_id: 'runtime-twin' } });
+  assert.equal(created.status, 201);
+  assert.equal(await gw.reload({ ...config(), consumers: [...config().consumers, { username: 'twin', custom_id: 'declared-twin' }] }), true);
+  assert.equal((await admin('/consumers/twin')).json().custom_id, 'declared-twin');
+  assert.equal((await admin(`/consumers/${created.json().id}`)).json().custom_id, 'runtime-twin', 'the runtime one is still there by id');
+  assert.equal(await gw.reload(config()), true);
+  assert.equal((await admin('/consumers/twin')).json().custom_id, 'runtime-twin');
+});
+
 test('GET /metrics: Prometheus text with requests by route/service/status, latency histograms and connections', async () => {
   await request(`${gw.http}/open/m1`);
   await request(`${gw.http}/open/m2`);
