@@ -3,6 +3,7 @@
  * hashes move between Kong and Tollgate), and INTERFACE §4's rule that codes and tokens are stored hashed.
  */
 import assert from 'node:assert/strict';
+import { pbkdf2Sync } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -81,6 +82,25 @@ describe('Kong §7.16 KDF', () => {
     assert.equal(verifyKongSecret('secret123', stored), true);
     assert.equal(verifyKongSecret('secret124', stored), false);
     assertTokenResponse(await clientCredentials('clientid123', 'secret123'), { refresh: false });
+  });
+
+  it("KD05 an older PBKDF2 hash (Kong's needs_rehash) is upgraded to the current parameters after a good secret", async () => {
+    assert.equal((await admin(gw, 'POST', '/consumers', { username: 'legacy-dev' })).status, 201);
+    const salt = Buffer.from('0123456789abcdef');
+    const b64 = (b: Buffer) => b.toString('base64').replace(/=+$/, '');
+    const legacy = `$pbkdf2-sha512$i=1000,l=32$${b64(salt)}$${b64(pbkdf2Sync('legacy-secret', salt, 1000, 32, 'sha512'))}`;
+    const created = await admin(gw, 'POST', '/consumers/legacy-dev/oauth2', { name: 'legacy', client_id: 'legacy', client_secret: legacy, hash_secret: true });
+    assert.equal(created.status, 201, created.text);
+    assert.equal(created.json().client_secret, legacy, 'an imported hash is kept as it is');
+    assertTokenResponse(await clientCredentials('legacy', 'legacy-secret'), { refresh: false });
+    let stored = legacy;
+    for (let tries = 0; tries < 50 && stored === legacy; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      stored = (await admin(gw, 'GET', '/oauth2/legacy')).json().client_secret;
+    }
+    assert.match(stored, KONG_PHC);
+    assert.equal(verifyKongSecret('legacy-secret', stored), true);
+    assertTokenResponse(await clientCredentials('legacy', 'legacy-secret'), { refresh: false });
   });
 
   it('KD04 codes, access tokens and refresh tokens are stored hashed (INTERFACE §4)', async () => {
