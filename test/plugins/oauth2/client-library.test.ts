@@ -291,6 +291,23 @@ describe('oauth4webapi against the gateway', () => {
     assert.deepEqual(await oauth.processIntrospectionResponse(as, confidential, unknown), { active: false });
   });
 
+  it('introspection fields (RFC 7662 §2.2), and a public client only learns about its own tokens', async () => {
+    const tokens = await codeFlow(as, ISSUER, confidential, confidentialAuth, 'read');
+    const info = await oauth.processIntrospectionResponse(
+      as,
+      confidential,
+      await oauth.introspectionRequest(as, confidential, confidentialAuth, tokens.access_token, http),
+    );
+    assert.equal(typeof info.iat, 'number');
+    assert.equal(info.exp! - info.iat!, 7200);
+    assert.ok(info.iat! <= Date.now() / 1000 + 1);
+    const spaTokens = await codeFlow(as, ISSUER, spa, oauth.None(), 'read');
+    const own = await oauth.introspectionRequest(as, spa, oauth.None(), spaTokens.access_token, http);
+    assert.equal((await oauth.processIntrospectionResponse(as, spa, own)).active, true);
+    const others = await oauth.introspectionRequest(as, spa, oauth.None(), tokens.access_token, http);
+    assert.deepEqual(await oauth.processIntrospectionResponse(as, spa, others), { active: false });
+  });
+
   it('introspection needs client authentication (RFC 7662 §2.1)', async () => {
     const tokens = await codeFlow(as, ISSUER, confidential, confidentialAuth, 'read');
     const posted = await oauth.introspectionRequest(as, confidential, oauth.ClientSecretPost('wrong'), tokens.access_token, http);
