@@ -28,7 +28,10 @@ const MAX_PAGE = 1000;
 export function page<T>(items: T[], req: AdminRequest, path: string): AdminReply {
   const size = Math.min(MAX_PAGE, Math.max(1, Number(req.query.get('size')) || DEFAULT_PAGE));
   const offsetParam = req.query.get('offset');
-  const start = offsetParam ? Number(Buffer.from(offsetParam, 'base64url').toString()) || 0 : 0;
+  const decoded = offsetParam ? Buffer.from(offsetParam, 'base64url').toString() : '0';
+  // Offsets are only ever the ones `next` handed out (Kong: 400 for anything else).
+  if (!/^\d{1,15}$/.test(decoded)) throw new HttpError(400, `invalid offset: ${offsetParam}`);
+  const start = Number(decoded);
   const data = items.slice(start, start + size);
   const nextStart = start + size;
   const offset = nextStart < items.length ? Buffer.from(String(nextStart)).toString('base64url') : null;
