@@ -124,6 +124,11 @@ test('paging: size and offset walk the whole list', async () => {
   }
   assert.equal(pages, 2);
   assert.deepEqual(seen, ['orders', 'users', 'billing']);
+  for (const offset of ['LTU', 'bm90LWEtbnVtYmVy', '!!!']) {
+    const bad = await admin(`/services?offset=${offset}`);
+    assert.equal(bad.status, 400, offset);
+    assert.match(bad.json().message, /^invalid offset/);
+  }
 });
 
 test('entities from gateway.yaml are read-only: 405', async () => {
