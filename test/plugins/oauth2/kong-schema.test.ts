@@ -78,7 +78,7 @@ describe('Kong §7.14 config schema: validation', () => {
     assert.match(output, /config\.pkce: expected one of: none, lax, strict/);
   });
 
-  it('SC12 oauth2_tokens DAO insert validation', { skip: "a Kong DAO unit check; Tollgate's tokens have no insert API" }, () => {});
+  it('SC12 oauth2_tokens DAO insert validation', { skip: "Kong's DAO validate_insert without defaults has no counterpart (POST /oauth2_tokens applies defaults)" }, () => {});
   it('SC13 deleting a service cascades to its tokens', { skip: 'services are declared in gateway.yaml; there is no service DELETE' }, () => {});
 });
 
