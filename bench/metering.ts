@@ -18,7 +18,7 @@ import { tempDir } from '../test/helpers/gateway.ts';
 import { LevelStore } from '../src/store/level.ts';
 import type { BatchOp } from '../src/store/store.ts';
 import { prepareEvents } from '../plugins/metering/events.ts';
-import { dedupeKey, eventKey, padSeq, SEQ_KEY, timeKey } from '../plugins/metering/keys.ts';
+import { dedupeKey, eventKey, padSeq, SEQ_KEY, timeIndexValue, timeKey } from '../plugins/metering/keys.ts';
 import { addEvent, newDelta, writesIntoEmptySpace } from '../plugins/metering/ledger.ts';
 import { meterDefinitionFrom } from '../plugins/metering/meter-model.ts';
 import { MeteringService } from '../plugins/metering/service.ts';
@@ -109,8 +109,8 @@ async function rawLevelRate(batchSize: number): Promise<number> {
     const batch = db.batch();
     for (const e of records) {
       seq++;
-      batch.put('plugin.metering:' + eventKey(e.typeEscaped, seq), String(now) + e.json);
-      batch.put('plugin.metering:' + timeKey(e.record.time, seq), `${e.typeEscaped}/${e.dedupe}`);
+      batch.put('plugin.metering:' + eventKey(e.typeEscaped, seq), e.json);
+      batch.put('plugin.metering:' + timeKey(e.record.time, seq), timeIndexValue(e.typeEscaped, e.dedupe, now));
       batch.put('plugin.metering:' + dedupeKey(e.dedupe + seq), padSeq(seq));
     }
     await batch.write({ sync: true });
@@ -144,7 +144,7 @@ async function seedYear(dataDir: string): Promise<number> {
     await space.batch(ops);
     ops = [];
   };
-  const storedAt = String(Date.now());
+  const storedAt = Date.now();
   for (let seq = 1; seq <= QUERY_EVENTS; seq++) {
     const [e] = prepareEvents(
       [{ specversion: '1.0', id: `y${seq}`, source: 'seed', type: 'year', subject: `customer-${seq % SUBJECTS}`, time: new Date(yearStart + seq * step).toISOString(), data: { method: METHODS[seq % 3] } }],
@@ -152,8 +152,8 @@ async function seedYear(dataDir: string): Promise<number> {
       { now: Date.now(), retentionStart: 0, retentionDays: 36_500 },
     );
     ops.push(
-      { type: 'put', key: eventKey(e.typeEscaped, seq), value: storedAt + e.json },
-      { type: 'put', key: timeKey(e.record.time, seq), value: `${e.typeEscaped}/${e.dedupe}` },
+      { type: 'put', key: eventKey(e.typeEscaped, seq), value: e.json },
+      { type: 'put', key: timeKey(e.record.time, seq), value: timeIndexValue(e.typeEscaped, e.dedupe, storedAt) },
       { type: 'put', key: dedupeKey(e.dedupe), value: padSeq(seq) },
     );
     addEvent(delta, meter, seq, e.record);

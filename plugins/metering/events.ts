@@ -53,6 +53,17 @@ export const MAX_DATA_DEPTH = 64;
 
 /** True when `value` nests objects/arrays deeper than `limit` (iterative: safe on hostile input). */
 function nestedDeeperThan(value: unknown, limit: number): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  // Usual case, flat data: no allocation.
+  let flat = true;
+  for (const key in value) {
+    const child = (value as Record<string, unknown>)[key];
+    if (typeof child === 'object' && child !== null) {
+      flat = false;
+      break;
+    }
+  }
+  if (flat) return false;
   const stack: [unknown, number][] = [[value, 1]];
   while (stack.length > 0) {
     const [v, depth] = stack.pop()!;
@@ -96,11 +107,24 @@ export function decodeEvents(contentType: string | undefined, body: Buffer): { e
   return { events: [parsed], batch: false };
 }
 
-function requiredString(event: Record<string, unknown>, name: string, problems: (name: string, reason: string, rule: string) => void): void {
+/** Where the problems of one event go (reused across the events of a request). */
+interface Report {
+  index: number;
+  batch: boolean;
+  problems: InvalidParameter[];
+}
+
+function addProblem(r: Report, field: string, reason: string, rule: string): void {
+  const prefix = r.batch ? `[${r.index}]` : '';
+  const path = field ? (prefix ? `${prefix}.${field}` : field) : prefix || 'body';
+  r.problems.push({ field: path, index: r.index, reason, rule, source: 'body' });
+}
+
+function requiredString(event: Record<string, unknown>, name: string, r: Report): void {
   const v = event[name];
-  if (v === undefined || v === null) problems(name, 'required property is missing', 'required');
-  else if (typeof v !== 'string') problems(name, 'must be a string', 'is_string');
-  else if (v.length === 0) problems(name, 'must not be empty', 'min_length');
+  if (v === undefined || v === null) addProblem(r, name, 'required property is missing', 'required');
+  else if (typeof v !== 'string') addProblem(r, name, 'must be a string', 'is_string');
+  else if (v.length === 0) addProblem(r, name, 'must not be empty', 'min_length');
 }
 
 /** Go's URL parser refuses control characters and malformed percent escapes. */
@@ -116,42 +140,38 @@ export interface ValidationContext {
   retentionDays: number;
 }
 
-/** Validates one event; returns its problems (fields relative to the event). */
-function checkEvent(raw: unknown, ctx: ValidationContext, report: (field: string, reason: string, rule: string) => void): StoredEvent | undefined {
+/** Validates one event, reporting its problems; the record to store when it has none. */
+function checkEvent(raw: unknown, ctx: ValidationContext, r: Report): StoredEvent | undefined {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    report('', 'an event must be a JSON object', 'type');
+    addProblem(r, '', 'an event must be a JSON object', 'type');
     return undefined;
   }
   const event = raw as Record<string, unknown>;
-  let valid = true;
-  const problem = (field: string, reason: string, rule: string) => {
-    valid = false;
-    report(field, reason, rule);
-  };
-  for (const key of Object.keys(event)) if (!KNOWN_ATTRIBUTES.has(key)) problem(key, 'unknown property', 'unknown_property');
-  if (event.specversion === undefined || event.specversion === null) problem('specversion', 'required property is missing', 'required');
-  else if (event.specversion !== '1.0') problem('specversion', `unknown value: ${JSON.stringify(event.specversion)} (only "1.0" is supported)`, 'enum');
-  for (const name of ['id', 'source', 'type', 'subject']) requiredString(event, name, problem);
-  if (typeof event.source === 'string' && event.source && !isUriReference(event.source)) problem('source', 'cannot parse uri ref', 'format');
+  const before = r.problems.length;
+  for (const key in event) if (!KNOWN_ATTRIBUTES.has(key)) addProblem(r, key, 'unknown property', 'unknown_property');
+  if (event.specversion === undefined || event.specversion === null) addProblem(r, 'specversion', 'required property is missing', 'required');
+  else if (event.specversion !== '1.0') addProblem(r, 'specversion', `unknown value: ${JSON.stringify(event.specversion)} (only "1.0" is supported)`, 'enum');
+  for (const name of ['id', 'source', 'type', 'subject']) requiredString(event, name, r);
+  if (typeof event.source === 'string' && event.source && !isUriReference(event.source)) addProblem(r, 'source', 'cannot parse uri ref', 'format');
   let time = Math.floor(ctx.now / 1000);
   if (event.time !== undefined && event.time !== null) {
     const parsed = typeof event.time === 'string' ? parseRfc3339(event.time) : undefined;
-    if (parsed === undefined) problem('time', 'must be an RFC 3339 date-time with a time zone offset', 'is_date_time');
-    else if (parsed < MIN_TIME) problem('time', 'must be after 1970-01-01T00:00:00Z', 'minimum');
-    else if (parsed < ctx.retentionStart) problem('time', `event time is outside the retention period of ${ctx.retentionDays} days`, 'retention');
+    if (parsed === undefined) addProblem(r, 'time', 'must be an RFC 3339 date-time with a time zone offset', 'is_date_time');
+    else if (parsed < MIN_TIME) addProblem(r, 'time', 'must be after 1970-01-01T00:00:00Z', 'minimum');
+    else if (parsed < ctx.retentionStart) addProblem(r, 'time', `event time is outside the retention period of ${ctx.retentionDays} days`, 'retention');
     else time = parsed;
   }
   if (event.datacontenttype !== undefined && event.datacontenttype !== null && event.datacontenttype !== 'application/json') {
-    problem('datacontenttype', 'only application/json is supported', 'enum');
+    addProblem(r, 'datacontenttype', 'only application/json is supported', 'enum');
   }
   const schema = event.dataschema;
   if (schema !== undefined && schema !== null && (typeof schema !== 'string' || schema.length === 0 || !isUriReference(schema))) {
-    problem('dataschema', 'must be a non-empty URI', 'format');
+    addProblem(r, 'dataschema', 'must be a non-empty URI', 'format');
   }
   const data = event.data;
-  if (data !== undefined && data !== null && (typeof data !== 'object' || Array.isArray(data))) problem('data', 'must be a JSON object or null', 'type');
-  else if (nestedDeeperThan(data, MAX_DATA_DEPTH)) problem('data', `must not nest more than ${MAX_DATA_DEPTH} levels`, 'max_depth');
-  if (!valid) return undefined;
+  if (data !== undefined && data !== null && (typeof data !== 'object' || Array.isArray(data))) addProblem(r, 'data', 'must be a JSON object or null', 'type');
+  else if (nestedDeeperThan(data, MAX_DATA_DEPTH)) addProblem(r, 'data', `must not nest more than ${MAX_DATA_DEPTH} levels`, 'max_depth');
+  if (r.problems.length > before) return undefined;
   const record: StoredEvent = {
     id: event.id as string,
     source: event.source as string,
@@ -168,18 +188,16 @@ function checkEvent(raw: unknown, ctx: ValidationContext, report: (field: string
 
 /** Validates every event; throws BodyError listing every problem, else returns the prepared events. */
 export function prepareEvents(events: unknown[], batch: boolean, ctx: ValidationContext): PreparedEvent[] {
-  const problems: InvalidParameter[] = [];
+  const report: Report = { index: 0, batch, problems: [] };
   const prepared: PreparedEvent[] = [];
-  events.forEach((raw, index) => {
-    const record = checkEvent(raw, ctx, (field, reason, rule) => {
-      const prefix = batch ? `[${index}]` : '';
-      const path = field ? (prefix ? `${prefix}.${field}` : field) : prefix || 'body';
-      problems.push({ field: path, index, reason, rule, source: 'body' });
-    });
-    if (record && problems.length === 0) {
+  for (let index = 0; index < events.length; index++) {
+    report.index = index;
+    const record = checkEvent(events[index], ctx, report);
+    if (record && report.problems.length === 0) {
       prepared.push({ record, json: JSON.stringify(record), typeEscaped: escapePart(record.type), dedupe: dedupeHash(record.source, record.id) });
     }
-  });
+  }
+  const problems = report.problems;
   if (problems.length > 0) {
     const count = new Set(problems.map((p) => p.index)).size;
     throw new BodyError(400, `invalid event: ${count} of ${events.length} events are invalid: ${problems[0].field}: ${problems[0].reason}`, problems);

@@ -4,14 +4,14 @@
  *
  *   meta/seq                                  last event sequence number used
  *   m/<meter id>                              meter record (public fields + aggregation state)
- *   e/<type>/<seq>                            stored event (stored_at ms + JSON)
- *   t/<time>/<seq>                            time index -> "<type>/<dedupe hash>"
+ *   e/<type>/<seq>                            stored event (JSON)
+ *   t/<time>/<seq>                            time index -> "<type>/<dedupe hash>/<stored_at ms>"
  *   d/<dedupe hash>                           (source, id) seen -> seq
  *   a/<meter>.<gen>/<level>/<bucket>/<series> aggregate state of one bucket and series
  *   r/<meter>.<gen>/<level>/<bucket>          every series of a bucket in one value (levels above minutes)
  *   u/<meter>.<gen>/<level>/<bucket>/<series>/<value>   distinct values (unique_count)
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 export const SEQ_KEY = 'meta/seq';
 const SEQ_WIDTH = 12;
@@ -47,9 +47,9 @@ export const timeKey = (time: number, seq: number) => `t/${padTime(time)}/${padS
 export const TIME_PREFIX = 't/';
 export const dedupeKey = (hash: string) => `d/${hash}`;
 
-/** Identity of an event for deduplication: the (source, id) tuple, hashed to a fixed-size key. */
+/** Identity of an event for deduplication: the (source, id) tuple (length-prefixed), hashed to a fixed-size key. */
 export function dedupeHash(source: string, id: string): string {
-  return createHash('sha256').update(source).update('\0').update(id).digest('base64url');
+  return hash('sha256', `${source.length}:${source}${id}`, 'base64url');
 }
 
 /** `t/<time>/<seq>` -> its parts. */
@@ -65,5 +65,13 @@ export const rowPrefix = (space: string, level: string) => `r/${space}/${level}/
 export const bucketOf = (key: string, prefixLength: number) => Number(key.slice(prefixLength, prefixLength + TIME_WIDTH));
 export const seriesOf = (key: string, prefixLength: number) => key.slice(prefixLength + TIME_WIDTH + 1);
 
-/** Stored events are `<stored_at ms, this wide><JSON>`. */
-export const STORED_AT_WIDTH = 13;
+/** The time index entry of an event: what purge, listing and raw reads need without the event. */
+export function timeIndexValue(typeEscaped: string, dedupe: string, storedAt: number): string {
+  return `${typeEscaped}/${dedupe}/${storedAt}`;
+}
+
+export function parseTimeIndexValue(value: string): { typeEscaped: string; dedupe: string; storedAt: number } {
+  const first = value.indexOf('/');
+  const second = value.indexOf('/', first + 1);
+  return { typeEscaped: value.slice(0, first), dedupe: value.slice(first + 1, second), storedAt: Number(value.slice(second + 1)) };
+}

@@ -10,7 +10,7 @@ import { LEVELS } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import {
   aggregatePrefix, aggregateSpace, dedupeKey, escapePart, eventKey, eventTypePrefix, meterKey, padSeq, padTime,
-  parseSeq, parseTimeKey, rowPrefix, STORED_AT_WIDTH, TIME_PREFIX, uniquePrefix,
+  parseSeq, parseTimeIndexValue, parseTimeKey, rowPrefix, TIME_PREFIX, uniquePrefix,
 } from './keys.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
 import type { MeterRecord, MeterRegistry } from './registry.ts';
@@ -109,7 +109,7 @@ export class Maintenance {
     const range = { gte: prefix + padSeq(progress.cursor + 1), lt: prefix + padSeq(progress.upTo + 1), limit: this.options.backfillChunk };
     for await (const [key, value] of this.store.scan(range)) {
       cursor = parseSeq(key.slice(prefix.length));
-      addEvent(delta, compiled, cursor, JSON.parse(value.slice(STORED_AT_WIDTH)) as StoredEvent);
+      addEvent(delta, compiled, cursor, JSON.parse(value) as StoredEvent);
       scanned++;
     }
     const done = scanned < this.options.backfillChunk;
@@ -192,8 +192,8 @@ export class Maintenance {
     let deleted = 0;
     for await (const [key, value] of this.store.scan({ gte: TIME_PREFIX, lt: TIME_PREFIX + padTime(cutoff), limit: budget })) {
       const { seq } = parseTimeKey(key);
-      const slash = value.lastIndexOf('/');
-      ops.push({ type: 'del', key }, { type: 'del', key: eventKey(value.slice(0, slash), seq) }, { type: 'del', key: dedupeKey(value.slice(slash + 1)) });
+      const { typeEscaped, dedupe } = parseTimeIndexValue(value);
+      ops.push({ type: 'del', key }, { type: 'del', key: eventKey(typeEscaped, seq) }, { type: 'del', key: dedupeKey(dedupe) });
       deleted++;
     }
     const ranges: { gte: string; lt: string }[] = [];

@@ -6,7 +6,7 @@
 import type { Store } from '../../src/pipeline/plugin-api.ts';
 import { BASE_SIZE, emptyState, eventState, formatDecimal, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, valueOf, type State } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
-import { aggregatePrefix, bucketOf, escapePart, eventKey, padTime, parseTimeKey, rowPrefix, seriesOf, STORED_AT_WIDTH, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
+import { aggregatePrefix, bucketOf, escapePart, eventKey, padTime, parseTimeIndexValue, parseTimeKey, rowPrefix, seriesOf, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
 import type { InvalidParameter } from './meter-model.ts';
 import { formatInZone, isValidTimeZone, parseRfc3339 } from './time.ts';
 import { readEvent, type CompiledMeter } from './values.ts';
@@ -225,16 +225,22 @@ interface ScanPlan {
   spans: number[][];
 }
 
-// A new scan costs about as much as reading a couple of keys: bridge only tiny gaps.
-const BRIDGE_BUCKETS = 2;
+/**
+ * A new scan costs about as much as reading a few dozen keys: scans bridge gaps of up to this many
+ * buckets (skipping what lies between) on row levels, where a bucket is one key, and only tiny gaps
+ * on series levels, where a bucket may be many keys.
+ */
+const BRIDGE_ROW_BUCKETS = 8;
+const BRIDGE_SERIES_BUCKETS = 2;
 
 function planScans(ranges: LevelRange[]): ScanPlan[] {
   const plans: ScanPlan[] = [];
   for (const level of LEVELS) {
     const mine = ranges.filter((r) => r.level === level.name).sort((a, b) => a.start - b.start);
+    const bridge = ROW_LEVELS.has(level.name) ? BRIDGE_ROW_BUCKETS : BRIDGE_SERIES_BUCKETS;
     let plan: ScanPlan | undefined;
     for (const r of mine) {
-      if (plan && r.start - plan.end <= BRIDGE_BUCKETS * level.size) {
+      if (plan && r.start - plan.end <= bridge * level.size) {
         const last = plan.spans[plan.spans.length - 1];
         if (last[1] === r.start) last[1] = r.end;
         else plan.spans.push([r.start, r.end]);
@@ -391,13 +397,12 @@ export class QueryEngine {
     const type = escapePart(meter.meter.event_type);
     const keys: string[] = [];
     for await (const [key, value] of this.store.scan({ gte: TIME_PREFIX + padTime(a), lt: TIME_PREFIX + padTime(b) })) {
-      const slash = value.lastIndexOf('/');
-      if (value.slice(0, slash) === type) keys.push(eventKey(type, parseTimeKey(key).seq));
+      if (parseTimeIndexValue(value).typeEscaped === type) keys.push(eventKey(type, parseTimeKey(key).seq));
     }
     const values = await this.store.getMany(keys);
     values.forEach((stored, i) => {
       if (stored === undefined) return;
-      const event = JSON.parse(stored.slice(STORED_AT_WIDTH)) as StoredEvent;
+      const event = JSON.parse(stored) as StoredEvent;
       if (event.time < meter.eventsFrom) return;
       const reading = readEvent(meter, event.data);
       const series = [event.subject, ...reading.dimensions].map(escapePart).join('/');

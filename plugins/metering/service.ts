@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { ConfigView, PluginApi, Store } from '../../src/pipeline/plugin-api.ts';
-import { STORED_AT_WIDTH, TIME_PREFIX, eventKey, meterKey, padTime, parseTimeKey, escapePart } from './keys.ts';
+import { TIME_PREFIX, eventKey, meterKey, padTime, parseTimeIndexValue, parseTimeKey, escapePart } from './keys.ts';
 import { AggregateLedger } from './ledger.ts';
 import { Maintenance } from './maintenance.ts';
 import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
@@ -109,17 +109,17 @@ export class MeteringService {
     const type = filters.type === undefined ? undefined : escapePart(filters.type);
     const items: Record<string, unknown>[] = [];
     let lastKey: string | undefined;
-    let chunk: { timeKey: string; key: string }[] = [];
+    let chunk: { timeKey: string; key: string; storedAt: number }[] = [];
     const drain = async (): Promise<boolean> => {
       const values = await this.store.getMany(chunk.map((c) => c.key));
       for (let i = 0; i < chunk.length; i++) {
         const stored = values[i];
         if (stored === undefined) continue;
-        const event = JSON.parse(stored.slice(STORED_AT_WIDTH)) as StoredEvent;
+        const event = JSON.parse(stored) as StoredEvent;
         if (filters.subject !== undefined && event.subject !== filters.subject) continue;
         if (filters.source !== undefined && event.source !== filters.source) continue;
         if (filters.id !== undefined && event.id !== filters.id) continue;
-        items.push(this.listedEvent(event, Number(stored.slice(0, STORED_AT_WIDTH))));
+        items.push(this.listedEvent(event, chunk[i].storedAt));
         lastKey = chunk[i].timeKey;
         if (items.length >= size) return true;
       }
@@ -127,10 +127,9 @@ export class MeteringService {
       return false;
     };
     for await (const [key, value] of this.store.scan({ gte: lower, lt: upper, reverse: true })) {
-      const slash = value.lastIndexOf('/');
-      const eventType = value.slice(0, slash);
-      if (type !== undefined && eventType !== type) continue;
-      chunk.push({ timeKey: key, key: eventKey(eventType, parseTimeKey(key).seq) });
+      const { typeEscaped, storedAt } = parseTimeIndexValue(value);
+      if (type !== undefined && typeEscaped !== type) continue;
+      chunk.push({ timeKey: key, key: eventKey(typeEscaped, parseTimeKey(key).seq), storedAt });
       if (chunk.length >= 256 && (await drain())) break;
     }
     if (items.length < size && chunk.length > 0) await drain();

@@ -56,6 +56,9 @@ export function windowEnd(start: number, granularity: Granularity, timeZone: str
     }
     case 'P1D': {
       if (timeZone === 'UTC') return start + 86_400;
+      // Usually the offset does not change within the day: then the next midnight is 24 hours later.
+      const offset = offsetAt(start, timeZone);
+      if (offsetAt(start + 86_400, timeZone) === offset && (start + offset) % 86_400 === 0) return start + 86_400;
       const l = localTime(start, timeZone);
       return fromLocal({ ...shiftDays(l, 1), hour: 0, minute: 0, second: 0 }, timeZone);
     }

@@ -18,7 +18,7 @@
 import type { Logger } from 'pino';
 import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
 import type { PreparedEvent } from './events.ts';
-import { dedupeKey, eventKey, padSeq, SEQ_KEY, STORED_AT_WIDTH, timeKey } from './keys.ts';
+import { dedupeKey, eventKey, padSeq, SEQ_KEY, timeIndexValue, timeKey } from './keys.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
 import type { MeterRegistry } from './registry.ts';
 
@@ -191,15 +191,15 @@ export class Writer {
     // Only duplicates: done when their originals are (a failure of the last write may be spurious
     // for them, which is safe: a retry is acknowledged as a duplicate).
     if (accepted.length === 0) return { written: this.lastWrite };
-    const storedAt = String(Date.now()).padStart(STORED_AT_WIDTH, '0');
+    const storedAt = Date.now();
     const ops: BatchOp[] = [];
     const delta = newDelta();
     let seq = this.preparedSeq;
     for (const e of accepted) {
       seq++;
       ops.push(
-        { type: 'put', key: eventKey(e.typeEscaped, seq), value: storedAt + e.json },
-        { type: 'put', key: timeKey(e.record.time, seq), value: `${e.typeEscaped}/${e.dedupe}` },
+        { type: 'put', key: eventKey(e.typeEscaped, seq), value: e.json },
+        { type: 'put', key: timeKey(e.record.time, seq), value: timeIndexValue(e.typeEscaped, e.dedupe, storedAt) },
         { type: 'put', key: dedupeKey(e.dedupe), value: padSeq(seq) },
       );
       for (const m of this.meters.aggregating(e.record.type)) addEvent(delta, m, seq, e.record);
