@@ -134,25 +134,23 @@ export class Listener {
 
   private guardHttp2(server: http2.Http2Server | http2.Http2SecureServer, limits: ListenerLimits): void {
     server.on('sessionError', () => {});
-    const openStreams = new WeakMap<Http2Session, number>();
-    server.on('stream', (stream) => {
-      const session = stream.session;
-      if (!session) return;
-      openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
-      stream.once('close', () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
-    });
-    // Idle connections close after client_timeout. An h2 session whose stream waits quietly (a slow
-    // upstream, a gRPC stream) is not idle: destroying it would end that response empty.
+    // Requests in progress per h2 session, or per HTTP/1.1 connection (allowHTTP1 on a TLS port).
+    const inFlight = new WeakMap<object, number>();
+    const track = (owner: object, request: { once(event: 'close', listener: () => void): unknown }) => {
+      inFlight.set(owner, (inFlight.get(owner) ?? 0) + 1);
+      request.once('close', () => inFlight.set(owner, (inFlight.get(owner) ?? 1) - 1));
+    };
+    server.on('stream', (stream) => stream.session && track(stream.session, stream));
+    server.on('request', (req, res) => req.httpVersionMajor === 1 && track(req.socket, res));
+    // Idle connections close after client_timeout. One whose request waits quietly (a slow upstream,
+    // a gRPC stream) is not idle: destroying it would cut that response short.
     server.setTimeout(limits.clientTimeout, (target?: Duplex | Http2Session) => {
-      const session = target as Http2Session;
-      if (target && openStreams.get(session)) {
-        // Node arms a session's timeout callback once: arm it again for when its streams are done.
-        session.setTimeout(limits.clientTimeout, () => server.emit('timeout', session));
-        return;
-      }
-      target?.destroy();
+      if (!target || !inFlight.get(target)) return void target?.destroy();
+      // Node arms a session's timeout callback once: arm it again for when its streams are done.
+      if (!(target instanceof net.Socket)) (target as Http2Session).setTimeout(limits.clientTimeout, () => server.emit('timeout', target));
     });
   }
+
 
   /** Stops accepting; open connections keep being served. */
   stopAccepting(): Promise<void> {
