@@ -200,7 +200,7 @@ test('bad bytes: 400 on HTTP/1.1 ports, a closed connection for a broken h2 sess
   for (const url of [gw.http, gw.https, gw.h2c]) assert.equal((await request(`${url}/echo/alive`)).status, 200, url);
 });
 
-test('an h2 stream waiting on a slow upstream is not an idle session: its answer arrives whole; idle sessions still close', async () => {
+test('a request waiting on a slow upstream is not an idle connection (h2 streams, HTTP/1.1 on the TLS port); idle sessions still close', async () => {
   const slow = await startUpstream((_req, res) => void setTimeout(() => res.end('late answer'), 1500));
   const patient = await startGateway({
     gateway: { client_timeout: 1000 },
@@ -219,6 +219,9 @@ test('an h2 stream waiting on a slow upstream is not an idle session: its answer
         session.destroy();
       }
     }
+    const http1 = await request(`${patient.https}/slow`);
+    assert.equal(http1.status, 200);
+    assert.equal(http1.text, 'late answer', 'HTTP/1.1 over the h2 TLS port');
   } finally {
     await patient.stop();
     await slow.close();
