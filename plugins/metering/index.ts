@@ -3,6 +3,7 @@
  * queries answered under its route, on LevelDB through the core's store, behind an auth plugin.
  */
 import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { createRuntime } from './handler.ts';
 import { checkConfig, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
 
 const metering: PluginDefinition<MeteringConfig> = {
@@ -13,10 +14,7 @@ const metering: PluginDefinition<MeteringConfig> = {
   configSchema,
   checkConfig,
   entities: [meterEntity],
-  async create(api) {
-    const { createRuntime } = await import('./handler.ts');
-    return createRuntime(api);
-  },
+  create: createRuntime,
 };
 
 export default metering;

@@ -82,11 +82,6 @@ export class Writer {
     this.lastSeq = this.preparedSeq = seq === undefined ? 0 : parseInt(seq, 16);
   }
 
-  /** Events waiting for their commit. */
-  get queued(): number {
-    return this.waitingEvents;
-  }
-
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.tail.then(fn, fn);
     this.tail = run.catch(() => undefined);

@@ -1,0 +1,77 @@
+/**
+ * The plugin's pure building blocks: RFC 3339 parsing, zone calendars (DST gaps and overlaps,
+ * half-hour offsets), window bounds and their cover by roll-up buckets, decimal output, JSONPath.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { formatDecimal } from '../../../plugins/metering/aggregates.ts';
+import { compileJsonPath, jsonValueText, lookup } from '../../../plugins/metering/jsonpath.ts';
+import { escapePart, unescapePart } from '../../../plugins/metering/keys.ts';
+import { formatInZone, fromLocal, parseRfc3339 } from '../../../plugins/metering/time.ts';
+import { coverSpan, windowBounds } from '../../../plugins/metering/windows.ts';
+
+const at = (text: string) => parseRfc3339(text)!;
+
+test('RFC 3339: offsets, fractions truncated, invalid dates refused', () => {
+  assert.equal(at('2024-01-01T12:00:59.999Z'), Date.UTC(2024, 0, 1, 12, 0, 59) / 1000);
+  assert.equal(at('2024-01-01T02:00:00+02:00'), Date.UTC(2024, 0, 1) / 1000);
+  for (const bad of ['2024-01-01 00:00:00Z', '2024-02-30T00:00:00Z', '2024-01-01T24:00:00Z', '2024-01-01T00:00:00', 'yesterday']) {
+    assert.equal(parseRfc3339(bad), undefined, bad);
+  }
+});
+
+test('local times: a skipped midnight resolves after the gap, a repeated hour to its first occurrence', () => {
+  // Santiago skipped 2024-09-08 00:00 -> 01:00.
+  assert.equal(formatInZone(fromLocal({ year: 2024, month: 9, day: 8, hour: 0, minute: 0, second: 0 }, 'America/Santiago'), 'America/Santiago'), '2024-09-08T01:00:00-03:00');
+  // Los Angeles repeated 01:00 on 2025-11-02.
+  assert.equal(formatInZone(fromLocal({ year: 2025, month: 11, day: 2, hour: 1, minute: 30, second: 0 }, 'America/Los_Angeles'), 'America/Los_Angeles'), '2025-11-02T01:30:00-07:00');
+});
+
+test('window bounds: DST days are 23 and 25 hours, local hours keep half-hour offsets, months follow the calendar', () => {
+  const la = windowBounds(at('2025-03-08T12:00:00-08:00'), at('2025-03-10T12:00:00-07:00'), 'P1D', 'America/Los_Angeles');
+  assert.deepEqual(la.map((t) => formatInZone(t, 'America/Los_Angeles')), ['2025-03-08T00:00:00-08:00', '2025-03-09T00:00:00-08:00', '2025-03-10T00:00:00-07:00', '2025-03-11T00:00:00-07:00']);
+  assert.equal(la[2] - la[1], 23 * 3600);
+  const fall = windowBounds(at('2025-11-02T00:00:00-07:00'), at('2025-11-02T23:00:00-08:00'), 'P1D', 'America/Los_Angeles');
+  assert.equal(fall[1] - fall[0], 25 * 3600);
+  const kolkata = windowBounds(at('2025-01-01T10:00:00Z'), at('2025-01-01T11:00:00Z'), 'PT1H', 'Asia/Kolkata');
+  assert.deepEqual(kolkata.map((t) => new Date(t * 1000).toISOString()), ['2025-01-01T09:30:00.000Z', '2025-01-01T10:30:00.000Z', '2025-01-01T11:30:00.000Z']);
+  const months = windowBounds(at('2024-02-10T00:00:00Z'), at('2024-03-02T00:00:00Z'), 'P1M', 'UTC');
+  assert.deepEqual(months.map((t) => new Date(t * 1000).toISOString().slice(0, 10)), ['2024-02-01', '2024-03-01', '2024-04-01']);
+});
+
+test('a local day is covered by a few roll-up blocks that tile it exactly', () => {
+  const start = at('2025-06-01T00:00:00+05:30');
+  const end = at('2025-06-02T00:00:00+05:30');
+  const blocks: [string, number, number][] = [];
+  coverSpan(start, end, (r) => blocks.push([r.level, r.start, r.end]));
+  assert.ok(blocks.length <= 8, JSON.stringify(blocks));
+  assert.equal(blocks[0][1], start);
+  assert.equal(blocks[blocks.length - 1][2], end);
+  for (let i = 1; i < blocks.length; i++) assert.equal(blocks[i][1], blocks[i - 1][2]);
+});
+
+test('decimal strings never use exponents', () => {
+  assert.equal(formatDecimal(123.45678901234568), '123.45678901234568');
+  assert.equal(formatDecimal(1e21), '1000000000000000000000');
+  assert.equal(formatDecimal(1.5e-7), '0.00000015');
+  assert.equal(formatDecimal(-2.5), '-2.5');
+  assert.equal(formatDecimal(-0), '0');
+});
+
+test('JSONPath subset and JSON_VALUE text', () => {
+  const data = { a: { 'b c': [10, { d: null }] }, t: true };
+  assert.equal(jsonValueText(lookup(data, compileJsonPath("$.a['b c'][0]")!)), '10');
+  assert.equal(jsonValueText(lookup(data, compileJsonPath('$.a["b c"][1].d')!)), 'null');
+  assert.equal(jsonValueText(lookup(data, compileJsonPath('$.a')!)), '');
+  assert.equal(jsonValueText(lookup(data, compileJsonPath('$.missing.x')!)), '');
+  assert.equal(jsonValueText(lookup(data, compileJsonPath('$.t')!)), 'true');
+  for (const bad of ['$.a[', 'a.b', '$..a', '$.a[*]']) assert.equal(compileJsonPath(bad), undefined, bad);
+});
+
+test('key escaping round-trips any text, lone surrogates included, without "/"', () => {
+  for (const text of ['plain', 'a/b', '50%', 'ünï', '\ud800x', '']) {
+    const escaped = escapePart(text);
+    assert.ok(!escaped.includes('/') && /^[\x20-\x7e]*$/.test(escaped));
+    assert.equal(unescapePart(escaped), text);
+  }
+});
