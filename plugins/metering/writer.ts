@@ -47,6 +47,11 @@ interface Waiting {
 
 /** At most this many batches written or waiting to be written (one writing, one prepared). */
 const MAX_WRITES_IN_FLIGHT = 2;
+/**
+ * A batch is prepared during another one's write only when this many events wait: preparing a
+ * handful early would cost them a whole fsync of their own instead of joining the next group.
+ */
+const PIPELINE_MIN_EVENTS = 500;
 
 export class Writer {
   private waiting: Waiting[] = [];
@@ -123,8 +128,10 @@ export class Writer {
 
   private schedule(): void {
     if (this.waiting.length === 0 || this.preparing || this.writesInFlight >= MAX_WRITES_IN_FLIGHT) return;
-    // While a write is in flight the waiting events have already waited for it: prepare them now.
-    if (this.waitingEvents >= this.options.batchMaxEvents || this.options.batchMaxWaitMs === 0 || this.writesInFlight > 0) {
+    if (this.writesInFlight > 0) {
+      // The waiting events are already waiting for that write; prepare them early only when they are many.
+      if (this.waitingEvents >= Math.min(this.options.batchMaxEvents, PIPELINE_MIN_EVENTS)) this.startFlush();
+    } else if (this.waitingEvents >= this.options.batchMaxEvents || this.options.batchMaxWaitMs === 0) {
       this.startFlush();
     } else if (!this.timer) {
       this.timer = setTimeout(() => this.startFlush(), this.options.batchMaxWaitMs);
@@ -135,6 +142,7 @@ export class Writer {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (this.waiting.length === 0 || this.preparing || this.writesInFlight >= MAX_WRITES_IN_FLIGHT) return;
+    if (this.writesInFlight > 0 && this.waitingEvents < Math.min(this.options.batchMaxEvents, PIPELINE_MIN_EVENTS) && !this.closed) return;
     const group: Waiting[] = [];
     let count = 0;
     while (this.waiting.length > 0 && (group.length === 0 || count + this.waiting[0].events.length <= this.options.batchMaxEvents)) {
