@@ -226,18 +226,20 @@ interface ScanPlan {
 }
 
 /**
- * A new scan costs about as much as reading a few dozen keys: scans bridge gaps of up to this many
- * buckets (skipping what lies between) on row levels, where a bucket is one key, and only tiny gaps
- * on series levels, where a bucket may be many keys.
+ * Series levels (a bucket may be many keys): ranges closer than this many buckets share one scan,
+ * which skips what lies between. Row levels (a bucket is one key) gather all their ranges in one
+ * plan: scattered buckets are then read by key, which costs far less than a scan each.
  */
-const BRIDGE_ROW_BUCKETS = 8;
 const BRIDGE_SERIES_BUCKETS = 2;
+/** Most row keys read by key in one query level (beyond, each span is scanned). */
+const MAX_ROW_LOOKUPS = 50_000;
+const LOOKUP_CHUNK = 5_000;
 
 function planScans(ranges: LevelRange[]): ScanPlan[] {
   const plans: ScanPlan[] = [];
   for (const level of LEVELS) {
     const mine = ranges.filter((r) => r.level === level.name).sort((a, b) => a.start - b.start);
-    const bridge = ROW_LEVELS.has(level.name) ? BRIDGE_ROW_BUCKETS : BRIDGE_SERIES_BUCKETS;
+    const bridge = ROW_LEVELS.has(level.name) ? Infinity : BRIDGE_SERIES_BUCKETS;
     let plan: ScanPlan | undefined;
     for (const r of mine) {
       if (plan && r.start - plan.end <= bridge * level.size) {
@@ -348,20 +350,37 @@ export class QueryEngine {
   private async scanStates(meter: CompiledMeter, acc: Accumulator, plan: ScanPlan, windowOf: (t: number) => number): Promise<void> {
     if (!ROW_LEVELS.has(plan.level)) return this.scanSeries(meter, acc, plan, windowOf);
     const prefix = rowPrefix(meter.space, plan.level);
-    const bridged = plan.spans.length > 1;
-    for await (const [key, value] of this.store.scan({ gte: prefix + padTime(plan.start), lt: prefix + padTime(plan.end) })) {
-      const bucket = bucketOf(key, prefix.length);
-      if (bridged && !inSpans(plan.spans, bucket)) continue;
-      if (value === ROW_OVERFLOW) {
-        await this.scanSeries(meter, acc, { ...plan, start: bucket, end: bucket + plan.size, spans: [[bucket, bucket + plan.size]] }, windowOf);
-        continue;
+    const buckets = plan.spans.reduce((n, [a, b]) => n + (b - a) / plan.size, 0);
+    if (plan.spans.length > 1 && buckets <= MAX_ROW_LOOKUPS) {
+      const wanted: number[] = [];
+      for (const [a, b] of plan.spans) for (let t = a; t < b; t += plan.size) wanted.push(t);
+      for (let i = 0; i < wanted.length; i += LOOKUP_CHUNK) {
+        const chunk = wanted.slice(i, i + LOOKUP_CHUNK);
+        const values = await this.store.getMany(chunk.map((t) => prefix + padTime(t)));
+        for (let j = 0; j < chunk.length; j++) {
+          if (values[j] !== undefined) await this.readRow(meter, acc, plan, chunk[j], values[j]!, windowOf);
+        }
       }
-      const window = windowOf(bucket);
-      const row = JSON.parse(value) as Record<string, number[]>;
-      for (const series in row) {
-        const placement = acc.place(series);
-        if (placement) mergeArray(acc.group(window, placement).state, row[series]);
+      return;
+    }
+    for (const [a, b] of plan.spans) {
+      for await (const [key, value] of this.store.scan({ gte: prefix + padTime(a), lt: prefix + padTime(b) })) {
+        await this.readRow(meter, acc, plan, bucketOf(key, prefix.length), value, windowOf);
       }
+    }
+  }
+
+  /** Merges the series of one row, or reads them one by one when the row overflowed. */
+  private async readRow(meter: CompiledMeter, acc: Accumulator, plan: ScanPlan, bucket: number, value: string, windowOf: (t: number) => number): Promise<void> {
+    if (value === ROW_OVERFLOW) {
+      await this.scanSeries(meter, acc, { ...plan, start: bucket, end: bucket + plan.size, spans: [[bucket, bucket + plan.size]] }, windowOf);
+      return;
+    }
+    const window = windowOf(bucket);
+    const row = JSON.parse(value) as Record<string, number[]>;
+    for (const series in row) {
+      const placement = acc.place(series);
+      if (placement) mergeArray(acc.group(window, placement).state, row[series]);
     }
   }
 
