@@ -295,12 +295,14 @@ class GrpcCall {
   /** The client's `grpc-timeout` (gRPC over HTTP/2: digits and a unit), enforced here as well. */
   private enforceDeadline(): void {
     const ms = parseGrpcTimeout(this.ctx.headers['grpc-timeout']);
-    if (ms === undefined) return;
+    // Beyond a timer's range (~24.8 days) Node would fire at once; such a deadline is no deadline.
+    if (ms === undefined || ms > MAX_TIMER_MS) return;
     this.deadlineTimer = setTimeout(() => this.endWith(504, 'Deadline exceeded'), ms);
     this.deadlineTimer.unref();
   }
 }
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
 const TIMEOUT_UNITS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
 export function parseGrpcTimeout(value: string | string[] | undefined): number | undefined {

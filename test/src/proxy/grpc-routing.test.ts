@@ -22,6 +22,17 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
+/** The status headers of a raw HTTP/2 gRPC call: its trailers, or the headers of a trailers-only answer. */
+function finalStatus(stream: http2.ClientHttp2Stream): Promise<http2.IncomingHttpHeaders> {
+  stream.resume();
+  return new Promise((resolve) => {
+    stream.once('trailers', resolve);
+    stream.once('response', (headers, flags) => {
+      if (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) resolve(headers);
+    });
+  });
+}
+
 async function failure(call: Promise<unknown>): Promise<grpc.ServiceError> {
   return call.then(
     () => assert.fail('expected the call to fail'),
@@ -196,9 +207,7 @@ describe('gRPC routing and gateway-produced statuses', () => {
     try {
       const stream = session.request({ ':method': 'POST', ':path': `${SVC}/Unary`, 'content-type': 'application/grpc', te: 'trailers', 'grpc-timeout': '300m' });
       stream.end(requestFrame({ message: 'lingering client' }));
-      const trailers = new Promise<http2.IncomingHttpHeaders>((r) => stream.once('trailers', r));
-      stream.resume();
-      const status = await trailers;
+      const status = await finalStatus(stream);
       assert.equal(status['grpc-status'], String(grpc.status.DEADLINE_EXCEEDED));
       assert.equal(status['grpc-message'], 'Deadline exceeded');
       assert.equal(upstreamStreams.length, 1);
@@ -209,6 +218,32 @@ describe('gRPC routing and gateway-produced statuses', () => {
       session.close();
       await deadlineGateway.stop();
       ignoring.close();
+    }
+  });
+
+  test('a deadline too far away for a timer (99999999H) is no deadline at the gateway; a malformed grpc-timeout is ignored', async () => {
+    // A bare HTTP/2 upstream that answers after 100 ms and knows nothing of deadlines.
+    const plain = http2.createServer();
+    plain.on('stream', (stream) => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      setTimeout(() => stream.end(requestFrame({ message: 'late but fine' })), 100);
+    });
+    await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
+    const plainGateway = await startGateway({
+      services: [{ name: 'plain', url: `grpc://127.0.0.1:${(plain.address() as AddressInfo).port}`, routes: [{ name: 'r', protocols: ['grpc'], paths: ['/'] }] }],
+    });
+    const session = http2.connect(plainGateway.h2c);
+    try {
+      for (const grpcTimeout of ['99999999H', 'soon']) {
+        const stream = session.request({ ':method': 'POST', ':path': `${SVC}/Unary`, 'content-type': 'application/grpc', te: 'trailers', 'grpc-timeout': grpcTimeout });
+        stream.end(requestFrame({ message: grpcTimeout }));
+        assert.equal((await finalStatus(stream))['grpc-status'], '0', `grpc-timeout: ${grpcTimeout}`);
+      }
+    } finally {
+      session.close();
+      await plainGateway.stop();
+      plain.close();
     }
   });
 
