@@ -76,7 +76,7 @@ export class HttpEngine {
           // A streamed body is piped only once connected: after a connect or DNS failure it is still unread.
           const replayable = request.body === null || Buffer.isBuffer(request.body) || failure.kind === 'connect' || failure.kind === 'dns';
           const retryable = failure.kind === 'connect' || failure.kind === 'dns' || (failure.kind === 'reset' && failure.tries === -1);
-          if (!aborted && replayable && retryable && tryNumber < request.service.retries) attempt(tryNumber + 1);
+          if (replayable && retryable && tryNumber < request.service.retries) attempt(tryNumber + 1);
           else handlers.onFailure(new UpstreamFailure(failure.kind, failure.message, tryNumber + 1));
         },
       });
