@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import autocannon from 'autocannon';
 
-const TSX = resolve(import.meta.dirname, '../node_modules/.bin/tsx');
+const ROOT = resolve(import.meta.dirname, '..');
 
 export interface Child {
   process: ChildProcess;
@@ -12,9 +12,9 @@ export interface Child {
   stop(): Promise<void>;
 }
 
-/** Starts `tsx script args…` and waits until it has printed `count` "listening on URL" lines. */
+/** Starts `node --import tsx script args…` (one process, so signals reach it) and waits until it has printed `count` "listening on URL" lines. */
 export function startChild(script: string, args: string[] = [], count = 1): Promise<Child> {
-  const child = spawn(TSX, [resolve(import.meta.dirname, script), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', resolve(import.meta.dirname, script), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((res, rej) => {
     const urls: string[] = [];
     child.once('exit', (code) => rej(new Error(`${script} exited with ${code}`)));

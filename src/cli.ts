@@ -37,6 +37,7 @@ async function start(file: string): Promise<void> {
   }
   for (const l of gateway.proxyListeners) console.log(`proxy listening on ${l.url} (${l.spec.text})`);
   for (const l of gateway.adminListeners) console.log(`admin listening on ${l.url} (${l.spec.text})`);
+  console.log(`pid ${process.pid}: SIGHUP reloads ${file}, SIGTERM stops`);
   const shutdown = (signal: string) => {
     gateway.log.info({ signal }, 'shutting down');
     gateway.stop().then(

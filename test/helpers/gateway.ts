@@ -81,13 +81,18 @@ export interface SpawnedGateway extends GatewayUrls {
 }
 
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
-const TSX = resolve(import.meta.dirname, '../../node_modules/.bin/tsx');
 
-/** The gateway as a child process (`tsx src/cli.ts start --config F`), for crash and signal tests. */
+/**
+ * The gateway as a child process (`node --import tsx src/cli.ts start --config F`), for crash and
+ * signal tests. One process, not tsx's wrapper: the wrapper would not relay SIGHUP or SIGKILL.
+ */
 export async function spawnGateway(config: Record<string, any>, options: StartOptions = {}): Promise<SpawnedGateway> {
   const dataDir = options.dataDir ?? tempDir();
   const configFile = writeConfig(config, dataDir);
-  const child = spawn(TSX, [CLI, 'start', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'start', '--config', configFile], {
+    cwd: resolve(import.meta.dirname, '../..'),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
   const urls = await new Promise<string[]>((res, rej) => {
@@ -143,6 +148,8 @@ export function request(url: string, options: RequestOptions = {}): Promise<Repl
     body = JSON.stringify(body);
     if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
   }
+  // Node sends neither Content-Length nor chunked for a GET or DELETE body unless told.
+  if (body !== undefined && headers['content-length'] === undefined) headers['content-length'] = Buffer.byteLength(body as string | Buffer);
   const client = target.protocol === 'https:' ? https : http;
   return new Promise((resolvePromise, reject) => {
     const req = client.request(
