@@ -6,7 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { request, type Reply, type SpawnedGateway } from '../../helpers/gateway.ts';
 
 export type { Reply };
@@ -312,45 +311,8 @@ export const MINUTE = 60_000;
 export const HOUR = 60 * MINUTE;
 export const DAY = 24 * HOUR;
 
-/**
- * The process that serves: `spawnGateway` runs `tsx`, whose CLI starts the gateway as its own node child
- * and relays catchable signals only, so a SIGKILL must go to that child (else it lives on, orphaned,
- * holding the data directory's lock). Falls back to the spawned process when it has no child.
- */
-function servingPid(spawned: SpawnedGateway): number {
-  const parent = spawned.child.pid!;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === parent) return Number(entry);
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  return parent;
-}
-
-/** kill -9 of the gateway process (and of its tsx wrapper); resolves once both are gone. */
+/** kill -9 of a spawned gateway; resolves once it is gone (idempotent). */
 export async function crash(spawned: SpawnedGateway): Promise<void> {
-  if (spawned.child.exitCode !== null || spawned.child.signalCode !== null) return;
-  const pid = servingPid(spawned);
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // already gone
-  }
-  spawned.kill('SIGKILL');
+  if (spawned.child.exitCode === null && spawned.child.signalCode === null) spawned.kill('SIGKILL');
   await spawned.exited;
-  for (let i = 0; i < 200 && isAlive(pid); i++) await sleep(10);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
