@@ -98,7 +98,6 @@ export class Listener {
       http1.emit('listening');
       const h2 = http2.createServer(h2Options, handlers.request);
       if (handlers.upgrade) http1.on('upgrade', handlers.upgrade);
-      h2.on('session', adoptPeerAddress);
       const server = net.createServer((socket) => sniffProtocol(socket, http1, h2, limits.clientTimeout));
       listener = new Listener(spec, server, http1, h2, events);
       listener.guardHttp1(http1);
@@ -179,8 +178,9 @@ export class Listener {
 
 /**
  * Reads the first bytes of a plaintext connection: the HTTP/2 preface goes to the h2c server,
- * anything else to the HTTP/1.1 server. Node's http2 server cannot adopt a socket whose first
- * bytes were already read, but it accepts a plain Duplex that replays them.
+ * anything else to the HTTP/1.1 server. Both get the socket itself with the bytes put back: Node's
+ * http2 server reads what is already buffered on it (nodejs/node#35475), so the session runs on the
+ * native socket (its peer address, no Nagle, no JS stream in between).
  */
 function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server, clientTimeout: number): void {
   socket.on('error', () => socket.destroy());
@@ -195,76 +195,13 @@ function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server
     socket.off('data', onData);
     socket.pause();
     socket.setTimeout(0);
+    socket.unshift(seen);
     if (looksH2) {
-      // Node's http2 cannot switch Nagle off through the Duplex wrapper: small frames (gRPC calls,
-      // WINDOW_UPDATEs) would wait for delayed ACKs.
-      socket.setNoDelay(true);
-      h2.emit('connection', new ReplayDuplex(socket, seen));
+      h2.emit('connection', socket);
     } else {
-      socket.unshift(seen);
       http1.emit('connection', socket);
       socket.resume();
     }
   };
   socket.on('data', onData);
-}
-
-/**
- * Node wraps a plain Duplex in a JSStreamSocket that knows no peer address: give it the real
- * socket's, so h2c requests get their client IP (X-Forwarded-For, X-Real-IP, trusted_ips).
- */
-function adoptPeerAddress(session: Http2Session): void {
-  const wrapper = session.socket as unknown as { stream?: unknown; _peername?: object };
-  const replay = wrapper.stream;
-  if (replay instanceof ReplayDuplex) wrapper._peername = { address: replay.remoteAddress, port: replay.remotePort, family: replay.remoteFamily };
-}
-
-/** A Duplex over a socket that first yields bytes already read from it. */
-class ReplayDuplex extends Duplex {
-  constructor(
-    private readonly socket: Socket,
-    replay: Buffer,
-  ) {
-    super();
-    this.push(replay);
-    socket.on('data', (chunk) => {
-      if (!this.push(chunk)) socket.pause();
-    });
-    socket.on('end', () => this.push(null));
-    socket.on('close', () => this.destroy());
-    socket.on('error', (err) => this.destroy(err));
-  }
-  get remoteAddress() {
-    return this.socket.remoteAddress;
-  }
-  get remotePort() {
-    return this.socket.remotePort;
-  }
-  get remoteFamily() {
-    return this.socket.remoteFamily;
-  }
-  get localPort() {
-    return this.socket.localPort;
-  }
-  _read(): void {
-    this.socket.resume();
-  }
-  _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    this.socket.write(chunk, cb);
-  }
-  _final(cb: (err?: Error | null) => void): void {
-    this.socket.end(cb);
-  }
-  _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
-    this.socket.destroy();
-    cb(err);
-  }
-  setTimeout(ms: number, cb?: () => void): this {
-    this.socket.setTimeout(ms, cb);
-    return this;
-  }
-  setNoDelay(noDelay?: boolean): this {
-    this.socket.setNoDelay(noDelay);
-    return this;
-  }
 }
