@@ -205,7 +205,7 @@ class GrpcCall {
     upstream.setTimeout(service.read_timeout, () => this.endWith(504, MESSAGES.timeout));
     this.enforceDeadline();
     upstream.once('response', (headers, flags) => this.onResponse(headers, flags));
-    upstream.once('trailers', (trailers) => this.res.addTrailers(withoutPseudo(trailers)));
+    upstream.once('trailers', (trailers) => this.res.addTrailers(trailers));
     upstream.on('error', (err) => this.log.debug({ err, request_id: ctx.id }, 'gRPC upstream stream error'));
     upstream.once('close', () => this.onUpstreamClose());
     downstream.once('close', () => this.onDownstreamClose());
@@ -233,7 +233,7 @@ class GrpcCall {
     if (downstream.destroyed || this.ended) return;
     ctx.upstreamLatency = Math.round(performance.now() - this.sentAt);
     const status = Number(headers[':status']) || 200;
-    const out = downstreamHeaders(withoutPseudo(headers), ctx.headers.te, true);
+    const out = downstreamHeaders(headers, ctx.headers.te, true);
     finishResponseHeaders(ctx, status, out, this.sentAt);
     out[':status'] = status;
     ctx.status = status;
@@ -309,10 +309,4 @@ export function parseGrpcTimeout(value: string | string[] | undefined): number |
   if (typeof value !== 'string') return undefined;
   const m = /^(\d{1,8})([HMSmun])$/.exec(value);
   return m ? Math.ceil(Number(m[1]) * TIMEOUT_UNITS[m[2]]) : undefined;
-}
-
-function withoutPseudo(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  const out: IncomingHttpHeaders = {};
-  for (const name in headers) if (name.charCodeAt(0) !== 58 /* ':' */) out[name] = headers[name];
-  return out;
 }

@@ -129,7 +129,8 @@ export function downstreamHeaders(
   const dropped = connectionTokens(upstream.connection);
   const out: OutgoingHttpHeaders = {};
   for (const name in upstream) {
-    if (HOP_BY_HOP.has(name)) continue;
+    // Pseudo-headers (`:status` of an HTTP/2 upstream) are not response headers.
+    if (HOP_BY_HOP.has(name) || name.charCodeAt(0) === 58 /* ':' */) continue;
     out[name] = upstream[name];
   }
   for (const name of dropped) delete out[name];
