@@ -10,7 +10,7 @@ import { aggregatePrefix, bucketOf, escapePart, eventKey, padTime, parseTimeInde
 import type { InvalidParameter } from './meter-model.ts';
 import { formatInZone, isValidTimeZone, parseRfc3339 } from './time.ts';
 import { readEvent, type CompiledMeter } from './values.ts';
-import { ceilMinute, coverSpan, floorMinute, GRANULARITIES, windowBounds, type Granularity, type LevelRange } from './windows.ts';
+import { ceilMinute, coverSpan, floorMinute, GRANULARITIES, windowEnd, windowStart, type Granularity, type LevelRange } from './windows.ts';
 
 const FILTER_OPERATORS = ['exists', 'eq', 'neq', 'in', 'nin', 'contains', 'ncontains', 'and', 'or'];
 const MAX_FILTER_DEPTH = 2;
@@ -269,17 +269,22 @@ function inSpans(spans: number[][], t: number): boolean {
   return false;
 }
 
-/** Index of the window holding t in sorted window starts. */
-function windowIndex(bounds: number[], t: number): number {
+/** Query windows, sorted and disjoint: [start, end) pairs (not necessarily contiguous). */
+type Windows = [number, number][];
+
+/** Index of the window starting at or before t. */
+function windowIndex(windows: Windows, t: number): number {
   let lo = 0;
-  let hi = bounds.length - 2;
+  let hi = windows.length - 1;
   while (lo < hi) {
     const mid = (lo + hi + 1) >> 1;
-    if (bounds[mid] <= t) lo = mid;
+    if (windows[mid][0] <= t) lo = mid;
     else hi = mid - 1;
   }
   return lo;
 }
+
+const DAY = 86_400;
 
 export class QueryEngine {
   constructor(private readonly store: Store) {}
@@ -309,25 +314,48 @@ export class QueryEngine {
         hi = Math.min(hi, extent[1]);
       } else hi = lo;
     }
-    let bounds: number[] = [lo, hi];
+    let windows: Windows = [[lo, hi]];
     if (lo < hi) {
-      bounds = query.granularity && query.granularity !== 'PT1M' ? windowBounds(lo, hi, query.granularity, query.timeZone) : [lo, hi];
-      await this.collect(meter, query, acc, bounds, lo, hi);
+      if (query.granularity && query.granularity !== 'PT1M') windows = await this.windowsWithData(meter, query, lo, hi);
+      await this.collect(meter, query, acc, windows, lo, hi);
     }
-    result.data = this.rows(meter, query, acc, bounds);
+    result.data = this.rows(meter, query, acc, windows);
     return result;
   }
 
-  private async collect(meter: CompiledMeter, query: MeterQuery, acc: Accumulator, bounds: number[], lo: number, hi: number): Promise<void> {
+  /**
+   * The windows of [lo, hi) that hold data: generated around the UTC days that have a bucket, so the
+   * cost follows the stored data, not the width of the range (1970..9999 is fine).
+   */
+  private async windowsWithData(meter: CompiledMeter, query: MeterQuery, lo: number, hi: number): Promise<Windows> {
+    const granularity = query.granularity as Granularity;
+    const prefix = rowPrefix(meter.space, 'd');
+    const windows: Windows = [];
+    for await (const [key] of this.store.scan({ gte: prefix + padTime(lo - (lo % DAY)), lt: prefix + padTime(hi) })) {
+      const day = bucketOf(key, prefix.length);
+      const until = Math.min(day + DAY, hi);
+      let start = windowStart(Math.max(day, lo), granularity, query.timeZone);
+      const last = windows[windows.length - 1];
+      if (last && start < last[1]) start = last[1];
+      while (start < until) {
+        const end = windowEnd(start, granularity, query.timeZone);
+        windows.push([start, end]);
+        start = end;
+      }
+    }
+    return windows;
+  }
+
+  private async collect(meter: CompiledMeter, query: MeterQuery, acc: Accumulator, windows: Windows, lo: number, hi: number): Promise<void> {
     const perMinute = query.granularity === 'PT1M';
-    const windowOf = perMinute ? floorMinute : (t: number) => bounds[windowIndex(bounds, t)];
+    const windowOf = perMinute ? floorMinute : (t: number) => windows[windowIndex(windows, t)][0];
     const ranges: LevelRange[] = [];
     const rawEdges: [number, number][] = [];
     const levels = perMinute ? LEVELS.filter((l) => l.size === BASE_SIZE) : LEVELS;
-    const windowCount = perMinute ? 1 : bounds.length - 1;
+    const windowCount = perMinute ? 1 : windows.length;
     for (let i = 0; i < windowCount; i++) {
-      const a = Math.max(perMinute ? lo : bounds[i], lo);
-      const b = Math.min(perMinute ? hi : bounds[i + 1], hi);
+      const a = Math.max(perMinute ? lo : windows[i][0], lo);
+      const b = Math.min(perMinute ? hi : windows[i][1], hi);
       if (a >= b) continue;
       const a1 = ceilMinute(a);
       const b1 = floorMinute(b);
@@ -434,7 +462,7 @@ export class QueryEngine {
     });
   }
 
-  private rows(meter: CompiledMeter, query: MeterQuery, acc: Accumulator, bounds: number[]): QueryRow[] {
+  private rows(meter: CompiledMeter, query: MeterQuery, acc: Accumulator, windows: Windows): QueryRow[] {
     const tz = query.timeZone;
     const groups = acc.groups().sort((x, y) => x.window - y.window || compareDims(x.dimensions, y.dimensions));
     const rows: QueryRow[] = [];
@@ -450,9 +478,7 @@ export class QueryEngine {
         from = g.window;
         to = g.window + BASE_SIZE;
       } else {
-        const i = windowIndex(bounds, g.window);
-        from = bounds[i];
-        to = bounds[i + 1];
+        [from, to] = windows[windowIndex(windows, g.window)];
       }
       rows.push({ value: formatDecimal(value), from: formatInZone(from, tz), to: formatInZone(to, tz), dimensions: g.dimensions });
     }

@@ -71,13 +71,6 @@ export function windowEnd(start: number, granularity: Granularity, timeZone: str
   }
 }
 
-/** Window starts covering [from, to), plus the end of the last one. */
-export function windowBounds(from: number, to: number, granularity: Granularity, timeZone: string): number[] {
-  const bounds = [windowStart(from, granularity, timeZone)];
-  while (bounds[bounds.length - 1] < to) bounds.push(windowEnd(bounds[bounds.length - 1], granularity, timeZone));
-  return bounds;
-}
-
 export interface LevelRange {
   level: LevelName;
   size: number;

@@ -8,7 +8,14 @@ import { formatDecimal } from '../../../plugins/metering/aggregates.ts';
 import { compileJsonPath, jsonValueText, lookup } from '../../../plugins/metering/jsonpath.ts';
 import { escapePart, unescapePart } from '../../../plugins/metering/keys.ts';
 import { formatInZone, fromLocal, parseRfc3339 } from '../../../plugins/metering/time.ts';
-import { coverSpan, windowBounds } from '../../../plugins/metering/windows.ts';
+import { coverSpan, windowEnd, windowStart, type Granularity } from '../../../plugins/metering/windows.ts';
+
+/** Window starts covering [from, to), plus the end of the last one. */
+function windowBounds(from: number, to: number, granularity: Granularity, timeZone: string): number[] {
+  const bounds = [windowStart(from, granularity, timeZone)];
+  while (bounds[bounds.length - 1] < to) bounds.push(windowEnd(bounds[bounds.length - 1], granularity, timeZone));
+  return bounds;
+}
 
 const at = (text: string) => parseRfc3339(text)!;
 
