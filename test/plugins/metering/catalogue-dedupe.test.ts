@@ -110,6 +110,16 @@ describe('§7.2 deduplication', () => {
     assert.equal(await settledTotal(meter, 3), 3);
   });
 
+  test('duplicates across concurrent large batches (committed back to back) count once', async () => {
+    const meter = await countMeter(unique('overlap'));
+    // Request k carries ids [500k, 500k + 1000): each overlaps its neighbours by half, 4500 distinct ids.
+    const requests = Array.from({ length: 8 }, (_, k) =>
+      Array.from({ length: 1000 }, (_, i) => event({ id: `overlap-${500 * k + i}`, source: 'overlap', type: meter })),
+    );
+    await Promise.all(requests.map((batch) => api.ingestOk(batch)));
+    assert.equal(await settledTotal(meter, 4500), 4500);
+  });
+
   test('a meter created after the events counts each stored event once', async () => {
     const type = unique('late');
     const sameEvent = event({ type });
