@@ -299,12 +299,13 @@ export class QueryEngine {
     return first === undefined || last === undefined ? undefined : [first, last + BASE_SIZE];
   }
 
-  async run(meter: CompiledMeter, query: MeterQuery): Promise<QueryResult> {
+  /** `oldest`: start of the retention period, seconds; older events never count, purged yet or not. */
+  async run(meter: CompiledMeter, query: MeterQuery, oldest = 1): Promise<QueryResult> {
     const result: QueryResult = { data: [] };
     if (query.from !== undefined) result.from = formatInZone(query.from, query.timeZone);
     if (query.to !== undefined) result.to = formatInZone(query.to, query.timeZone);
     const acc = new Accumulator(meter, query);
-    const lowest = Math.max(query.from ?? -Infinity, meter.eventsFrom, 1);
+    const lowest = Math.max(query.from ?? -Infinity, meter.eventsFrom, oldest, 1);
     let lo = lowest;
     let hi = query.to ?? Infinity;
     if (!Number.isFinite(lo) || !Number.isFinite(hi)) {

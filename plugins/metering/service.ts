@@ -100,7 +100,7 @@ export class MeteringService {
 
   /** Stored events, newest event time first, `after` = cursor of the previous page. */
   async listEvents(filters: EventFilters, size: number, after?: string): Promise<EventPage> {
-    const lower = TIME_PREFIX + padTime(filters.from ?? 0);
+    const lower = TIME_PREFIX + padTime(Math.max(filters.from ?? 0, this.retentionStart()));
     let upper = TIME_PREFIX + (filters.to === undefined ? '\uffff' : padTime(filters.to));
     if (after) {
       const cursor = TIME_PREFIX + after;
@@ -293,6 +293,14 @@ export class MeteringService {
       throw new ServiceError(503, `meter ${record.key} is still aggregating stored events (${percent}%); retry later`, { 'retry-after': '5' });
     }
     const current = this.meters.get(record.id)!;
-    return this.engine.run(this.meters.compiledOf(current), query);
+    return this.engine.run(this.meters.compiledOf(current), query, this.retentionStart());
+  }
+
+  /**
+   * Oldest event time inside the retention period, seconds. Reads stop there at once: the purge runs
+   * on a schedule, and a roll-up bucket is only dropped once all of it has expired.
+   */
+  private retentionStart(): number {
+    return Math.floor(Date.now() / 1000) - this.maintenance.retentionDays * 86_400;
   }
 }
