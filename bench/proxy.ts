@@ -7,16 +7,15 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { tempDir } from '../test/helpers/gateway.ts';
-import { load, printTable, startChild, type Child, type LoadResult } from './lib.ts';
+import { GATEWAY_NODE_FLAGS, load, printTable, startChild, type Child, type LoadResult } from './lib.ts';
 
 /** Starts a Tollgate child process on `config` (a gateway.yaml object) and returns its listener URLs. */
 export async function startTollgate(config: Record<string, any>, listenerCount: number): Promise<Child> {
   const dir = tempDir('tollgate-bench-');
   const file = join(dir, 'gateway.yaml');
   writeFileSync(file, stringify({ _format_version: '3.0', ...config, gateway: { data_dir: join(dir, 'data'), log_level: 'info', ...config.gateway } }));
-  const child = await startChild('../src/cli.ts', ['start', '--config', file], listenerCount);
-  child.process.stdout!.resume(); // the access log keeps flowing: it is part of the cost measured
-  return child;
+  // The same node flags as `npm start`; the access log keeps flowing (startChild drains it): part of the cost measured.
+  return startChild('../src/cli.ts', ['start', '--config', file], listenerCount, GATEWAY_NODE_FLAGS);
 }
 
 export async function run(): Promise<void> {

@@ -89,7 +89,7 @@ const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 export async function spawnGateway(config: Record<string, any>, options: StartOptions = {}): Promise<SpawnedGateway> {
   const dataDir = options.dataDir ?? tempDir();
   const configFile = writeConfig(config, dataDir);
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'start', '--config', configFile], {
+  const child = spawn(process.execPath, ['--max-semi-space-size=64', '--import', 'tsx', CLI, 'start', '--config', configFile], {
     cwd: resolve(import.meta.dirname, '../..'),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
