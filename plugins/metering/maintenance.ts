@@ -151,7 +151,7 @@ export class Maintenance {
     if (!record || record.retired.length === 0) return;
     const space = aggregateSpace(id, record.retired[0]);
     const ops: BatchOp[] = [];
-    const ranges = [`a/${space}/`, `r/${space}/`, `u/${space}/`].map((p) => ({ gte: p, lt: p + '\uffff' }));
+    const ranges = [`a/${space}/`, `r/${space}/`, `u/${space}/`].map((p) => ({ gte: p, lt: p + '\u{10FFFF}' }));
     const deleted = await this.deleteRange(ranges, this.options.deleteChunk, ops);
     this.ledger.forget(ops.map((o) => o.key));
     if (deleted < this.options.deleteChunk) {

@@ -101,7 +101,7 @@ export class MeteringService {
   /** Stored events, newest event time first, `after` = cursor of the previous page. */
   async listEvents(filters: EventFilters, size: number, after?: string): Promise<EventPage> {
     const lower = TIME_PREFIX + padTime(Math.max(filters.from ?? 0, this.retentionStart()));
-    let upper = TIME_PREFIX + (filters.to === undefined ? '\uffff' : padTime(filters.to));
+    let upper = TIME_PREFIX + (filters.to === undefined ? '\u{10FFFF}' : padTime(filters.to));
     if (after) {
       const cursor = TIME_PREFIX + after;
       if (cursor < upper) upper = cursor;

@@ -149,7 +149,7 @@ export function request(url: string, options: RequestOptions = {}): Promise<Repl
     if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
   }
   // Node sends neither Content-Length nor chunked for a GET or DELETE body unless told.
-  if (body !== undefined && headers['content-length'] === undefined) headers['content-length'] = Buffer.byteLength(body as string | Buffer);
+  if (body !== undefined && headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) headers['content-length'] = Buffer.byteLength(body as string | Buffer);
   const client = target.protocol === 'https:' ? https : http;
   return new Promise((resolvePromise, reject) => {
     const req = client.request(
