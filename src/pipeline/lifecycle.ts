@@ -67,10 +67,7 @@ export class Lifecycle {
       if (!res.writableEnded) ctx.abortUpstream?.();
       this.finish(ctx);
     });
-    this.runAccess(ctx).then(
-      () => this.afterAccess(ctx, req, res, listener),
-      (err) => this.failed(ctx, err),
-    );
+    this.access(ctx, () => this.afterAccess(ctx, req, res, listener));
   }
 
   /** An HTTP/1.1 upgrade request (WebSocket handshake). */
@@ -83,18 +80,15 @@ export class Lifecycle {
     if (!ctx) return;
     socket.once('close', () => this.finish(ctx));
     if (!isWebSocket) return ctx.error(400, 'only WebSocket upgrades are supported');
-    this.runAccess(ctx).then(
-      () => {
-        if (ctx.responded) return;
-        if (!ctx.service) return ctx.error(503, MESSAGES.noService);
-        const match = ctx.match;
-        const headers = this.upstreamHeaders(ctx, match, listener);
-        if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
-        ctx.status = 101;
-        this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, () => this.finish(ctx));
-      },
-      (err) => this.failed(ctx, err),
-    );
+    this.access(ctx, () => {
+      if (ctx.responded) return;
+      if (!ctx.service) return ctx.error(503, MESSAGES.noService);
+      const match = ctx.match;
+      const headers = this.upstreamHeaders(ctx, match, listener);
+      if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
+      ctx.status = 101;
+      this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, () => this.finish(ctx));
+    });
   }
 
   /**
@@ -191,22 +185,36 @@ export class Lifecycle {
     }
   }
 
-  private async runAccess(ctx: Context): Promise<void> {
-    if (ctx.responded) return;
+  /** The access phase, then `next`; plugin failures are answered with their error. */
+  private access(ctx: Context, next: () => void): void {
+    let pending: void | Promise<void>;
+    try {
+      pending = ctx.responded ? undefined : this.runAccess(ctx, 0);
+    } catch (err) {
+      return this.failed(ctx, err);
+    }
+    if (pending) pending.then(next, (err) => this.failed(ctx, err));
+    else next();
+  }
+
+  /**
+   * Runs the access phases from step `from`, by priority. Synchronous until a plugin returns a
+   * promise: a request whose plugins all answer at once costs no promise or microtask.
+   */
+  private runAccess(ctx: Context, from: number): void | Promise<void> {
     const { plugins, runtimes } = ctx.snapshot;
     const steps = plugins.steps(ctx.route.id);
     if (steps.length === 0) return;
-    const ran: RanPlugin[] = (ctx.ran = []);
-    for (const step of steps) {
+    const ran: RanPlugin[] = (ctx.ran ??= []);
+    for (let i = from; i < steps.length; i++) {
+      const step = steps[i];
       const plugin = plugins.resolve(step, ctx.route, ctx.consumer?.id ?? null);
       const runtime = plugin && runtimes.get(step.name);
       if (!plugin || !runtime) continue;
       ran.push({ runtime, plugin });
-      if (runtime.access) {
-        const pending = runtime.access(ctx, plugin.config, plugin);
-        if (pending) await pending;
-        if (ctx.responded) return;
-      }
+      const pending = runtime.access?.(ctx, plugin.config, plugin);
+      if (pending) return pending.then(() => (ctx.responded ? undefined : this.runAccess(ctx, i + 1)));
+      if (ctx.responded) return;
     }
   }
 
