@@ -19,6 +19,11 @@ export class UpstreamFailure extends Error {
     readonly kind: FailureKind,
     message: string,
     readonly tries: number,
+    /**
+     * Where it failed: `connect` (refused, DNS, connect timeout: nothing was sent), `stale` (a reused
+     * keep-alive socket the upstream had closed under us), or `exchange` (after the request went out).
+     */
+    readonly stage: 'connect' | 'stale' | 'exchange' = 'exchange',
   ) {
     super(message);
   }
@@ -41,6 +46,7 @@ export interface ForwardHandlers {
 }
 
 class TimeoutError extends Error {}
+class ConnectTimeoutError extends TimeoutError {}
 
 const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME']);
 
@@ -73,11 +79,11 @@ export class HttpEngine {
         onFailure: (failure) => {
           // The caller gave up on this request (client gone, body refused): it has answered already.
           if (aborted) return;
-          // A streamed body is piped only once connected: after a connect or DNS failure it is still unread.
-          const replayable = request.body === null || Buffer.isBuffer(request.body) || failure.kind === 'connect' || failure.kind === 'dns';
-          const retryable = failure.kind === 'connect' || failure.kind === 'dns' || (failure.kind === 'reset' && failure.tries === -1);
+          // A streamed body is piped only once connected: after a connect failure it is still unread.
+          const replayable = request.body === null || Buffer.isBuffer(request.body) || failure.stage === 'connect';
+          const retryable = failure.stage !== 'exchange';
           if (replayable && retryable && tryNumber < request.service.retries) attempt(tryNumber + 1);
-          else handlers.onFailure(new UpstreamFailure(failure.kind, failure.message, tryNumber + 1));
+          else handlers.onFailure(new UpstreamFailure(failure.kind, failure.message, tryNumber + 1, failure.stage));
         },
       });
     };
@@ -114,10 +120,7 @@ export class HttpEngine {
     return agent;
   }
 
-  /**
-   * One try. A failure on a reused keep-alive socket before any response is reported with
-   * `tries: -1`: the upstream closed an idle connection under us, which is always safe to retry.
-   */
+  /** One try; a failure says at which stage it happened, which decides whether a retry is safe. */
   private send(request: ForwardRequest, handlers: ForwardHandlers): ClientRequest {
     const { service } = request;
     const tls = service.protocol === 'https' || service.protocol === 'wss';
@@ -134,13 +137,17 @@ export class HttpEngine {
     const fail = (err: NodeJS.ErrnoException) => {
       if (settled) return;
       settled = true;
-      const staleSocket = upstream.reusedSocket && err.code === 'ECONNRESET';
-      handlers.onFailure(new UpstreamFailure(classify(err), err.message, staleSocket ? -1 : 0));
+      const kind = classify(err);
+      const stage =
+        kind === 'connect' || kind === 'dns' || err instanceof ConnectTimeoutError ? 'connect'
+        : upstream.reusedSocket && err.code === 'ECONNRESET' ? 'stale'
+        : 'exchange';
+      handlers.onFailure(new UpstreamFailure(kind, err.message, 1, stage));
     };
     upstream.on('error', fail);
     upstream.on('socket', (socket) => {
       if (!socket.connecting) return;
-      const timer = setTimeout(() => upstream.destroy(new TimeoutError('connect timeout')), service.connect_timeout);
+      const timer = setTimeout(() => upstream.destroy(new ConnectTimeoutError('connect timeout')), service.connect_timeout);
       socket.once('connect', () => clearTimeout(timer));
       socket.once('close', () => clearTimeout(timer));
     });
