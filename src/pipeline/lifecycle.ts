@@ -13,8 +13,8 @@ import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Route } from '../config/types.ts';
 import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders, peerAddress } from '../proxy/headers.ts';
-import { HttpEngine, type UpstreamFailure } from '../proxy/http-engine.ts';
-import { errorAnswer, grpcErrorAnswer, MESSAGES, bodyAnswer } from '../proxy/respond.ts';
+import { HttpEngine } from '../proxy/http-engine.ts';
+import { bodyAnswer, errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES } from '../proxy/respond.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
@@ -37,13 +37,6 @@ export interface ProtocolProxy {
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close?(): void;
 }
-
-const FAILURE_ANSWERS: Record<UpstreamFailure['kind'], [number, string]> = {
-  connect: [502, MESSAGES.badGateway],
-  reset: [502, MESSAGES.badGateway],
-  timeout: [504, MESSAGES.timeout],
-  dns: [503, MESSAGES.dnsFailure],
-};
 
 export class Lifecycle {
   readonly stats: Stats = { totalRequests: 0 };

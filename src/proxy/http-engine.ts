@@ -11,8 +11,9 @@ import https from 'node:https';
 import { isIP } from 'node:net';
 import type { Readable } from 'node:stream';
 import type { Service } from '../config/types.ts';
+import { failureKind, type FailureKind } from './respond.ts';
 
-export type FailureKind = 'connect' | 'timeout' | 'dns' | 'reset';
+export type { FailureKind };
 
 export class UpstreamFailure extends Error {
   constructor(
@@ -47,15 +48,6 @@ export interface ForwardHandlers {
 
 class TimeoutError extends Error {}
 class ConnectTimeoutError extends TimeoutError {}
-
-const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME']);
-
-function classify(err: NodeJS.ErrnoException): FailureKind {
-  if (err instanceof TimeoutError) return 'timeout';
-  if (err.code && DNS_CODES.has(err.code)) return 'dns';
-  if (err.code === 'ECONNREFUSED' || err.code === 'EHOSTUNREACH' || err.code === 'ENETUNREACH') return 'connect';
-  return 'reset';
-}
 
 export interface EngineOptions {
   /** Idle keep-alive connections kept per upstream. */
@@ -137,7 +129,7 @@ export class HttpEngine {
     const fail = (err: NodeJS.ErrnoException) => {
       if (settled) return;
       settled = true;
-      const kind = classify(err);
+      const kind = failureKind(err, err instanceof TimeoutError);
       const stage =
         kind === 'connect' || kind === 'dns' || err instanceof ConnectTimeoutError ? 'connect'
         : upstream.reusedSocket && err.code === 'ECONNRESET' ? 'stale'

@@ -77,15 +77,6 @@ function hasHeader(headers: OutgoingHttpHeaders, name: string): boolean {
   return Object.keys(headers).some((k) => k.toLowerCase() === name);
 }
 
-const DNS_ERROR_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME']);
-
-/** The answer for an upstream connection error, as Kong's: 503 for DNS, 504 for timeouts, 502 otherwise. */
-export function upstreamFailureAnswer(err: NodeJS.ErrnoException, timedOut: boolean): [number, string] {
-  if (timedOut) return [504, MESSAGES.timeout];
-  if (err.code && DNS_ERROR_CODES.has(err.code)) return [503, MESSAGES.dnsFailure];
-  return [502, MESSAGES.badGateway];
-}
-
 /** Kong's messages for the proxy's own failures. */
 export const MESSAGES = {
   noRoute: 'no Route matched with those values',
@@ -103,3 +94,29 @@ export const MESSAGES = {
   unexpected: 'An unexpected error occurred',
   methodNotAllowed: 'Method not allowed',
 } as const;
+
+/** How an upstream exchange failed; decides the status and whether a retry is possible. */
+export type FailureKind = 'connect' | 'timeout' | 'dns' | 'reset';
+
+const DNS_ERROR_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME']);
+const CONNECT_ERROR_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+export function failureKind(err: NodeJS.ErrnoException, timedOut: boolean): FailureKind {
+  if (timedOut) return 'timeout';
+  if (err.code && DNS_ERROR_CODES.has(err.code)) return 'dns';
+  if (err.code && CONNECT_ERROR_CODES.has(err.code)) return 'connect';
+  return 'reset';
+}
+
+/** Kong's answers: 503 for DNS, 504 for timeouts, 502 otherwise. */
+export const FAILURE_ANSWERS: Record<FailureKind, [number, string]> = {
+  connect: [502, MESSAGES.badGateway],
+  reset: [502, MESSAGES.badGateway],
+  timeout: [504, MESSAGES.timeout],
+  dns: [503, MESSAGES.dnsFailure],
+};
+
+/** The answer for an upstream connection error. */
+export function upstreamFailureAnswer(err: NodeJS.ErrnoException, timedOut: boolean): [number, string] {
+  return FAILURE_ANSWERS[failureKind(err, timedOut)];
+}
