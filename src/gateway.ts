@@ -27,6 +27,12 @@ import { loadTlsMaterial } from './tls.ts';
 
 const SWEEP_INTERVAL_MS = 60_000;
 
+/** Node settings bound to listeners, the store or upstream pools: a reload cannot change them. */
+const RESTART_SETTINGS = [
+  'proxy_listen', 'admin_listen', 'data_dir', 'ssl_cert', 'ssl_cert_key', 'max_header_size', 'client_timeout',
+  'upstream_keepalive_pool_size', 'upstream_keepalive_idle_timeout',
+] as const;
+
 export class ConfigLoadError extends Error {
   constructor(readonly errors: ConfigError[]) {
     super(errors.map(String).join('\n'));
@@ -53,6 +59,7 @@ export class Gateway {
   /** The reload in progress: reloads run one after the other, so the last file read is the one that stays. */
   private reloading: Promise<unknown> = Promise.resolve();
   private nodeId = '';
+  private logLevelOverride: string | undefined;
   readonly lifecycle: Lifecycle;
   private readonly engine: HttpEngine;
   private readonly metrics = new Metrics();
@@ -89,6 +96,7 @@ export class Gateway {
     const store = await openStore(config.gateway.data_dir);
     const consumers = new Consumers(store.namespace('core'));
     const gateway = new Gateway(configFile, config, log, store, consumers, registry);
+    gateway.logLevelOverride = options.logLevel;
     try {
       await consumers.load();
       gateway.nodeId = await nodeIdOf(store);
@@ -144,6 +152,7 @@ export class Gateway {
     }
     this.snapshot = snapshot;
     this.lifecycle.accessLog = config.gateway.access_log;
+    this.log.level = this.logLevelOverride ?? config.gateway.log_level;
   }
 
   private async openListeners(config: GatewayConfig): Promise<void> {
@@ -229,8 +238,9 @@ export class Gateway {
     }
     const before = this.snapshot.config.gateway;
     const after = loaded.config.gateway;
-    if (JSON.stringify([before.proxy_listen, before.admin_listen, before.data_dir]) !== JSON.stringify([after.proxy_listen, after.admin_listen, after.data_dir])) {
-      this.log.warn('listeners and data_dir changes take effect at the next restart');
+    const changed = RESTART_SETTINGS.filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key]));
+    if (changed.length > 0) {
+      this.log.warn({ settings: changed }, 'these gateway settings take effect at the next restart');
     }
     await this.apply(loaded.config);
     this.log.info({ hash: loaded.config.hash }, 'configuration reloaded');
