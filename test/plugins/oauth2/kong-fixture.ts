@@ -143,11 +143,18 @@ export interface Fixture {
 }
 
 /** Starts an echo upstream and a gateway on Kong's fixture; `edit` may add routes, consumers, ... */
-export async function startKongFixture(edit?: (config: Record<string, any>) => void): Promise<Fixture> {
+export function startKongFixture(edit?: (config: Record<string, any>) => void): Promise<Fixture> {
+  return startFixture((url) => {
+    const config = kongConfig(url);
+    edit?.(config);
+    return config;
+  });
+}
+
+/** An echo upstream and a gateway on the config `configFor(upstream url)` builds. */
+async function startFixture(configFor: (upstreamUrl: string) => Record<string, any>): Promise<Fixture> {
   const upstream = await startUpstream();
-  const config = kongConfig(upstream.url);
-  edit?.(config);
-  const gw = await startGatewayOrCloseUpstream(config, upstream);
+  const gw = await startGatewayOrCloseUpstream(configFor(upstream.url), upstream);
   return {
     gw,
     upstream,
@@ -416,18 +423,8 @@ export function adminConfig(upstreamUrl: string): Record<string, any> {
   };
 }
 
-export async function startAdminFixture(): Promise<Fixture> {
-  const upstream = await startUpstream();
-  const gw = await startGatewayOrCloseUpstream(adminConfig(upstream.url), upstream);
-  return {
-    gw,
-    upstream,
-    client: new KongClient(gw),
-    async close() {
-      await gw.stop();
-      await upstream.close();
-    },
-  };
+export function startAdminFixture(): Promise<Fixture> {
+  return startFixture(adminConfig);
 }
 
 /** A JSON call to the admin API. */
