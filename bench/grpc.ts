@@ -5,8 +5,7 @@
  * Run alone: `tsx bench/grpc.ts`; `tsx bench/grpc.ts upstream` is the upstream child.
  */
 import { echoClient, startGrpcEcho, unary, type EchoClient } from '../test/fixtures/grpc-echo.ts';
-import { once } from 'node:events';
-import { startChild, type Child } from './lib.ts';
+import { startChild } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
 const WARMUP_MS = 500;
@@ -14,21 +13,6 @@ const MEASURE_MS = 1250;
 /** Direct and proxied runs alternate, best of each kept: the loopback host's other load shifts over time. */
 const ROUNDS = 2;
 const IN_FLIGHT = 64;
-
-/**
- * Stops child processes and waits until they are gone. Waits on 'close', not on Child.stop()'s 'exit':
- * startChild drops every 'exit' listener whenever the child prints after start-up (its shutdown log line).
- */
-export async function stopChildren(...children: Child[]): Promise<void> {
-  await Promise.all(
-    children.map((child) => {
-      if (child.process.exitCode !== null || child.process.signalCode !== null) return;
-      const closed = once(child.process, 'close');
-      child.process.kill('SIGTERM');
-      return closed;
-    }),
-  );
-}
 
 /** Calls per second over MEASURE_MS, IN_FLIGHT at a time. */
 async function callsPerSecond(client: EchoClient): Promise<number> {
@@ -76,7 +60,7 @@ export async function run(): Promise<void> {
   } finally {
     direct.close();
     proxied.close();
-    await stopChildren(upstream, tollgate);
+    await Promise.all([upstream.stop(), tollgate.stop()]);
   }
 }
 

@@ -1,7 +1,9 @@
 /** Shared bench plumbing: child processes on loopback, autocannon runs, printing. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { resolve } from 'node:path';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
+import { tempDir } from '../test/helpers/gateway.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
@@ -15,32 +17,34 @@ export interface Child {
   stop(): Promise<void>;
 }
 
-/** Starts `node --import tsx script args…` (one process, so signals reach it) and waits until it has printed `count` "listening on URL" lines. */
-export function startChild(script: string, args: string[] = [], count = 1, nodeArgs: string[] = []): Promise<Child> {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', resolve(import.meta.dirname, script), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((res, rej) => {
-    const urls: string[] = [];
-    const early = (code: number | null) => rej(new Error(`${script} exited with ${code}`));
-    child.once('exit', early);
-    const onData = (chunk: Buffer) => {
-      for (const m of chunk.toString().matchAll(/listening on (\S+)/g)) urls.push(m[1]);
-      if (urls.length >= count) {
-        child.stdout!.off('data', onData);
-        child.stdout!.resume();
-        child.off('exit', early);
-        res({
-          process: child,
-          urls,
-          stop: () =>
-            new Promise((done) => {
-              child.once('exit', () => done());
-              child.kill('SIGTERM');
-            }),
-        });
-      }
-    };
-    child.stdout!.on('data', onData);
-  });
+/**
+ * Starts `node --import tsx script args…` (one process, so signals reach it) and waits until it has
+ * printed `count` "listening on URL" lines. Its stdout goes to a file, as a deployed gateway's log
+ * does: drained through a pipe, it would cost the load generator in this process, not the child.
+ */
+export async function startChild(script: string, args: string[] = [], count = 1, nodeArgs: string[] = []): Promise<Child> {
+  const output = join(tempDir('tollgate-bench-out-'), 'stdout.log');
+  const fd = openSync(output, 'w');
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', resolve(import.meta.dirname, script), ...args], { cwd: ROOT, stdio: ['ignore', fd, 'inherit'] });
+  closeSync(fd);
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  let early = false;
+  void exited.then(() => (early = true));
+  for (;;) {
+    const urls = [...readFileSync(output, 'utf8').matchAll(/listening on (\S+)/g)].map((m) => m[1]);
+    if (urls.length >= count) {
+      return {
+        process: child,
+        urls,
+        stop: () => {
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+          return exited;
+        },
+      };
+    }
+    if (early) throw new Error(`${script} exited with ${child.exitCode}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 export interface LoadResult {

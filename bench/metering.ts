@@ -56,7 +56,6 @@ async function startGatewayChild(dataDir: string): Promise<Child> {
     }),
   );
   const child = await startChild('../src/cli.ts', ['start', '--config', file], 2);
-  child.process.stdout!.resume();
   return child;
 }
 

@@ -8,7 +8,6 @@ import { once } from 'node:events';
 import WebSocket from 'ws';
 import { startWsEcho } from '../test/fixtures/ws-echo.ts';
 import { startChild } from './lib.ts';
-import { stopChildren } from './grpc.ts';
 import { startTollgate } from './proxy.ts';
 
 const WARMUP_MS = 500;
@@ -82,7 +81,7 @@ export async function run(): Promise<void> {
     console.log(`| direct to upstream | ${Math.round(directRate)} | 1.00 |`);
     console.log(`| tollgate, no plugins | ${Math.round(proxiedRate)} | ${(proxiedRate / directRate).toFixed(2)} |`);
   } finally {
-    await stopChildren(upstream, tollgate);
+    await Promise.all([upstream.stop(), tollgate.stop()]);
   }
 }
 

@@ -13,7 +13,7 @@ import { ConfigError, loadConfigFile, type PluginRegistry } from './config/load.
 import type { GatewayConfig } from './config/types.ts';
 import { Consumers } from './consumers.ts';
 import { Listener } from './listeners.ts';
-import { createLogger, type Logger } from './log.ts';
+import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
 import type { ConfigView, PluginRuntime } from './pipeline/plugin-api.ts';
@@ -68,12 +68,13 @@ export class Gateway {
     private readonly configFile: string,
     config: GatewayConfig,
     readonly log: Logger,
+    private readonly accessLog: AccessLog,
     private readonly store: LevelStore,
     private readonly consumers: Consumers,
     private readonly registry: PluginRegistry,
   ) {
     this.engine = new HttpEngine({ poolSize: config.gateway.upstream_keepalive_pool_size, idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout });
-    this.lifecycle = new Lifecycle(() => this.snapshot, this.engine, this.metrics, log);
+    this.lifecycle = new Lifecycle(() => this.snapshot, this.engine, this.metrics, log, accessLog);
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
     this.lifecycle.protocols = {
@@ -84,7 +85,7 @@ export class Gateway {
         websocket.close();
       },
     };
-    this.lifecycle.accessLog = config.gateway.access_log;
+    this.accessLog.enabled = config.gateway.access_log;
   }
 
   static async start(configFile: string, options: GatewayOptions = {}): Promise<Gateway> {
@@ -92,10 +93,10 @@ export class Gateway {
     const loaded = await loadConfigFile(configFile, registry);
     if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
     const config = loaded.config;
-    const log = createLogger(options.logLevel ?? config.gateway.log_level);
+    const { log, access } = createLogging(options.logLevel ?? config.gateway.log_level);
     const store = await openStore(config.gateway.data_dir);
     const consumers = new Consumers(store.namespace('core'));
-    const gateway = new Gateway(configFile, config, log, store, consumers, registry);
+    const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
     gateway.logLevelOverride = options.logLevel;
     try {
       await consumers.load();
@@ -151,7 +152,7 @@ export class Gateway {
       await runtime.configure?.(view);
     }
     this.snapshot = snapshot;
-    this.lifecycle.accessLog = config.gateway.access_log;
+    this.accessLog.enabled = config.gateway.access_log;
     this.log.level = this.logLevelOverride ?? config.gateway.log_level;
   }
 
@@ -274,6 +275,7 @@ export class Gateway {
     this.engine.close();
     this.lifecycle.protocols.close?.();
     await this.store.close();
+    this.accessLog.flush();
     this.log.flush();
   }
 

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
-import type { Logger } from 'pino';
+import type { AccessLog, Logger } from '../log.ts';
 import type { Route } from '../config/types.ts';
 import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders, peerAddress } from '../proxy/headers.ts';
 import { HttpEngine } from '../proxy/http-engine.ts';
@@ -47,6 +47,7 @@ export class Lifecycle {
     readonly engine: HttpEngine,
     private readonly metrics: Metrics,
     private readonly log: Logger,
+    private readonly accessLog: AccessLog,
   ) {}
 
   /** An HTTP request (HTTP/1.1 or HTTP/2). */
@@ -324,12 +325,8 @@ export class Lifecycle {
     const route = ctx?.route.name ?? ctx?.route.id ?? '';
     const service = ctx?.service?.name ?? ctx?.service?.id ?? '';
     this.metrics.observe(route, service, status, latency, upstreamMs);
-    if (this.accessLog) {
-      this.log.info({ type: 'access', request_id: ctx?.id, method, path, status, route, service, client_ip: ip, latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs }, 'request');
-    }
+    this.accessLog.write({ request_id: ctx?.id, method, path, status, route, service, client_ip: ip, latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs });
   }
-
-  accessLog = true;
 }
 
 function hostOnly(rawHost: string): string {
