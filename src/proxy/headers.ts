@@ -9,9 +9,12 @@ import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
 import { SERVER_TOKEN } from './respond.ts';
 
-/** Never forwarded as they are: they describe one connection, not the message. */
+/**
+ * Never forwarded as they are: they describe one connection, not the message. `expect` too: our
+ * server answered the 100-continue itself, and the whole body follows.
+ */
 const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'proxy', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'http2-settings',
+  'connection', 'keep-alive', 'proxy-connection', 'proxy', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'http2-settings', 'expect',
 ]);
 
 /** Listed in Connection, hence hop-by-hop, but Kong keeps these bare values' headers. */

@@ -75,6 +75,8 @@ export interface CountingServer {
   readonly open: number;
   /** Connections ever accepted. */
   readonly accepted: number;
+  /** Requests in progress: received and neither answered nor torn down with their connection. */
+  readonly active: number;
   close(): Promise<void>;
 }
 
@@ -83,6 +85,11 @@ export async function countingUpstream(handler: http.RequestListener): Promise<C
   const server = http.createServer(handler);
   let open = 0;
   let accepted = 0;
+  let active = 0;
+  server.on('request', (_req, res) => {
+    active++;
+    res.once('close', () => active--);
+  });
   server.on('connection', (socket) => {
     open++;
     accepted++;
@@ -99,6 +106,9 @@ export async function countingUpstream(handler: http.RequestListener): Promise<C
     },
     get accepted() {
       return accepted;
+    },
+    get active() {
+      return active;
     },
     close: () =>
       new Promise((r) => {
