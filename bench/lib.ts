@@ -49,6 +49,8 @@ export async function startChild(script: string, args: string[] = [], count = 1,
 
 export interface LoadResult {
   requestsPerSecond: number;
+  /** CPU time (user + system) the server process spent per request, in µs, when its pid was given. */
+  cpuPerRequest?: number;
   p50: number;
   p99: number;
   errors: number;
@@ -62,22 +64,36 @@ export interface LoadOptions {
   method?: 'GET' | 'POST';
   headers?: Record<string, string>;
   body?: string;
+  /** The server's process: its CPU time per request is measured too (steadier than req/s on a small machine). */
+  pid?: number;
 }
 
 /** Keep-alive load for a fixed duration (after a short warm-up). */
 export async function load(options: LoadOptions): Promise<LoadResult> {
   const base = { url: options.url, connections: options.connections ?? 50, method: options.method ?? 'GET', headers: options.headers, body: options.body };
   await autocannon({ ...base, duration: 1 });
+  const cpuBefore = options.pid === undefined ? 0 : cpuMs(options.pid);
   const r = await autocannon({ ...base, duration: options.seconds ?? 5 });
-  return { requestsPerSecond: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
+  const cpuPerRequest = options.pid === undefined ? undefined : ((cpuMs(options.pid) - cpuBefore) * 1000) / r.requests.total;
+  return { requestsPerSecond: r.requests.average, cpuPerRequest, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
 }
 
+/** A process's CPU time so far (user + system), in ms, from /proc (Linux). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * (1000 / CLOCK_TICKS_PER_SECOND);
+}
+
+const CLOCK_TICKS_PER_SECOND = 100;
+
 export function printTable(title: string, rows: [string, LoadResult][], baseline?: LoadResult): void {
+  const cpu = rows.some(([, r]) => r.cpuPerRequest !== undefined);
   console.log(`\n## ${title}`);
-  console.log('| target | req/s | p50 ms | p99 ms | errors | non-2xx |' + (baseline ? ' ratio |' : ''));
-  console.log('|---|---|---|---|---|---|' + (baseline ? '---|' : ''));
+  console.log('| target | req/s | p50 ms | p99 ms | errors | non-2xx |' + (cpu ? ' CPU µs/req |' : '') + (baseline ? ' ratio |' : ''));
+  console.log('|---|---|---|---|---|---|' + (cpu ? '---|' : '') + (baseline ? '---|' : ''));
   for (const [name, r] of rows) {
+    const cpuCell = cpu ? ` ${r.cpuPerRequest === undefined ? '' : r.cpuPerRequest.toFixed(1)} |` : '';
     const ratio = baseline ? ` ${(r.requestsPerSecond / baseline.requestsPerSecond).toFixed(2)} |` : '';
-    console.log(`| ${name} | ${Math.round(r.requestsPerSecond)} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} |${ratio}`);
+    console.log(`| ${name} | ${Math.round(r.requestsPerSecond)} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} |${cpuCell}${ratio}`);
   }
 }
