@@ -22,7 +22,7 @@ import { dedupeKey, eventKey, padSeq, SEQ_KEY, timeIndexValue, timeKey } from '.
 import { addEvent, newDelta, writesIntoEmptySpace } from '../plugins/metering/ledger.ts';
 import { meterDefinitionFrom } from '../plugins/metering/meter-model.ts';
 import { MeteringService } from '../plugins/metering/service.ts';
-import { startChild, type Child } from './lib.ts';
+import { GATEWAY_NODE_FLAGS, startChild, type Child } from './lib.ts';
 
 const PATH = '/v3/metering';
 const SECONDS = 5;
@@ -40,7 +40,7 @@ function batchBody(size: number): string {
   return `[${parts.join(',')}]`;
 }
 
-async function startGatewayChild(dataDir: string): Promise<Child> {
+export async function startGatewayChild(dataDir: string): Promise<Child> {
   const dir = tempDir('tollgate-bench-metering-');
   const file = join(dir, 'gateway.yaml');
   writeFileSync(
@@ -55,7 +55,7 @@ async function startGatewayChild(dataDir: string): Promise<Child> {
       ],
     }),
   );
-  const child = await startChild('../src/cli.ts', ['start', '--config', file], 2);
+  const child = await startChild('../src/cli.ts', ['start', '--config', file], 2, GATEWAY_NODE_FLAGS);
   return child;
 }
 
@@ -164,7 +164,7 @@ async function interleaved(url: string, batchSize: number, workers: number, roun
  * One year of events written straight through the plugin's modules (event records, time index and
  * dedupe keys, aggregates computed by the same ledger code), unsynced, for a quick seed.
  */
-async function seedYear(dataDir: string): Promise<number> {
+export async function seedYear(dataDir: string): Promise<number> {
   const store = new LevelStore(join(dataDir, 'store'));
   await store.open();
   const space = store.namespace('plugin.metering');
@@ -213,7 +213,7 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-async function queryLatency(url: string, body: unknown, times = 100): Promise<{ p50: number; p99: number; rows: number }> {
+export async function queryLatency(url: string, body: unknown, times = 100): Promise<{ p50: number; p99: number; rows: number }> {
   const json = JSON.stringify(body);
   let rows = 0;
   for (let i = 0; i < 5; i++) await post(url, json, 'application/json');

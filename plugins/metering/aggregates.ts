@@ -135,27 +135,56 @@ export function mergeArray(a: State, v: number[]): void {
 /**
  * Rows: for the roll-up levels above the base, every series of a bucket also lives in one value
  * (`r/<space>/<level>/<bucket>`), so a long query reads one row per bucket instead of one key per
- * series. A bucket with more than ROW_MAX_SERIES series is marked as overflowing (`!`) and read
- * series by series; rows are written in the same batch as the per-series states they copy.
+ * series. A row leads with the total of its series (`<state>|`), so a query that neither filters
+ * nor groups reads a few numbers per bucket instead of every series. A bucket with more than
+ * ROW_MAX_SERIES series is marked as overflowing (`!`: read series by series, its total still
+ * kept); rows are written in the same batch as the per-series states they copy.
  */
 export const ROW_MAX_SERIES = 512;
 export const ROW_OVERFLOW = '!';
 export const ROW_LEVELS: ReadonlySet<string> = new Set(LEVELS.filter((l) => l.size > BASE_SIZE).map((l) => l.name));
 
-export type Row = Map<string, State> | typeof ROW_OVERFLOW;
+export interface Row {
+  /** Null only in an overflowing row written before totals existed. */
+  total: State | null;
+  series: Map<string, State> | typeof ROW_OVERFLOW;
+}
+
+export function emptyRow(): Row {
+  return { total: emptyState(), series: new Map() };
+}
+
+export function copyRow(row: Row): Row {
+  return { total: row.total && { ...row.total }, series: row.series === ROW_OVERFLOW ? ROW_OVERFLOW : new Map(row.series) };
+}
 
 export function encodeRow(row: Row): string {
-  if (row === ROW_OVERFLOW) return ROW_OVERFLOW;
+  const total = row.total ? encodeState(row.total) + '|' : '';
+  if (row.series === ROW_OVERFLOW) return total + ROW_OVERFLOW;
   let text = '{';
-  for (const [series, state] of row) text += (text.length > 1 ? ',' : '') + JSON.stringify(series) + ':' + encodeState(state);
-  return text + '}';
+  for (const [series, state] of row.series) text += (text.length > 1 ? ',' : '') + JSON.stringify(series) + ':' + encodeState(state);
+  return total + text + '}';
+}
+
+/** A stored row's parts, undecoded: its total (undefined in rows written before totals) and its series. */
+export function splitRow(text: string): { total?: string; series: string } {
+  if (text[0] !== '[') return { series: text };
+  const bar = text.indexOf('|');
+  return { total: text.slice(0, bar), series: text.slice(bar + 1) };
 }
 
 export function decodeRow(text: string): Row {
-  if (text === ROW_OVERFLOW) return ROW_OVERFLOW;
-  const row = new Map<string, State>();
-  for (const [series, array] of Object.entries(JSON.parse(text) as Record<string, number[]>)) row.set(series, stateOfArray(array));
-  return row;
+  const parts = splitRow(text);
+  if (parts.series === ROW_OVERFLOW) return { total: parts.total === undefined ? null : decodeState(parts.total), series: ROW_OVERFLOW };
+  const series = new Map<string, State>();
+  for (const [name, array] of Object.entries(JSON.parse(parts.series) as Record<string, number[]>)) series.set(name, stateOfArray(array));
+  return { total: parts.total === undefined ? totalOf(series.values()) : decodeState(parts.total), series };
+}
+
+export function totalOf(states: Iterable<State>): State {
+  const total = emptyState();
+  for (const state of states) merge(total, state);
+  return total;
 }
 
 /** The aggregate value, or undefined when the group has no usable value (dropped from results). */

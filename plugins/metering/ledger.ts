@@ -6,8 +6,8 @@
  */
 import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
 import {
-  addEvent as addToState, BASE_SIZE, decodeRow, decodeState, emptyState, encodeRow, encodeState, eventState, LEVELS, merge,
-  ROW_LEVELS, ROW_MAX_SERIES, ROW_OVERFLOW, type Row, type State,
+  addEvent as addToState, BASE_SIZE, copyRow, decodeRow, decodeState, emptyRow, emptyState, encodeRow, encodeState, eventState, LEVELS, merge,
+  ROW_LEVELS, ROW_MAX_SERIES, ROW_OVERFLOW, totalOf, type Row, type State,
 } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import { escapePart, padTime, TIME_WIDTH } from './keys.ts';
@@ -194,23 +194,28 @@ export class AggregateLedger {
     const current = await this.currentValues(states.keys(), this.states, decodeState, emptyState, (v) => ({ ...v }));
     const ops: BatchOp[] = [];
     const token = Symbol('batch');
-    const rowChanges = new Map<string, Map<string, State>>();
+    /** Per row: the new states of its changed series, and the sum of their changes (for the row's total). */
+    const rowChanges = new Map<string, { series: Map<string, State>; change: State }>();
     for (const [key, change] of states) {
+      const place = rowPlace(key);
+      if (place) {
+        let changes = rowChanges.get(place.rowKey);
+        if (!changes) rowChanges.set(place.rowKey, (changes = { series: new Map(), change: emptyState() }));
+        merge(changes.change, change);
+      }
       const next = merge(current.get(key)!, change);
       this.states.pin(key, next, token);
       ops.push({ type: 'put', key, value: encodeState(next) });
-      const place = rowPlace(key);
-      if (!place) continue;
-      let changes = rowChanges.get(place.rowKey);
-      if (!changes) rowChanges.set(place.rowKey, (changes = new Map()));
-      changes.set(place.series, next);
+      if (place) rowChanges.get(place.rowKey)!.series.set(place.series, next);
     }
-    const rows = await this.currentValues(rowChanges.keys(), this.rows, decodeRow, () => new Map<string, State>() as Row, (r) => (r === ROW_OVERFLOW ? r : new Map(r)));
+    const rows = await this.currentValues(rowChanges.keys(), this.rows, decodeRow, emptyRow, copyRow);
     for (const [rowKey, changes] of rowChanges) {
-      let row = rows.get(rowKey)!;
-      if (row === ROW_OVERFLOW) continue;
-      for (const [series, state] of changes) row.set(series, state);
-      if (row.size > ROW_MAX_SERIES) row = ROW_OVERFLOW;
+      const row = rows.get(rowKey)!;
+      if (row.total) merge(row.total, changes.change);
+      if (row.series !== ROW_OVERFLOW) {
+        for (const [series, state] of changes.series) row.series.set(series, state);
+        if (row.series.size > ROW_MAX_SERIES) row.series = ROW_OVERFLOW;
+      }
       this.rows.pin(rowKey, row, token);
       ops.push({ type: 'put', key: rowKey, value: encodeRow(row) });
     }
@@ -252,7 +257,7 @@ export function writesIntoEmptySpace(delta: Delta): BatchOp[] {
     if (!row) rows.set(place.rowKey, (row = new Map()));
     row.set(place.series, state);
   }
-  for (const [key, row] of rows) ops.push({ type: 'put', key, value: encodeRow(row.size > ROW_MAX_SERIES ? ROW_OVERFLOW : row) });
+  for (const [key, series] of rows) ops.push({ type: 'put', key, value: encodeRow({ total: totalOf(series.values()), series: series.size > ROW_MAX_SERIES ? ROW_OVERFLOW : series }) });
   for (const key of uniques) ops.push({ type: 'put', key, value: '' });
   return ops;
 }

@@ -4,7 +4,7 @@
  * read from raw events, groups by subject and dimensions, dimension filters, JSON rows or CSV.
  */
 import type { Store } from '../../src/pipeline/plugin-api.ts';
-import { BASE_SIZE, emptyState, eventState, formatDecimal, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, valueOf, type State } from './aggregates.ts';
+import { BASE_SIZE, emptyState, eventState, formatDecimal, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, type State } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import { aggregatePrefix, bucketOf, escapePart, eventKey, padTime, parseTimeIndexValue, parseTimeKey, rowPrefix, seriesOf, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
 import type { InvalidParameter } from './meter-model.ts';
@@ -196,6 +196,12 @@ class Accumulator {
     }
     this.placements.set(series, placement);
     return placement;
+  }
+
+  /** The one placement of every series when the query neither filters nor groups (a row's total then stands for its series). */
+  wholePlacement(): NonNullable<SeriesPlacement> | undefined {
+    if (this.query.groupBy.length > 0 || Object.keys(this.query.filters).length > 0) return undefined;
+    return this.place('', []) ?? undefined;
   }
 
   group(window: number, placement: NonNullable<SeriesPlacement>): Group {
@@ -399,17 +405,20 @@ export class QueryEngine {
     }
   }
 
-  /** Merges the series of one row, or reads them one by one when the row overflowed. */
+  /** Merges one row: its total when the query neither filters nor groups, else its series (one by one when the row overflowed). */
   private async readRow(meter: CompiledMeter, acc: Accumulator, plan: ScanPlan, bucket: number, value: string, windowOf: (t: number) => number): Promise<void> {
-    if (value === ROW_OVERFLOW) {
+    const window = windowOf(bucket);
+    const { total, series } = splitRow(value);
+    const whole = acc.wholePlacement();
+    if (whole && total !== undefined) return mergeArray(acc.group(window, whole).state, JSON.parse(total) as number[]);
+    if (series === ROW_OVERFLOW) {
       await this.scanSeries(meter, acc, { ...plan, start: bucket, end: bucket + plan.size, spans: [[bucket, bucket + plan.size]] }, windowOf);
       return;
     }
-    const window = windowOf(bucket);
-    const row = JSON.parse(value) as Record<string, number[]>;
-    for (const series in row) {
-      const placement = acc.place(series);
-      if (placement) mergeArray(acc.group(window, placement).state, row[series]);
+    const row = JSON.parse(series) as Record<string, number[]>;
+    for (const name in row) {
+      const placement = acc.place(name);
+      if (placement) mergeArray(acc.group(window, placement).state, row[name]);
     }
   }
 

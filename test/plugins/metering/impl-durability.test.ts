@@ -57,6 +57,46 @@ describe('metering durability', () => {
     }
   });
 
+  test('aggregate rows written before rows carried totals are still read and updated right', async () => {
+    const dataDir = tempDir();
+    // Hourly from 00:30 local time on 2024-03-09 (PST) to 22:30 on 2024-03-10 (PDT): across a DST change, all inside `day`.
+    const events = Array.from({ length: 46 }, (_, i) => ce({ time: new Date(Date.UTC(2024, 2, 9, 8, 30) + i * 3_600_000).toISOString(), subject: `s${i % 4}`, data: { n: i } }));
+    const day = { from: '2024-03-09T00:00:00-08:00', to: '2024-03-11T00:00:00-07:00', granularity: 'P1D', time_zone: 'America/Los_Angeles' };
+    const queries = [day, { ...day, group_by_dimensions: ['subject'] }, { from: day.from, to: day.to }];
+    const answers = async (base: string) => Promise.all(queries.map(async (q) => (await post(base, '/meters/old_rows_sum/query', q)).json().data));
+    let gw = await startGateway(gatewayConfig({ retention_days: 3650 }), { dataDir });
+    let expected;
+    try {
+      assert.equal((await post(gw.http, '/meters', { key: 'old_rows_sum', name: 'sum', event_type: 'durable', aggregation: 'sum', value_property: '$.n' })).status, 201);
+      assert.equal((await post(gw.http, '/events', events.slice(0, 40), 'application/cloudevents-batch+json')).status, 202);
+      expected = await answers(gw.http);
+      assert.equal(expected[2][0].value, String((39 * 40) / 2));
+    } finally {
+      await gw.stop();
+    }
+
+    // The previous row format: the series only, no leading total.
+    const store = new LevelStore(`${dataDir}/store`);
+    await store.open();
+    const space = store.namespace('plugin.metering');
+    const rewritten: { type: 'put'; key: string; value: string }[] = [];
+    for await (const [key, value] of space.scan({ prefix: 'r/' })) rewritten.push({ type: 'put', key, value: value.slice(value.indexOf('|') + 1) });
+    assert.ok(rewritten.length > 0 && rewritten.every((op) => op.value.startsWith('{')));
+    await space.batch(rewritten);
+    await store.close();
+
+    gw = await startGateway(gatewayConfig({ retention_days: 3650 }), { dataDir });
+    try {
+      assert.deepEqual(await answers(gw.http), expected);
+      assert.equal((await post(gw.http, '/events', events.slice(40), 'application/cloudevents-batch+json')).status, 202);
+      const [days, , whole] = await answers(gw.http);
+      assert.equal(whole[0].value, String((45 * 46) / 2));
+      assert.equal(days.reduce((sum: number, r: { value: string }) => sum + Number(r.value), 0), (45 * 46) / 2);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test('a meter created while events keep arriving counts every stored event exactly once', async () => {
     const gw = await startGateway(gatewayConfig());
     try {
