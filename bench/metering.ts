@@ -40,7 +40,7 @@ function batchBody(size: number): string {
   return `[${parts.join(',')}]`;
 }
 
-export async function startGatewayChild(dataDir: string): Promise<Child> {
+async function startGatewayChild(dataDir: string): Promise<Child> {
   const dir = tempDir('tollgate-bench-metering-');
   const file = join(dir, 'gateway.yaml');
   writeFileSync(
@@ -164,7 +164,7 @@ async function interleaved(url: string, batchSize: number, workers: number, roun
  * One year of events written straight through the plugin's modules (event records, time index and
  * dedupe keys, aggregates computed by the same ledger code), unsynced, for a quick seed.
  */
-export async function seedYear(dataDir: string): Promise<number> {
+async function seedYear(dataDir: string): Promise<number> {
   const store = new LevelStore(join(dataDir, 'store'));
   await store.open();
   const space = store.namespace('plugin.metering');
@@ -213,7 +213,7 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-export async function queryLatency(url: string, body: unknown, times = 100): Promise<{ p50: number; p99: number; rows: number }> {
+async function queryLatency(url: string, body: unknown, times = 100): Promise<{ p50: number; p99: number; rows: number }> {
   const json = JSON.stringify(body);
   let rows = 0;
   for (let i = 0; i < 5; i++) await post(url, json, 'application/json');
