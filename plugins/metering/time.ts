@@ -2,28 +2,64 @@
  * Instants (Unix seconds: events are stored at second precision, as OpenMeter does) and the
  * calendar of an IANA time zone through Intl, for DST-correct windows without a dependency.
  */
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
 function daysInMonth(year: number, month: number): number {
-  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const leap = month === 2 && year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  return leap ? 29 : DAYS_IN_MONTH[month - 1];
 }
 
-/** RFC 3339 date-time (a zone offset is required) to Unix seconds, fractions truncated; undefined when invalid. */
-export function parseRfc3339(text: string): number | undefined {
-  const m = RFC3339.exec(text);
-  if (!m) return undefined;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined;
-  if (hour > 23 || minute > 59 || second > 59) return undefined;
-  let offsetMinutes = 0;
-  if (!m[8]) {
-    const oh = Number(m[10]);
-    const om = Number(m[11]);
-    if (oh > 23 || om > 59) return undefined;
-    offsetMinutes = (m[9] === '-' ? -1 : 1) * (oh * 60 + om);
+/** The number of `length` ASCII digits at `at`, or -1 (one pass over char codes: this runs for every ingested event). */
+function digits(text: string, at: number, length: number): number {
+  let n = 0;
+  for (let i = at; i < at + length; i++) {
+    const d = text.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return -1;
+    n = n * 10 + d;
   }
-  const localMs = Date.UTC(year, month - 1, day, hour, minute, second);
-  return Math.floor(localMs / 1000) - offsetMinutes * 60;
+  return n;
+}
+
+/**
+ * RFC 3339 date-time (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, a zone offset required) to Unix
+ * seconds, fractions truncated; undefined when invalid.
+ */
+export function parseRfc3339(text: string): number | undefined {
+  if (text.length < 20 || text[4] !== '-' || text[7] !== '-' || text[13] !== ':' || text[16] !== ':' || (text[10] !== 'T' && text[10] !== 't')) return undefined;
+  const year = digits(text, 0, 4);
+  const month = digits(text, 5, 2);
+  const day = digits(text, 8, 2);
+  const hour = digits(text, 11, 2);
+  const minute = digits(text, 14, 2);
+  const second = digits(text, 17, 2);
+  if (year < 0 || month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59) return undefined;
+  let i = 19;
+  if (text[i] === '.') {
+    do i++;
+    while (i < text.length && text.charCodeAt(i) >= 48 && text.charCodeAt(i) <= 57);
+    if (i === 20) return undefined;
+  }
+  let offsetMinutes = 0;
+  const zone = text[i];
+  if (zone === 'Z' || zone === 'z') {
+    if (i + 1 !== text.length) return undefined;
+  } else if (zone === '+' || zone === '-') {
+    const oh = digits(text, i + 1, 2);
+    const om = digits(text, i + 4, 2);
+    if (i + 6 !== text.length || text[i + 3] !== ':' || oh < 0 || oh > 23 || om < 0 || om > 59) return undefined;
+    offsetMinutes = (zone === '-' ? -1 : 1) * (oh * 60 + om);
+  } else return undefined;
+  return daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetMinutes * 60;
+}
+
+/** Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm; Date.UTC would read years 0–99 as 1900–1999). */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400;
+  const dayOfYear = Math.floor((153 * (month + (month > 2 ? -3 : 9)) + 2) / 5) + day - 1;
+  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear;
+  return era * 146_097 + dayOfEra - 719_468;
 }
 
 /** UTC RFC 3339 text with a `Z`, without fractions. */

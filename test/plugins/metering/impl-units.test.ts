@@ -22,7 +22,12 @@ const at = (text: string) => parseRfc3339(text)!;
 test('RFC 3339: offsets, fractions truncated, invalid dates refused', () => {
   assert.equal(at('2024-01-01T12:00:59.999Z'), Date.UTC(2024, 0, 1, 12, 0, 59) / 1000);
   assert.equal(at('2024-01-01T02:00:00+02:00'), Date.UTC(2024, 0, 1) / 1000);
-  for (const bad of ['2024-01-01 00:00:00Z', '2024-02-30T00:00:00Z', '2024-01-01T24:00:00Z', '2024-01-01T00:00:00', 'yesterday']) {
+  assert.equal(at('2024-02-29T23:59:59.5-23:59'), Date.UTC(2024, 1, 29, 23, 59, 59) / 1000 + (23 * 60 + 59) * 60);
+  assert.equal(at('9999-12-31T23:59:59z'), Date.UTC(9999, 11, 31, 23, 59, 59) / 1000);
+  // Years below 100 are those years (Date.UTC would read them as 1900–1999).
+  assert.equal(at('0075-06-01T00:00:00Z'), new Date('0075-06-01T00:00:00Z').getTime() / 1000);
+  for (const bad of ['2024-01-01 00:00:00Z', '2024-02-30T00:00:00Z', '2023-02-29T00:00:00Z', '2024-01-01T24:00:00Z', '2024-01-01T00:00:00', 'yesterday',
+    '2024-01-01T00:00:00.Z', '2024-01-01T00:00:00+0100', '2024-01-01T00:00:00+01:00 ', '2024-1-01T00:00:00Z', '2024-01-01T00:00:60Z', '2024-01-01T00:00:00+24:00']) {
     assert.equal(parseRfc3339(bad), undefined, bad);
   }
 });
