@@ -76,6 +76,7 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
+const REQUIRED_STRINGS = ['id', 'source', 'type', 'subject'];
 const KNOWN_ATTRIBUTES = new Set(['specversion', 'id', 'source', 'type', 'subject', 'time', 'datacontenttype', 'dataschema', 'data']);
 const MIN_TIME = 1;
 
@@ -127,9 +128,11 @@ function requiredString(event: Record<string, unknown>, name: string, r: Report)
   else if (v.length === 0) addProblem(r, name, 'must not be empty', 'min_length');
 }
 
-/** Go's URL parser refuses control characters and malformed percent escapes. */
+/** What Go's URL parser refuses: control characters, spaces, malformed percent escapes. */
+const NOT_URI_REFERENCE = /[\x00-\x20\x7f]|%(?![0-9A-Fa-f]{2})/;
+
 function isUriReference(text: string): boolean {
-  return !/[\x00-\x1f\x7f ]/.test(text) && !/%(?![0-9A-Fa-f]{2})/.test(text);
+  return !NOT_URI_REFERENCE.test(text);
 }
 
 export interface ValidationContext {
@@ -151,7 +154,7 @@ function checkEvent(raw: unknown, ctx: ValidationContext, r: Report): StoredEven
   for (const key in event) if (!KNOWN_ATTRIBUTES.has(key)) addProblem(r, key, 'unknown property', 'unknown_property');
   if (event.specversion === undefined || event.specversion === null) addProblem(r, 'specversion', 'required property is missing', 'required');
   else if (event.specversion !== '1.0') addProblem(r, 'specversion', `unknown value: ${JSON.stringify(event.specversion)} (only "1.0" is supported)`, 'enum');
-  for (const name of ['id', 'source', 'type', 'subject']) requiredString(event, name, r);
+  for (const name of REQUIRED_STRINGS) requiredString(event, name, r);
   if (typeof event.source === 'string' && event.source && !isUriReference(event.source)) addProblem(r, 'source', 'cannot parse uri ref', 'format');
   let time = Math.floor(ctx.now / 1000);
   if (event.time !== undefined && event.time !== null) {
@@ -186,6 +189,25 @@ function checkEvent(raw: unknown, ctx: ValidationContext, r: Report): StoredEven
   return record;
 }
 
+/** Characters a JSON string must escape, and lone surrogates (JSON.stringify escapes those too). */
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+function jsonString(text: string): string {
+  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
+/**
+ * JSON.stringify(record), written out: one JSON.stringify call per event costs ~1 µs of setup alone,
+ * more than the rest of the record (this runs for every ingested event).
+ */
+export function storedEventJson(record: StoredEvent): string {
+  let json = `{"id":${jsonString(record.id)},"source":${jsonString(record.source)},"type":${jsonString(record.type)},"subject":${jsonString(record.subject)},"time":${record.time}`;
+  if (record.datacontenttype !== undefined) json += `,"datacontenttype":${jsonString(record.datacontenttype)}`;
+  if (record.dataschema !== undefined) json += `,"dataschema":${jsonString(record.dataschema)}`;
+  if (record.data !== undefined) json += `,"data":${JSON.stringify(record.data)}`;
+  return json + `,"ingested_at":${record.ingested_at}}`;
+}
+
 /** Validates every event; throws BodyError listing every problem, else returns the prepared events. */
 export function prepareEvents(events: unknown[], batch: boolean, ctx: ValidationContext): PreparedEvent[] {
   const report: Report = { index: 0, batch, problems: [] };
@@ -194,7 +216,7 @@ export function prepareEvents(events: unknown[], batch: boolean, ctx: Validation
     report.index = index;
     const record = checkEvent(events[index], ctx, report);
     if (record && report.problems.length === 0) {
-      prepared.push({ record, json: JSON.stringify(record), typeEscaped: escapePart(record.type), dedupe: dedupeHash(record.source, record.id) });
+      prepared.push({ record, json: storedEventJson(record), typeEscaped: escapePart(record.type), dedupe: dedupeHash(record.source, record.id) });
     }
   }
   const problems = report.problems;

@@ -21,15 +21,20 @@ export const padSeq = (seq: number) => seq.toString(16).padStart(SEQ_WIDTH, '0')
 export const parseSeq = (text: string) => parseInt(text, 16);
 export const padTime = (seconds: number) => String(seconds).padStart(TIME_WIDTH, '0');
 
-const SAFE = /^[A-Za-z0-9_.~-]*$/;
+/** A-Z a-z 0-9 _ . ~ - : the characters keys keep as they are. */
+function isSafe(code: number): boolean {
+  return (code >= 97 && code <= 122) || (code >= 65 && code <= 90) || (code >= 48 && code <= 57) || code === 95 || code === 46 || code === 126 || code === 45;
+}
 
 /** ASCII escaping without '/' that also survives lone surrogates (unlike encodeURIComponent). */
 export function escapePart(text: string): string {
-  if (SAFE.test(text)) return text;
-  let out = '';
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    out += /[A-Za-z0-9_.~-]/.test(c) ? c : '%' + text.charCodeAt(i).toString(16).padStart(4, '0');
+  let i = 0;
+  while (i < text.length && isSafe(text.charCodeAt(i))) i++;
+  if (i === text.length) return text;
+  let out = text.slice(0, i);
+  for (; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    out += isSafe(code) ? text[i] : '%' + code.toString(16).padStart(4, '0');
   }
   return out;
 }

@@ -1,11 +1,13 @@
 /**
  * The plugin's pure building blocks: RFC 3339 parsing, zone calendars (DST gaps and overlaps,
- * half-hour offsets), window bounds and their cover by roll-up buckets, decimal output, JSONPath.
+ * half-hour offsets), window bounds and their cover by roll-up buckets, decimal output, JSONPath,
+ * key escaping and the stored form of events.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { formatDecimal } from '../../../plugins/metering/aggregates.ts';
 import { compileJsonPath, jsonValueText, lookup } from '../../../plugins/metering/jsonpath.ts';
+import { storedEventJson, type StoredEvent } from '../../../plugins/metering/events.ts';
 import { escapePart, unescapePart } from '../../../plugins/metering/keys.ts';
 import { formatInZone, fromLocal, parseRfc3339 } from '../../../plugins/metering/time.ts';
 import { coverSpan, windowEnd, windowStart, type Granularity } from '../../../plugins/metering/windows.ts';
@@ -81,9 +83,22 @@ test('JSONPath subset and JSON_VALUE text', () => {
 });
 
 test('key escaping round-trips any text, lone surrogates included, without "/"', () => {
-  for (const text of ['plain', 'a/b', '50%', 'ünï', '\ud800x', '']) {
+  for (const text of ['plain', 'a/b', '50%', 'ünï', '\ud800x', '', 'safe-prefix then unsafe: é/%', '~._-AZaz09']) {
     const escaped = escapePart(text);
     assert.ok(!escaped.includes('/') && /^[\x20-\x7e]*$/.test(escaped));
     assert.equal(unescapePart(escaped), text);
+  }
+});
+
+test('stored events are the JSON of their record, whatever their strings hold', () => {
+  const hostile = ['plain', 'quote " and \\ backslash', 'new\nline\ttab\u0000nul\u001f', 'emoji 😀', 'lone \ud800 surrogate', 'ünï / 50%', '</script>'];
+  for (const text of hostile) {
+    const record: StoredEvent = { id: text, source: text, type: text, subject: text, time: 1_700_000_000, ingested_at: 1_700_000_000_123 };
+    for (const extra of [{}, { datacontenttype: 'application/json', dataschema: text, data: { [text]: text, n: 1.5, nested: [null, true] } }, { data: null }]) {
+      const full = { ...record, ...extra };
+      const json = storedEventJson(full);
+      assert.deepEqual(JSON.parse(json), JSON.parse(JSON.stringify(full)), text);
+      if (text.includes('\ud800 ')) assert.ok(json.includes('\\ud800'), 'lone surrogates are escaped, as JSON.stringify does');
+    }
   }
 });
