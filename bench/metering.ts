@@ -15,7 +15,7 @@ import { ClassicLevel } from 'classic-level';
 import pino from 'pino';
 import { stringify } from 'yaml';
 import { tempDir } from '../test/helpers/gateway.ts';
-import { LevelStore } from '../src/store/level.ts';
+import { LEVEL_OPTIONS, LevelStore } from '../src/store/level.ts';
 import type { BatchOp } from '../src/store/store.ts';
 import { prepareEvents } from '../plugins/metering/events.ts';
 import { dedupeKey, eventKey, padSeq, SEQ_KEY, timeIndexValue, timeKey } from '../plugins/metering/keys.ts';
@@ -91,10 +91,10 @@ async function drive(url: string, workers: number, contentType: string, make: ()
   return { rps: done / ((performance.now() - start) / 1000), failed };
 }
 
-/** Raw LevelDB: the same three records per event (event, time index, dedupe key), chained batches with sync. */
+/** Raw LevelDB with the store's settings: the same three records per event (event, time index, dedupe key), chained batches with sync. */
 class RawLevel {
   private readonly location = tempDir('tollgate-bench-raw-');
-  private db = new ClassicLevel<string, string>(this.location, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+  private db = new ClassicLevel<string, string>(this.location, LEVEL_OPTIONS);
   private seq = 0;
 
   constructor(private readonly batchSize: number) {}
@@ -110,7 +110,7 @@ class RawLevel {
   /** Closes (which waits for LevelDB's background compaction) and reopens, so no work leaks into the next round. */
   async settle(): Promise<void> {
     await this.db.close();
-    this.db = new ClassicLevel<string, string>(this.location, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+    this.db = new ClassicLevel<string, string>(this.location, LEVEL_OPTIONS);
     await this.db.open();
   }
 
