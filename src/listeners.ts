@@ -30,6 +30,28 @@ export interface ConnectionEvents {
   closed(): void;
 }
 
+const HEADERS_TOO_LARGE = 'Request header or cookie too large';
+
+/**
+ * HTTP/2 requests whose header list (RFC 7541 §4.1: name + value + 32 per field) exceeds
+ * max_header_size get 431, as HTTP/1.1 ones do. Node's HTTP/2 server only resets the stream, and
+ * only past its own fixed limit (~64 KB).
+ */
+function refuseLargeHttp2Headers(next: ListenerHandlers['request'], maxHeaderSize: number): ListenerHandlers['request'] {
+  return (req, res) => {
+    if (req.httpVersionMajor === 2) {
+      let size = 0;
+      const raw = req.rawHeaders;
+      for (let i = 0; i < raw.length; i += 2) size += raw[i].length + raw[i + 1].length + 32;
+      if (size > maxHeaderSize) {
+        const body = JSON.stringify({ message: HEADERS_TOO_LARGE });
+        return void (res as Http2ServerResponse).writeHead(431, { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length }).end(body);
+      }
+    }
+    next(req, res);
+  };
+}
+
 /** The HTTP/2 connection preface a client with prior knowledge sends first. */
 const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
 
@@ -78,6 +100,7 @@ export class Listener {
       requestTimeout: 0,
     };
     const h2Options = { maxHeaderListPairs: 200, maxSendHeaderBlockLength: limits.maxHeaderSize, settings: { maxHeaderListSize: limits.maxHeaderSize } };
+    handlers = { ...handlers, request: refuseLargeHttp2Headers(handlers.request, limits.maxHeaderSize) };
     let listener: Listener;
     if (spec.ssl) {
       if (!tls) throw new Error(`listener ${spec.text} needs TLS material`);
@@ -126,7 +149,7 @@ export class Listener {
         err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large']
         : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout']
         : [400, 'Bad Request'];
-      const body = JSON.stringify({ message: status === 431 ? 'Request header or cookie too large' : text });
+      const body = JSON.stringify({ message: status === 431 ? HEADERS_TOO_LARGE : text });
       socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`);
     });
   }

@@ -200,6 +200,23 @@ test('bad bytes: 400 on HTTP/1.1 ports, a closed connection for a broken h2 sess
   for (const url of [gw.http, gw.https, gw.h2c]) assert.equal((await request(`${url}/echo/alive`)).status, 200, url);
 });
 
+test('over h2 (h2c and TLS), a header list over max_header_size gets 431, as over HTTP/1.1, and the session keeps serving', async () => {
+  for (const url of [gw.h2c, gw.https]) {
+    const session = await connectH2(url);
+    try {
+      // RFC 7541 §4.1 sizes: 40,000 bytes of value is over the default 32 KB; 12,000 fits (and fits the echo upstream's own 16 KB).
+      const big = await h2Request(session, { ':method': 'GET', ':path': '/echo/big', 'x-big': 'h'.repeat(40_000) });
+      assert.equal(big.status, 431, url);
+      assert.equal(JSON.parse(big.body.toString()).message, 'Request header or cookie too large');
+      const fits = await h2Request(session, { ':method': 'GET', ':path': '/echo/fits', 'x-big': 'h'.repeat(12_000) });
+      assert.equal(fits.status, 200, url);
+      assert.equal(JSON.parse(fits.body.toString()).headers['x-big'].length, 12_000);
+    } finally {
+      session.close();
+    }
+  }
+});
+
 test('a request waiting on a slow upstream is not an idle connection (h2 streams, HTTP/1.1 on the TLS port); idle sessions still close', async () => {
   const slow = await startUpstream((_req, res) => void setTimeout(() => res.end('late answer'), 1500));
   const patient = await startGateway({
