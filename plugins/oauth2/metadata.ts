@@ -4,6 +4,7 @@
  * (through the route) and at `/.well-known/oauth-authorization-server<prefix>` (RFC 8414 §3.1, a path no
  * route matches, answered from the runtime's `unmatched` hook).
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import type { ConfigView, UnmatchedRequest } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Config } from './schema.ts';
 
@@ -36,6 +37,15 @@ export function metadataDocument(issuer: string, config: OAuth2Config): Record<s
   if (config.scopes) document.scopes_supported = config.scopes;
   if (config.enable_authorization_code) document.code_challenge_methods_supported = ['S256'];
   return document;
+}
+
+/**
+ * The issuer of a request: `https://` + the authority the client sent, port included. A client compares
+ * the document's issuer with the URL it discovered from (RFC 8414 §3.3), and that URL carries the port.
+ */
+export function issuerOf(headers: IncomingHttpHeaders, issuerPathPrefix: string): string {
+  const authority = headers[':authority'] ?? headers.host ?? '';
+  return `https://${authority}${issuerPathPrefix}`;
 }
 
 /** The issuer path of a route: its matched prefix without a trailing slash ('' for `/`). */
@@ -73,7 +83,7 @@ export class MetadataDirectory {
     const prefix = req.path.slice(WELL_KNOWN.length);
     const route = this.routes.find((r) => r.prefix === prefix && hostMatches(r.hosts, req.host));
     if (!route) return false;
-    req.respond(200, metadataDocument(`https://${req.host}${prefix}`, route.config));
+    req.respond(200, metadataDocument(issuerOf(req.headers, prefix), route.config));
     return true;
   }
 }

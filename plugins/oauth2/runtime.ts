@@ -6,7 +6,7 @@ import { authorizeEndpoint } from './authorize.ts';
 import { CREDENTIALS_ENTITY } from './credential-schema.ts';
 import { CredentialDirectory } from './credentials.ts';
 import { introspectionEndpoint, revocationEndpoint } from './introspection.ts';
-import { issuerPath, MetadataDirectory, metadataDocument, WELL_KNOWN } from './metadata.ts';
+import { issuerOf, issuerPath, MetadataDirectory, metadataDocument, WELL_KNOWN } from './metadata.ts';
 import { protect, type ProtectDeps } from './protect.ts';
 import { generatedProvisionKeys, type OAuth2Config } from './schema.ts';
 import { alphanumericFrom } from './secret.ts';
@@ -74,7 +74,7 @@ function isMetadataRequest(ctx: RequestContext): boolean {
 }
 
 function answerMetadata(ctx: RequestContext, config: OAuth2Config): void {
-  ctx.respond(200, metadataDocument(`https://${ctx.host}${issuerPath(ctx.matchedPrefix)}`, config));
+  ctx.respond(200, metadataDocument(issuerOf(ctx.headers, issuerPath(ctx.matchedPrefix)), config));
 }
 
 /** A random secret kept in the store: provision keys derived from it survive restarts. */

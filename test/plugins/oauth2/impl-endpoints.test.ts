@@ -354,6 +354,15 @@ describe('authorization server metadata (RFC 8414)', () => {
     const unknown = await request(gw.https + '/.well-known/oauth-authorization-server/nothing');
     assert.equal(unknown.status, 404);
   });
+
+  it('names the issuer with the port the client used, as discovery requires (RFC 8414 §3.3)', async () => {
+    const headers = { host: 'api.example:8443' };
+    const underRoute = await request(gw.https + '/orders/.well-known/oauth-authorization-server', { headers });
+    assert.equal(underRoute.json().issuer, 'https://api.example:8443/orders');
+    assert.equal(underRoute.json().token_endpoint, 'https://api.example:8443/orders/oauth2/token');
+    const wellKnown = await request(gw.https + '/.well-known/oauth-authorization-server/orders', { headers });
+    assert.equal(wellKnown.json().issuer, 'https://api.example:8443/orders');
+  });
 });
 
 describe('service-less routes', () => {
