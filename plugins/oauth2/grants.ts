@@ -49,7 +49,9 @@ export function retrieveClientCredentials(ctx: RequestContext, params: Params, c
   }
   const header = findHeader(ctx, config.auth_header_name);
   if (header) {
-    const basic = /\s*[Bb]asic\s*(.+)/.exec(header.value);
+    // Kong's pattern is `\s*[Bb]asic\s*(.+)` anywhere in the value; the scheme is case-insensitive (RFC 7235
+    // §2.1) and must open the value, or `Bearer basic…` would authenticate a client.
+    const basic = /^\s*basic\s*(.+)/i.exec(header.value);
     if (!basic) return { clientId: undefined, clientSecret: undefined, fromHeader: true };
     const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
     const colon = decoded.indexOf(':');

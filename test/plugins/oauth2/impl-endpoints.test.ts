@@ -143,6 +143,14 @@ describe('client_credentials and the identity headers', () => {
     assert.equal(res.status, 200, res.text);
   });
 
+  it('the Basic scheme is case-insensitive and must open the header (RFC 7235 §2.1)', async () => {
+    const credentials = basic('acme-app', 'acme-secret').slice('Basic '.length);
+    const upper = await post('/orders/oauth2/token', { grant_type: 'client_credentials' }, { authorization: `BASIC ${credentials}` });
+    assert.equal(upper.status, 200, upper.text);
+    const insideBearer = await post('/orders/oauth2/token', { grant_type: 'client_credentials' }, { authorization: `Bearer basic${credentials}` });
+    assert.equal(insideBearer.json().error, 'invalid_client', insideBearer.text);
+  });
+
   it('accepts a form-encoded body', async () => {
     const res = await request(gw.https + '/orders/oauth2/token', {
       method: 'POST',
