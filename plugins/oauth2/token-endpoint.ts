@@ -69,6 +69,8 @@ interface GrantRequest {
   client: OAuth2Credential | undefined;
   /** The redirect URI the request names or defaults to (all grants but client_credentials). */
   redirectUri: string | undefined;
+  /** The client authenticated with HTTP Basic: an unknown client gets 401 and a Basic challenge. */
+  fromHeader: boolean;
 }
 
 async function issueToken(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, params: Params, deps: EndpointDeps): Promise<Outcome> {
@@ -93,7 +95,7 @@ async function checkTokenRequest(
   config: OAuth2Config,
   params: Params,
   deps: EndpointDeps,
-): Promise<Refusal | Pick<GrantRequest, 'client' | 'redirectUri'>> {
+): Promise<Refusal | Pick<GrantRequest, 'client' | 'redirectUri' | 'fromHeader'>> {
   let failure: Refusal | undefined;
   const grant = params.grant_type;
   if (!grantAllowed(grant, config)) failure = failWith('unsupported_grant_type', 'Invalid grant_type');
@@ -113,7 +115,7 @@ async function checkTokenRequest(
     }
   }
   if (client) failure = (await checkClientSecret(client, clientSecret, fromHeader, deps)) ?? failure;
-  return failure ?? { client, redirectUri };
+  return failure ?? { client, redirectUri, fromHeader };
 }
 
 /** A new token, bound here (or, for a refresh, where the refreshed token was bound: a refresh never widens it). */
@@ -135,7 +137,8 @@ async function clientCredentialsGrant(request: GrantRequest): Promise<Outcome> {
   if (params.authenticated_userid !== undefined && !provisionKeyMatches(params, config)) {
     return failWith('invalid_provision_key', 'Invalid provision_key');
   }
-  if (!client) return failWith('invalid_client', 'Invalid client authentication');
+  // RFC 6749 §5.2: 401 when the client tried HTTP Basic (Kong answers 400 for this grant only).
+  if (!client) return failWith('invalid_client', 'Invalid client authentication', request.fromHeader);
   // RFC 6749 §4.4: confidential clients only (Kong lets public clients in without any secret).
   if (client.client_type === 'public') return failWith('unauthorized_client', 'The client_credentials grant is only for confidential clients');
   const scope = retrieveScope(params, config);

@@ -170,6 +170,13 @@ describe('client_credentials and the identity headers', () => {
     assert.deepEqual(wrong.json(), { error: 'invalid_client', error_description: 'Invalid client authentication' });
   });
 
+  it('an unknown client over HTTP Basic gets 401 with a Basic challenge (RFC 6749 §5.2)', async () => {
+    const res = await post('/orders/oauth2/token', { grant_type: 'client_credentials' }, { authorization: basic('nobody', 'acme-secret') });
+    assert.equal(res.status, 401);
+    assert.equal(res.headers['www-authenticate'], 'Basic realm="OAuth2.0"');
+    assert.deepEqual(res.json(), { error: 'invalid_client', error_description: 'Invalid client authentication' });
+  });
+
   it('a public client cannot use client_credentials (RFC 6749 §4.4): unauthorized_client', async () => {
     const res = await post('/orders/oauth2/token', { grant_type: 'client_credentials', client_id: 'acme-spa', state: 's1' });
     assert.equal(res.status, 400);

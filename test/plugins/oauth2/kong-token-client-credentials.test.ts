@@ -175,8 +175,9 @@ describe('Kong §7.4 token endpoint: client_credentials', () => {
     assertTokenResponse(await token({ ...VALID, state: 'xyz' }), { refresh: false, state: 'xyz' });
   });
 
-  it('CC27 a garbage Basic header is a clean 400 (Kong: client_credentials never answers 401)', async () => {
+  it('CC27 a garbage Basic header is a clean 401 with a Basic challenge (RFC 6749 §5.2; Kong answers 400 for this grant)', async () => {
     const res = await token({ scope: 'email', grant_type: 'client_credentials' }, { headers: { authorization: 'Basic %%%not-base64' } });
-    assertOAuthError(res, 400, 'invalid_client', 'Invalid client authentication');
+    assertOAuthError(res, 401, 'invalid_client', 'Invalid client authentication');
+    assert.equal(res.headers['www-authenticate'], 'Basic realm="OAuth2.0"');
   });
 });
