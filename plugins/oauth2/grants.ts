@@ -69,7 +69,9 @@ export type ScopeResult = { scope: string | null; error?: undefined } | { error:
 /** Kong's `retrieve_scope`: checks the `scope` parameter against `config.scopes`. */
 export function retrieveScope(params: Params, config: OAuth2Config): ScopeResult {
   const requested = params.scope;
-  const present = requested !== undefined && requested !== null;
+  // RFC 6749 §3.1/§3.2: a parameter without a value counts as omitted, so `scope=` cannot get around
+  // mandatory_scope (Kong lets a blank scope through).
+  const present = requested !== undefined && requested !== null && !(typeof requested === 'string' && requested.trim() === '');
   if (config.scopes && present) {
     if (typeof requested !== 'string') return { error: oauthError('invalid_scope', 'scope must be a string') };
     const items = requested.split(/\s+/).filter(Boolean);

@@ -321,6 +321,14 @@ describe('Kong §7.2 authorization endpoint: code grant', () => {
     assert.equal(redirectOf(res), `${GOOGLE}?error=invalid_scope&error_description=scope%20must%20be%20a%20string`);
   });
 
+  for (const scope of ['', '   ']) {
+    it(`AZ38 scope ${JSON.stringify(scope)} does not satisfy mandatory_scope (RFC 6749 §3.1; Kong lets it through)`, async () => {
+      const res = await fx.client.authorize({ ...VALID, scope });
+      assert.equal(res.status, 400);
+      assert.equal(redirectOf(res), `${GOOGLE}?error=invalid_scope&error_description=You%20must%20specify%20a%20scope`);
+    });
+  }
+
   it('AZ36 a provision_key that is not a string', async () => {
     assertOAuthError(await fx.client.authorize({ ...VALID, provision_key: [PROVISION_KEY] }), 400, 'invalid_provision_key', 'Invalid provision_key');
   });

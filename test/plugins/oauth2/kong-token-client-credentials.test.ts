@@ -163,6 +163,10 @@ describe('Kong §7.4 token endpoint: client_credentials', () => {
     assertOAuthError(res, 400, 'invalid_scope', 'You must specify a scope');
   });
 
+  it('CC23b an empty scope does not satisfy mandatory_scope (RFC 6749 §3.2; Kong lets it through)', async () => {
+    assertOAuthError(await token({ ...VALID, scope: '' }), 400, 'invalid_scope', 'You must specify a scope');
+  });
+
   it('CC24 unknown scope', async () => {
     assertOAuthError(await token({ ...VALID, scope: 'wot' }), 400, 'invalid_scope', '"wot" is an invalid scope');
   });
