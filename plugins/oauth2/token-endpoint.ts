@@ -172,6 +172,9 @@ function provisionKeyMatches(params: Params, config: OAuth2Config): boolean {
   return typeof params.provision_key === 'string' && safeEqual(params.provision_key, config.provision_key);
 }
 
+/** RFC 7636 §4.1: `code-verifier = 43*128unreserved` (Kong checks only the length). */
+const VERIFIER_CHARACTERS = /^[A-Za-z0-9._~-]*$/;
+
 async function redeemCode(request: GrantRequest): Promise<Outcome> {
   const { ctx, config, plugin, params, deps } = request;
   const client = request.client!;
@@ -182,11 +185,14 @@ async function redeemCode(request: GrantRequest): Promise<Outcome> {
     const binding = bindingOf(ctx, config);
     // RFC 6749 §5.2: unknown, used, expired or foreign codes are `invalid_grant` (Kong: invalid_request).
     if (!row || (binding !== null && row.binding !== binding) || row.credential !== client.id) return failWith('invalid_grant', 'Invalid code');
-    if (requiresPkce(config, client, row.challenge_method !== null)) {
-      const verifier = params.code_verifier;
+    const verifier = params.code_verifier;
+    // A verifier for a code issued without a challenge is refused too (PKCE downgrade, RFC 9700 §2.1.1).
+    const verifierSent = verifier !== undefined && verifier !== null && verifier !== '';
+    if (requiresPkce(config, client, row.challenge_method !== null || verifierSent)) {
       if (verifier === undefined || verifier === null) return failWith('invalid_request', 'code_verifier is required for PKCE authorization requests');
       if (typeof verifier !== 'string') return failWith('invalid_request', 'code_verifier is not a string');
       if (verifier.length < 43 || verifier.length > 128) return failWith('invalid_request', 'code_verifier must be between 43 and 128 characters');
+      if (!VERIFIER_CHARACTERS.test(verifier)) return failWith('invalid_request', 'code_verifier may only contain A-Z, a-z, 0-9, "-", ".", "_" and "~"');
       if (row.challenge === null || !safeEqual(s256(verifier), row.challenge)) return failWith('invalid_grant', 'Invalid code');
     }
     if (config.global_credentials && row.plugin && row.plugin !== plugin.id) return failWith('invalid_grant', 'Invalid code');

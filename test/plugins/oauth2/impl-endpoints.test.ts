@@ -228,6 +228,23 @@ describe('authorization_code with the RFC corrections', () => {
     assert.equal(res.json().error, 'invalid_grant');
   });
 
+  it('a verifier with characters outside the unreserved set is invalid_request (RFC 7636 §4.1)', async () => {
+    const verifier = 'a'.repeat(42) + '+/= ';
+    const code = await authorizeCode({ code_challenge: createHash('sha256').update(verifier).digest('base64url') });
+    const res = await post('/orders/oauth2/token', { grant_type: 'authorization_code', client_id: 'acme-app', client_secret: 'acme-secret', code, code_verifier: verifier });
+    assert.equal(res.status, 400);
+    assert.equal(res.json().error, 'invalid_request', res.text);
+  });
+
+  it('a verifier for a code issued without a challenge is invalid_grant (PKCE downgrade, RFC 9700 §2.1.1)', async () => {
+    const code = await authorizeCode();
+    const res = await post('/orders/oauth2/token', {
+      grant_type: 'authorization_code', client_id: 'acme-app', client_secret: 'acme-secret', code, code_verifier: pkce().verifier,
+    });
+    assert.equal(res.status, 400);
+    assert.deepEqual(res.json(), { error: 'invalid_grant', error_description: 'Invalid code' });
+  });
+
   it('a code is redeemable only with the redirect_uri it was issued for (RFC 6749 §4.1.3)', async () => {
     const code = await authorizeCode({ redirect_uri: OTHER_CALLBACK });
     const base = { grant_type: 'authorization_code', client_id: 'acme-app', client_secret: 'acme-secret', code };
