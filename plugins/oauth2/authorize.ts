@@ -9,7 +9,7 @@ import type { OAuth2Credential } from './credential-schema.ts';
 import { bindingOf, retrieveCodeChallenge, retrieveScope, type EndpointDeps, type Plugin } from './grants.ts';
 import { readParams, stringParam, userIdParam, type Params } from './params.ts';
 import { composeRedirectUri } from './redirect.ts';
-import { httpsError, oauthError, rejectMethod, respondNoStore, type OAuthError } from './responses.ts';
+import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { safeEqual } from './secret.ts';
 import { tokenResponse } from './token-endpoint.ts';
@@ -29,10 +29,10 @@ type AuthorizationCheck =
 
 export async function authorizeEndpoint(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, deps: EndpointDeps): Promise<void> {
   if (ctx.method !== 'POST') return rejectMethod(ctx, config, 'authorization');
-  const params = await readParams(ctx);
+  const { params, repeated } = await readParams(ctx);
   const withState = (body: Params): Params => (params.state !== undefined ? { ...body, state: params.state } : body);
   const stopError =
-    httpsError(ctx, config) ??
+    requestError(ctx, config, repeated) ??
     (typeof params.provision_key !== 'string' || !safeEqual(params.provision_key, config.provision_key)
       ? oauthError('invalid_provision_key', 'Invalid provision_key')
       : undefined) ??

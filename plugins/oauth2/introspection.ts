@@ -8,7 +8,7 @@ import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { isBoundHere, retrieveClientCredentials, type EndpointDeps } from './grants.ts';
 import { readParams, type Params } from './params.ts';
-import { httpsError, oauthError, rejectMethod, respondNoStore } from './responses.ts';
+import { oauthError, rejectMethod, requestError, respondNoStore } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { isExpired, type TokenRow } from './tokens.ts';
 import { respondOutcome, type Failure } from './token-endpoint.ts';
@@ -26,13 +26,13 @@ async function authenticateClient(
     rejectMethod(ctx, config, endpoint);
     return undefined;
   }
-  const params = await readParams(ctx);
+  const { params, repeated } = await readParams(ctx);
   const fail = (failure: Failure): undefined => {
     respondOutcome(ctx, { failure }, params);
     return undefined;
   };
-  const insecure = httpsError(ctx, config);
-  if (insecure) return fail(insecure);
+  const malformed = requestError(ctx, config, repeated);
+  if (malformed) return fail(malformed);
   const { clientId, clientSecret, fromHeader } = retrieveClientCredentials(ctx, params, config);
   const client = typeof clientId === 'string' && clientId !== '' ? deps.credentials.byClientId(clientId) : undefined;
   const invalidClient = { ...oauthError('invalid_client', 'Invalid client authentication'), basicChallenge: fromHeader };

@@ -77,9 +77,23 @@ async function parseMultipart(body: Buffer, contentType: string): Promise<Params
   }
 }
 
+export interface RequestParams {
+  params: Params;
+  /** A query, form or multipart parameter sent more than once (RFC 6749 §3.1, §3.2 forbid it), if any. */
+  repeated: string | undefined;
+}
+
 /** Query and body parameters together, the body winning. */
-export async function readParams(ctx: RequestContext): Promise<Params> {
-  return { ...parseArgs(ctx.rawQuery), ...(await readBodyParams(ctx)) };
+export async function readParams(ctx: RequestContext): Promise<RequestParams> {
+  const query = parseArgs(ctx.rawQuery);
+  const body = await readBodyParams(ctx);
+  // Only JSON values can be arrays by themselves; elsewhere an array is a repeated key.
+  const repeated = firstArrayKey(query) ?? (mediaType(ctx) === 'application/json' ? undefined : firstArrayKey(body));
+  return { params: { ...query, ...body }, repeated };
+}
+
+function firstArrayKey(params: Params): string | undefined {
+  return Object.keys(params).find((key) => Array.isArray(params[key]));
 }
 
 /** A parameter as a non-empty string, or undefined. */

@@ -33,7 +33,7 @@ export function rejectMethod(ctx: RequestContext, config: OAuth2Config, endpoint
  * Kong's `check_https`: the connection is TLS, or (with `accept_http_if_already_terminated`) a trusted
  * proxy says `X-Forwarded-Proto: https`. Returns the error, or undefined when fine.
  */
-export function httpsError(ctx: RequestContext, config: OAuth2Config): OAuthError | undefined {
+function httpsError(ctx: RequestContext, config: OAuth2Config): OAuthError | undefined {
   if (ctx.scheme === 'https') return undefined;
   // The core believes only trusted peers' X-Forwarded-Proto (and keeps its first value).
   if (config.accept_http_if_already_terminated && ctx.forwardedProto === 'https') {
@@ -42,6 +42,13 @@ export function httpsError(ctx: RequestContext, config: OAuth2Config): OAuthErro
     return undefined;
   }
   return oauthError('access_denied', 'You must use HTTPS');
+}
+
+/** What stops any endpoint before its own checks: plain HTTP, then a repeated parameter (RFC 6749 §5.2). */
+export function requestError(ctx: RequestContext, config: OAuth2Config, repeated: string | undefined): OAuthError | undefined {
+  const insecure = httpsError(ctx, config);
+  if (insecure || repeated === undefined) return insecure;
+  return oauthError('invalid_request', `The ${repeated} parameter must not be sent more than once`);
 }
 
 /** An endpoint's JSON answer with `Cache-Control: no-store` and `Pragma: no-cache`. */

@@ -422,6 +422,19 @@ describe('bad input never breaks the endpoints', () => {
     });
   }
 
+  it('a repeated parameter is invalid_request on every endpoint (RFC 6749 §3.1, §3.2, §5.2)', async () => {
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const sendForm = (path: string, body: string) => request(gw.https + path, { method: 'POST', headers: form, body });
+    const twice = await sendForm('/orders/oauth2/token', 'grant_type=client_credentials&grant_type=client_credentials&client_id=acme-app&client_secret=acme-secret');
+    assert.equal(twice.status, 400);
+    assert.deepEqual(twice.json(), { error: 'invalid_request', error_description: 'The grant_type parameter must not be sent more than once' });
+    const inQuery = await sendForm('/orders/oauth2/introspect?token=a&token=b', 'client_id=acme-app&client_secret=acme-secret');
+    assert.equal(inQuery.json().error, 'invalid_request', inQuery.text);
+    const authorize = await sendForm('/orders/oauth2/authorize', 'provision_key=pk-orders&authenticated_userid=u&client_id=acme-app&response_type=code&scope=read&redirect_uri=x&redirect_uri=y');
+    assert.equal(authorize.status, 400);
+    assert.equal(authorize.json().error, 'invalid_request', authorize.text);
+  });
+
   it('non-string values where strings are expected', async () => {
     const res = await post('/orders/oauth2/token', { grant_type: ['client_credentials'], client_id: { a: 1 }, client_secret: 5, scope: 7 });
     assert.equal(res.status, 400);
