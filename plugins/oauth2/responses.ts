@@ -16,9 +16,14 @@ export function oauthError(error: string, description: string): OAuthError {
 /** `Bearer realm="…", error="…", error_description="…"` (Kong ≥ 3.10 delimiter). */
 export function bearerChallenge(config: OAuth2Config, error?: OAuthError): string {
   const parts: string[] = [];
-  if (config.realm) parts.push(`realm="${config.realm}"`);
-  if (error) parts.push(`error="${error.error}"`, `error_description="${error.error_description}"`);
+  if (config.realm) parts.push(`realm=${quotedString(config.realm)}`);
+  if (error) parts.push(`error=${quotedString(error.error)}`, `error_description=${quotedString(error.error_description)}`);
   return parts.length ? `Bearer ${parts.join(', ')}` : 'Bearer';
+}
+
+/** RFC 9110 §5.6.4; Kong leaves a `"` of the realm unescaped, which ends the value early for a client's parser. */
+function quotedString(value: string): string {
+  return `"${value.replace(/["\\]/g, '\\$&')}"`;
 }
 
 export type Endpoint = 'token' | 'authorization' | 'introspection' | 'revocation';

@@ -32,6 +32,7 @@ before(async () => {
       service('anon-name', upstream.url, { anonymous: 'guest' }),
       service('global-a', upstream.url, { global_credentials: true }),
       service('global-b', upstream.url, { global_credentials: true, realm: 'api' }),
+      service('quoted-realm', upstream.url, { realm: 'the "api" \\ zone' }),
     ],
     consumers: [
       { id: ANONYMOUS_ID, username: 'guest' },
@@ -138,6 +139,14 @@ describe('global_credentials', () => {
     const missing = await request(`${gw.http}/global-b/x`);
     assert.equal(missing.headers['www-authenticate'], 'Bearer realm="api"');
     assert.deepEqual(missing.json(), { error: 'invalid_request', error_description: 'The access token is missing' });
+  });
+});
+
+describe('WWW-Authenticate', () => {
+  it('escapes quotes and backslashes of the realm inside its quoted-string (RFC 9110 §5.6.4)', async () => {
+    const res = await request(`${gw.http}/quoted-realm/x`);
+    assert.equal(res.status, 401);
+    assert.equal(res.headers['www-authenticate'], 'Bearer realm="the \\"api\\" \\\\ zone"');
   });
 });
 
