@@ -35,7 +35,8 @@ async function authenticateClient(
   if (malformed) return fail(malformed);
   const { clientId, clientSecret, fromHeader } = retrieveClientCredentials(ctx, params, config);
   const client = typeof clientId === 'string' && clientId !== '' ? deps.credentials.byClientId(clientId) : undefined;
-  const invalidClient = { ...oauthError('invalid_client', 'Invalid client authentication'), basicChallenge: fromHeader };
+  // RFC 7662 §2.3: introspection answers bad client credentials with 401 wherever they were sent.
+  const invalidClient = { ...oauthError('invalid_client', 'Invalid client authentication'), basicChallenge: fromHeader || endpoint === 'introspection' };
   if (!client) return fail(invalidClient);
   if (client.client_type === 'public') {
     if (typeof clientSecret === 'string' && clientSecret.trim() !== '') {

@@ -331,6 +331,16 @@ describe('introspection (RFC 7662)', () => {
     assert.equal(get.status, 405);
   });
 
+  it('invalid client credentials in the body are 401 too (RFC 7662 §2.3)', async () => {
+    const token = await clientCredentialsToken();
+    for (const body of [{ token, client_id: 'acme-app', client_secret: 'nope' }, { token }]) {
+      const res = await post('/orders/oauth2/introspect', body);
+      assert.equal(res.status, 401, res.text);
+      assert.equal(res.json().error, 'invalid_client');
+      assert.equal(res.headers['www-authenticate'], 'Basic realm="OAuth2.0"');
+    }
+  });
+
   it('a public client sees only its own tokens', async () => {
     const token = await clientCredentialsToken();
     const res = await post('/orders/oauth2/introspect', { token, client_id: 'acme-spa' });
