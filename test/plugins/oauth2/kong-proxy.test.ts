@@ -213,7 +213,9 @@ describe('Kong §7.7 making a request', () => {
       assertOAuthError(plain, 400, 'access_denied', 'You must use HTTPS');
       const get = await fx.client.send(`/oauth2/${endpoint}`, { method: 'GET' });
       assertOAuthError(get, 405, 'invalid_method', `The HTTP method GET is invalid for the ${name} endpoint`);
-      assertOAuthError(await fx.client.send(`/oauth2/${endpoint}`, { body: { form: { token: access_token } } }), 400, 'invalid_client', 'Invalid client authentication');
+      // RFC 7662 §2.3: introspection answers a client that failed to authenticate with 401.
+      const unauthenticated = await fx.client.send(`/oauth2/${endpoint}`, { body: { form: { token: access_token } } });
+      assertOAuthError(unauthenticated, endpoint === 'introspect' ? 401 : 400, 'invalid_client', 'Invalid client authentication');
     }
     // Nothing was revoked on the way.
     assert.equal((await fx.client.proxy(`/request?access_token=${access_token}`)).status, 200);
