@@ -219,6 +219,7 @@ async function refreshToken(request: GrantRequest): Promise<Outcome> {
       return failWith('invalid_grant', 'Invalid refresh_token');
     }
     if (!scopeStillAllowed(row, config)) return failWith('invalid_scope', 'Scope mismatch');
+    if (!withinGrantedScope(params.scope, row)) return failWith('invalid_scope', 'The requested scope exceeds the scope granted by the resource owner');
     if (config.reuse_refresh_token) {
       const renewed = await deps.tokens.renewAccessToken(row, config.token_expiration, config.refresh_token_ttl);
       return { body: tokenResponse(renewed, refresh) };
@@ -228,6 +229,16 @@ async function refreshToken(request: GrantRequest): Promise<Outcome> {
     return { body: tokenResponse(issued) };
   });
   return outcome ?? failWith('invalid_grant', 'Invalid refresh_token');
+}
+
+/**
+ * RFC 6749 §6: a refresh may not ask for a scope the resource owner did not grant (Kong ignores `scope`
+ * here). A narrower request is answered with the granted scope, which the response names (§3.3).
+ */
+function withinGrantedScope(requested: unknown, row: TokenRow): boolean {
+  if (typeof requested !== 'string' || requested.trim() === '') return true;
+  const granted = new Set((row.scope ?? '').split(' '));
+  return requested.split(/\s+/).every((item) => item === '' || granted.has(item));
 }
 
 /** Kong: every scope of the token must still be among the current plugin's scopes. */

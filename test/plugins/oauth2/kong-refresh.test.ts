@@ -205,6 +205,14 @@ describe('Kong §7.10 refresh token', () => {
     assert.equal(headers['x-authenticated-scope'], 'email');
   });
 
+  it('RF20 a refresh may not ask for a scope that was never granted (RFC 6749 §6); the granted one or less is fine', async () => {
+    const issued = await fx.client.provisionToken();
+    assertOAuthError(await fx.client.token({ ...C123, refresh_token: issued.refresh_token, scope: 'email profile' }), 400, 'invalid_scope');
+    const same = await fx.client.token({ ...C123, refresh_token: issued.refresh_token, scope: 'email' });
+    assert.equal(same.status, 200, same.text);
+    assert.equal(same.json().scope, 'email');
+  });
+
   it('RF16 client_credentials tokens have no refresh token to use', async () => {
     const res = await fx.client.token(
       { client_id: 'clientid123', client_secret: 'secret123', scope: 'email', grant_type: 'client_credentials' },
