@@ -43,7 +43,8 @@ export async function authorizeEndpoint(ctx: RequestContext, config: OAuth2Confi
   if (check.error) {
     const body = withState({ ...check.error });
     if (check.redirectTarget === undefined) return respondNoStore(ctx, 400, body);
-    return respondNoStore(ctx, 400, { redirect_uri: composeRedirectUri(check.redirectTarget, body, false) });
+    // RFC 6749 §4.2.2.1: a client that asked for a token reads errors from the fragment too (Kong: the query).
+    return respondNoStore(ctx, 400, { redirect_uri: composeRedirectUri(check.redirectTarget, body, params.response_type === 'token') });
   }
   const granted = withState(await grant(ctx, config, plugin, deps, check, userIdParam(params)!));
   respondNoStore(ctx, 200, { redirect_uri: composeRedirectUri(check.redirectUri, granted, check.implicit) });

@@ -397,6 +397,16 @@ describe('Kong §7.3 authorization endpoint: implicit grant', () => {
     assert.equal(headers['x-credential-identifier'], 'clientid123');
   });
 
+  it('IM07 errors of an implicit request go in the fragment, like its token (RFC 6749 §4.2.2.1; Kong: the query)', async () => {
+    const res = await fx.client.authorize({ ...implicit, scope: 'wot', state: 'wot' });
+    assert.equal(res.status, 400, res.text);
+    const target = new URL(redirectOf(res));
+    assert.equal(target.search, '');
+    const fragment = new URLSearchParams(target.hash.slice(1));
+    assert.equal(fragment.get('error'), 'invalid_scope');
+    assert.equal(fragment.get('state'), 'wot');
+  });
+
   it('IM06 token_expiration of the route (7)', async () => {
     const res = await fx.client.authorize({ ...implicit, client_id: 'clientid1011' }, { host: 'oauth2_11.test' });
     assert.equal(res.status, 200, res.text);
