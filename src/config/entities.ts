@@ -1,17 +1,24 @@
 /** Schemas of the core entities and of the `gateway:` block, with Kong's defaults and messages. */
+import { checkPathCharacters } from '../router/validate.ts';
+import { validateServiceHost, validateSni } from './hostnames.ts';
 import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema } from './schema.ts';
 
 const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };
 const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
-/** Kong's utf8 name: alphanumerics and `.-_~` in the ASCII range. */
+/** Kong's utf8 name: alphanumerics and `.-_~` in the ASCII range, any character beyond it. */
 const NAME: FieldSchema = {
   type: 'string',
   len_min: 1,
-  custom: (v) => (/^[\p{L}\p{N}.\-_~]+$/u.test(v) ? undefined : 'invalid value: ' + v + ': the only accepted ascii characters are alphanumerics or ., -, _, and ~'),
+  custom: (v) => (/^[A-Za-z0-9.\-_~\u0080-\u{10FFFF}]+$/u.test(v) ? undefined : `invalid value '${v}': the only accepted ascii characters are alphanumerics or ., -, _, and ~`),
 };
-const HOSTNAME_RE = /^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.?)*[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$|^\d{1,3}(?:\.\d{1,3}){3}$|^\[?[0-9a-fA-F:]+\]?$/;
+/** Kong's service `path`: RFC 3986 characters only, well-formed `%XX` escapes. */
+function checkServicePath(path: string): string | undefined {
+  if (path.includes('//')) return 'must not have empty segments';
+  if (!path.startsWith('/')) return 'should start with: /';
+  return checkPathCharacters(path);
+}
 
 export const SERVICE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;
 export const ROUTE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;
@@ -23,13 +30,9 @@ export const serviceSchema: RecordSchema = {
     name: NAME,
     url: { type: 'string' },
     protocol: { type: 'string', one_of: SERVICE_PROTOCOLS, default: 'http' },
-    host: { type: 'string', match: HOSTNAME_RE, match_message: 'invalid hostname', required: true },
+    host: { type: 'string', len_min: 1, custom: validateServiceHost, required: true },
     port: { type: 'integer', between: [0, 65535], default: 80 },
-    path: {
-      type: 'string',
-      custom: (p) =>
-        !p.startsWith('/') ? 'should start with: /' : p.includes('//') ? 'must not have empty segments' : /%(?![0-9a-fA-F]{2})/.test(p) ? 'invalid url-encoded value' : undefined,
-    },
+    path: { type: 'string', len_min: 1, custom: checkServicePath },
     retries: { type: 'integer', between: [0, 32767], default: 5 },
     connect_timeout: TIMEOUT,
     write_timeout: TIMEOUT,
@@ -39,13 +42,19 @@ export const serviceSchema: RecordSchema = {
     enabled: { type: 'boolean', default: true },
     tags: TAGS,
   },
-  entity_checks: [
-    (s) =>
-      (s.protocol === 'grpc' || s.protocol === 'grpcs') && s.path
-        ? [{ path: ['path'], message: "value must be null when 'protocol' is grpc or grpcs" }]
-        : [],
-  ],
+  entity_checks: [checkServiceProtocolFields],
 };
+
+/** Fields Kong allows only with some protocols: no `path` for gRPC, TLS settings only for TLS upstreams. */
+function checkServiceProtocolFields(s: Record<string, any>): Issue[] {
+  const issues: Issue[] = [];
+  const mustBeNull = (field: string) => issues.push({ path: [field], message: 'value must be null' });
+  if ((s.protocol === 'grpc' || s.protocol === 'grpcs') && s.path != null) mustBeNull('path');
+  if (!['https', 'grpcs', 'wss'].includes(s.protocol)) {
+    for (const field of ['tls_verify', 'tls_verify_depth']) if (s[field] != null) mustBeNull(field);
+  }
+  return issues;
+}
 
 const protocolGroups = [['http', 'https'], ['grpc', 'grpcs'], ['ws', 'wss']];
 
@@ -91,11 +100,11 @@ export function routeSchema(validatePath: Check, validateHost: Check, validateHe
       id: ID,
       name: NAME,
       protocols: { type: 'set', elements: { type: 'string', one_of: ROUTE_PROTOCOLS }, len_min: 1, default: ['http', 'https'] },
-      methods: { type: 'set', elements: { type: 'string', match: /^[A-Z]+$/, match_message: 'invalid value: expected uppercase method' } },
-      hosts: { type: 'array', elements: { type: 'string', custom: validateHost } },
-      paths: { type: 'array', elements: { type: 'string', custom: validatePath } },
-      headers: { type: 'map', values: { type: 'array', elements: { type: 'string', custom: validateHeaderValue }, len_min: 1 } },
-      snis: { type: 'set', elements: { type: 'string', custom: validateHost } },
+      methods: { type: 'set', elements: { type: 'string', len_min: 1, match: /^[A-Z]+$/ } },
+      hosts: { type: 'array', elements: { type: 'string', len_min: 1, custom: validateHost } },
+      paths: { type: 'array', elements: { type: 'string', len_min: 1, custom: validatePath } },
+      headers: { type: 'map', values: { type: 'array', elements: { type: 'string', len_min: 1, custom: validateHeaderValue }, len_min: 1 } },
+      snis: { type: 'set', elements: { type: 'string', len_min: 1, custom: validateSni } },
       strip_path: { type: 'boolean' },
       preserve_host: { type: 'boolean', default: false },
       regex_priority: { type: 'integer', default: 0 },

@@ -174,7 +174,8 @@ class ConfigBuilder {
       if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issue([key], 'unknown field');
     }
     if (raw._format_version === undefined) this.issue(['_format_version'], 'required field missing');
-    else if (!FORMAT_VERSIONS.includes(String(raw._format_version))) this.issue(['_format_version'], `expected one of: ${FORMAT_VERSIONS.join(', ')}`);
+    else if (typeof raw._format_version !== 'string') this.issue(['_format_version'], 'expected a string');
+    else if (!FORMAT_VERSIONS.includes(raw._format_version)) this.issue(['_format_version'], `expected one of: ${FORMAT_VERSIONS.join(', ')}`);
 
     this.legacyPaths = ['1.1', '2.1'].includes(String(raw._format_version));
     const gateway = this.buildGateway(raw.gateway);

@@ -1,10 +1,24 @@
 /** Config-time checks for route paths, hosts and header regexes, with Kong's messages; and the one regex compiler. */
 import safeRegex from 'safe-regex2';
+import { parseHostAddress } from '../config/hostnames.ts';
 import { normalizePath } from './normalize.ts';
 
 /** Characters a prefix path may hold literally: RFC 3986 unreserved + reserved, and `%` for escapes. */
 const RFC3986_PATH = /^[A-Za-z0-9\-._~!#$&'()*+,/:;=?@[\]%]*$/;
+/** Kong's characters for a service path: unreserved, sub-delims, `:`, `@`, `/` and `%`. */
+const PATH_CHARACTERS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/;
 const BAD_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
+
+function checkEscapes(path: string): string | undefined {
+  const badEscape = BAD_ESCAPE.exec(path);
+  return badEscape ? `invalid url-encoded value: '${path.slice(badEscape.index, badEscape.index + 3)}'` : undefined;
+}
+
+/** Kong's `path` typedef check (service paths): RFC 3986 characters, then well-formed `%XX` escapes. */
+export function checkPathCharacters(path: string): string | undefined {
+  if (!PATH_CHARACTERS.test(path)) return `invalid path: '${path}' (characters outside of the reserved list of RFC 3986 found)`;
+  return checkEscapes(path);
+}
 
 /**
  * Compiles a route regex (the text after `~`, or after `~*` for header values).
@@ -37,21 +51,19 @@ export function validateRoutePath(path: string): string | undefined {
   if (typeof path !== 'string') return 'expected a string';
   if (path.includes('//')) return 'must not have empty segments';
   if (!path.startsWith('/') && !path.startsWith('~/')) return 'should start with: / (fixed path) or ~/ (regex path)';
-  const badEscape = BAD_ESCAPE.exec(path);
-  if (badEscape) return `invalid url-encoded value: '${path.slice(badEscape.index, badEscape.index + 3)}'`;
   if (path.startsWith('~')) {
+    // A regex is PCRE text, not a URL: Kong checks no escapes in it (`%` is a plain character there).
     const regex = path.slice(1);
     const compiled = compileRouteRegex(regex, { anchored: true, ignoreCase: false });
     return typeof compiled === 'string' ? `invalid regex: '${regex}' (${compiled})` : undefined;
   }
   if (!RFC3986_PATH.test(path)) return `invalid path: '${path}' (characters outside of the reserved list of RFC 3986 found)`;
+  const escapeError = checkEscapes(path);
+  if (escapeError) return escapeError;
   const normalized = normalizePath(path);
   if (normalized !== path) return `non-normalized path, consider use '${normalized}' instead`;
   return undefined;
 }
-
-const LABEL = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?$/;
-const IPV6 = /^\[[0-9A-Fa-f:.]+\]$/;
 
 /** Splits `name[:port]` (IPv6 in brackets). port is -1 when absent, NaN when malformed. */
 export function splitHostPort(host: string): { name: string; port: number } {
@@ -64,18 +76,16 @@ export function splitHostPort(host: string): { name: string; port: number } {
 
 /** Route `hosts` entry: hostname or IP, at most one `*` as the leftmost or rightmost label, optional `:port`. */
 export function validateRouteHost(host: string): string | undefined {
-  if (typeof host !== 'string' || host === '') return 'invalid hostname: ' + host;
-  const { name, port } = splitHostPort(host);
-  if (Number.isNaN(port) || port > 65535) return 'invalid port number';
+  const { name } = splitHostPort(host);
   const wildcards = name.split('*').length - 1;
   if (wildcards > 1) return 'invalid wildcard: must have at most one wildcard';
   if (wildcards === 1 && !name.startsWith('*.') && !name.endsWith('.*')) {
     return 'invalid wildcard: must be placed at leftmost or rightmost label';
   }
-  if (IPV6.test(name)) return undefined;
-  const labels = name.split('.');
-  const valid = labels.every((label) => label === '*' || LABEL.test(label)) && name.length <= 253;
-  return valid ? undefined : 'invalid hostname: ' + host;
+  // Kong checks a wildcard host as if its `*` were a label.
+  const parsed = parseHostAddress(host.replace('*', 'abc'));
+  if (typeof parsed !== 'string') return undefined;
+  return parsed === 'invalid port number' ? parsed : `invalid hostname: ${host}`;
 }
 
 /** A route `headers` value: plain values always pass; `~*<re>` must be a safe, valid regex. */

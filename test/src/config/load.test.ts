@@ -136,13 +136,13 @@ test("field errors carry Kong's messages", () => {
     ),
   );
   assert.deepEqual(errors, [
-    'gw.yaml:3:11: services[0].name: invalid value: bad name: the only accepted ascii characters are alphanumerics or ., -, _, and ~',
-    'gw.yaml:4:11: services[0].host: invalid hostname',
+    "gw.yaml:3:11: services[0].name: invalid value 'bad name': the only accepted ascii characters are alphanumerics or ., -, _, and ~",
+    'gw.yaml:4:11: services[0].host: invalid value: not a host!',
     'gw.yaml:5:15: services[0].protocol: expected one of: grpc, grpcs, http, https, ws, wss',
     'gw.yaml:6:11: services[0].path: should start with: /',
     'gw.yaml:7:22: services[0].connect_timeout: value should be between 1 and 2147483646',
     'gw.yaml:8:14: services[0].enabled: expected a boolean',
-    'gw.yaml:11:19: services[0].routes[0].methods[0]: invalid value: expected uppercase method',
+    'gw.yaml:11:19: services[0].routes[0].methods[0]: invalid value: get',
     'gw.yaml:12:24: services[0].routes[0].path_handling: expected one of: v0, v1',
     'gw.yaml:13:37: services[0].routes[0].https_redirect_status_code: expected one of: 426, 301, 302, 307, 308',
     "gw.yaml:14:18: services[0].routes[1].headers: cannot contain 'host' header, which must be specified in the 'hosts' attribute",
@@ -150,6 +150,64 @@ test("field errors carry Kong's messages", () => {
     "gw.yaml:19:21: services[0].routes[3].strip_path: cannot set 'strip_path' when 'protocols' is 'grpc' or 'grpcs'",
     "gw.yaml:22:15: services[0].routes[4].snis: 'snis' can only be set when 'protocols' is 'grpcs', 'https' or 'wss'",
   ]);
+});
+
+/** The one error a service or route with `fields` gets, without its position. */
+function fieldError(entity: 'services' | 'routes', fields: Record<string, unknown>): string {
+  const base = entity === 'services' ? { host: 'example.com' } : { paths: ['/ok'] };
+  const result = loadConfigText(JSON.stringify({ _format_version: '3.0', [entity]: [{ ...base, ...fields }] }), '/tmp/gw.json', bundledPlugins, FILE);
+  if (result.ok) return 'accepted';
+  assert.equal(result.errors.length, 1, result.errors.map(String).join('\n'));
+  return `${result.errors[0].path}: ${result.errors[0].message}`;
+}
+
+test("Kong's schema catalogue: service hosts and paths", () => {
+  for (const host of ['example_api.com', 'localhost', 'HELLO.com', '1991.io', 'example.123', '-with-SUPER-MONKEYS-pc58ag80a8qai00g7n9n', '10.0.0.1', '::1']) {
+    assert.equal(fieldError('services', { host }), 'accepted', host);
+  }
+  for (const host of ['/example', '.example', 'example.', 'example:', 'mock;bin', 'example.com/org', 'example-.org', 'example.org-', 'hello..example.com', '*example.com', 'mock*bin.com']) {
+    assert.equal(fieldError('services', { host }), `services[0].host: invalid value: ${host}`);
+  }
+  assert.equal(fieldError('services', { host: 'example.com:80' }), 'services[0].host: must not have a port');
+  assert.equal(fieldError('services', { host: 'example.com:1000000' }), 'services[0].host: must not have a port');
+  assert.equal(fieldError('services', { host: '' }), 'services[0].host: length must be at least 1');
+
+  assert.equal(fieldError('services', { path: '' }), 'services[0].path: length must be at least 1');
+  assert.equal(fieldError('services', { path: '/foo//bar' }), 'services[0].path: must not have empty segments');
+  assert.equal(fieldError('services', { path: '/users/|foo/profile' }), "services[0].path: invalid path: '/users/|foo/profile' (characters outside of the reserved list of RFC 3986 found)");
+  assert.equal(fieldError('services', { path: '/some%2Gwords' }), "services[0].path: invalid url-encoded value: '%2G'");
+  assert.equal(fieldError('services', { path: "/hello/path$with$!&'()*+,;=stuff" }), 'accepted');
+  assert.equal(fieldError('services', { path: '/abcd%aa%10%ff%AA%FF' }), 'accepted');
+  assert.equal(fieldError('services', { protocol: 'grpc', path: '/' }), 'services[0].path: value must be null');
+  assert.equal(fieldError('services', { protocol: 'http', tls_verify: true }), 'services[0].tls_verify: value must be null');
+  assert.equal(fieldError('services', { protocol: 'https', tls_verify: true, tls_verify_depth: 2 }), 'accepted');
+});
+
+test("Kong's schema catalogue: route hosts, paths, methods, headers, snis and names", () => {
+  for (const host of ['example_api.com', '-with-SUPER-MONKEYS-pc58ag80a8qai00g7n9n', 'example.com:8080', '*.example.org:321', 'example.*']) {
+    assert.equal(fieldError('routes', { hosts: [host] }), 'accepted', host);
+  }
+  for (const host of ['/example', '.example', 'example.', 'example:', 'mock;bin', 'example-.org', 'hello..example.com']) {
+    assert.equal(fieldError('routes', { hosts: [host] }), `routes[0].hosts[0]: invalid hostname: ${host}`);
+  }
+  assert.equal(fieldError('routes', { hosts: ['example.com:1000000'] }), 'routes[0].hosts[0]: invalid port number');
+  assert.equal(fieldError('routes', { hosts: [''] }), 'routes[0].hosts[0]: length must be at least 1');
+  assert.equal(fieldError('routes', { paths: [''] }), 'routes[0].paths[0]: length must be at least 1');
+  assert.equal(fieldError('routes', { paths: ['/some%2words'] }), "routes[0].paths[0]: invalid url-encoded value: '%2w'");
+  assert.equal(fieldError('routes', { paths: ['~/discount/\\d+%'] }), 'accepted');
+  assert.equal(fieldError('routes', { methods: ['get'] }), 'routes[0].methods[0]: invalid value: get');
+  assert.equal(fieldError('routes', { methods: ['HELLO WORLD'] }), 'routes[0].methods[0]: invalid value: HELLO WORLD');
+  assert.equal(fieldError('routes', { methods: [''] }), 'routes[0].methods[0]: length must be at least 1');
+  assert.equal(fieldError('routes', { headers: { location: [''] } }), 'routes[0].headers.location[0]: length must be at least 1');
+  assert.equal(fieldError('routes', { protocols: ['https'], snis: ['127.0.0.1'] }), 'routes[0].snis[0]: must not be an IP');
+  assert.equal(fieldError('routes', { protocols: ['https'], snis: ['example.org:80'] }), 'routes[0].snis[0]: must not have a port');
+  assert.equal(fieldError('routes', { protocols: ['https'], snis: ['*.example.org'] }), 'accepted');
+  for (const name of ['~3..x4~.M-p~1__3_', '孔', 'Конг', '🦍']) assert.equal(fieldError('routes', { name }), 'accepted', name);
+  assert.equal(fieldError('routes', { name: 'examp:le' }), "routes[0].name: invalid value 'examp:le': the only accepted ascii characters are alphanumerics or ., -, _, and ~");
+});
+
+test('_format_version must be a string (an unquoted 3.0 is a YAML number)', () => {
+  assert.deepEqual(errorsOf(yaml('_format_version: 3.0')), ['gw.yaml:1:18: _format_version: expected a string']);
 });
 
 test('route paths and hosts are checked by the router (non-normalized path, bad regex, bad wildcard)', () => {

@@ -73,7 +73,7 @@ test('validateRouteHost', () => {
   assert.equal(validateRouteHost('a.*.com'), 'invalid wildcard: must be placed at leftmost or rightmost label');
   assert.equal(validateRouteHost('*example.com'), 'invalid wildcard: must be placed at leftmost or rightmost label');
   assert.equal(validateRouteHost('example.com:99999'), 'invalid port number');
-  assert.equal(validateRouteHost('example.com:abc'), 'invalid port number');
+  assert.equal(validateRouteHost('example.com:abc'), 'invalid hostname: example.com:abc'); // Kong reads a port only from digits
   assert.equal(validateRouteHost('exa mple.com'), 'invalid hostname: exa mple.com');
   assert.equal(validateRouteHost(''), 'invalid hostname: ');
 });
