@@ -71,6 +71,12 @@ export interface EngineOptions {
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/**
+ * Statuses that never have a body (RFC 9110 §6.4.1), though a 304 may state the Content-Length of the
+ * representation it stands for. undici reads that as a body cut short; the response is in fact complete.
+ */
+const BODILESS_STATUSES = new Set([204, 304]);
+
 /** undici refused the request itself: nothing to retry. */
 const REFUSED_BY_CLIENT = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED']);
 
@@ -151,6 +157,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private sink: Writable | null = null;
   private resume: (() => void) | undefined;
   private settled = false;
+  /** The final response status, once its headers arrived. */
+  private status = 0;
   private streamed = false;
   /** Kong's write_timeout, then read_timeout until the headers, for a streamed body (see options()). */
   private watchdog: NodeJS.Timeout | undefined;
@@ -195,6 +203,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (status < 200) return true;
     clearTimeout(this.watchdog);
     this.settled = true;
+    this.status = status;
     const sink = this.handlers.onResponse({ status, headers: parseHeaders(rawHeaders) });
     if (!sink) {
       this.abortUpstream?.(new Error('the response was abandoned'));
@@ -219,6 +228,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   onError(err: Error & { code?: string }): void {
     clearTimeout(this.watchdog);
     if (this.aborted) return;
+    if (BODILESS_STATUSES.has(this.status) && err.code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return this.onComplete();
     const timedOut = err instanceof WriteTimeoutError || (err.code !== undefined && TIMEOUT_CODES.has(err.code));
     const kind = failureKind(err, timedOut);
     const stage: FailureStage =

@@ -59,6 +59,9 @@ function customHandler(req: http.IncomingMessage, res: http.ServerResponse): voi
       for (let i = 0; i < bigResponse.length; i += 256 * 1024) res.write(bigResponse.subarray(i, i + 256 * 1024));
       res.end();
     });
+  } else if (path === '/not-modified') {
+    // RFC 9110 §8.6: a 304 may carry the Content-Length of the representation it stands for, with no body.
+    res.writeHead(304, { etag: '"v1"', 'content-length': 1234 }).end();
   } else if (path === '/reset-before') {
     req.socket.destroy();
   } else if (path === '/reset-mid') {
@@ -403,6 +406,13 @@ describe('upstream failures', () => {
     const reply = await request(`${gw.http}/down`);
     assert.equal(reply.status, 502);
     assert.equal(reply.json().message, 'An invalid response was received from the upstream server');
+  });
+
+  test('a 304 carrying the Content-Length of the full representation reaches the client as a 304', async () => {
+    const reply = await rawRequest(portOf(gw.http), ['GET /custom/not-modified HTTP/1.1', 'Host: a', 'If-None-Match: "v1"']);
+    assert.equal(reply.status, 304);
+    assert.equal(reply.headers.etag, '"v1"');
+    assert.equal(reply.body, '');
   });
 
   test('an upstream that resets before answering → 502', async () => {
