@@ -63,7 +63,13 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
       }),
     };
   }
-  const raw = doc.toJS({ maxAliasCount: 100 });
+  let raw: unknown;
+  try {
+    raw = doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    // An alias bomb ("billion laughs") is refused while the document is expanded, not while it is parsed.
+    return { ok: false, errors: [new ConfigError(shownName, 1, 1, '', `YAML: ${(err as Error).message}`)] };
+  }
   const builder = new ConfigBuilder(registry, dirname(absolute));
   const config = builder.build(raw);
   if (builder.issues.length > 0) {

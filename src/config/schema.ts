@@ -191,7 +191,8 @@ function checkRecord(schema: RecordSchema, input: unknown, path: Path, issues: I
   }
   const out: Record<string, unknown> = {};
   for (const key of Object.keys(input)) {
-    if (!(key in schema.fields) && !IGNORED_KEYS.has(key)) issues.push({ path: [...path, key], message: 'unknown field' });
+    // Own fields only: `constructor` or `__proto__` are unknown keys too, not Object.prototype's.
+    if (!Object.hasOwn(schema.fields, key) && !IGNORED_KEYS.has(key)) issues.push({ path: [...path, key], message: 'unknown field' });
   }
   const before = issues.length;
   for (const [key, field] of Object.entries(schema.fields)) {

@@ -206,6 +206,21 @@ test("Kong's schema catalogue: route hosts, paths, methods, headers, snis and na
   assert.equal(fieldError('routes', { name: 'examp:le' }), "routes[0].name: invalid value 'examp:le': the only accepted ascii characters are alphanumerics or ., -, _, and ~");
 });
 
+test('a YAML alias bomb is one error in the usual shape, not an exception', () => {
+  const lines = ['_format_version: "3.0"', 'a: &a [x, x, x, x, x, x, x, x, x]'];
+  for (let i = 0; i < 9; i++) lines.push(`${'bcdefghij'[i]}: &${'bcdefghij'[i]} [${Array(9).fill('*' + 'abcdefghi'[i]).join(', ')}]`);
+  const errors = errorsOf(yaml(...lines));
+  assert.equal(errors.length, 1);
+  assert.match(errors[0], /^gw\.yaml:1:1: \(root\): YAML: .*alias/i);
+});
+
+test("keys named like Object.prototype's members are unknown fields too", () => {
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'services:', '  - name: a', '    host: h', '    constructor: 1', '    __proto__: { port: 1 }')), [
+    'gw.yaml:5:5: services[0].constructor: unknown field',
+    'gw.yaml:6:5: services[0].__proto__: unknown field',
+  ]);
+});
+
 test('_format_version must be a string (an unquoted 3.0 is a YAML number)', () => {
   assert.deepEqual(errorsOf(yaml('_format_version: 3.0')), ['gw.yaml:1:18: _format_version: expected a string']);
 });
