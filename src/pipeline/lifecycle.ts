@@ -175,7 +175,8 @@ export class Lifecycle {
     if (!p.includes('http') && !secure) {
       const code = route.https_redirect_status_code;
       if (code === 426) return ctx.error(426, MESSAGES.useHttps, { connection: 'Upgrade', upgrade: 'TLS/1.2, HTTP/1.1' });
-      ctx.respond(code, undefined, { location: `https://${hostOnly(rawHost)}${url}` });
+      // Kong builds it from nginx's $host: lowercase, without the port.
+      ctx.respond(code, undefined, { location: `https://${hostOnly(rawHost).toLowerCase()}${url}` });
     }
   }
 

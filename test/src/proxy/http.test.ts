@@ -622,6 +622,9 @@ describe("the gateway's own answers", () => {
     const redirected = await request(`${gw.http}/redir/a?b=1`, { headers: { host: 'api.example:8000' } });
     assert.equal(redirected.status, 308);
     assert.equal(redirected.headers.location, 'https://api.example/redir/a?b=1');
+    // nginx's $host, which Kong's Location is built from, is lowercase and without the port.
+    const mixedCase = await request(`${gw.http}/redir/a`, { headers: { host: 'API.Example:8000' } });
+    assert.equal(mixedCase.headers.location, 'https://api.example/redir/a');
 
     const overTls = await request(`${gw.https}/secure/a?b=1`);
     assert.equal(overTls.status, 200);
