@@ -31,24 +31,48 @@ export interface ConnectionEvents {
 }
 
 const HEADERS_TOO_LARGE = 'Request header or cookie too large';
+const MISSING_HOST = 'Bad Request: HTTP/1.1 requests need a Host header';
+
+/** A JSON error written straight to a connection that is then closed (no request object to answer through). */
+function answerAndClose(socket: Duplex, status: number, reason: string, message: string): void {
+  const body = JSON.stringify({ message });
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`);
+}
+
+/** CONNECT (a forward-proxy tunnel) is not offered: 405, where Node would drop the connection without a word. */
+function refuseConnect(server: net.Server): void {
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => answerAndClose(socket, 405, 'Method Not Allowed', 'Method not allowed'));
+}
+
+function jsonAnswer(res: ServerResponse | Http2ServerResponse, status: number, message: string): void {
+  const body = JSON.stringify({ message });
+  (res as ServerResponse).writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length }).end(body);
+}
 
 /**
- * HTTP/2 requests whose header list (RFC 7541 §4.1: name + value + 32 per field) exceeds
- * max_header_size get 431, as HTTP/1.1 ones do. Node's HTTP/2 server only resets the stream, and
- * only past its own fixed limit (~64 KB).
+ * What Node's servers let through or answer without a body:
+ * - an HTTP/2 header list (RFC 7541 §4.1: name + value + 32 per field) over max_header_size gets 431,
+ *   as over HTTP/1.1 (Node's HTTP/2 server only resets the stream, past its own fixed ~64 KB);
+ * - an HTTP/1.1 request without Host gets 400 (RFC 9112 §3.2), with a JSON body.
  */
-function refuseLargeHttp2Headers(next: ListenerHandlers['request'], maxHeaderSize: number): ListenerHandlers['request'] {
+function guardRequests(next: ListenerHandlers['request'], maxHeaderSize: number): ListenerHandlers['request'] {
   return (req, res) => {
     if (req.httpVersionMajor === 2) {
       let size = 0;
       const raw = req.rawHeaders;
       for (let i = 0; i < raw.length; i += 2) size += raw[i].length + raw[i + 1].length + 32;
-      if (size > maxHeaderSize) {
-        const body = JSON.stringify({ message: HEADERS_TOO_LARGE });
-        return void (res as Http2ServerResponse).writeHead(431, { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length }).end(body);
-      }
+      if (size > maxHeaderSize) return jsonAnswer(res, 431, HEADERS_TOO_LARGE);
+    } else if (req.httpVersionMinor === 1 && req.headers.host === undefined) {
+      return jsonAnswer(res, 400, MISSING_HOST);
     }
     next(req, res);
+  };
+}
+
+function guardUpgrades(next: NonNullable<ListenerHandlers['upgrade']>): ListenerHandlers['upgrade'] {
+  return (req, socket, head) => {
+    if (req.httpVersionMinor === 1 && req.headers.host === undefined) return answerAndClose(socket, 400, 'Bad Request', MISSING_HOST);
+    next(req, socket, head);
   };
 }
 
@@ -98,9 +122,11 @@ export class Listener {
       keepAliveTimeout: limits.clientTimeout,
       headersTimeout: Math.min(limits.clientTimeout, 60_000),
       requestTimeout: 0,
+      // Checked by guardRequests, which answers with a JSON body (Node's own 400 has none).
+      requireHostHeader: false,
     };
     const h2Options = { maxHeaderListPairs: 200, maxSendHeaderBlockLength: limits.maxHeaderSize, settings: { maxHeaderListSize: limits.maxHeaderSize } };
-    handlers = { ...handlers, request: refuseLargeHttp2Headers(handlers.request, limits.maxHeaderSize) };
+    handlers = { request: guardRequests(handlers.request, limits.maxHeaderSize), upgrade: handlers.upgrade && guardUpgrades(handlers.upgrade) };
     let listener: Listener;
     if (spec.ssl) {
       if (!tls) throw new Error(`listener ${spec.text} needs TLS material`);
@@ -113,7 +139,10 @@ export class Listener {
       if (handlers.upgrade) server.on('upgrade', handlers.upgrade);
       server.on('tlsClientError', (_err: Error, socket: Socket) => socket.destroy());
       if (!spec.http2) listener.guardHttp1(server as http.Server);
-      else listener.guardHttp2(server as http2.Http2SecureServer, limits);
+      else {
+        listener.guardHttp2(server as http2.Http2SecureServer, limits);
+        refuseConnect(server);
+      }
     } else if (spec.http2) {
       const http1 = http.createServer(http1Options, handlers.request);
       // This server never listens (the sniffer hands it sockets), and 'listening' is what starts Node's
@@ -145,13 +174,11 @@ export class Listener {
   private guardHttp1(server: http.Server): void {
     server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
       if (!socket.writable) return socket.destroy();
-      const [status, text] =
-        err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large']
-        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout']
-        : [400, 'Bad Request'];
-      const body = JSON.stringify({ message: status === 431 ? HEADERS_TOO_LARGE : text });
-      socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`);
+      if (err.code === 'HPE_HEADER_OVERFLOW') return answerAndClose(socket, 431, 'Request Header Fields Too Large', HEADERS_TOO_LARGE);
+      if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return answerAndClose(socket, 408, 'Request Timeout', 'Request Timeout');
+      answerAndClose(socket, 400, 'Bad Request', 'Bad Request');
     });
+    refuseConnect(server);
   }
 
   private guardHttp2(server: http2.Http2Server | http2.Http2SecureServer, limits: ListenerLimits): void {

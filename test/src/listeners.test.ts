@@ -62,6 +62,18 @@ function h2Request(session: http2.ClientHttp2Session, headers: http2.OutgoingHtt
   });
 }
 
+/** rawExchange over TLS (HTTP/1.1 by ALPN): what the server wrote until it closed. */
+function tlsExchange(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, ALPNProtocols: ['http/1.1'], rejectUnauthorized: false }, () => socket.write(bytes));
+    const chunks: Buffer[] = [];
+    socket.setTimeout(1500, () => socket.destroy());
+    socket.on('data', (c) => chunks.push(c));
+    socket.on('error', (err) => (chunks.length ? undefined : reject(err)));
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')));
+  });
+}
+
 function connectH2(url: string): Promise<http2.ClientHttp2Session> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(url, { rejectUnauthorized: false });
@@ -178,12 +190,27 @@ test('the plaintext http2 port speaks h2c with prior knowledge and HTTP/1.1', as
   assert.equal(http1.json().path, '/d');
 });
 
-test('bad bytes: 400 on HTTP/1.1 ports, a closed connection for a broken h2 session, and the process keeps serving', async () => {
+test('bad bytes: 400 on HTTP/1.1 ports (JSON, also without Host), 405 for CONNECT, a closed connection for a broken h2 session, and the process keeps serving', async () => {
   for (const url of [gw.http, gw.h2c]) {
     const raw = await rawExchange(portOf(url), 'GARBAGE\r\n\r\n');
     assert.match(raw, /^HTTP\/1\.1 400 /, url);
     const badHeader = await rawExchange(portOf(url), 'GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n');
     assert.match(badHeader, /^HTTP\/1\.1 400 /, url);
+  }
+  for (const url of [gw.http, gw.h2c, gw.https]) {
+    const open = url === gw.https ? (bytes: string) => tlsExchange(portOf(url), bytes) : (bytes: string) => rawExchange(portOf(url), bytes);
+    // HTTP/1.1 without Host (RFC 9112 §3.2), as a request and as a WebSocket handshake: a JSON 400, not an empty one.
+    const hostless = await open('GET /echo/x HTTP/1.1\r\nConnection: close\r\n\r\n');
+    assert.match(hostless, /^HTTP\/1\.1 400 /, url);
+    assert.match(hostless, /"message":"Bad Request: HTTP\/1\.1 requests need a Host header"/, url);
+    const hostlessUpgrade = await open('GET /echo/x HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n');
+    assert.match(hostlessUpgrade, /^HTTP\/1\.1 400 /, url);
+    // HTTP/1.0 needs none.
+    assert.match(await open('GET /echo/x HTTP/1.0\r\n\r\n'), /^HTTP\/1\.1 200 /, url);
+    // CONNECT (a forward-proxy tunnel) is refused with 405 instead of a silently dropped connection.
+    const connect = await open('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    assert.match(connect, /^HTTP\/1\.1 405 /, url);
+    assert.match(connect, /"message":"Method not allowed"/, url);
   }
   // TLS port: a garbage TLS handshake is dropped.
   const tlsGarbage = await rawExchange(portOf(gw.https), 'NOT A TLS HELLO\r\n\r\n');
