@@ -24,9 +24,19 @@ export interface AdminState {
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1000;
 
+/** Kong's `size`: 100 when absent, else an integer from 1 to 1000. */
+function pageSize(req: AdminRequest): number {
+  const raw = req.query.get('size');
+  if (raw === null) return DEFAULT_PAGE;
+  const size = Number(raw);
+  if (raw.trim() === '' || Number.isNaN(size)) throw new HttpError(400, 'size must be a number');
+  if (!Number.isInteger(size) || size < 1 || size > MAX_PAGE) throw new HttpError(400, `size must be an integer between 1 and ${MAX_PAGE}`);
+  return size;
+}
+
 /** Kong's list shape `{data, next}` with `size` and an opaque `offset`. */
 export function page<T>(items: T[], req: AdminRequest, path: string): AdminReply {
-  const size = Math.min(MAX_PAGE, Math.max(1, Number(req.query.get('size')) || DEFAULT_PAGE));
+  const size = pageSize(req);
   const offsetParam = req.query.get('offset');
   const decoded = offsetParam ? Buffer.from(offsetParam, 'base64url').toString() : '0';
   // Offsets are only ever the ones `next` handed out (Kong: 400 for anything else).
@@ -44,12 +54,23 @@ function byIdOrName<T extends { id: string }>(items: T[], key: string, nameField
   return found;
 }
 
-function readOnly(entity: string): AdminRoute['handler'] {
-  return () => ({
-    status: 405,
-    body: { code: 12, name: 'operation unsupported', message: `cannot change '${entity}' entities: they are declared in gateway.yaml (edit it and reload with SIGHUP)` },
-  });
+/** What Kong's DB-less admin API calls each write. */
+const UNSUPPORTED_OPERATION = { POST: 'create', PUT: 'create or update', PATCH: 'update', DELETE: 'remove' } as const;
+
+/**
+ * 405 for a write to entities that only gateway.yaml declares, with Kong's DB-less error (code 12,
+ * `cannot create 'services' entities when not using a database`), which tools written for Kong recognise.
+ */
+function dbLessWrite(entity: string, method: keyof typeof UNSUPPORTED_OPERATION): AdminRoute['handler'] {
+  return operationUnsupported(`cannot ${UNSUPPORTED_OPERATION[method]} '${entity}' entities when not using a database`);
 }
+
+function operationUnsupported(message: string): AdminRoute['handler'] {
+  return () => ({ status: 405, body: { code: 12, name: 'operation unsupported', message } });
+}
+
+const declaredConsumer = operationUnsupported('cannot remove a consumer declared in gateway.yaml: edit the file and reload (SIGHUP)');
+const consumerUpdate = operationUnsupported("cannot update 'consumers' entities: edit gateway.yaml and reload, or delete and create them again");
 
 export function coreAdminRoutes(state: AdminState): AdminRoute[] {
   const cfg = () => state.snapshot().config;
@@ -78,6 +99,15 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     },
     { method: 'GET', path: '/routes', handler: (req) => page(cfg().routes, req, '/routes') },
     { method: 'GET', path: '/routes/:id', handler: (req) => ({ status: 200, body: byIdOrName(cfg().routes, req.params.id, 'name') }) },
+    {
+      method: 'GET',
+      path: '/routes/:id/service',
+      handler: (req) => {
+        const route = byIdOrName(cfg().routes, req.params.id, 'name');
+        if (!route.service) throw new HttpError(404, 'Not found');
+        return { status: 200, body: byIdOrName(cfg().services, route.service.id, 'name') };
+      },
+    },
     { method: 'GET', path: '/plugins', handler: (req) => page(cfg().plugins, req, '/plugins') },
     { method: 'GET', path: '/plugins/:id', handler: (req) => ({ status: 200, body: byIdOrName(cfg().plugins, req.params.id, 'instance_name') }) },
     { method: 'GET', path: '/consumers', handler: (req) => page(state.consumers.list(), req, '/consumers') },
@@ -105,7 +135,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       handler: async (req) => {
         const consumer = state.consumers.find(req.params.id);
         if (!consumer) return { status: 204 };
-        if (state.consumers.isDeclared(consumer.id)) return readOnly('consumers')(req);
+        if (state.consumers.isDeclared(consumer.id)) return declaredConsumer(req);
         for (const runtime of state.runtimes.values()) await runtime.consumerDeleted?.(consumer.id);
         await state.consumers.delete(consumer.id);
         return { status: 204 };
@@ -113,10 +143,10 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     },
   ];
   for (const entity of ['services', 'routes', 'plugins']) {
-    routes.push({ method: 'POST', path: `/${entity}`, handler: readOnly(entity) });
-    for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: readOnly(entity) });
+    routes.push({ method: 'POST', path: `/${entity}`, handler: dbLessWrite(entity, 'POST') });
+    for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
   }
-  for (const method of ['PUT', 'PATCH'] as const) routes.push({ method, path: '/consumers/:id', handler: readOnly('consumers') });
+  for (const method of ['PUT', 'PATCH'] as const) routes.push({ method, path: '/consumers/:id', handler: consumerUpdate });
   return routes;
 }
 

@@ -94,6 +94,7 @@ test("entity lists in Kong's shape, single entities by name or id, nested routes
   const routes = (await admin('/routes')).json();
   assert.equal(routes.data.length, 3);
   assert.deepEqual((await admin('/routes/users')).json().paths, ['/users']);
+  assert.deepEqual((await admin('/routes/orders-open/service')).json(), orders, "a route's service");
 
   const plugins = (await admin('/plugins')).json();
   assert.equal(plugins.data.length, 1);
@@ -124,6 +125,11 @@ test('paging: size and offset walk the whole list', async () => {
   }
   assert.equal(pages, 2);
   assert.deepEqual(seen, ['orders', 'users', 'billing']);
+  for (const [size, message] of [['abc', 'size must be a number'], ['0', 'size must be an integer between 1 and 1000'], ['1001', 'size must be an integer between 1 and 1000'], ['1.5', 'size must be an integer between 1 and 1000']]) {
+    const bad = await admin(`/services?size=${size}`);
+    assert.equal(bad.status, 400, size);
+    assert.equal(bad.json().message, message);
+  }
   for (const offset of ['LTU', 'bm90LWEtbnVtYmVy', '!!!']) {
     const bad = await admin(`/services?offset=${offset}`);
     assert.equal(bad.status, 400, offset);
@@ -149,6 +155,17 @@ test('entities from gateway.yaml are read-only: 405', async () => {
     const reply = await admin(path, method === 'DELETE' ? { method } : { method, body: { name: 'x' } });
     assert.equal(reply.status, 405, `${method} ${path}`);
     assert.match(reply.json().message, /./);
+  }
+  // Kong's DB-less errors, word for word.
+  const kong: [string, string, string][] = [
+    ['POST', '/services', "cannot create 'services' entities when not using a database"],
+    ['PUT', '/routes/users', "cannot create or update 'routes' entities when not using a database"],
+    ['PATCH', '/plugins/x', "cannot update 'plugins' entities when not using a database"],
+    ['DELETE', '/services/orders', "cannot remove 'services' entities when not using a database"],
+  ];
+  for (const [method, path, message] of kong) {
+    const reply = await admin(path, method === 'DELETE' ? { method } : { method, body: { name: 'x' } });
+    assert.deepEqual(reply.json(), { code: 12, name: 'operation unsupported', message }, `${method} ${path}`);
   }
   assert.equal((await admin('/services')).json().data.length, 3, 'nothing changed');
   assert.ok((await admin('/consumers/declared')).status === 200);
