@@ -38,6 +38,9 @@ export interface ProtocolProxy {
   close?(): void;
 }
 
+const SLASH = 47;
+const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)([^#]*)$/i;
+
 export class Lifecycle {
   readonly stats: Stats = { totalRequests: 0 };
   protocols: ProtocolProxy = {};
@@ -105,13 +108,19 @@ export class Lifecycle {
     const startedAt = performance.now();
     this.stats.totalRequests++;
     const snapshot = this.current();
-    const url = req.url ?? '/';
+    const headers = req.headers;
+    const http2 = req.httpVersionMajor === 2;
+    let url = req.url ?? '/';
+    let rawHost = (http2 ? (headers[':authority'] as string | undefined) : undefined) ?? headers.host ?? '';
+    // An absolute-form target (`GET http://host/path`): its host replaces Host (RFC 9112 §3.2.2).
+    const absolute = url.charCodeAt(0) !== SLASH ? ABSOLUTE_FORM.exec(url) : null;
+    if (absolute) {
+      rawHost = absolute[1];
+      url = absolute[2].startsWith('/') ? absolute[2] : '/' + absolute[2];
+    }
     const q = url.indexOf('?');
     const rawPath = q === -1 ? url : url.slice(0, q);
     const rawQuery = q === -1 ? '' : url.slice(q + 1);
-    const headers = req.headers;
-    const http2 = req.httpVersionMajor === 2;
-    const rawHost = (http2 ? (headers[':authority'] as string | undefined) : undefined) ?? headers.host ?? '';
     const peerIp = peerAddress(req.socket?.remoteAddress);
     const trusted = snapshot.trusted.has(peerIp);
     const xfp = trusted ? headers['x-forwarded-proto'] : undefined;
@@ -137,7 +146,7 @@ export class Lifecycle {
         respond: (status, body, extra) => downstream.send(bodyAnswer(status, body, extra), method === 'HEAD'),
       };
       for (const runtime of snapshot.runtimes.values()) if (runtime.unmatched?.(unmatched)) return null;
-      // Only misses pay for telling a malformed path (bad %-escape, absolute form) from an unknown one.
+      // Only misses pay for telling a malformed path (bad %-escape, `*`, authority form) from an unknown one.
       const invalid = normalizePath(rawPath) === null;
       const answer = errorAnswer(invalid ? 400 : 404, invalid ? MESSAGES.badPath : MESSAGES.noRoute, id, grpcContent && http2, { server: 'tollgate/0.1.0', 'x-kong-request-id': id });
       downstream.send(answer, method === 'HEAD');

@@ -252,6 +252,16 @@ describe('host and path', () => {
     assert.equal(replaced.json().headers.host, `127.0.0.1:${echo.port}`);
   });
 
+  test('an absolute-form request target is routed by its path, and its host stands for Host (RFC 9112 §3.2.2)', async () => {
+    const reply = await rawRequest(portOf(gw.http), ['GET http://Absolute.Example:8123/preserve/a?x=1 HTTP/1.1', 'Host: ignored.example']);
+    assert.equal(reply.status, 200, reply.raw);
+    const seen = JSON.parse(reply.body);
+    assert.equal(seen.headers.host, 'Absolute.Example:8123');
+    assert.equal(seen.path, '/base/a');
+    assert.equal(seen.query, 'x=1');
+    assert.equal((await rawRequest(portOf(gw.http), ['GET http://x.example HTTP/1.1', 'Host: x.example'])).status, 404, 'no path is /');
+  });
+
   test('the upstream Host leaves out the default port of the scheme', () => {
     const service = (protocol: Service['protocol'], host: string, port: number) => ({ protocol, host, port }) as Service;
     const ctx = { route: { preserve_host: false } } as unknown as Context;
