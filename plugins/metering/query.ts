@@ -511,12 +511,12 @@ function csvField(text: string): string {
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
-/** CSV: `from,to,[subject,]<dimensions…>,value`. */
+/** CSV: `from,to,[subject,]<dimensions in request order…>,value` (OpenMeter v3's column order). */
 export function toCsv(query: MeterQuery, result: QueryResult): string {
-  const header = ['from', 'to', ...query.groupBy, 'value'];
-  const lines = [header.join(',')];
+  const columns = query.groupBy.includes('subject') ? ['subject', ...query.groupBy.filter((d) => d !== 'subject')] : query.groupBy;
+  const lines = [['from', 'to', ...columns, 'value'].join(',')];
   for (const row of result.data) {
-    lines.push([row.from, row.to, ...query.groupBy.map((d) => row.dimensions[d] ?? ''), row.value].map(csvField).join(','));
+    lines.push([row.from, row.to, ...columns.map((d) => row.dimensions[d] ?? ''), row.value].map(csvField).join(','));
   }
   return lines.join('\n') + '\n';
 }

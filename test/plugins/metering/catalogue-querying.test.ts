@@ -109,6 +109,14 @@ describe('§7.6 querying fixture Q', () => {
     assert.deepEqual(lines.map((l) => l.split(',')[2]).sort(), SUBJECTS);
   });
 
+  test('CSV puts the subject column first, then the dimensions in request order (OpenMeter v3 query_csv.go)', async () => {
+    const res = await api.query('query', { group_by_dimensions: ['path', 'subject', 'method'], filters: { dimensions: { path: { eq: '/c' } } } }, { accept: 'text/csv' });
+    assert.equal(res.status, 200, res.text);
+    const [header, ...lines] = res.text.trim().split(/\r?\n/);
+    assert.equal(header, 'from,to,subject,path,method,value');
+    assert.deepEqual(lines.map((l) => l.split(',').slice(2)).sort(), SUBJECTS.map((s) => [s, '/c', 'GET', '100']));
+  });
+
   test('QRY-16 grouping by a dimension: GET and POST rows', async () => {
     const result = await api.queryOk('query', { group_by_dimensions: ['method'] });
     const byMethod = Object.fromEntries(result.data.map((r) => [r.dimensions.method, Number(r.value)]));
