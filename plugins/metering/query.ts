@@ -13,6 +13,7 @@ import { readEvent, type CompiledMeter } from './values.ts';
 import { ceilMinute, coverSpan, floorMinute, GRANULARITIES, windowEnd, windowStart, type Granularity, type LevelRange } from './windows.ts';
 
 const FILTER_OPERATORS = ['exists', 'eq', 'neq', 'in', 'nin', 'contains', 'ncontains', 'and', 'or'];
+/** Levels of `and`/`or` a filter may hold (OpenMeter's maxGroupByFilterComplexityDepth). */
 const MAX_FILTER_DEPTH = 2;
 
 interface Filter {
@@ -54,6 +55,7 @@ function bad(field: string, reason: string, rule: string): InvalidParameter {
   return { field, reason, rule, source: 'body' };
 }
 
+/** `depth`: how many `and`/`or` levels hold this filter, plus one. */
 function checkFilter(value: unknown, field: string, depth: number, onlyEqIn: boolean, out: InvalidParameter[]): void {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return void out.push(bad(field, 'must be an object', 'type'));
   for (const [op, operand] of Object.entries(value)) {
@@ -65,7 +67,7 @@ function checkFilter(value: unknown, field: string, depth: number, onlyEqIn: boo
     } else if (op === 'in' || op === 'nin') {
       if (!Array.isArray(operand) || operand.some((x) => typeof x !== 'string')) out.push(bad(f, 'must be an array of strings', 'type'));
     } else if (op === 'and' || op === 'or') {
-      if (depth >= MAX_FILTER_DEPTH) out.push(bad(f, `filters may nest at most ${MAX_FILTER_DEPTH} levels`, 'max_depth'));
+      if (depth > MAX_FILTER_DEPTH) out.push(bad(f, `filter complexity exceeds maximum allowed depth (${MAX_FILTER_DEPTH} levels of and/or)`, 'max_depth'));
       else if (!Array.isArray(operand)) out.push(bad(f, 'must be an array of filters', 'type'));
       else operand.forEach((item, i) => checkFilter(item, `${f}[${i}]`, depth + 1, false, out));
     } else if (typeof operand !== 'string') out.push(bad(f, 'must be a string', 'is_string'));
@@ -133,7 +135,7 @@ export function parseQuery(body: unknown, meter: CompiledMeter): { query?: Meter
             else {
               const before = problems.length;
               checkFilter(filter, field, 1, name === 'subject', problems);
-              if (problems.length === before) filters[name] = filter as Filter;
+              if (problems.length === before && (name !== 'subject' || namesSubjects(filter as Filter))) filters[name] = filter as Filter;
             }
           }
         }
@@ -146,14 +148,22 @@ export function parseQuery(body: unknown, meter: CompiledMeter): { query?: Meter
   return { query: { from, to, granularity, timeZone, groupBy, filters }, problems };
 }
 
+/** A subject filter applies (and groups by subject) only when it names a subject, as OpenMeter's. */
+function namesSubjects(f: Filter): boolean {
+  return f.eq !== undefined || (f.in !== undefined && f.in.length > 0);
+}
+
+/** contains/ncontains ignore case: OpenMeter compares LOWER(value) LIKE LOWER('%text%'). */
+const containsFolded = (value: string, text: string) => value.toLowerCase().includes(text.toLowerCase());
+
 function matches(value: string, f: Filter): boolean {
   if (f.exists !== undefined && (value !== '') !== f.exists) return false;
   if (f.eq !== undefined && value !== f.eq) return false;
   if (f.neq !== undefined && value === f.neq) return false;
   if (f.in && !f.in.includes(value)) return false;
   if (f.nin && f.nin.includes(value)) return false;
-  if (f.contains !== undefined && !value.includes(f.contains)) return false;
-  if (f.ncontains !== undefined && value.includes(f.ncontains)) return false;
+  if (f.contains !== undefined && !containsFolded(value, f.contains)) return false;
+  if (f.ncontains !== undefined && containsFolded(value, f.ncontains)) return false;
   if (f.and && !f.and.every((g) => matches(value, g))) return false;
   if (f.or && !f.or.some((g) => matches(value, g))) return false;
   return true;

@@ -138,6 +138,25 @@ describe('§7.6 querying fixture Q', () => {
     assert.equal(await total({ method: { eq: 'GET' }, path: { eq: '/c' } }), 500);
   });
 
+  test('contains and ncontains ignore case (OpenMeter: LOWER(value) LIKE LOWER(%pattern%))', async () => {
+    const total = async (filter: Record<string, unknown>) => totalOf(await api.queryOk('query', { filters: { dimensions: filter } }));
+    assert.equal(await total({ method: { contains: 'pu' } }), 500);
+    assert.equal(await total({ method: { ncontains: 'get' } }), 1000);
+  });
+
+  test('and/or nest two levels deep (OpenMeter maxGroupByFilterComplexityDepth = 2); a third level is rejected', async () => {
+    const notGetOrPut = { and: [{ neq: 'GET' }, { neq: 'PUT' }] };
+    const result = await api.queryOk('query', { filters: { dimensions: { method: { or: [notGetOrPut, { eq: 'GET' }] } } } });
+    assert.equal(totalOf(result), 1500);
+    const tooDeep = { and: [{ or: [{ and: [{ eq: 'GET' }] }] }] };
+    assertProblem(await api.query('query', { filters: { dimensions: { method: tooDeep } } }), 400, 'method');
+  });
+
+  test('a subject filter that names no subject neither filters nor groups (OpenMeter: only a non-empty list does)', async () => {
+    const result = await api.queryOk('query', { filters: { dimensions: { subject: { in: [] } } } });
+    assert.deepEqual(result.data.map((r) => [r.dimensions, r.value]), [[{}, '2000']]);
+  });
+
   test('QRY-24 a total with from and to is bounded by them, and they are echoed', async () => {
     const body = { from: iso(t0), to: iso(t0 + 2 * DAY) };
     const result = await api.queryOk('query', body);
