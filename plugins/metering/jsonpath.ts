@@ -66,7 +66,9 @@ export function jsonValueText(value: unknown): string {
     case 'string':
       return value;
     case 'number':
-      return String(value);
+      // 1e400 parses to Infinity, which the stored event holds as null: read it as null here too, so
+      // ingest and a later backfill see the same value.
+      return Number.isFinite(value) ? String(value) : 'null';
     case 'boolean':
       return value ? 'true' : 'false';
     default:

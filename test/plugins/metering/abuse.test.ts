@@ -181,6 +181,23 @@ describe('hostile input never crashes the process', () => {
     await assertAlive();
   });
 
+  test('a number beyond double range (1e400) reads the same for a live meter and for one created later', async () => {
+    const type = unique('overflow');
+    const meter = (key: string) => ({ key, name: key, event_type: type, aggregation: 'unique_count', value_property: '$.value', dimensions: { size: '$.size' } });
+    const live = unique('live');
+    await api.createMeterOk(meter(live));
+    const body = JSON.stringify(event({ type, data: { value: 0, size: 0 } })).replace('"value":0,"size":0', '"value":1e400,"size":-1e400');
+    const res = await api.send('POST', '/events', body, { 'content-type': CE_SINGLE });
+    assert.equal(res.status, 202, res.text);
+    const later = unique('later');
+    await api.createMeterOk(meter(later));
+    const grouped = async (key: string) => (await api.queryOk(key, { group_by_dimensions: ['size'] })).data.map((r) => [r.dimensions.size, r.value]);
+    const [listed] = await api.listAllEvents({ id: JSON.parse(body).id });
+    assert.deepEqual(await grouped(live), await grouped(later), 'aggregated alike at ingest and by the backfill');
+    assert.deepEqual(await grouped(live), [[String(listed.event.data.size), '0']], 'as the stored event reads');
+    await assertAlive();
+  });
+
   const queries: [name: string, body: string][] = [
     ['not JSON', '{"from":'],
     ['an array', '[]'],
