@@ -109,6 +109,29 @@ function pageSize(q: URLSearchParams, name: string, fallback: number, max: numbe
 
 const SORTABLE = ['key', 'name', 'aggregation', 'created_at', 'updated_at'] as const;
 
+/** Media ranges a query answer in JSON satisfies. */
+const JSON_RANGES = new Set(['application/json', 'application/*', '*/*']);
+
+/**
+ * True when the Accept header prefers CSV to JSON: text/csv has the highest q-value of the two (ties go
+ * to the one listed first). JSON is the default, so a list that merely mentions text/csv stays JSON.
+ */
+function prefersCsv(accept: string | string[] | undefined): boolean {
+  let csv = -1;
+  let json = -1;
+  let first: 'csv' | 'json' | undefined;
+  for (const range of String(accept ?? '').split(',')) {
+    const [type, ...params] = range.split(';').map((p) => p.trim().toLowerCase());
+    const qParam = params.find((p) => p.startsWith('q='));
+    const q = qParam === undefined ? 1 : Number(qParam.slice(2)) || 0;
+    if (type === 'text/csv') csv = Math.max(csv, q);
+    else if (JSON_RANGES.has(type)) json = Math.max(json, q);
+    else continue;
+    first ??= type === 'text/csv' ? 'csv' : 'json';
+  }
+  return csv > 0 && (csv > json || (csv === json && first === 'csv'));
+}
+
 export class MeteringHttp {
   constructor(private readonly service: MeteringService) {}
 
@@ -279,7 +302,7 @@ export class MeteringHttp {
     const { query, problems } = parseQuery(body, this.service.meters.compiledOf(record));
     if (!query) throw validationProblem(problems);
     const result = await this.service.query(record, query, config.query_backfill_wait_ms);
-    if (/\btext\/csv\b/i.test(String(ctx.headers.accept ?? ''))) {
+    if (prefersCsv(ctx.headers.accept)) {
       ctx.respond(200, toCsv(query, result), {
         'content-type': 'text/csv; charset=utf-8',
         'content-disposition': `attachment; filename="${record.key}.csv"`,

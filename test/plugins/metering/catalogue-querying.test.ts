@@ -101,6 +101,15 @@ describe('§7.6 querying fixture Q', () => {
     assert.deepEqual([iso(from), iso(to), Number(value)], [iso(t0), iso(t0 + DAY + MINUTE), 2000]);
   });
 
+  test('Accept lists: CSV only where text/csv is preferred over JSON', async () => {
+    const contentType = async (accept: string) => String((await api.query('query', {}, { accept })).headers['content-type']);
+    assert.match(await contentType('application/json, text/csv;q=0.5'), /^application\/json/);
+    assert.match(await contentType('application/json, text/csv'), /^application\/json/);
+    assert.match(await contentType('text/csv;q=0.9, application/json;q=0.1'), /^text\/csv/);
+    assert.match(await contentType('text/csv; charset=utf-8'), /^text\/csv/);
+    assert.match(await contentType('text/csv;q=0, */*'), /^application\/json/);
+  });
+
   test('CSV grouped by subject has a subject column', async () => {
     const res = await api.query('query', { group_by_dimensions: ['subject'] }, { accept: 'text/csv' });
     assert.equal(res.status, 200, res.text);
