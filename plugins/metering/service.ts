@@ -159,13 +159,12 @@ export class MeteringService {
 
   private validationErrors(event: StoredEvent): { code: string; message: string }[] {
     // INTERFACE.md §5: one error per matching meter that cannot use the event (none when no meter matches).
-    const meters = this.meters.live().filter((m) => m.event_type === event.type);
-    const messages = new Set<string>();
-    for (const m of meters) {
-      const problem = eventProblem(m, event.data);
-      if (problem) messages.add(problem);
+    const errors: { code: string; message: string }[] = [];
+    for (const m of this.meters.live()) {
+      const problem = m.event_type === event.type ? eventProblem(m, event.data) : undefined;
+      if (problem) errors.push({ code: 'validation_error', message: problem });
     }
-    return [...messages].map((message) => ({ code: 'validation_error', message }));
+    return errors;
   }
 
   // ---- meters ----

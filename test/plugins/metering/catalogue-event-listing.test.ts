@@ -123,6 +123,19 @@ describe('§7.7 event listing', () => {
     assert.deepEqual(await messages(), ['invalid event: missing value property: "$.w"']);
   });
 
+  test('two meters that cannot use an event for the same reason give two validation errors (one per meter)', async () => {
+    const type = unique('twice');
+    await api.createMeterOk({ key: `${type}_sum`, name: 'sum', event_type: type, aggregation: 'sum', value_property: '$.v' });
+    await api.createMeterOk({ key: `${type}_avg`, name: 'avg', event_type: type, aggregation: 'avg', value_property: '$.w' });
+    const e = event({ type, data: null });
+    await api.ingestOk(e);
+    const [item] = await api.eventsWhen({ id: e.id }, 1);
+    assert.deepEqual((item.validation_errors ?? []).map((error) => error.message), [
+      'invalid event: null and missing value property',
+      'invalid event: null and missing value property',
+    ]);
+  });
+
   test('an invalid from is rejected', async () => {
     assertProblem(await api.listEvents({ from: 'last week' }), 400);
   });
