@@ -49,8 +49,13 @@ function sendProblem(ctx: RequestContext, p: Problem): void {
   ctx.respond(p.status, JSON.stringify(body), { 'content-type': 'application/problem+json', ...p.headers });
 }
 
+/** Rules whose reason is OpenMeter's own message, which names what is wrong (`invalid group by: x`). */
+const SELF_DESCRIBING_RULES = new Set(['invalid', 'required', 'invalid_group_by', 'invalid_dimension_filter', 'invalid_window_size', 'invalid_time_zone', 'unsupported_filter_operator', 'reserved_dimension']);
+
+/** 400 whose detail reads as OpenMeter's (`validation error: invalid group by: unknown`); generic reasons keep their field. */
 function validationProblem(problems: InvalidParameter[]): Problem {
-  return new Problem(400, `validation error: ${problems.map((p) => (p.field ? `${p.field}: ${p.reason}` : p.reason)).join('; ')}`, problems);
+  const described = problems.map((p) => (!p.field || SELF_DESCRIBING_RULES.has(p.rule ?? '') ? p.reason : `${p.field}: ${p.reason}`));
+  return new Problem(400, `validation error: ${described.join('; ')}`, problems);
 }
 
 type Operation = 'ingest' | 'manage' | 'read';

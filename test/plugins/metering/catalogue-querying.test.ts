@@ -207,7 +207,8 @@ describe('§7.6 query validation', () => {
   });
 
   test('QRY-15/23 grouping by an unknown dimension is rejected', async () => {
-    assertProblem(await api.query('query', { group_by_dimensions: ['unknown'] }), 400, 'group_by_dimensions');
+    const problem = assertProblem(await api.query('query', { group_by_dimensions: ['unknown'] }), 400, 'group_by_dimensions');
+    assert.equal(problem.detail, 'validation error: invalid group by: unknown');
   });
 
   test('QRY-18 filtering an unknown dimension is rejected', async () => {
