@@ -201,6 +201,12 @@ export class MeteringHttp {
   private async ingest(ctx: RequestContext, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'ingest');
     const body = await readLimited(ctx, config.max_body_size);
+    if (ctx.headers['ce-specversion'] !== undefined) {
+      // The cloudevents SDK's default emitter: attributes in headers, the data alone as the body (as OpenMeter, not accepted).
+      throw new Problem(400, 'invalid event: binary content mode (ce-* headers) is not supported; send the event in structured mode as application/cloudevents+json', [
+        { field: 'ce-specversion', reason: 'binary content mode is not supported', rule: 'content_mode', source: 'header' },
+      ]);
+    }
     const { events, batch } = decodeEvents(ctx.headers['content-type'], body);
     if (events.length > config.max_events_per_request) {
       throw new Problem(413, `a request may carry at most ${config.max_events_per_request} events (got ${events.length})`);

@@ -372,7 +372,7 @@ describe('CloudEvents SDK producers', () => {
     const ce = new CloudEvent({ id: unique('binary'), source: 'sdk', type: 'sdk', subject: 'binary', data: { duration_ms: 3 } });
     const message = HTTP.binary(ce);
     const res = await api.send('POST', '/events', String(message.body), message.headers as Record<string, string>);
-    assertProblem(res, 400);
+    assert.match(assertProblem(res, 400, 'ce-specversion').detail, /binary content mode .* not supported.*application\/cloudevents\+json/);
     const listed = await api.listAllEvents({ id: ce.id });
     assert.equal(listed.length, 0);
   });
