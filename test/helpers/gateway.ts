@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
@@ -42,13 +42,23 @@ const DEFAULT_LISTENERS = {
 
 function writeConfig(config: Record<string, any>, dataDir: string, file?: string): string {
   const full = { _format_version: '3.0', ...config, gateway: { ...DEFAULT_LISTENERS, log_level: 'silent', data_dir: dataDir, ...config.gateway } };
-  const path = file ?? join(mkdtempSync(join(tmpdir(), 'tollgate-config-')), 'gateway.yaml');
+  const path = file ?? join(tempDir('tollgate-config-'), 'gateway.yaml');
   writeFileSync(path, stringify(full));
   return path;
 }
 
+const tempDirs: string[] = [];
+// Removed when the test file's (or the bench's) process ends: data directories of a bench run hold
+// hundreds of MB, and every run would leave its own behind.
+process.once('exit', () => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh directory under the system's temp dir, removed when this process exits. */
 export function tempDir(prefix = 'tollgate-test-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
 }
 
 export async function startGateway(config: Record<string, any>, options: StartOptions = {}): Promise<TestGateway> {

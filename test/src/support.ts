@@ -4,10 +4,9 @@
  * test-only plugin registry.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import type { PluginRegistry } from '../../src/config/load.ts';
@@ -141,7 +140,7 @@ export interface RegistryGateway {
 /** A gateway on a plain listener and an admin listener, with the plugins of `registry` only. */
 export async function startWithRegistry(config: Record<string, any>, registry: PluginRegistry): Promise<RegistryGateway> {
   const dataDir = tempDir();
-  const configFile = join(mkdtempSync(join(tmpdir(), 'tollgate-config-')), 'gateway.yaml');
+  const configFile = join(tempDir('tollgate-config-'), 'gateway.yaml');
   const write = (c: Record<string, any>) =>
     writeFileSync(
       configFile,
@@ -187,7 +186,7 @@ const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
  */
 export async function spawnGatewayProcess(config: Record<string, any>): Promise<GatewayProcess> {
   const dataDir = tempDir();
-  const configFile = join(mkdtempSync(join(tmpdir(), 'tollgate-config-')), 'gateway.yaml');
+  const configFile = join(tempDir('tollgate-config-'), 'gateway.yaml');
   writeFileSync(
     configFile,
     stringify({ _format_version: '3.0', ...config, gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], data_dir: dataDir, ...config.gateway } }),

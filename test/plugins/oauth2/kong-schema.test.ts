@@ -4,12 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { stringify } from 'yaml';
-import { startGateway, startUpstream } from '../../helpers/gateway.ts';
+import { startGateway, startUpstream, tempDir } from '../../helpers/gateway.ts';
 import { admin } from './kong-fixture.ts';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
@@ -31,7 +30,7 @@ function configWith(pluginConfig: Record<string, unknown>, host = 'schema.test')
 
 /** Runs `tsx src/cli.ts check --config FILE` (what `npm run check` runs) on the plugin config. */
 function check(pluginConfig: Record<string, unknown>): { status: number | null; output: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'oauth2-schema-'));
+  const dir = tempDir('oauth2-schema-');
   const file = join(dir, 'gateway.yaml');
   writeFileSync(file, stringify(configWith(pluginConfig)));
   const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'check', '--config', file], { cwd: ROOT, encoding: 'utf8' });

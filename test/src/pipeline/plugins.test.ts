@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { ConfigLoadError, Gateway } from '../../../src/gateway.ts';
 import { HttpError, type PluginDefinition, type RequestContext } from '../../../src/pipeline/plugin-api.ts';
-import { request, startUpstream, type Upstream } from '../../helpers/gateway.ts';
+import { request, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
 import { startWithRegistry, waitFor, type RegistryGateway } from '../support.ts';
 
 const logged: string[] = [];
@@ -344,10 +344,9 @@ test('a reload a plugin refuses in configure() changes nothing: plugins and cons
 });
 
 test('plugin configs are validated against the schema of the registry in use', async () => {
-  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { writeFileSync } = await import('node:fs');
   const { join } = await import('node:path');
-  const { tmpdir } = await import('node:os');
-  const file = join(mkdtempSync(join(tmpdir(), 'tollgate-plugins-')), 'gateway.yaml');
+  const file = join(tempDir('tollgate-plugins-'), 'gateway.yaml');
   writeFileSync(
     file,
     [
