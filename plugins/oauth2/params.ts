@@ -8,6 +8,8 @@ import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 export type Params = Record<string, unknown>;
 
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
+/** The bodies Kong reads parameters from. */
+const BODY_PARAM_TYPES = new Set(['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data']);
 
 /** `a=1&a=2&flag` → `{a: ['1','2'], flag: true}` (`+` is a space, as in forms). */
 export function parseArgs(raw: string): Params {
@@ -49,7 +51,7 @@ export function mediaType(ctx: RequestContext): string {
 export async function readBodyParams(ctx: RequestContext): Promise<Params> {
   if (!METHODS_WITH_BODY.has(ctx.method)) return {};
   const type = mediaType(ctx);
-  if (type !== 'application/x-www-form-urlencoded' && type !== 'application/json' && type !== 'multipart/form-data') return {};
+  if (!BODY_PARAM_TYPES.has(type)) return {};
   const body = await ctx.readBody();
   if (body.length === 0) return {};
   if (type === 'application/x-www-form-urlencoded') return parseArgs(body.toString('utf8'));
@@ -75,6 +77,40 @@ async function parseMultipart(body: Buffer, contentType: string): Promise<Params
   } catch {
     return {};
   }
+}
+
+/** Form-encoded arguments without any `name` parameter. */
+export function argsWithout(raw: string, name: string): string {
+  return raw
+    .split('&')
+    .filter((part) => decodeArg(part.split('=')[0]) !== name)
+    .join('&');
+}
+
+/**
+ * The request body without the parameter `name` (form, JSON object or multipart), and its new content
+ * type; undefined when the body holds no such parameter or is of another type.
+ */
+export async function bodyWithout(ctx: RequestContext, name: string): Promise<{ body: Buffer; contentType: string } | undefined> {
+  const type = mediaType(ctx);
+  if (!METHODS_WITH_BODY.has(ctx.method) || !BODY_PARAM_TYPES.has(type)) return undefined;
+  const contentType = String(ctx.headers['content-type']);
+  const body = await ctx.readBody();
+  if (type === 'application/x-www-form-urlencoded') {
+    return { body: Buffer.from(argsWithout(body.toString('utf8'), name)), contentType };
+  }
+  if (type === 'application/json') {
+    const parsed = parseJsonObject(body);
+    if (!(name in parsed)) return undefined;
+    delete parsed[name];
+    return { body: Buffer.from(JSON.stringify(parsed)), contentType };
+  }
+  const form = await new Response(new Uint8Array(body), { headers: { 'content-type': contentType } }).formData().catch(() => undefined);
+  if (!form?.has(name)) return undefined;
+  form.delete(name);
+  // Serialized again with a boundary of its own, which the new content type names.
+  const rebuilt = new Response(form);
+  return { body: Buffer.from(await rebuilt.arrayBuffer()), contentType: rebuilt.headers.get('content-type')! };
 }
 
 export interface RequestParams {

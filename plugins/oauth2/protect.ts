@@ -5,7 +5,7 @@
 import type { ConsumerDirectory, Consumer, RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { findHeader, isBoundHere, type EndpointDeps } from './grants.ts';
-import { decodeArg, mediaType, parseArgs, readBodyParams } from './params.ts';
+import { argsWithout, bodyWithout, parseArgs, readBodyParams } from './params.ts';
 import { bearerChallenge, oauthError, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { tokenDigest } from './secret.ts';
@@ -125,19 +125,15 @@ function setOrRemove(ctx: RequestContext, name: string, value: string | null): v
   else ctx.setUpstreamHeader(name, value);
 }
 
-/** `hide_credentials`: the token leaves the header, or the query and a form body. */
+/**
+ * `hide_credentials`: the token leaves the header, or the query and the body (form, JSON or multipart:
+ * each is a place a token is read from; Kong cleans only forms).
+ */
 async function hideToken(ctx: RequestContext, found: FoundToken): Promise<void> {
   if (found.header) return ctx.removeUpstreamHeader(found.header);
-  if (ctx.rawQuery.includes('access_token')) ctx.setUpstreamQuery(withoutAccessToken(ctx.rawQuery));
-  if (ctx.method !== 'GET' && mediaType(ctx) === 'application/x-www-form-urlencoded') {
-    const body = await ctx.readBody();
-    ctx.setUpstreamBody(Buffer.from(withoutAccessToken(body.toString('utf8'))));
-  }
-}
-
-function withoutAccessToken(args: string): string {
-  return args
-    .split('&')
-    .filter((part) => decodeArg(part.split('=')[0]) !== 'access_token')
-    .join('&');
+  if (ctx.rawQuery.includes('access_token')) ctx.setUpstreamQuery(argsWithout(ctx.rawQuery, 'access_token'));
+  const cleaned = await bodyWithout(ctx, 'access_token');
+  if (!cleaned) return;
+  ctx.setUpstreamBody(cleaned.body);
+  ctx.setUpstreamHeader('content-type', cleaned.contentType);
 }

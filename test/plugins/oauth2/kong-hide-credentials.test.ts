@@ -80,6 +80,24 @@ describe('Kong §7.11 hide credentials', () => {
     assert.equal(res.status, 200, res.text);
   });
 
+  it('HC11 hide_credentials strips a token sent in a JSON body and keeps the rest (Kong cleans only forms)', async () => {
+    const token = await tokenFor('oauth2_3.test');
+    const res = await fx.client.proxy('/request', { host: 'oauth2_3.test', method: 'POST', body: { json: { access_token: token, foo: 'bar', n: 1 } } });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(JSON.parse(echoed(res).body), { foo: 'bar', n: 1 });
+  });
+
+  it('HC12 hide_credentials strips a token sent in a multipart body and keeps the other parts', async () => {
+    const token = await tokenFor('oauth2_3.test');
+    const res = await fx.client.proxy('/request', { host: 'oauth2_3.test', method: 'POST', body: { multipart: { access_token: token, foo: 'bar' } } });
+    assert.equal(res.status, 200, res.text);
+    const { body, headers } = echoed(res);
+    const form = await new Response(body, { headers: { 'content-type': headers['content-type'] } }).formData();
+    assert.equal(form.get('access_token'), null);
+    assert.equal(form.get('foo'), 'bar');
+    assert.ok(!body.includes(token));
+  });
+
   it('HC10 hide_credentials keeps the other headers', async () => {
     const token = await tokenFor('oauth2_3.test');
     const { headers } = echoed(await fx.client.proxy('/request', { host: 'oauth2_3.test', headers: { authorization: `bearer ${token}`, 'x-extra': 'kept' } }));
