@@ -173,6 +173,8 @@ class GrpcCall {
   private sentAt = 0;
   /** The gateway decided how the call ends (timeout, deadline, lost upstream). */
   private ended = false;
+  /** The upstream sent the call's status (trailers, or a trailers-only answer). */
+  private statusReceived = false;
   private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -205,7 +207,10 @@ class GrpcCall {
     upstream.setTimeout(service.read_timeout, () => this.endWith(504, MESSAGES.timeout));
     this.enforceDeadline();
     upstream.once('response', (headers, flags) => this.onResponse(headers, flags));
-    upstream.once('trailers', (trailers) => this.res.addTrailers(trailers));
+    upstream.once('trailers', (trailers) => {
+      this.statusReceived = true;
+      this.res.addTrailers(trailers);
+    });
     upstream.on('error', (err) => this.log.debug({ err, request_id: ctx.id }, 'gRPC upstream stream error'));
     upstream.once('close', () => this.onUpstreamClose());
     downstream.once('close', () => this.onDownstreamClose());
@@ -240,6 +245,7 @@ class GrpcCall {
     try {
       if (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) {
         // Trailers-only (an error status): it must stay one HEADERS frame for clients to read it.
+        this.statusReceived = true;
         downstream.respond(out, { endStream: true });
         return;
       }
@@ -249,22 +255,27 @@ class GrpcCall {
       ctx.status = 0;
       return this.endWith(502, MESSAGES.badGateway);
     }
-    this.upstream.pipe(downstream);
+    // Not ended by the pipe: a connection lost mid-response also ends the upstream stream's data,
+    // and that end must not reach the client as a complete call without a status.
+    this.upstream.pipe(downstream, { end: false });
   }
 
-  /** Normal end: the pipe ended downstream and the compat response sends the trailers. */
+  /** The upstream stream is done (its data all piped): the call ends as the upstream ended it. */
   private onUpstreamClose(): void {
     this.entry.streams--;
     clearTimeout(this.deadlineTimer);
     const { downstream, upstream } = this;
     if (downstream.closed || this.ended) return;
     const code = upstream.rstCode ?? NGHTTP2_NO_ERROR;
-    if (code === NGHTTP2_NO_ERROR && upstream.readableEnded) return;
     const { session } = this.entry;
-    if (session.destroyed || session.closed || code === NGHTTP2_NO_ERROR) {
-      // The upstream connection went away under the call: UNAVAILABLE, as for a refused connection.
-      return this.endWith(502, MESSAGES.badGateway);
+    const sessionLost = session.destroyed || session.closed;
+    if (this.statusReceived || (code === NGHTTP2_NO_ERROR && !sessionLost)) {
+      // The compat response sends the trailers with the end.
+      if (!downstream.writableEnded) downstream.end();
+      return;
     }
+    // The upstream connection went away under the call: UNAVAILABLE, as for a refused connection.
+    if (sessionLost) return this.endWith(502, MESSAGES.badGateway);
     // The upstream reset the stream itself (CANCEL, REFUSED_STREAM...): the client gets the same reset.
     downstream.close(code);
   }

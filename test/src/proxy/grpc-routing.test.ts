@@ -151,6 +151,29 @@ describe('gRPC routing and gateway-produced statuses', () => {
     }
   });
 
+  test('an upstream connection lost after the response headers and a message: UNAVAILABLE, not a status-less end', async () => {
+    // A bare HTTP/2 upstream that starts answering, then its connection goes away without trailers.
+    const dying = http2.createServer();
+    dying.on('stream', (stream) => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
+      stream.write(requestFrame({ message: 'first' }), () => stream.session?.destroy());
+    });
+    await new Promise<void>((r) => dying.listen(0, '127.0.0.1', r));
+    const dyingGateway = await startGateway({
+      services: [{ name: 'dying', url: `grpc://127.0.0.1:${(dying.address() as AddressInfo).port}`, routes: [{ name: 'r', protocols: ['grpc'], paths: ['/'] }] }],
+    });
+    const dyingClient = echoClient(new URL(dyingGateway.h2c).host);
+    clients.push(dyingClient);
+    try {
+      const err = await failure(unary(dyingClient, { message: 'x' }));
+      assert.equal(err.code, grpc.status.UNAVAILABLE);
+      assert.equal(err.details, 'An invalid response was received from the upstream server');
+    } finally {
+      await dyingGateway.stop();
+      dying.close();
+    }
+  });
+
   test('an upstream that allows few concurrent streams still gets every call, none refused', async () => {
     const narrow = await startGrpcEcho({ name: 'narrow', maxConcurrentStreams: 4 });
     const narrowGateway = await startGateway({
