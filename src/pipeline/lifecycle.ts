@@ -70,13 +70,13 @@ export class Lifecycle {
   /** An HTTP/1.1 upgrade request (WebSocket handshake). */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, listener: ListenerInfo): void {
     socket.on('error', () => socket.destroy());
-    const isWebSocket = String(req.headers.upgrade ?? '').toLowerCase() === 'websocket';
+    const isWebSocket = isWebSocketHandshake(req);
     if (!isWebSocket && !hasBody(req)) return this.ignoreUpgrade(req, socket, listener);
     const downstream = new SocketDownstream(socket);
     const ctx = this.begin(req, null, downstream, listener, isWebSocket);
     if (!ctx) return;
     socket.once('close', () => this.finish(ctx));
-    if (!isWebSocket) return ctx.error(400, 'only WebSocket upgrades are supported');
+    if (!isWebSocket) return ctx.error(400, 'only WebSocket upgrades (GET over HTTP/1.1) are supported');
     this.access(ctx, () => {
       if (ctx.responded) return;
       if (!ctx.service) return ctx.error(503, MESSAGES.noService);
@@ -89,8 +89,9 @@ export class Lifecycle {
   }
 
   /**
-   * An upgrade the gateway does not offer (`Upgrade: h2c`, which `curl --http2` sends on http://) is
-   * served as the plain HTTP/1.1 request it also is (RFC 9110 §7.8), then the connection closes.
+   * An upgrade the gateway does not offer (`Upgrade: h2c`, which `curl --http2` sends on http://, or a
+   * HEAD or HTTP/1.0 request asking for websocket) is served as the plain HTTP request it also is
+   * (RFC 9110 §7.8), then the connection closes.
    */
   private ignoreUpgrade(req: IncomingMessage, socket: Duplex, listener: ListenerInfo): void {
     const res = new ServerResponse(req);
@@ -348,6 +349,14 @@ function matchedPathPrefix(match: RouteMatch): string {
     if (!p.startsWith('~') && p.length > best.length && match.normalizedPath.startsWith(p)) best = p;
   }
   return best.endsWith('/') ? best.slice(0, -1) : best;
+}
+
+/**
+ * RFC 6455 §4.1: an opening handshake is a GET of HTTP/1.1 or later. Any other method would be sent
+ * upstream as a GET (a HEAD answered with a 101, a POST body taken for frames).
+ */
+function isWebSocketHandshake(req: IncomingMessage): boolean {
+  return req.method === 'GET' && req.httpVersionMinor >= 1 && String(req.headers.upgrade ?? '').toLowerCase() === 'websocket';
 }
 
 function hasBody(req: DownstreamRequest): boolean {

@@ -218,6 +218,25 @@ for (const transport of ['ws', 'wss'] as const) {
       assert.equal(token.status, 400);
     });
 
+    test('an upgrade that is not a GET over HTTP/1.1 is no WebSocket handshake: 400, and the upstream never sees it', async () => {
+      const before = upstream.handshakes.length;
+      const handshakeHeaders = 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n';
+      for (const requestHead of [
+        `HEAD /ws/echo HTTP/1.1\r\nHost: x\r\n${handshakeHeaders}\r\n`,
+        `POST /ws/echo HTTP/1.1\r\nHost: x\r\n${handshakeHeaders}Content-Length: 5\r\n\r\nhello`,
+        `GET /ws/echo HTTP/1.0\r\nHost: x\r\n${handshakeHeaders}\r\n`,
+      ]) {
+        const socket = connectionFactory(tls)({ port: new URL(base).port });
+        socket.on('error', () => {});
+        socket.write(requestHead);
+        const [firstChunk] = (await once(socket, 'data', deadline())) as [Buffer];
+        socket.destroy();
+        const statusLine = firstChunk.toString().split('\r\n')[0];
+        assert.match(statusLine, /^HTTP\/1\.1 400 /, requestHead.split('\r\n')[0]);
+      }
+      assert.equal(upstream.handshakes.length, before);
+    });
+
     test('before the upgrade the client gets HTTP answers: the upstream refusal, 502 when it is down, 504 when it does not answer', async () => {
       const forbidden = await refusal('/ws/forbidden');
       assert.equal(forbidden.statusCode, 403);
