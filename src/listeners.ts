@@ -39,9 +39,16 @@ function answerAndClose(socket: Duplex, status: number, reason: string, message:
   socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`);
 }
 
-/** CONNECT (a forward-proxy tunnel) is not offered: 405, where Node would drop the connection without a word. */
+/**
+ * CONNECT (a forward-proxy tunnel) is not offered: a JSON 405, where Node would drop an HTTP/1.1
+ * connection without a word or answer an HTTP/2 stream with an empty 405. HTTP/2 servers emit
+ * 'connect' with a response to answer on, HTTP/1.1 servers with the raw socket.
+ */
 function refuseConnect(server: net.Server): void {
-  server.on('connect', (_req: IncomingMessage, socket: Duplex) => answerAndClose(socket, 405, 'Method Not Allowed', 'Method not allowed'));
+  server.on('connect', (req: IncomingMessage | Http2ServerRequest, target: Duplex | Http2ServerResponse) => {
+    if (req.httpVersionMajor === 2) jsonAnswer(target as Http2ServerResponse, 405, 'Method not allowed');
+    else answerAndClose(target as Duplex, 405, 'Method Not Allowed', 'Method not allowed');
+  });
 }
 
 function jsonAnswer(res: ServerResponse | Http2ServerResponse, status: number, message: string): void {
@@ -139,10 +146,7 @@ export class Listener {
       if (handlers.upgrade) server.on('upgrade', handlers.upgrade);
       server.on('tlsClientError', (_err: Error, socket: Socket) => socket.destroy());
       if (!spec.http2) listener.guardHttp1(server as http.Server);
-      else {
-        listener.guardHttp2(server as http2.Http2SecureServer, limits);
-        refuseConnect(server);
-      }
+      else listener.guardHttp2(server as http2.Http2SecureServer, limits);
     } else if (spec.http2) {
       const http1 = http.createServer(http1Options, handlers.request);
       // This server never listens (the sniffer hands it sockets), and 'listening' is what starts Node's
@@ -183,6 +187,7 @@ export class Listener {
 
   private guardHttp2(server: http2.Http2Server | http2.Http2SecureServer, limits: ListenerLimits): void {
     server.on('sessionError', () => {});
+    refuseConnect(server as net.Server);
     // Requests in progress per h2 session, or per HTTP/1.1 connection (allowHTTP1 on a TLS port).
     const inFlight = new WeakMap<object, number>();
     const track = (owner: object, request: { once(event: 'close', listener: () => void): unknown }) => {

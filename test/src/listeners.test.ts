@@ -244,6 +244,20 @@ test('over h2 (h2c and TLS), a header list over max_header_size gets 431, as ove
   }
 });
 
+test('over h2 (h2c and TLS), CONNECT is refused with a JSON 405, as over HTTP/1.1', async () => {
+  for (const url of [gw.h2c, gw.https]) {
+    const session = await connectH2(url);
+    try {
+      const connect = await h2Request(session, { ':method': 'CONNECT', ':authority': 'example.com:443' });
+      assert.equal(connect.status, 405, url);
+      assert.equal(connect.headers['content-type'], 'application/json; charset=utf-8', url);
+      assert.equal(JSON.parse(connect.body.toString()).message, 'Method not allowed', url);
+    } finally {
+      session.close();
+    }
+  }
+});
+
 test('a request waiting on a slow upstream is not an idle connection (h2 streams, HTTP/1.1 on the TLS port); idle sessions still close', async () => {
   const slow = await startUpstream((_req, res) => void setTimeout(() => res.end('late answer'), 1500));
   const patient = await startGateway({
