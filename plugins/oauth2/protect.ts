@@ -68,9 +68,8 @@ export async function protect(ctx: RequestContext, config: OAuth2Config, deps: P
 }
 
 function refuse(ctx: RequestContext, config: OAuth2Config, body: OAuthError, challenge: OAuthError): void {
-  const headers = { 'www-authenticate': bearerChallenge(config, challenge === MISSING ? undefined : challenge) };
-  if (ctx.isGrpc) return ctx.error(401, body.error_description, headers);
-  ctx.respond(401, body, headers);
+  // A gRPC client gets UNAUTHENTICATED with the error_description as grpc-message.
+  ctx.respond(401, body, { 'www-authenticate': bearerChallenge(config, challenge === MISSING ? undefined : challenge) });
 }
 
 /**

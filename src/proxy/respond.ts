@@ -56,6 +56,28 @@ export function grpcErrorAnswer(status: number, message: string, headers: Outgoi
   };
 }
 
+/** Canonical names of the gRPC status codes, as Kong writes them when an answer has no message. */
+const GRPC_CODE_NAMES = [
+  'OK', 'Canceled', 'Unknown', 'InvalidArgument', 'DeadlineExceeded', 'NotFound', 'AlreadyExists', 'PermissionDenied',
+  'ResourceExhausted', 'FailedPrecondition', 'Aborted', 'OutOfRange', 'Unimplemented', 'Internal', 'Unavailable', 'DataLoss', 'Unauthenticated',
+];
+
+/**
+ * A plugin's answer to a gRPC request (Kong's `kong.response.exit`): the gRPC shape, with the body's
+ * `message` (or an OAuth error's `error_description`, or a text body) as grpc-message, else the code's name.
+ */
+export function grpcBodyAnswer(status: number, body: string | Buffer | object | undefined, headers: OutgoingHttpHeaders = {}): Answer {
+  return grpcErrorAnswer(status, readableMessage(body) ?? GRPC_CODE_NAMES[grpcStatusFor(status)], headers);
+}
+
+function readableMessage(body: string | Buffer | object | undefined): string | undefined {
+  if (typeof body === 'string') return body || undefined;
+  if (!body || Buffer.isBuffer(body)) return undefined;
+  const { message, error_description: description } = body as Record<string, unknown>;
+  if (typeof message === 'string') return message;
+  return typeof description === 'string' ? description : undefined;
+}
+
 export function errorAnswer(status: number, message: string, requestId: string, grpc: boolean, headers: OutgoingHttpHeaders = {}): Answer {
   return grpc ? grpcErrorAnswer(status, message, headers) : jsonAnswer(status, { message, request_id: requestId }, headers);
 }

@@ -5,10 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import http2 from 'node:http2';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startGateway, type TestGateway } from '../../helpers/gateway.ts';
-import { echoClient, grpc, startGrpcEcho, unary, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
+import { echoClient, grpc, requestFrame, startGrpcEcho, unary, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
 import { CLIENT, issueToken, oauth2Plugin, tokenIssuerConfig } from '../../fixtures/oauth2-setup.ts';
 
 async function failure(call: Promise<unknown>): Promise<grpc.ServiceError> {
@@ -70,4 +71,24 @@ describe('oauth2 on gRPC routes', () => {
       assert.equal(reply.metadata.authorization, undefined, 'hide_credentials removes the token upstream');
     });
   }
+
+  test('a gRPC call to a path the plugin answers itself (…/oauth2/token) gets a gRPC status, never JSON', async () => {
+    const session = http2.connect(gw.h2c);
+    try {
+      for (const endpoint of ['token', 'introspect']) {
+        const stream = session.request({ ':method': 'POST', ':path': `/tollgate.test.Echo/oauth2/${endpoint}`, 'content-type': 'application/grpc', te: 'trailers' });
+        stream.end(requestFrame({ message: 'x' }));
+        const [headers, flags] = await new Promise<[http2.IncomingHttpHeaders, number]>((r) => stream.once('response', (h, f) => r([h, f])));
+        const body: Buffer[] = [];
+        for await (const chunk of stream) body.push(chunk);
+        assert.equal(headers['content-type'], 'application/grpc', endpoint);
+        assert.ok(flags & http2.constants.NGHTTP2_FLAG_END_STREAM, `${endpoint}: trailers-only`);
+        assert.match(String(headers['grpc-status']), /^[1-9]\d*$/, endpoint);
+        assert.ok(String(headers['grpc-message'] ?? '').length > 0, endpoint);
+        assert.equal(Buffer.concat(body).length, 0, endpoint);
+      }
+    } finally {
+      session.close();
+    }
+  });
 });
