@@ -12,6 +12,7 @@ import https from 'node:https';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import type { ListenSpec } from './config/listen.ts';
+import { grpcErrorAnswer } from './proxy/respond.ts';
 import type { TlsMaterial } from './tls.ts';
 
 export interface ListenerHandlers {
@@ -59,7 +60,8 @@ function jsonAnswer(res: ServerResponse | Http2ServerResponse, status: number, m
 /**
  * What Node's servers let through or answer without a body:
  * - an HTTP/2 header list (RFC 7541 §4.1: name + value + 32 per field) over max_header_size gets 431,
- *   as over HTTP/1.1 (Node's HTTP/2 server only resets the stream, past its own fixed ~64 KB);
+ *   as over HTTP/1.1, a gRPC status for a gRPC call (Node's HTTP/2 server only resets the stream,
+ *   past its own fixed ~64 KB);
  * - an HTTP/1.1 request without Host gets 400 (RFC 9112 §3.2), with a JSON body.
  */
 function guardRequests(next: ListenerHandlers['request'], maxHeaderSize: number): ListenerHandlers['request'] {
@@ -68,12 +70,20 @@ function guardRequests(next: ListenerHandlers['request'], maxHeaderSize: number)
       let size = 0;
       const raw = req.rawHeaders;
       for (let i = 0; i < raw.length; i += 2) size += raw[i].length + raw[i + 1].length + 32;
-      if (size > maxHeaderSize) return jsonAnswer(res, 431, HEADERS_TOO_LARGE);
+      if (size > maxHeaderSize) return refuseHeaderSize(req as Http2ServerRequest, res as Http2ServerResponse);
     } else if (req.httpVersionMinor === 1 && req.headers.host === undefined) {
       return jsonAnswer(res, 400, MISSING_HOST);
     }
     next(req, res);
   };
+}
+
+/** gRPC clients read a status only from grpc-status (one HEADERS frame, no body), never from JSON. */
+function refuseHeaderSize(req: Http2ServerRequest, res: Http2ServerResponse): void {
+  const contentType = req.headers['content-type'];
+  if (!contentType?.startsWith('application/grpc')) return jsonAnswer(res, 431, HEADERS_TOO_LARGE);
+  const answer = grpcErrorAnswer(431, HEADERS_TOO_LARGE);
+  res.stream.respond({ ...answer.headers, ':status': answer.status }, { endStream: true });
 }
 
 function guardUpgrades(next: NonNullable<ListenerHandlers['upgrade']>): ListenerHandlers['upgrade'] {

@@ -244,6 +244,23 @@ test('over h2 (h2c and TLS), a header list over max_header_size gets 431, as ove
   }
 });
 
+test('over h2, a gRPC call whose metadata is over max_header_size gets its 431 as a gRPC status, not JSON', async () => {
+  for (const url of [gw.h2c, gw.https]) {
+    const session = await connectH2(url);
+    try {
+      const headers = { ':method': 'POST', ':path': '/pkg.Svc/Call', 'content-type': 'application/grpc', te: 'trailers', 'x-big': 'h'.repeat(40_000) };
+      const big = await h2Request(session, headers, Buffer.alloc(5));
+      assert.equal(big.status, 431, url);
+      assert.equal(big.headers['content-type'], 'application/grpc', url);
+      assert.equal(big.headers['grpc-status'], '3', url);
+      assert.equal(big.headers['grpc-message'], 'Request header or cookie too large', url);
+      assert.equal(big.body.length, 0, url);
+    } finally {
+      session.close();
+    }
+  }
+});
+
 test('over h2 (h2c and TLS), CONNECT is refused with a JSON 405, as over HTTP/1.1', async () => {
   for (const url of [gw.h2c, gw.https]) {
     const session = await connectH2(url);
