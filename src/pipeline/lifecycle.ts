@@ -78,7 +78,8 @@ export class Lifecycle {
     socket.once('close', () => this.finish(ctx));
     if (!isWebSocket) return ctx.error(400, 'only WebSocket upgrades (GET over HTTP/1.1) are supported');
     this.access(ctx, () => {
-      if (ctx.responded) return;
+      // socket.destroyed: the client left while an asynchronous plugin ran; nothing goes upstream.
+      if (ctx.responded || socket.destroyed) return;
       if (!ctx.service) return ctx.error(503, MESSAGES.noService);
       const match = ctx.match;
       const headers = this.upstreamHeaders(ctx, match, listener);
