@@ -31,6 +31,7 @@ export interface ConnectionEvents {
   closed(): void;
 }
 
+const MAX_CONCURRENT_STREAMS = 128;
 const HEADERS_TOO_LARGE = 'Request header or cookie too large';
 const MISSING_HOST = 'Bad Request: HTTP/1.1 requests need a Host header';
 
@@ -142,7 +143,13 @@ export class Listener {
       // Checked by guardRequests, which answers with a JSON body (Node's own 400 has none).
       requireHostHeader: false,
     };
-    const h2Options = { maxHeaderListPairs: 200, maxSendHeaderBlockLength: limits.maxHeaderSize, settings: { maxHeaderListSize: limits.maxHeaderSize } };
+    // 128 concurrent streams per connection, as Kong (nginx's http2_max_concurrent_streams): Node's
+    // default is unbounded, one client could hold any number of upstream calls open.
+    const h2Options = {
+      maxHeaderListPairs: 200,
+      maxSendHeaderBlockLength: limits.maxHeaderSize,
+      settings: { maxHeaderListSize: limits.maxHeaderSize, maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
+    };
     handlers = { request: guardRequests(handlers.request, limits.maxHeaderSize), upgrade: handlers.upgrade && guardUpgrades(handlers.upgrade) };
     let listener: Listener;
     if (spec.ssl) {

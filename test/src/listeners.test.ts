@@ -227,6 +227,21 @@ test('bad bytes: 400 on HTTP/1.1 ports (JSON, also without Host), 405 for CONNEC
   for (const url of [gw.http, gw.https, gw.h2c]) assert.equal((await request(`${url}/echo/alive`)).status, 200, url);
 });
 
+test('h2 sessions (h2c and TLS) allow 128 concurrent streams, as Kong, not an unbounded number', async () => {
+  for (const url of [gw.h2c, gw.https]) {
+    const session = http2.connect(url, { rejectUnauthorized: false });
+    try {
+      const settings = await new Promise<http2.Settings>((resolve, reject) => {
+        session.once('remoteSettings', resolve);
+        session.once('error', reject);
+      });
+      assert.equal(settings.maxConcurrentStreams, 128, url);
+    } finally {
+      session.close();
+    }
+  }
+});
+
 test('over h2 (h2c and TLS), a header list over max_header_size gets 431, as over HTTP/1.1, and the session keeps serving', async () => {
   for (const url of [gw.h2c, gw.https]) {
     const session = await connectH2(url);
