@@ -50,7 +50,8 @@ export const eventTypePrefix = (typeEscaped: string) => `e/${typeEscaped}/`;
 export const eventKey = (typeEscaped: string, seq: number) => `e/${typeEscaped}/${padSeq(seq)}`;
 export const timeKey = (time: number, seq: number) => `t/${padTime(time)}/${padSeq(seq)}`;
 export const TIME_PREFIX = 't/';
-export const dedupeKey = (hash: string) => `d/${hash}`;
+export const DEDUPE_PREFIX = 'd/';
+export const dedupeKey = (hash: string) => DEDUPE_PREFIX + hash;
 
 /** Identity of an event for deduplication: the (source, id) tuple (length-prefixed), hashed to a fixed-size key. */
 export function dedupeHash(source: string, id: string): string {

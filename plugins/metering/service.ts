@@ -53,11 +53,18 @@ export class MeteringService {
   private readonly store: Store;
   private readonly log: Logger;
 
-  constructor(api: Pick<PluginApi, 'store' | 'log'>, options: { purgeIntervalMs?: number; backfillChunk?: number } = {}) {
+  constructor(api: Pick<PluginApi, 'store' | 'log'>, options: { purgeIntervalMs?: number; backfillChunk?: number; dedupeFilterCapacity?: number } = {}) {
     this.store = api.store;
     this.log = api.log;
     this.ledger = new AggregateLedger(this.store);
-    this.writer = new Writer(this.store, this.ledger, this.meters, this.log, { batchMaxEvents: DEFAULTS.batchMaxEvents, batchMaxWaitMs: DEFAULTS.batchMaxWaitMs });
+    this.writer = new Writer(
+      this.store,
+      this.ledger,
+      this.meters,
+      this.log,
+      { batchMaxEvents: DEFAULTS.batchMaxEvents, batchMaxWaitMs: DEFAULTS.batchMaxWaitMs },
+      options.dedupeFilterCapacity,
+    );
     this.maintenance = new Maintenance(this.store, this.writer, this.ledger, this.meters, this.log, {
       backfillChunk: options.backfillChunk ?? 5_000,
       deleteChunk: 5_000,

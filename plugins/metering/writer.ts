@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
 import type { PreparedEvent } from './events.ts';
 import { dedupeKey, eventKey, padSeq, SEQ_KEY, timeIndexValue, timeKey } from './keys.ts';
+import { DedupeFilter } from './dedupe-filter.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
 import type { MeterRegistry } from './registry.ts';
 
@@ -68,6 +69,8 @@ export class Writer {
   private chainBroken = false;
   /** Dedupe keys of prepared batches not yet written. */
   private readonly inFlightDedupe = new Set<string>();
+  /** Which dedupe keys need a lookup in the store at all. */
+  readonly dedupeFilter: DedupeFilter;
   private closed = false;
   /** Last sequence number committed. */
   lastSeq = 0;
@@ -80,11 +83,16 @@ export class Writer {
     private readonly meters: MeterRegistry,
     private readonly log: Logger,
     public options: WriterOptions,
-  ) {}
+    dedupeFilterCapacity?: number,
+  ) {
+    this.dedupeFilter = new DedupeFilter(store, log, dedupeFilterCapacity);
+  }
 
   async open(): Promise<void> {
     const seq = await this.store.get(SEQ_KEY);
     this.lastSeq = this.preparedSeq = seq === undefined ? 0 : parseInt(seq, 16);
+    // Sized for twice the events ever stored (more than are kept): room to grow before a reload.
+    this.dedupeFilter.startLoad(2 * this.lastSeq);
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -189,8 +197,7 @@ export class Writer {
       seen.add(e.dedupe);
       fresh.push(e);
     }
-    const known = await this.store.getMany(fresh.map((e) => dedupeKey(e.dedupe)));
-    const accepted = fresh.filter((_, i) => known[i] === undefined);
+    const accepted = await this.withoutStored(fresh);
     // Only duplicates: done when their originals are (a failure of the last write may be spurious
     // for them, which is safe: a retry is acknowledged as a duplicate).
     if (accepted.length === 0) return { written: this.lastWrite };
@@ -211,7 +218,11 @@ export class Writer {
     const aggregates = await this.ledger.prepare(delta);
     // Optimistic from here on: the next batch builds on this one.
     this.preparedSeq = seq;
-    for (const e of accepted) this.inFlightDedupe.add(e.dedupe);
+    for (const e of accepted) {
+      this.inFlightDedupe.add(e.dedupe);
+      this.dedupeFilter.add(e.dedupe);
+    }
+    this.dedupeFilter.growIfFull(this.inFlightDedupe);
     const all = aggregates.ops.length ? ops.concat(aggregates.ops) : ops;
     const written = this.writeTail.then(async () => {
       if (this.chainBroken) throw new Error('an earlier batch failed to commit');
@@ -230,6 +241,15 @@ export class Writer {
     return { written };
   }
 
+  /** The events whose dedupe keys are not stored, asking the store only where the filter cannot tell. */
+  private async withoutStored(events: PreparedEvent[]): Promise<PreparedEvent[]> {
+    const lookedUp = events.filter((e) => this.dedupeFilter.mayContain(e.dedupe));
+    if (lookedUp.length === 0) return events;
+    const stored = await this.store.getMany(lookedUp.map((e) => dedupeKey(e.dedupe)));
+    const known = new Set(lookedUp.filter((_, i) => stored[i] !== undefined));
+    return known.size === 0 ? events : events.filter((e) => !known.has(e));
+  }
+
   /** Commits everything queued, then refuses new events. */
   async close(): Promise<void> {
     this.closed = true;
@@ -238,6 +258,7 @@ export class Writer {
       await new Promise((r) => setTimeout(r, 2));
     }
     await this.idle();
+    await this.dedupeFilter.stop();
   }
 
   /** Resolves when no serial work is running or queued and every launched write has settled. */

@@ -154,6 +154,53 @@ describe('metering durability', () => {
     }
   });
 
+  test('the dedupe filter in front of the store: re-sent events count once before, during and after its loads, across a restart', async () => {
+    const dir = tempDir();
+    const log = pino({ level: 'silent' });
+    const config = { queue_max_events: 100_000 } as Parameters<MeteringService['ingest']>[1];
+    // A filter sized for 100 hashes: the first 300 events make it reload larger while events keep coming.
+    const open = async () => {
+      const store = new LevelStore(dir);
+      await store.open();
+      const service = new MeteringService({ store: store.namespace('plugin.metering'), log }, { dedupeFilterCapacity: 100 });
+      await service.open();
+      return { store, service };
+    };
+    const send = (service: MeteringService, events: unknown[]) => service.ingest(prepareEvents(events, true, { now: Date.now(), retentionStart: 0, retentionDays: 730 }), config);
+    const count = async (service: MeteringService) => {
+      const record = service.find('filtered_count');
+      return Number((await service.query(record, parseQuery({}, service.meters.compiledOf(record)).query!, 30_000)).data[0]?.value ?? 0);
+    };
+    const sent = Array.from({ length: 600 }, () => ce({ type: 'filtered' }));
+    let { store, service } = await open();
+    try {
+      await service.createMeter(meterDefinitionFrom({ key: 'filtered_count', name: 'n', event_type: 'filtered', aggregation: 'count' }));
+      await service.writer.dedupeFilter.loaded();
+      for (let i = 0; i < 300; i += 20) await send(service, sent.slice(i, i + 20));
+      // Re-sent while the larger filter loads, then after.
+      await Promise.all([send(service, sent.slice(0, 300)), send(service, sent.slice(300, 400))]);
+      await service.writer.dedupeFilter.loaded();
+      await send(service, sent.slice(0, 400));
+      assert.equal(await count(service), 400);
+    } finally {
+      await service.close();
+      await store.close();
+    }
+
+    ({ store, service } = await open());
+    try {
+      // Right after the start the filter may still be loading; then it is loaded.
+      await send(service, sent.slice(0, 500));
+      assert.equal(await count(service), 500);
+      await service.writer.dedupeFilter.loaded();
+      await send(service, sent);
+      assert.equal(await count(service), 600);
+    } finally {
+      await service.close();
+      await store.close();
+    }
+  });
+
   test('expired events and their fully expired buckets are purged in the background', async () => {
     const dataDir = tempDir();
     let gw = await startGateway(gatewayConfig({ retention_days: 30 }), { dataDir });
