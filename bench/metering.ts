@@ -30,14 +30,25 @@ const QUERY_EVENTS = 1_000_000;
 const SUBJECTS = 20;
 const METHODS = ['GET', 'POST', 'PUT'];
 
-function eventJson(i: number, time = new Date().toISOString()): string {
-  return `{"specversion":"1.0","id":"${randomUUID()}","source":"bench","type":"request","subject":"customer-${i % SUBJECTS}","time":"${time}","data":{"method":"${METHODS[i % 3]}","route":"/orders","bytes":${(i % 997) + 1}}}`;
+function eventJson(i: number, time = new Date().toISOString(), id: string = randomUUID()): string {
+  return `{"specversion":"1.0","id":"${id}","source":"bench","type":"request","subject":"customer-${i % SUBJECTS}","time":"${time}","data":{"method":"${METHODS[i % 3]}","route":"/orders","bytes":${(i % 997) + 1}}}`;
 }
 
-function batchBody(size: number): string {
-  const parts: string[] = [];
-  for (let i = 0; i < size; i++) parts.push(eventJson(i));
-  return `[${parts.join(',')}]`;
+/**
+ * Batch bodies of `size` events, each with ids never sent before. They are spliced from one template
+ * with a counter, because the load generator shares the machine with the gateway: a thousand UUIDs
+ * and JSON strings per request would take CPU that the gateway is being measured on.
+ */
+function batchBodies(size: number): () => string {
+  const run = randomUUID();
+  const chunks = `[${Array.from({ length: size }, (_, i) => eventJson(i, undefined, `\u0000${i}`)).join(',')}]`.split('\u0000');
+  let request = 0;
+  return () => {
+    const prefix = `${run}-${request++}-`;
+    let body = chunks[0];
+    for (let i = 1; i < chunks.length; i++) body += prefix + chunks[i];
+    return body;
+  };
 }
 
 async function startGatewayChild(dataDir: string): Promise<Child> {
@@ -143,6 +154,7 @@ class RawLevel {
 async function interleaved(url: string, batchSize: number, workers: number, rounds = 3): Promise<{ ingest: number; raw: number; failed: number }> {
   const raw = new RawLevel(batchSize);
   await raw.open();
+  const bodies = batchBodies(batchSize);
   let ingest = 0;
   let rawTotal = 0;
   let failed = 0;
@@ -150,7 +162,7 @@ async function interleaved(url: string, batchSize: number, workers: number, roun
     for (let i = 0; i < rounds; i++) {
       rawTotal += await raw.rate(2);
       await raw.settle();
-      const r = await drive(url, workers, 'application/cloudevents-batch+json', () => batchBody(batchSize), 2);
+      const r = await drive(url, workers, 'application/cloudevents-batch+json', bodies, 2);
       ingest += r.rps * batchSize;
       failed += r.failed;
     }

@@ -47,8 +47,9 @@ export const meterKey = (id: string) => `m/${id}`;
 export const METER_PREFIX = 'm/';
 
 export const eventTypePrefix = (typeEscaped: string) => `e/${typeEscaped}/`;
-export const eventKey = (typeEscaped: string, seq: number) => `e/${typeEscaped}/${padSeq(seq)}`;
-export const timeKey = (time: number, seq: number) => `t/${padTime(time)}/${padSeq(seq)}`;
+/** `padded`: padSeq(seq), when the caller has it already (the writer needs it three times per event). */
+export const eventKey = (typeEscaped: string, seq: number, padded = padSeq(seq)) => `e/${typeEscaped}/${padded}`;
+export const timeKey = (time: number, seq: number, padded = padSeq(seq)) => `t/${padTime(time)}/${padded}`;
 export const TIME_PREFIX = 't/';
 export const DEDUPE_PREFIX = 'd/';
 export const dedupeKey = (hash: string) => DEDUPE_PREFIX + hash;

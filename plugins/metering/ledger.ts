@@ -11,25 +11,30 @@ import {
 } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import { escapePart, padTime, TIME_WIDTH } from './keys.ts';
-import { readEvent, type CompiledMeter } from './values.ts';
+import { dimensionText, distinctReading, numericReading, readEvent, type CompiledMeter } from './values.ts';
 
-/** Aggregate updates of a group of events, at the base (minute) level; prepare() rolls them up. */
+/** Aggregate updates of a group of events in one minute and series, at the base level; prepare() rolls them up. */
 interface MinuteDelta {
   space: string;
   minute: number;
   series: string;
   state: State;
+  /** Distinct values seen (unique_count), escaped. */
+  distinct: Set<string> | null;
 }
 
+/** Subject, then each dimension value, down to the series' delta: finding it builds no string. */
+type SeriesTree = Map<string, SeriesTree | MinuteDelta>;
+
 export interface Delta {
-  minutes: Map<string, MinuteDelta>;
-  /** Distinct values seen (unique_count), by minute. */
-  uniques: Map<string, { space: string; minute: number; series: string; value: string }>;
+  minutes: MinuteDelta[];
+  /** By meter space and minute. */
+  trees: Map<string, Map<number, SeriesTree>>;
   events: number;
 }
 
 export function newDelta(): Delta {
-  return { minutes: new Map(), uniques: new Map(), events: 0 };
+  return { minutes: [], trees: new Map(), events: 0 };
 }
 
 /** Series key part: subject and dimension values (escaped, so '/' separates them). */
@@ -39,21 +44,37 @@ export function seriesKey(subject: string, dimensions: string[]): string {
   return key;
 }
 
-/** Adds one event's contribution to a meter into the delta. */
+function seriesTree(delta: Delta, space: string, minute: number): SeriesTree {
+  let minutes = delta.trees.get(space);
+  if (!minutes) delta.trees.set(space, (minutes = new Map()));
+  let tree = minutes.get(minute);
+  if (!tree) minutes.set(minute, (tree = new Map()));
+  return tree;
+}
+
+/** Adds one event's contribution to a meter into the delta (runs per event and meter: allocates only for a new series). */
 export function addEvent(delta: Delta, m: CompiledMeter, seq: number, event: StoredEvent): void {
   if (event.time < m.eventsFrom) return;
-  const reading = readEvent(m, event.data);
-  const series = seriesKey(event.subject, reading.dimensions);
   const minute = event.time - (event.time % BASE_SIZE);
-  const key = `${m.space}|${minute}|${series}`;
-  const entry = delta.minutes.get(key);
-  if (entry) addToState(entry.state, event.time, seq, reading.numeric);
-  else delta.minutes.set(key, { space: m.space, minute, series, state: eventState(event.time, seq, reading.numeric) });
-  if (reading.distinct !== undefined) {
-    const value = escapePart(reading.distinct);
-    const uniqueKey = `${key}|${value}`;
-    if (!delta.uniques.has(uniqueKey)) delta.uniques.set(uniqueKey, { space: m.space, minute, series, value });
+  let node = seriesTree(delta, m.space, minute);
+  let part = event.subject;
+  for (let i = 0; i < m.dimensionPaths.length; i++) {
+    let next = node.get(part) as SeriesTree | undefined;
+    if (!next) node.set(part, (next = new Map()));
+    node = next;
+    part = dimensionText(m, i, event.data);
   }
+  const numeric = numericReading(m, event.data);
+  let entry = node.get(part) as MinuteDelta | undefined;
+  if (entry) addToState(entry.state, event.time, seq, numeric);
+  else {
+    const reading = readEvent(m, event.data);
+    entry = { space: m.space, minute, series: seriesKey(event.subject, reading.dimensions), state: eventState(event.time, seq, numeric), distinct: null };
+    node.set(part, entry);
+    delta.minutes.push(entry);
+  }
+  const distinct = distinctReading(m, event.data);
+  if (distinct !== undefined) (entry.distinct ??= new Set()).add(escapePart(distinct));
   delta.events++;
 }
 
@@ -61,16 +82,15 @@ export function addEvent(delta: Delta, m: CompiledMeter, seq: number, event: Sto
 export function rollUp(delta: Delta): { states: Map<string, State>; uniques: Set<string> } {
   const states = new Map<string, State>();
   const uniques = new Set<string>();
-  for (const e of delta.minutes.values()) {
+  for (const e of delta.minutes) {
     for (const level of LEVELS) {
-      const key = `a/${e.space}/${level.name}/${padTime(e.minute - (e.minute % level.size))}/${e.series}`;
+      const bucket = padTime(e.minute - (e.minute % level.size));
+      const key = `a/${e.space}/${level.name}/${bucket}/${e.series}`;
       const existing = states.get(key);
       if (existing) merge(existing, e.state);
       else states.set(key, merge(emptyState(), e.state));
+      if (e.distinct) for (const value of e.distinct) uniques.add(`u/${e.space}/${level.name}/${bucket}/${e.series}/${value}`);
     }
-  }
-  for (const u of delta.uniques.values()) {
-    for (const level of LEVELS) uniques.add(`u/${u.space}/${level.name}/${padTime(u.minute - (u.minute % level.size))}/${u.series}/${u.value}`);
   }
   return { states, uniques };
 }

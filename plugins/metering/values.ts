@@ -53,15 +53,29 @@ export interface Reading {
   distinct?: string;
 }
 
+/** The text of dimension `index` (in `dimensionNames` order) of an event. */
+export function dimensionText(m: CompiledMeter, index: number, data: unknown): string {
+  return jsonValueText(lookup(data, m.dimensionPaths[index]));
+}
+
+/** The numeric value for sum/avg/min/max/latest (undefined: ignored, and always for count and unique_count). */
+export function numericReading(m: CompiledMeter, data: unknown): number | undefined {
+  return m.valuePath && m.aggregation !== 'unique_count' ? numericValue(lookup(data, m.valuePath)) : undefined;
+}
+
+/** The distinct-value text for unique_count (undefined: ignored, i.e. null, and for every other aggregation). */
+export function distinctReading(m: CompiledMeter, data: unknown): string | undefined {
+  if (!m.valuePath || m.aggregation !== 'unique_count') return undefined;
+  const text = jsonValueText(lookup(data, m.valuePath));
+  return text === 'null' ? undefined : text;
+}
+
 export function readEvent(m: CompiledMeter, data: unknown): Reading {
-  const dimensions = m.dimensionPaths.map((p) => jsonValueText(lookup(data, p)));
-  if (!m.valuePath) return { dimensions };
-  const raw = lookup(data, m.valuePath);
-  if (m.aggregation === 'unique_count') {
-    const text = jsonValueText(raw);
-    return text === 'null' ? { dimensions } : { dimensions, distinct: text };
-  }
-  return { dimensions, numeric: numericValue(raw) };
+  return {
+    dimensions: m.dimensionPaths.map((_, i) => dimensionText(m, i, data)),
+    numeric: numericReading(m, data),
+    distinct: distinctReading(m, data),
+  };
 }
 
 /** Go's strconv.ParseFloat, as far as the messages need it. */

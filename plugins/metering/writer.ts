@@ -206,11 +206,11 @@ export class Writer {
     const delta = newDelta();
     let seq = this.preparedSeq;
     for (const e of accepted) {
-      seq++;
+      const padded = padSeq(++seq);
       ops.push(
-        { type: 'put', key: eventKey(e.typeEscaped, seq), value: e.json },
-        { type: 'put', key: timeKey(e.record.time, seq), value: timeIndexValue(e.typeEscaped, e.dedupe, storedAt) },
-        { type: 'put', key: dedupeKey(e.dedupe), value: padSeq(seq) },
+        { type: 'put', key: eventKey(e.typeEscaped, seq, padded), value: e.json },
+        { type: 'put', key: timeKey(e.record.time, seq, padded), value: timeIndexValue(e.typeEscaped, e.dedupe, storedAt) },
+        { type: 'put', key: dedupeKey(e.dedupe), value: padded },
       );
       for (const m of this.meters.aggregating(e.record.type)) addEvent(delta, m, seq, e.record);
     }
