@@ -138,7 +138,9 @@ export function mergeArray(a: State, v: number[]): void {
  * series. A row leads with the total of its series (`<state>|`), so a query that neither filters
  * nor groups reads a few numbers per bucket instead of every series. A bucket with more than
  * ROW_MAX_SERIES series is marked as overflowing (`!`: read series by series, its total still
- * kept); rows are written in the same batch as the per-series states they copy.
+ * kept). Only the series of overflowing rows (and of the base level) have keys of their own: per
+ * batch that is ~95 aggregate writes instead of ~650 in the benchmark's load. Stores written before kept
+ * per-series keys beside every row; those are not read, and are rewritten when their row overflows.
  */
 export const ROW_MAX_SERIES = 512;
 export const ROW_OVERFLOW = '!';

@@ -7,7 +7,8 @@
  *   e/<type>/<seq>                            stored event (JSON)
  *   t/<time>/<seq>                            time index -> "<type>/<dedupe hash>/<stored_at ms>"
  *   d/<dedupe hash>                           (source, id) seen -> seq
- *   a/<meter>.<gen>/<level>/<bucket>/<series> aggregate state of one bucket and series
+ *   a/<meter>.<gen>/<level>/<bucket>/<series> aggregate state of one bucket and series (minutes, and
+ *                                             buckets whose row overflows)
  *   r/<meter>.<gen>/<level>/<bucket>          every series of a bucket in one value (levels above minutes)
  *   u/<meter>.<gen>/<level>/<bucket>/<series>/<value>   distinct values (unique_count)
  */

@@ -142,6 +142,29 @@ function rowPlace(key: string): { rowKey: string; series: string } | undefined {
   return { rowKey: 'r' + key.slice(1, bucketEnd), series: key.slice(bucketEnd + 1) };
 }
 
+/** The per-series key of a series of a row: `r/<space>/<level>/<bucket>` -> `a/<space>/<level>/<bucket>/<series>`. */
+function seriesKeyOf(rowKey: string, series: string): string {
+  return 'a' + rowKey.slice(1) + '/' + series;
+}
+
+/** Rolled-up states split into rows (series by row, and the sum of their changes) and the base-level ones. */
+function splitByRow(states: Map<string, State>): { byRow: Map<string, { series: Map<string, State>; change: State }>; unrowed: string[] } {
+  const byRow = new Map<string, { series: Map<string, State>; change: State }>();
+  const unrowed: string[] = [];
+  for (const [key, state] of states) {
+    const place = rowPlace(key);
+    if (!place) {
+      unrowed.push(key);
+      continue;
+    }
+    let row = byRow.get(place.rowKey);
+    if (!row) byRow.set(place.rowKey, (row = { series: new Map(), change: emptyState() }));
+    row.series.set(place.series, state);
+    merge(row.change, state);
+  }
+  return { byRow, unrowed };
+}
+
 /** Committed values in a cache, values of prepared-not-yet-committed batches pinned beside it. */
 class Versioned<V> {
   private readonly cache: GenerationalCache<V>;
@@ -155,16 +178,18 @@ class Versioned<V> {
     return this.pending.get(key)?.value ?? this.cache.get(key);
   }
 
-  /** Pins a prepared value; `commit(token)` later moves it to the cache unless a later batch replaced it. */
+  /** Pins a prepared value until `commitAll(token)`. */
   pin(key: string, value: V, token: symbol): void {
     this.pending.set(key, { value, token });
   }
 
-  commit(key: string, token: symbol): void {
-    const entry = this.pending.get(key);
-    if (entry?.token !== token) return;
-    this.pending.delete(key);
-    this.cache.set(key, entry.value);
+  /** Moves the values pinned with `token` to the cache, except those a later batch replaced. */
+  commitAll(token: symbol): void {
+    for (const [key, entry] of this.pending) {
+      if (entry.token !== token) continue;
+      this.pending.delete(key);
+      this.cache.set(key, entry.value);
+    }
   }
 
   delete(key: string): void {
@@ -206,35 +231,36 @@ export class AggregateLedger {
 
   /**
    * The writes for a delta, and a function to call once they are committed. Until then the new
-   * states are pending: a batch prepared while this one is being written builds on them (they are
-   * never evicted, unlike cached ones). Must run inside the writer's serial section.
+   * states and rows are pending: a batch prepared while this one is being written builds on them
+   * (they are never evicted, unlike cached ones). Must run inside the writer's serial section.
    */
   async prepare(delta: Delta): Promise<{ ops: BatchOp[]; committed: () => void }> {
     const { states, uniques } = rollUp(delta);
-    const current = await this.currentValues(states.keys(), this.states, decodeState, emptyState, (v) => ({ ...v }));
+    const { byRow, unrowed } = splitByRow(states);
+    const rows = await this.currentValues(byRow.keys(), this.rows, decodeRow, emptyRow, copyRow);
+    // Per-series keys: at the base level, and in rows that already overflow.
+    const keyed = [...unrowed];
+    for (const [rowKey, changes] of byRow) {
+      if (rows.get(rowKey)!.series === ROW_OVERFLOW) for (const series of changes.series.keys()) keyed.push(seriesKeyOf(rowKey, series));
+    }
+    const current = await this.currentValues(keyed, this.states, decodeState, emptyState, (v) => ({ ...v }));
     const ops: BatchOp[] = [];
     const token = Symbol('batch');
-    /** Per row: the new states of its changed series, and the sum of their changes (for the row's total). */
-    const rowChanges = new Map<string, { series: Map<string, State>; change: State }>();
-    for (const [key, change] of states) {
-      const place = rowPlace(key);
-      if (place) {
-        let changes = rowChanges.get(place.rowKey);
-        if (!changes) rowChanges.set(place.rowKey, (changes = { series: new Map(), change: emptyState() }));
-        merge(changes.change, change);
-      }
-      const next = merge(current.get(key)!, change);
-      this.states.pin(key, next, token);
-      ops.push({ type: 'put', key, value: encodeState(next) });
-      if (place) rowChanges.get(place.rowKey)!.series.set(place.series, next);
-    }
-    const rows = await this.currentValues(rowChanges.keys(), this.rows, decodeRow, emptyRow, copyRow);
-    for (const [rowKey, changes] of rowChanges) {
+    const putState = (key: string, state: State) => {
+      this.states.pin(key, state, token);
+      ops.push({ type: 'put', key, value: encodeState(state) });
+    };
+    for (const key of keyed) putState(key, merge(current.get(key)!, states.get(key)!));
+    for (const [rowKey, changes] of byRow) {
       const row = rows.get(rowKey)!;
       if (row.total) merge(row.total, changes.change);
       if (row.series !== ROW_OVERFLOW) {
-        for (const [series, state] of changes.series) row.series.set(series, state);
-        if (row.series.size > ROW_MAX_SERIES) row.series = ROW_OVERFLOW;
+        for (const [series, change] of changes.series) row.series.set(series, merge({ ...(row.series.get(series) ?? emptyState()) }, change));
+        if (row.series.size > ROW_MAX_SERIES) {
+          // From now on the bucket is read series by series: each gets its own key.
+          for (const [series, state] of row.series) putState(seriesKeyOf(rowKey, series), state);
+          row.series = ROW_OVERFLOW;
+        }
       }
       this.rows.pin(rowKey, row, token);
       ops.push({ type: 'put', key: rowKey, value: encodeRow(row) });
@@ -243,8 +269,8 @@ export class AggregateLedger {
     return {
       ops,
       committed: () => {
-        for (const key of states.keys()) this.states.commit(key, token);
-        for (const key of rowChanges.keys()) this.rows.commit(key, token);
+        this.states.commitAll(token);
+        this.rows.commitAll(token);
       },
     };
   }
@@ -267,17 +293,13 @@ export class AggregateLedger {
 /** The writes of a delta into an aggregate space that holds nothing yet (bulk seeding, e.g. benchmarks). */
 export function writesIntoEmptySpace(delta: Delta): BatchOp[] {
   const { states, uniques } = rollUp(delta);
-  const ops: BatchOp[] = [];
-  const rows = new Map<string, Map<string, State>>();
-  for (const [key, state] of states) {
-    ops.push({ type: 'put', key, value: encodeState(state) });
-    const place = rowPlace(key);
-    if (!place) continue;
-    let row = rows.get(place.rowKey);
-    if (!row) rows.set(place.rowKey, (row = new Map()));
-    row.set(place.series, state);
+  const { byRow, unrowed } = splitByRow(states);
+  const ops: BatchOp[] = unrowed.map((key) => ({ type: 'put', key, value: encodeState(states.get(key)!) }));
+  for (const [rowKey, { series, change }] of byRow) {
+    const overflow = series.size > ROW_MAX_SERIES;
+    if (overflow) for (const [name, state] of series) ops.push({ type: 'put', key: seriesKeyOf(rowKey, name), value: encodeState(state) });
+    ops.push({ type: 'put', key: rowKey, value: encodeRow({ total: change, series: overflow ? ROW_OVERFLOW : series }) });
   }
-  for (const [key, series] of rows) ops.push({ type: 'put', key, value: encodeRow({ total: totalOf(series.values()), series: series.size > ROW_MAX_SERIES ? ROW_OVERFLOW : series }) });
   for (const key of uniques) ops.push({ type: 'put', key, value: '' });
   return ops;
 }

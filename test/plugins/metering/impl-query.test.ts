@@ -222,6 +222,15 @@ describe('metering queries', () => {
     const perSubject = await query('wide_count', { ...day, group_by_dimensions: ['subject'] });
     assert.equal(perSubject.data.length, 700);
     assert.ok(perSubject.data.every((r) => r.value === '1'));
+
+    // Series of the bucket keep counting after it overflowed, at every level (Kolkata's days use the half-hour ones).
+    await ingest([ce('wide', '2024-06-01T10:00:30Z', { n: 1000 }, 's0'), ce('wide', '2024-06-01T10:59:00Z', { n: 5 }, 's699')]);
+    const later = new Map((await query('wide_count', { ...day, group_by_dimensions: ['subject'] })).data.map((r) => [r.dimensions.subject, r.value]));
+    assert.deepEqual([later.get('s0'), later.get('s1'), later.get('s699'), later.size], ['2', '1', '2', 700]);
+    assert.equal((await query('wide_max', day)).data[0].value, '1000');
+    const kolkata = await query('wide_count', { from: '2024-06-01T00:00:00+05:30', to: '2024-06-02T00:00:00+05:30', granularity: 'P1D', time_zone: 'Asia/Kolkata', group_by_dimensions: ['subject'] });
+    assert.equal(kolkata.data.reduce((sum, r) => sum + Number(r.value), 0), 702);
+    assert.equal(kolkata.data.find((r) => r.dimensions.subject === 's0')?.value, '2');
   });
 
   test('request validation: codes of the reference, every problem listed', async () => {
