@@ -4,7 +4,7 @@
  * calls this, and a cache of committed states saves most reads. The cache only ever holds committed
  * values, so it needs no recovery: after a restart it starts empty.
  */
-import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Store, WriteBatch } from '../../src/pipeline/plugin-api.ts';
 import {
   addEvent as addToState, BASE_SIZE, copyRow, decodeRow, decodeState, emptyRow, emptyState, encodeRow, encodeState, eventState, LEVELS, merge,
   ROW_LEVELS, ROW_MAX_SERIES, ROW_OVERFLOW, totalOf, type Row, type State,
@@ -230,11 +230,12 @@ export class AggregateLedger {
   }
 
   /**
-   * The writes for a delta, and a function to call once they are committed. Until then the new
-   * states and rows are pending: a batch prepared while this one is being written builds on them
-   * (they are never evicted, unlike cached ones). Must run inside the writer's serial section.
+   * Adds the writes of a delta to `batch`; returns what to call once the batch is committed. Until
+   * then the new states and rows are pending: a batch prepared while this one is being written
+   * builds on them (they are never evicted, unlike cached ones). Must run inside the writer's serial
+   * section. A batch this failed to fill must be discarded.
    */
-  async prepare(delta: Delta): Promise<{ ops: BatchOp[]; committed: () => void }> {
+  async prepare(delta: Delta, batch: WriteBatch): Promise<{ committed: () => void }> {
     const { states, uniques } = rollUp(delta);
     const { byRow, unrowed } = splitByRow(states);
     const rows = await this.currentValues(byRow.keys(), this.rows, decodeRow, emptyRow, copyRow);
@@ -244,11 +245,10 @@ export class AggregateLedger {
       if (rows.get(rowKey)!.series === ROW_OVERFLOW) for (const series of changes.series.keys()) keyed.push(seriesKeyOf(rowKey, series));
     }
     const current = await this.currentValues(keyed, this.states, decodeState, emptyState, (v) => ({ ...v }));
-    const ops: BatchOp[] = [];
     const token = Symbol('batch');
     const putState = (key: string, state: State) => {
       this.states.pin(key, state, token);
-      ops.push({ type: 'put', key, value: encodeState(state) });
+      batch.put(key, encodeState(state));
     };
     for (const key of keyed) putState(key, merge(current.get(key)!, states.get(key)!));
     for (const [rowKey, changes] of byRow) {
@@ -263,11 +263,10 @@ export class AggregateLedger {
         }
       }
       this.rows.pin(rowKey, row, token);
-      ops.push({ type: 'put', key: rowKey, value: encodeRow(row) });
+      batch.put(rowKey, encodeRow(row));
     }
-    for (const key of uniques) ops.push({ type: 'put', key, value: '' });
+    for (const key of uniques) batch.put(key, '');
     return {
-      ops,
       committed: () => {
         this.states.commitAll(token);
         this.rows.commitAll(token);

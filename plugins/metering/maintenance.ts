@@ -115,10 +115,17 @@ export class Maintenance {
     const done = scanned < this.options.backfillChunk;
     const aggregated = progress.aggregated + scanned;
     const next: MeterRecord = { ...record, backfill: done ? null : { ...progress, cursor, aggregated } };
-    const { ops, committed } = await this.ledger.prepare(delta);
-    ops.push({ type: 'put', key: meterKey(id), value: JSON.stringify(next) });
+    const batch = this.store.writeBatch();
+    let committed: () => void;
     try {
-      await this.store.batch(ops, { sync: true });
+      ({ committed } = await this.ledger.prepare(delta, batch));
+      batch.put(meterKey(id), JSON.stringify(next));
+    } catch (err) {
+      await batch.discard();
+      throw err;
+    }
+    try {
+      await batch.write({ sync: true });
     } catch (err) {
       this.ledger.clear();
       throw err;

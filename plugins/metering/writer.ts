@@ -16,7 +16,7 @@
  * `exclusive`, after every pending write has settled, so the read-merge-write of aggregates never races.
  */
 import type { Logger } from 'pino';
-import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
+import type { Store } from '../../src/pipeline/plugin-api.ts';
 import type { PreparedEvent } from './events.ts';
 import { dedupeKey, eventKey, padSeq, SEQ_KEY, timeIndexValue, timeKey } from './keys.ts';
 import { DedupeFilter } from './dedupe-filter.ts';
@@ -202,39 +202,47 @@ export class Writer {
     // for them, which is safe: a retry is acknowledged as a duplicate).
     if (accepted.length === 0) return { written: this.lastWrite };
     const storedAt = Date.now();
-    const ops: BatchOp[] = [];
+    // Filled now, while the previous batch is being written: only the write itself waits for it.
+    const batch = this.store.writeBatch();
     const delta = newDelta();
     let seq = this.preparedSeq;
-    for (const e of accepted) {
-      const padded = padSeq(++seq);
-      ops.push(
-        { type: 'put', key: eventKey(e.typeEscaped, seq, padded), value: e.json },
-        { type: 'put', key: timeKey(e.record.time, seq, padded), value: timeIndexValue(e.typeEscaped, e.dedupe, storedAt) },
-        { type: 'put', key: dedupeKey(e.dedupe), value: padded },
-      );
-      for (const m of this.meters.aggregating(e.record.type)) addEvent(delta, m, seq, e.record);
+    let committed: () => void;
+    try {
+      for (const e of accepted) {
+        const padded = padSeq(++seq);
+        batch.put(eventKey(e.typeEscaped, seq, padded), e.json);
+        batch.put(timeKey(e.record.time, seq, padded), timeIndexValue(e.typeEscaped, e.dedupe, storedAt));
+        batch.put(dedupeKey(e.dedupe), padded);
+        for (const m of this.meters.aggregating(e.record.type)) addEvent(delta, m, seq, e.record);
+      }
+      batch.put(SEQ_KEY, padSeq(seq));
+      ({ committed } = await this.ledger.prepare(delta, batch));
+    } catch (err) {
+      await batch.discard();
+      throw err;
     }
-    ops.push({ type: 'put', key: SEQ_KEY, value: padSeq(seq) });
-    const aggregates = await this.ledger.prepare(delta);
     // Optimistic from here on: the next batch builds on this one.
     this.preparedSeq = seq;
-    for (const e of accepted) {
-      this.inFlightDedupe.add(e.dedupe);
-      this.dedupeFilter.add(e.dedupe);
+    const hashes = accepted.map((e) => e.dedupe);
+    for (const hash of hashes) {
+      this.inFlightDedupe.add(hash);
+      this.dedupeFilter.add(hash);
     }
     this.dedupeFilter.growIfFull(this.inFlightDedupe);
-    const all = aggregates.ops.length ? ops.concat(aggregates.ops) : ops;
     const written = this.writeTail.then(async () => {
-      if (this.chainBroken) throw new Error('an earlier batch failed to commit');
+      if (this.chainBroken) {
+        await batch.discard();
+        throw new Error('an earlier batch failed to commit');
+      }
       try {
-        await this.store.batch(all, { sync: true });
+        await batch.write({ sync: true });
       } catch (err) {
         this.chainBroken = true;
         throw err;
       }
       this.lastSeq = seq;
-      aggregates.committed();
-      for (const e of accepted) this.inFlightDedupe.delete(e.dedupe);
+      committed();
+      for (const hash of hashes) this.inFlightDedupe.delete(hash);
     });
     this.lastWrite = written;
     this.writeTail = written.catch(() => undefined);

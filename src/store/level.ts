@@ -7,7 +7,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
-import type { BatchOp, PutOptions, ScanOptions, Store, StoreAdapter, WriteOptions } from './store.ts';
+import type { BatchOp, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
 
 const TTL_PREFIX = '!ttl!';
 const EXPIRY_DIGITS = 13;
@@ -42,6 +42,37 @@ function decode(stored: string | undefined, now: number): string | undefined {
 
 function ttlIndexKey(expiresAt: number, key: string): string {
   return TTL_PREFIX + String(expiresAt).padStart(EXPIRY_DIGITS, '0') + '!' + key;
+}
+
+/** Refused before anything is written, so a bad operation fails its whole batch (and never stores "undefined"). */
+function checkStrings(key: unknown, value: unknown): void {
+  if (typeof key !== 'string' || typeof value !== 'string') throw new TypeError(`store keys and values must be strings (key ${JSON.stringify(key)})`);
+}
+
+/** A classic-level chained batch below `base` (a namespace's prefix). */
+class LevelWriteBatch implements WriteBatch {
+  constructor(
+    private readonly batch: ChainedBatch,
+    private readonly base: string,
+  ) {}
+
+  put(key: string, value: string): void {
+    checkStrings(key, value);
+    this.batch.put(this.base + key, PERMANENT + value);
+  }
+
+  del(key: string): void {
+    checkStrings(key, '');
+    this.batch.del(this.base + key);
+  }
+
+  async write(options: WriteOptions = {}): Promise<void> {
+    await this.batch.write({ sync: options.sync ?? false });
+  }
+
+  async discard(): Promise<void> {
+    await this.batch.close();
+  }
 }
 
 /** Iterator bounds for a prefix plus optional gte/lt within it. */
@@ -101,12 +132,7 @@ export class LevelStore implements StoreAdapter {
   /** A batch whose keys are below `base` (a namespace's prefix), written without copying the operations. */
   async batchUnder(base: string, ops: BatchOp[], options: WriteOptions): Promise<void> {
     if (ops.length === 0) return;
-    // Checked before anything is written, so a bad operation fails the whole batch (and never stores "undefined").
-    for (const op of ops) {
-      if (typeof op.key !== 'string' || (op.type === 'put' && typeof op.value !== 'string')) {
-        throw new TypeError(`store keys and values must be strings (key ${JSON.stringify(op.key)})`);
-      }
-    }
+    for (const op of ops) checkStrings(op.key, op.type === 'put' ? op.value : '');
     const now = Date.now();
     const batch: ChainedBatch = this.db.batch();
     for (const op of ops) {
@@ -120,6 +146,14 @@ export class LevelStore implements StoreAdapter {
       }
     }
     await batch.write({ sync: options.sync ?? false });
+  }
+
+  writeBatch(): WriteBatch {
+    return this.writeBatchUnder('');
+  }
+
+  writeBatchUnder(base: string): WriteBatch {
+    return new LevelWriteBatch(this.db.batch(), base);
   }
 
   async *scan(options: ScanOptions): AsyncIterable<[string, string]> {
@@ -197,6 +231,9 @@ class NamespacedStore implements Store {
   }
   batch(ops: BatchOp[], options?: WriteOptions) {
     return this.root.batchUnder(this.base, ops, options ?? {});
+  }
+  writeBatch() {
+    return this.root.writeBatchUnder(this.base);
   }
   scan(options: ScanOptions) {
     return this.root.scanRaw(options, this.base);

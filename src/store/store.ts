@@ -31,6 +31,20 @@ export interface ScanOptions {
   limit?: number;
 }
 
+/**
+ * Operations added one at a time and applied atomically by `write`: all or none. They go straight
+ * into the database's own batch, so a batch can be filled ahead of its write (the metering writer
+ * fills the next batch while the previous one is being written) and keeps no operation objects.
+ */
+export interface WriteBatch {
+  put(key: string, value: string): void;
+  del(key: string): void;
+  /** Applies every operation; the batch is spent afterwards. */
+  write(options?: WriteOptions): Promise<void>;
+  /** Drops the operations unwritten; the batch is spent afterwards. */
+  discard(): Promise<void>;
+}
+
 export interface Store {
   get(key: string): Promise<string | undefined>;
   /** Several keys at once, in order; undefined where absent. */
@@ -39,6 +53,8 @@ export interface Store {
   del(key: string, options?: WriteOptions): Promise<void>;
   /** All operations are applied atomically: all or none. */
   batch(ops: BatchOp[], options?: WriteOptions): Promise<void>;
+  /** An empty batch to fill operation by operation (see WriteBatch). */
+  writeBatch(): WriteBatch;
   /** Ordered scan; expired entries are skipped. */
   scan(options: ScanOptions): AsyncIterable<[key: string, value: string]>;
   /** A view of this store whose keys are all prefixed by `name` and a separator. */

@@ -124,6 +124,9 @@ class CountingStore implements Store {
   batch(ops: BatchOp[], options?: WriteOptions) {
     return this.inner.batch(ops, options);
   }
+  writeBatch() {
+    return this.inner.writeBatch();
+  }
   scan(options: ScanOptions) {
     return this.inner.scan(options);
   }

@@ -68,6 +68,25 @@ test('a batch applies all its operations at once, or none when one is invalid', 
   await s.batch([]);
 });
 
+test('a write batch filled operation by operation applies nothing until written, and nothing when discarded', async () => {
+  const s = store.namespace('chained');
+  await s.put('gone', 'x');
+  const batch = s.writeBatch();
+  batch.put('k1', 'v1');
+  batch.put('k2', '');
+  batch.del('gone');
+  assert.deepEqual(await s.getMany(['k1', 'k2', 'gone']), [undefined, undefined, 'x'], 'nothing before write()');
+  await batch.write({ sync: true });
+  assert.deepEqual(await s.getMany(['k1', 'k2', 'gone']), ['v1', '', undefined]);
+  assert.equal(await store.namespace('other').get('k1'), undefined, 'inside its namespace only');
+
+  const dropped = s.writeBatch();
+  dropped.put('k3', 'v3');
+  assert.throws(() => dropped.put('k4', undefined as unknown as string), TypeError);
+  await dropped.discard();
+  assert.equal(await s.get('k3'), undefined);
+});
+
 test('scans are ordered, bounded by prefix, gte/lt, reversed and limited', async () => {
   const s = store.namespace('scan');
   const all = ['a', 'b/1', 'b/2', 'b/10', 'b/3', 'ba', 'c'];
