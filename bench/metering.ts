@@ -151,7 +151,7 @@ class RawLevel {
  * Batched ingest and the raw rate in alternating two-second rounds, so that both see the same
  * machine (shared machines vary by the second). Returns mean events/s of each.
  */
-async function interleaved(url: string, batchSize: number, workers: number, rounds = 3): Promise<{ ingest: number; raw: number; failed: number }> {
+async function interleaved(url: string, batchSize: number, workers: number, rounds = 5): Promise<{ ingest: number; raw: number; failed: number }> {
   const raw = new RawLevel(batchSize);
   await raw.open();
   const bodies = batchBodies(batchSize);
