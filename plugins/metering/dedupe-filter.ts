@@ -121,12 +121,14 @@ export class DedupeFilter {
     const filter = new BloomFilter(Math.max(expected, this.minCapacity));
     for (const hash of inFlight) filter.add(hash);
     this.loading = filter;
+    const started = performance.now();
     this.load = this.fill(filter).then(
       (complete) => {
         this.loading = null;
         if (!complete) return;
         this.active = filter;
-        this.log.info({ hashes: filter.count, megabytes: Math.round(filter.bytes / 2 ** 20) }, 'metering: dedupe filter loaded');
+        const ms = Math.round(performance.now() - started);
+        this.log.info({ hashes: filter.count, megabytes: Math.round(filter.bytes / 2 ** 20), ms }, 'metering: dedupe filter loaded');
       },
       (err) => {
         this.loading = null;
