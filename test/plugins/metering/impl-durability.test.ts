@@ -36,6 +36,15 @@ async function total(base: string, meter: string): Promise<number> {
   return rows.length ? Number(rows[0].value) : 0;
 }
 
+/** The metering service alone on a LevelDB store in `dir` (no gateway), as the plugin runs it. */
+async function openService(dir: string, options: ConstructorParameters<typeof MeteringService>[1]) {
+  const store = new LevelStore(dir);
+  await store.open();
+  const service = new MeteringService({ store: store.namespace('plugin.metering'), log: pino({ level: 'silent' }) }, options);
+  await service.open();
+  return { store, service };
+}
+
 describe('metering durability', () => {
   test('events, meters and dedupe keys survive a restart on the same data directory', async () => {
     const dataDir = tempDir();
@@ -122,14 +131,7 @@ describe('metering durability', () => {
 
   test('a backfill interrupted by a stop resumes on the next start and counts each event once', async () => {
     const dir = tempDir();
-    const log = pino({ level: 'silent' });
-    const open = async () => {
-      const store = new LevelStore(dir);
-      await store.open();
-      const service = new MeteringService({ store: store.namespace('plugin.metering'), log }, { backfillChunk: 100 });
-      await service.open();
-      return { store, service };
-    };
+    const open = () => openService(dir, { backfillChunk: 100 });
     let { store, service } = await open();
     const body = Buffer.from(JSON.stringify(Array.from({ length: 2_000 }, () => ce({ type: 'resume' }))));
     const { events, batch } = decodeEvents('application/cloudevents-batch+json', body);
@@ -156,16 +158,9 @@ describe('metering durability', () => {
 
   test('the dedupe filter in front of the store: re-sent events count once before, during and after its loads, across a restart', async () => {
     const dir = tempDir();
-    const log = pino({ level: 'silent' });
     const config = { queue_max_events: 100_000 } as Parameters<MeteringService['ingest']>[1];
     // A filter sized for 100 hashes: the first 300 events make it reload larger while events keep coming.
-    const open = async () => {
-      const store = new LevelStore(dir);
-      await store.open();
-      const service = new MeteringService({ store: store.namespace('plugin.metering'), log }, { dedupeFilterCapacity: 100 });
-      await service.open();
-      return { store, service };
-    };
+    const open = () => openService(dir, { dedupeFilterCapacity: 100 });
     const send = (service: MeteringService, events: unknown[]) => service.ingest(prepareEvents(events, true, { now: Date.now(), retentionStart: 0, retentionDays: 730 }), config);
     const count = async (service: MeteringService) => {
       const record = service.find('filtered_count');
