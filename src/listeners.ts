@@ -106,8 +106,8 @@ export class Listener {
     readonly spec: ListenSpec,
     private readonly server: net.Server,
     http1: http.Server | undefined,
-    private readonly h2: http2.Http2Server | http2.Http2SecureServer | undefined,
-    private readonly events: ConnectionEvents,
+    h2: http2.Http2Server | http2.Http2SecureServer | undefined,
+    events: ConnectionEvents,
   ) {
     this.http1 = http1;
     server.on('connection', (socket: Socket) => {

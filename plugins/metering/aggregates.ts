@@ -183,7 +183,7 @@ export function decodeRow(text: string): Row {
   return { total: parts.total === undefined ? totalOf(series.values()) : decodeState(parts.total), series };
 }
 
-export function totalOf(states: Iterable<State>): State {
+function totalOf(states: Iterable<State>): State {
   const total = emptyState();
   for (const state of states) merge(total, state);
   return total;

@@ -7,7 +7,7 @@
 import type { BatchOp, Store, WriteBatch } from '../../src/pipeline/plugin-api.ts';
 import {
   addEvent as addToState, BASE_SIZE, copyRow, decodeRow, decodeState, emptyRow, emptyState, encodeRow, encodeState, eventState, LEVELS, merge,
-  ROW_LEVELS, ROW_MAX_SERIES, ROW_OVERFLOW, totalOf, type Row, type State,
+  ROW_LEVELS, ROW_MAX_SERIES, ROW_OVERFLOW, type Row, type State,
 } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import { escapePart, padTime, TIME_WIDTH } from './keys.ts';
