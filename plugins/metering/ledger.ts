@@ -11,7 +11,7 @@ import {
 } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import { escapePart, padTime, TIME_WIDTH } from './keys.ts';
-import { dimensionText, distinctReading, numericReading, readEvent, type CompiledMeter } from './values.ts';
+import { dimensionText, dimensionTexts, distinctReading, numericReading, type CompiledMeter } from './values.ts';
 
 /** Aggregate updates of a group of events in one minute and series, at the base level; prepare() rolls them up. */
 interface MinuteDelta {
@@ -68,8 +68,7 @@ export function addEvent(delta: Delta, m: CompiledMeter, seq: number, event: Sto
   let entry = node.get(part) as MinuteDelta | undefined;
   if (entry) addToState(entry.state, event.time, seq, numeric);
   else {
-    const reading = readEvent(m, event.data);
-    entry = { space: m.space, minute, series: seriesKey(event.subject, reading.dimensions), state: eventState(event.time, seq, numeric), distinct: null };
+    entry = { space: m.space, minute, series: seriesKey(event.subject, dimensionTexts(m, event.data)), state: eventState(event.time, seq, numeric), distinct: null };
     node.set(part, entry);
     delta.minutes.push(entry);
   }

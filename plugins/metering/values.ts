@@ -70,9 +70,14 @@ export function distinctReading(m: CompiledMeter, data: unknown): string | undef
   return text === 'null' ? undefined : text;
 }
 
+/** Every dimension's text, in `dimensionNames` order. */
+export function dimensionTexts(m: CompiledMeter, data: unknown): string[] {
+  return m.dimensionPaths.map((_, i) => dimensionText(m, i, data));
+}
+
 export function readEvent(m: CompiledMeter, data: unknown): Reading {
   return {
-    dimensions: m.dimensionPaths.map((_, i) => dimensionText(m, i, data)),
+    dimensions: dimensionTexts(m, data),
     numeric: numericReading(m, data),
     distinct: distinctReading(m, data),
   };
