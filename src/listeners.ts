@@ -12,7 +12,8 @@ import https from 'node:https';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import type { ListenSpec } from './config/listen.ts';
-import { grpcErrorAnswer } from './proxy/respond.ts';
+import { ResponseDownstream, SocketDownstream } from './pipeline/context.ts';
+import { grpcErrorAnswer, jsonAnswer } from './proxy/respond.ts';
 import type { TlsMaterial } from './tls.ts';
 
 export interface ListenerHandlers {
@@ -35,11 +36,14 @@ const MAX_CONCURRENT_STREAMS = 128;
 const HEADERS_TOO_LARGE = 'Request header or cookie too large';
 const MISSING_HOST = 'Bad Request: HTTP/1.1 requests need a Host header';
 
-/** A JSON error written straight to a connection that is then closed (no request object to answer through). */
-function answerAndClose(socket: Duplex, status: number, reason: string, message: string): void {
-  const body = JSON.stringify({ message });
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`);
+/** A Kong-style JSON error, on a response or (no request object to answer through) a raw socket then closed. */
+function refuse(to: ServerResponse | Http2ServerResponse | Duplex, status: number, message: string): void {
+  const downstream = to instanceof Duplex ? new SocketDownstream(to) : new ResponseDownstream(to);
+  downstream.send(jsonAnswer(status, { message }), false);
 }
+
+/** RFC 9112 §3.2: an HTTP/1.1 request must carry Host. */
+const lacksHost = (req: IncomingMessage) => req.httpVersionMinor === 1 && req.headers.host === undefined;
 
 /**
  * CONNECT (a forward-proxy tunnel) is not offered: a JSON 405, where Node would drop an HTTP/1.1
@@ -47,15 +51,7 @@ function answerAndClose(socket: Duplex, status: number, reason: string, message:
  * 'connect' with a response to answer on, HTTP/1.1 servers with the raw socket.
  */
 function refuseConnect(server: net.Server): void {
-  server.on('connect', (req: IncomingMessage | Http2ServerRequest, target: Duplex | Http2ServerResponse) => {
-    if (req.httpVersionMajor === 2) jsonAnswer(target as Http2ServerResponse, 405, 'Method not allowed');
-    else answerAndClose(target as Duplex, 405, 'Method Not Allowed', 'Method not allowed');
-  });
-}
-
-function jsonAnswer(res: ServerResponse | Http2ServerResponse, status: number, message: string): void {
-  const body = JSON.stringify({ message });
-  (res as ServerResponse).writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length }).end(body);
+  server.on('connect', (_req: IncomingMessage | Http2ServerRequest, target: Duplex | Http2ServerResponse) => refuse(target, 405, 'Method not allowed'));
 }
 
 /**
@@ -72,8 +68,8 @@ function guardRequests(next: ListenerHandlers['request'], maxHeaderSize: number)
       const raw = req.rawHeaders;
       for (let i = 0; i < raw.length; i += 2) size += raw[i].length + raw[i + 1].length + 32;
       if (size > maxHeaderSize) return refuseHeaderSize(req as Http2ServerRequest, res as Http2ServerResponse);
-    } else if (req.httpVersionMinor === 1 && req.headers.host === undefined) {
-      return jsonAnswer(res, 400, MISSING_HOST);
+    } else if (lacksHost(req as IncomingMessage)) {
+      return refuse(res, 400, MISSING_HOST);
     }
     next(req, res);
   };
@@ -81,15 +77,13 @@ function guardRequests(next: ListenerHandlers['request'], maxHeaderSize: number)
 
 /** gRPC clients read a status only from grpc-status (one HEADERS frame, no body), never from JSON. */
 function refuseHeaderSize(req: Http2ServerRequest, res: Http2ServerResponse): void {
-  const contentType = req.headers['content-type'];
-  if (!contentType?.startsWith('application/grpc')) return jsonAnswer(res, 431, HEADERS_TOO_LARGE);
-  const answer = grpcErrorAnswer(431, HEADERS_TOO_LARGE);
-  res.stream.respond({ ...answer.headers, ':status': answer.status }, { endStream: true });
+  if (!req.headers['content-type']?.startsWith('application/grpc')) return refuse(res, 431, HEADERS_TOO_LARGE);
+  new ResponseDownstream(res).send(grpcErrorAnswer(431, HEADERS_TOO_LARGE), false);
 }
 
 function guardUpgrades(next: NonNullable<ListenerHandlers['upgrade']>): ListenerHandlers['upgrade'] {
   return (req, socket, head) => {
-    if (req.httpVersionMinor === 1 && req.headers.host === undefined) return answerAndClose(socket, 400, 'Bad Request', MISSING_HOST);
+    if (lacksHost(req)) return refuse(socket, 400, MISSING_HOST);
     next(req, socket, head);
   };
 }
@@ -195,9 +189,9 @@ export class Listener {
   private guardHttp1(server: http.Server): void {
     server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
       if (!socket.writable) return socket.destroy();
-      if (err.code === 'HPE_HEADER_OVERFLOW') return answerAndClose(socket, 431, 'Request Header Fields Too Large', HEADERS_TOO_LARGE);
-      if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return answerAndClose(socket, 408, 'Request Timeout', 'Request Timeout');
-      answerAndClose(socket, 400, 'Bad Request', 'Bad Request');
+      if (err.code === 'HPE_HEADER_OVERFLOW') return refuse(socket, 431, HEADERS_TOO_LARGE);
+      if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return refuse(socket, 408, 'Request Timeout');
+      refuse(socket, 400, 'Bad Request');
     });
     refuseConnect(server);
   }

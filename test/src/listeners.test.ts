@@ -62,18 +62,6 @@ function h2Request(session: http2.ClientHttp2Session, headers: http2.OutgoingHtt
   });
 }
 
-/** rawExchange over TLS (HTTP/1.1 by ALPN): what the server wrote until it closed. */
-function tlsExchange(port: number, bytes: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = tls.connect({ host: '127.0.0.1', port, ALPNProtocols: ['http/1.1'], rejectUnauthorized: false }, () => socket.write(bytes));
-    const chunks: Buffer[] = [];
-    socket.setTimeout(1500, () => socket.destroy());
-    socket.on('data', (c) => chunks.push(c));
-    socket.on('error', (err) => (chunks.length ? undefined : reject(err)));
-    socket.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')));
-  });
-}
-
 /** Runs `check` on an h2 session to the h2c port, then on one to the TLS port. */
 async function onEachH2Port(check: (session: http2.ClientHttp2Session, url: string) => Promise<void>): Promise<void> {
   for (const url of [gw.h2c, gw.https]) {
@@ -210,7 +198,7 @@ test('bad bytes: 400 on HTTP/1.1 ports (JSON, also without Host), 405 for CONNEC
     assert.match(badHeader, /^HTTP\/1\.1 400 /, url);
   }
   for (const url of [gw.http, gw.h2c, gw.https]) {
-    const open = url === gw.https ? (bytes: string) => tlsExchange(portOf(url), bytes) : (bytes: string) => rawExchange(portOf(url), bytes);
+    const open = (bytes: string) => rawExchange(portOf(url), bytes, undefined, { tls: url === gw.https });
     // HTTP/1.1 without Host (RFC 9112 §3.2), as a request and as a WebSocket handshake: a JSON 400, not an empty one.
     const hostless = await open('GET /echo/x HTTP/1.1\r\nConnection: close\r\n\r\n');
     assert.match(hostless, /^HTTP\/1\.1 400 /, url);

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
+import tls from 'node:tls';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import type { PluginRegistry } from '../../src/config/load.ts';
@@ -21,10 +22,13 @@ export interface RawReply {
   raw: string;
 }
 
-/** Sends `bytes` on a fresh connection and reads until the server closes it (or `idleMs` of silence). */
-export function rawExchange(port: number, bytes: string | Buffer, idleMs = 1500): Promise<string> {
+/**
+ * Sends `bytes` on a fresh connection (TLS with ALPN http/1.1 when `tls`) and reads until the server
+ * closes it (or `idleMs` of silence).
+ */
+export function rawExchange(port: number, bytes: string | Buffer, idleMs = 1500, { tls: overTls = false } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1');
+    const socket = overTls ? tls.connect({ host: '127.0.0.1', port, ALPNProtocols: ['http/1.1'], rejectUnauthorized: false }) : net.connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
     socket.setTimeout(idleMs, () => socket.destroy());
     socket.on('data', (c) => chunks.push(c));
