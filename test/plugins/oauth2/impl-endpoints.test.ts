@@ -440,9 +440,11 @@ describe('bad input never breaks the endpoints', () => {
     assert.deepEqual(twice.json(), { error: 'invalid_request', error_description: 'The grant_type parameter must not be sent more than once' });
     const inQuery = await sendForm('/orders/oauth2/introspect?token=a&token=b', 'client_id=acme-app&client_secret=acme-secret');
     assert.equal(inQuery.json().error, 'invalid_request', inQuery.text);
+    assert.equal(inQuery.json().error_description, 'The token parameter must not be sent more than once', inQuery.text);
     const authorize = await sendForm('/orders/oauth2/authorize', 'provision_key=pk-orders&authenticated_userid=u&client_id=acme-app&response_type=code&scope=read&redirect_uri=x&redirect_uri=y');
     assert.equal(authorize.status, 400);
     assert.equal(authorize.json().error, 'invalid_request', authorize.text);
+    assert.equal(authorize.json().error_description, 'The redirect_uri parameter must not be sent more than once', authorize.text);
   });
 
   it('non-string values where strings are expected', async () => {
