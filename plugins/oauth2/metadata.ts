@@ -4,7 +4,6 @@
  * (through the route) and at `/.well-known/oauth-authorization-server<prefix>` (RFC 8414 §3.1, a path no
  * route matches, answered from the runtime's `unmatched` hook).
  */
-import type { IncomingHttpHeaders } from 'node:http';
 import type { ConfigView, UnmatchedRequest } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Config } from './schema.ts';
 
@@ -43,9 +42,8 @@ export function metadataDocument(issuer: string, config: OAuth2Config): Record<s
  * The issuer of a request: `https://` + the authority the client sent, port included. A client compares
  * the document's issuer with the URL it discovered from (RFC 8414 §3.3), and that URL carries the port.
  */
-export function issuerOf(headers: IncomingHttpHeaders, issuerPathPrefix: string): string {
-  const authority = headers[':authority'] ?? headers.host ?? '';
-  return `https://${authority}${issuerPathPrefix}`;
+export function issuerOf(rawHost: string, issuerPathPrefix: string): string {
+  return `https://${rawHost}${issuerPathPrefix}`;
 }
 
 /** The issuer path of a route: its matched prefix without a trailing slash ('' for `/`). */
@@ -83,7 +81,7 @@ export class MetadataDirectory {
     const prefix = req.path.slice(WELL_KNOWN.length);
     const route = this.routes.find((r) => r.prefix === prefix && hostMatches(r.hosts, req.host));
     if (!route) return false;
-    req.respond(200, metadataDocument(issuerOf(req.headers, prefix), route.config));
+    req.respond(200, metadataDocument(issuerOf(req.rawHost, prefix), route.config));
     return true;
   }
 }

@@ -74,7 +74,7 @@ function isMetadataRequest(ctx: RequestContext): boolean {
 }
 
 function answerMetadata(ctx: RequestContext, config: OAuth2Config): void {
-  ctx.respond(200, metadataDocument(issuerOf(ctx.headers, issuerPath(ctx.matchedPrefix)), config));
+  ctx.respond(200, metadataDocument(issuerOf(ctx.rawHost, issuerPath(ctx.matchedPrefix)), config));
 }
 
 /** A random secret kept in the store: provision keys derived from it survive restarts. */

@@ -6,7 +6,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts';
 import type { RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
-import { bodyAnswer, errorAnswer, grpcBodyAnswer, MESSAGES, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
+import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
 import { HttpError, type AuthenticatedCredential, type PluginRuntime, type RequestContext } from './plugin-api.ts';
 
 /** A plugin whose phases run on this request. */
@@ -205,8 +205,7 @@ export class Context implements RequestContext {
   }
 
   respond(status: number, body?: string | Buffer | object, headers: Record<string, string | string[]> = {}): void {
-    // A gRPC client never gets JSON or text: it could not read the status from them.
-    this.send(this.isGrpc ? grpcBodyAnswer(status, body, headers) : bodyAnswer(status, body, headers));
+    this.send(pluginAnswer(this.isGrpc, status, body, headers));
   }
 
   error(status: number, message: string, headers: Record<string, string | string[]> = {}): void {

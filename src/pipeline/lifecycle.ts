@@ -14,7 +14,7 @@ import type { AccessLog, Logger } from '../log.ts';
 import type { Route } from '../config/types.ts';
 import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders, peerAddress } from '../proxy/headers.ts';
 import { HttpEngine } from '../proxy/http-engine.ts';
-import { bodyAnswer, errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES } from '../proxy/respond.ts';
+import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer } from '../proxy/respond.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
@@ -144,8 +144,8 @@ export class Lifecycle {
     });
     if (!match) {
       const unmatched: UnmatchedRequest = {
-        method, path: rawPath, rawQuery, headers, host: hostOnly(rawHost), scheme: listener.scheme, forwardedProto,
-        respond: (status, body, extra) => downstream.send(bodyAnswer(status, body, extra), method === 'HEAD'),
+        method, path: rawPath, rawQuery, headers, host: hostOnly(rawHost), rawHost, scheme: listener.scheme, forwardedProto,
+        respond: (status, body, extra) => downstream.send(pluginAnswer(grpcContent && http2, status, body, extra), method === 'HEAD'),
       };
       for (const runtime of snapshot.runtimes.values()) if (runtime.unmatched?.(unmatched)) return null;
       // Only misses pay for telling a malformed path (bad %-escape, `*`, authority form) from an unknown one.

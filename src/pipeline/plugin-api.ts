@@ -115,8 +115,11 @@ export interface UnmatchedRequest {
   readonly rawQuery: string;
   readonly headers: IncomingHttpHeaders;
   readonly host: string;
+  /** Host with port as the client addressed it: Host, `:authority` on h2, or an absolute-form target's authority. */
+  readonly rawHost: string;
   readonly scheme: 'http' | 'https';
   readonly forwardedProto: string;
+  /** As RequestContext.respond: gRPC-shaped for a gRPC call. */
   respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;
 }
 
@@ -149,6 +152,8 @@ export interface RequestContext {
   readonly headers: IncomingHttpHeaders;
   /** Host without port, as sent (`:authority` on h2). */
   readonly host: string;
+  /** Host with port as the client addressed it: Host, `:authority` on h2, or an absolute-form target's authority. */
+  readonly rawHost: string;
   readonly clientIp: string;
   readonly route: Route;
   readonly service: Service | null;

@@ -66,8 +66,13 @@ const GRPC_CODE_NAMES = [
  * A plugin's answer to a gRPC request (Kong's `kong.response.exit`): the gRPC shape, with the body's
  * `message` (or an OAuth error's `error_description`, or a text body) as grpc-message, else the code's name.
  */
-export function grpcBodyAnswer(status: number, body: string | Buffer | object | undefined, headers: OutgoingHttpHeaders = {}): Answer {
+function grpcBodyAnswer(status: number, body: string | Buffer | object | undefined, headers: OutgoingHttpHeaders = {}): Answer {
   return grpcErrorAnswer(status, readableMessage(body) ?? GRPC_CODE_NAMES[grpcStatusFor(status)], headers);
+}
+
+/** A plugin's own answer: as given, or gRPC-shaped for a gRPC call (a gRPC client could not read JSON or text). */
+export function pluginAnswer(isGrpc: boolean, status: number, body: string | Buffer | object | undefined, headers: OutgoingHttpHeaders = {}): Answer {
+  return isGrpc ? grpcBodyAnswer(status, body, headers) : bodyAnswer(status, body, headers);
 }
 
 function readableMessage(body: string | Buffer | object | undefined): string | undefined {
@@ -83,7 +88,7 @@ export function errorAnswer(status: number, message: string, requestId: string, 
 }
 
 /** Turns what a plugin passes to `respond` into bytes and a content type. */
-export function bodyAnswer(status: number, body: string | Buffer | object | undefined, headers: OutgoingHttpHeaders = {}): Answer {
+function bodyAnswer(status: number, body: string | Buffer | object | undefined, headers: OutgoingHttpHeaders = {}): Answer {
   if (body === undefined || body === null) return { status, headers: { ...headers, 'content-length': 0 }, body: Buffer.alloc(0) };
   if (Buffer.isBuffer(body) || typeof body === 'string') {
     const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { request, startGateway, startUpstream, type Reply } from '../../helpers/gateway.ts';
+import { parseRaw, portOf, rawExchange } from '../../src/support.ts';
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>;
 type Upstream = Awaited<ReturnType<typeof startUpstream>>;
@@ -404,6 +405,15 @@ describe('authorization server metadata (RFC 8414)', () => {
     assert.equal(underRoute.json().token_endpoint, 'https://api.example:8443/orders/oauth2/token');
     const wellKnown = await request(gw.https + '/.well-known/oauth-authorization-server/orders', { headers });
     assert.equal(wellKnown.json().issuer, 'https://api.example:8443/orders');
+  });
+
+  it('takes the issuer from an absolute-form target, as routing does (RFC 9112 §3.2.2: it stands for Host)', async () => {
+    for (const path of ['/orders/.well-known/oauth-authorization-server', '/.well-known/oauth-authorization-server/orders']) {
+      const raw = await rawExchange(portOf(gw.https), `GET https://api.example:8443${path} HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n`, undefined, { tls: true });
+      const reply = parseRaw(raw);
+      assert.equal(reply.status, 200, raw);
+      assert.equal(JSON.parse(reply.body).issuer, 'https://api.example:8443/orders', path);
+    }
   });
 });
 

@@ -151,23 +151,35 @@ describe('WWW-Authenticate', () => {
 });
 
 describe('gRPC', () => {
-  it('a gRPC request without a token gets UNAUTHENTICATED (16)', async () => {
+  /** A gRPC call's response headers and trailers, merged. */
+  async function grpcCall(path: string, method = 'POST'): Promise<http2.IncomingHttpHeaders> {
     const session = http2.connect(gw.h2c);
     try {
-      const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-        const stream = session.request({ ':method': 'POST', ':path': '/plain/pkg.Service/Call', 'content-type': 'application/grpc', te: 'trailers' });
+      return await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const stream = session.request({ ':method': method, ':path': path, 'content-type': 'application/grpc', te: 'trailers' }, { endStream: method === 'GET' });
         let merged: http2.IncomingHttpHeaders = {};
         stream.on('response', (h) => (merged = { ...merged, ...h }));
         stream.on('trailers', (t) => (merged = { ...merged, ...t }));
         stream.on('end', () => resolve(merged));
         stream.on('error', reject);
         stream.resume();
-        stream.end(Buffer.alloc(5));
+        if (method !== 'GET') stream.end(Buffer.alloc(5));
       });
-      assert.equal(headers['grpc-status'], '16');
-      assert.match(String(headers['grpc-message']), /access token is missing/);
     } finally {
       session.close();
     }
+  }
+
+  it('a gRPC request without a token gets UNAUTHENTICATED (16)', async () => {
+    const headers = await grpcCall('/plain/pkg.Service/Call');
+    assert.equal(headers['grpc-status'], '16');
+    assert.match(String(headers['grpc-message']), /access token is missing/);
+  });
+
+  it('a plugin answering a gRPC-content request no route matched (the metadata location, a GET) answers it gRPC-shaped, never JSON', async () => {
+    const headers = await grpcCall('/.well-known/oauth-authorization-server/plain', 'GET');
+    assert.equal(headers[':status'], 200);
+    assert.equal(headers['content-type'], 'application/grpc');
+    assert.equal(headers['grpc-status'], '0');
   });
 });
