@@ -68,15 +68,15 @@ function parseJsonObject(body: Buffer): Params {
   }
 }
 
+/** A multipart body's fields (the platform's parser); undefined when it does not parse. */
+function readFormData(body: Buffer, contentType: string): Promise<FormData | undefined> {
+  return new Response(new Uint8Array(body), { headers: { 'content-type': contentType } }).formData().catch(() => undefined);
+}
+
 async function parseMultipart(body: Buffer, contentType: string): Promise<Params> {
-  try {
-    const form = await new Response(new Uint8Array(body), { headers: { 'content-type': contentType } }).formData();
-    const out: Params = {};
-    for (const [key, value] of form) if (typeof value === 'string') addValue(out, key, value);
-    return out;
-  } catch {
-    return {};
-  }
+  const out: Params = {};
+  for (const [key, value] of (await readFormData(body, contentType)) ?? []) if (typeof value === 'string') addValue(out, key, value);
+  return out;
 }
 
 /** Form-encoded arguments without any `name` parameter. */
@@ -97,7 +97,9 @@ export async function bodyWithout(ctx: RequestContext, name: string): Promise<{ 
   const contentType = String(ctx.headers['content-type']);
   const body = await ctx.readBody();
   if (type === 'application/x-www-form-urlencoded') {
-    return { body: Buffer.from(argsWithout(body.toString('utf8'), name)), contentType };
+    const raw = body.toString('utf8');
+    const cleaned = argsWithout(raw, name);
+    return cleaned === raw ? undefined : { body: Buffer.from(cleaned), contentType };
   }
   if (type === 'application/json') {
     const parsed = parseJsonObject(body);
@@ -105,7 +107,7 @@ export async function bodyWithout(ctx: RequestContext, name: string): Promise<{ 
     delete parsed[name];
     return { body: Buffer.from(JSON.stringify(parsed)), contentType };
   }
-  const form = await new Response(new Uint8Array(body), { headers: { 'content-type': contentType } }).formData().catch(() => undefined);
+  const form = await readFormData(body, contentType);
   if (!form?.has(name)) return undefined;
   form.delete(name);
   // Serialized again with a boundary of its own, which the new content type names.
