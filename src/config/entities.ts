@@ -1,6 +1,6 @@
 /** Schemas of the core entities and of the `gateway:` block, with Kong's defaults and messages. */
-import { checkPathCharacters } from '../router/validate.ts';
 import { validateServiceHost, validateSni } from './hostnames.ts';
+import { checkPathCharacters } from './paths.ts';
 import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema } from './schema.ts';
 
 const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };

@@ -1,24 +1,11 @@
 /** Config-time checks for route paths, hosts and header regexes, with Kong's messages; and the one regex compiler. */
 import safeRegex from 'safe-regex2';
 import { parseHostAddress } from '../config/hostnames.ts';
+import { checkEscapes } from '../config/paths.ts';
 import { normalizePath } from './normalize.ts';
 
 /** Characters a prefix path may hold literally: RFC 3986 unreserved + reserved, and `%` for escapes. */
 const RFC3986_PATH = /^[A-Za-z0-9\-._~!#$&'()*+,/:;=?@[\]%]*$/;
-/** Kong's characters for a service path: unreserved, sub-delims, `:`, `@`, `/` and `%`. */
-const PATH_CHARACTERS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/;
-const BAD_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
-
-function checkEscapes(path: string): string | undefined {
-  const badEscape = BAD_ESCAPE.exec(path);
-  return badEscape ? `invalid url-encoded value: '${path.slice(badEscape.index, badEscape.index + 3)}'` : undefined;
-}
-
-/** Kong's `path` typedef check (service paths): RFC 3986 characters, then well-formed `%XX` escapes. */
-export function checkPathCharacters(path: string): string | undefined {
-  if (!PATH_CHARACTERS.test(path)) return `invalid path: '${path}' (characters outside of the reserved list of RFC 3986 found)`;
-  return checkEscapes(path);
-}
 
 /**
  * Compiles a route regex (the text after `~`, or after `~*` for header values).
