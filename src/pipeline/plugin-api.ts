@@ -15,7 +15,8 @@ import type { Store } from '../store/store.ts';
 
 export type { Issue, RecordSchema } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
-export type { BatchOp, ScanOptions, Store, WriteBatch } from '../store/store.ts';
+export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
+export { putIfAbsent, take } from '../store/store.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;

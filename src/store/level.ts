@@ -7,7 +7,8 @@
  */
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
-import type { BatchOp, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
+import { LocalNotices, NamespacedNotices } from './notices.ts';
+import type { BatchOp, Expectation, Notices, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
 
 const TTL_PREFIX = '!ttl!';
 const EXPIRY_DIGITS = 13;
@@ -93,6 +94,9 @@ function byteOrder(a: string, b: string): number {
 
 export class LevelStore implements StoreAdapter {
   private readonly db: ClassicLevel<string, string>;
+  readonly notices: Notices = new LocalNotices();
+  /** commitIf calls, one after the other: this process is the database's only writer. */
+  private conditional: Promise<unknown> = Promise.resolve();
 
   constructor(readonly location: string) {
     mkdirSync(location, { recursive: true });
@@ -150,6 +154,21 @@ export class LevelStore implements StoreAdapter {
 
   writeBatch(): WriteBatch {
     return this.writeBatchUnder('');
+  }
+
+  commitIf(expectations: Expectation[], ops: BatchOp[], options: WriteOptions = {}): Promise<boolean> {
+    return this.commitIfUnder('', expectations, ops, options);
+  }
+
+  commitIfUnder(base: string, expectations: Expectation[], ops: BatchOp[], options: WriteOptions): Promise<boolean> {
+    const run = this.conditional.then(async () => {
+      const current = await this.getMany(expectations.map((e) => base + e.key));
+      if (expectations.some((e, i) => current[i] !== e.value)) return false;
+      await this.batchUnder(base, ops, options);
+      return true;
+    });
+    this.conditional = run.catch(() => undefined);
+    return run;
   }
 
   writeBatchUnder(base: string): WriteBatch {
@@ -234,6 +253,12 @@ class NamespacedStore implements Store {
   }
   writeBatch() {
     return this.root.writeBatchUnder(this.base);
+  }
+  commitIf(expectations: Expectation[], ops: BatchOp[], options?: WriteOptions) {
+    return this.root.commitIfUnder(this.base, expectations, ops, options ?? {});
+  }
+  get notices(): Notices {
+    return new NamespacedNotices(this.root.notices, this.base);
   }
   scan(options: ScanOptions) {
     return this.root.scanRaw(options, this.base);

@@ -1,10 +1,23 @@
 /**
  * The store: the only persistence plugins reach. Narrow and asynchronous on purpose, so that the
- * LevelDB adapter can later be replaced by a process that owns LevelDB for several workers, or by a
+ * LevelDB adapter can be replaced by a process that owns LevelDB for several workers, or by a
  * shared PostgreSQL store for several nodes, without changing any plugin.
  *
  * Keys and values are strings. Keys order lexicographically (by UTF-16 code unit for the
  * characters used here; keep keys ASCII for portable ordering).
+ *
+ * Concurrency contract, the same for every adapter (one process, several workers, several nodes):
+ * - `get`, `put`, `del`, `batch` and `writeBatch().write()` are atomic per call, last writer wins.
+ *   A read-modify-write built from them is NOT safe once another process may write the same keys.
+ * - `commitIf` is the only compare-and-set: its expectations are checked and its operations applied
+ *   as one step, serialised with every other `commitIf` of every process sharing the store. Single-use
+ *   values (take), insert-if-absent (dedupe keys, invoice numbers) and leases are built on it. A key
+ *   that is ever guarded by `commitIf` must only be changed through `commitIf`.
+ * - `notices` reach every process sharing the store (the publisher's too), within the cluster's
+ *   `db_update_frequency`. They are for cache invalidation only, never for truth: a listener that is
+ *   called with `null` may have missed notices and must drop everything it caches from that topic.
+ * - Expiry (`ttlMs`) is judged by the reader's clock; expired entries read as absent everywhere,
+ *   `commitIf` expectations included.
  */
 export interface PutOptions {
   /** Milliseconds until the entry expires; an expired entry reads as absent and is swept later. */
@@ -45,6 +58,20 @@ export interface WriteBatch {
   discard(): Promise<void>;
 }
 
+/** A precondition of `commitIf`: `key` holds exactly `value` (undefined: the key is absent or expired). */
+export interface Expectation {
+  key: string;
+  value: string | undefined;
+}
+
+/** Messages between the processes sharing a store, for cache invalidation (see the contract above). */
+export interface Notices {
+  /** Delivered to every subscriber of `topic` in every process, this one included. */
+  publish(topic: string, message: string): void;
+  /** `message` null: notices may have been lost (e.g. a reconnect); drop what the topic's notices keep fresh. */
+  subscribe(topic: string, listener: (message: string | null) => void): () => void;
+}
+
 export interface Store {
   get(key: string): Promise<string | undefined>;
   /** Several keys at once, in order; undefined where absent. */
@@ -57,6 +84,13 @@ export interface Store {
   writeBatch(): WriteBatch;
   /** Ordered scan; expired entries are skipped. */
   scan(options: ScanOptions): AsyncIterable<[key: string, value: string]>;
+  /**
+   * Applies `ops` atomically if, at that moment, every expectation holds; resolves false and writes
+   * nothing otherwise. Serialised with every other commitIf of every process sharing the store.
+   */
+  commitIf(expectations: Expectation[], ops: BatchOp[], options?: WriteOptions): Promise<boolean>;
+  /** Notices between processes; topics are namespaced like keys. */
+  readonly notices: Notices;
   /** A view of this store whose keys are all prefixed by `name` and a separator. */
   namespace(name: string): Store;
 }
@@ -67,4 +101,18 @@ export interface StoreAdapter extends Store {
   /** Deletes expired entries; returns how many. */
   sweepExpired(now?: number): Promise<number>;
   close(): Promise<void>;
+}
+
+/** Reads and deletes `key` in one step: of several concurrent takers exactly one gets the value. */
+export async function take(store: Store, key: string): Promise<string | undefined> {
+  for (;;) {
+    const value = await store.get(key);
+    if (value === undefined) return undefined;
+    if (await store.commitIf([{ key, value }], [{ type: 'del', key }], { sync: true })) return value;
+  }
+}
+
+/** Writes `key` only when it is absent: true when this call wrote it. */
+export function putIfAbsent(store: Store, key: string, value: string, options: { ttlMs?: number; sync?: boolean } = {}): Promise<boolean> {
+  return store.commitIf([{ key, value: undefined }], [{ type: 'put', key, value, ttlMs: options.ttlMs }], { sync: options.sync ?? true });
 }

@@ -11,7 +11,7 @@ import { hashSecret, needsRehash, verifySecret, verifySecretAsync } from '../../
 import { TokenStore, type IssueRequest } from '../../../plugins/oauth2/tokens.ts';
 import { validate } from '../../../src/config/schema.ts';
 import { LevelStore } from '../../../src/store/level.ts';
-import type { BatchOp, PutOptions, ScanOptions, Store, WriteOptions } from '../../../src/store/store.ts';
+import type { BatchOp, Expectation, PutOptions, ScanOptions, Store, WriteOptions } from '../../../src/store/store.ts';
 import { tempDir } from '../../helpers/gateway.ts';
 
 const KONG_VECTOR = '$pbkdf2-sha512$i=10000,l=32$YSBsaXR0ZSBiaXQsIGp1c3QgYSBsaXR0bGUgYml0$z6ysNworexAhDELywIDi0ba0B0T7F/MBZ6Ige9lWRYI';
@@ -126,6 +126,12 @@ class CountingStore implements Store {
   }
   writeBatch() {
     return this.inner.writeBatch();
+  }
+  commitIf(expectations: Expectation[], ops: BatchOp[], options?: WriteOptions) {
+    return this.inner.commitIf(expectations, ops, options);
+  }
+  get notices() {
+    return this.inner.notices;
   }
   scan(options: ScanOptions) {
     return this.inner.scan(options);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { LevelStore } from '../../../src/store/level.ts';
-import type { Store } from '../../../src/store/store.ts';
+import { putIfAbsent, take, type Store } from '../../../src/store/store.ts';
 import { tempDir } from '../../helpers/gateway.ts';
 
 let dir: string;
@@ -190,4 +190,46 @@ test('everything written survives closing and reopening the database', async () 
 test('a second process cannot open a data directory in use (LevelDB lock)', async () => {
   const other = new LevelStore(dir);
   await assert.rejects(other.open());
+});
+
+test('commitIf writes only when every expectation holds, and serialises concurrent callers', async () => {
+  const s = store.namespace('cas');
+  assert.equal(await s.commitIf([{ key: 'k', value: undefined }], [{ type: 'put', key: 'k', value: 'first' }]), true);
+  assert.equal(await s.commitIf([{ key: 'k', value: undefined }], [{ type: 'put', key: 'k', value: 'second' }]), false, 'the key exists now');
+  assert.equal(await s.get('k'), 'first');
+  assert.equal(await s.commitIf([{ key: 'k', value: 'first' }, { key: 'other', value: undefined }], [{ type: 'put', key: 'k', value: 'third' }, { type: 'put', key: 'other', value: 'x' }]), true);
+  assert.deepEqual(await s.getMany(['k', 'other']), ['third', 'x']);
+  assert.equal(await s.commitIf([{ key: 'k', value: 'first' }], [{ type: 'del', key: 'k' }]), false, 'a stale expectation writes nothing');
+  assert.equal(await s.get('k'), 'third');
+
+  // Fifty concurrent insert-if-absent calls: exactly one wins.
+  const results = await Promise.all(Array.from({ length: 50 }, (_, i) => putIfAbsent(s, 'race', String(i))));
+  assert.equal(results.filter(Boolean).length, 1);
+  // Fifty concurrent takes of one value: exactly one gets it, and it is gone.
+  await s.put('single', 'use');
+  const taken = await Promise.all(Array.from({ length: 50 }, () => take(s, 'single')));
+  assert.deepEqual(taken.filter((v) => v !== undefined), ['use']);
+  assert.equal(await s.get('single'), undefined);
+});
+
+test('an expired entry counts as absent for commitIf', async () => {
+  const s = store.namespace('cas-ttl');
+  await s.put('lease', 'a', { ttlMs: 30 });
+  assert.equal(await s.commitIf([{ key: 'lease', value: undefined }], [{ type: 'put', key: 'lease', value: 'b' }]), false);
+  await new Promise((r) => setTimeout(r, 60));
+  assert.equal(await s.commitIf([{ key: 'lease', value: undefined }], [{ type: 'put', key: 'lease', value: 'b' }]), true);
+  assert.equal(await s.get('lease'), 'b');
+});
+
+test('notices reach the subscribers of their namespace and topic only', async () => {
+  const a = store.namespace('na');
+  const b = store.namespace('nb');
+  const got: (string | null)[] = [];
+  const stop = a.notices.subscribe('tokens', (m) => got.push(m));
+  a.notices.publish('tokens', 'one');
+  b.notices.publish('tokens', 'other namespace');
+  a.notices.publish('credentials', 'other topic');
+  stop();
+  a.notices.publish('tokens', 'after unsubscribe');
+  assert.deepEqual(got, ['one']);
 });
