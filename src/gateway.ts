@@ -16,7 +16,7 @@ import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
-import type { ConfigView, PluginRuntime } from './pipeline/plugin-api.ts';
+import type { ConfigView, PluginRuntime, PluginServices } from './pipeline/plugin-api.ts';
 import { bundledPlugins } from './plugins.ts';
 import { GrpcProxy } from './proxy/grpc.ts';
 import { HttpEngine } from './proxy/http-engine.ts';
@@ -113,12 +113,21 @@ export class Gateway {
   }
 
   private async createPlugins(config: GatewayConfig): Promise<void> {
+    const provided = new Map<string, unknown>();
+    const services: PluginServices = {
+      provide: (name, service) => {
+        if (provided.has(name)) throw new Error(`plugin service ${name} is provided twice`);
+        provided.set(name, service);
+      },
+      get: <T>(name: string) => provided.get(name) as T | undefined,
+    };
     for (const definition of this.registry.values()) {
       const runtime = await definition.create({
         store: this.store.namespace(`plugin.${definition.name}`),
         log: this.log.child({ plugin: definition.name }),
         consumers: this.consumers,
         dataDir: config.gateway.data_dir,
+        services,
       });
       this.runtimes.set(definition.name, runtime);
     }

@@ -64,6 +64,18 @@ export interface PluginApi {
   consumers: ConsumerDirectory;
   /** The gateway's data directory (absolute). */
   dataDir: string;
+  /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
+  services: PluginServices;
+}
+
+/**
+ * Services plugins offer each other, by name. A plugin provides in `create`; another looks it up in
+ * `configure` or later (every plugin is created before any is configured). The service's type is
+ * the providing plugin's public interface, imported as a type only.
+ */
+export interface PluginServices {
+  provide<T>(name: string, service: T): void;
+  get<T>(name: string): T | undefined;
 }
 
 export interface ConsumerDirectory {
