@@ -10,6 +10,7 @@ import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
+import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
 import { consumerSchema, ID, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import { parseListenList } from './listen.ts';
@@ -417,19 +418,17 @@ class ConfigBuilder {
       }
       plugins.push({ entity, path: p.path, def });
     }
+    // The index requests will use: a check must see the plugins a route runs, not guess them.
+    const index = new PluginsIndex(plugins.map((p) => p.entity), this.routes, this.registry);
     for (const { entity, path, def } of plugins) {
       if (!def.checkConfig || !entity.enabled) continue;
       const route = this.routes.find((r) => r.id === entity.route?.id) ?? null;
       const serviceId = entity.service?.id ?? route?.service?.id;
-      const coPlugins = plugins
-        .filter(({ entity: o }) => o !== entity && o.enabled && !o.consumer)
-        .filter(({ entity: o }) => (!o.route && !o.service) || (o.route && o.route.id === route?.id) || (o.service && o.service.id === serviceId))
-        .map(({ entity: o }) => o.name);
       const scope = {
         route,
         service: this.services.find((s) => s.id === serviceId) ?? null,
         consumer: this.consumers.find((c) => c.id === entity.consumer?.id) ?? null,
-        coPlugins,
+        runsOn: index.placements(entity).map(({ route, before }) => ({ route, before: before.map((step) => step.definition) })),
       };
       for (const issue of def.checkConfig(entity.config, scope)) this.issue([...path, 'config', ...issue.path], issue.message);
     }

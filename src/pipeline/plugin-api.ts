@@ -29,6 +29,8 @@ export interface PluginDefinition<Config = any> {
   checkConfig?(config: Config, scope: PluginScope): Issue[];
   /** Authentication plugins cannot be scoped to a consumer (Kong's `no_consumer`). */
   noConsumer?: boolean;
+  /** Identifies the caller (sets `ctx.consumer` / `ctx.credential` or refuses): what plugins that need an authenticated caller look for. */
+  authenticates?: boolean;
   /** Entities this plugin adds to gateway.yaml (e.g. `oauth2_credentials`, `meters`). */
   entities?: EntityDefinition[];
   /** Builds the plugin's runtime once per gateway process. */
@@ -39,8 +41,12 @@ export interface PluginScope {
   route: Route | null;
   service: Service | null;
   consumer: Consumer | null;
-  /** Names of the other enabled plugins that run on requests of this scope (global ones included). */
-  coPlugins: string[];
+  /**
+   * The routes this instance runs on, each with the plugins that run before it there for the same caller,
+   * from the very index the request pipeline uses (Kong's precedence: route and service together mean that
+   * route of that service only).
+   */
+  runsOn: { route: Route; before: PluginDefinition[] }[];
 }
 
 export interface EntityDefinition {
