@@ -3,7 +3,7 @@
  * swaps configurations on reload and shuts down gracefully.
  */
 import { randomUUID } from 'node:crypto';
-import { access, constants, mkdir } from 'node:fs/promises';
+import { access, constants } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AdminRouter } from './admin/router.ts';
@@ -12,6 +12,7 @@ import { parseListenList } from './config/listen.ts';
 import { ConfigError, loadConfigFile, type PluginRegistry } from './config/load.ts';
 import type { GatewayConfig } from './config/types.ts';
 import { Consumers } from './consumers.ts';
+import { preparePrivateDir } from './data-dir.ts';
 import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
@@ -94,7 +95,7 @@ export class Gateway {
     if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
     const config = loaded.config;
     const { log, access } = createLogging(options.logLevel ?? config.gateway.log_level);
-    const store = await openStore(config.gateway.data_dir);
+    const store = await openStore(config.gateway.data_dir, log);
     const consumers = new Consumers(store.namespace('core'));
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
     gateway.logLevelOverride = options.logLevel;
@@ -297,9 +298,10 @@ export class Gateway {
   }
 }
 
-async function openStore(dataDir: string): Promise<LevelStore> {
+async function openStore(dataDir: string, log: Logger): Promise<LevelStore> {
   try {
-    await mkdir(dataDir, { recursive: true });
+    const refused = await preparePrivateDir(dataDir);
+    if (refused.length > 0) log.warn({ paths: refused.slice(0, 10), count: refused.length }, 'cannot make these data files private to the gateway user (not owned by it?)');
     await access(dataDir, constants.R_OK | constants.W_OK);
   } catch (err) {
     throw new StartupError(`the data directory ${dataDir} is not usable: ${(err as Error).message}`);
