@@ -11,10 +11,11 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { AccessLog, Logger } from '../log.ts';
+import { parseRequestHost } from '../config/hostnames.ts';
 import type { Route } from '../config/types.ts';
 import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders, peerAddress } from '../proxy/headers.ts';
 import { HttpEngine } from '../proxy/http-engine.ts';
-import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer } from '../proxy/respond.ts';
+import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
@@ -132,6 +133,15 @@ export class Lifecycle {
     const grpcContent = typeof contentType === 'string' && contentType.startsWith('application/grpc');
     const method = req.method ?? 'GET';
     const id = randomUUID();
+    const unrouted = (status: number, message: string) => {
+      const answer = errorAnswer(status, message, id, grpcContent && http2, { server: SERVER_TOKEN, 'x-kong-request-id': id });
+      downstream.send(answer, method === 'HEAD');
+      this.observe(null, answer.status, startedAt, undefined, method, rawPath, peerIp);
+      return null;
+    };
+    // Routing, X-Forwarded-Host and plugins see one canonical host; what is no host at all goes no further.
+    const host = parseRequestHost(rawHost);
+    if (host === null) return unrouted(400, MESSAGES.badHost);
 
     const match = snapshot.router.match({
       method,
@@ -144,32 +154,28 @@ export class Lifecycle {
     });
     if (!match) {
       const unmatched: UnmatchedRequest = {
-        method, path: rawPath, rawQuery, headers, host: hostOnly(rawHost), rawHost, scheme: listener.scheme, forwardedProto,
+        method, path: rawPath, rawQuery, headers, host: host.name, rawHost, scheme: listener.scheme, forwardedProto,
         respond: (status, body, extra) => downstream.send(pluginAnswer(grpcContent && http2, status, body, extra), method === 'HEAD'),
       };
       for (const runtime of snapshot.runtimes.values()) if (runtime.unmatched?.(unmatched)) return null;
       // Only misses pay for telling a malformed path (bad %-escape, `*`, authority form) from an unknown one.
-      const invalid = normalizePath(rawPath) === null;
-      const answer = errorAnswer(invalid ? 400 : 404, invalid ? MESSAGES.badPath : MESSAGES.noRoute, id, grpcContent && http2, { server: 'tollgate/0.1.0', 'x-kong-request-id': id });
-      downstream.send(answer, method === 'HEAD');
-      this.observe(null, answer.status, startedAt, undefined, method, rawPath, peerIp);
-      return null;
+      return normalizePath(rawPath) === null ? unrouted(400, MESSAGES.badPath) : unrouted(404, MESSAGES.noRoute);
     }
     const ctx = new Context({
       id, startedAt, scheme: listener.scheme, forwardedProto, httpVersion: http2 ? '2' : '1.1',
       isGrpc: grpcContent && http2, isUpgrade, method, path: match.normalizedPath, rawQuery, headers,
-      host: hostOnly(rawHost), clientIp: (typeof realIp === 'string' && realIp) || peerIp,
+      host: host.name, clientIp: (typeof realIp === 'string' && realIp) || peerIp,
       route: match.route, service: match.service, matchedPrefix: matchedPathPrefix(match),
       req, res, downstream, maxBodySize: snapshot.config.gateway.client_max_body_size,
       match, snapshot, rawPath, rawHost, peerIp, trusted,
     });
     if (method === 'TRACE') ctx.error(405, MESSAGES.methodNotAllowed);
-    else this.checkProtocols(ctx, match.route, grpcContent, rawHost, url);
+    else this.checkProtocols(ctx, match.route, grpcContent, url);
     return ctx;
   }
 
   /** Route protocols are checked after the match, as Kong does. */
-  private checkProtocols(ctx: Context, route: Route, grpcContent: boolean, rawHost: string, url: string): void {
+  private checkProtocols(ctx: Context, route: Route, grpcContent: boolean, url: string): void {
     const p = route.protocols;
     const secure = ctx.forwardedProto === 'https';
     if (p.includes('grpc') || p.includes('grpcs')) {
@@ -186,8 +192,8 @@ export class Lifecycle {
     if (!p.includes('http') && !secure) {
       const code = route.https_redirect_status_code;
       if (code === 426) return ctx.error(426, MESSAGES.useHttps, { connection: 'Upgrade', upgrade: 'TLS/1.2, HTTP/1.1' });
-      // Kong builds it from nginx's $host: lowercase, without the port.
-      ctx.respond(code, undefined, { location: `https://${hostOnly(rawHost).toLowerCase()}${url}` });
+      // Kong builds it from nginx's $host: the canonical name, without the port.
+      ctx.respond(code, undefined, { location: `https://${ctx.host}${url}` });
     }
   }
 
@@ -335,12 +341,6 @@ export class Lifecycle {
     this.metrics.observe(route, service, status, latency, upstreamMs);
     this.accessLog.write({ request_id: ctx?.id, method, path, status, route, service, client_ip: ip, latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs });
   }
-}
-
-function hostOnly(rawHost: string): string {
-  if (rawHost.startsWith('[')) return rawHost.slice(0, rawHost.indexOf(']') + 1);
-  const colon = rawHost.indexOf(':');
-  return colon === -1 ? rawHost : rawHost.slice(0, colon);
 }
 
 /** The route path prefix the request matched (longest plain path), for plugins that answer under it. */

@@ -133,6 +133,7 @@ export interface UnmatchedRequest {
   readonly path: string;
   readonly rawQuery: string;
   readonly headers: IncomingHttpHeaders;
+  /** The host the client addressed, without port, in the form routes compare it: lowercase, no trailing dot (nginx's `$host`). */
   readonly host: string;
   /** Host with port as the client addressed it: Host, `:authority` on h2, or an absolute-form target's authority. */
   readonly rawHost: string;
@@ -169,7 +170,7 @@ export interface RequestContext {
   readonly query: URLSearchParams;
   /** Client request headers (lowercase names). */
   readonly headers: IncomingHttpHeaders;
-  /** Host without port, as sent (`:authority` on h2). */
+  /** The host the client addressed (Host, `:authority` on h2, or an absolute-form authority), without port, in the form routes compare it: lowercase, no trailing dot (nginx's `$host`). */
   readonly host: string;
   /** Host with port as the client addressed it: Host, `:authority` on h2, or an absolute-form target's authority. */
   readonly rawHost: string;

@@ -98,7 +98,7 @@ export function buildUpstreamHeaders(ctx: Context, service: Service, facts: Upst
   const priorXff = client['x-forwarded-for'];
   out['x-forwarded-for'] = priorXff ? `${Array.isArray(priorXff) ? priorXff.join(', ') : priorXff}, ${facts.peerIp}` : facts.peerIp;
   out['x-forwarded-proto'] = ctx.forwardedProto;
-  out['x-forwarded-host'] = (trusted && firstValue(client['x-forwarded-host'])) || ctx.host.toLowerCase();
+  out['x-forwarded-host'] = (trusted && firstValue(client['x-forwarded-host'])) || ctx.host;
   out['x-forwarded-port'] = (trusted && firstValue(client['x-forwarded-port'])) || String(facts.listenerPort);
   out['x-forwarded-path'] = (trusted && firstValue(client['x-forwarded-path'])) || facts.rawPath;
   const prefix = (trusted && firstValue(client['x-forwarded-prefix'])) || facts.strippedPrefix;
