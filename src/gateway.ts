@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { access, constants } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isLoopbackName, type AdminListenerFacts } from './admin/browser-guard.ts';
 import { AdminRouter } from './admin/router.ts';
 import { coreAdminRoutes } from './admin/routes.ts';
 import { parseListenList } from './config/listen.ts';
@@ -191,10 +192,11 @@ export class Gateway {
       info.port = listener.port;
       this.proxyListeners.push(listener);
     }
-    const admin = new AdminRouter([...this.pluginAdminRoutes(), ...coreAdminRoutes(this.adminState())]);
+    const admin = new AdminRouter([...this.pluginAdminRoutes(), ...coreAdminRoutes(this.adminState())], this.log.child({ component: 'admin' }));
     for (const spec of adminSpecs) {
-      if (!['127.0.0.1', '::1', 'localhost'].includes(spec.host)) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
-      const listener = await this.listen(spec, tls, { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse) }, limits, events);
+      const facts: AdminListenerFacts = { scheme: spec.ssl ? 'https' : 'http', loopback: isLoopbackName(spec.host) };
+      if (!facts.loopback) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
+      const listener = await this.listen(spec, tls, { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse, facts) }, limits, events);
       this.adminListeners.push(listener);
     }
   }
