@@ -5,14 +5,15 @@
 import type { GatewayConfig, Route, Service } from './config/types.ts';
 import { PluginsIndex } from './pipeline/plugins-index.ts';
 import type { PluginRuntime } from './pipeline/plugin-api.ts';
-import { TrustedPeers } from './proxy/headers.ts';
+import { AddressRanges } from './address-ranges.ts';
 import { Router } from './router/index.ts';
 import type { PluginRegistry } from './config/load.ts';
 
 export class Snapshot {
   readonly router: Router;
   readonly plugins: PluginsIndex;
-  readonly trusted: TrustedPeers;
+  /** `trusted_ips`: peers whose forwarding headers are believed. */
+  readonly trusted: AddressRanges;
   readonly servicesById: ReadonlyMap<string, Service>;
   readonly routesById: ReadonlyMap<string, Route>;
 
@@ -24,7 +25,7 @@ export class Snapshot {
   ) {
     this.router = new Router(config.routes, config.services);
     this.plugins = new PluginsIndex(config.plugins, config.routes, registry);
-    this.trusted = new TrustedPeers(config.gateway.trusted_ips);
+    this.trusted = new AddressRanges(config.gateway.trusted_ips);
     this.servicesById = new Map(config.services.map((s) => [s.id, s]));
     this.routesById = new Map(config.routes.map((r) => [r.id, r]));
   }

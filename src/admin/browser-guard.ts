@@ -5,7 +5,7 @@
  * say where a request comes from (Origin, Sec-Fetch-Site) and which name they resolved (Host).
  */
 import type { IncomingMessage } from 'node:http';
-import { BlockList, isIP } from 'node:net';
+import { AddressRanges } from '../address-ranges.ts';
 import { parseRequestHost } from '../config/hostnames.ts';
 import { HttpError } from '../pipeline/plugin-api.ts';
 
@@ -18,16 +18,12 @@ export interface AdminListenerFacts {
 const CROSS_ORIGIN = 'cross-origin requests to the admin API are refused: it is not for web pages';
 const NOT_LOOPBACK = 'the admin API listens on loopback and answers only to a loopback Host (localhost, 127.0.0.1, [::1])';
 
-const LOOPBACK = new BlockList();
-LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
-LOOPBACK.addAddress('::1', 'ipv6');
+const LOOPBACK = new AddressRanges(['127.0.0.0/8', '::1']);
 
 /** 127.0.0.0/8, ::1, or `localhost` and its subdomains (RFC 6761 §6.3; browsers resolve these themselves). */
 export function isLoopbackName(name: string): boolean {
   if (name === 'localhost' || name.endsWith('.localhost')) return true;
-  const address = name.startsWith('[') ? name.slice(1, -1) : name;
-  const family = isIP(address);
-  return family !== 0 && LOOPBACK.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  return LOOPBACK.has(name.startsWith('[') ? name.slice(1, -1) : name);
 }
 
 /** The error a browser-made request gets, or undefined for a tool's request. */
