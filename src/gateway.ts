@@ -80,8 +80,8 @@ export class Gateway {
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
     this.lifecycle.protocols = {
-      grpc: (ctx, match, headers, done) => grpc.proxy(ctx, match, headers, done),
-      upgrade: (ctx, match, socket, head, headers, done) => websocket.proxy(ctx, match, socket, head, headers, done),
+      grpc: (ctx, match, headers, end) => grpc.proxy(ctx, match, headers, end),
+      upgrade: (ctx, match, socket, head, headers, end) => websocket.proxy(ctx, match, socket, head, headers, end),
       close: () => {
         grpc.close();
         websocket.close();
@@ -182,6 +182,7 @@ export class Gateway {
       closed: () => {
         this.metrics.connectionsActive--;
       },
+      failed: (err: unknown) => this.log.error({ err }, 'request failed'),
     };
     for (const spec of proxySpecs) {
       const info: ListenerInfo = { port: spec.port, scheme: spec.ssl ? 'https' : 'http' };

@@ -5,7 +5,7 @@
  * HTTP requests and WebSocket handshakes share every step up to the upstream.
  */
 import { ServerResponse, type IncomingMessage } from 'node:http';
-import type { Http2ServerRequest } from 'node:http2';
+import { Http2ServerRequest } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -21,7 +21,7 @@ import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
-import type { UnmatchedRequest } from './plugin-api.ts';
+import { HttpError, type UnmatchedRequest } from './plugin-api.ts';
 
 export interface ListenerInfo {
   port: number;
@@ -32,10 +32,29 @@ export interface Stats {
   totalRequests: number;
 }
 
+/** How a protocol proxy reports the end of its exchange. */
+export interface ProxyEnd {
+  /** The exchange is over (once). */
+  done(): void;
+  /** A failure in one of its callbacks: the request gets its 500, or its connection is cut. */
+  fail(err: unknown): void;
+}
+
+/** A protocol proxy's callback whose exception fails its exchange (500, or a cut connection) instead of reaching the process. */
+export function contained<A extends unknown[]>(end: ProxyEnd, callback: (...args: A) => void): (...args: A) => void {
+  return (...args) => {
+    try {
+      callback(...args);
+    } catch (err) {
+      end.fail(err);
+    }
+  };
+}
+
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
-  grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, done: () => void): void;
-  upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, done: () => void): void;
+  grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, end: ProxyEnd): void;
+  upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, end: ProxyEnd): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close?(): void;
 }
@@ -60,13 +79,15 @@ export class Lifecycle {
     const downstream = new ResponseDownstream(res);
     const ctx = this.begin(req, res, downstream, listener, false);
     if (!ctx) return;
-    res.once('close', () => {
-      // A client that goes away aborts the upstream request: no socket or memory left behind.
-      // writableEnded, not writableFinished: an HTTP/2 stream the client reset reports itself finished.
-      if (!res.writableEnded) ctx.abortUpstream?.();
-      this.finish(ctx);
-    });
-    this.access(ctx, () => this.afterAccess(ctx, req, res, listener));
+    res.once('close', () =>
+      this.contain(ctx, () => {
+        // A client that goes away aborts the upstream request: no socket or memory left behind.
+        // writableEnded, not writableFinished: an HTTP/2 stream the client reset reports itself finished.
+        if (!res.writableEnded) ctx.abortUpstream?.();
+        this.finish(ctx);
+      }),
+    );
+    this.contain(ctx, () => this.access(ctx, () => this.afterAccess(ctx, req, res, listener)));
   }
 
   /** An HTTP/1.1 upgrade request (WebSocket handshake). */
@@ -77,18 +98,20 @@ export class Lifecycle {
     const downstream = new SocketDownstream(socket);
     const ctx = this.begin(req, null, downstream, listener, isWebSocket);
     if (!ctx) return;
-    socket.once('close', () => this.finish(ctx));
+    socket.once('close', () => this.contain(ctx, () => this.finish(ctx)));
     if (!isWebSocket) return ctx.error(400, 'only WebSocket upgrades (GET over HTTP/1.1) are supported');
-    this.access(ctx, () => {
-      // socket.destroyed: the client left while an asynchronous plugin ran; nothing goes upstream.
-      if (ctx.responded || socket.destroyed) return;
-      if (!ctx.service) return ctx.error(503, MESSAGES.noService);
-      const match = ctx.match;
-      const headers = this.upstreamHeaders(ctx, match, listener);
-      if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
-      ctx.status = 101;
-      this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, () => this.finish(ctx));
-    });
+    this.contain(ctx, () =>
+      this.access(ctx, () => {
+        // socket.destroyed: the client left while an asynchronous plugin ran; nothing goes upstream.
+        if (ctx.responded || socket.destroyed) return;
+        if (!ctx.service) return ctx.error(503, MESSAGES.noService);
+        const match = ctx.match;
+        const headers = this.upstreamHeaders(ctx, match, listener);
+        if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
+        ctx.status = 101;
+        this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, this.endOf(ctx));
+      }),
+    );
   }
 
   /**
@@ -113,7 +136,7 @@ export class Lifecycle {
     this.stats.totalRequests++;
     const snapshot = this.current();
     const headers = req.headers;
-    const http2 = req.httpVersionMajor === 2;
+    const http2 = req instanceof Http2ServerRequest;
     let url = req.url ?? '/';
     let rawHost = (http2 ? (headers[':authority'] as string | undefined) : undefined) ?? headers.host ?? '';
     // An absolute-form target (`GET http://host/path`): its host replaces Host (RFC 9112 §3.2.2).
@@ -206,7 +229,7 @@ export class Lifecycle {
     } catch (err) {
       return this.failed(ctx, err);
     }
-    if (pending) pending.then(next, (err) => this.failed(ctx, err));
+    if (pending) pending.then(() => this.contain(ctx, next), (err) => this.failed(ctx, err));
     else next();
   }
 
@@ -238,7 +261,7 @@ export class Lifecycle {
     const protocol = ctx.service.protocol;
     if (protocol === 'grpc' || protocol === 'grpcs') {
       if (!this.protocols.grpc) return ctx.error(501, 'gRPC proxying is not available');
-      return this.protocols.grpc(ctx, ctx.match, headers as Record<string, unknown>, () => this.finish(ctx));
+      return this.protocols.grpc(ctx, ctx.match, headers as Record<string, unknown>, this.endOf(ctx));
     }
     this.proxyHttp(ctx, req, res, headers);
   }
@@ -270,7 +293,12 @@ export class Lifecycle {
           const now = performance.now();
           ctx.upstreamLatency = Math.round(now - sentAt);
           const out = downstreamHeaders(upstream.headers, ctx.headers.te, false);
-          finishResponseHeaders(ctx, upstream.status, out, sentAt);
+          try {
+            finishResponseHeaders(ctx, upstream.status, out, sentAt);
+          } catch (err) {
+            this.failed(ctx, err);
+            return null;
+          }
           ctx.status = upstream.status;
           try {
             (res as ServerResponse).writeHead(upstream.status, out);
@@ -283,13 +311,14 @@ export class Lifecycle {
           }
           return res as ServerResponse;
         },
-        onFailure: (failure) => {
-          const [status, message] = FAILURE_ANSWERS[failure.kind];
-          // Mid-body, destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
-          if (!res.headersSent) ctx.error(status, message);
-          else res.destroy(new Error('the upstream response was cut short'));
-          this.log.debug({ request_id: ctx.id, kind: failure.kind, tries: failure.tries, err: failure.message }, 'upstream failure');
-        },
+        onFailure: (failure) =>
+          this.contain(ctx, () => {
+            const [status, message] = FAILURE_ANSWERS[failure.kind];
+            // Mid-body, destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
+            if (!res.headersSent) ctx.error(status, message);
+            else res.destroy(new Error('the upstream response was cut short'));
+            this.log.debug({ request_id: ctx.id, kind: failure.kind, tries: failure.tries, err: failure.message }, 'upstream failure');
+          }),
       },
     );
     ctx.abortUpstream = handle.abort;
@@ -305,10 +334,12 @@ export class Lifecycle {
       req.unpipe();
       // The upstream got part of a body that will never end: drop that request and its socket.
       ctx.abortUpstream?.();
-      if (!ctx.downstream.headersSent) {
-        ctx.status = 0;
-        ctx.error(413, MESSAGES.bodyTooLarge);
-      }
+      this.contain(ctx, () => {
+        if (!ctx.downstream.headersSent) {
+          ctx.status = 0;
+          ctx.error(413, MESSAGES.bodyTooLarge);
+        }
+      });
       req.destroy();
     };
     req.on('data', onData);
@@ -316,9 +347,38 @@ export class Lifecycle {
     req.pause();
   }
 
+  /**
+   * Runs one step of a request (a callback from the event loop, a promise continuation): whatever it
+   * throws ends this request, never the process.
+   */
+  private contain(ctx: Context, step: () => void): void {
+    try {
+      step();
+    } catch (err) {
+      this.failed(ctx, err);
+    }
+  }
+
+  /**
+   * Ends the request with the error's answer (an HttpError's status, anything else 500 and logged), or,
+   * when its answer has begun, cuts it off (and the upstream exchange with it).
+   */
   private failed(ctx: Context, err: unknown): void {
-    if (!(err as { status?: number })?.status) this.log.error({ err, request_id: ctx.id }, 'plugin failed');
-    if (!ctx.responded) ctx.fail(err);
+    if (!(err instanceof HttpError)) this.log.error({ err, request_id: ctx.id }, 'request failed');
+    if (ctx.responded && ctx.downstream.headersSent) return ctx.downstream.abort();
+    try {
+      // No answer went out, whatever status was noted for one (an upgrade marked 101, an answer Node refused).
+      ctx.status = 0;
+      return ctx.fail(err);
+    } catch (again) {
+      this.log.error({ err: again, request_id: ctx.id }, 'the failure could not be answered');
+    }
+    ctx.abortUpstream?.();
+    ctx.downstream.abort();
+  }
+
+  private endOf(ctx: Context): ProxyEnd {
+    return { done: () => this.contain(ctx, () => this.finish(ctx)), fail: (err) => this.failed(ctx, err) };
   }
 
   /** The log phase: once, when the response has ended or the client went away. */
@@ -362,7 +422,7 @@ function isWebSocketHandshake(req: IncomingMessage): boolean {
 }
 
 function hasBody(req: DownstreamRequest): boolean {
-  if (req.httpVersionMajor === 2) return !(req as Http2ServerRequest).stream.endAfterHeaders;
+  if (req instanceof Http2ServerRequest) return !req.stream.endAfterHeaders;
   const length = req.headers['content-length'];
   return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
 }

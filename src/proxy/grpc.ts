@@ -14,6 +14,7 @@ import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
+import { contained, type ProxyEnd } from '../pipeline/lifecycle.ts';
 import type { RouteMatch } from '../router/index.ts';
 import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
 import { encodeGrpcMessage, grpcStatusFor, MESSAGES, upstreamFailureAnswer } from './respond.ts';
@@ -141,24 +142,27 @@ export class GrpcProxy {
     this.sessions.close();
   }
 
-  /** Relays the call; `done` runs once when the downstream stream has closed. */
-  proxy(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, done: () => void): void {
+  /** Relays the call; `end.done` runs once when the downstream stream has closed. */
+  proxy(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, end: ProxyEnd): void {
     const downstream = (ctx.raw.req as Http2ServerRequest).stream;
-    downstream.once('close', done);
+    downstream.once('close', end.done);
     const service = ctx.service!;
     let tries = 0;
     const attempt = () => {
-      this.sessions.acquire(service, (err, entry) => {
-        if (downstream.destroyed) {
-          if (entry) entry.streams--;
-          return;
-        }
-        if (!err) return new GrpcCall(ctx, match, headers, entry!, this.options.log).start();
-        const retryable = !(err instanceof ConnectTimeout) && (err as NodeJS.ErrnoException).code !== undefined;
-        if (retryable && tries++ < service.retries) return attempt();
-        const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, err instanceof ConnectTimeout);
-        ctx.error(status, message);
-      });
+      this.sessions.acquire(
+        service,
+        contained(end, (err, entry) => {
+          if (downstream.destroyed) {
+            if (entry) entry.streams--;
+            return;
+          }
+          if (!err) return new GrpcCall(ctx, match, headers, entry!, this.options.log, end).start();
+          const retryable = !(err instanceof ConnectTimeout) && (err as NodeJS.ErrnoException).code !== undefined;
+          if (retryable && tries++ < service.retries) return attempt();
+          const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, err instanceof ConnectTimeout);
+          ctx.error(status, message);
+        }),
+      );
     };
     attempt();
   }
@@ -183,6 +187,7 @@ class GrpcCall {
     private readonly headers: Record<string, unknown>,
     private readonly entry: PooledSession,
     private readonly log: Logger,
+    private readonly end: ProxyEnd,
   ) {
     this.req = ctx.raw.req as Http2ServerRequest;
     this.res = ctx.raw.res as Http2ServerResponse;
@@ -203,17 +208,21 @@ class GrpcCall {
     }
     this.sentAt = performance.now();
     const upstream = this.upstream;
+    const { end } = this;
     // nginx's grpc_read_timeout: the longest the stream may sit idle (no frame either way).
-    upstream.setTimeout(service.read_timeout, () => this.endWith(504, MESSAGES.timeout));
+    upstream.setTimeout(service.read_timeout, contained(end, () => this.endWith(504, MESSAGES.timeout)));
     this.enforceDeadline();
-    upstream.once('response', (headers, flags) => this.onResponse(headers, flags));
-    upstream.once('trailers', (trailers) => {
-      this.statusReceived = true;
-      this.res.addTrailers(trailers);
-    });
+    upstream.once('response', contained(end, (headers: IncomingHttpHeaders, flags: number) => this.onResponse(headers, flags)));
+    upstream.once(
+      'trailers',
+      contained(end, (trailers: IncomingHttpHeaders) => {
+        this.statusReceived = true;
+        this.res.addTrailers(trailers);
+      }),
+    );
     upstream.on('error', (err) => this.log.debug({ err, request_id: ctx.id }, 'gRPC upstream stream error'));
-    upstream.once('close', () => this.onUpstreamClose());
-    downstream.once('close', () => this.onDownstreamClose());
+    upstream.once('close', contained(end, () => this.onUpstreamClose()));
+    downstream.once('close', contained(end, () => this.onDownstreamClose()));
 
     if (bodyInMemory) upstream.end(ctx.body);
     else if (!downstream.endAfterHeaders) this.req.pipe(upstream);
@@ -308,7 +317,7 @@ class GrpcCall {
     const ms = parseGrpcTimeout(this.ctx.headers['grpc-timeout']);
     // Beyond a timer's range (~24.8 days) Node would fire at once; such a deadline is no deadline.
     if (ms === undefined || ms > MAX_TIMER_MS) return;
-    this.deadlineTimer = setTimeout(() => this.endWith(504, 'Deadline exceeded'), ms);
+    this.deadlineTimer = setTimeout(contained(this.end, () => this.endWith(504, 'Deadline exceeded')), ms);
     this.deadlineTimer.unref();
   }
 }

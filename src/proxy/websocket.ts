@@ -12,7 +12,8 @@ import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http'
 import https from 'node:https';
 import { isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Context } from '../pipeline/context.ts';
+import { headerLines, type Context } from '../pipeline/context.ts';
+import { contained, type ProxyEnd } from '../pipeline/lifecycle.ts';
 import type { RouteMatch } from '../router/index.ts';
 import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
 import { upstreamFailureAnswer } from './respond.ts';
@@ -36,7 +37,7 @@ export class WebSocketProxy {
     this.open.clear();
   }
 
-  proxy(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, done: () => void): void {
+  proxy(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, end: ProxyEnd): void {
     const service = ctx.service!;
     if (!UPGRADABLE.has(service.protocol)) return answerError(ctx, 502, `a ${service.protocol} service cannot take a WebSocket upgrade`);
     const tls = service.protocol === 'https' || service.protocol === 'wss';
@@ -56,36 +57,50 @@ export class WebSocketProxy {
     });
     const onClientGone = () => upstreamRequest.destroy();
     socket.once('close', onClientGone);
-    upstreamRequest.on('socket', (upstreamSocket) => {
-      this.track(upstreamSocket);
-      if (!upstreamSocket.connecting) return;
-      const timer = setTimeout(() => upstreamRequest.destroy(new HandshakeTimeout('connect timeout')), service.connect_timeout);
-      upstreamSocket.once('connect', () => clearTimeout(timer));
-      upstreamSocket.once('close', () => clearTimeout(timer));
-    });
+    upstreamRequest.on(
+      'socket',
+      contained(end, (upstreamSocket: Socket) => {
+        this.track(upstreamSocket);
+        if (!upstreamSocket.connecting) return;
+        const timer = setTimeout(() => upstreamRequest.destroy(new HandshakeTimeout('connect timeout')), service.connect_timeout);
+        upstreamSocket.once('connect', () => clearTimeout(timer));
+        upstreamSocket.once('close', () => clearTimeout(timer));
+      }),
+    );
     upstreamRequest.setTimeout(service.read_timeout, () => upstreamRequest.destroy(new HandshakeTimeout('handshake timeout')));
     /** The upstream answered (refusal or 101): from then on a failure can only close the socket. */
     let answered = false;
-    upstreamRequest.on('error', (err: NodeJS.ErrnoException) => {
-      if (answered) return void socket.destroy();
-      const [status, message] = upstreamFailureAnswer(err, err instanceof HandshakeTimeout);
-      answerError(ctx, status, message);
-    });
-    upstreamRequest.on('response', (res) => {
-      answered = true;
-      ctx.upstreamLatency = Math.round(performance.now() - sentAt);
-      relayRefusal(ctx, socket, res, sentAt);
-    });
-    upstreamRequest.on('upgrade', (res, upstreamSocket, upstreamHead) => {
-      answered = true;
-      socket.off('close', onClientGone);
-      ctx.upstreamLatency = Math.round(performance.now() - sentAt);
-      if (socket.destroyed) return upstreamSocket.destroy();
-      upstreamSocket.setTimeout(0);
-      socket.write(handshakeHead(ctx, res, sentAt));
-      if (upstreamHead.length > 0) socket.write(upstreamHead);
-      join(socket, upstreamSocket, done);
-    });
+    upstreamRequest.on(
+      'error',
+      contained(end, (err: NodeJS.ErrnoException) => {
+        if (answered) return void socket.destroy();
+        const [status, message] = upstreamFailureAnswer(err, err instanceof HandshakeTimeout);
+        answerError(ctx, status, message);
+      }),
+    );
+    upstreamRequest.on(
+      'response',
+      contained(end, (res: IncomingMessage) => {
+        answered = true;
+        ctx.upstreamLatency = Math.round(performance.now() - sentAt);
+        relayRefusal(ctx, socket, res, sentAt);
+      }),
+    );
+    upstreamRequest.on(
+      'upgrade',
+      contained(end, (res: IncomingMessage, upstreamSocket: Socket, upstreamHead: Buffer) => {
+        answered = true;
+        socket.off('close', onClientGone);
+        ctx.upstreamLatency = Math.round(performance.now() - sentAt);
+        if (socket.destroyed) return upstreamSocket.destroy();
+        // Whatever fails from here on, the upstream socket must not outlive the client's.
+        socket.once('close', () => upstreamSocket.destroy());
+        upstreamSocket.setTimeout(0);
+        socket.write(handshakeHead(ctx, res, sentAt));
+        if (upstreamHead.length > 0) socket.write(upstreamHead);
+        join(socket, upstreamSocket, end.done);
+      }),
+    );
     upstreamRequest.end();
   }
 
@@ -124,15 +139,6 @@ function answerError(ctx: Context, status: number, message: string): void {
 
 function statusLine(status: number, text: string): string {
   return `HTTP/1.1 ${status} ${text}\r\n`;
-}
-
-function headerLines(headers: OutgoingHttpHeaders): string {
-  let out = '';
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) out += `${name}: ${v}\r\n`;
-  }
-  return out + '\r\n';
 }
 
 /** Joins the two sockets; when either closes or fails, both are destroyed and `done` runs once. */
