@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { after, before, test } from 'node:test';
 import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { echoClient, grpc, startGrpcEcho, unary, type GrpcEcho } from '../fixtures/grpc-echo.ts';
 import { request, startUpstream, type Upstream } from '../helpers/gateway.ts';
 import { parseRaw, portOf, rawExchange, startWithRegistry, type RegistryGateway } from './support.ts';
 
@@ -44,15 +45,20 @@ const failing: PluginDefinition = {
 
 let gw: RegistryGateway;
 let echo: Upstream;
+let grpcEcho: GrpcEcho;
 
 before(async () => {
   process.on('uncaughtException', onEscape);
   process.on('unhandledRejection', onEscape);
   echo = await startUpstream();
+  grpcEcho = await startGrpcEcho();
   gw = await startWithRegistry(
     {
       gateway: { proxy_listen: ['127.0.0.1:0', '127.0.0.1:0 http2'] },
-      services: [{ name: 'echo', url: echo.url, routes: [{ name: 'echo', paths: ['/echo'] }] }],
+      services: [
+        { name: 'echo', url: echo.url, routes: [{ name: 'echo', paths: ['/echo'] }] },
+        { name: 'grpc', url: `grpc://127.0.0.1:${grpcEcho.port}`, routes: [{ name: 'grpc', protocols: ['grpc'], paths: ['/tollgate.test.Echo/'] }] },
+      ],
       plugins: [{ name: 'failing' }],
     },
     new Map([[failing.name, failing]]),
@@ -62,6 +68,7 @@ before(async () => {
 after(async () => {
   await gw?.stop();
   await echo?.close();
+  await grpcEcho?.close();
   process.off('uncaughtException', onEscape);
   process.off('unhandledRejection', onEscape);
 });
@@ -113,6 +120,22 @@ test('a WebSocket handshake whose plugin fails gets a 500 on its socket', { time
   for (const how of ['bad-answer', 'later']) {
     const reply = parseRaw(await rawExchange(portOf(gw.http), `${handshake}X-Fail: ${how}\r\n\r\n`, 3000));
     assert.equal(reply.status, 500, how);
+  }
+  assert.deepEqual(escaped, []);
+});
+
+test('a gRPC call whose plugin fails gets INTERNAL, as a gRPC status', { timeout: 30_000 }, async () => {
+  const client = echoClient(new URL(h2cUrl()).host);
+  try {
+    for (const how of ['later', 'response']) {
+      await assert.rejects(unary(client, { message: 'x' }, { metadata: { 'x-fail': how } }), (err: grpc.ServiceError) => {
+        assert.equal(err.code, grpc.status.INTERNAL, how);
+        assert.equal(err.details, 'An unexpected error occurred', how);
+        return true;
+      });
+    }
+  } finally {
+    client.close();
   }
   assert.deepEqual(escaped, []);
 });
