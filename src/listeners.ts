@@ -118,8 +118,10 @@ function refuseHeaderSize(req: Http2ServerRequest, res: Http2ServerResponse): vo
 
 function guardUpgrades(next: NonNullable<ListenerHandlers['upgrade']>, timeouts: ClientTimeouts, events: ConnectionEvents): ListenerHandlers['upgrade'] {
   return (req, socket, head) => {
+    // Node hands an upgraded socket over without its own error listener or timeout: an error event with
+    // no listener would reach the process.
+    socket.on('error', () => socket.destroy());
     try {
-      // Node hands an upgraded socket over without any timeout of its own.
       timeouts.upgraded(socket);
       if (!speaksHttp1(req)) return refuse(socket, 505, VERSION_NOT_SUPPORTED);
       if (lacksHost(req)) return refuse(socket, 400, MISSING_HOST);

@@ -90,9 +90,8 @@ export class Lifecycle {
     this.contain(ctx, () => this.access(ctx, () => this.afterAccess(ctx, req, res, listener)));
   }
 
-  /** An HTTP/1.1 upgrade request (WebSocket handshake). */
+  /** An HTTP/1.1 upgrade request (WebSocket handshake), on a socket the listener has given an error listener. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, listener: ListenerInfo): void {
-    socket.on('error', () => socket.destroy());
     const isWebSocket = isWebSocketHandshake(req);
     if (!isWebSocket && !hasBody(req)) return this.ignoreUpgrade(req, socket, listener);
     const downstream = new SocketDownstream(socket);
