@@ -1,5 +1,5 @@
 /**
- * Turns routes into matchers sorted by Kong's `traditional_compatible` (ATC) priority (reference §2.4).
+ * Turns routes into matchers sorted by Kong's `traditional_compatible` (ATC) priority (kong/router/transform.lua).
  * A route whose paths mix regexes and prefixes of different lengths is split into one matcher per path group,
  * so each group is ranked on its own, as Kong's ATC transform does.
  */
