@@ -8,7 +8,7 @@ import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { AccessLog, Logger } from '../log.ts';
 import type { Route } from '../config/types.ts';
@@ -251,8 +251,8 @@ export class Lifecycle {
     const limit = ctx.snapshot.config.gateway.client_max_body_size;
     const declared = Number(req.headers['content-length']);
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
-    const body = ctx.body ?? (hasBody(req) ? req : null);
-    if (body === req && limit > 0) this.enforceStreamLimit(ctx, req, limit);
+    const body = ctx.body ?? (hasBody(req) ? ctx.unreadBody() : null);
+    if (body !== null && !Buffer.isBuffer(body) && limit > 0) this.enforceStreamLimit(ctx, body, limit);
     const path = ctx.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : '');
     const sentAt = performance.now();
     const handle = this.engine.forward(
@@ -289,24 +289,24 @@ export class Lifecycle {
   }
 
   /** Streams without Content-Length (chunked) are counted as they flow. */
-  private enforceStreamLimit(ctx: Context, req: DownstreamRequest, limit: number): void {
+  private enforceStreamLimit(ctx: Context, body: Readable, limit: number): void {
     let size = 0;
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size <= limit) return;
-      req.off('data', onData);
-      req.unpipe();
+      body.off('data', onData);
+      body.unpipe();
       // The upstream got part of a body that will never end: drop that request and its socket.
       ctx.abortUpstream?.();
       if (!ctx.downstream.headersSent) {
         ctx.status = 0;
         ctx.error(413, MESSAGES.bodyTooLarge);
       }
-      req.destroy();
+      body.destroy();
     };
-    req.on('data', onData);
+    body.on('data', onData);
     // Listening must not start the flow: the engine resumes the body when it sends it.
-    req.pause();
+    body.pause();
   }
 
   private failed(ctx: Context, err: unknown): void {

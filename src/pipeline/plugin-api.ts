@@ -186,6 +186,12 @@ export interface RequestContext {
 
   /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
   readBody(): Promise<Buffer>;
+  /**
+   * The whole body when it has at most `limit` bytes, else undefined. A larger body is never held: one
+   * declared larger is not read at all, and of an undeclared (chunked) one only the first `limit` bytes,
+   * which go upstream ahead of the rest. Either way the upstream still gets the body whole and untouched.
+   */
+  readBodyWithin(limit: number): Promise<Buffer | undefined>;
   /** Replaces the body sent upstream (after readBody). */
   setUpstreamBody(body: Buffer): void;
 
