@@ -1,5 +1,7 @@
 /** OAuth 2.0 answers as Kong's plugin gives them: JSON bodies, cache headers, `WWW-Authenticate`. */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { ParameterLimitError } from './errors.ts';
+import { readParams, type RequestParams } from './params.ts';
 import type { OAuth2Config } from './schema.ts';
 
 export interface OAuthError {
@@ -59,4 +61,18 @@ export function requestError(ctx: RequestContext, config: OAuth2Config, repeated
 /** An endpoint's JSON answer with `Cache-Control: no-store` and `Pragma: no-cache`. */
 export function respondNoStore(ctx: RequestContext, status: number, body: object, headers: Record<string, string> = {}): void {
   ctx.respond(status, body, { ...NO_STORE, ...headers });
+}
+
+/**
+ * An endpoint's parameters; undefined once it has answered a request whose parameters exceed what is
+ * read (413 for the body, 400 for their number), as `invalid_request`.
+ */
+export async function endpointParams(ctx: RequestContext): Promise<RequestParams | undefined> {
+  try {
+    return await readParams(ctx);
+  } catch (err) {
+    if (!(err instanceof ParameterLimitError)) throw err;
+    respondNoStore(ctx, err.status, oauthError('invalid_request', err.message));
+    return undefined;
+  }
 }
