@@ -7,9 +7,9 @@
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { bindingOf, retrieveCodeChallenge, retrieveScope, type EndpointDeps, type Plugin } from './grants.ts';
-import { stringParam, userIdParam, type Params } from './params.ts';
+import { readParams, stringParam, userIdParam, type Params } from './params.ts';
 import { composeRedirectUri } from './redirect.ts';
-import { endpointParams, oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
+import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { safeEqual } from './secret.ts';
 import { tokenResponse } from './token-endpoint.ts';
@@ -29,9 +29,7 @@ type AuthorizationCheck =
 
 export async function authorizeEndpoint(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, deps: EndpointDeps): Promise<void> {
   if (ctx.method !== 'POST') return rejectMethod(ctx, config, 'authorization');
-  const read = await endpointParams(ctx);
-  if (!read) return;
-  const { params, repeated } = read;
+  const { params, repeated } = await readParams(ctx);
   const withState = (body: Params): Params => (params.state !== undefined ? { ...body, state: params.state } : body);
   const stopError =
     requestError(ctx, config, repeated) ??

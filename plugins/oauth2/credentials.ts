@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ConsumerDirectory, Consumer, Store } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
-import { hashSecret, needsRehash, safeEqual, verifySecretAsync } from './secret.ts';
+import { ClientSecrets } from './client-secrets.ts';
 
 const CREDENTIAL_PREFIX = 'cred:';
 
@@ -15,6 +15,7 @@ export class CredentialDirectory {
   private fileByClientId = new Map<string, OAuth2Credential>();
   private readonly runtimeById = new Map<string, OAuth2Credential>();
   private readonly runtimeByClientId = new Map<string, OAuth2Credential>();
+  private readonly secrets = new ClientSecrets();
   /** Called with the credential id whenever a credential is removed (token cache invalidation). */
   onRemoved: (credentialId: string) => void = () => {};
 
@@ -94,17 +95,21 @@ export class CredentialDirectory {
   }
 
   /**
-   * Checks a confidential client's secret: PBKDF2 hashes are verified off the event loop; plain
-   * secrets are compared in constant time. A hash of older parameters is upgraded after a success.
+   * Checks a confidential client's secret (see ClientSecrets: bounded hashing, failure limits; LimitError
+   * when refused unchecked). A runtime credential's hash of older parameters is upgraded after a success.
    */
   async verifySecret(credential: OAuth2Credential, secret: unknown): Promise<boolean> {
     if (typeof secret !== 'string') return false;
-    if (!credential.hash_secret) return safeEqual(secret, credential.client_secret);
-    if (!(await verifySecretAsync(secret, credential.client_secret))) return false;
-    if (needsRehash(credential.client_secret) && this.runtimeById.get(credential.id) === credential) {
-      await this.save({ ...credential, client_secret: hashSecret(secret) });
+    if (!(await this.secrets.verify(credential, secret))) return false;
+    if (credential.hash_secret && this.runtimeById.get(credential.id) === credential) {
+      const rehashed = await this.secrets.rehashed(credential, secret);
+      if (rehashed) await this.save({ ...credential, client_secret: rehashed });
     }
     return true;
+  }
+
+  close(): Promise<void> {
+    return this.secrets.close();
   }
 
   private index(credential: OAuth2Credential): void {

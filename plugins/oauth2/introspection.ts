@@ -7,8 +7,8 @@
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { isBoundHere, retrieveClientCredentials, type EndpointDeps } from './grants.ts';
-import type { Params } from './params.ts';
-import { endpointParams, oauthError, rejectMethod, requestError, respondNoStore } from './responses.ts';
+import { readParams, type Params } from './params.ts';
+import { oauthError, rejectMethod, requestError, respondNoStore } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { isExpired, type TokenRow } from './tokens.ts';
 import { respondOutcome, type Failure } from './token-endpoint.ts';
@@ -26,9 +26,7 @@ async function authenticateClient(
     rejectMethod(ctx, config, endpoint);
     return undefined;
   }
-  const read = await endpointParams(ctx);
-  if (!read) return undefined;
-  const { params, repeated } = read;
+  const { params, repeated } = await readParams(ctx);
   const fail = (failure: Failure): undefined => {
     respondOutcome(ctx, { failure }, params);
     return undefined;

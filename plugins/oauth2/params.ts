@@ -3,10 +3,10 @@
  * (form, JSON or multipart; the body wins). Values keep their JSON types, repeated keys become arrays,
  * a bare `?flag` is `true`. Malformed bodies read as no parameters (the endpoint then answers 4xx).
  * Parameters are read before anyone is authenticated, so a body is read only up to MAX_PARAMETER_BODY
- * and at most MAX_PARAMETERS of each part are accepted: ParameterLimitError beyond either.
+ * and at most MAX_PARAMETERS of each part are accepted: LimitError beyond either.
  */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { MAX_PARAMETER_BODY, MAX_PARAMETERS, ParameterLimitError } from './errors.ts';
+import { LimitError, MAX_PARAMETER_BODY, MAX_PARAMETERS } from './errors.ts';
 
 export type Params = Record<string, unknown>;
 
@@ -21,7 +21,7 @@ export function parseArgs(raw: string, limit = Infinity): Params {
   let count = 0;
   for (const part of raw.split('&')) {
     if (!part) continue;
-    if (++count > limit) throw ParameterLimitError.tooMany();
+    if (++count > limit) throw LimitError.tooManyParameters();
     const eq = part.indexOf('=');
     const key = decodeArg(eq < 0 ? part : part.slice(0, eq));
     const value: unknown = eq < 0 ? true : decodeArg(part.slice(eq + 1));
@@ -57,12 +57,12 @@ export async function readBodyParams(ctx: RequestContext): Promise<Params> {
   const type = paramBodyType(ctx);
   if (type === undefined) return {};
   const body = await ctx.readBodyWithin(MAX_PARAMETER_BODY);
-  if (body === undefined) throw ParameterLimitError.bodyTooLarge();
+  if (body === undefined) throw LimitError.bodyTooLarge();
   if (body.length === 0) return {};
   if (type === 'application/x-www-form-urlencoded') return parseArgs(body.toString('utf8'), MAX_PARAMETERS);
   if (type === 'multipart/form-data') return parseMultipart(body, String(ctx.headers['content-type']));
   const params = parseJsonObject(body);
-  if (Object.keys(params).length > MAX_PARAMETERS) throw ParameterLimitError.tooMany();
+  if (Object.keys(params).length > MAX_PARAMETERS) throw LimitError.tooManyParameters();
   return params;
 }
 
@@ -90,7 +90,7 @@ async function parseMultipart(body: Buffer, contentType: string): Promise<Params
   const out: Params = {};
   let count = 0;
   for (const [key, value] of (await readFormData(body, contentType)) ?? []) {
-    if (++count > MAX_PARAMETERS) throw ParameterLimitError.tooMany();
+    if (++count > MAX_PARAMETERS) throw LimitError.tooManyParameters();
     if (typeof value === 'string') addValue(out, key, value);
   }
   return out;
@@ -140,7 +140,7 @@ export interface RequestParams {
   repeated: string | undefined;
 }
 
-/** Query and body parameters together, the body winning; ParameterLimitError beyond the limits. */
+/** Query and body parameters together, the body winning; LimitError beyond the limits. */
 export async function readParams(ctx: RequestContext): Promise<RequestParams> {
   const query = parseArgs(ctx.rawQuery, MAX_PARAMETERS);
   const body = await readBodyParams(ctx);

@@ -5,7 +5,7 @@
 import type { ConsumerDirectory, Consumer, RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { findHeader, isBoundHere, type EndpointDeps } from './grants.ts';
-import { ParameterLimitError } from './errors.ts';
+import { LimitError } from './errors.ts';
 import { argsWithout, bodyWithout, parseArgs, readBodyParams, type Params } from './params.ts';
 import { bearerChallenge, oauthError, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
@@ -101,7 +101,7 @@ async function bodyParamsIfReadable(ctx: RequestContext): Promise<Params> {
   try {
     return await readBodyParams(ctx);
   } catch (err) {
-    if (err instanceof ParameterLimitError) return {};
+    if (err instanceof LimitError) return {};
     throw err;
   }
 }

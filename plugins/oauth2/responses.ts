@@ -1,7 +1,6 @@
 /** OAuth 2.0 answers as Kong's plugin gives them: JSON bodies, cache headers, `WWW-Authenticate`. */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { ParameterLimitError } from './errors.ts';
-import { readParams, type RequestParams } from './params.ts';
+import { LimitError } from './errors.ts';
 import type { OAuth2Config } from './schema.ts';
 
 export interface OAuthError {
@@ -63,16 +62,13 @@ export function respondNoStore(ctx: RequestContext, status: number, body: object
   ctx.respond(status, body, { ...NO_STORE, ...headers });
 }
 
-/**
- * An endpoint's parameters; undefined once it has answered a request whose parameters exceed what is
- * read (413 for the body, 400 for their number), as `invalid_request`.
- */
-export async function endpointParams(ctx: RequestContext): Promise<RequestParams | undefined> {
+/** Runs an endpoint, answering a LimitError it throws as an OAuth error (with Retry-After when known). */
+export async function answeringLimits(ctx: RequestContext, endpoint: () => Promise<void>): Promise<void> {
   try {
-    return await readParams(ctx);
+    await endpoint();
   } catch (err) {
-    if (!(err instanceof ParameterLimitError)) throw err;
-    respondNoStore(ctx, err.status, oauthError('invalid_request', err.message));
-    return undefined;
+    if (!(err instanceof LimitError)) throw err;
+    const retryAfter: Record<string, string> = err.retryAfter === undefined ? {} : { 'retry-after': String(err.retryAfter) };
+    respondNoStore(ctx, err.status, oauthError(err.oauthError, err.message), retryAfter);
   }
 }

@@ -8,6 +8,7 @@ import { CredentialDirectory } from './credentials.ts';
 import { introspectionEndpoint, revocationEndpoint } from './introspection.ts';
 import { issuerOf, issuerPath, MetadataDirectory, metadataDocument, WELL_KNOWN } from './metadata.ts';
 import { protect, type ProtectDeps } from './protect.ts';
+import { answeringLimits } from './responses.ts';
 import { generatedProvisionKeys, type OAuth2Config } from './schema.ts';
 import { alphanumericFrom } from './secret.ts';
 import { tokenEndpoint } from './token-endpoint.ts';
@@ -46,10 +47,10 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
     },
     async access(ctx, config, plugin) {
       const endpoint = endpointOf(ctx.path);
-      if (endpoint === 'token') return tokenEndpoint(ctx, config, plugin, deps);
-      if (endpoint === 'authorize') return authorizeEndpoint(ctx, config, plugin, deps);
-      if (endpoint === 'introspect') return introspectionEndpoint(ctx, config, deps);
-      if (endpoint === 'revoke') return revocationEndpoint(ctx, config, deps);
+      if (endpoint === 'token') return answeringLimits(ctx, () => tokenEndpoint(ctx, config, plugin, deps));
+      if (endpoint === 'authorize') return answeringLimits(ctx, () => authorizeEndpoint(ctx, config, plugin, deps));
+      if (endpoint === 'introspect') return answeringLimits(ctx, () => introspectionEndpoint(ctx, config, deps));
+      if (endpoint === 'revoke') return answeringLimits(ctx, () => revocationEndpoint(ctx, config, deps));
       if (isMetadataRequest(ctx)) return answerMetadata(ctx, config);
       return protect(ctx, config, deps);
     },
@@ -57,6 +58,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
     adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers }),
     async close() {
       await Promise.allSettled([...background]);
+      await credentials.close();
     },
   };
 }

@@ -6,8 +6,8 @@
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrieveScope, s256, type EndpointDeps, type Plugin } from './grants.ts';
-import { userIdParam, type Params } from './params.ts';
-import { endpointParams, oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
+import { readParams, userIdParam, type Params } from './params.ts';
+import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { safeEqual } from './secret.ts';
 import type { IssuedToken, TokenRow } from './tokens.ts';
@@ -26,9 +26,7 @@ const failWith = (error: string, description: string, basicChallenge = false): R
 
 export async function tokenEndpoint(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, deps: EndpointDeps): Promise<void> {
   if (ctx.method !== 'POST') return rejectMethod(ctx, config, 'token');
-  const read = await endpointParams(ctx);
-  if (!read) return;
-  const { params, repeated } = read;
+  const { params, repeated } = await readParams(ctx);
   const malformed = requestError(ctx, config, repeated);
   const outcome: Outcome = malformed ? { failure: malformed } : await issueToken(ctx, config, plugin, params, deps);
   respondOutcome(ctx, outcome, params);
