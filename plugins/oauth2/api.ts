@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { validate, type Issue, type RecordSchema } from '../../src/config/schema.ts';
-import type { AdminReply, AdminRequest, AdminRoute, Consumer, ConsumerDirectory } from '../../src/pipeline/plugin-api.ts';
+import { consumerByReference, isUuid, type AdminReply, type AdminRequest, type AdminRoute, type Consumer, type ConsumerDirectory } from '../../src/pipeline/plugin-api.ts';
 import { applySecretHashing, credentialSchema, type OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';
 import { tokenDigest } from './secret.ts';
@@ -18,7 +18,6 @@ export interface AdminDeps {
   consumers: ConsumerDirectory;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const DEFAULT_PAGE_SIZE = 100;
 const MAX_PAGE_SIZE = 1000;
 const NOT_FOUND: AdminReply = { status: 404, body: { message: 'Not Found' } };
@@ -95,6 +94,14 @@ function referenceOf(value: unknown): string | undefined {
   return undefined;
 }
 
+/** The consumer a body's `consumer` field names: `{id}` by id only, `{username}` by username only, a string by Kong's rule. */
+function consumerOfField(consumers: ConsumerDirectory, value: unknown): Consumer | undefined {
+  if (typeof value === 'string') return consumerByReference(consumers, value);
+  const { id, username } = (value ?? {}) as Record<string, unknown>;
+  if (typeof id === 'string') return consumers.byId(id);
+  return typeof username === 'string' ? consumers.byUsername(username) : undefined;
+}
+
 function pageSize(req: AdminRequest): number {
   const size = Number(req.query.get('size') ?? DEFAULT_PAGE_SIZE);
   return Number.isInteger(size) && size > 0 ? Math.min(size, MAX_PAGE_SIZE) : DEFAULT_PAGE_SIZE;
@@ -109,7 +116,7 @@ class CredentialAdmin {
   constructor(private readonly deps: AdminDeps) {}
 
   list(req: AdminRequest, consumerRef?: string): AdminReply {
-    const consumer = consumerRef === undefined ? undefined : this.deps.consumers.find(consumerRef);
+    const consumer = consumerRef === undefined ? undefined : consumerByReference(this.deps.consumers, consumerRef);
     if (consumerRef !== undefined && !consumer) return NOT_FOUND;
     const clientId = req.query.get('client_id');
     if (clientId !== null) {
@@ -138,16 +145,16 @@ class CredentialAdmin {
   }
 
   async create(body: Record<string, any>, consumerRef?: string): Promise<AdminReply> {
-    if (consumerRef !== undefined && !this.deps.consumers.find(consumerRef)) return NOT_FOUND;
+    if (consumerRef !== undefined && !consumerByReference(this.deps.consumers, consumerRef)) return NOT_FOUND;
     return this.write(body, { consumerRef, status: 201 });
   }
 
   /** Upsert by id or client_id (Kong's PUT on the endpoint key). */
   async put(key: string, body: Record<string, any>, consumerRef?: string): Promise<AdminReply> {
-    if (consumerRef !== undefined && !this.deps.consumers.find(consumerRef)) return NOT_FOUND;
+    if (consumerRef !== undefined && !consumerByReference(this.deps.consumers, consumerRef)) return NOT_FOUND;
     const existing = this.scoped(key, consumerRef);
     if (existing && this.deps.credentials.isFromFile(existing)) return READ_ONLY;
-    const input = UUID.test(key) ? { ...body, id: key } : { ...body, client_id: key };
+    const input = isUuid(key) ? { ...body, id: key } : { ...body, client_id: key };
     return this.write(input, { consumerRef, existing, status: 200 });
   }
 
@@ -175,7 +182,7 @@ class CredentialAdmin {
   private scoped(key: string, consumerRef?: string): OAuth2Credential | undefined {
     const found = this.deps.credentials.find(key);
     if (!found || consumerRef === undefined) return found;
-    const consumer = this.deps.consumers.find(consumerRef);
+    const consumer = consumerByReference(this.deps.consumers, consumerRef);
     return consumer && found.consumer.id === consumer.id ? found : undefined;
   }
 
@@ -185,13 +192,14 @@ class CredentialAdmin {
   ): Promise<AdminReply> {
     const { id, consumer: consumerField, ...fields } = body;
     const consumerRef = options.consumerRef ?? referenceOf(consumerField);
+    const consumerNamed = options.consumerRef !== undefined ? consumerByReference(this.deps.consumers, options.consumerRef) : consumerOfField(this.deps.consumers, consumerField);
     const validated = validate<Record<string, any>>(credentialSchema, fields);
     const issues = [...validated.issues];
     if (consumerRef === undefined) issues.unshift({ path: ['consumer'], message: 'required field missing' });
-    if (id !== undefined && (typeof id !== 'string' || !UUID.test(id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
+    if (id !== undefined && (typeof id !== 'string' || !isUuid(id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
     if (issues.length) return schemaViolation(issues);
-    const consumer: Consumer | undefined = this.deps.consumers.find(consumerRef!);
-    if (!consumer) return foreignKeyViolation('consumers', consumerRef!);
+    if (!consumerNamed) return foreignKeyViolation('consumers', consumerRef!);
+    const consumer: Consumer = consumerNamed;
     const credentialId = options.existing?.id ?? id ?? randomUUID();
     if (!options.existing && this.deps.credentials.isIdTaken(credentialId)) return uniqueViolation('id', credentialId);
     const value = validated.value;
@@ -333,9 +341,9 @@ class TokenAdmin {
     return { status: 200, body: { revoked } };
   }
 
-  /** By id, else by the access token's value. */
+  /** By id when the key is UUID-shaped, else by the access token's value (Kong's endpoint-key rule). */
   private async find(key: string): Promise<TokenRow | undefined> {
-    return (UUID.test(key) ? await this.deps.tokens.findById(key) : undefined) ?? (await this.deps.tokens.findByAccessToken(key));
+    return isUuid(key) ? this.deps.tokens.findById(key) : this.deps.tokens.findByAccessToken(key);
   }
 
   /** Filters `credential` (id or client_id), `consumer` (id or username), `authenticated_userid`; undefined if one names nothing. */
@@ -344,7 +352,7 @@ class TokenAdmin {
     const consumerRef = req.query.get('consumer');
     const userid = req.query.get('authenticated_userid');
     const credential = credentialRef !== null ? this.deps.credentials.find(credentialRef) : undefined;
-    const consumer = consumerRef !== null ? this.deps.consumers.find(consumerRef) : undefined;
+    const consumer = consumerRef !== null ? consumerByReference(this.deps.consumers, consumerRef) : undefined;
     if ((credentialRef !== null && !credential) || (consumerRef !== null && !consumer)) return undefined;
     return (row) => {
       if (credential && row.credential !== credential.id) return false;

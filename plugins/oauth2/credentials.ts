@@ -4,7 +4,7 @@
  * A credential whose consumer no longer exists is treated as absent everywhere.
  */
 import { randomUUID } from 'node:crypto';
-import type { ConsumerDirectory, Consumer, Store } from '../../src/pipeline/plugin-api.ts';
+import { isUuid, type ConsumerDirectory, type Consumer, type Store } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { ClientSecrets } from './client-secrets.ts';
 
@@ -16,8 +16,8 @@ export class CredentialDirectory {
   private readonly runtimeById = new Map<string, OAuth2Credential>();
   private readonly runtimeByClientId = new Map<string, OAuth2Credential>();
   private readonly secrets = new ClientSecrets();
-  /** Called with the credential id whenever a credential is removed (token cache invalidation). */
-  onRemoved: (credentialId: string) => void = () => {};
+  /** Called with the credential id whenever a credential is removed: ends its tokens and codes. */
+  onRemoved: (credentialId: string) => Promise<void> = async () => {};
 
   constructor(
     private readonly store: Store,
@@ -40,7 +40,9 @@ export class CredentialDirectory {
       this.fileById.set(credential.id, credential);
       this.fileByClientId.set(credential.client_id, credential);
     }
-    for (const id of previous.keys()) if (!this.fileById.has(id)) this.onRemoved(id);
+    // A reload does not wait for this (the tokens are refused at once anyway: no credential, no token);
+    // the runtime logs a failure.
+    for (const id of previous.keys()) if (!this.fileById.has(id)) this.onRemoved(id).catch(() => {});
   }
 
   isFromFile(credential: OAuth2Credential): boolean {
@@ -48,7 +50,7 @@ export class CredentialDirectory {
   }
 
   consumerOf(credential: OAuth2Credential): Consumer | undefined {
-    return this.consumers.find(credential.consumer.id);
+    return this.consumers.byId(credential.consumer.id);
   }
 
   byClientId(clientId: string): OAuth2Credential | undefined {
@@ -61,9 +63,9 @@ export class CredentialDirectory {
     return credential && this.consumerOf(credential) ? credential : undefined;
   }
 
-  /** By id or client_id, as the admin API's endpoint key. */
+  /** By the admin API's key: an id when UUID-shaped, else a client_id (Kong's endpoint-key rule). */
   find(idOrClientId: string): OAuth2Credential | undefined {
-    return this.byId(idOrClientId) ?? this.byClientId(idOrClientId);
+    return isUuid(idOrClientId) ? this.byId(idOrClientId) : this.byClientId(idOrClientId);
   }
 
   list(): OAuth2Credential[] {
@@ -78,11 +80,22 @@ export class CredentialDirectory {
     this.index(credential);
   }
 
+  /**
+   * Deletes a runtime credential and, before resolving, its tokens and codes: once the admin API has
+   * answered, nothing issued to it can come back, even under a new credential given the same id.
+   */
   async remove(credential: OAuth2Credential): Promise<void> {
     await this.store.del(CREDENTIAL_PREFIX + credential.id, { sync: true });
     this.runtimeById.delete(credential.id);
     this.runtimeByClientId.delete(credential.client_id);
-    this.onRemoved(credential.id);
+    await this.onRemoved(credential.id);
+  }
+
+  /** Kong's cascade: a consumer being deleted takes its runtime credentials (and their tokens) with it. */
+  async removeOwnedBy(consumerId: string): Promise<void> {
+    for (const credential of [...this.runtimeById.values()]) {
+      if (credential.consumer.id === consumerId) await this.remove(credential);
+    }
   }
 
   isClientIdTaken(clientId: string, exceptId?: string): boolean {

@@ -2,7 +2,7 @@
  * Protecting the route (Kong's `do_authentication`): find the bearer token, check it, and tell the
  * upstream who called. Once warm, a valid token costs one digest and one in-memory cache hit.
  */
-import type { ConsumerDirectory, Consumer, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { consumerByReference, type ConsumerDirectory, type Consumer, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { findHeader, isBoundHere, type EndpointDeps } from './grants.ts';
 import { LimitError } from './errors.ts';
@@ -118,7 +118,7 @@ function authenticate(ctx: RequestContext, consumer: Consumer, credential: OAuth
 }
 
 function authenticateAnonymous(ctx: RequestContext, anonymous: string, consumers: ConsumerDirectory): void {
-  const consumer = consumers.find(anonymous);
+  const consumer = consumerByReference(consumers, anonymous);
   if (!consumer) return ctx.error(500, `anonymous consumer ${anonymous} is configured but doesn't exist`);
   ctx.consumer = consumer;
   setConsumerHeaders(ctx, consumer);

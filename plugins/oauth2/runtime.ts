@@ -20,15 +20,16 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
   const credentials = new CredentialDirectory(api.store, api.consumers);
   const tokens = new TokenStore(api.store);
   // Tokens of a removed credential are refused at once (every check looks the credential up); their rows
-  // are deleted in the background, and `close` waits for that before the store closes.
-  const background = new Set<Promise<unknown>>();
+  // and codes are deleted after, and `close` waits for that before the store closes.
+  const cleanups = new Set<Promise<unknown>>();
   credentials.onRemoved = (credentialId) => {
     tokens.forgetCredential(credentialId);
-    const cleanup = tokens
-      .revokeWhere((row) => row.credential === credentialId)
+    const cleanup = tokens.revokeCredential(credentialId);
+    const tracked = cleanup
       .catch((err) => api.log.error({ err }, 'oauth2: deleting the tokens of a removed credential failed'))
-      .finally(() => background.delete(cleanup));
-    background.add(cleanup);
+      .finally(() => cleanups.delete(tracked));
+    cleanups.add(tracked);
+    return cleanup;
   };
   await credentials.load();
   const provisionSecret = await loadProvisionSecret(api.store);
@@ -56,8 +57,9 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
     },
     unmatched: (req) => metadata.answer(req),
     adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers }),
+    consumerDeleted: (consumerId) => credentials.removeOwnedBy(consumerId),
     async close() {
-      await Promise.allSettled([...background]);
+      await Promise.allSettled([...cleanups]);
       await credentials.close();
     },
   };

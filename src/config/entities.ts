@@ -7,6 +7,14 @@ const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], defau
 const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
+
+/**
+ * Kong's admin rule for `/{entity}/{id or endpoint key}` (kong/api/endpoints.lua): a UUID-shaped key
+ * names an id, and only an id; anything else names the endpoint key (username, client_id, ...).
+ */
+export function isUuid(key: string): boolean {
+  return UUID_RE.test(key);
+}
 /** Kong's utf8 name: alphanumerics and `.-_~` in the ASCII range, any character beyond it. */
 const NAME: FieldSchema = {
   type: 'string',

@@ -17,6 +17,8 @@ export type { Issue, RecordSchema } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { putIfAbsent, take } from '../store/store.ts';
+export { consumerByReference } from '../consumers.ts';
+export { isUuid } from '../config/entities.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;
@@ -78,9 +80,14 @@ export interface PluginServices {
   get<T>(name: string): T | undefined;
 }
 
+/**
+ * Consumers by id or by username, never both in one lookup: an id stored in an entity (a credential's
+ * consumer) is resolved with `byId` only. For a reference a client or an operator gives (an admin URL,
+ * `anonymous`), `consumerByReference` applies Kong's rule: UUID-shaped is an id, anything else a username.
+ */
 export interface ConsumerDirectory {
-  /** By id, username (or custom_id when `byCustomId`). */
-  find(idOrUsername: string): Consumer | undefined;
+  byId(id: string): Consumer | undefined;
+  byUsername(username: string): Consumer | undefined;
   list(): Consumer[];
 }
 
