@@ -11,7 +11,7 @@ import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
-import { consumerSchema, ID, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
+import { consumerSchema, ID, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import { parseListenList } from './listen.ts';
 import { isPlainObject, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
@@ -136,6 +136,20 @@ function refKey(ref: unknown): string | undefined {
   if (typeof ref === 'string') return ref;
   if (isPlainObject(ref)) return (ref.id ?? ref.name ?? ref.username) as string | undefined;
   return undefined;
+}
+
+type Referable = { id: string; name?: string | null; username?: string | null };
+
+/**
+ * The entry a reference names, looking at one field only: `{id}` the id, `{name}`/`{username}` that name,
+ * a plain string the id when UUID-shaped and the name otherwise (Kong's endpoint-key rule). Never both,
+ * or an entry named like another's id would stand in for it.
+ */
+function findReferenced<T extends Referable>(pool: T[], ref: unknown): T | undefined {
+  const byName = (name: unknown) => pool.find((x) => (x.name ?? x.username) === name);
+  if (typeof ref === 'string') return isUuid(ref) ? pool.find((x) => x.id === ref) : byName(ref);
+  if (!isPlainObject(ref)) return undefined;
+  return ref.id !== undefined ? pool.find((x) => x.id === ref.id) : byName(ref.name ?? ref.username);
 }
 
 interface PendingPlugin {
@@ -354,9 +368,8 @@ class ConfigBuilder {
       let resolvedId = parentId;
       if (resolvedId === undefined) {
         const key = refKey(raw[parent.field]);
-        const pool: { id: string; name?: string | null; username?: string | null; custom_id?: string | null }[] =
-          parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
-        resolvedId = pool.find((x) => x.id === key || x.name === key || x.username === key)?.id;
+        const pool: Referable[] = parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
+        resolvedId = findReferenced(pool, raw[parent.field])?.id;
         if (key === undefined && parent.required !== false) this.issue([...path, parent.field], 'required field missing');
         else if (key !== undefined && !resolvedId) this.issue([...path, parent.field], `invalid reference '${parent.field}: ${key}' (no such entry in '${parent.entity}')`);
       }
@@ -371,11 +384,11 @@ class ConfigBuilder {
   }
 
   private queuePlugin(raw: Record<string, any>, path: Path, scope: { route?: string; service?: string | null; consumer?: string }): void {
-    const resolve = (field: 'route' | 'service' | 'consumer', pool: { id: string; name?: string | null; username?: string | null }[]): string | null => {
+    const resolve = (field: 'route' | 'service' | 'consumer', pool: Referable[]): string | null => {
       if (scope[field] !== undefined) return scope[field] ?? null;
       const key = refKey(raw[field]);
       if (key === undefined) return null;
-      const found = pool.find((x) => x.id === key || x.name === key || x.username === key);
+      const found = findReferenced(pool, raw[field]);
       if (!found) this.issue([...path, field], `invalid reference '${field}: ${key}' (no such entry in '${field}s')`);
       return found?.id ?? null;
     };

@@ -406,6 +406,29 @@ test('nested and top-level references resolve to the same entities (by name or b
   );
 });
 
+test('a reference looks at ids or at names, never both: an entry named like another one\'s id does not stand in for it', () => {
+  const aliceId = '11111111-2222-4333-8444-555555555555';
+  const config = load(
+    yaml(
+      '_format_version: "3.0"',
+      'consumers:',
+      `  - { username: "${aliceId}" }`,
+      `  - { username: alice, id: ${aliceId} }`,
+      'oauth2_credentials:',
+      `  - { name: By id, client_id: app-1, consumer: ${aliceId} }`,
+      '  - { name: By username, client_id: app-2, consumer: { username: alice } }',
+      `  - { name: By id field, client_id: app-3, consumer: { id: ${aliceId} } }`,
+    ),
+  );
+  assert.deepEqual(
+    config.entities.oauth2_credentials.map((c) => c.consumer),
+    [{ id: aliceId }, { id: aliceId }, { id: aliceId }],
+  );
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'consumers:', '  - { username: bob }', 'oauth2_credentials:', '  - { name: X, consumer: { id: bob } }')), [
+    "gw.yaml:5:26: oauth2_credentials[0].consumer: invalid reference 'consumer: bob' (no such entry in 'consumers')",
+  ]);
+});
+
 test('ids not given are derived from names: stable across loads, distinct per name, in the Kong namespace', () => {
   const text = yaml(
     '_format_version: "3.0"',
