@@ -3,7 +3,7 @@
  * which persist in the store and survive restarts and reloads.
  */
 import { randomUUID } from 'node:crypto';
-import { isUuid } from './config/entities.ts';
+import { headerValueProblem, isUuid } from './config/entities.ts';
 import type { Consumer } from './config/types.ts';
 import type { ConsumerDirectory } from './pipeline/plugin-api.ts';
 import type { Store } from './store/store.ts';
@@ -62,6 +62,8 @@ export class Consumers implements ConsumerDirectory {
     const username = typeof input.username === 'string' && input.username ? input.username : null;
     const customId = typeof input.custom_id === 'string' && input.custom_id ? input.custom_id : null;
     if (!username && !customId) return "at least one of these fields must be non-empty: 'custom_id', 'username'";
+    const problem = fieldProblem('username', username) ?? fieldProblem('custom_id', customId);
+    if (problem) return problem;
     const clash = this.list().find((c) => (username && c.username === username) || (customId && c.custom_id === customId));
     if (clash) return `UNIQUE violation detected on '{${username && clash.username === username ? `username="${username}"` : `custom_id="${customId}"`}}'`;
     const tags = Array.isArray(input.tags) ? input.tags.filter((t): t is string => typeof t === 'string') : null;
@@ -92,4 +94,10 @@ export class Consumers implements ConsumerDirectory {
     this.ids = ids;
     this.usernames = usernames;
   }
+}
+
+/** Usernames and custom ids go upstream as headers (X-Consumer-Username, X-Consumer-Custom-ID). */
+function fieldProblem(field: string, value: string | null): string | undefined {
+  const problem = value === null ? undefined : headerValueProblem(value);
+  return problem === undefined ? undefined : `${field}: ${problem}`;
 }

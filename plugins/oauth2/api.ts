@@ -6,9 +6,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { validate, type Issue, type RecordSchema } from '../../src/config/schema.ts';
-import { consumerByReference, isUuid, type AdminReply, type AdminRequest, type AdminRoute, type Consumer, type ConsumerDirectory } from '../../src/pipeline/plugin-api.ts';
+import { consumerByReference, headerValueProblem, isUuid, type AdminReply, type AdminRequest, type AdminRoute, type Consumer, type ConsumerDirectory } from '../../src/pipeline/plugin-api.ts';
 import { applySecretHashing, credentialSchema, type OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';
+import { scopeTokenProblem } from './schema.ts';
 import { tokenDigest } from './secret.ts';
 import type { TokenRow, TokenStore } from './tokens.ts';
 
@@ -227,10 +228,16 @@ const tokenFields: RecordSchema['fields'] = {
   expires_in: { type: 'integer', between: [0, 100_000_000] },
   access_token: { type: 'string', len_min: 1 },
   refresh_token: { type: 'string', len_min: 1 },
-  authenticated_userid: { type: 'string' },
-  scope: { type: 'string' },
+  // Sent upstream as X-Authenticated-Userid and X-Authenticated-Scope.
+  authenticated_userid: { type: 'string', custom: headerValueProblem },
+  scope: { type: 'string', custom: scopeProblem },
   token_type: { type: 'string', one_of: ['bearer'] },
 };
+
+/** RFC 6749 §3.3: scope tokens separated by single spaces. */
+function scopeProblem(scope: string): string | undefined {
+  return scope.split(' ').map(scopeTokenProblem).find((problem) => problem !== undefined);
+}
 
 const tokenPatchSchema: RecordSchema = { type: 'record', fields: tokenFields };
 const tokenCreateSchema: RecordSchema = {

@@ -5,7 +5,7 @@
  */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
-import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrieveScope, s256, type EndpointDeps, type Plugin } from './grants.ts';
+import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrieveScope, s256, userIdError, type EndpointDeps, type Plugin } from './grants.ts';
 import { readParams, userIdParam, type Params } from './params.ts';
 import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
@@ -141,6 +141,8 @@ async function clientCredentialsGrant(request: GrantRequest): Promise<Outcome> {
   if (!client) return failWith('invalid_client', 'Invalid client authentication', request.fromHeader);
   // RFC 6749 §4.4: confidential clients only (Kong lets public clients in without any secret).
   if (client.client_type === 'public') return failWith('unauthorized_client', 'The client_credentials grant is only for confidential clients');
+  const badUserId = userIdError(params);
+  if (badUserId) return { failure: badUserId };
   const scope = retrieveScope(params, config);
   if (scope.error) return { failure: scope.error };
   const issued = await issue(request, { scope: scope.scope, authenticatedUserid: userIdParam(params) ?? null, withRefreshToken: false });
@@ -153,6 +155,8 @@ async function passwordGrant(request: GrantRequest): Promise<Outcome> {
   if (!provisionKeyMatches(params, config)) return failWith('invalid_provision_key', 'Invalid provision_key');
   const authenticatedUserid = userIdParam(params);
   if (authenticatedUserid === undefined) return failWith('invalid_authenticated_userid', 'Missing authenticated_userid parameter');
+  const badUserId = userIdError(params);
+  if (badUserId) return { failure: badUserId };
   const scope = retrieveScope(params, config);
   if (scope.error) return { failure: scope.error };
   return { body: tokenResponse(await issue(request, { scope: scope.scope, authenticatedUserid, withRefreshToken: true })) };

@@ -18,7 +18,7 @@ export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../c
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
-export { isUuid } from '../config/entities.ts';
+export { headerValueProblem, isUuid } from '../config/entities.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;
