@@ -6,7 +6,7 @@ import { authorizeEndpoint } from './authorize.ts';
 import { CREDENTIALS_ENTITY } from './credential-schema.ts';
 import { CredentialDirectory } from './credentials.ts';
 import { introspectionEndpoint, revocationEndpoint } from './introspection.ts';
-import { issuerOf, issuerPath, MetadataDirectory, metadataDocument, WELL_KNOWN } from './metadata.ts';
+import { issuerOf, issuerPath, MetadataDirectory, metadataDocument, OIDC_WELL_KNOWN, WELL_KNOWN } from './metadata.ts';
 import { protect, type ProtectDeps } from './protect.ts';
 import { answeringLimits } from './responses.ts';
 import { generatedProvisionKeys, type OAuth2Config } from './schema.ts';
@@ -52,7 +52,8 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
       if (endpoint === 'authorize') return answeringLimits(ctx, () => authorizeEndpoint(ctx, config, plugin, deps));
       if (endpoint === 'introspect') return answeringLimits(ctx, () => introspectionEndpoint(ctx, config, deps));
       if (endpoint === 'revoke') return answeringLimits(ctx, () => revocationEndpoint(ctx, config, deps));
-      if (isMetadataRequest(ctx)) return answerMetadata(ctx, config);
+      if (isWellKnownRequest(ctx, WELL_KNOWN)) return answerMetadata(ctx, config);
+      if (isWellKnownRequest(ctx, OIDC_WELL_KNOWN)) return answerNoOpenIdConfiguration(ctx);
       return protect(ctx, config, deps);
     },
     unmatched: (req) => metadata.answer(req),
@@ -73,12 +74,22 @@ function endpointOf(path: string): 'token' | 'authorize' | 'introspect' | 'revok
   return name === 'token' || name === 'authorize' || name === 'introspect' || name === 'revoke' ? name : undefined;
 }
 
-function isMetadataRequest(ctx: RequestContext): boolean {
-  return (ctx.method === 'GET' || ctx.method === 'HEAD') && ctx.path === issuerPath(ctx.matchedPrefix) + WELL_KNOWN;
+/** A GET of a metadata document at the issuer's path: answered here, never behind the bearer check. */
+function isWellKnownRequest(ctx: RequestContext, document: string): boolean {
+  return (ctx.method === 'GET' || ctx.method === 'HEAD') && ctx.path === issuerPath(ctx.matchedPrefix) + document;
 }
 
 function answerMetadata(ctx: RequestContext, config: OAuth2Config): void {
   ctx.respond(200, metadataDocument(issuerOf(ctx.rawHost, issuerPath(ctx.matchedPrefix)), config));
+}
+
+/**
+ * OIDC clients ask for `openid-configuration` first and turn to RFC 8414 metadata when it is not found;
+ * the bearer check's 401 ("The access token is missing") would end their discovery instead.
+ */
+function answerNoOpenIdConfiguration(ctx: RequestContext): void {
+  const metadata = issuerOf(ctx.rawHost, issuerPath(ctx.matchedPrefix)) + WELL_KNOWN;
+  ctx.error(404, `Not found: no OpenID Connect discovery here; the OAuth 2.0 authorization server metadata (RFC 8414) is at ${metadata}`);
 }
 
 /** A random secret kept in the store: provision keys derived from it survive restarts. */
