@@ -245,6 +245,9 @@ export class Context implements RequestContext {
     answer.headers['x-kong-request-id'] = this.id;
     answer.headers.server ??= SERVER_TOKEN;
     this.downstream.send(answer, this.method === 'HEAD');
+    // A body readBodyWithin left half read is drained unkept (as Node drains one nobody read), or the
+    // connection could never carry another request.
+    if (this.bodyHead) this.raw.req.resume();
   }
 
   /** Answers with the error an exception stands for: its own status, or Kong's 500. */

@@ -83,6 +83,16 @@ describe('protected routes do not read a body too large to hold parameters', () 
     assertMissingToken(reply);
   });
 
+  it('after answering a chunked form it read only in part, the gateway serves the next request on that connection', async () => {
+    const chunk = 'x'.repeat(64 * 1024);
+    const chunks = `${chunk.length.toString(16)}\r\n${chunk}\r\n`.repeat(32);
+    const first = ['POST /plain/upload HTTP/1.1', 'Host: x', `Content-Type: ${FORM}`, 'Transfer-Encoding: chunked', '', `${chunks}0\r\n\r\n`].join('\r\n');
+    const second = ['GET /plain/next HTTP/1.1', 'Host: x', 'Connection: close', '', ''].join('\r\n');
+    const raw = await rawExchange(portOf(gw.http), first + second);
+    const statuses = [...raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+    assert.deepEqual(statuses, [401, 401], raw.slice(0, 300));
+  });
+
   it('a token in a form body within the limit still authenticates', async () => {
     const token = await tokenFor('plain');
     const res = await request(`${gw.http}/plain/f`, { method: 'POST', headers: { 'content-type': FORM }, body: `a=1&access_token=${token}` });
