@@ -193,14 +193,13 @@ class CredentialAdmin {
   ): Promise<AdminReply> {
     const { id, consumer: consumerField, ...fields } = body;
     const consumerRef = options.consumerRef ?? referenceOf(consumerField);
-    const consumerNamed = options.consumerRef !== undefined ? consumerByReference(this.deps.consumers, options.consumerRef) : consumerOfField(this.deps.consumers, consumerField);
+    const consumer = options.consumerRef !== undefined ? consumerByReference(this.deps.consumers, options.consumerRef) : consumerOfField(this.deps.consumers, consumerField);
     const validated = validate<Record<string, any>>(credentialSchema, fields);
     const issues = [...validated.issues];
     if (consumerRef === undefined) issues.unshift({ path: ['consumer'], message: 'required field missing' });
     if (id !== undefined && (typeof id !== 'string' || !isUuid(id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
     if (issues.length) return schemaViolation(issues);
-    if (!consumerNamed) return foreignKeyViolation('consumers', consumerRef!);
-    const consumer: Consumer = consumerNamed;
+    if (!consumer) return foreignKeyViolation('consumers', consumerRef!);
     const credentialId = options.existing?.id ?? id ?? randomUUID();
     if (!options.existing && this.deps.credentials.isIdTaken(credentialId)) return uniqueViolation('id', credentialId);
     const value = validated.value;
