@@ -59,6 +59,15 @@ describe('customers', () => {
     assertProblem(await api.post('/customers', { key: k, name: 'Again' }), 409);
   });
 
+  test('concurrent creates with one key, or one subject key: exactly one wins each time', async () => {
+    const k = key('race');
+    const byKey = await Promise.all(Array.from({ length: 10 }, () => api.post('/customers', { key: k, name: 'Racer' })));
+    assert.deepEqual(byKey.map((r) => r.status).sort(), [201, ...Array(9).fill(409)]);
+    const subject = key('racesubj');
+    const bySubject = await Promise.all(Array.from({ length: 10 }, () => api.post('/customers', { key: key('r'), name: 'Racer', usage_attribution: { subject_keys: [subject] } })));
+    assert.deepEqual(bySubject.map((r) => r.status).sort(), [201, ...Array(9).fill(409)]);
+  });
+
   test('C04 a subject key of a live customer cannot be another customer\'s: 409', async () => {
     const subject = key('s1');
     await api.customer({ usage_attribution: { subject_keys: [subject] } });
