@@ -134,8 +134,11 @@ export class PlanService {
     return plan;
   }
 
-  /** Makes a draft active from now and archives the key's active version in the same commit. */
-  async publish(id: string, origin: Origin = 'api'): Promise<Plan> {
+  /**
+   * Makes a draft active from now and archives the key's active version in the same commit. `at` is
+   * the clock, given only by benchmarks and tests that need a plan as it was published in the past.
+   */
+  async publish(id: string, origin: Origin = 'api', at = Date.now()): Promise<Plan> {
     const stored = await this.get(id);
     const check = await checkPlan(stored, this.lookup);
     const issues = [...check.critical, ...check.warnings.map((w) => invalid(w.field, w.message, w.code, { code: w.code, severity: w.severity }))];
@@ -151,7 +154,7 @@ export class PlanService {
         if (!feature || feature.archived_at) throw ruleBroken('rate_card_feature_archived', `feature ${card.feature.key} is archived`);
       }
       const head = (await tx.get<PlanHead>(keys.planKey(plan.key))) ?? EMPTY_HEAD;
-      const now = formatInstant(Date.now());
+      const now = formatInstant(at);
       if (head.active && head.active !== id) {
         const previous = await tx.get<Plan>(keys.plan(head.active));
         if (previous && planStatus(previous) === 'active') tx.put(keys.plan(previous.id), { ...previous, effective_to: now, updated_at: now });

@@ -182,10 +182,12 @@ export class SubscriptionService {
     tx.put(keys.schedule(s.id), { advance: 0, arrears: 0, resets_until: s.active_from });
   }
 
-  /** Starts now (never earlier); `anchor` defaults to the start. */
-  create(customerRef: CustomerRef, planRef: PlanRef, anchor?: Instant): Promise<Subscription> {
+  /**
+   * Starts now (never earlier); `anchor` defaults to the start. `now` is the clock, given only by
+   * benchmarks and tests that need a subscription as it was created in the past.
+   */
+  create(customerRef: CustomerRef, planRef: PlanRef, anchor?: Instant, now = Date.now()): Promise<Subscription> {
     return this.db.transact(async (tx) => {
-      const now = Date.now();
       const customer = await this.liveCustomer(tx, customerRef);
       const plan = await this.plans.subscribable(planRef, tx, now);
       this.checkCurrency(customer, plan);
