@@ -37,7 +37,7 @@ export class Billing {
     this.subscriptions = new SubscriptionService(this.db, this.customers, this.plans, this.features);
     this.invoices = new InvoiceService(this.db, usage, this.customers, this.subscriptions);
     this.entitlements = new EntitlementService(usage, this.customers, this.subscriptions, this.features);
-    this.scheduler = new Scheduler(this.db, this.subscriptions, this.invoices, log);
+    this.scheduler = new Scheduler(this.db, this.invoices, log);
     this.access = new AccessCache(this.customers, this.subscriptions, this.entitlements, usage, store.notices, log);
   }
 

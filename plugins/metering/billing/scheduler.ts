@@ -17,7 +17,7 @@ import { formatInstant, type Instant } from './calendar.ts';
 import { grantsOf, usagePeriodAt } from './entitlements.ts';
 import type { InvoiceKind, InvoiceService } from './invoices.ts';
 import { CHANGES_TOPIC, keys, PREFIXES, type BillingStore, type Transaction } from './store.ts';
-import { billingPeriod, type Subscription, type SubscriptionService } from './subscriptions.ts';
+import { billingPeriod, type Subscription } from './subscriptions.ts';
 
 interface ScheduleState {
   /** Next period whose in-advance invoice is due. */
@@ -45,7 +45,6 @@ export class Scheduler {
 
   constructor(
     private readonly db: BillingStore,
-    private readonly subscriptions: SubscriptionService,
     private readonly invoices: InvoiceService,
     private readonly log: Logger,
   ) {}
@@ -103,7 +102,7 @@ export class Scheduler {
       const advance = billingPeriod(s, state.advance);
       const arrears = billingPeriod(s, state.arrears);
       if (advance && advance.from <= now) await this.issue(s, 'in_advance', state.advance, now);
-      else if (arrears && arrears.to + this.collectionMs <= now && arrears.to <= now) await this.issue(s, 'in_arrears', state.arrears, now);
+      else if (arrears && arrears.to + this.collectionMs <= now) await this.issue(s, 'in_arrears', state.arrears, now);
       else if (!advance && !arrears) return this.finish(s);
       else return this.announceResets(s, state, now);
     }

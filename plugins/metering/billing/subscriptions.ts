@@ -5,7 +5,7 @@
  * the current one and starts the next at the same instant in one commit.
  */
 import { ulid } from '../ids.ts';
-import { alignedPeriod, formatInstant, isBoundary, parseCadence, parseInstant, periodIndexAt, type Cadence, type Instant, type Period } from './calendar.ts';
+import { alignedPeriod, formatInstant, isBoundary, parseCadence, periodIndexAt, type Cadence, type Instant, type Period } from './calendar.ts';
 import { usageSubjects, type Customer, type CustomerService } from './customers.ts';
 import { conflict, forbidden, invalid, notFound, precondition, ruleBroken, validationFailed } from './errors.ts';
 import type { FeatureMeter, FeatureService } from './features.ts';
