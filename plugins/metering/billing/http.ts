@@ -97,6 +97,7 @@ export class BillingHttp implements SubRoutes {
       'subscriptions/*': { GET: this.getSubscription },
       'subscriptions/*/cancel': { POST: this.cancelSubscription },
       'subscriptions/*/change': { POST: this.changeSubscription },
+      'subscriptions/*/unschedule-cancelation': { POST: this.unscheduleCancelation },
       'entitlement-access/query': { POST: this.queryAccess },
       'invoices': { GET: this.listInvoices },
       'invoices/*': { GET: this.getInvoice },
@@ -260,6 +261,10 @@ export class BillingHttp implements SubRoutes {
     const when = timing(b, out, 'immediate');
     if (out.length) throw validationFailed(out);
     ctx.respond(200, publicSubscription(await this.billing.subscriptions.cancel(id, when!)));
+  }
+
+  private async unscheduleCancelation(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+    ctx.respond(200, publicSubscription(await this.billing.subscriptions.unscheduleCancelation(id)));
   }
 
   private async changeSubscription(ctx: RequestContext, config: MeteringConfig, [id]: string[]): Promise<void> {

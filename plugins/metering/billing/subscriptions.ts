@@ -239,6 +239,21 @@ export class SubscriptionService {
     }, 'subscription');
   }
 
+  /** Takes back a cancellation that has not taken effect yet (OpenMeter's "continue"). */
+  unscheduleCancelation(id: string): Promise<Subscription> {
+    return this.db.transact(async (tx) => {
+      const s = await this.get(id, tx);
+      const status = subscriptionStatus(s);
+      if (status !== 'canceled') throw forbidden(`transition continue in state ${status} not allowed`);
+      const slot = await tx.get<Slot>(keys.slot(s.customer.id));
+      if (slot?.subscription_id !== s.id) throw conflict(`subscription ${s.id} is followed by ${slot?.subscription_id}; it cannot continue`);
+      const continued = { ...s, active_to: null, updated_at: formatInstant(Date.now()) };
+      tx.put(keys.subscription(s.id), continued);
+      tx.put(keys.slot(s.customer.id), { subscription_id: s.id, active_to: null } satisfies Slot);
+      return continued;
+    }, 'subscription');
+  }
+
   /** Ends this subscription and starts one on `planRef` at the same instant; the anchor carries over. */
   change(id: string, planRef: PlanRef, timing: Timing): Promise<{ current: Subscription; next: Subscription }> {
     return this.db.transact(async (tx) => {

@@ -85,6 +85,20 @@ describe('subscriptions', () => {
     assert.match(res.text, /transition cancel in state canceled not allowed/);
   });
 
+  test('a canceled subscription continues with unschedule-cancelation; an active or ended one cannot (403)', async () => {
+    const plan = await api.activePlan([flatCard('base', '5')]);
+    const c = await api.customer();
+    const s = await api.subscribe(c.key, plan.key);
+    assertProblem(await api.post(`/subscriptions/${s.id}/unschedule-cancelation`), 403);
+    await api.ok(200, cancel(s.id, { timing: 'next_billing_cycle' }));
+    const continued = await api.ok(200, api.post(`/subscriptions/${s.id}/unschedule-cancelation`));
+    assert.equal(continued.status, 'active');
+    assert.equal(continued.active_to, undefined);
+    assertProblem(await api.post('/subscriptions', { customer: { key: c.key }, plan: { key: plan.key } }), 409);
+    await api.ok(200, cancel(s.id, {}));
+    assertProblem(await api.post(`/subscriptions/${s.id}/unschedule-cancelation`), 403);
+  });
+
   test('S07 cancel at a custom time: 400 "misaligned timing" off a boundary, 200 on one', async () => {
     const plan = await api.activePlan([flatCard('base', '5')]);
     const c = await api.customer();
