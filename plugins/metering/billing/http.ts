@@ -65,9 +65,17 @@ function timing(b: Record<string, unknown>, out: Problems, fallback?: Timing): T
     return fallback;
   }
   if (v === 'immediate' || v === 'next_billing_cycle') return v;
-  const at = parseInstant(v);
-  if (at === undefined) out.push(invalid('timing', 'must be immediate, next_billing_cycle or an RFC 3339 date-time', 'invalid'));
+  const at = nearInstant(v);
+  if (at === undefined) out.push(invalid('timing', 'must be immediate, next_billing_cycle or an RFC 3339 date-time within a century of now', 'invalid'));
   return at;
+}
+
+/** Instants billing computes periods around stay within a century of now (calendar math stays cheap and in range). */
+const CENTURY_MS = 100 * 366 * 86_400_000;
+
+function nearInstant(text: unknown): number | undefined {
+  const at = parseInstant(text);
+  return at !== undefined && Math.abs(at - Date.now()) <= CENTURY_MS ? at : undefined;
 }
 
 function sealedBody(raw: unknown, allowed: string[]): Record<string, unknown> {
@@ -244,8 +252,8 @@ export class BillingHttp implements SubRoutes {
     const out: Problems = [];
     const customer = reference(b, 'customer', '', out);
     const plan = planRef(b, out);
-    const anchor = b.billing_anchor === undefined || b.billing_anchor === null ? undefined : parseInstant(b.billing_anchor);
-    if (b.billing_anchor != null && anchor === undefined) out.push(invalid('billing_anchor', 'must be an RFC 3339 date-time', 'is_date_time'));
+    const anchor = b.billing_anchor === undefined || b.billing_anchor === null ? undefined : nearInstant(b.billing_anchor);
+    if (b.billing_anchor != null && anchor === undefined) out.push(invalid('billing_anchor', 'must be an RFC 3339 date-time within a century of now', 'is_date_time'));
     if (out.length) throw validationFailed(out);
     const s = await this.billing.subscriptions.create(customer as CustomerRef, plan!, anchor);
     ctx.respond(201, publicSubscription(s));

@@ -87,7 +87,7 @@ describe('entitlement-enforcement', () => {
     const basicPlan = await api.activePlan([{ key: 'base', name: 'Base', price: { type: 'flat', amount: '1' } }]);
     await api.customer({ key: 'acme-corp', usage_attribution: { subject_keys: ['acme'] } });
     await api.customer({ key: 'basic-corp', usage_attribution: { subject_keys: ['basic'] } });
-    subscription = await api.subscribe('acme-corp', pro.key, { billing_anchor: anchorEndingIn(9_000) });
+    subscription = await api.subscribe('acme-corp', pro.key, { billing_anchor: anchorEndingIn(12_000) });
     await api.subscribe('basic-corp', basicPlan.key);
     acmeToken = await tokenOf('acme');
   });

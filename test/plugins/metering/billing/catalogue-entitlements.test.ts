@@ -83,7 +83,7 @@ describe('entitlements', () => {
   });
 
   test('E05 at the next usage period usage is 0 and the balance the whole limit again', async () => {
-    const { customer, feature, subscription } = await metered({ limit: '5' }, { billing_anchor: anchorEndingIn(3_500) });
+    const { customer, feature, subscription } = await metered({ limit: '5' }, { billing_anchor: anchorEndingIn(6_000) });
     await afterStart(subscription);
     await api.usage(customer.key, 'request', 5, { route: '/a' });
     const used = await accessOf(customer.key, feature.key, (e) => e.usage === '5');

@@ -111,7 +111,7 @@ before(async () => {
 after(() => gateway?.stop());
 
 /** Subscribes a new customer to `cards` with a first period ending in `endsInMs`. */
-async function cycle(cards: Record<string, unknown>[], endsInMs = 4_000): Promise<{ customer: any; subscription: any; plan: any }> {
+async function cycle(cards: Record<string, unknown>[], endsInMs = 7_000): Promise<{ customer: any; subscription: any; plan: any }> {
   const plan = await api.activePlan(cards);
   const customer = await api.customer();
   const subscription = await api.subscribe(customer.key, plan.key, { billing_anchor: anchorEndingIn(endsInMs) });

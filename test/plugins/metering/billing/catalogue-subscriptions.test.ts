@@ -191,7 +191,7 @@ describe('subscriptions', () => {
     const plan = await api.activePlan([unitCard(f.key, '0.5')]);
     const c = await api.customer();
     await api.usage(c.key, 'request', 100, { route: '/x' }, new Date(Date.now() - 3_600_000).toISOString());
-    const s = await api.subscribe(c.key, plan.key, { billing_anchor: anchorEndingIn(4_000) });
+    const s = await api.subscribe(c.key, plan.key, { billing_anchor: anchorEndingIn(8_000) });
     await afterStart(s);
     await api.usage(c.key, 'request', 10, { route: '/x' });
     const [invoice] = await api.invoicesWhen(c.key, 1);
@@ -210,6 +210,17 @@ describe('subscriptions', () => {
     const upcoming = await api.ok(200, api.get(`/customers/${c.key}/upcoming-invoice`));
     assert.deepEqual(upcoming.lines.map((l: any) => l.rate_card_key), [f.key]);
     assert.equal((await api.invoices(c.key)).length, 1);
+  });
+
+  test('a billing anchor or cancel time that is no date-time, or centuries away, is refused: 400', async () => {
+    const plan = await api.activePlan([flatCard('base', '5')]);
+    const c = await api.customer();
+    for (const anchor of ['tomorrow', '9999-12-31T23:59:59Z', '0001-01-01T00:00:00Z', 42]) {
+      assertProblem(await api.post('/subscriptions', { customer: { key: c.key }, plan: { key: plan.key }, billing_anchor: anchor }), 400, 'billing_anchor');
+    }
+    const s = await api.subscribe(c.key, plan.key);
+    assertProblem(await cancel(s.id, { timing: '9999-12-31T00:00:00Z' }), 400, 'timing');
+    assertProblem(await cancel(s.id, { timing: 'later' }), 400, 'timing');
   });
 
   test('unknown and deleted customers: 404 and 412', async () => {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { Decimal, formatDecimal } from '../../../../plugins/metering/billing/money.ts';
 import { spawnGateway, tempDir, type SpawnedGateway } from '../../../helpers/gateway.ts';
-import { crash } from '../catalogue-support.ts';
+import { crash, inParallel } from '../catalogue-support.ts';
 import { afterStart, anchorEndingIn, BillingApi, billingConfig, flatCard, key, sleep, unitCard, until } from './support.ts';
 
 const SUBSCRIPTIONS = 120;
@@ -32,20 +32,17 @@ test('kill -9 while invoices are being issued: after the restart every period ha
 
   const feature = await api.feature('api_calls');
   const plan = await api.activePlan([flatCard('base', '2', 'in_arrears'), unitCard(feature.key, '0.5')]);
+  const customers: any[] = [];
+  await inParallel([...Array(SUBSCRIPTIONS).keys()], 6, async (i) => void customers.push(await api.customer({ key: key(`crash${i}`) })));
   // One anchor for all: every first period ends at the same instant, so their invoices are issued together.
-  const anchor = anchorEndingIn(12_000);
-  const expected = new Map<string, number>();
-  let last: any;
-  for (let i = 0; i < SUBSCRIPTIONS; i++) {
-    const customer = await api.customer({ key: key(`crash${i}`) });
-    last = await api.subscribe(customer.key, plan.key, { billing_anchor: anchor });
-    expected.set(last.id, (i % 5) + 1);
-  }
-  const periodEnd = Date.parse(last.current_period.to);
-  assert.ok(periodEnd - Date.now() > 1_000, 'the setup finished before the period end');
-  await afterStart(last);
-  const subscriptions = (await api.ok(200, api.get('/subscriptions?page[size]=1000'))).data.filter((s: any) => expected.has(s.id));
-  for (const s of subscriptions) await api.usage(s.customer.key, 'request', expected.get(s.id)!, { route: '/crash' });
+  const anchor = anchorEndingIn(20_000);
+  const subscriptions: any[] = [];
+  await inParallel(customers, 6, async (customer) => void subscriptions.push(await api.subscribe(customer.key, plan.key, { billing_anchor: anchor })));
+  const expected = new Map<string, number>(subscriptions.map((s, i) => [s.id, (i % 5) + 1]));
+  const periodEnd = Date.parse(subscriptions[0].current_period.to);
+  await afterStart(subscriptions.reduce((a, b) => (Date.parse(a.active_from) > Date.parse(b.active_from) ? a : b)));
+  await inParallel(subscriptions, 6, (s) => api.usage(s.customer.key, 'request', expected.get(s.id)!, { route: '/crash' }));
+  assert.ok(periodEnd - Date.now() > 500, 'the setup (customers, subscriptions, usage) finished before the period ended');
 
   // Kill as soon as the first invoices appear (issuing takes a while for this many).
   await sleep(Math.max(0, periodEnd + 1_000 - Date.now()));
