@@ -144,12 +144,14 @@ describe('entitlements', () => {
     assertProblem(await api.get(`/customers/${key('nobody')}/entitlement-access`), 404);
   });
 
-  test('E11 a free rate card with a metered limit of 5 and a boolean one: both listed with access, sorted by feature key', async () => {
+  test('E11 a free rate card with a metered limit of 5, a boolean and a static one: all listed with access, sorted by feature key', async () => {
     const meteredFeature = await api.feature('api_calls', { key: key('b_metered') });
     const flag = await api.feature(null, { key: key('a_flag') });
+    const tier = await api.feature(null, { key: key('c_static') });
     const plan = await api.activePlan([
       { key: meteredFeature.key, name: 'Calls', feature_key: meteredFeature.key, price: { type: 'free' }, entitlement: { type: 'metered', limit: '5' } },
       { key: flag.key, name: 'Flag', feature_key: flag.key, price: { type: 'free' }, entitlement: { type: 'boolean' } },
+      { key: tier.key, name: 'Tier', feature_key: tier.key, price: { type: 'free' }, entitlement: { type: 'static', config: { seats: 5 } } },
     ]);
     const customer = await api.customer();
     await api.subscribe(customer.key, plan.key);
@@ -157,7 +159,9 @@ describe('entitlements', () => {
     assert.deepEqual(access.data.map((e: any) => [e.feature_key, e.type, e.has_access]), [
       [flag.key, 'boolean', true],
       [meteredFeature.key, 'metered', true],
+      [tier.key, 'static', true],
     ]);
+    assert.equal(access.data[2].config, '{"seats":5}');
   });
 
   test('a feature filter on a dimension counts only matching usage', async () => {
