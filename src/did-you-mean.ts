@@ -4,6 +4,8 @@
  * swaps of two neighbours), if it is close enough to be a typo.
  */
 
+/** A shorter word is too little to be a cut-short name. */
+const MIN_PREFIX_LENGTH = 3;
 /** Longer words are not typos of our names (the longest is under 40): no work proportional to them. */
 const MAX_WORD_LENGTH = 64;
 
@@ -40,21 +42,27 @@ export function editDistance(a: string, b: string, limit = Infinity): number {
   return previous[b.length];
 }
 
-/** The known name closest to `word` within typo distance (case-insensitive), or undefined. */
+/**
+ * The known name closest to `word` within typo distance (case-insensitive), else the only one that
+ * begins with it (`--conf` -> `--config`), else undefined.
+ */
 export function closestName(word: string, known: Iterable<string>): string | undefined {
   if (word.length === 0 || word.length > MAX_WORD_LENGTH) return undefined;
   const lower = word.toLowerCase();
   let best: string | undefined;
   let bestDistance = allowedDistance(word) + 1;
+  const extending: string[] = [];
   for (const name of known) {
     if (name === word) continue;
-    const distance = editDistance(lower, name.toLowerCase(), bestDistance - 1);
+    const candidate = name.toLowerCase();
+    const distance = editDistance(lower, candidate, bestDistance - 1);
     if (distance < bestDistance) {
       best = name;
       bestDistance = distance;
     }
+    if (word.length >= MIN_PREFIX_LENGTH && candidate.startsWith(lower)) extending.push(name);
   }
-  return best;
+  return best ?? (extending.length === 1 ? extending[0] : undefined);
 }
 
 /** `; did you mean 'x'?` to append to a message, or '' when nothing is close. */

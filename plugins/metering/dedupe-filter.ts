@@ -128,7 +128,8 @@ export class DedupeFilter {
         if (!complete) return;
         this.active = filter;
         const ms = Math.round(performance.now() - started);
-        this.log.info({ hashes: filter.count, megabytes: Math.round(filter.bytes / 2 ** 20), ms }, 'metering: dedupe filter loaded');
+        // The filter loads in every gateway, metering configured or not: an empty one is not news.
+        this.log[filter.count > 0 ? 'info' : 'debug']({ hashes: filter.count, megabytes: Math.round(filter.bytes / 2 ** 20), ms }, 'metering: dedupe filter loaded');
       },
       (err) => {
         this.loading = null;

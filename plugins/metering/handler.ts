@@ -8,6 +8,12 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   const service = new MeteringService(api);
   await service.open();
   const http = new MeteringHttp(service);
+  api.metrics.gauge({
+    name: 'tollgate_metering_backfill_progress_ratio',
+    help: 'Share of the events stored before a meter was created that its backfill has aggregated (0 to 1), per meter being backfilled',
+    labelNames: ['meter'],
+    read: () => service.meters.pendingBackfills().map(({ key, backfill }) => ({ labels: { meter: key }, value: backfill!.upTo === 0 ? 1 : backfill!.cursor / backfill!.upTo })),
+  });
   return {
     configure: (view) => service.configure(view),
     access: (ctx, config) => http.handle(ctx, config),

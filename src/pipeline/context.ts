@@ -118,6 +118,10 @@ export class Context implements RequestContext {
   status = 0;
   /** Milliseconds spent waiting for the upstream's first byte. */
   upstreamLatency: number | undefined;
+  /** Request body bytes received (a WebSocket tunnel's bytes from the client), for the access log. */
+  requestBodyBytes = 0;
+  /** Response body bytes sent (a WebSocket tunnel's bytes to the client), for the access log. */
+  responseBodyBytes = 0;
   /** Upstream header edits: a value to set, or null to remove. */
   headerEdits: Map<string, string | string[] | null> | undefined;
   upstreamQuery: string;
@@ -197,7 +201,10 @@ export class Context implements RequestContext {
   }
 
   readBody(): Promise<Buffer> {
-    return (this.bodyPromise ??= readWhole(this.raw.req, this.maxBodySize).then((b) => (this.body = b)));
+    return (this.bodyPromise ??= readWhole(this.raw.req, this.maxBodySize).then((b) => {
+      this.requestBodyBytes = b.length;
+      return (this.body = b);
+    }));
   }
 
   setUpstreamBody(body: Buffer): void {
@@ -218,6 +225,7 @@ export class Context implements RequestContext {
     answer.headers['x-kong-response-latency'] = String(Math.round(performance.now() - this.startedAt));
     answer.headers['x-kong-request-id'] = this.id;
     answer.headers.server ??= SERVER_TOKEN;
+    this.responseBodyBytes = this.method === 'HEAD' ? 0 : answer.body.length;
     this.downstream.send(answer, this.method === 'HEAD');
   }
 

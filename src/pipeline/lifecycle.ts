@@ -4,7 +4,7 @@
  *   response (plugins) → downstream → log (plugins, metrics, access log).
  * HTTP requests and WebSocket handshakes share every step up to the upstream.
  */
-import { ServerResponse, type IncomingMessage } from 'node:http';
+import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
@@ -152,7 +152,7 @@ export class Lifecycle {
       const invalid = normalizePath(rawPath) === null;
       const answer = errorAnswer(invalid ? 400 : 404, invalid ? MESSAGES.badPath : MESSAGES.noRoute, id, grpcContent && http2, { server: 'tollgate/0.1.0', 'x-kong-request-id': id });
       downstream.send(answer, method === 'HEAD');
-      this.observe(null, answer.status, startedAt, undefined, method, rawPath, peerIp);
+      this.observe(null, answer.status, startedAt, undefined, method, rawPath, peerIp, headers, method === 'HEAD' ? 0 : answer.body.length);
       return null;
     }
     const ctx = new Context({
@@ -252,7 +252,7 @@ export class Lifecycle {
     const declared = Number(req.headers['content-length']);
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
     const body = ctx.body ?? (hasBody(req) ? req : null);
-    if (body === req && limit > 0) this.enforceStreamLimit(ctx, req, limit);
+    if (body === req) this.meterStreamedBody(ctx, req, limit);
     const path = ctx.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : '');
     const sentAt = performance.now();
     const handle = this.engine.forward(
@@ -276,6 +276,9 @@ export class Lifecycle {
           }
           return res as ServerResponse;
         },
+        onBodyChunk: (length) => {
+          ctx.responseBodyBytes += length;
+        },
         onFailure: (failure) => {
           const [status, message] = FAILURE_ANSWERS[failure.kind];
           // Mid-body, destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
@@ -288,12 +291,14 @@ export class Lifecycle {
     ctx.abortUpstream = handle.abort;
   }
 
-  /** Streams without Content-Length (chunked) are counted as they flow. */
-  private enforceStreamLimit(ctx: Context, req: DownstreamRequest, limit: number): void {
-    let size = 0;
+  /**
+   * Counts a streamed request body as it flows, for the access log, and enforces the size limit
+   * (0: none) on bodies without a Content-Length (chunked).
+   */
+  private meterStreamedBody(ctx: Context, req: DownstreamRequest, limit: number): void {
     const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) return;
+      ctx.requestBodyBytes += chunk.length;
+      if (limit === 0 || ctx.requestBodyBytes <= limit) return;
       req.off('data', onData);
       req.unpipe();
       // The upstream got part of a body that will never end: drop that request and its socket.
@@ -325,15 +330,23 @@ export class Lifecycle {
         this.log.error({ err }, 'plugin log phase failed');
       }
     }
-    this.observe(ctx, ctx.status || 499, ctx.startedAt, ctx.upstreamLatency, ctx.method, ctx.rawPath, ctx.peerIp);
+    this.observe(ctx, ctx.status || 499, ctx.startedAt, ctx.upstreamLatency, ctx.method, ctx.rawPath, ctx.peerIp, ctx.headers, ctx.responseBodyBytes);
   }
 
-  private observe(ctx: Context | null, status: number, startedAt: number, upstreamMs: number | undefined, method: string, path: string, ip: string): void {
+  private observe(
+    ctx: Context | null, status: number, startedAt: number, upstreamMs: number | undefined, method: string, path: string, ip: string,
+    headers: IncomingHttpHeaders, responseBytes: number,
+  ): void {
     const latency = performance.now() - startedAt;
     const route = ctx?.route.name ?? ctx?.route.id ?? '';
     const service = ctx?.service?.name ?? ctx?.service?.id ?? '';
-    this.metrics.observe(route, service, status, latency, upstreamMs);
-    this.accessLog.write({ request_id: ctx?.id, method, path, status, route, service, client_ip: ip, latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs });
+    const consumer = ctx?.consumer ? (ctx.consumer.username ?? ctx.consumer.id) : undefined;
+    this.metrics.observe(route, service, status, latency, upstreamMs, consumer);
+    this.accessLog.write({
+      request_id: ctx?.id, method, path, status, route, service, consumer, credential: ctx?.credential?.id, client_ip: ip,
+      user_agent: headers['user-agent'], latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs,
+      request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: responseBytes,
+    });
   }
 }
 

@@ -22,6 +22,9 @@ test('the closest name within one edit per four characters (one to three), case-
   assert.equal(closestName('data_dir', fields), undefined, 'an exact name is not a suggestion');
   assert.equal(closestName('', fields), undefined);
   assert.equal(closestName('x'.repeat(1_000_000), ['x'.repeat(1_000_000)]), undefined, 'a huge word is not compared');
+  assert.equal(closestName('--conf', ['--config', '--help']), '--config', 'a cut-short name');
+  assert.equal(closestName('adm', fields), 'admin_listen');
+  assert.equal(closestName('pro', ['proxy_listen', 'protocols']), undefined, 'a prefix of several names');
   assert.equal(didYouMean('metring', ['oauth2', 'metering']), "; did you mean 'metering'?");
   assert.equal(didYouMean('cors', ['oauth2', 'metering']), '');
 });
