@@ -83,7 +83,7 @@ export function createLogging(level: string): Logging {
 }
 
 export interface AccessEntry {
-  request_id: string | undefined;
+  request_id: string;
   method: string;
   path: string;
   status: number;
@@ -134,7 +134,7 @@ export class AccessLog {
     if (!this.enabled || !this.log.isLevelEnabled('info')) return;
     this.buffer +=
       this.prefix + new Date().toISOString() + this.pid +
-      optional('request_id', e.request_id) +
+      `,"request_id":"${e.request_id}"` +
       `,"method":${JSON.stringify(e.method)},"path":${JSON.stringify(e.path)},"status":${e.status}` +
       `,"route":${JSON.stringify(e.route)},"service":${JSON.stringify(e.service)}` +
       optional('consumer', e.consumer) + optional('credential', e.credential) +

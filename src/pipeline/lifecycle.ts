@@ -26,6 +26,19 @@ export interface ListenerInfo {
   scheme: 'http' | 'https';
 }
 
+/** What the log phase records of a request, routed or not. */
+interface ObservedRequest {
+  id: string;
+  status: number;
+  startedAt: number;
+  upstreamMs: number | undefined;
+  method: string;
+  path: string;
+  ip: string;
+  headers: IncomingHttpHeaders;
+  responseBytes: number;
+}
+
 export interface Stats {
   totalRequests: number;
 }
@@ -152,7 +165,8 @@ export class Lifecycle {
       const invalid = normalizePath(rawPath) === null;
       const answer = errorAnswer(invalid ? 400 : 404, invalid ? MESSAGES.badPath : MESSAGES.noRoute, id, grpcContent && http2, { server: 'tollgate/0.1.0', 'x-kong-request-id': id });
       downstream.send(answer, method === 'HEAD');
-      this.observe(null, answer.status, startedAt, undefined, method, rawPath, peerIp, headers, method === 'HEAD' ? 0 : answer.body.length);
+      const responseBytes = method === 'HEAD' ? 0 : answer.body.length;
+      this.observe(null, { id, status: answer.status, startedAt, upstreamMs: undefined, method, path: rawPath, ip: peerIp, headers, responseBytes });
       return null;
     }
     const ctx = new Context({
@@ -330,24 +344,26 @@ export class Lifecycle {
         this.log.error({ err }, 'plugin log phase failed');
       }
     }
-    this.observe(ctx, ctx.status || 499, ctx.startedAt, ctx.upstreamLatency, ctx.method, ctx.rawPath, ctx.peerIp, ctx.headers, ctx.responseBodyBytes);
+    this.observe(ctx, {
+      id: ctx.id, status: ctx.status || 499, startedAt: ctx.startedAt, upstreamMs: ctx.upstreamLatency, method: ctx.method,
+      path: ctx.rawPath, ip: ctx.peerIp, headers: ctx.headers, responseBytes: ctx.responseBodyBytes,
+    });
   }
 
-  private observe(
-    ctx: Context | null, status: number, startedAt: number, upstreamMs: number | undefined, method: string, path: string, ip: string,
-    headers: IncomingHttpHeaders, responseBytes: number,
-  ): void {
-    const latency = performance.now() - startedAt;
+  /** Metrics and the access log, once per request. */
+  private observe(ctx: Context | null, r: ObservedRequest): void {
+    const latency = performance.now() - r.startedAt;
     const route = ctx?.route.name ?? ctx?.route.id ?? '';
     const service = ctx?.service?.name ?? ctx?.service?.id ?? '';
     const consumer = ctx?.consumer ? (ctx.consumer.username ?? ctx.consumer.id) : undefined;
-    this.metrics.observe(route, service, status, latency, upstreamMs, consumer);
+    this.metrics.observe(route, service, r.status, latency, r.upstreamMs, consumer);
     this.accessLog.write({
-      request_id: ctx?.id, method, path, status, route, service, consumer, credential: ctx?.credential?.id, client_ip: ip,
-      user_agent: headers['user-agent'], latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs,
-      request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: responseBytes,
+      request_id: r.id, method: r.method, path: r.path, status: r.status, route, service, consumer, credential: ctx?.credential?.id,
+      client_ip: r.ip, user_agent: r.headers['user-agent'], latency_ms: Math.round(latency), upstream_latency_ms: r.upstreamMs,
+      request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: r.responseBytes,
     });
   }
+
 }
 
 function hostOnly(rawHost: string): string {
