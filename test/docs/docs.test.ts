@@ -3,9 +3,10 @@
  * order, in one bash session per document (`set -euo pipefail`), in a fresh copy of the repository,
  * against the programs the document itself starts in its `background` blocks (the gateway, the
  * example upstream, the example authorization page). A document fails when a command fails, or when
- * curl gets a 5xx, a 426 (an https-only route called over http), or a 401/403 for a request that sent
- * a bearer token (a token the document failed to get). The documented ports are mapped to free ones
- * in the copy, so the run never collides with a gateway already running on the machine.
+ * curl gets a 5xx, a 426 (an https-only route called over http), or more 4xx answers in a block than
+ * the block documents as error outputs (comment lines showing an error body, `# {"error"…` or
+ * `# {"message"…`). The documented ports are mapped to free ones in the copy, so the run never
+ * collides with a gateway already running on the machine.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -135,7 +136,6 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 
 interface CurlCall {
   status: number;
-  bearer: boolean;
   url: string;
 }
 
@@ -157,11 +157,7 @@ class DocShell {
     this.bash.stdin!.write(
       [
         'set -euo pipefail',
-        'curl() {',
-        '  local bearer=0',
-        '  case "$*" in *"Bearer "*) bearer=1 ;; esac',
-        '  command curl -w "%{stderr}@@curl %{http_code} bearer=$bearer %{url_effective}\\n" "$@"',
-        '}',
+        'curl() { command curl -w "%{stderr}@@curl %{http_code} %{url_effective}\\n" "$@"; }',
         '',
       ].join('\n'),
     );
@@ -184,7 +180,7 @@ class DocShell {
       await new Promise((r) => setTimeout(r, 20));
     }
     const stderr = this.stderr.slice(errStart, this.stderr.indexOf(marker, errStart));
-    const calls = [...stderr.matchAll(/^@@curl (\d{3}) bearer=(\d) (.*)$/gm)].map((m) => ({ status: Number(m[1]), bearer: m[2] === '1', url: m[3] }));
+    const calls = [...stderr.matchAll(/^@@curl (\d{3}) (.*)$/gm)].map((m) => ({ status: Number(m[1]), url: m[2] }));
     return { output: this.stdout.slice(outStart, this.stdout.indexOf(marker, outStart)) + stderr, calls };
   }
 
@@ -193,12 +189,24 @@ class DocShell {
   }
 }
 
-/** What curl answers mean for a document that works: no server error, no https-only refusal, no lost token. */
-function brokenCall(call: CurlCall): string | undefined {
-  if (call.status >= 500) return 'a server error';
-  if (call.status === 426) return 'an https-only route called over http';
-  if (call.bearer && (call.status === 401 || call.status === 403)) return 'a bearer token refused (the document did not get a valid one)';
-  return undefined;
+/** Comment lines that show an error answer: the block means to get that many 4xx. */
+function documentedErrors(block: ShellBlock): number {
+  return block.code.split('\n').filter((l) => /^\s*#\s*\{"(error|message)"/.test(l)).length;
+}
+
+/** The curl answers that say the block does not work as documented, with why. */
+function brokenCalls(block: ShellBlock, calls: CurlCall[]): string[] {
+  const problems: string[] = [];
+  for (const call of calls) {
+    if (call.status >= 500) problems.push(`${call.url} answered ${call.status}, a server error`);
+    if (call.status === 426) problems.push(`${call.url} answered 426: an https-only route called over http`);
+    if (call.status === 0) problems.push(`${call.url}: no answer`);
+  }
+  const refused = calls.filter((c) => c.status >= 400 && c.status < 500 && c.status !== 426);
+  if (refused.length > documentedErrors(block)) {
+    problems.push(`${refused.length} answers were 4xx where the block documents ${documentedErrors(block)} error(s): ${refused.map((c) => `${c.url} ${c.status}`).join(', ')}`);
+  }
+  return problems;
 }
 
 async function runDocument(document: string): Promise<void> {
@@ -217,10 +225,8 @@ async function runDocument(document: string): Promise<void> {
         continue;
       }
       const { output, calls } = await shell.run(block);
-      for (const call of calls) {
-        const problem = brokenCall(call);
-        if (problem) assert.fail(`the block at ${document}:${block.line}: ${call.url} answered ${call.status}, ${problem}:\n${block.code}\n--- output\n${output}\n--- programs\n${background.outputs()}`);
-      }
+      const problems = brokenCalls(block, calls);
+      if (problems.length > 0) assert.fail(`the block at ${document}:${block.line}: ${problems.join('; ')}\n${block.code}\n--- output\n${output}\n--- programs\n${background.outputs()}`);
     }
   } finally {
     shell.close();
