@@ -92,6 +92,11 @@ export class DedupeFilter {
     private readonly minCapacity = 1 << 20,
   ) {}
 
+  /** The filter in use: how many hashes it holds and its memory; zero before the first load ends. */
+  get size(): { hashes: number; bytes: number } {
+    return { hashes: this.active?.count ?? 0, bytes: this.active?.bytes ?? 0 };
+  }
+
   /** False only when the hash is certainly not stored. */
   mayContain(hash: string): boolean {
     return this.active === null || this.active.has(hash);

@@ -9,6 +9,21 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   await service.open();
   const http = new MeteringHttp(service);
   api.metrics.gauge({
+    name: 'tollgate_metering_queue_events',
+    help: 'Events accepted and waiting for their commit (producers get 503 past queue_max_events)',
+    read: () => [{ value: service.writer.queuedEvents }],
+  });
+  api.metrics.gauge({
+    name: 'tollgate_metering_dedupe_filter_hashes',
+    help: 'Stored (source, id) hashes the in-memory dedupe filter holds',
+    read: () => [{ value: service.writer.dedupeFilter.size.hashes }],
+  });
+  api.metrics.gauge({
+    name: 'tollgate_metering_dedupe_filter_bytes',
+    help: 'Memory of the in-memory dedupe filter, in bytes',
+    read: () => [{ value: service.writer.dedupeFilter.size.bytes }],
+  });
+  api.metrics.gauge({
     name: 'tollgate_metering_backfill_progress_ratio',
     help: 'Share of the events stored before a meter was created that its backfill has aggregated (0 to 1), per meter being backfilled',
     labelNames: ['meter'],
