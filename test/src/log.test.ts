@@ -10,7 +10,9 @@ import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
 import { stringify } from 'yaml';
+import WebSocket from 'ws';
 import { issueToken, oauth2Plugin, tokenIssuerConfig } from '../fixtures/oauth2-setup.ts';
+import { startWsEcho } from '../fixtures/ws-echo.ts';
 import { request, spawnGateway, startUpstream, tempDir } from '../helpers/gateway.ts';
 import { portOf, rawRequest, waitFor } from './support.ts';
 
@@ -70,6 +72,29 @@ test('a path with quotes and backslashes still makes one valid JSON line', async
   const miss = entries.find((e) => e.status === 404)!;
   assert.equal(miss.user_agent, 'a"b\\c');
   assert.equal(miss.response_body_bytes, Buffer.byteLength(JSON.stringify({ message: 'no Route matched with those values', request_id: miss.request_id })));
+});
+
+test('a WebSocket tunnel’s access line counts the frames each way as body bytes', async (t) => {
+  const echo = await startWsEcho();
+  t.after(() => echo.close());
+  const gw = await spawnGateway({
+    gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info' },
+    services: [{ name: 'ws', url: `ws://127.0.0.1:${echo.port}`, routes: [{ name: 'ws', paths: ['/ws'], protocols: ['ws'] }] }],
+  });
+  t.after(() => gw.kill('SIGKILL'));
+  const client = new WebSocket(`${gw.http.replace('http', 'ws')}/ws`);
+  await new Promise((r, j) => client.once('open', r).once('error', j));
+  const payload = 'x'.repeat(1000);
+  client.send(payload);
+  await new Promise((r) => client.once('message', r));
+  client.close();
+  const line = () => gw.output().split('\n').find((l) => l.includes('"type":"access"'));
+  await waitFor(() => line() !== undefined, 'the tunnel’s access line');
+  const entry = JSON.parse(line()!);
+  assert.equal(entry.status, 101);
+  // A 1000-byte message is a frame of at least that much each way (plus headers, masks and close frames).
+  assert.ok(entry.request_body_bytes >= 1000 && entry.request_body_bytes < 1100, String(entry.request_body_bytes));
+  assert.ok(entry.response_body_bytes >= 1000 && entry.response_body_bytes < 1100, String(entry.response_body_bytes));
 });
 
 test('an authenticated request names its consumer and credential in the access log and counts in /metrics per consumer', async (t) => {
