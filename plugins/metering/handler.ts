@@ -18,6 +18,27 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   api.services.provide('billing.entitlements', billing.access);
   const declared = new DeclaredSync(billing, log);
   const http = new MeteringHttp(service, new BillingHttp(billing));
+  api.metrics.gauge({
+    name: 'tollgate_metering_queue_events',
+    help: 'Events accepted and waiting for their commit (producers get 503 past queue_max_events)',
+    read: () => [{ value: service.writer.queuedEvents }],
+  });
+  api.metrics.gauge({
+    name: 'tollgate_metering_dedupe_filter_hashes',
+    help: 'Stored (source, id) hashes the in-memory dedupe filter holds',
+    read: () => [{ value: service.writer.dedupeFilter.size.hashes }],
+  });
+  api.metrics.gauge({
+    name: 'tollgate_metering_dedupe_filter_bytes',
+    help: 'Memory of the in-memory dedupe filter, in bytes',
+    read: () => [{ value: service.writer.dedupeFilter.size.bytes }],
+  });
+  api.metrics.gauge({
+    name: 'tollgate_metering_backfill_progress_ratio',
+    help: 'Share of the events stored before a meter was created that its backfill has aggregated (0 to 1), per meter being backfilled',
+    labelNames: ['meter'],
+    read: () => service.meters.pendingBackfills().map(({ key, backfill }) => ({ labels: { meter: key }, value: backfill!.upTo === 0 ? 1 : backfill!.cursor / backfill!.upTo })),
+  });
   return {
     configure: async (view) => {
       await service.configure(view);

@@ -122,6 +122,11 @@ export class Writer {
     }
   }
 
+  /** Events accepted and waiting for their batch (the queue `queue_max_events` bounds). */
+  get queuedEvents(): number {
+    return this.waitingEvents;
+  }
+
   /**
    * Resolves once every event is durably committed (or was a duplicate). Throws QueueFullError when
    * `queueLimit` events already wait (a lone request larger than the limit still gets through).

@@ -9,11 +9,12 @@ import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { didYouMean } from '../did-you-mean.ts';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
 import { consumerSchema, ID, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import { parseListenList } from './listen.ts';
-import { isPlainObject, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
+import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
 
 /** Kong's namespace for declarative ids. */
@@ -59,7 +60,7 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
       ok: false,
       errors: doc.errors.map((e) => {
         const pos = lines.linePos(e.pos[0]);
-        return new ConfigError(shownName, pos.line, pos.col, '', `YAML: ${e.message.split('\n')[0]}`);
+        return new ConfigError(shownName, pos.line, pos.col, formatPath(pathAt(doc, e.pos[0])), `YAML: ${e.message.split('\n')[0]}`);
       }),
     };
   }
@@ -126,8 +127,33 @@ function locate(doc: Document, path: Path, pointAtKey: boolean): number {
   return offset;
 }
 
+/** The path of the deepest map entry or sequence item whose source holds `offset` (a YAML error's position). */
+function pathAt(doc: Document, offset: number): Path {
+  const path: Path = [];
+  const holds = (node: unknown) => {
+    const range = (node as { range?: number[] } | null)?.range;
+    return range !== undefined && range[0] <= offset && offset < range[2];
+  };
+  let node: unknown = doc.contents;
+  for (;;) {
+    if (isMap(node)) {
+      // A duplicate key is reported at the key: the entry whose key or value holds the offset.
+      const pair = node.items.find((p) => holds(p.key) || holds(p.value));
+      if (!pair) break;
+      path.push(isScalar(pair.key) ? String(pair.key.value) : String(pair.key));
+      node = holds(pair.key) ? undefined : pair.value;
+    } else if (isSeq(node)) {
+      const index = node.items.findIndex(holds);
+      if (index === -1) break;
+      path.push(index);
+      node = node.items[index];
+    } else break;
+  }
+  return path;
+}
+
 function toConfigError(issue: Issue, doc: Document, lines: LineCounter, file: string): ConfigError {
-  const pos = lines.linePos(locate(doc, issue.path, issue.message === 'unknown field'));
+  const pos = lines.linePos(locate(doc, issue.path, isAboutKey(issue)));
   return new ConfigError(file, pos.line, pos.col, formatPath(issue.path), issue.message);
 }
 
@@ -191,7 +217,7 @@ class ConfigBuilder {
       return empty;
     }
     for (const key of Object.keys(raw)) {
-      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issue([key], 'unknown field');
+      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issues.push(unknownField([key], [...CORE_KEYS, ...this.entityDefs.keys()]));
     }
     if (raw._format_version === undefined) this.issue(['_format_version'], 'required field missing');
     else if (typeof raw._format_version !== 'string') this.issue(['_format_version'], 'expected a string');
@@ -404,7 +430,7 @@ class ConfigBuilder {
       const e = this.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
       const def = this.registry.get(e.name);
       if (typeof e.name === 'string' && !def) {
-        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property`);
+        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property${didYouMean(e.name, this.registry.keys())}`);
         continue;
       }
       if (!def) continue;

@@ -118,6 +118,10 @@ export class Context implements RequestContext {
   status = 0;
   /** Milliseconds spent waiting for the upstream's first byte. */
   upstreamLatency: number | undefined;
+  /** Request body bytes received (a WebSocket tunnel's bytes from the client), for the access log. */
+  requestBodyBytes = 0;
+  /** Response body bytes sent (a WebSocket tunnel's bytes to the client), for the access log. */
+  responseBodyBytes = 0;
   /** Upstream header edits: a value to set, or null to remove. */
   headerEdits: Map<string, string | string[] | null> | undefined;
   upstreamQuery: string;
@@ -200,7 +204,12 @@ export class Context implements RequestContext {
   }
 
   readBody(): Promise<Buffer> {
-    return (this.bodyPromise ??= readWhole(this.raw.req, this.maxBodySize, this.bodyHead).then((b) => (this.body = b)));
+    return (this.bodyPromise ??= readWhole(this.raw.req, this.maxBodySize, this.bodyHead).then((b) => this.keepBody(b)));
+  }
+
+  private keepBody(body: Buffer): Buffer {
+    this.requestBodyBytes = body.length;
+    return (this.body = body);
   }
 
   async readBodyWithin(limit: number): Promise<Buffer | undefined> {
@@ -217,7 +226,7 @@ export class Context implements RequestContext {
     }
     const body = head.chunks.length === 1 ? head.chunks[0] : Buffer.concat(head.chunks, head.size);
     this.bodyPromise = Promise.resolve(body);
-    return (this.body = body);
+    return this.keepBody(body);
   }
 
   /** The body still to send upstream as a stream: what readBodyWithin read of it, then the rest. */
@@ -244,6 +253,7 @@ export class Context implements RequestContext {
     answer.headers['x-kong-response-latency'] = String(Math.round(performance.now() - this.startedAt));
     answer.headers['x-kong-request-id'] = this.id;
     answer.headers.server ??= SERVER_TOKEN;
+    this.responseBodyBytes = this.method === 'HEAD' ? 0 : answer.body.length;
     this.downstream.send(answer, this.method === 'HEAD');
     // A body readBodyWithin left half read is drained unkept (as Node drains one nobody read), or the
     // connection could never carry another request.

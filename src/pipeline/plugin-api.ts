@@ -68,6 +68,51 @@ export interface PluginApi {
   dataDir: string;
   /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
   services: PluginServices;
+  /** Metrics the plugin shows on the admin API's `GET /metrics`. */
+  metrics: PluginMetrics;
+}
+
+/**
+ * Prometheus metrics of a plugin, registered once in `create`. Names start with `tollgate_` (e.g.
+ * `tollgate_metering_queue_events`). Meant for per-batch or per-scrape figures: per-request series
+ * are the core's (route, service, consumer, status).
+ */
+export interface PluginMetrics {
+  counter(spec: MetricSpec): CounterMetric;
+  /** With `read`, the gauge is read when /metrics is scraped (queue depths, sizes, progress). */
+  gauge(spec: GaugeSpec): GaugeMetric;
+  histogram(spec: HistogramSpec): HistogramMetric;
+}
+
+export interface MetricSpec {
+  name: string;
+  help: string;
+  labelNames?: readonly string[];
+}
+
+export type MetricLabels = Record<string, string | number>;
+
+export interface GaugeSpec extends MetricSpec {
+  read?(): { labels?: MetricLabels; value: number }[];
+}
+
+export interface HistogramSpec extends MetricSpec {
+  buckets: readonly number[];
+}
+
+export interface CounterMetric {
+  inc(labels: MetricLabels, value?: number): void;
+  inc(value?: number): void;
+}
+
+export interface GaugeMetric {
+  set(labels: MetricLabels, value: number): void;
+  set(value: number): void;
+}
+
+export interface HistogramMetric {
+  observe(labels: MetricLabels, value: number): void;
+  observe(value: number): void;
 }
 
 /**

@@ -82,9 +82,15 @@ export class WebSocketProxy {
       ctx.upstreamLatency = Math.round(performance.now() - sentAt);
       if (socket.destroyed) return upstreamSocket.destroy();
       upstreamSocket.setTimeout(0);
+      // A keep-alive connection may have carried requests before this one: only the tunnel counts.
+      const readBefore = (socket as Socket).bytesRead;
       socket.write(handshakeHead(ctx, res, sentAt));
+      const writtenBefore = (socket as Socket).bytesWritten;
       if (upstreamHead.length > 0) socket.write(upstreamHead);
-      join(socket, upstreamSocket, done);
+      join(socket, upstreamSocket, () => {
+        countTunnelBytes(ctx, socket as Socket, readBefore, writtenBefore);
+        done();
+      });
     });
     upstreamRequest.end();
   }
@@ -93,6 +99,12 @@ export class WebSocketProxy {
     this.open.add(socket);
     socket.once('close', () => this.open.delete(socket));
   }
+}
+
+/** The frames that went through the tunnel each way, for the access log (the client's socket is the tunnel's). */
+function countTunnelBytes(ctx: Context, client: Socket, readBefore: number, writtenBefore: number): void {
+  ctx.requestBodyBytes = (client.bytesRead ?? readBefore) - readBefore;
+  ctx.responseBodyBytes = (client.bytesWritten ?? writtenBefore) - writtenBefore;
 }
 
 /** The upstream's 101, relayed with Kong's Via and latency headers and the Upgrade kept. */
