@@ -130,6 +130,7 @@ export class Gateway {
         consumers: this.consumers,
         dataDir: config.gateway.data_dir,
         services,
+        metrics: this.metrics.plugins,
       });
       this.runtimes.set(definition.name, runtime);
     }
@@ -247,7 +248,9 @@ export class Gateway {
   private async reloadNow(): Promise<{ ok: true } | { ok: false; errors: ConfigError[] }> {
     const loaded = await loadConfigFile(this.configFile, this.registry);
     if (!loaded.ok) {
-      for (const e of loaded.errors) this.log.error({ error: String(e) }, 'invalid configuration: keeping the current one');
+      for (const e of loaded.errors) this.log.error({ error: String(e) }, 'invalid configuration');
+      const count = loaded.errors.length === 1 ? '1 error' : `${loaded.errors.length} errors`;
+      this.log.error(`configuration invalid (${count}): keeping the current one`);
       return loaded;
     }
     const before = this.snapshot.config.gateway;

@@ -25,7 +25,7 @@ const PROBLEM_TYPES: Record<number, [string, string]> = {
   503: ['service-unavailable', 'Service Unavailable'],
 };
 
-class Problem extends Error {
+export class Problem extends Error {
   constructor(
     readonly status: number,
     detail: string,
@@ -58,15 +58,20 @@ function validationProblem(problems: InvalidParameter[]): Problem {
   return new Problem(400, `validation error: ${described.join('; ')}`, problems);
 }
 
-type Operation = 'ingest' | 'manage' | 'read';
+/** Resources answered under the same route by another domain (billing); false when the path is not theirs. */
+export interface SubRoutes {
+  route(ctx: RequestContext, config: MeteringConfig, parts: string[]): Promise<boolean>;
+}
 
-function requireScope(ctx: RequestContext, config: MeteringConfig, operation: Operation): void {
+type Operation = 'ingest' | 'manage' | 'read' | 'billing';
+
+export function requireScope(ctx: RequestContext, config: MeteringConfig, operation: Operation): void {
   const needed = config.scopes?.[operation];
   if (!needed) return;
   if (!ctx.credential?.scopes?.includes(needed)) throw new Problem(403, `this operation requires the scope '${needed}'`);
 }
 
-async function readJson(ctx: RequestContext, limit: number): Promise<unknown> {
+export async function readJson(ctx: RequestContext, limit: number): Promise<unknown> {
   const body = await readLimited(ctx, limit);
   if (body.length === 0) return undefined;
   try {
@@ -138,7 +143,10 @@ function prefersCsv(accept: string | string[] | undefined): boolean {
 }
 
 export class MeteringHttp {
-  constructor(private readonly service: MeteringService) {}
+  constructor(
+    private readonly service: MeteringService,
+    private readonly billing?: SubRoutes,
+  ) {}
 
   async handle(ctx: RequestContext, config: MeteringConfig): Promise<void> {
     try {
@@ -195,6 +203,7 @@ export class MeteringHttp {
       allow(['POST']);
       return this.query(ctx, config, parts[1]);
     }
+    if (this.billing && (await this.billing.route(ctx, config, parts))) return;
     throw new Problem(404, `no metering resource at ${ctx.path}`);
   }
 

@@ -8,6 +8,8 @@ import type { ConfigView, UnmatchedRequest } from '../../src/pipeline/plugin-api
 import type { OAuth2Config } from './schema.ts';
 
 export const WELL_KNOWN = '/.well-known/oauth-authorization-server';
+/** Where OpenID Connect Discovery 1.0 §4 looks first: appended to the issuer's path. */
+export const OIDC_WELL_KNOWN = '/.well-known/openid-configuration';
 
 export function metadataDocument(issuer: string, config: OAuth2Config): Record<string, unknown> {
   const grants: string[] = [];

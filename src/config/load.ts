@@ -9,12 +9,13 @@ import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { didYouMean } from '../did-you-mean.ts';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
-import { consumerSchema, ID, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
+import { consumerSchema, ID, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import { parseListenList } from './listen.ts';
-import { isPlainObject, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
+import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
 
 /** Kong's namespace for declarative ids. */
@@ -60,7 +61,7 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
       ok: false,
       errors: doc.errors.map((e) => {
         const pos = lines.linePos(e.pos[0]);
-        return new ConfigError(shownName, pos.line, pos.col, '', `YAML: ${e.message.split('\n')[0]}`);
+        return new ConfigError(shownName, pos.line, pos.col, formatPath(pathAt(doc, e.pos[0])), `YAML: ${e.message.split('\n')[0]}`);
       }),
     };
   }
@@ -127,8 +128,33 @@ function locate(doc: Document, path: Path, pointAtKey: boolean): number {
   return offset;
 }
 
+/** The path of the deepest map entry or sequence item whose source holds `offset` (a YAML error's position). */
+function pathAt(doc: Document, offset: number): Path {
+  const path: Path = [];
+  const holds = (node: unknown) => {
+    const range = (node as { range?: number[] } | null)?.range;
+    return range !== undefined && range[0] <= offset && offset < range[2];
+  };
+  let node: unknown = doc.contents;
+  for (;;) {
+    if (isMap(node)) {
+      // A duplicate key is reported at the key: the entry whose key or value holds the offset.
+      const pair = node.items.find((p) => holds(p.key) || holds(p.value));
+      if (!pair) break;
+      path.push(isScalar(pair.key) ? String(pair.key.value) : String(pair.key));
+      node = holds(pair.key) ? undefined : pair.value;
+    } else if (isSeq(node)) {
+      const index = node.items.findIndex(holds);
+      if (index === -1) break;
+      path.push(index);
+      node = node.items[index];
+    } else break;
+  }
+  return path;
+}
+
 function toConfigError(issue: Issue, doc: Document, lines: LineCounter, file: string): ConfigError {
-  const pos = lines.linePos(locate(doc, issue.path, issue.message === 'unknown field'));
+  const pos = lines.linePos(locate(doc, issue.path, isAboutKey(issue)));
   return new ConfigError(file, pos.line, pos.col, formatPath(issue.path), issue.message);
 }
 
@@ -137,6 +163,20 @@ function refKey(ref: unknown): string | undefined {
   if (typeof ref === 'string') return ref;
   if (isPlainObject(ref)) return (ref.id ?? ref.name ?? ref.username) as string | undefined;
   return undefined;
+}
+
+type Referable = { id: string; name?: string | null; username?: string | null };
+
+/**
+ * The entry a reference names, looking at one field only: `{id}` the id, `{name}`/`{username}` that name,
+ * a plain string the id when UUID-shaped and the name otherwise (Kong's endpoint-key rule). Never both,
+ * or an entry named like another's id would stand in for it.
+ */
+function findReferenced<T extends Referable>(pool: T[], ref: unknown): T | undefined {
+  const byName = (name: unknown) => pool.find((x) => (x.name ?? x.username) === name);
+  if (typeof ref === 'string') return isUuid(ref) ? pool.find((x) => x.id === ref) : byName(ref);
+  if (!isPlainObject(ref)) return undefined;
+  return ref.id !== undefined ? pool.find((x) => x.id === ref.id) : byName(ref.name ?? ref.username);
 }
 
 interface PendingPlugin {
@@ -178,7 +218,7 @@ class ConfigBuilder {
       return empty;
     }
     for (const key of Object.keys(raw)) {
-      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issue([key], 'unknown field');
+      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issues.push(unknownField([key], [...CORE_KEYS, ...this.entityDefs.keys()]));
     }
     if (raw._format_version === undefined) this.issue(['_format_version'], 'required field missing');
     else if (typeof raw._format_version !== 'string') this.issue(['_format_version'], 'expected a string');
@@ -355,9 +395,8 @@ class ConfigBuilder {
       let resolvedId = parentId;
       if (resolvedId === undefined) {
         const key = refKey(raw[parent.field]);
-        const pool: { id: string; name?: string | null; username?: string | null; custom_id?: string | null }[] =
-          parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
-        resolvedId = pool.find((x) => x.id === key || x.name === key || x.username === key)?.id;
+        const pool: Referable[] = parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
+        resolvedId = findReferenced(pool, raw[parent.field])?.id;
         if (key === undefined && parent.required !== false) this.issue([...path, parent.field], 'required field missing');
         else if (key !== undefined && !resolvedId) this.issue([...path, parent.field], `invalid reference '${parent.field}: ${key}' (no such entry in '${parent.entity}')`);
       }
@@ -372,11 +411,11 @@ class ConfigBuilder {
   }
 
   private queuePlugin(raw: Record<string, any>, path: Path, scope: { route?: string; service?: string | null; consumer?: string }): void {
-    const resolve = (field: 'route' | 'service' | 'consumer', pool: { id: string; name?: string | null; username?: string | null }[]): string | null => {
+    const resolve = (field: 'route' | 'service' | 'consumer', pool: Referable[]): string | null => {
       if (scope[field] !== undefined) return scope[field] ?? null;
       const key = refKey(raw[field]);
       if (key === undefined) return null;
-      const found = pool.find((x) => x.id === key || x.name === key || x.username === key);
+      const found = findReferenced(pool, raw[field]);
       if (!found) this.issue([...path, field], `invalid reference '${field}: ${key}' (no such entry in '${field}s')`);
       return found?.id ?? null;
     };
@@ -392,7 +431,7 @@ class ConfigBuilder {
       const e = this.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
       const def = this.registry.get(e.name);
       if (typeof e.name === 'string' && !def) {
-        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property`);
+        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property${didYouMean(e.name, this.registry.keys())}`);
         continue;
       }
       if (!def) continue;

@@ -4,11 +4,11 @@
  *   response (plugins) → downstream → log (plugins, metrics, access log).
  * HTTP requests and WebSocket handshakes share every step up to the upstream.
  */
-import { ServerResponse, type IncomingMessage } from 'node:http';
+import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import { Http2ServerRequest } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { AccessLog, Logger } from '../log.ts';
 import { parseRequestHost } from '../config/hostnames.ts';
@@ -26,6 +26,19 @@ import { HttpError, type UnmatchedRequest } from './plugin-api.ts';
 export interface ListenerInfo {
   port: number;
   scheme: 'http' | 'https';
+}
+
+/** What the log phase records of a request, routed or not. */
+interface ObservedRequest {
+  id: string;
+  status: number;
+  startedAt: number;
+  upstreamMs: number | undefined;
+  method: string;
+  path: string;
+  ip: string;
+  headers: IncomingHttpHeaders;
+  responseBytes: number;
 }
 
 export interface Stats {
@@ -159,7 +172,8 @@ export class Lifecycle {
     const unrouted = (status: number, message: string) => {
       const answer = errorAnswer(status, message, id, grpcContent && http2, { server: SERVER_TOKEN, 'x-kong-request-id': id });
       downstream.send(answer, method === 'HEAD');
-      this.observe(null, answer.status, startedAt, undefined, method, rawPath, peerIp);
+      const responseBytes = method === 'HEAD' ? 0 : answer.body.length;
+      this.observe(null, { id, status: answer.status, startedAt, upstreamMs: undefined, method, path: rawPath, ip: peerIp, headers, responseBytes });
       return null;
     };
     // Routing, X-Forwarded-Host and plugins see one canonical host; what is no host at all goes no further.
@@ -280,8 +294,8 @@ export class Lifecycle {
     const limit = ctx.snapshot.config.gateway.client_max_body_size;
     const declared = Number(req.headers['content-length']);
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
-    const body = ctx.body ?? (hasBody(req) ? req : null);
-    if (body === req && limit > 0) this.enforceStreamLimit(ctx, req, limit);
+    const body = ctx.body ?? (hasBody(req) ? ctx.unreadBody() : null);
+    if (body !== null && !Buffer.isBuffer(body)) this.meterStreamedBody(ctx, body, limit);
     const path = ctx.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : '');
     const sentAt = performance.now();
     const handle = this.engine.forward(
@@ -310,6 +324,9 @@ export class Lifecycle {
           }
           return res as ServerResponse;
         },
+        onBodyChunk: (length) => {
+          ctx.responseBodyBytes += length;
+        },
         onFailure: (failure) =>
           this.contain(ctx, () => {
             const [status, message] = FAILURE_ANSWERS[failure.kind];
@@ -323,14 +340,16 @@ export class Lifecycle {
     ctx.abortUpstream = handle.abort;
   }
 
-  /** Streams without Content-Length (chunked) are counted as they flow. */
-  private enforceStreamLimit(ctx: Context, req: DownstreamRequest, limit: number): void {
-    let size = 0;
+  /**
+   * Counts a streamed request body as it flows, for the access log, and enforces the size limit
+   * (0: none) on bodies without a Content-Length (chunked).
+   */
+  private meterStreamedBody(ctx: Context, body: Readable, limit: number): void {
     const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) return;
-      req.off('data', onData);
-      req.unpipe();
+      ctx.requestBodyBytes += chunk.length;
+      if (limit === 0 || ctx.requestBodyBytes <= limit) return;
+      body.off('data', onData);
+      body.unpipe();
       // The upstream got part of a body that will never end: drop that request and its socket.
       ctx.abortUpstream?.();
       this.contain(ctx, () => {
@@ -339,11 +358,11 @@ export class Lifecycle {
           ctx.error(413, MESSAGES.bodyTooLarge);
         }
       });
-      req.destroy();
+      body.destroy();
     };
-    req.on('data', onData);
+    body.on('data', onData);
     // Listening must not start the flow: the engine resumes the body when it sends it.
-    req.pause();
+    body.pause();
   }
 
   /**
@@ -391,16 +410,26 @@ export class Lifecycle {
         this.log.error({ err }, 'plugin log phase failed');
       }
     }
-    this.observe(ctx, ctx.status || 499, ctx.startedAt, ctx.upstreamLatency, ctx.method, ctx.rawPath, ctx.peerIp);
+    this.observe(ctx, {
+      id: ctx.id, status: ctx.status || 499, startedAt: ctx.startedAt, upstreamMs: ctx.upstreamLatency, method: ctx.method,
+      path: ctx.rawPath, ip: ctx.peerIp, headers: ctx.headers, responseBytes: ctx.responseBodyBytes,
+    });
   }
 
-  private observe(ctx: Context | null, status: number, startedAt: number, upstreamMs: number | undefined, method: string, path: string, ip: string): void {
-    const latency = performance.now() - startedAt;
+  /** Metrics and the access log, once per request. */
+  private observe(ctx: Context | null, r: ObservedRequest): void {
+    const latency = performance.now() - r.startedAt;
     const route = ctx?.route.name ?? ctx?.route.id ?? '';
     const service = ctx?.service?.name ?? ctx?.service?.id ?? '';
-    this.metrics.observe(route, service, status, latency, upstreamMs);
-    this.accessLog.write({ request_id: ctx?.id, method, path, status, route, service, client_ip: ip, latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs });
+    const consumer = ctx?.consumer ? (ctx.consumer.username ?? ctx.consumer.id) : undefined;
+    this.metrics.observe(route, service, r.status, latency, r.upstreamMs, consumer);
+    this.accessLog.write({
+      request_id: r.id, method: r.method, path: r.path, status: r.status, route, service, consumer, credential: ctx?.credential?.id,
+      client_ip: r.ip, user_agent: r.headers['user-agent'], latency_ms: Math.round(latency), upstream_latency_ms: r.upstreamMs,
+      request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: r.responseBytes,
+    });
   }
+
 }
 
 /** The route path prefix the request matched (longest plain path), for plugins that answer under it. */

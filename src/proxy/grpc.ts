@@ -225,7 +225,11 @@ class GrpcCall {
     downstream.once('close', contained(end, () => this.onDownstreamClose()));
 
     if (bodyInMemory) upstream.end(ctx.body);
-    else if (!downstream.endAfterHeaders) this.req.pipe(upstream);
+    else if (!downstream.endAfterHeaders) {
+      // Counted for the access log; attached with the pipe, in the same tick, so no chunk goes by unseen.
+      this.req.on('data', (chunk: Buffer) => (ctx.requestBodyBytes += chunk.length));
+      this.req.pipe(upstream);
+    }
   }
 
   private requestHeaders(): OutgoingHttpHeaders {
@@ -266,6 +270,7 @@ class GrpcCall {
     }
     // Not ended by the pipe: a connection lost mid-response also ends the upstream stream's data,
     // and that end must not reach the client as a complete call without a status.
+    this.upstream.on('data', (chunk: Buffer) => (ctx.responseBodyBytes += chunk.length));
     this.upstream.pipe(downstream, { end: false });
   }
 

@@ -96,9 +96,15 @@ export class WebSocketProxy {
         // Whatever fails from here on, the upstream socket must not outlive the client's.
         socket.once('close', () => upstreamSocket.destroy());
         upstreamSocket.setTimeout(0);
+        // A keep-alive connection may have carried requests before this one: only the tunnel counts.
+        const readBefore = (socket as Socket).bytesRead;
         socket.write(handshakeHead(ctx, res, sentAt));
+        const writtenBefore = (socket as Socket).bytesWritten;
         if (upstreamHead.length > 0) socket.write(upstreamHead);
-        join(socket, upstreamSocket, end.done);
+        join(socket, upstreamSocket, () => {
+          countTunnelBytes(ctx, socket as Socket, readBefore, writtenBefore);
+          end.done();
+        });
       }),
     );
     upstreamRequest.end();
@@ -108,6 +114,12 @@ export class WebSocketProxy {
     this.open.add(socket);
     socket.once('close', () => this.open.delete(socket));
   }
+}
+
+/** The frames that went through the tunnel each way, for the access log (the client's socket is the tunnel's). */
+function countTunnelBytes(ctx: Context, client: Socket, readBefore: number, writtenBefore: number): void {
+  ctx.requestBodyBytes = (client.bytesRead ?? readBefore) - readBefore;
+  ctx.responseBodyBytes = (client.bytesWritten ?? writtenBefore) - writtenBefore;
 }
 
 /** The upstream's 101, relayed with Kong's Via and latency headers and the Upgrade kept. */

@@ -88,12 +88,42 @@ test('every mistake in the file is reported at once, each at its exact line and 
   ]);
 });
 
-test('YAML syntax errors and duplicate keys point at their position', () => {
+test('YAML syntax errors and duplicate keys point at their position; a duplicate key names its path', () => {
   assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'services:', '  - name: a', '    host: x', '    host: y')), [
-    'gw.yaml:5:5: (root): YAML: Map keys must be unique',
+    'gw.yaml:5:5: services[0].host: YAML: Map keys must be unique',
   ]);
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'services:', '  - name: a', '    routes:', '      - paths: [/a]', '        paths: [/b]')), [
+    'gw.yaml:6:9: services[0].routes[0].paths: YAML: Map keys must be unique',
+  ]);
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', '_format_version: "3.0"')), ['gw.yaml:2:1: _format_version: YAML: Map keys must be unique']);
   const [indent] = errorsOf(yaml('_format_version: "3.0"', 'services:', '  - name: a', '    host: x', '  host: y'));
   assert.match(indent, /^gw\.yaml:5:1: \(root\): YAML: /);
+});
+
+test('an unknown field or plugin name that looks like a typo gets a suggestion', () => {
+  const text = yaml(
+    '_format_version: "3.0"', //                                                        1
+    'gateway:', //                                                                      2
+    '  admin_listn: ["127.0.0.1:8001"]', //                                             3
+    'service:', //                                                                      4
+    '  - name: a', //                                                                   5
+    'routes:', //                                                                       6
+    '  - paths: [/a]', //                                                               7
+    '    plugins:', //                                                                  8
+    '      - name: oauth2', //                                                          9
+    '        config: { enable_client_credentials: true, enable_client_credential: 1 }', // 10
+    '      - name: metring', //                                                         11
+    '      - name: key-auth', //                                                        12
+    '    colour: blue', //                                                              13
+  );
+  assert.deepEqual(errorsOf(text), [
+    "gw.yaml:3:3: gateway.admin_listn: unknown field; did you mean 'admin_listen'?",
+    "gw.yaml:4:1: service: unknown field; did you mean 'services'?",
+    "gw.yaml:10:52: routes[0].plugins[0].config.enable_client_credential: unknown field; did you mean 'enable_client_credentials'?",
+    "gw.yaml:11:15: routes[0].plugins[1].name: plugin 'metring' not enabled; add it to the 'plugins' configuration property; did you mean 'metering'?",
+    "gw.yaml:12:15: routes[0].plugins[2].name: plugin 'key-auth' not enabled; add it to the 'plugins' configuration property",
+    'gw.yaml:13:5: routes[0].colour: unknown field',
+  ]);
 });
 
 test('the top level: _format_version required and checked, a non-map document refused', () => {
@@ -405,6 +435,29 @@ test('nested and top-level references resolve to the same entities (by name or b
       ['app-2', { id: consumer('bob').id }],
     ],
   );
+});
+
+test('a reference looks at ids or at names, never both: an entry named like another one\'s id does not stand in for it', () => {
+  const aliceId = '11111111-2222-4333-8444-555555555555';
+  const config = load(
+    yaml(
+      '_format_version: "3.0"',
+      'consumers:',
+      `  - { username: "${aliceId}" }`,
+      `  - { username: alice, id: ${aliceId} }`,
+      'oauth2_credentials:',
+      `  - { name: By id, client_id: app-1, consumer: ${aliceId} }`,
+      '  - { name: By username, client_id: app-2, consumer: { username: alice } }',
+      `  - { name: By id field, client_id: app-3, consumer: { id: ${aliceId} } }`,
+    ),
+  );
+  assert.deepEqual(
+    config.entities.oauth2_credentials.map((c) => c.consumer),
+    [{ id: aliceId }, { id: aliceId }, { id: aliceId }],
+  );
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'consumers:', '  - { username: bob }', 'oauth2_credentials:', '  - { name: X, consumer: { id: bob } }')), [
+    "gw.yaml:5:26: oauth2_credentials[0].consumer: invalid reference 'consumer: bob' (no such entry in 'consumers')",
+  ]);
 });
 
 test('ids not given are derived from names: stable across loads, distinct per name, in the Kong namespace', () => {
