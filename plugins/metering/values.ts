@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { compileJsonPath, jsonValueText, lookup, MISSING, type PathStep } from './jsonpath.ts';
 import { MAX_DIMENSION_VALUE_LENGTH } from './limits.ts';
 import type { Aggregation, Meter } from './meter-model.ts';
-import { DECIMAL_TEXT, MAX_INTEGER_DIGITS, OUT_OF_RANGE, parseQuantity, SCALE, type Quantity } from './quantity.ts';
+import { DECIMAL_TEXT, isOutOfRange, MAX_INTEGER_DIGITS, OUT_OF_RANGE, parseQuantity, SCALE, type Quantity } from './quantity.ts';
 import { parseRfc3339 } from './time.ts';
 
 export interface CompiledMeter {
@@ -102,7 +102,7 @@ export function readingProblems(m: CompiledMeter, data: unknown, problem: (field
       problem(m.dimensionFields[i], `dimension ${m.dimensionNames[i]} of meter ${m.meter.key}: longer than ${MAX_DIMENSION_VALUE_LENGTH} characters`, 'max_length');
     }
   }
-  if (m.valuePath && m.aggregation !== 'unique_count' && parseQuantity(lookup(data, m.valuePath)) === OUT_OF_RANGE) {
+  if (m.valuePath && m.aggregation !== 'unique_count' && isOutOfRange(lookup(data, m.valuePath))) {
     problem(m.valueField, `value of meter ${m.meter.key}: ${RANGE}`, 'range');
   }
 }
@@ -153,6 +153,6 @@ export function eventProblem(meter: Meter, data: unknown): string | undefined {
   } else return `invalid event: unsupported value property type: ${goTypeName(raw)}`;
   if (Number.isNaN(n)) return 'invalid event: value cannot be NaN';
   if (typeof raw === 'string' && !Number.isFinite(n) && !DECIMAL_TEXT.test(raw)) return 'invalid event: value cannot be infinity';
-  if (parseQuantity(raw) === OUT_OF_RANGE) return `invalid event: value ${RANGE}`;
+  if (isOutOfRange(raw)) return `invalid event: value ${RANGE}`;
   return undefined;
 }

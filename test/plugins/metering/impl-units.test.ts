@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { compileJsonPath, jsonValueText, lookup } from '../../../plugins/metering/jsonpath.ts';
 import { storedEventJson, type StoredEvent } from '../../../plugins/metering/events.ts';
 import { escapePart, unescapePart } from '../../../plugins/metering/keys.ts';
-import { addQuantities, decodeQuantity, divideQuantity, formatQuantity, OUT_OF_RANGE, parseQuantity, type Quantity } from '../../../plugins/metering/quantity.ts';
+import { addQuantities, decodeQuantity, divideQuantity, formatQuantity, isOutOfRange, OUT_OF_RANGE, parseQuantity, type Quantity } from '../../../plugins/metering/quantity.ts';
 import { formatInZone, fromLocal, parseRfc3339 } from '../../../plugins/metering/time.ts';
 import { coverSpan, windowEnd, windowStart, type Granularity } from '../../../plugins/metering/windows.ts';
 
@@ -80,7 +80,11 @@ test('quantities: exact decimal text without exponents, 19 digits either side of
   assert.equal(formatQuantity(addQuantities(quantity(5.001), quantity('3'))), '8.001');
   assert.equal(formatQuantity(addQuantities(Number.MAX_SAFE_INTEGER, quantity('0.5'))), '9007199254740991.5');
   assert.equal(formatQuantity(divideQuantity(quantity(2), 3)), '0.6666666666666666667', 'averages round half away from zero at 19 decimals');
-  for (const outside of ['1e19', '10000000000000000000', '1e-20', 1.7e308, Infinity]) assert.equal(parseQuantity(outside), OUT_OF_RANGE, String(outside));
+  for (const outside of ['1e19', '10000000000000000000', '1e-20', '0.00000000000000000001', 1.7e308, 1e19, 1e-20, 0.00012345678901234567, Infinity]) {
+    assert.equal(parseQuantity(outside), OUT_OF_RANGE, String(outside));
+    assert.ok(isOutOfRange(outside), String(outside));
+  }
+  for (const inside of [0, 0.01, 0.0123456789012345678, 9.999999999999998e18, '9999999999999999999', '0.0000000000000000001', 'abc', null]) assert.ok(!isOutOfRange(inside), String(inside));
   for (const ignored of ['abc', 'NaN', 'Inf', true, null, {}]) assert.equal(parseQuantity(ignored), undefined, String(ignored));
   // States stored as doubles read as the decimal their text shows.
   assert.equal(formatQuantity(decodeQuantity(8.001000000000001)), '8.001000000000001');
