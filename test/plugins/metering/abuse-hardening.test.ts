@@ -162,6 +162,26 @@ describe('values: exact decimals within a documented range', () => {
   });
 });
 
+test('a meter created after its events ignores their out-of-range values and counts long dimension values under a bounded stand-in', async () => {
+  const type = unique('later');
+  const long = 'L'.repeat(5000);
+  await api.ingestOk([
+    event({ type, data: { value: '1e-20', region: 'eu' } }),
+    event({ type, data: { value: 2, region: long } }),
+    event({ type, data: { value: '3.5', region: long } }),
+  ]);
+  const key = unique('later');
+  await api.createMeterOk({ key, name: key, event_type: type, aggregation: 'sum', value_property: '$.value', dimensions: { region: '$.region' } });
+  const result = await api.queryOk(key, { group_by_dimensions: ['region'] });
+  assert.equal(result.data.length, 1, JSON.stringify(result.data).slice(0, 300));
+  const [row] = result.data;
+  assert.equal(row.value, '5.5');
+  assert.ok(row.dimensions.region.length <= 1024 && row.dimensions.region.startsWith('LLL'), `stand-in of ${row.dimensions.region.length} characters`);
+  const listed = await api.listAllEvents({ type });
+  const errors = listed.flatMap((item) => (item.validation_errors ?? []).map((e: { message: string }) => e.message));
+  assert.ok(errors.some((m) => m.includes('out of range')), JSON.stringify(errors));
+});
+
 describe('identity: what cannot be keyed exactly is refused', () => {
   test('lone surrogates in an id are refused; U+FFFD and surrogate pairs are ids of their own', async () => {
     const { key, type } = await meter('count');
