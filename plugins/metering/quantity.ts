@@ -30,7 +30,7 @@ const DECIMAL_PARTS = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/;
 /** Enough significant digits for any average: sums reach ~10^35 (2^53 events of 10^19) plus 19 decimals. */
 const Exact = Decimal.clone({ precision: 80, rounding: Decimal.ROUND_DOWN });
 
-export function toUnits(q: Quantity): bigint {
+function toUnits(q: Quantity): bigint {
   return typeof q === 'bigint' ? q : BigInt(q) * UNITS_PER_ONE;
 }
 

@@ -47,7 +47,7 @@ function eventField(path: string): string {
 }
 
 /** The usable value of a raw `JSON_VALUE` (undefined: ignored, as one beyond the exact range). */
-export function numericValue(raw: unknown): Quantity | undefined {
+function numericValue(raw: unknown): Quantity | undefined {
   const value = parseQuantity(raw);
   return value === OUT_OF_RANGE ? undefined : value;
 }
@@ -71,9 +71,10 @@ export function dimensionText(m: CompiledMeter, index: number, data: unknown): s
   return boundedText(jsonValueText(lookup(data, m.dimensionPaths[index])));
 }
 
+/** Characters of a SHA-256 in base64url. */
 const HASH_LENGTH = 43;
 
-/** `text`, or its stand-in of MAX_DIMENSION_VALUE_LENGTH characters when longer. */
+/** `text` (a subject or dimension value), or its stand-in of MAX_DIMENSION_VALUE_LENGTH characters when longer. */
 export function boundedText(text: string): string {
   if (text.length <= MAX_DIMENSION_VALUE_LENGTH) return text;
   let cut = MAX_DIMENSION_VALUE_LENGTH - HASH_LENGTH - 2;
