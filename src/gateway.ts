@@ -129,6 +129,7 @@ export class Gateway {
         log: this.log.child({ plugin: definition.name }),
         consumers: this.consumers,
         dataDir: config.gateway.data_dir,
+        nodeId: this.nodeId,
         services,
         metrics: this.metrics.plugins,
       });
@@ -281,7 +282,9 @@ export class Gateway {
     }
     for (const l of listeners) l.destroyAll();
     await closed;
-    for (const runtime of this.runtimes.values()) {
+    // In reverse order of creation: a plugin created after another may use its service until it closes
+    // (request metering hands its last events to metering's writer).
+    for (const runtime of [...this.runtimes.values()].reverse()) {
       try {
         await runtime.close?.();
       } catch (err) {

@@ -6,7 +6,7 @@ import { DeclaredSync } from './billing/declared.ts';
 import { BillingHttp } from './billing/http.ts';
 import { MeteringHttp } from './http.ts';
 import type { MeteringConfig } from './schema.ts';
-import { MeteringService } from './service.ts';
+import { MeteringService, type LocalIngest } from './service.ts';
 import { MeterUsage } from './usage.ts';
 
 export async function createRuntime(api: PluginApi): Promise<PluginRuntime<MeteringConfig>> {
@@ -16,8 +16,22 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   const billing = new Billing(api.store.namespace('billing'), new MeterUsage(service), log);
   await billing.open();
   api.services.provide('billing.entitlements', billing.access);
+  api.services.provide<LocalIngest>('metering.ingest', { ingest: (events) => service.ingestLocal(events) });
   const declared = new DeclaredSync(billing, log);
   const http = new MeteringHttp(service, new BillingHttp(billing));
+  const ingested = api.metrics.counter({
+    name: 'tollgate_metering_events_ingested_total',
+    help: 'Events committed to the metering store (duplicates of stored events are not counted)',
+  });
+  const batchEvents = api.metrics.histogram({
+    name: 'tollgate_metering_batch_events',
+    help: 'Events per committed batch (group commit: one fsync for the whole batch)',
+    buckets: [1, 10, 100, 500, 1000, 2000, 5000],
+  });
+  service.writer.committedListeners.add((events) => {
+    ingested.inc(events.length);
+    batchEvents.observe(events.length);
+  });
   api.metrics.gauge({
     name: 'tollgate_metering_queue_events',
     help: 'Events accepted and waiting for their commit (producers get 503 past queue_max_events)',

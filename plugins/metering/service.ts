@@ -13,7 +13,7 @@ import { configMeterId, ulid } from './ids.ts';
 import { QueryEngine, type MeterQuery, type QueryResult } from './query.ts';
 import { MeterRegistry, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
-import type { PreparedEvent, StoredEvent } from './events.ts';
+import { BodyError, prepareEvents, type PreparedEvent, type StoredEvent } from './events.ts';
 import { formatUtc } from './time.ts';
 import { eventProblem } from './values.ts';
 import { Writer } from './writer.ts';
@@ -42,7 +42,25 @@ export interface EventPage {
   next: string | null;
 }
 
-const DEFAULTS = { batchMaxEvents: 5_000, batchMaxWaitMs: 1, retentionDays: 730 };
+const DEFAULTS = { batchMaxEvents: 5_000, batchMaxWaitMs: 1, retentionDays: 730, queueMaxEvents: 100_000 };
+
+/**
+ * What the metering plugin offers plugins of the same process that produce events themselves (the
+ * plugin service `metering.ingest`; request metering uses it): no HTTP, no token, no JSON round trip.
+ */
+export interface LocalIngest {
+  /**
+   * Validates each event alone, as `POST /events` would, and commits the valid ones in the writer's
+   * group commit; resolves once they are durable (or were duplicates). An invalid event is refused
+   * alone, with the reason. Rejects with QueueFullError (retry later) or WriterClosedError.
+   */
+  ingest(events: readonly unknown[]): Promise<RefusedEvent[]>;
+}
+
+export interface RefusedEvent {
+  index: number;
+  reason: string;
+}
 
 export class MeteringService {
   readonly meters = new MeterRegistry();
@@ -52,6 +70,8 @@ export class MeteringService {
   private readonly engine: QueryEngine;
   private readonly store: Store;
   private readonly log: Logger;
+  /** Events waiting for their commit beyond which local producers are refused (the largest of the routes' `queue_max_events`). */
+  private localQueueLimit = DEFAULTS.queueMaxEvents;
 
   constructor(api: Pick<PluginApi, 'store' | 'log'>, options: { purgeIntervalMs?: number; backfillChunk?: number; dedupeFilterCapacity?: number } = {}) {
     this.store = api.store;
@@ -94,6 +114,7 @@ export class MeteringService {
       batchMaxEvents: configs.length ? Math.max(...configs.map((c) => c.batch_max_events)) : DEFAULTS.batchMaxEvents,
       batchMaxWaitMs: configs.length ? Math.min(...configs.map((c) => c.batch_max_wait_ms)) : DEFAULTS.batchMaxWaitMs,
     };
+    this.localQueueLimit = configs.length ? Math.max(...configs.map((c) => c.queue_max_events)) : DEFAULTS.queueMaxEvents;
     // Purge only what no route still promises to keep.
     this.maintenance.retentionDays = configs.length ? Math.max(...configs.map((c) => c.retention_days)) : DEFAULTS.retentionDays;
     await this.syncDeclaredMeters(view.entities('meters'));
@@ -103,6 +124,25 @@ export class MeteringService {
 
   ingest(events: PreparedEvent[], config: MeteringConfig): Promise<void> {
     return this.writer.submit(events, config.queue_max_events);
+  }
+
+  /** LocalIngest: events produced in this process, each validated alone. */
+  ingestLocal(events: readonly unknown[]): Promise<RefusedEvent[]> {
+    const now = Date.now();
+    const retentionDays = this.maintenance.retentionDays;
+    const context = { now, retentionStart: Math.floor(now / 1000) - retentionDays * 86_400, retentionDays, metersOf: (type: string) => this.meters.aggregating(type) };
+    const prepared: PreparedEvent[] = [];
+    const refused: RefusedEvent[] = [];
+    events.forEach((event, index) => {
+      try {
+        prepared.push(...prepareEvents([event], false, context));
+      } catch (err) {
+        if (!(err instanceof BodyError)) throw err;
+        refused.push({ index, reason: err.message });
+      }
+    });
+    if (prepared.length === 0) return Promise.resolve(refused);
+    return this.writer.submit(prepared, this.localQueueLimit).then(() => refused);
   }
 
   /** Stored events, newest event time first, `after` = cursor of the previous page. */

@@ -7,7 +7,7 @@ import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts'
 import type { RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
-import { HttpError, type AuthenticatedCredential, type PluginRuntime, type RequestContext } from './plugin-api.ts';
+import { HttpError, type AuthenticatedCredential, type BodyObserver, type PluginRuntime, type RequestContext } from './plugin-api.ts';
 
 /** A plugin whose phases run on this request. */
 export interface RanPlugin {
@@ -141,6 +141,10 @@ export class Context implements RequestContext {
   status = 0;
   /** Milliseconds spent waiting for the upstream's first byte. */
   upstreamLatency: number | undefined;
+  /** The upstream's status, once it answered. */
+  upstreamStatus: number | undefined;
+  /** Plugins watching the response body go by (UpstreamResponse.observeBody); undefined when none. */
+  bodyObservers: BodyObserver[] | undefined;
   /** Request body bytes received (a WebSocket tunnel's bytes from the client), for the access log. */
   requestBodyBytes = 0;
   /** Response body bytes sent (a WebSocket tunnel's bytes to the client), for the access log. */

@@ -307,7 +307,7 @@ export class Lifecycle {
           ctx.upstreamLatency = Math.round(now - sentAt);
           const out = downstreamHeaders(upstream.headers, ctx.headers.te, false);
           try {
-            finishResponseHeaders(ctx, upstream.status, out, sentAt);
+            finishResponseHeaders(ctx, upstream.status, out, sentAt, ctx.method !== 'HEAD');
           } catch (err) {
             this.failed(ctx, err);
             return null;
@@ -324,8 +324,9 @@ export class Lifecycle {
           }
           return res as ServerResponse;
         },
-        onBodyChunk: (length) => {
-          ctx.responseBodyBytes += length;
+        onBodyChunk: (chunk) => {
+          ctx.responseBodyBytes += chunk.length;
+          if (ctx.bodyObservers !== undefined) this.showBodyChunk(ctx, chunk);
         },
         onFailure: (failure) =>
           this.contain(ctx, () => {
@@ -338,6 +339,19 @@ export class Lifecycle {
       },
     );
     ctx.abortUpstream = handle.abort;
+  }
+
+  /** Hands a response body chunk to the plugins observing it; one that throws sees no more of it. */
+  private showBodyChunk(ctx: Context, chunk: Buffer): void {
+    const observers = ctx.bodyObservers!;
+    for (let i = 0; i < observers.length; i++) {
+      try {
+        observers[i](chunk);
+      } catch (err) {
+        this.log.error({ err, request_id: ctx.id }, 'a plugin observing the response body failed');
+        observers.splice(i--, 1);
+      }
+    }
   }
 
   /**

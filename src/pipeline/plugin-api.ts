@@ -72,6 +72,8 @@ export interface PluginApi {
   consumers: ConsumerDirectory;
   /** The gateway's data directory (absolute). */
   dataDir: string;
+  /** This node's id, the same across restarts on one data directory (Kong's `kong.node.get_id()`). */
+  nodeId: string;
   /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
   services: PluginServices;
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */
@@ -199,7 +201,17 @@ export interface UpstreamResponse {
   status: number;
   /** The headers about to be sent downstream; mutate to change them. */
   headers: OutgoingHttpHeaders;
+  /**
+   * Present when the response has a body that streams downstream (an HTTP answer from the upstream;
+   * not gRPC or a WebSocket tunnel): `observe` sees each body chunk as the upstream sent it, as it
+   * passes, without holding it back or changing it. It must return quickly and keep what it needs
+   * (bounded); one that throws is dropped for the rest of the body. The log phase follows the last chunk.
+   */
+  observeBody?(observe: BodyObserver): void;
 }
+
+/** Sees a response body chunk by chunk (see UpstreamResponse.observeBody). */
+export type BodyObserver = (chunk: Buffer) => void;
 
 export interface RequestContext {
   readonly id: string;
@@ -237,6 +249,18 @@ export interface RequestContext {
   credential: AuthenticatedCredential | null;
   /** Free-form data plugins share on this request (Kong's ngx.ctx). */
   readonly shared: Record<string, unknown>;
+
+  // What the log phase reads of the exchange (Kong's kong.log.serialize()).
+  /** Status sent downstream; 0 until an answer went out (in the log phase: the client left before one). */
+  readonly status: number;
+  /** The upstream's status, once the upstream answered (a WebSocket tunnel: 101). */
+  readonly upstreamStatus: number | undefined;
+  /** Milliseconds from sending upstream to the upstream's response headers. */
+  readonly upstreamLatency: number | undefined;
+  /** Request body bytes received (a WebSocket tunnel: the bytes the client sent through it). */
+  readonly requestBodyBytes: number;
+  /** Response body bytes sent (a WebSocket tunnel: the bytes sent to the client through it). */
+  readonly responseBodyBytes: number;
 
   /** Headers and query sent upstream (start as the client's). */
   setUpstreamHeader(name: string, value: string | string[]): void;

@@ -7,6 +7,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
+import type { UpstreamResponse } from '../pipeline/plugin-api.ts';
 import { SERVER_TOKEN } from './respond.ts';
 
 /**
@@ -138,10 +139,16 @@ export function downstreamHeaders(
 
 /**
  * The last step before a proxied response's headers go downstream (HTTP, gRPC, WebSocket 101):
- * the plugins' response phase, then Kong's latency and request-id headers.
+ * the plugins' response phase, then Kong's latency and request-id headers. `bodyStreams`: a body
+ * follows that plugins may observe chunk by chunk.
  */
-export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number): void {
-  for (const { runtime, plugin } of ctx.ran ?? []) runtime.response?.(ctx, plugin.config, { status, headers: out });
+export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number, bodyStreams = false): void {
+  ctx.upstreamStatus = status;
+  if (ctx.ran) {
+    const response: UpstreamResponse = { status, headers: out };
+    if (bodyStreams) response.observeBody = (observe) => (ctx.bodyObservers ??= []).push(observe);
+    for (const { runtime, plugin } of ctx.ran) runtime.response?.(ctx, plugin.config, response);
+  }
   out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
   out['x-kong-proxy-latency'] = String(Math.round(sentAt - ctx.startedAt));
   out['x-kong-request-id'] = ctx.id;

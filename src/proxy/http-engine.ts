@@ -56,8 +56,8 @@ export interface ForwardHandlers {
    * ended with the response), or null to abandon the exchange.
    */
   onResponse(response: UpstreamResponse): Writable | null;
-  /** A chunk of the response body of this length went into the sink. */
-  onBodyChunk(length: number): void;
+  /** This chunk of the response body is going into the sink. */
+  onBodyChunk(chunk: Buffer): void;
   /** The exchange failed: before the response (answer with an error) or mid-body (cut it short). */
   onFailure(failure: UpstreamFailure): void;
 }
@@ -219,7 +219,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onData(chunk: Buffer): boolean {
     if (!this.sink) return false;
-    this.handlers.onBodyChunk(chunk.length);
+    this.handlers.onBodyChunk(chunk);
     return this.sink.write(chunk);
   }
 

@@ -1,0 +1,129 @@
+/**
+ * The CloudEvents of a finished request, shaped as Kong's `metering-and-billing` plugin emits them so
+ * that meters written for Kong's work unchanged: one `kong.api_request` per request (a gRPC call, a
+ * WebSocket session), and with AI token metering a `kong.llm_request` pair (prompt and completion
+ * tokens). Built from what the gateway already knows about the exchange; nothing is parsed here.
+ */
+import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { TokenUsage } from './ai-usage.ts';
+import type { Attribute, RequestMeteringConfig } from './schema.ts';
+
+export const API_REQUEST = 'kong.api_request';
+export const LLM_REQUEST = 'kong.llm_request';
+
+export interface MeteringEvent {
+  specversion: '1.0';
+  id: string;
+  source: string;
+  type: string;
+  subject: string;
+  time: string;
+  data: Record<string, unknown>;
+}
+
+export interface Subject {
+  value: string;
+  /** What the subject is (Kong's `subject_type`): `consumer_username`, `consumer_id`, `header`, ... */
+  type: string;
+}
+
+/** The subject the config names, or undefined when the request has none (no event then). */
+export function subjectOf(ctx: RequestContext, subject: RequestMeteringConfig['subject']): Subject | undefined {
+  const { look_up_value_in: source, field } = subject;
+  let value: string | null | undefined;
+  switch (source) {
+    case 'consumer': {
+      const name = (field ?? 'username') as 'username' | 'id' | 'custom_id';
+      value = ctx.consumer?.[name];
+      return value ? { value, type: `consumer_${name}` } : undefined;
+    }
+    case 'application':
+      // Tollgate has no Dev Portal applications: the credential that authenticated the call stands for one.
+      value = ctx.credential?.id;
+      return value ? { value, type: 'application' } : undefined;
+    case 'header':
+      value = firstValue(ctx.headers[field!.toLowerCase()]);
+      return value ? { value, type: 'header' } : undefined;
+    case 'query':
+      value = ctx.query.get(field!);
+      return value ? { value, type: 'query' } : undefined;
+  }
+}
+
+function firstValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The request's protocol as its route names them, for meters that tell calls from sessions. */
+function protocolOf(ctx: RequestContext): string {
+  const secure = ctx.scheme === 'https';
+  if (ctx.isGrpc) return secure ? 'grpcs' : 'grpc';
+  if (ctx.isUpgrade) return secure ? 'wss' : 'ws';
+  return ctx.scheme;
+}
+
+/** Milliseconds since the Unix epoch at which the request arrived. */
+export function startedAtMs(ctx: RequestContext): number {
+  return performance.timeOrigin + ctx.startedAt;
+}
+
+function addAttributes(data: Record<string, unknown>, ctx: RequestContext, attributes: Attribute[]): void {
+  for (const a of attributes) {
+    const value = a.source === 'header' ? firstValue(ctx.headers[a.look_up_value_in.toLowerCase()]) : ctx.query.get(a.look_up_value_in);
+    // Kong omits an attribute the request does not carry.
+    if (value !== undefined && value !== null) data[a.event_property_name] = value;
+  }
+}
+
+/**
+ * `kong.api_request`: one per request, call or session, with its duration (`latency_ms`) and bytes.
+ * `source` is `tollgate/<node id>`: with the request id, what receivers dedupe on.
+ */
+export function apiRequestEvent(ctx: RequestContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, endedAt: number): MeteringEvent {
+  const route = ctx.route;
+  const service = ctx.service;
+  const data: Record<string, unknown> = {
+    client_ip: ctx.clientIp,
+    request_host: ctx.host,
+    request_method: ctx.method,
+    request_uri: ctx.rawQuery ? `${ctx.path}?${ctx.rawQuery}` : ctx.path,
+    request_protocol: protocolOf(ctx),
+    request_size_bytes: ctx.requestBodyBytes,
+    response_size_bytes: ctx.responseBodyBytes,
+    // 499 (nginx's) when the client went away before any answer.
+    response_http_status: ctx.status || 499,
+    route_id: route.id,
+    route_name: route.name,
+    service_id: service?.id ?? null,
+    service_name: service?.name ?? null,
+    service_port: service?.port ?? null,
+    service_protocol: service?.protocol ?? null,
+    subject_type: subject.type,
+    latency_ms: Math.round(endedAt - ctx.startedAt),
+  };
+  const userAgent = firstValue(ctx.headers['user-agent']);
+  if (userAgent !== undefined) data.request_user_agent = userAgent;
+  if (ctx.upstreamStatus !== undefined) data.upstream_status = ctx.upstreamStatus;
+  if (ctx.upstreamLatency !== undefined) data.upstream_latency_ms = ctx.upstreamLatency;
+  addAttributes(data, ctx, config.attributes);
+  return { specversion: '1.0', id: ctx.id, source, type: API_REQUEST, subject: subject.value, time, data };
+}
+
+/** `kong.llm_request`, twice: the prompt tokens (`type: request`) and the completion tokens (`type: response`). */
+export function llmRequestEvents(ctx: RequestContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, usage: TokenUsage): MeteringEvent[] {
+  const common = {
+    model: usage.model ?? '',
+    provider: 'openai',
+    http_status: ctx.status || 499,
+    api_request_id: ctx.id,
+    route_id: ctx.route.id,
+    service_id: ctx.service?.id ?? null,
+    subject_type: subject.type,
+  };
+  const event = (type: 'request' | 'response', tokens: number): MeteringEvent => {
+    const data: Record<string, unknown> = { type, tokens, ...common };
+    addAttributes(data, ctx, config.attributes);
+    return { specversion: '1.0', id: `${ctx.id}:${type}`, source, type: LLM_REQUEST, subject: subject.value, time, data };
+  };
+  return [event('request', usage.promptTokens), event('response', usage.completionTokens)];
+}

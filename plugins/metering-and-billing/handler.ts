@@ -1,0 +1,86 @@
+/**
+ * The runtime: one queue per plugin instance (or per `queue.name`, shared as in Kong), the AI usage
+ * readers set up in the response phase, and the events built in the log phase.
+ */
+import type { PluginApi, PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import type { LocalIngest } from '../metering/service.ts';
+import { usageReaderFor, type UsageReader } from './ai-usage.ts';
+import { apiRequestEvent, llmRequestEvents, startedAtMs, subjectOf, type MeteringEvent } from './events.ts';
+import { LocalQueue } from './local-queue.ts';
+import { RequestMeteringMetrics } from './metrics.ts';
+import type { EventQueue } from './queue.ts';
+import { RemoteQueue } from './remote-queue.ts';
+import type { RequestMeteringConfig } from './schema.ts';
+
+/** Where the response phase leaves a request's usage reader for the log phase. */
+const USAGE = 'metering-and-billing:usage';
+
+export function createRuntime(api: PluginApi): PluginRuntime<RequestMeteringConfig> {
+  const source = `tollgate/${api.nodeId}`;
+  const queues = new Map<string, EventQueue>();
+  /** The queue of each instance's config object (the log phase gets the config, not the instance). */
+  let queueOf = new WeakMap<RequestMeteringConfig, EventQueue>();
+  const metrics = new RequestMeteringMetrics(api.metrics, () => [...queues.values()].map((q) => q.depth()));
+  let ingest: LocalIngest | undefined;
+
+  const open = async (name: string, config: RequestMeteringConfig): Promise<EventQueue> => {
+    if (!config.ingest_endpoint) return new LocalQueue(name, config.queue, () => ingest, metrics, api.log);
+    const queue = new RemoteQueue(name, api.store, config, metrics, api.log);
+    await queue.start();
+    return queue;
+  };
+
+  return {
+    async configure(view) {
+      ingest = api.services.get<LocalIngest>('metering.ingest');
+      const wanted = new Map<string, RequestMeteringConfig>();
+      for (const instance of view.instances) wanted.set(instance.config.queue.name ?? instance.id, instance.config);
+      for (const [name, queue] of queues) {
+        const next = wanted.get(name);
+        // A queue that went away, or switched between this gateway's store and a remote endpoint, hands over what it holds first.
+        if (!next || (queue instanceof RemoteQueue) !== Boolean(next.ingest_endpoint)) {
+          queues.delete(name);
+          await queue.close();
+        }
+      }
+      for (const [name, config] of wanted) {
+        const queue = queues.get(name);
+        if (queue) queue.reconfigure(config);
+        else queues.set(name, await open(name, config));
+      }
+      queueOf = new WeakMap(view.instances.map((i) => [i.config, queues.get(i.config.queue.name ?? i.id)!]));
+    },
+
+    response(ctx, config, response) {
+      if (!config.meter_ai_token_usage || !response.observeBody || response.status < 200 || response.status >= 300) return;
+      const reader = usageReaderFor(response.headers['content-type'], response.headers['content-encoding']);
+      if (!reader) return;
+      response.observeBody(reader.observe);
+      ctx.shared[USAGE] = reader;
+    },
+
+    log(ctx, config) {
+      const queue = queueOf.get(config);
+      if (!queue) return;
+      const subject = subjectOf(ctx, config.subject);
+      if (!subject) return void metrics.noSubject.inc({ route: ctx.route.name ?? ctx.route.id });
+      const endedAt = performance.now();
+      const time = new Date(startedAtMs(ctx)).toISOString();
+      const events: MeteringEvent[] = [];
+      if (config.meter_api_requests) {
+        events.push(apiRequestEvent(ctx, config, subject, source, time, endedAt));
+        metrics.events.inc({ type: 'kong.api_request' });
+      }
+      const usage = config.meter_ai_token_usage ? (ctx.shared[USAGE] as UsageReader | undefined)?.result() : undefined;
+      if (usage) {
+        events.push(...llmRequestEvents(ctx, config, subject, source, time, usage));
+        metrics.events.inc({ type: 'kong.llm_request' }, 2);
+      }
+      if (events.length > 0) queue.add(events);
+    },
+
+    async close() {
+      await Promise.all([...queues.values()].map((q) => q.close()));
+    },
+  };
+}

@@ -1,0 +1,22 @@
+/**
+ * The `metering-and-billing` plugin (Kong Gateway 3.14's name and config): each proxied request, gRPC
+ * call and WebSocket session becomes a `kong.api_request` CloudEvent, and an OpenAI-compatible
+ * response also a pair of `kong.llm_request` token events; they go into this gateway's own metering
+ * store, or through an on-disk queue to a remote OpenMeter-compatible endpoint.
+ */
+import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { createRuntime } from './handler.ts';
+import { checkConfig, configSchema, type RequestMeteringConfig } from './schema.ts';
+
+const meteringAndBilling: PluginDefinition<RequestMeteringConfig> = {
+  name: 'metering-and-billing',
+  version: '0.1.0',
+  // A log plugin, as Kong's http-log (12): after authentication and enforcement, so the consumer is known
+  // and requests those refuse are not metered.
+  priority: 12,
+  configSchema,
+  checkConfig,
+  create: createRuntime,
+};
+
+export default meteringAndBilling;

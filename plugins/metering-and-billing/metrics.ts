@@ -1,0 +1,56 @@
+/** The plugin's series on `GET /metrics`, registered once per process; `queue` is the queue's name (bounded by the config). */
+import type { PluginMetrics } from '../../src/pipeline/plugin-api.ts';
+
+export interface QueueDepth {
+  queue: string;
+  /** Events waiting in memory (not yet committed or queued on disk). */
+  memory: number;
+  /** Events waiting in the on-disk queue (remote endpoints), as this process last counted them. */
+  disk: number;
+}
+
+export class RequestMeteringMetrics {
+  readonly events;
+  readonly noSubject;
+  readonly dropped;
+  readonly deliveries;
+  readonly retries;
+
+  constructor(metrics: PluginMetrics, depths: () => QueueDepth[]) {
+    this.events = metrics.counter({
+      name: 'tollgate_request_metering_events_total',
+      help: 'Events produced from requests, by event type',
+      labelNames: ['type'],
+    });
+    this.noSubject = metrics.counter({
+      name: 'tollgate_request_metering_no_subject_total',
+      help: 'Requests not metered because they carried no subject (no consumer, header or query value), by route',
+      labelNames: ['route'],
+    });
+    this.dropped = metrics.counter({
+      name: 'tollgate_request_metering_dropped_events_total',
+      help: 'Events dropped: queue_full (max_entries or max_bytes reached: the oldest go), retry_time (max_retry_time passed), refused (invalid for the metering store), store (the on-disk queue could not be written)',
+      labelNames: ['queue', 'reason'],
+    });
+    this.deliveries = metrics.counter({
+      name: 'tollgate_request_metering_deliveries_total',
+      help: 'Batches handed over: to the ingest endpoint (acknowledged with a 2xx) or committed to the local metering store',
+      labelNames: ['queue'],
+    });
+    this.retries = metrics.counter({
+      name: 'tollgate_request_metering_retries_total',
+      help: 'Failed attempts to hand a batch over, each retried after a backoff',
+      labelNames: ['queue'],
+    });
+    metrics.gauge({
+      name: 'tollgate_request_metering_queue_events',
+      help: 'Events waiting to be handed over, in memory and in the on-disk queue',
+      labelNames: ['queue', 'where'],
+      read: () =>
+        depths().flatMap((d) => [
+          { labels: { queue: d.queue, where: 'memory' }, value: d.memory },
+          { labels: { queue: d.queue, where: 'disk' }, value: d.disk },
+        ]),
+    });
+  }
+}

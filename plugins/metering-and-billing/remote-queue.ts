@@ -1,0 +1,322 @@
+/**
+ * Events for a remote OpenMeter-compatible endpoint (`ingest_endpoint`: OpenMeter, Konnect, another
+ * Tollgate): queued on disk (see disk-queue.ts), then POSTed in batches as
+ * `application/cloudevents-batch+json` with the `api_token` as bearer token, retried with Kong's
+ * backoff. The request path only appends to memory; what a tick's requests produced goes to disk in one
+ * write. Delivery is at least once: a batch acknowledged just before a crash is sent again after it,
+ * and the receiver's (source, id) dedupe makes that harmless.
+ */
+import type { Logger } from 'pino';
+import { Pool } from 'undici';
+import type { Store } from '../../src/pipeline/plugin-api.ts';
+import { DiskQueue, type Claim, type Depth } from './disk-queue.ts';
+import type { MeteringEvent } from './events.ts';
+import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';
+import { FullQueueLog, retryDelayMs, type EventQueue } from './queue.ts';
+import type { QueueConfig, RequestMeteringConfig } from './schema.ts';
+
+/** Added to a lease beyond the request timeout: clocks of processes sharing the store differ a little. */
+const LEASE_MARGIN_MS = 2000;
+/** How often the disk queue is looked at for entries of other processes and claims whose owner died. */
+const POLL_MS = 1000;
+/** A full queue is counted again at most this often; between counts this process's own tally is used. */
+const RECOUNT_MS = 1000;
+/** `concurrency_limit: -1` (unlimited, in Kong): at most this many batches in flight per process. */
+const MAX_PARALLEL = 16;
+
+export class RemoteQueue implements EventQueue {
+  private readonly disk: DiskQueue;
+  private readonly fullLog: FullQueueLog;
+  private config!: RequestMeteringConfig;
+  private pool: Pool | undefined;
+  private poolKey = '';
+  /** Events of this tick's requests, as JSON, waiting for their write to disk. */
+  private pending: string[] = [];
+  private persisting: Promise<void> = Promise.resolve();
+  private persistScheduled = false;
+  /** The disk queue as this process last counted it, kept up to date with its own writes and claims. */
+  private depthOnDisk: Depth = { entries: 0, bytes: 0 };
+  private countedAt = 0;
+  private inFlight = 0;
+  private wakeTimer: NodeJS.Timeout | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  /** Claims this process holds, with a way to stop their current attempt (at close). */
+  private readonly held = new Map<string, AbortController>();
+  private readonly sending = new Set<Promise<void>>();
+
+  constructor(
+    readonly name: string,
+    store: Store,
+    config: RequestMeteringConfig,
+    private readonly metrics: RequestMeteringMetrics,
+    private readonly log: Logger,
+  ) {
+    this.disk = new DiskQueue(store, name);
+    this.fullLog = new FullQueueLog(name, log, metrics);
+    this.reconfigure(config);
+  }
+
+  private get queue(): QueueConfig {
+    return this.config.queue;
+  }
+
+  /** Resumes what the disk holds (this process's earlier life, or others'). */
+  async start(): Promise<void> {
+    this.depthOnDisk = await this.disk.count();
+    this.countedAt = Date.now();
+    if (this.depthOnDisk.entries > 0) this.log.info({ queue: this.name, events: this.depthOnDisk.entries }, 'request metering: resuming the queue');
+    this.poll();
+  }
+
+  reconfigure(config: RequestMeteringConfig): void {
+    this.config = config;
+    const key = `${config.ingest_endpoint}|${config.ssl_verify}|${config.keepalive}|${config.timeout}`;
+    if (key === this.poolKey) return;
+    const previous = this.pool;
+    this.poolKey = key;
+    const url = new URL(config.ingest_endpoint!);
+    const idle = Math.max(1, config.keepalive);
+    this.pool = new Pool(url.origin, {
+      keepAliveTimeout: idle,
+      keepAliveMaxTimeout: idle,
+      headersTimeout: config.timeout,
+      bodyTimeout: config.timeout,
+      connect: { rejectUnauthorized: config.ssl_verify, timeout: config.timeout },
+    });
+    // Connection errors reach each request; the pool's own event needs a listener.
+    this.pool.on('connectionError', () => {});
+    void previous?.close().catch(() => {});
+  }
+
+  depth(): QueueDepth {
+    return { queue: this.name, memory: this.pending.length, disk: this.depthOnDisk.entries };
+  }
+
+  add(events: MeteringEvent[]): void {
+    if (this.closed) return;
+    for (const event of events) this.pending.push(JSON.stringify(event));
+    if (this.persistScheduled) return;
+    this.persistScheduled = true;
+    // Every request whose log phase runs in this turn of the event loop shares one store write.
+    setImmediate(() => {
+      this.persistScheduled = false;
+      this.persisting = this.persisting.then(() => this.persist());
+    });
+  }
+
+  private async persist(): Promise<void> {
+    const events = this.pending;
+    if (events.length === 0) return;
+    this.pending = [];
+    const adding: Depth = { entries: events.length, bytes: events.reduce((n, e) => n + e.length, 0) };
+    try {
+      await this.makeRoom(events, adding);
+      if (events.length === 0) return;
+      await this.disk.append(events);
+    } catch (err) {
+      this.metrics.dropped.inc({ queue: this.name, reason: 'store' }, events.length);
+      this.log.error({ queue: this.name, err, events: events.length }, 'request metering: events could not be queued on disk');
+      return;
+    }
+    this.depthOnDisk.entries += adding.entries;
+    this.depthOnDisk.bytes += adding.bytes;
+    this.wake(this.depthOnDisk.entries >= this.queue.max_batch_size ? 0 : this.queue.max_coalescing_delay * 1000);
+  }
+
+  /**
+   * Kong's full queue: the oldest events are dropped to make room for new ones (`max_entries`, and
+   * `max_bytes` when set). `events` itself loses its oldest when it alone exceeds the limits.
+   */
+  private async makeRoom(events: string[], adding: Depth): Promise<void> {
+    const { max_entries: maxEntries, max_bytes: maxBytes } = this.queue;
+    const over = () => Math.max(this.depthOnDisk.entries + adding.entries - maxEntries, maxBytes ? this.overBytes(adding, maxBytes) : 0);
+    if (over() <= 0) return;
+    if (Date.now() - this.countedAt > RECOUNT_MS) {
+      this.depthOnDisk = await this.disk.count();
+      this.countedAt = Date.now();
+    }
+    let excess = over();
+    if (excess <= 0) return;
+    let dropped = 0;
+    while (excess > 0 && this.depthOnDisk.entries > 0) {
+      const removed = await this.disk.dropOldest(Math.min(excess, this.depthOnDisk.entries));
+      if (removed === 0) break;
+      this.depthOnDisk.entries -= removed;
+      // Bytes of dropped entries are not known without reading them: the next count corrects it.
+      this.depthOnDisk.bytes = Math.max(0, this.depthOnDisk.bytes - (removed * this.depthOnDisk.bytes) / (this.depthOnDisk.entries + removed));
+      dropped += removed;
+      excess = over();
+    }
+    while (excess > 0 && events.length > 0) {
+      const event = events.shift()!;
+      adding.entries--;
+      adding.bytes -= event.length;
+      dropped++;
+      excess = over();
+    }
+    this.fullLog.dropped(dropped);
+  }
+
+  private overBytes(adding: Depth, maxBytes: number): number {
+    const excess = this.depthOnDisk.bytes + adding.bytes - maxBytes;
+    if (excess <= 0) return 0;
+    // In events: the average event size says how many must go.
+    const average = (this.depthOnDisk.bytes + adding.bytes) / Math.max(1, this.depthOnDisk.entries + adding.entries);
+    return Math.ceil(excess / Math.max(1, average));
+  }
+
+  /** Looks for a batch to send in `ms` (0: now), unless an earlier look is already planned. */
+  private wake(ms: number): void {
+    if (this.closed) return;
+    if (ms === 0) {
+      clearTimeout(this.wakeTimer);
+      this.wakeTimer = undefined;
+      return void this.deliverNext();
+    }
+    this.wakeTimer ??= setTimeout(() => {
+      this.wakeTimer = undefined;
+      void this.deliverNext();
+    }, ms);
+  }
+
+  private get parallel(): number {
+    return this.queue.concurrency_limit === -1 ? MAX_PARALLEL : 1;
+  }
+
+  /** Claims the next batch that is ready (full, or its oldest event waited long enough) and sends it. */
+  private async deliverNext(): Promise<void> {
+    if (this.closed || this.inFlight >= this.parallel) return;
+    this.inFlight++;
+    let claim: Claim | undefined;
+    try {
+      const now = Date.now();
+      const delay = this.queue.max_coalescing_delay * 1000;
+      claim = await this.disk.claim(this.queue.max_batch_size, now + this.config.timeout + LEASE_MARGIN_MS, { olderThan: now - delay });
+      if (!claim) {
+        const oldest = await this.disk.oldest();
+        if (oldest !== undefined) this.wake(Math.max(1, oldest + delay - Date.now()));
+        return;
+      }
+      this.depthOnDisk.entries = Math.max(0, this.depthOnDisk.entries - claim.state.events.length);
+      this.depthOnDisk.bytes = Math.max(0, this.depthOnDisk.bytes - claim.state.events.reduce((n, e) => n + e.length, 0));
+    } catch (err) {
+      this.log.error({ queue: this.name, err }, 'request metering: reading the queue failed');
+      return;
+    } finally {
+      if (!claim) this.inFlight--;
+    }
+    // More may be ready: with concurrency_limit -1 the next batch goes out beside this one.
+    if (this.inFlight < this.parallel) void this.deliverNext();
+    await this.track(this.send(claim));
+    this.inFlight--;
+    void this.deliverNext();
+  }
+
+  private track(sending: Promise<void>): Promise<void> {
+    this.sending.add(sending);
+    return sending.finally(() => this.sending.delete(sending));
+  }
+
+  /** Sends a claimed batch until the endpoint takes it, the retry time runs out, or the claim is lost. */
+  private async send(initial: Claim): Promise<void> {
+    let claim: Claim | undefined = initial;
+    const abort = new AbortController();
+    this.held.set(claim.key, abort);
+    try {
+      while (claim && !this.closed) {
+        const failure = await this.post(claim.state.events, abort.signal);
+        if (failure === undefined) {
+          await this.disk.complete(claim);
+          this.metrics.deliveries.inc({ queue: this.name });
+          this.fullLog.resumed();
+          return;
+        }
+        if (this.closed) break;
+        const now = Date.now();
+        const { attempts, first_try: firstTry, events } = claim.state;
+        if (now - firstTry > this.queue.max_retry_time * 1000) {
+          await this.disk.complete(claim);
+          this.metrics.dropped.inc({ queue: this.name, reason: 'retry_time' }, events.length);
+          this.log.error({ queue: this.name, err: failure }, `queue ${this.name}: could not send entries, giving up after ${attempts} retries. ${events.length} queue entries were lost`);
+          return;
+        }
+        this.metrics.retries.inc({ queue: this.name });
+        this.log.warn({ queue: this.name, err: failure }, `queue ${this.name}: handler could not process entries`);
+        const delay = retryDelayMs(this.queue, attempts);
+        claim = await this.disk.update(claim, { attempts: attempts + 1, next_try: now + delay, lease_until: now + delay + this.config.timeout + LEASE_MARGIN_MS });
+        if (claim) await sleep(delay, abort.signal);
+      }
+      // Closing: the claim is let go at once, so the next start (or another process) sends it without waiting for the lease.
+      if (claim) await this.disk.update(claim, { lease_until: 0, next_try: 0 });
+    } catch (err) {
+      this.log.error({ queue: this.name, err }, 'request metering: a batch could not be settled; it is sent again once its lease runs out');
+    } finally {
+      this.held.delete(initial.key);
+    }
+  }
+
+  /** One POST of the batch; undefined when the endpoint acknowledged it (2xx), else what went wrong. */
+  private async post(events: string[], stop: AbortSignal): Promise<Error | undefined> {
+    const url = new URL(this.config.ingest_endpoint!);
+    try {
+      const response = await this.pool!.request({
+        method: 'POST',
+        path: url.pathname + url.search,
+        headers: {
+          'content-type': 'application/cloudevents-batch+json',
+          authorization: `Bearer ${this.config.api_token}`,
+        },
+        body: `[${events.join(',')}]`,
+        signal: AbortSignal.any([stop, AbortSignal.timeout(this.config.timeout)]),
+      });
+      const text = await response.body.text();
+      if (response.statusCode >= 200 && response.statusCode < 300) return undefined;
+      return new Error(`the ingest endpoint answered ${response.statusCode}: ${text.slice(0, 300)}`);
+    } catch (err) {
+      return err as Error;
+    }
+  }
+
+  /** Claims of other processes (or of this one before a crash) whose lease ran out, and entries they queued. */
+  private poll(): void {
+    if (this.closed) return;
+    void (async () => {
+      try {
+        const now = Date.now();
+        for (const claim of await this.disk.takeOverExpired(now + this.config.timeout + LEASE_MARGIN_MS, now)) {
+          this.inFlight++;
+          void this.track(this.send(claim)).then(() => this.inFlight--);
+        }
+        await this.deliverNext();
+      } catch (err) {
+        this.log.error({ queue: this.name, err }, 'request metering: polling the queue failed');
+      }
+      if (!this.closed) this.pollTimer = setTimeout(() => this.poll(), POLL_MS);
+    })();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.wakeTimer);
+    clearTimeout(this.pollTimer);
+    // What requests produced until now is written to disk: the next start sends it.
+    await this.persisting;
+    await this.persist();
+    for (const abort of this.held.values()) abort.abort();
+    await Promise.all([...this.sending]);
+    await this.pool?.close().catch(() => {});
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,129 @@
+/**
+ * The plugin's `config`: Kong Gateway 3.14's `metering-and-billing` fields and defaults (Kong's plugin
+ * schema, with the queue fields of kong/tools/queue_schema.lua), so Kong files load unchanged. One
+ * difference: without `ingest_endpoint` the events go into this gateway's own metering store.
+ */
+import type { Issue, RecordSchema } from '../../src/pipeline/plugin-api.ts';
+
+export interface QueueConfig {
+  /** The queue's name; instances naming the same queue share it (default: the plugin instance's id). */
+  name: string | null;
+  max_batch_size: number;
+  /** Seconds after the first entry of a batch before the batch is sent, full or not. */
+  max_coalescing_delay: number;
+  max_entries: number;
+  max_bytes: number | null;
+  /** Seconds a failing batch is retried before it is dropped. */
+  max_retry_time: number;
+  initial_retry_delay: number;
+  max_retry_delay: number;
+  /** 1: one batch in flight at a time; -1: as many as there are batches ready. */
+  concurrency_limit: 1 | -1;
+}
+
+export type SubjectSource = 'consumer' | 'header' | 'query' | 'application';
+
+export interface Attribute {
+  source: 'header' | 'query';
+  /** The header or query parameter to read. */
+  look_up_value_in: string;
+  /** Where the value goes in the event's `data`. */
+  event_property_name: string;
+}
+
+export interface RequestMeteringConfig {
+  api_token: string | null;
+  ingest_endpoint: string | null;
+  meter_api_requests: boolean;
+  meter_ai_token_usage: boolean;
+  subject: { look_up_value_in: SubjectSource; field: string | null };
+  attributes: Attribute[];
+  /** Milliseconds a POST to the ingest endpoint may take. */
+  timeout: number;
+  /** Milliseconds an idle connection to the ingest endpoint is kept. */
+  keepalive: number;
+  ssl_verify: boolean;
+  queue: QueueConfig;
+}
+
+export const CONSUMER_FIELDS = ['username', 'id', 'custom_id'] as const;
+
+const seconds = (fallback: number, min: number, max: number) => ({ type: 'number' as const, default: fallback, between: [min, max] as [number, number] });
+
+export const configSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    api_token: { type: 'string', len_min: 1 },
+    ingest_endpoint: { type: 'string', len_min: 1, custom: endpointProblem },
+    meter_api_requests: { type: 'boolean', default: true },
+    meter_ai_token_usage: { type: 'boolean', default: true },
+    subject: {
+      type: 'record',
+      fields: {
+        look_up_value_in: { type: 'string', default: 'consumer', one_of: ['application', 'consumer', 'header', 'query'] },
+        field: { type: 'string', len_min: 1, len_max: 256 },
+      },
+    },
+    attributes: {
+      type: 'array',
+      default: [],
+      elements: {
+        type: 'record',
+        fields: {
+          source: { type: 'string', required: true, one_of: ['header', 'query'] },
+          look_up_value_in: { type: 'string', required: true, len_min: 1, len_max: 256 },
+          event_property_name: { type: 'string', required: true, len_min: 1, len_max: 63 },
+        },
+      },
+    },
+    timeout: { type: 'number', default: 10_000, between: [1, 3_600_000] },
+    keepalive: { type: 'number', default: 60_000, between: [0, 3_600_000] },
+    ssl_verify: { type: 'boolean', default: true },
+    queue: {
+      type: 'record',
+      fields: {
+        name: { type: 'string', len_min: 1, len_max: 128 },
+        max_batch_size: { type: 'integer', default: 1, between: [1, 1_000_000] },
+        max_coalescing_delay: seconds(1, 0, 3600),
+        max_entries: { type: 'integer', default: 10_000, between: [1, 1_000_000] },
+        max_bytes: { type: 'integer', gt: 0 },
+        max_retry_time: { type: 'number', default: 60, between: [0, 1_000_000] },
+        initial_retry_delay: seconds(0.01, 0.001, 1_000_000),
+        max_retry_delay: seconds(60, 0.001, 1_000_000),
+        concurrency_limit: { type: 'integer', default: 1, custom: (v) => (v === 1 || v === -1 ? undefined : 'expected one of: -1, 1') },
+      },
+    },
+  },
+};
+
+function endpointProblem(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be an absolute http or https URL';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be an absolute http or https URL';
+  if (url.username || url.password) return 'must not carry credentials: put the token in api_token';
+  return undefined;
+}
+
+export function checkConfig(config: RequestMeteringConfig): Issue[] {
+  const issues: Issue[] = [];
+  if (config.ingest_endpoint && !config.api_token) {
+    issues.push({ path: ['api_token'], message: 'required with ingest_endpoint (the bearer token the endpoint accepts)' });
+  }
+  if (config.api_token && !config.ingest_endpoint) {
+    issues.push({ path: ['api_token'], message: "only used with ingest_endpoint; without one the events go into this gateway's metering store, which needs no token" });
+  }
+  const { look_up_value_in: source, field } = config.subject;
+  if ((source === 'header' || source === 'query') && !field) {
+    issues.push({ path: ['subject', 'field'], message: `the ${source === 'header' ? 'header' : 'query parameter'} holding the subject is required` });
+  }
+  if (source === 'consumer' && field && !(CONSUMER_FIELDS as readonly string[]).includes(field)) {
+    issues.push({ path: ['subject', 'field'], message: `expected one of: ${CONSUMER_FIELDS.join(', ')}` });
+  }
+  const { max_retry_delay: maxDelay, initial_retry_delay: initialDelay } = config.queue;
+  if (maxDelay < initialDelay) issues.push({ path: ['queue', 'max_retry_delay'], message: 'must not be less than initial_retry_delay' });
+  return issues;
+}
