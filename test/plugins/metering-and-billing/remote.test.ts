@@ -1,0 +1,240 @@
+/**
+ * Request metering to a remote endpoint, here a second Tollgate's metering route (its oauth2 token as
+ * api_token): events delivered as CloudEvents batches with source tollgate/<node id of the sender>,
+ * queued on disk while the endpoint is away and retried with backoff, resumed by a restart, delivered
+ * once even when an acknowledgement is lost and the batch is sent again after a restart, a full queue
+ * dropping its oldest events (counted and logged as Kong's queue does), a batch given up after
+ * max_retry_time, and Kong's own configuration loading unchanged.
+ */
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { spawnGateway, startGateway, startUpstream, tempDir, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { ALICE, call, fixtureConfig, meteringApi, metric, nodeIdOf, ROUTE_PATH, tokenOf, waitUntil, type MeteringApi } from './support.ts';
+
+let upstream: Upstream;
+before(async () => {
+  upstream = await startUpstream();
+});
+after(() => upstream.close());
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/** The receiving Tollgate, on a fixed https port so it can go away and come back at the same address. */
+async function startReceiver(port: number, dataDir = tempDir()): Promise<TestGateway> {
+  return startGateway(
+    fixtureConfig({
+      upstream: upstream.url,
+      plugin: null,
+      gateway: { proxy_listen: ['127.0.0.1:0', `127.0.0.1:${port} ssl http2`], admin_listen: ['127.0.0.1:0'] },
+      meters: [{ key: 'api_requests', name: 'API requests', event_type: 'kong.api_request', aggregation: 'count' }],
+    }),
+    { dataDir },
+  );
+}
+
+function remotePlugin(endpoint: string, token: string, queue: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) {
+  return { ingest_endpoint: endpoint, api_token: token, ssl_verify: false, timeout: 2000, queue: { max_coalescing_delay: 0.05, max_batch_size: 50, initial_retry_delay: 0.05, max_retry_delay: 0.2, ...queue }, ...extra };
+}
+
+async function received(receiver: MeteringApi, ids: string[]): Promise<Map<string, number>> {
+  const items = await receiver.listAllEvents({ type: 'kong.api_request' });
+  const counts = new Map<string, number>();
+  for (const item of items) if (ids.includes(item.event.id)) counts.set(item.event.id, (counts.get(item.event.id) ?? 0) + 1);
+  return counts;
+}
+
+describe('delivery to a second Tollgate', () => {
+  let receiver: TestGateway;
+  let sender: TestGateway;
+  let receiverApi: MeteringApi;
+  before(async () => {
+    receiver = await startReceiver(await freePort());
+    receiverApi = await meteringApi(receiver.https);
+    sender = await startGateway(fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`${receiver.https}${ROUTE_PATH}/events`, receiverApi.token) }));
+  });
+  after(async () => {
+    await sender.stop();
+    await receiver.stop();
+  });
+
+  test('events arrive as the sender built them, once each', async () => {
+    const token = await tokenOf(sender.https, ALICE);
+    const replies = await Promise.all([...Array(20)].map(() => call(sender.http, token)));
+    const ids = replies.map((r) => r.headers['x-kong-request-id'] as string);
+    const counts = await waitUntil('20 events at the receiver', () => received(receiverApi, ids), (c) => c.size === 20);
+    assert.deepEqual([...counts.values()], Array(20).fill(1));
+    const [item] = await receiverApi.listAllEvents({ id: ids[0] });
+    assert.equal(item.event.source, `tollgate/${await nodeIdOf(sender.admin)}`);
+    assert.equal(item.event.subject, 'alice');
+    assert.equal(item.event.data.route_name, 'api');
+    await waitUntil('an empty queue', () => metric(sender.admin, 'tollgate_request_metering_queue_events'), (n) => n === 0);
+    assert.ok((await metric(sender.admin, 'tollgate_request_metering_deliveries_total')) >= 1);
+  });
+});
+
+test('an endpoint that is away: queued on disk, retried with backoff, delivered once it is back', async () => {
+  const port = await freePort();
+  const receiverDir = tempDir();
+  let receiver = await startReceiver(port, receiverDir);
+  const token = (await meteringApi(receiver.https)).token;
+  await receiver.stop();
+  const sender = await startGateway(fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`https://127.0.0.1:${port}${ROUTE_PATH}/events`, token, { max_retry_time: 60 }) }));
+  try {
+    const alice = await tokenOf(sender.https, ALICE);
+    const ids = [];
+    for (let i = 0; i < 10; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
+    await waitUntil('retries', () => metric(sender.admin, 'tollgate_request_metering_retries_total'), (n) => n >= 3);
+    receiver = await startReceiver(port, receiverDir);
+    const api = await meteringApi(receiver.https);
+    const counts = await waitUntil('the 10 events at the receiver', () => received(api, ids), (c) => c.size === 10);
+    assert.deepEqual([...counts.values()], Array(10).fill(1));
+  } finally {
+    await sender.stop();
+    await receiver.stop();
+  }
+});
+
+/**
+ * A proxy in front of the receiver that forwards each POST and, while `dropAnswers` holds, cuts the
+ * connection instead of relaying the receiver's 202: the batch is stored, its acknowledgement lost.
+ */
+async function lossyProxy(target: number): Promise<{ port: number; posts: number; dropAnswers: boolean; close(): Promise<void> }> {
+  const state = { port: 0, posts: 0, dropAnswers: true, close: async () => {} };
+  const server = http.createServer((req, res) => {
+    state.posts++;
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const forward = (https as typeof import('node:https')).request(
+        { host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers, rejectUnauthorized: false },
+        (answer) => {
+          answer.resume();
+          answer.on('end', () => {
+            if (state.dropAnswers) res.socket?.destroy();
+            else res.writeHead(answer.statusCode ?? 502).end();
+          });
+        },
+      );
+      forward.on('error', () => res.socket?.destroy());
+      forward.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  state.port = (server.address() as AddressInfo).port;
+  state.close = () => new Promise((r) => {
+    server.closeAllConnections();
+    server.close(() => r());
+  });
+  return state;
+}
+const https = await import('node:https');
+
+test('a batch whose acknowledgement was lost, sent again after a restart, is metered once', async () => {
+  const receiver = await startReceiver(await freePort());
+  const api = await meteringApi(receiver.https);
+  const proxy = await lossyProxy(Number(new URL(receiver.https).port));
+  const senderDir = tempDir();
+  const config = fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`http://127.0.0.1:${proxy.port}${ROUTE_PATH}/events`, api.token, { max_retry_delay: 0.5 }) });
+  let sender = await startGateway(config, { dataDir: senderDir });
+  try {
+    const alice = await tokenOf(sender.https, ALICE);
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
+    // Stored by the receiver, never acknowledged: the sender keeps retrying.
+    await waitUntil('the receiver to store them', () => received(api, ids), (c) => c.size === 5);
+    await waitUntil('a retried batch', () => Promise.resolve(proxy.posts), (n) => n >= 2);
+    await sender.stop();
+    proxy.dropAnswers = false;
+    const postsBefore = proxy.posts;
+    sender = await startGateway(config, { dataDir: senderDir });
+    await waitUntil('the batch sent again after the restart', () => Promise.resolve(proxy.posts), (n) => n > postsBefore);
+    await waitUntil('an empty queue', () => metric(sender.admin, 'tollgate_request_metering_queue_events'), (n) => n === 0);
+    const counts = await received(api, ids);
+    assert.deepEqual([...counts.values()], Array(5).fill(1));
+    const total = await api.queryOk('api_requests', { filters: { dimensions: { subject: { eq: 'alice' } } } });
+    assert.equal(total.data[0].value, '5');
+  } finally {
+    await sender.stop();
+    await proxy.close();
+    await receiver.stop();
+  }
+});
+
+test('a full queue drops its oldest events, counted and logged as Kong does', async () => {
+  const port = await freePort();
+  const receiverDir = tempDir();
+  let receiver = await startReceiver(port, receiverDir);
+  const token = (await meteringApi(receiver.https)).token;
+  await receiver.stop();
+  const sender = await spawnGateway(fixtureConfig({
+    upstream: upstream.url,
+    gateway: { log_level: 'info' },
+    plugin: remotePlugin(`https://127.0.0.1:${port}${ROUTE_PATH}/events`, token, { max_entries: 5, max_batch_size: 5, max_coalescing_delay: 3600, max_retry_time: 600 }),
+  }));
+  try {
+    const alice = await tokenOf(sender.https, ALICE);
+    const ids = [];
+    // Queued one by one: while the endpoint is away the first batch of five is claimed and retried, the rest waits on disk.
+    for (let i = 0; i < 13; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
+    await waitUntil('3 dropped', () => metric(sender.admin, 'tollgate_request_metering_dropped_events_total', { reason: 'queue_full' }), (n) => n === 3);
+    assert.equal(await metric(sender.admin, 'tollgate_request_metering_queue_events', { where: 'disk' }), 5);
+    assert.match(sender.output(), /queue full, dropping old entries until processing is successful again/);
+    assert.equal(sender.output().match(/queue full, dropping/g)!.length, 1, 'one line per episode');
+    receiver = await startReceiver(port, receiverDir);
+    const api = await meteringApi(receiver.https);
+    // The claimed batch (the first five) and the five newest arrive; the three between them were the oldest waiting.
+    const counts = await waitUntil('10 events at the receiver', () => received(api, ids), (c) => c.size === 10);
+    assert.deepEqual([...counts.keys()].sort(), [...ids.slice(0, 5), ...ids.slice(8)].sort());
+    await waitUntil('the log line of the recovery', () => Promise.resolve(sender.output()), (out) => /queue resumed processing/.test(out));
+  } finally {
+    sender.kill('SIGTERM');
+    await sender.exited;
+    await receiver.stop();
+  }
+});
+
+test('a batch that keeps failing is given up after max_retry_time', async () => {
+  const port = await freePort();
+  const sender = await startGateway(fixtureConfig({
+    upstream: upstream.url,
+    plugin: remotePlugin(`https://127.0.0.1:${port}${ROUTE_PATH}/events`, 'token', { max_retry_time: 0.3, max_batch_size: 10 }),
+  }));
+  try {
+    const alice = await tokenOf(sender.https, ALICE);
+    await Promise.all([...Array(4)].map(() => call(sender.http, alice)));
+    await waitUntil('4 given up', () => metric(sender.admin, 'tollgate_request_metering_dropped_events_total', { reason: 'retry_time' }), (n) => n === 4);
+    assert.equal(await metric(sender.admin, 'tollgate_request_metering_queue_events'), 0);
+  } finally {
+    await sender.stop();
+  }
+});
+
+test("Kong's own configuration loads unchanged", async () => {
+  const gw = await startGateway({
+    ...fixtureConfig({ upstream: upstream.url, plugin: null }),
+    plugins: [{
+      name: 'metering-and-billing',
+      config: {
+        ingest_endpoint: 'https://us.api.konghq.com/v3/openmeter/events',
+        api_token: 'spat_example',
+        meter_api_requests: true,
+        meter_ai_token_usage: false,
+        subject: { look_up_value_in: 'consumer' },
+        attributes: [{ source: 'header', look_up_value_in: 'x-department', event_property_name: 'department' }],
+        timeout: 10000,
+        keepalive: 60000,
+        ssl_verify: true,
+        queue: { max_batch_size: 1, max_coalescing_delay: 1, max_entries: 10000, max_bytes: null, max_retry_time: 60, initial_retry_delay: 0.01, max_retry_delay: 60, concurrency_limit: 1 },
+      },
+    }],
+  });
+  await gw.stop();
+});
