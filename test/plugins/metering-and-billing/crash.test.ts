@@ -58,7 +58,7 @@ test('SIGTERM: every request event is committed before the gateway exits', async
   const config = fixtureConfig({ upstream: upstream.url, plugin: { queue: { max_batch_size: 100_000, max_coalescing_delay: 3600 } } });
   const gw = await spawnGateway(config, { dataDir });
   const token = await tokenOf(gw.https, ALICE);
-  const ids = [];
+  const ids: string[] = [];
   for (let i = 0; i < 30; i++) ids.push((await call(gw.http, token)).headers['x-kong-request-id'] as string);
   gw.kill('SIGTERM');
   assert.equal(await gw.exited, 0);

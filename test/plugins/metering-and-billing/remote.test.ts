@@ -89,7 +89,7 @@ test('an endpoint that is away: queued on disk, retried with backoff, delivered 
   const sender = await startGateway(fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`https://127.0.0.1:${port}${ROUTE_PATH}/events`, token, { max_retry_time: 60 }) }));
   try {
     const alice = await tokenOf(sender.https, ALICE);
-    const ids = [];
+    const ids: string[] = [];
     for (let i = 0; i < 10; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
     await waitUntil('retries', () => metric(sender.admin, 'tollgate_request_metering_retries_total'), (n) => n >= 3);
     receiver = await startReceiver(port, receiverDir);
@@ -146,7 +146,7 @@ test('a batch whose acknowledgement was lost, sent again after a restart, is met
   let sender = await startGateway(config, { dataDir: senderDir });
   try {
     const alice = await tokenOf(sender.https, ALICE);
-    const ids = [];
+    const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
     // Stored by the receiver, never acknowledged: the sender keeps retrying.
     await waitUntil('the receiver to store them', () => received(api, ids), (c) => c.size === 5);
@@ -181,7 +181,7 @@ test('a full queue drops its oldest events, counted and logged as Kong does', as
   }));
   try {
     const alice = await tokenOf(sender.https, ALICE);
-    const ids = [];
+    const ids: string[] = [];
     // Queued one by one: while the endpoint is away the first batch of five is claimed and retried, the rest waits on disk.
     for (let i = 0; i < 13; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
     await waitUntil('3 dropped', () => metric(sender.admin, 'tollgate_request_metering_dropped_events_total', { reason: 'queue_full' }), (n) => n === 3);
