@@ -2,6 +2,7 @@
  * The plugin pipeline with a test-only registry: Kong's scoping and precedence (global, service, route,
  * consumer and their combinations), the lazy consumer lookup, priority order and ties, the response and
  * log phases, plugins answering on routes without a service, errors thrown by plugins, body rewriting,
+ * response bodies observed as they pass (an observer that throws is dropped, the body goes on whole),
  * plugin config validation, admin routes, and configure() on reload.
  */
 import assert from 'node:assert/strict';
@@ -118,8 +119,35 @@ const shout: PluginDefinition<Record<string, never>> = {
   }),
 };
 
+/** What `watch` saw of each response body, and what the log phase says was sent. */
+const watched: { seen: number; sent: number; status: number | undefined }[] = [];
+
+const watch: PluginDefinition<Record<string, never>> = {
+  name: 'watch',
+  version: '1.0.0',
+  priority: 20,
+  configSchema: { type: 'record', fields: {} },
+  create: () => ({
+    response(ctx, _config, response) {
+      const counts = { seen: 0, sent: 0, status: undefined as number | undefined };
+      ctx.shared.watch = counts;
+      response.observeBody?.(() => {
+        throw new Error('observer bug');
+      });
+      response.observeBody?.((chunk) => (counts.seen += chunk.length));
+    },
+    log(ctx) {
+      const counts = ctx.shared.watch as (typeof watched)[number] | undefined;
+      if (!counts) return;
+      counts.sent = ctx.responseBodyBytes;
+      counts.status = ctx.upstreamStatus;
+      watched.push(counts);
+    },
+  }),
+};
+
 const registry = new Map<string, PluginDefinition>(
-  [tag, auth, terminator, boom, shout, recorder('early', 3000, 'x-early'), recorder('tie-a', 100), recorder('tie-b', 100)].map((p) => [p.name, p as PluginDefinition]),
+  [tag, auth, terminator, boom, shout, watch, recorder('early', 3000, 'x-early'), recorder('tie-a', 100), recorder('tie-b', 100)].map((p) => [p.name, p as PluginDefinition]),
 );
 
 let echo: Upstream;
@@ -139,6 +167,7 @@ function config(globalTag = 'global'): Record<string, any> {
           { name: 'boom-http', paths: ['/boom/http'], plugins: [{ name: 'boom', config: { mode: 'http' } }] },
           { name: 'boom-async', paths: ['/boom/async'], plugins: [{ name: 'boom', config: { mode: 'async' } }] },
           { name: 'shout', paths: ['/shout'], plugins: [{ name: 'shout' }] },
+          { name: 'watched', paths: ['/watched'], plugins: [{ name: 'watch' }] },
         ],
         plugins: [{ name: 'tag', config: { value: 'service' } }],
       },
@@ -375,4 +404,13 @@ test('plugin configs are validated against the schema of the registry in use', a
       `${file}:8:11: plugins[2].name: plugin 'oauth2' not enabled; add it to the 'plugins' configuration property`,
     ],
   );
+});
+
+test('a response body is observed chunk by chunk as it passes; an observer that throws is dropped and the body goes on whole', async () => {
+  watched.length = 0;
+  const reply = await request(`${gw.http}/watched/some/path?${'q'.repeat(5000)}`);
+  assert.equal(reply.status, 200);
+  assert.equal(reply.json().path, '/some/path', 'the body arrived whole');
+  await waitFor(() => watched.length === 1, 'the log phase');
+  assert.deepEqual(watched[0], { seen: reply.body.length, sent: reply.body.length, status: 200 });
 });
