@@ -3,16 +3,18 @@
  * resumes it and every process sharing the store works on the same queue. Kong keeps its queue in
  * memory; the layout and the claims here are Tollgate's.
  *
- *   <queue>/e/<time ms>/<writer>/<seq>   one queued event (its CloudEvent JSON), oldest first
- *   <queue>/c/<claim id>                 a batch taken off the queue by one process: its events, the
- *                                        owner's lease, and its retry state
+ *   <queue>/e/<time ms>/<writer>/<seq>   a chunk of queued events (CloudEvent JSON, one per line), oldest first
+ *   <queue>/c/<claim id>                 a batch taken off the queue by one process: the owner's lease and the retry state
+ *   <queue>/b/<claim id>                 that batch's events
  *
- * Entries are created by one atomic write under keys no other process can name (the writer's own id),
- * and from then on only deleted through commitIf. A batch is claimed with one commitIf that deletes its entries and writes the claim, so two processes
- * never send the same entries; no process keeps a cursor of its own. The claim is deleted once the
- * endpoint acknowledged it. A process that dies holding a claim stops renewing its lease; when the lease
- * has run out any process takes the claim over and sends it again (receivers dedupe by source and id, so
- * a batch acknowledged just before the crash is harmless to resend).
+ * Events are queued in chunks (what a turn of the event loop produced, at most a batch each), so the
+ * queue costs a few store operations per chunk, not per event. Chunks are created by one atomic write
+ * under keys no other process can name (the writer's own id), and from then on only changed through
+ * commitIf. A batch is claimed with one commitIf that deletes its chunks and writes the claim, so two
+ * processes never send the same events; no process keeps a cursor of its own. The claim is deleted once
+ * the endpoint acknowledged it. A process that dies holding a claim stops renewing its lease; when the
+ * lease has run out any process takes the claim over and sends it again (receivers dedupe by source and
+ * id, so a batch acknowledged just before the crash is harmless to resend).
  */
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../../src/pipeline/plugin-api.ts';
@@ -26,127 +28,183 @@ export interface ClaimState {
   /** The first attempt (ms), for max_retry_time. */
   first_try: number;
   attempts: number;
-  events: string[];
+  /** Events in the batch. */
+  count: number;
 }
 
 export interface Claim {
-  key: string;
-  /** The stored value the claim was read or written as: what the next commitIf expects. */
+  id: string;
+  /** The stored state the claim was read or written as: what the next commitIf expects. */
   stored: string;
   state: ClaimState;
+  /** The batch's events, one JSON per line. */
+  events: string;
 }
 
 export interface Depth {
-  entries: number;
+  events: number;
   bytes: number;
 }
 
 const TIME_WIDTH = 13;
 const SEQ_WIDTH = 10;
-/** How many times a claim is retried when another process took the same entries first. */
+/** How many times a claim is retried when another process took the same chunks first. */
 const CLAIM_TRIES = 5;
 
+/** Events in a chunk (one per line: JSON text never holds a raw line feed). */
+export function eventsIn(chunk: string): number {
+  let lines = 1;
+  for (let at = chunk.indexOf('\n'); at !== -1; at = chunk.indexOf('\n', at + 1)) lines++;
+  return lines;
+}
+
 export class DiskQueue {
-  private readonly entries: string;
+  private readonly chunks: string;
   private readonly claims: string;
+  private readonly bodies: string;
   private seq = 0;
 
   constructor(
     private readonly store: Store,
     name: string,
-    /** This process, as writer of entries and owner of claims. */
+    /** This process, as writer of chunks and owner of claims. */
     readonly owner: string = randomBytes(8).toString('hex'),
   ) {
     const root = `q/${encodeURIComponent(name)}/`;
-    this.entries = root + 'e/';
+    this.chunks = root + 'e/';
     this.claims = root + 'c/';
+    this.bodies = root + 'b/';
+  }
+
+  private timeOf(chunkKey: string): number {
+    return Number(chunkKey.slice(this.chunks.length, this.chunks.length + TIME_WIDTH));
   }
 
   /**
-   * Appends events in one store write. Not fsynced: the write is in the operating system once this
-   * resolves, so a crash of the gateway process loses none of it (a crash of the machine may).
+   * Appends events (JSON each) in chunks of at most `chunkSize`, in one store write. Not fsynced: the
+   * write is in the operating system once this resolves, so a crash of the gateway process loses none
+   * of it (a crash of the machine may).
    */
-  async append(events: string[], now = Date.now()): Promise<void> {
+  async append(events: string[], chunkSize: number, now = Date.now()): Promise<void> {
     const batch = this.store.writeBatch();
     const time = String(now).padStart(TIME_WIDTH, '0');
-    for (const event of events) batch.put(`${this.entries}${time}/${this.owner}/${String(++this.seq).padStart(SEQ_WIDTH, '0')}`, event);
+    for (let i = 0; i < events.length; i += chunkSize) {
+      batch.put(`${this.chunks}${time}/${this.owner}/${String(++this.seq).padStart(SEQ_WIDTH, '0')}`, events.slice(i, i + chunkSize).join('\n'));
+    }
     await batch.write();
   }
 
-  /** Every queued entry, counted (events and their bytes). */
+  /** Every queued event, counted (events and their bytes). */
   async count(): Promise<Depth> {
-    const depth = { entries: 0, bytes: 0 };
-    for await (const [, value] of this.store.scan({ prefix: this.entries })) {
-      depth.entries++;
-      depth.bytes += value.length;
+    const depth = { events: 0, bytes: 0 };
+    for await (const [, chunk] of this.store.scan({ prefix: this.chunks })) {
+      depth.events += eventsIn(chunk);
+      depth.bytes += chunk.length;
     }
     return depth;
   }
 
-  /** The time (ms) the oldest entry was queued, or undefined when the queue is empty. */
+  /** The time (ms) the oldest chunk was queued, or undefined when the queue is empty. */
   async oldest(): Promise<number | undefined> {
-    for await (const [key] of this.store.scan({ prefix: this.entries, limit: 1 })) return Number(key.slice(this.entries.length, this.entries.length + TIME_WIDTH));
+    for await (const [key] of this.store.scan({ prefix: this.chunks, limit: 1 })) return this.timeOf(key);
     return undefined;
   }
 
   /**
-   * Takes up to `max` of the oldest entries off the queue into a claim owned by this process, leased
-   * until `leaseUntil`: once `max` entries are there, or sooner when the oldest was queued before
+   * The oldest chunks holding up to `max` events in all (at least one chunk, whatever its size), and
+   * with `crossing` the chunk that crosses `max` too.
+   */
+  private async head(max: number, crossing = false): Promise<{ taken: [string, string][]; events: number }> {
+    const taken: [string, string][] = [];
+    let events = 0;
+    for await (const [key, chunk] of this.store.scan({ prefix: this.chunks })) {
+      const count = eventsIn(chunk);
+      if (taken.length > 0 && events + count > max && !crossing) break;
+      taken.push([key, chunk]);
+      events += count;
+      if (events >= max) break;
+    }
+    return { taken, events };
+  }
+
+  /**
+   * Takes up to `max` of the oldest events off the queue into a claim owned by this process, leased
+   * until `leaseUntil`: once `max` events are there, or sooner when the oldest was queued before
    * `readyIf.olderThan` (ms). Undefined when there is nothing (yet) to take.
    */
   async claim(max: number, leaseUntil: number, readyIf: { olderThan: number }, now = Date.now()): Promise<Claim | undefined> {
     for (let attempt = 0; attempt < CLAIM_TRIES; attempt++) {
-      const taken: [string, string][] = [];
-      for await (const entry of this.store.scan({ prefix: this.entries, limit: max })) taken.push(entry);
+      const { taken, events: count } = await this.head(max);
       if (taken.length === 0) return undefined;
-      const queuedAt = Number(taken[0][0].slice(this.entries.length, this.entries.length + TIME_WIDTH));
-      if (taken.length < max && queuedAt > readyIf.olderThan) return undefined;
-      const state: ClaimState = { owner: this.owner, lease_until: leaseUntil, next_try: now, first_try: now, attempts: 0, events: taken.map(([, v]) => v) };
-      const key = `${this.claims}${String(now).padStart(TIME_WIDTH, '0')}-${this.owner}-${++this.seq}`;
+      if (count < max && this.timeOf(taken[0][0]) > readyIf.olderThan) return undefined;
+      const state: ClaimState = { owner: this.owner, lease_until: leaseUntil, next_try: now, first_try: now, attempts: 0, count };
+      const id = `${String(now).padStart(TIME_WIDTH, '0')}-${this.owner}-${++this.seq}`;
       const stored = JSON.stringify(state);
+      const events = taken.map(([, chunk]) => chunk).join('\n');
       const ok = await this.store.commitIf(
-        taken.map(([k, value]) => ({ key: k, value })),
-        [...taken.map(([k]) => ({ type: 'del' as const, key: k })), { type: 'put' as const, key, value: stored }],
+        taken.map(([key, value]) => ({ key, value })),
+        [
+          ...taken.map(([key]) => ({ type: 'del' as const, key })),
+          { type: 'put' as const, key: this.claims + id, value: stored },
+          { type: 'put' as const, key: this.bodies + id, value: events },
+        ],
       );
-      if (ok) return { key, stored, state };
+      if (ok) return { id, stored, state, events };
     }
     return undefined;
   }
 
   /** Claims whose owner's lease ran out and whose next attempt is due, taken over by this process. */
   async takeOverExpired(leaseUntil: number, now = Date.now()): Promise<Claim[]> {
+    const expired: [string, string][] = [];
+    for await (const [key, stored] of this.store.scan({ prefix: this.claims })) {
+      const state = JSON.parse(stored) as ClaimState;
+      if (state.lease_until <= now && state.next_try <= now) expired.push([key.slice(this.claims.length), stored]);
+    }
     const taken: Claim[] = [];
-    for await (const [key, value] of this.store.scan({ prefix: this.claims })) {
-      const state = JSON.parse(value) as ClaimState;
-      if (state.lease_until > now || state.next_try > now) continue;
-      const claim = await this.update({ key, stored: value, state }, { owner: this.owner, lease_until: leaseUntil });
+    for (const [id, stored] of expired) {
+      const events = await this.store.get(this.bodies + id);
+      if (events === undefined) continue;
+      const claim = await this.update({ id, stored, state: JSON.parse(stored) as ClaimState, events }, { owner: this.owner, lease_until: leaseUntil });
       if (claim) taken.push(claim);
     }
     return taken;
   }
 
-  /** Rewrites a claim this process holds; undefined when another process took it over meanwhile. */
+  /** Rewrites the state of a claim this process holds; undefined when another process took it over meanwhile. */
   async update(claim: Claim, changes: Partial<ClaimState>): Promise<Claim | undefined> {
     const state = { ...claim.state, ...changes };
     const stored = JSON.stringify(state);
-    const ok = await this.store.commitIf([{ key: claim.key, value: claim.stored }], [{ type: 'put', key: claim.key, value: stored }]);
-    return ok ? { key: claim.key, stored, state } : undefined;
+    const ok = await this.store.commitIf([{ key: this.claims + claim.id, value: claim.stored }], [{ type: 'put', key: this.claims + claim.id, value: stored }]);
+    return ok ? { ...claim, stored, state } : undefined;
   }
 
-  /** Deletes a claim (delivered, or given up); false when another process had taken it over. */
+  /** Deletes a claim and its events (delivered, or given up); false when another process had taken it over. */
   complete(claim: Claim): Promise<boolean> {
-    return this.store.commitIf([{ key: claim.key, value: claim.stored }], [{ type: 'del', key: claim.key }]);
+    return this.store.commitIf(
+      [{ key: this.claims + claim.id, value: claim.stored }],
+      [{ type: 'del', key: this.claims + claim.id }, { type: 'del', key: this.bodies + claim.id }],
+    );
   }
 
-  /** Deletes up to `count` of the oldest entries (a full queue); returns how many. */
+  /** Deletes up to `count` of the oldest events (a full queue); returns how many went. */
   async dropOldest(count: number): Promise<number> {
-    const oldest: [string, string][] = [];
-    for await (const entry of this.store.scan({ prefix: this.entries, limit: count })) oldest.push(entry);
-    if (oldest.length === 0) return 0;
+    const { taken, events } = await this.head(count, true);
+    if (taken.length === 0) return 0;
+    const ops: { type: 'put' | 'del'; key: string; value?: string }[] = taken.map(([key]) => ({ type: 'del', key }));
+    let dropped = events;
+    if (events > count) {
+      // The last chunk goes only in part: it is rewritten without its oldest events.
+      const [key, chunk] = taken[taken.length - 1];
+      const lines = chunk.split('\n');
+      const keep = events - count;
+      ops[ops.length - 1] = { type: 'put', key, value: lines.slice(lines.length - keep).join('\n') };
+      dropped = count;
+    }
     const ok = await this.store.commitIf(
-      oldest.map(([key, value]) => ({ key, value })),
-      oldest.map(([key]) => ({ type: 'del' as const, key })),
+      taken.map(([key, value]) => ({ key, value })),
+      ops.map((op) => (op.type === 'del' ? { type: 'del' as const, key: op.key } : { type: 'put' as const, key: op.key, value: op.value! })),
     );
-    return ok ? oldest.length : 0;
+    return ok ? dropped : 0;
   }
 }

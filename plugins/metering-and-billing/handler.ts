@@ -52,7 +52,8 @@ export function createRuntime(api: PluginApi): PluginRuntime<RequestMeteringConf
     },
 
     response(ctx, config, response) {
-      if (!config.meter_ai_token_usage || !response.observeBody || response.status < 200 || response.status >= 300) return;
+      // Completions (chat, text, embeddings, responses) are POSTs: other requests cost no reading at all.
+      if (!config.meter_ai_token_usage || ctx.method !== 'POST' || !response.observeBody || response.status < 200 || response.status >= 300) return;
       const reader = usageReaderFor(response.headers['content-type'], response.headers['content-encoding']);
       if (!reader) return;
       response.observeBody(reader.observe);

@@ -1,12 +1,15 @@
 /**
  * Events for this gateway's own metering store (no `ingest_endpoint`): batched in memory as Kong's queue
  * batches them, then handed to the metering writer (plugin service `metering.ingest`), whose group
- * commit writes every batch that arrives meanwhile in one fsynced store write.
+ * commit writes every batch that arrives meanwhile in one fsynced store write. A batch goes once it
+ * holds max(max_batch_size, LOCAL_BATCH_EVENTS) events or `max_coalescing_delay` after its first event:
+ * Kong's default batch of one is about HTTP requests, and for the writer a batch of one event would
+ * cost a read-merge-write of the aggregates and an fsync per request.
  *
  * What a `kill -9` can lose on this path: the events not yet committed, i.e. those of the batch being
- * formed (fewer than `max_batch_size`, none older than `max_coalescing_delay`) and those handed to the
- * writer whose commit had not finished (a few milliseconds of them). SIGTERM loses none: `close`
- * hands over everything before the writer closes.
+ * formed (none older than `max_coalescing_delay`, fewer than a batch) and those handed to the writer
+ * whose commit had not finished (a few milliseconds of them). SIGTERM loses none: `close` hands over
+ * everything before the writer closes.
  */
 import type { Logger } from 'pino';
 import type { LocalIngest } from '../metering/service.ts';
@@ -15,6 +18,9 @@ import type { MeteringEvent } from './events.ts';
 import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';
 import { FullQueueLog, retryDelayMs, type EventQueue } from './queue.ts';
 import type { QueueConfig, RequestMeteringConfig } from './schema.ts';
+
+/** The smallest batch handed to the writer (unless the coalescing delay ends it first). */
+export const LOCAL_BATCH_EVENTS = 1000;
 
 export class LocalQueue implements EventQueue {
   private waiting: MeteringEvent[] = [];
@@ -41,6 +47,10 @@ export class LocalQueue implements EventQueue {
     this.queue = config.queue;
   }
 
+  private get batchSize(): number {
+    return Math.max(this.queue.max_batch_size, LOCAL_BATCH_EVENTS);
+  }
+
   depth(): QueueDepth {
     return { queue: this.name, memory: this.waiting.length, disk: 0 };
   }
@@ -57,7 +67,7 @@ export class LocalQueue implements EventQueue {
 
   private schedule(): void {
     if (this.waiting.length === 0 || this.failures > 0) return;
-    if (this.waiting.length >= this.queue.max_batch_size || this.closing) return this.handOver(this.closing);
+    if (this.waiting.length >= this.batchSize || this.closing) return this.handOver(this.closing);
     this.timer ??= setTimeout(() => this.handOver(true), this.queue.max_coalescing_delay * 1000);
   }
 
@@ -71,8 +81,8 @@ export class LocalQueue implements EventQueue {
     this.timer = undefined;
     const ingest = this.ingest();
     if (!ingest) return this.failed(new Error('the metering plugin is not loaded'), []);
-    while (this.waiting.length >= (all ? 1 : this.queue.max_batch_size)) {
-      const batch = this.waiting.splice(0, this.queue.max_batch_size);
+    while (this.waiting.length >= (all ? 1 : this.batchSize)) {
+      const batch = this.waiting.splice(0, this.batchSize);
       const handed = ingest.ingest(batch).then(
         (refused) => this.committed(batch.length, refused),
         (err) => this.failed(err, batch),

@@ -35,7 +35,7 @@ export class RemoteQueue implements EventQueue {
   private persisting: Promise<void> = Promise.resolve();
   private persistScheduled = false;
   /** The disk queue as this process last counted it, kept up to date with its own writes and claims. */
-  private depthOnDisk: Depth = { entries: 0, bytes: 0 };
+  private depthOnDisk: Depth = { events: 0, bytes: 0 };
   private countedAt = 0;
   private inFlight = 0;
   private wakeTimer: NodeJS.Timeout | undefined;
@@ -65,7 +65,7 @@ export class RemoteQueue implements EventQueue {
   async start(): Promise<void> {
     this.depthOnDisk = await this.disk.count();
     this.countedAt = Date.now();
-    if (this.depthOnDisk.entries > 0) this.log.info({ queue: this.name, events: this.depthOnDisk.entries }, 'request metering: resuming the queue');
+    if (this.depthOnDisk.events > 0) this.log.info({ queue: this.name, events: this.depthOnDisk.events }, 'request metering: resuming the queue');
     this.poll();
   }
 
@@ -90,7 +90,7 @@ export class RemoteQueue implements EventQueue {
   }
 
   depth(): QueueDepth {
-    return { queue: this.name, memory: this.pending.length, disk: this.depthOnDisk.entries };
+    return { queue: this.name, memory: this.pending.length, disk: this.depthOnDisk.events };
   }
 
   add(events: MeteringEvent[]): void {
@@ -109,19 +109,19 @@ export class RemoteQueue implements EventQueue {
     const events = this.pending;
     if (events.length === 0) return;
     this.pending = [];
-    const adding: Depth = { entries: events.length, bytes: events.reduce((n, e) => n + e.length, 0) };
+    const adding: Depth = { events: events.length, bytes: events.reduce((n, e) => n + e.length + 1, 0) };
     try {
       await this.makeRoom(events, adding);
       if (events.length === 0) return;
-      await this.disk.append(events);
+      await this.disk.append(events, this.queue.max_batch_size);
     } catch (err) {
       this.metrics.dropped.inc({ queue: this.name, reason: 'store' }, events.length);
       this.log.error({ queue: this.name, err, events: events.length }, 'request metering: events could not be queued on disk');
       return;
     }
-    this.depthOnDisk.entries += adding.entries;
+    this.depthOnDisk.events += adding.events;
     this.depthOnDisk.bytes += adding.bytes;
-    this.wake(this.depthOnDisk.entries >= this.queue.max_batch_size ? 0 : this.queue.max_coalescing_delay * 1000);
+    this.wake(this.depthOnDisk.events >= this.queue.max_batch_size ? 0 : this.queue.max_coalescing_delay * 1000);
   }
 
   /**
@@ -130,7 +130,7 @@ export class RemoteQueue implements EventQueue {
    */
   private async makeRoom(events: string[], adding: Depth): Promise<void> {
     const { max_entries: maxEntries, max_bytes: maxBytes } = this.queue;
-    const over = () => Math.max(this.depthOnDisk.entries + adding.entries - maxEntries, maxBytes ? this.overBytes(adding, maxBytes) : 0);
+    const over = () => Math.max(this.depthOnDisk.events + adding.events - maxEntries, maxBytes ? this.overBytes(adding, maxBytes) : 0);
     if (over() <= 0) return;
     if (Date.now() - this.countedAt > RECOUNT_MS) {
       this.depthOnDisk = await this.disk.count();
@@ -139,19 +139,19 @@ export class RemoteQueue implements EventQueue {
     let excess = over();
     if (excess <= 0) return;
     let dropped = 0;
-    while (excess > 0 && this.depthOnDisk.entries > 0) {
-      const removed = await this.disk.dropOldest(Math.min(excess, this.depthOnDisk.entries));
+    while (excess > 0 && this.depthOnDisk.events > 0) {
+      const removed = await this.disk.dropOldest(Math.min(excess, this.depthOnDisk.events));
       if (removed === 0) break;
-      this.depthOnDisk.entries -= removed;
-      // Bytes of dropped entries are not known without reading them: the next count corrects it.
-      this.depthOnDisk.bytes = Math.max(0, this.depthOnDisk.bytes - (removed * this.depthOnDisk.bytes) / (this.depthOnDisk.entries + removed));
+      this.depthOnDisk.events -= removed;
+      // Bytes of dropped events are not known without reading them: the next count corrects it.
+      this.depthOnDisk.bytes = Math.max(0, this.depthOnDisk.bytes - (removed * this.depthOnDisk.bytes) / (this.depthOnDisk.events + removed));
       dropped += removed;
       excess = over();
     }
     while (excess > 0 && events.length > 0) {
       const event = events.shift()!;
-      adding.entries--;
-      adding.bytes -= event.length;
+      adding.events--;
+      adding.bytes -= event.length + 1;
       dropped++;
       excess = over();
     }
@@ -162,7 +162,7 @@ export class RemoteQueue implements EventQueue {
     const excess = this.depthOnDisk.bytes + adding.bytes - maxBytes;
     if (excess <= 0) return 0;
     // In events: the average event size says how many must go.
-    const average = (this.depthOnDisk.bytes + adding.bytes) / Math.max(1, this.depthOnDisk.entries + adding.entries);
+    const average = (this.depthOnDisk.bytes + adding.bytes) / Math.max(1, this.depthOnDisk.events + adding.events);
     return Math.ceil(excess / Math.max(1, average));
   }
 
@@ -198,8 +198,8 @@ export class RemoteQueue implements EventQueue {
         if (oldest !== undefined) this.wake(Math.max(1, oldest + delay - Date.now()));
         return;
       }
-      this.depthOnDisk.entries = Math.max(0, this.depthOnDisk.entries - claim.state.events.length);
-      this.depthOnDisk.bytes = Math.max(0, this.depthOnDisk.bytes - claim.state.events.reduce((n, e) => n + e.length, 0));
+      this.depthOnDisk.events = Math.max(0, this.depthOnDisk.events - claim.state.count);
+      this.depthOnDisk.bytes = Math.max(0, this.depthOnDisk.bytes - claim.events.length - 1);
     } catch (err) {
       this.log.error({ queue: this.name, err }, 'request metering: reading the queue failed');
       return;
@@ -222,10 +222,10 @@ export class RemoteQueue implements EventQueue {
   private async send(initial: Claim): Promise<void> {
     let claim: Claim | undefined = initial;
     const abort = new AbortController();
-    this.held.set(claim.key, abort);
+    this.held.set(claim.id, abort);
     try {
       while (claim && !this.closed) {
-        const failure = await this.post(claim.state.events, abort.signal);
+        const failure = await this.post(claim.events, abort.signal);
         if (failure === undefined) {
           await this.disk.complete(claim);
           this.metrics.deliveries.inc({ queue: this.name });
@@ -234,11 +234,11 @@ export class RemoteQueue implements EventQueue {
         }
         if (this.closed) break;
         const now = Date.now();
-        const { attempts, first_try: firstTry, events } = claim.state;
+        const { attempts, first_try: firstTry, count } = claim.state;
         if (now - firstTry > this.queue.max_retry_time * 1000) {
           await this.disk.complete(claim);
-          this.metrics.dropped.inc({ queue: this.name, reason: 'retry_time' }, events.length);
-          this.log.error({ queue: this.name, err: failure }, `queue ${this.name}: could not send entries, giving up after ${attempts} retries. ${events.length} queue entries were lost`);
+          this.metrics.dropped.inc({ queue: this.name, reason: 'retry_time' }, count);
+          this.log.error({ queue: this.name, err: failure }, `queue ${this.name}: could not send entries, giving up after ${attempts} retries. ${count} queue entries were lost`);
           return;
         }
         this.metrics.retries.inc({ queue: this.name });
@@ -252,12 +252,12 @@ export class RemoteQueue implements EventQueue {
     } catch (err) {
       this.log.error({ queue: this.name, err }, 'request metering: a batch could not be settled; it is sent again once its lease runs out');
     } finally {
-      this.held.delete(initial.key);
+      this.held.delete(initial.id);
     }
   }
 
-  /** One POST of the batch; undefined when the endpoint acknowledged it (2xx), else what went wrong. */
-  private async post(events: string[], stop: AbortSignal): Promise<Error | undefined> {
+  /** One POST of the batch (one event JSON per line); undefined when the endpoint acknowledged it (2xx), else what went wrong. */
+  private async post(events: string, stop: AbortSignal): Promise<Error | undefined> {
     const url = new URL(this.config.ingest_endpoint!);
     try {
       const response = await this.pool!.request({
@@ -267,7 +267,7 @@ export class RemoteQueue implements EventQueue {
           'content-type': 'application/cloudevents-batch+json',
           authorization: `Bearer ${this.config.api_token}`,
         },
-        body: `[${events.join(',')}]`,
+        body: `[${events.replaceAll('\n', ',')}]`,
         signal: AbortSignal.any([stop, AbortSignal.timeout(this.config.timeout)]),
       });
       const text = await response.body.text();

@@ -1,13 +1,14 @@
 /**
  * The on-disk queue as several processes sharing one store use it (two queues with their own owners on
- * one real LevelDB store stand for two processes): claims never hand the same entry to two owners, every
- * entry is claimed once, a claim whose owner stopped renewing it is taken over once its lease has run
- * out (and not before), and a claim taken over cannot be completed by its former owner.
+ * one real LevelDB store stand for two processes): claims never hand the same event to two owners, every
+ * event is claimed once, batches follow max_batch_size over chunks of any size, a claim whose owner
+ * stopped renewing it is taken over once its lease has run out (and not before) and cannot be settled
+ * by its former owner any more, and dropping the oldest events splits a chunk when it must.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { DiskQueue } from '../../../plugins/metering-and-billing/disk-queue.ts';
+import { DiskQueue, eventsIn } from '../../../plugins/metering-and-billing/disk-queue.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import { tempDir } from '../../helpers/gateway.ts';
 
@@ -18,19 +19,23 @@ before(async () => {
 });
 after(() => store.close());
 
-test('two owners claiming concurrently take every entry exactly once', async () => {
+const lines = (text: string) => text.split('\n');
+
+test('two owners claiming concurrently take every event exactly once, in batches of at most max', async () => {
   const space = store.namespace('claims');
   const one = new DiskQueue(space, 'shared');
   const two = new DiskQueue(space, 'shared');
   const events = [...Array(500)].map((_, i) => JSON.stringify({ id: `e${i}` }));
-  for (let i = 0; i < events.length; i += 50) await (i % 100 ? one : two).append(events.slice(i, i + 50));
-  assert.deepEqual(await one.count(), { entries: 500, bytes: events.reduce((n, e) => n + e.length, 0) });
+  for (let i = 0; i < events.length; i += 50) await (i % 100 ? one : two).append(events.slice(i, i + 50), 7);
+  // Each append of 50 makes 8 chunks (7 × 7 + 1): 42 line feeds between its events.
+  assert.deepEqual(await one.count(), { events: 500, bytes: events.reduce((n, e) => n + e.length, 0) + 10 * 42 });
   const taken: string[][] = [[], []];
   const drain = async (queue: DiskQueue, into: string[]) => {
     for (;;) {
-      const claim = await queue.claim(7, Date.now() + 60_000, { olderThan: Date.now() });
+      const claim = await queue.claim(20, Date.now() + 60_000, { olderThan: Date.now() });
       if (!claim) return;
-      into.push(...claim.state.events);
+      assert.ok(claim.state.count <= 20 && claim.state.count === eventsIn(claim.events));
+      into.push(...lines(claim.events));
       assert.ok(await queue.complete(claim));
     }
   };
@@ -39,37 +44,40 @@ test('two owners claiming concurrently take every entry exactly once', async () 
   assert.equal(all.length, 500);
   assert.equal(new Set(all).size, 500);
   assert.ok(taken[0].length > 0 && taken[1].length > 0, 'both owners took part');
-  assert.equal((await one.count()).entries, 0);
+  assert.equal((await one.count()).events, 0);
 });
 
-test('a batch is not claimed before it is full or its oldest entry waited long enough', async () => {
+test('a batch is not claimed before it is full or its oldest event waited long enough', async () => {
   const queue = new DiskQueue(store.namespace('ready'), 'q');
-  await queue.append(['{"id":"a"}', '{"id":"b"}'], 1_000);
+  await queue.append(['{"id":"a"}', '{"id":"b"}'], 10, 1_000);
   assert.equal(await queue.claim(3, 60_000, { olderThan: 999 }), undefined);
-  assert.equal((await queue.claim(3, 60_000, { olderThan: 1_000 }))?.state.events.length, 2);
+  const claim = (await queue.claim(3, 60_000, { olderThan: 1_000 }))!;
+  assert.deepEqual(lines(claim.events), ['{"id":"a"}', '{"id":"b"}']);
 });
 
 test('an expired lease is taken over by another owner, and the former owner can no longer settle it', async () => {
   const space = store.namespace('leases');
   const dead = new DiskQueue(space, 'q');
   const alive = new DiskQueue(space, 'q');
-  await dead.append(['{"id":"x"}']);
+  await dead.append(['{"id":"x"}'], 10);
   const now = Date.now();
   const claim = (await dead.claim(10, now + 1_000, { olderThan: now }))!;
   assert.deepEqual(await alive.takeOverExpired(now + 60_000, now), [], 'not while the lease holds');
   const [taken] = await alive.takeOverExpired(now + 60_000, now + 1_001);
   assert.equal(taken.state.owner, alive.owner);
-  assert.deepEqual(taken.state.events, ['{"id":"x"}']);
+  assert.equal(taken.events, '{"id":"x"}');
   assert.equal(await dead.complete(claim), false);
   assert.equal(await dead.update(claim, { attempts: 1 }), undefined);
   assert.ok(await alive.complete(taken));
+  assert.deepEqual(await alive.takeOverExpired(Date.now() + 60_000, Date.now() + 120_000), []);
 });
 
-test('dropping the oldest entries keeps the newest', async () => {
+test('dropping the oldest events keeps the newest, splitting a chunk', async () => {
   const queue = new DiskQueue(store.namespace('drop'), 'q');
-  await queue.append(['1', '2'], 1_000);
-  await queue.append(['3', '4', '5'], 2_000);
+  await queue.append(['1', '2'], 10, 1_000);
+  await queue.append(['3', '4', '5'], 10, 2_000);
   assert.equal(await queue.dropOldest(3), 3);
+  assert.deepEqual(await queue.count(), { events: 2, bytes: 3 });
   const claim = (await queue.claim(10, Date.now() + 1_000, { olderThan: Date.now() }))!;
-  assert.deepEqual(claim.state.events, ['4', '5']);
+  assert.deepEqual(lines(claim.events), ['4', '5']);
 });
