@@ -4,7 +4,10 @@ import { Billing } from './billing/billing.ts';
 import { parseCollectionPeriod } from './billing/calendar.ts';
 import { DeclaredSync } from './billing/declared.ts';
 import { BillingHttp } from './billing/http.ts';
+import { Collectors } from './collectors.ts';
+import { CollectorsHttp } from './collectors-http.ts';
 import { MeteringHttp } from './http.ts';
+import { Ingestion } from './ingest.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
 import { MeterUsage } from './usage.ts';
@@ -18,7 +21,10 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   api.services.provide('billing.entitlements', billing.access);
   api.services.provide<LocalIngest>('metering.ingest', { ingest: (events) => service.ingestLocal(events) });
   const declared = new DeclaredSync(billing, log);
-  const http = new MeteringHttp(service, new BillingHttp(billing));
+  const collectors = new Collectors(api.store, api.log.child({ domain: 'collectors' }));
+  await collectors.open();
+  const ingestion = new Ingestion(service, collectors);
+  const http = new MeteringHttp(service, ingestion, [new BillingHttp(billing), new CollectorsHttp(collectors, ingestion)]);
   const ingested = api.metrics.counter({
     name: 'tollgate_metering_events_ingested_total',
     help: 'Events committed to the metering store (duplicates of stored events are not counted)',
@@ -56,12 +62,15 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   return {
     configure: async (view) => {
       await service.configure(view);
+      const budgets = view.instances.map((i) => i.config.collector_timeout_ms);
+      collectors.configure(view.entities('collectors'), budgets.length ? Math.max(...budgets) : 50);
       const periods = view.instances.map((i) => parseCollectionPeriod(i.config.billing.collection_period)!);
       billing.scheduler.collectionMs = periods.length ? Math.max(...periods) : 3_600_000;
       await declared.sync(view.entities);
     },
     access: (ctx, config) => http.handle(ctx, config),
     close: async () => {
+      collectors.close();
       await billing.close();
       await service.close();
     },

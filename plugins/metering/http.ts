@@ -5,7 +5,9 @@
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
 import { HttpError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { BodyError, decodeEvents, prepareEvents } from './events.ts';
+import { CollectorError } from './collectors.ts';
+import { BodyError } from './events.ts';
+import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
 import { toCsv } from './csv.ts';
 import { parseQuery } from './query.ts';
@@ -39,7 +41,7 @@ export class Problem extends Error {
   }
 }
 
-function sendProblem(ctx: RequestContext, p: Problem): void {
+export function sendProblem(ctx: RequestContext, p: Problem): void {
   const [slug, title] = PROBLEM_TYPES[p.status] ?? ['error', 'Error'];
   const body: Record<string, unknown> = {
     type: `https://kongapi.info/konnect/${slug}`,
@@ -61,7 +63,7 @@ function validationProblem(problems: InvalidParameter[]): Problem {
   return new Problem(400, `validation error: ${described.join('; ')}`, problems);
 }
 
-/** Resources answered under the same route by another domain (billing); false when the path is not theirs. */
+/** Resources answered under the same route by another mapping (billing, collectors, OpenMeter's v1 API); false when the path is not theirs. */
 export interface SubRoutes {
   route(ctx: RequestContext, config: MeteringConfig, parts: string[]): Promise<boolean>;
 }
@@ -99,6 +101,19 @@ async function readLimited(ctx: RequestContext, limit: number): Promise<Buffer> 
   return body;
 }
 
+/** An ingest request's events (structured mode only), through the ingestion; resolves once they are durable. */
+export async function ingestRequest(ctx: RequestContext, config: MeteringConfig, ingestion: Ingestion): Promise<void> {
+  requireScope(ctx, config, 'ingest');
+  const body = await readLimited(ctx, config.max_body_size);
+  if (ctx.headers['ce-specversion'] !== undefined) {
+    // The cloudevents SDK's default emitter: attributes in headers, the data alone as the body (as OpenMeter, not accepted).
+    throw new Problem(400, 'invalid event: binary content mode (ce-* headers) is not supported; send the event in structured mode as application/cloudevents+json', [
+      { field: 'ce-specversion', reason: 'binary content mode is not supported', rule: 'content_mode', source: 'header' },
+    ]);
+  }
+  await ingestion.events(ctx.headers['content-type'], body, config);
+}
+
 function instant(field: string, value: string | null, problems: InvalidParameter[]): number | undefined {
   if (value === null || value === '') return undefined;
   const t = parseRfc3339(value);
@@ -131,28 +146,31 @@ function prefersCsv(accept: string | string[] | undefined): boolean {
   return new Negotiator({ headers: { accept } }).mediaType(QUERY_MEDIA_TYPES) === CSV;
 }
 
+/** The problem a failure of any metering domain is answered with. */
+export function toProblem(err: unknown): Problem {
+  if (err instanceof Problem) return err;
+  if (err instanceof BodyError) return new Problem(err.status, err.message, err.invalidParameters.length ? err.invalidParameters : undefined);
+  if (err instanceof CollectorError) return new Problem(400, err.message, [{ field: 'collector', reason: err.message, rule: err.code, collector: err.collector }]);
+  if (err instanceof ServiceError) return new Problem(err.status, err.message, undefined, err.headers);
+  if (err instanceof QueueFullError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
+  if (err instanceof WriterClosedError) return new Problem(503, err.message, undefined, { 'retry-after': '5' });
+  if (err instanceof HttpError) return new Problem(err.status, err.message);
+  return new Problem(500, 'internal error');
+}
+
 export class MeteringHttp {
   constructor(
     private readonly service: MeteringService,
-    private readonly billing?: SubRoutes,
+    private readonly ingestion: Ingestion,
+    private readonly subRoutes: SubRoutes[] = [],
   ) {}
 
   async handle(ctx: RequestContext, config: MeteringConfig): Promise<void> {
     try {
       await this.route(ctx, config);
     } catch (err) {
-      sendProblem(ctx, this.toProblem(err));
+      sendProblem(ctx, toProblem(err));
     }
-  }
-
-  private toProblem(err: unknown): Problem {
-    if (err instanceof Problem) return err;
-    if (err instanceof BodyError) return new Problem(err.status, err.message, err.invalidParameters.length ? err.invalidParameters : undefined);
-    if (err instanceof ServiceError) return new Problem(err.status, err.message, undefined, err.headers);
-    if (err instanceof QueueFullError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
-    if (err instanceof WriterClosedError) return new Problem(503, err.message, undefined, { 'retry-after': '5' });
-    if (err instanceof HttpError) return new Problem(err.status, err.message);
-    return new Problem(500, 'internal error');
   }
 
   private async route(ctx: RequestContext, config: MeteringConfig): Promise<void> {
@@ -192,32 +210,12 @@ export class MeteringHttp {
       allow(['POST']);
       return this.query(ctx, config, parts[1]);
     }
-    if (this.billing && (await this.billing.route(ctx, config, parts))) return;
+    for (const sub of this.subRoutes) if (await sub.route(ctx, config, parts)) return;
     throw new Problem(404, `no metering resource at ${ctx.path}`);
   }
 
   private async ingest(ctx: RequestContext, config: MeteringConfig): Promise<void> {
-    requireScope(ctx, config, 'ingest');
-    const body = await readLimited(ctx, config.max_body_size);
-    if (ctx.headers['ce-specversion'] !== undefined) {
-      // The cloudevents SDK's default emitter: attributes in headers, the data alone as the body (as OpenMeter, not accepted).
-      throw new Problem(400, 'invalid event: binary content mode (ce-* headers) is not supported; send the event in structured mode as application/cloudevents+json', [
-        { field: 'ce-specversion', reason: 'binary content mode is not supported', rule: 'content_mode', source: 'header' },
-      ]);
-    }
-    const { events, batch, mayHoldLoneSurrogates } = decodeEvents(ctx.headers['content-type'], body);
-    if (events.length > config.max_events_per_request) {
-      throw new Problem(413, `a request may carry at most ${config.max_events_per_request} events (got ${events.length})`);
-    }
-    const now = Date.now();
-    const prepared = prepareEvents(events, batch, {
-      now,
-      retentionStart: Math.floor(now / 1000) - config.retention_days * 86_400,
-      retentionDays: config.retention_days,
-      metersOf: (type) => this.service.meters.aggregating(type),
-      mayHoldLoneSurrogates,
-    });
-    if (prepared.length > 0) await this.service.ingest(prepared, config);
+    await ingestRequest(ctx, config, this.ingestion);
     ctx.respond(202);
   }
 

@@ -5,7 +5,7 @@
 import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
 import { billingEntities } from './billing/entities.ts';
 import { createRuntime } from './handler.ts';
-import { checkConfig, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
+import { checkConfig, collectorEntity, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
 
 const metering: PluginDefinition<MeteringConfig> = {
   name: 'metering',
@@ -14,7 +14,7 @@ const metering: PluginDefinition<MeteringConfig> = {
   priority: 900,
   configSchema,
   checkConfig,
-  entities: [meterEntity, ...billingEntities],
+  entities: [meterEntity, collectorEntity, ...billingEntities],
   create: createRuntime,
 };
 

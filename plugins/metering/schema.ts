@@ -2,6 +2,7 @@
 import type { Issue, RecordSchema } from '../../src/config/schema.ts';
 import type { EntityDefinition, PluginScope } from '../../src/pipeline/plugin-api.ts';
 import { collectionPeriodProblem } from './billing/entities.ts';
+import { collectorProblems } from './collectors.ts';
 import { AGGREGATIONS, validateMeterCreate } from './meter-model.ts';
 
 export interface MeteringConfig {
@@ -25,6 +26,8 @@ export interface MeteringConfig {
   batch_max_wait_ms: number;
   /** How long a query may wait for a meter's backfill before answering 503, ms. */
   query_backfill_wait_ms: number;
+  /** The time budget of one evaluation of a collector's mapping, ms. */
+  collector_timeout_ms: number;
 }
 
 const scopeName = { type: 'string' as const, len_min: 1 };
@@ -42,6 +45,7 @@ export const configSchema: RecordSchema = {
     batch_max_events: { type: 'integer', default: 5_000, between: [1, 1_000_000] },
     batch_max_wait_ms: { type: 'integer', default: 1, between: [0, 10_000] },
     query_backfill_wait_ms: { type: 'integer', default: 10_000, between: [0, 600_000] },
+    collector_timeout_ms: { type: 'integer', default: 50, between: [1, 10_000] },
   },
 };
 
@@ -87,4 +91,28 @@ export const meterEntity: EntityDefinition = {
   name: 'meters',
   schema: meterSchema,
   endpointKey: 'key',
+};
+
+const collectorSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    name: { type: 'string', required: true },
+    description: { type: 'string' },
+    mapping: { type: 'string', required: true },
+    match: { type: 'record', fields: { type: { type: 'string' }, source: { type: 'string' } } },
+  },
+  entity_checks: [
+    (collector) =>
+      collectorProblems(Object.fromEntries(Object.entries(collector).filter(([, v]) => v !== undefined)), 50).map((p) => ({
+        path: p.field ? p.field.split('.') : [],
+        message: p.reason,
+      })),
+  ],
+};
+
+/** `collectors:` of gateway.yaml: compiled when the file loads, so a syntax error is a config error with its position. */
+export const collectorEntity: EntityDefinition = {
+  name: 'collectors',
+  schema: collectorSchema,
+  endpointKey: 'name',
 };
