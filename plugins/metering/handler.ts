@@ -8,6 +8,7 @@ import { Collectors } from './collectors.ts';
 import { CollectorsHttp } from './collectors-http.ts';
 import { MeteringHttp } from './http.ts';
 import { Ingestion } from './ingest.ts';
+import { OpenMeterV1Http } from './openmeter-v1.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
 import { MeterUsage } from './usage.ts';
@@ -24,7 +25,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   const collectors = new Collectors(api.store, api.log.child({ domain: 'collectors' }));
   await collectors.open();
   const ingestion = new Ingestion(service, collectors);
-  const http = new MeteringHttp(service, ingestion, [new BillingHttp(billing), new CollectorsHttp(collectors, ingestion)]);
+  const http = new MeteringHttp(service, ingestion, [new BillingHttp(billing), new CollectorsHttp(collectors, ingestion), new OpenMeterV1Http(service, ingestion)]);
   const ingested = api.metrics.counter({
     name: 'tollgate_metering_events_ingested_total',
     help: 'Events committed to the metering store (duplicates of stored events are not counted)',

@@ -58,7 +58,7 @@ export function sendProblem(ctx: RequestContext, p: Problem): void {
 const SELF_DESCRIBING_RULES = new Set(['invalid', 'required', 'invalid_group_by', 'invalid_dimension_filter', 'invalid_window_size', 'invalid_time_zone', 'unsupported_filter_operator', 'reserved_dimension']);
 
 /** 400 whose detail reads as OpenMeter's (`validation error: invalid group by: unknown`); generic reasons keep their field. */
-function validationProblem(problems: InvalidParameter[]): Problem {
+export function validationProblem(problems: InvalidParameter[]): Problem {
   const described = problems.map((p) => (!p.field || SELF_DESCRIBING_RULES.has(p.rule ?? '') ? p.reason : `${p.field}: ${p.reason}`));
   return new Problem(400, `validation error: ${described.join('; ')}`, problems);
 }

@@ -7,6 +7,8 @@
  *   e/<type>/<seq>                            stored event (JSON)
  *   t/<time>/<seq>                            time index -> "<type>/<dedupe hash>/<stored_at ms>"
  *   d/<dedupe hash>                           (source, id) seen -> seq
+ *   s/<subject>                               a subject some stored event names (OpenMeter's v1 subject list)
+ *   meta/subjects                             the subjects of events stored before that index existed are in it
  *   a/<meter>.<gen>/<level>/<bucket>/<series> aggregate state of one bucket and series (minutes, and
  *                                             buckets whose row overflows)
  *   r/<meter>.<gen>/<level>/<bucket>          every series of a bucket in one value (levels above minutes)
@@ -62,6 +64,9 @@ export const eventKey = (typeEscaped: string, seq: number, padded = padSeq(seq))
 export const timeKey = (time: number, seq: number, padded = padSeq(seq)) => `t/${padTime(time)}/${padded}`;
 export const TIME_PREFIX = 't/';
 export const DEDUPE_PREFIX = 'd/';
+export const SUBJECT_PREFIX = 's/';
+export const SUBJECTS_INDEXED_KEY = 'meta/subjects';
+export const subjectKey = (subject: string) => SUBJECT_PREFIX + escapePart(subject);
 export const dedupeKey = (hash: string) => DEDUPE_PREFIX + hash;
 
 /** Identity of an event for deduplication: the (source, id) tuple (length-prefixed), hashed to a fixed-size key. */

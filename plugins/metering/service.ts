@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { ConfigView, PluginApi, Store } from '../../src/pipeline/plugin-api.ts';
-import { TIME_PREFIX, eventKey, meterKey, padTime, parseTimeIndexValue, parseTimeKey, escapePart } from './keys.ts';
+import { SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, TIME_PREFIX, eventKey, meterKey, padTime, parseTimeIndexValue, parseTimeKey, escapePart, subjectKey, unescapePart } from './keys.ts';
 import { AggregateLedger } from './ledger.ts';
 import { Maintenance } from './maintenance.ts';
 import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
@@ -99,9 +99,35 @@ export class MeteringService {
     this.maintenance.start();
     const pending = this.meters.pendingBackfills();
     if (pending.length) this.log.info({ meters: pending.map((m) => m.key) }, 'metering: resuming backfills');
+    this.subjectsIndexed = this.indexStoredSubjects().catch((err) => this.log.error({ err }, 'metering: indexing the subjects of stored events failed'));
+  }
+
+  /** Resolves once the subjects of events stored before the subject index existed are in it. */
+  private subjectsIndexed: Promise<void> = Promise.resolve();
+
+  /** Once per store: the subjects of every stored event (the writer indexes new ones itself). */
+  private async indexStoredSubjects(): Promise<void> {
+    if ((await this.store.get(SUBJECTS_INDEXED_KEY)) !== undefined) return;
+    const seen = new Set<string>();
+    for await (const [, value] of this.store.scan({ prefix: 'e/' })) {
+      const subject = (JSON.parse(value) as StoredEvent).subject;
+      if (seen.has(subject)) continue;
+      seen.add(subject);
+      await this.store.put(subjectKey(subject), '');
+    }
+    await this.store.put(SUBJECTS_INDEXED_KEY, '1');
+  }
+
+  /** Every subject a stored event names (OpenMeter's v1 subject list), in key order. */
+  async subjects(): Promise<string[]> {
+    await this.subjectsIndexed;
+    const out: string[] = [];
+    for await (const [key] of this.store.scan({ prefix: SUBJECT_PREFIX })) out.push(unescapePart(key.slice(SUBJECT_PREFIX.length)));
+    return out;
   }
 
   async close(): Promise<void> {
+    await this.subjectsIndexed;
     await this.writer.close();
     await this.maintenance.stop();
     await this.writer.idle();

@@ -18,7 +18,7 @@
 import type { Logger } from 'pino';
 import type { Store } from '../../src/pipeline/plugin-api.ts';
 import type { PreparedEvent } from './events.ts';
-import { dedupeKey, eventKey, padSeq, SEQ_KEY, timeIndexValue, timeKey } from './keys.ts';
+import { dedupeKey, eventKey, padSeq, SEQ_KEY, subjectKey, timeIndexValue, timeKey } from './keys.ts';
 import { DedupeFilter } from './dedupe-filter.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
 import type { MeterRegistry } from './registry.ts';
@@ -214,14 +214,18 @@ export class Writer {
     const delta = newDelta();
     let seq = this.preparedSeq;
     let committed: () => void;
+    // Written again with every batch that names them: a put, never a lookup.
+    const subjects = new Set<string>();
     try {
       for (const e of accepted) {
+        subjects.add(e.record.subject);
         const padded = padSeq(++seq);
         batch.put(eventKey(e.typeEscaped, seq, padded), e.json);
         batch.put(timeKey(e.record.time, seq, padded), timeIndexValue(e.typeEscaped, e.dedupe, storedAt));
         batch.put(dedupeKey(e.dedupe), padded);
         for (const m of this.meters.aggregating(e.record.type)) addEvent(delta, m, seq, e.record);
       }
+      for (const subject of subjects) batch.put(subjectKey(subject), '');
       batch.put(SEQ_KEY, padSeq(seq));
       ({ committed } = await this.ledger.prepare(delta, batch));
     } catch (err) {
