@@ -39,7 +39,7 @@ function eventJson(i: number, time = new Date().toISOString(), id: string = rand
  * with a counter, because the load generator shares the machine with the gateway: a thousand UUIDs
  * and JSON strings per request would take CPU that the gateway is being measured on.
  */
-function batchBodies(size: number): () => string {
+export function batchBodies(size: number): () => string {
   const run = randomUUID();
   const chunks = `[${Array.from({ length: size }, (_, i) => eventJson(i, undefined, `\u0000${i}`)).join(',')}]`.split('\u0000');
   let request = 0;
@@ -85,7 +85,7 @@ function post(url: string, body: string, contentType: string): Promise<{ status:
 }
 
 /** Posts bodies from `make` with `workers` in flight for `seconds`; returns requests/s and failures. */
-async function drive(url: string, workers: number, contentType: string, make: () => string, seconds = SECONDS): Promise<{ rps: number; failed: number }> {
+export async function drive(url: string, workers: number, contentType: string, make: () => string, seconds = SECONDS): Promise<{ rps: number; failed: number }> {
   let done = 0;
   let failed = 0;
   const end = performance.now() + seconds * 1000;

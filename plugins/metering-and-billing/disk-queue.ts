@@ -7,7 +7,7 @@
  *   <queue>/c/<claim id>                 a batch taken off the queue by one process: the owner's lease and the retry state
  *   <queue>/b/<claim id>                 that batch's events
  *
- * Events are queued in chunks (what a turn of the event loop produced, at most a batch each), so the
+ * Events are queued in chunks (what requests produced in a few milliseconds, at most a batch each), so the
  * queue costs a few store operations per chunk, not per event. Chunks are created by one atomic write
  * under keys no other process can name (the writer's own id), and from then on only changed through
  * commitIf. A batch is claimed with one commitIf that deletes its chunks and writes the claim, so two

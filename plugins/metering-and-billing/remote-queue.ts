@@ -2,8 +2,8 @@
  * Events for a remote OpenMeter-compatible endpoint (`ingest_endpoint`: OpenMeter, Konnect, another
  * Tollgate): queued on disk (see disk-queue.ts), then POSTed in batches as
  * `application/cloudevents-batch+json` with the `api_token` as bearer token, retried with Kong's
- * backoff. The request path only appends to memory; what a tick's requests produced goes to disk in one
- * write. Delivery is at least once: a batch acknowledged just before a crash is sent again after it,
+ * backoff. The request path only appends to memory; what the requests of the last PERSIST_DELAY_MS
+ * produced goes to disk in one write (so a kill -9 loses at most those; a SIGTERM none). Delivery is at least once: a batch acknowledged just before a crash is sent again after it,
  * and the receiver's (source, id) dedupe makes that harmless.
  */
 import type { Logger } from 'pino';
@@ -21,6 +21,8 @@ const LEASE_MARGIN_MS = 2000;
 const POLL_MS = 1000;
 /** A full queue is counted again at most this often; between counts this process's own tally is used. */
 const RECOUNT_MS = 1000;
+/** How long events wait in memory to share a write to the disk queue: the few milliseconds a kill -9 may lose. */
+export const PERSIST_DELAY_MS = 10;
 /** `concurrency_limit: -1` (unlimited, in Kong): at most this many batches in flight per process. */
 const MAX_PARALLEL = 16;
 
@@ -30,7 +32,7 @@ export class RemoteQueue implements EventQueue {
   private config!: RequestMeteringConfig;
   private pool: Pool | undefined;
   private poolKey = '';
-  /** Events of this tick's requests, as JSON, waiting for their write to disk. */
+  /** Events of the last requests, as JSON, waiting for their write to disk. */
   private pending: string[] = [];
   private persisting: Promise<void> = Promise.resolve();
   private persistScheduled = false;
@@ -98,11 +100,11 @@ export class RemoteQueue implements EventQueue {
     for (const event of events) this.pending.push(JSON.stringify(event));
     if (this.persistScheduled) return;
     this.persistScheduled = true;
-    // Every request whose log phase runs in this turn of the event loop shares one store write.
-    setImmediate(() => {
+    // The requests of the next few milliseconds share one store write.
+    setTimeout(() => {
       this.persistScheduled = false;
       this.persisting = this.persisting.then(() => this.persist());
-    });
+    }, PERSIST_DELAY_MS);
   }
 
   private async persist(): Promise<void> {

@@ -182,8 +182,11 @@ test('a full queue drops its oldest events, counted and logged as Kong does', as
   try {
     const alice = await tokenOf(sender.https, ALICE);
     const ids: string[] = [];
-    // Queued one by one: while the endpoint is away the first batch of five is claimed and retried, the rest waits on disk.
-    for (let i = 0; i < 13; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
+    // The endpoint is away: the first batch of five is claimed and retried, what follows waits on disk.
+    for (let i = 0; i < 5; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
+    await waitUntil('the first batch claimed', () => metric(sender.admin, 'tollgate_request_metering_retries_total'), (n) => n >= 1);
+    assert.equal(await metric(sender.admin, 'tollgate_request_metering_queue_events'), 0);
+    for (let i = 0; i < 8; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
     await waitUntil('3 dropped', () => metric(sender.admin, 'tollgate_request_metering_dropped_events_total', { reason: 'queue_full' }), (n) => n === 3);
     assert.equal(await metric(sender.admin, 'tollgate_request_metering_queue_events', { where: 'disk' }), 5);
     assert.match(sender.output(), /queue full, dropping old entries until processing is successful again/);
