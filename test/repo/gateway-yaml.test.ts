@@ -2,22 +2,29 @@
  * The repository's own gateway.yaml, served as shipped (only the listeners and the data directory moved
  * for the test): the metering API requires the scope of each operation, so a token granted for another
  * route's `read` cannot manage meters or read usage, and the README walk-through's token can do what the
- * walk-through does with it.
+ * walk-through does with it; requests through the echo service are metered, so the shipped `api_calls`
+ * meter counts them per consumer and route (the echo upstream moved to a test upstream).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { parse } from 'yaml';
-import { request, startGateway, type TestGateway } from '../helpers/gateway.ts';
+import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../helpers/gateway.ts';
 
 const shipped = parse(readFileSync(resolve(import.meta.dirname, '../../gateway.yaml'), 'utf8'));
 let gw: TestGateway;
+let upstream: Upstream;
 
 before(async () => {
-  gw = await startGateway({ ...shipped, gateway: { trusted_ips: shipped.gateway.trusted_ips } });
+  upstream = await startUpstream();
+  const services = shipped.services.map((s: Record<string, unknown>) => (s.name === 'echo' ? { ...s, url: upstream.url } : s));
+  gw = await startGateway({ ...shipped, services, gateway: { trusted_ips: shipped.gateway.trusted_ips } });
 });
-after(() => gw?.stop());
+after(async () => {
+  await gw?.stop();
+  await upstream?.close();
+});
 
 /** A client-credentials token of the shipped consumer, from the token endpoint under `route`. */
 async function token(route: string, scope: string): Promise<string> {
@@ -51,12 +58,25 @@ test("a token for another route's `read` scope can neither manage meters nor rea
 
 test('the README walk-through token (`events:write usage:read`) ingests and queries; managing meters needs `meters:write`', async () => {
   const walkthrough = await token('/v3/metering', 'events:write usage:read');
-  const event = { specversion: '1.0', id: 'evt-1', source: 'walkthrough', type: 'request', subject: 'customer-1', data: { route: '/orders' } };
+  const event = { specversion: '1.0', id: 'evt-1', source: 'walkthrough', type: 'prompt', subject: 'customer-1', data: { tokens: 5 } };
   assert.equal((await metering('POST', '/events', walkthrough, event, 'application/cloudevents+json')).status, 202);
   const query = await metering('POST', '/meters/api_calls/query', walkthrough, { granularity: 'P1D', time_zone: 'Europe/Paris', group_by_dimensions: ['subject', 'route'] });
   assert.equal(query.status, 200, query.text);
-  assert.equal(query.json().data[0].value, '1');
   assert.equal((await metering('POST', '/meters', walkthrough, { key: 'm', name: 'M', event_type: 'x', aggregation: 'count' })).status, 403);
   const manager = await token('/v3/metering', 'meters:write');
   assert.equal((await metering('POST', '/meters', manager, { key: 'm', name: 'M', event_type: 'x', aggregation: 'count' })).status, 201);
+});
+
+test('requests through the echo service are metered: api_calls counts them per consumer and route', async () => {
+  const read = await token('/protected', 'read');
+  for (let i = 0; i < 3; i++) assert.equal((await request(`${gw.https}/protected/hello`, { headers: { authorization: `Bearer ${read}` } })).status, 200);
+  const usage = await token('/v3/metering', 'usage:read');
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const query = await metering('POST', '/meters/api_calls/query', usage, { group_by_dimensions: ['subject', 'route'] });
+    const row = query.json().data.find((r: any) => r.dimensions.subject === 'acme' && r.dimensions.route === 'echo-protected');
+    if (row?.value === '3') break;
+    assert.ok(Date.now() < deadline, `api_calls: ${query.text}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 });
