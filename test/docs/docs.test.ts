@@ -4,8 +4,8 @@
  * against the programs the document itself starts in its `background` blocks (the gateway, the
  * example upstream, the example authorization page). A document fails when a command fails, or when
  * curl gets a 5xx, a 426 (an https-only route called over http), or more 4xx answers in a block than
- * the block documents as error outputs (comment lines showing an error body, `# {"error"…` or
- * `# {"message"…`). The documented ports are mapped to free ones in the copy, so the run never
+ * the block documents as error outputs (comment lines showing an error body, `# {"error"…`,
+ * `# {"message"…` or a problem, `# {"type"…`). The documented ports are mapped to free ones in the copy, so the run never
  * collides with a gateway already running on the machine.
  */
 import assert from 'node:assert/strict';
@@ -191,7 +191,7 @@ class DocShell {
 
 /** Comment lines that show an error answer: the block means to get that many 4xx. */
 function documentedErrors(block: ShellBlock): number {
-  return block.code.split('\n').filter((l) => /^\s*#\s*\{"(error|message)"/.test(l)).length;
+  return block.code.split('\n').filter((l) => /^\s*#\s*\{"(error|message|type)"/.test(l)).length;
 }
 
 /** The curl answers that say the block does not work as documented, with why. */
