@@ -194,12 +194,14 @@ export class RemoteQueue implements EventQueue {
     try {
       const now = Date.now();
       const delay = this.queue.max_coalescing_delay * 1000;
-      claim = await this.disk.claim(this.queue.max_batch_size, now + this.config.timeout + LEASE_MARGIN_MS, { olderThan: now - delay });
-      if (!claim) {
+      // A batch that cannot be full yet is not read (a claim reads every event it takes): only its oldest event's age is.
+      if (this.depthOnDisk.events < this.queue.max_batch_size) {
         const oldest = await this.disk.oldest();
-        if (oldest !== undefined) this.wake(Math.max(1, oldest + delay - Date.now()));
-        return;
+        if (oldest === undefined) return;
+        if (oldest > now - delay) return this.wake(Math.max(1, oldest + delay - now));
       }
+      claim = await this.disk.claim(this.queue.max_batch_size, now + this.config.timeout + LEASE_MARGIN_MS, { olderThan: now - delay });
+      if (!claim) return;
       this.depthOnDisk.events = Math.max(0, this.depthOnDisk.events - claim.state.count);
       this.depthOnDisk.bytes = Math.max(0, this.depthOnDisk.bytes - claim.events.length - 1);
     } catch (err) {
@@ -208,8 +210,8 @@ export class RemoteQueue implements EventQueue {
     } finally {
       if (!claim) this.inFlight--;
     }
-    // More may be ready: with concurrency_limit -1 the next batch goes out beside this one.
-    if (this.inFlight < this.parallel) void this.deliverNext();
+    // With concurrency_limit -1 a next full batch goes out beside this one.
+    if (this.inFlight < this.parallel && this.depthOnDisk.events >= this.queue.max_batch_size) void this.deliverNext();
     await this.track(this.send(claim));
     this.inFlight--;
     void this.deliverNext();

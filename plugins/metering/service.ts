@@ -157,16 +157,22 @@ export class MeteringService {
     const now = Date.now();
     const retentionDays = this.maintenance.retentionDays;
     const context = { now, retentionStart: Math.floor(now / 1000) - retentionDays * 86_400, retentionDays, metersOf: (type: string) => this.meters.aggregating(type) };
-    const prepared: PreparedEvent[] = [];
+    let prepared: PreparedEvent[] = [];
     const refused: RefusedEvent[] = [];
-    events.forEach((event, index) => {
-      try {
-        prepared.push(...prepareEvents([event], false, context));
-      } catch (err) {
-        if (!(err instanceof BodyError)) throw err;
-        refused.push({ index, reason: err.message });
-      }
-    });
+    try {
+      prepared = prepareEvents(events as unknown[], true, context);
+    } catch (err) {
+      if (!(err instanceof BodyError)) throw err;
+      // Some are invalid: each is taken or refused alone.
+      events.forEach((event, index) => {
+        try {
+          prepared.push(...prepareEvents([event], false, context));
+        } catch (err) {
+          if (!(err instanceof BodyError)) throw err;
+          refused.push({ index, reason: err.message });
+        }
+      });
+    }
     if (prepared.length === 0) return Promise.resolve(refused);
     return this.writer.submit(prepared, this.localQueueLimit).then(() => refused);
   }

@@ -3,7 +3,8 @@
  * id = the request id, source tollgate/<node id>, time = request start, subject, data), usage per
  * consumer per route in a meter at once, subject resolution (consumer username by default, id,
  * custom_id, header, query, the credential for `application`), requests without a subject counted and
- * not metered, attributes from headers and query, the plugin scoped to a consumer, and the metrics of
+ * not metered, attributes from headers and query, the plugin scoped to a consumer, an event the store
+ * refuses dropped alone (counted), and the metrics of
  * the writer and of the plugin.
  */
 import assert from 'node:assert/strict';
@@ -166,6 +167,25 @@ test('a consumer-scoped instance meters only that consumer', async () => {
     await eventsOf(api, { id: a.headers['x-kong-request-id'] as string }, 1);
     await waitUntil('the writer to settle', () => metric(gw.admin, 'tollgate_request_metering_deliveries_total'), (n) => n >= 1);
     assert.equal((await api.listAllEvents({ id: b.headers['x-kong-request-id'] as string })).length, 0);
+  } finally {
+    await gw.stop();
+  }
+});
+
+test('an event the metering store refuses (a dimension value past its limit) is dropped alone, counted and logged', async () => {
+  const gw = await startGateway(fixtureConfig({
+    upstream: upstream.url,
+    plugin: { queue: { max_coalescing_delay: 0.3 }, attributes: [{ source: 'header', look_up_value_in: 'x-team', event_property_name: 'team' }] },
+    meters: [{ key: 'by_team', name: 'By team', event_type: 'kong.api_request', aggregation: 'count', dimensions: { team: '$.team' } }],
+  }));
+  try {
+    const api = await meteringApi(gw.https);
+    const token = await tokenOf(gw.https, ALICE);
+    // Both in one batch: the refused one must not take the other with it.
+    const [long, short] = await Promise.all([call(gw.http, token, undefined, { headers: { 'x-team': 'x'.repeat(2000) } }), call(gw.http, token, undefined, { headers: { 'x-team': 'core' } })]);
+    await eventsOf(api, { id: short.headers['x-kong-request-id'] as string }, 1);
+    assert.equal(await metric(gw.admin, 'tollgate_request_metering_dropped_events_total', { reason: 'refused' }), 1);
+    assert.equal((await api.listAllEvents({ id: long.headers['x-kong-request-id'] as string })).length, 0);
   } finally {
     await gw.stop();
   }
