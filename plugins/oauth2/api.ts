@@ -5,9 +5,25 @@
  * Tokens are stored hashed, so `access_token`/`refresh_token` values are shown only when created here.
  */
 import { randomUUID } from 'node:crypto';
-import { validate, type Issue, type RecordSchema } from '../../src/config/schema.ts';
-import { consumerByReference, headerValueProblem, isUuid, type AdminReply, type AdminRequest, type AdminRoute, type Consumer, type ConsumerDirectory } from '../../src/pipeline/plugin-api.ts';
-import { applySecretHashing, credentialSchema, type OAuth2Credential } from './credential-schema.ts';
+import { validate, type RecordSchema } from '../../src/config/schema.ts';
+import {
+  consumerByReference,
+  declaredEntityReadOnly,
+  ForeignKeyViolationError,
+  headerValueProblem,
+  isUuid,
+  NotFoundError,
+  page,
+  pageSize,
+  SchemaViolationError,
+  UniqueViolationError,
+  type AdminReply,
+  type AdminRequest,
+  type AdminRoute,
+  type Consumer,
+  type ConsumerDirectory,
+} from '../../src/pipeline/plugin-api.ts';
+import { applySecretHashing, credentialSchema, CREDENTIALS_ENTITY, type OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';
 import { scopeTokenProblem } from './schema.ts';
 import { tokenDigest } from './secret.ts';
@@ -19,13 +35,7 @@ export interface AdminDeps {
   consumers: ConsumerDirectory;
 }
 
-const DEFAULT_PAGE_SIZE = 100;
-const MAX_PAGE_SIZE = 1000;
-const NOT_FOUND: AdminReply = { status: 404, body: { message: 'Not Found' } };
-const READ_ONLY: AdminReply = {
-  status: 405,
-  body: { message: 'this credential is declared in gateway.yaml and is read-only: change the file and reload' },
-};
+const NOT_FOUND: AdminReply = { status: 404, body: new NotFoundError().body() };
 
 export function adminRoutes(deps: AdminDeps): AdminRoute[] {
   const credentials = new CredentialAdmin(deps);
@@ -53,37 +63,6 @@ export function adminRoutes(deps: AdminDeps): AdminRoute[] {
   ];
 }
 
-/** Kong's schema-violation answer: `fields` mirrors the input (arrays per element, `@entity` for checks). */
-function schemaViolation(issues: Issue[]): AdminReply {
-  const fields: Record<string, any> = {};
-  for (const { path, message } of issues) {
-    const [field, index] = path;
-    if (field === undefined) (fields['@entity'] ??= []).push(message);
-    else if (typeof index === 'number') {
-      const list: (string | null)[] = (fields[field] ??= []);
-      while (list.length < index) list.push(null);
-      list[index] = message;
-    } else fields[field] = message;
-  }
-  const parts = issues.map(({ path, message }) => `${path.length ? path.filter((p) => typeof p === 'string').join('.') : '@entity'}: ${message}`);
-  const message = issues.length === 1 ? `schema violation (${parts[0]})` : `${issues.length} schema violations (${parts.join('; ')})`;
-  return { status: 400, body: { code: 2, name: 'schema violation', message, fields } };
-}
-
-function uniqueViolation(field: string, value: string): AdminReply {
-  return {
-    status: 409,
-    body: { code: 5, name: 'unique constraint violation', message: `UNIQUE violation detected on '{${field}="${value}"}'`, fields: { [field]: value } },
-  };
-}
-
-function foreignKeyViolation(entity: string, ref: string): AdminReply {
-  return {
-    status: 400,
-    body: { code: 4, name: 'foreign key violation', message: `the foreign key '{id="${ref}"}' does not reference an existing '${entity}' entity.` },
-  };
-}
-
 /** `{id}`, `{username}` or a plain string. */
 function referenceOf(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
@@ -101,11 +80,6 @@ function consumerOfField(consumers: ConsumerDirectory, value: unknown): Consumer
   const { id, username } = (value ?? {}) as Record<string, unknown>;
   if (typeof id === 'string') return consumers.byId(id);
   return typeof username === 'string' ? consumers.byUsername(username) : undefined;
-}
-
-function pageSize(req: AdminRequest): number {
-  const size = Number(req.query.get('size') ?? DEFAULT_PAGE_SIZE);
-  return Number.isInteger(size) && size > 0 ? Math.min(size, MAX_PAGE_SIZE) : DEFAULT_PAGE_SIZE;
 }
 
 function credentialView(credential: OAuth2Credential): Record<string, unknown> {
@@ -128,10 +102,7 @@ class CredentialAdmin {
       return { status: 200, body: { data: matches ? [{ ...credentialView(credential), consumer: owner }] : [], next: null } };
     }
     const all = this.deps.credentials.list().filter((c) => !consumer || c.consumer.id === consumer.id);
-    const offset = Math.max(0, Number(req.query.get('offset') ?? 0) || 0);
-    const size = pageSize(req);
-    const next = offset + size < all.length ? `${consumer ? `/consumers/${consumer.id}` : ''}/oauth2?offset=${offset + size}&size=${size}` : null;
-    return { status: 200, body: { data: all.slice(offset, offset + size).map(credentialView), next, ...(next ? { offset: String(offset + size) } : {}) } };
+    return page(all.map(credentialView), req, `${consumer ? `/consumers/${consumer.id}` : ''}/oauth2`);
   }
 
   get(key: string, consumerRef?: string): AdminReply {
@@ -154,7 +125,7 @@ class CredentialAdmin {
   async put(key: string, body: Record<string, any>, consumerRef?: string): Promise<AdminReply> {
     if (consumerRef !== undefined && !consumerByReference(this.deps.consumers, consumerRef)) return NOT_FOUND;
     const existing = this.scoped(key, consumerRef);
-    if (existing && this.deps.credentials.isFromFile(existing)) return READ_ONLY;
+    if (existing && this.deps.credentials.isFromFile(existing)) throw declaredEntityReadOnly(CREDENTIALS_ENTITY, 'PUT');
     const input = isUuid(key) ? { ...body, id: key } : { ...body, client_id: key };
     return this.write(input, { consumerRef, existing, status: 200 });
   }
@@ -162,10 +133,10 @@ class CredentialAdmin {
   async patch(key: string, body: Record<string, any>, consumerRef?: string): Promise<AdminReply> {
     const existing = this.scoped(key, consumerRef);
     if (!existing) return NOT_FOUND;
-    if (this.deps.credentials.isFromFile(existing)) return READ_ONLY;
+    if (this.deps.credentials.isFromFile(existing)) throw declaredEntityReadOnly(CREDENTIALS_ENTITY, 'PATCH');
     // Kong's transformation needs both: a lone secret or a lone flag cannot say how to store it.
     if (('client_secret' in body) !== ('hash_secret' in body)) {
-      return schemaViolation([{ path: [], message: "all or none of these fields must be set: 'hash_secret', 'client_secret'" }]);
+      throw new SchemaViolationError([{ path: [], message: "all or none of these fields must be set: 'hash_secret', 'client_secret'" }]);
     }
     const { id, created_at, consumer, ...current } = existing;
     return this.write({ ...current, consumer, ...body }, { existing, status: 200 });
@@ -174,7 +145,7 @@ class CredentialAdmin {
   async delete(key: string, consumerRef?: string): Promise<AdminReply> {
     const existing = this.scoped(key, consumerRef);
     if (!existing) return NOT_FOUND;
-    if (this.deps.credentials.isFromFile(existing)) return READ_ONLY;
+    if (this.deps.credentials.isFromFile(existing)) throw declaredEntityReadOnly(CREDENTIALS_ENTITY, 'DELETE');
     await this.deps.credentials.remove(existing);
     return { status: 204 };
   }
@@ -198,12 +169,12 @@ class CredentialAdmin {
     const issues = [...validated.issues];
     if (consumerRef === undefined) issues.unshift({ path: ['consumer'], message: 'required field missing' });
     if (id !== undefined && (typeof id !== 'string' || !isUuid(id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
-    if (issues.length) return schemaViolation(issues);
-    if (!consumer) return foreignKeyViolation('consumers', consumerRef!);
+    if (issues.length) throw new SchemaViolationError(issues);
+    if (!consumer) throw new ForeignKeyViolationError('consumer', 'consumers', consumerRef!);
     const credentialId = options.existing?.id ?? id ?? randomUUID();
-    if (!options.existing && this.deps.credentials.isIdTaken(credentialId)) return uniqueViolation('id', credentialId);
+    if (!options.existing && this.deps.credentials.isIdTaken(credentialId)) throw new UniqueViolationError({ id: credentialId });
     const value = validated.value;
-    if (this.deps.credentials.isClientIdTaken(value.client_id, credentialId)) return uniqueViolation('client_id', value.client_id);
+    if (this.deps.credentials.isClientIdTaken(value.client_id, credentialId)) throw new UniqueViolationError({ client_id: value.client_id });
     const credential = applySecretHashing<OAuth2Credential>({
       id: credentialId,
       created_at: options.existing?.created_at ?? Math.floor(Date.now() / 1000),
@@ -268,7 +239,7 @@ class TokenAdmin {
   async list(req: AdminRequest): Promise<AdminReply> {
     const matches = this.filter(req);
     if (!matches) return NOT_FOUND;
-    const size = pageSize(req);
+    const size = pageSize(req.query);
     const data: Record<string, unknown>[] = [];
     let next: string | null = null;
     for await (const row of this.deps.tokens.list(req.query.get('offset') ?? undefined)) {
@@ -292,11 +263,11 @@ class TokenAdmin {
 
   async create(body: Record<string, any>): Promise<AdminReply> {
     const { value, issues } = validate<Record<string, any>>(tokenCreateSchema, body);
-    if (issues.length) return schemaViolation(issues);
+    if (issues.length) throw new SchemaViolationError(issues);
     const credential = this.deps.credentials.byId(referenceOf(value.credential) ?? '');
-    if (!credential) return foreignKeyViolation('oauth2_credentials', String(referenceOf(value.credential)));
+    if (!credential) throw new ForeignKeyViolationError('credential', 'oauth2_credentials', String(referenceOf(value.credential)));
     if (value.access_token && (await this.deps.tokens.findByAccessToken(value.access_token))) {
-      return uniqueViolation('access_token', value.access_token);
+      throw new UniqueViolationError({ access_token: value.access_token });
     }
     const service = referenceOf(value.service);
     const issued = await this.deps.tokens.issue({
@@ -317,7 +288,7 @@ class TokenAdmin {
     const row = await this.find(key);
     if (!row) return NOT_FOUND;
     const { value, issues } = validate<Record<string, any>>(tokenPatchSchema, body);
-    if (issues.length) return schemaViolation(issues);
+    if (issues.length) throw new SchemaViolationError(issues);
     const changes: Partial<TokenRow> = {};
     if (value.expires_in !== undefined) changes.expires_in = value.expires_in;
     if (value.scope !== undefined) changes.scope = value.scope;
@@ -339,7 +310,7 @@ class TokenAdmin {
   /** Revokes every token of a credential, consumer or user (at least one filter, so nobody wipes all by accident). */
   async deleteMatching(req: AdminRequest): Promise<AdminReply> {
     if (!['credential', 'consumer', 'authenticated_userid'].some((f) => req.query.has(f))) {
-      return schemaViolation([{ path: [], message: 'at least one of these filters is required: credential, consumer, authenticated_userid' }]);
+      throw new SchemaViolationError([{ path: [], message: 'at least one of these filters is required: credential, consumer, authenticated_userid' }]);
     }
     const matches = this.filter(req);
     if (!matches) return NOT_FOUND;

@@ -2,7 +2,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log.ts';
 import { readWhole } from '../pipeline/context.ts';
-import { HttpError, type AdminMethod, type AdminReply, type AdminRequest, type AdminRoute } from '../pipeline/plugin-api.ts';
+import { HttpError } from '../pipeline/http-error.ts';
+import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
 import { MESSAGES } from '../proxy/respond.ts';
 import { browserRefusal, type AdminListenerFacts } from './browser-guard.ts';
 
@@ -46,7 +47,7 @@ export class AdminRouter {
       reply = await this.dispatch(req, listener);
     } catch (err) {
       if (!(err instanceof HttpError)) this.log.error({ err, method: req.method, url: req.url }, 'admin request failed');
-      reply = err instanceof HttpError ? { status: err.status, body: { message: err.message }, headers: err.headers } : { status: 500, body: { message: MESSAGES.unexpected } };
+      reply = err instanceof HttpError ? { status: err.status, body: err.body(), headers: err.headers } : { status: 500, body: { message: MESSAGES.unexpected } };
     }
     try {
       send(res, reply);

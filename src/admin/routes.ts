@@ -3,7 +3,9 @@ import { hostname } from 'node:os';
 import { consumerByReference, type Consumers } from '../consumers.ts';
 import type { PluginRegistry } from '../config/load.ts';
 import type { Metrics } from '../metrics.ts';
-import { HttpError, type AdminReply, type AdminRequest, type AdminRoute, type PluginRuntime } from '../pipeline/plugin-api.ts';
+import type { AdminRoute, PluginRuntime } from '../pipeline/plugin-api.ts';
+import { declaredEntityReadOnly, entityWriteUnsupported, NotFoundError, OperationUnsupportedError, type WriteMethod } from '../toolkit/admin-errors.ts';
+import { page } from '../toolkit/paging.ts';
 import type { Snapshot } from '../runtime.ts';
 import { SERVER_TOKEN } from '../proxy/respond.ts';
 
@@ -21,56 +23,25 @@ export interface AdminState {
   totalRequests(): number;
 }
 
-const DEFAULT_PAGE = 100;
-const MAX_PAGE = 1000;
-
-/** Kong's `size`: 100 when absent, else an integer from 1 to 1000. */
-function pageSize(req: AdminRequest): number {
-  const raw = req.query.get('size');
-  if (raw === null) return DEFAULT_PAGE;
-  const size = Number(raw);
-  if (raw.trim() === '' || Number.isNaN(size)) throw new HttpError(400, 'size must be a number');
-  if (!Number.isInteger(size) || size < 1 || size > MAX_PAGE) throw new HttpError(400, `size must be an integer between 1 and ${MAX_PAGE}`);
-  return size;
-}
-
-/** Kong's list shape `{data, next}` with `size` and an opaque `offset`. */
-export function page<T>(items: T[], req: AdminRequest, path: string): AdminReply {
-  const size = pageSize(req);
-  const offsetParam = req.query.get('offset');
-  const decoded = offsetParam ? Buffer.from(offsetParam, 'base64url').toString() : '0';
-  // Offsets are only ever the ones `next` handed out (Kong: 400 for anything else).
-  if (!/^\d{1,15}$/.test(decoded)) throw new HttpError(400, `invalid offset: ${offsetParam}`);
-  const start = Number(decoded);
-  const data = items.slice(start, start + size);
-  const nextStart = start + size;
-  const offset = nextStart < items.length ? Buffer.from(String(nextStart)).toString('base64url') : null;
-  return { status: 200, body: { data, next: offset ? `${path}?offset=${offset}&size=${size}` : null, ...(offset ? { offset } : {}) } };
+/** 405 for a write to entities that only gateway.yaml declares, with Kong's DB-less error, which tools written for Kong recognise. */
+function dbLessWrite(entity: string, method: WriteMethod): AdminRoute['handler'] {
+  return () => {
+    throw entityWriteUnsupported(entity, method);
+  };
 }
 
 function byIdOrName<T extends { id: string }>(items: T[], key: string, nameField: keyof T): T {
   const found = items.find((x) => x.id === key || x[nameField] === key);
-  if (!found) throw new HttpError(404, 'Not found');
+  if (!found) throw new NotFoundError();
   return found;
 }
 
-/** What Kong's DB-less admin API calls each write. */
-const UNSUPPORTED_OPERATION = { POST: 'create', PUT: 'create or update', PATCH: 'update', DELETE: 'remove' } as const;
-
-/**
- * 405 for a write to entities that only gateway.yaml declares, with Kong's DB-less error (code 12,
- * `cannot create 'services' entities when not using a database`), which tools written for Kong recognise.
- */
-function dbLessWrite(entity: string, method: keyof typeof UNSUPPORTED_OPERATION): AdminRoute['handler'] {
-  return operationUnsupported(`cannot ${UNSUPPORTED_OPERATION[method]} '${entity}' entities when not using a database`);
-}
-
-function operationUnsupported(message: string): AdminRoute['handler'] {
-  return () => ({ status: 405, body: { code: 12, name: 'operation unsupported', message } });
-}
-
-const declaredConsumer = operationUnsupported('cannot remove a consumer declared in gateway.yaml: edit the file and reload (SIGHUP)');
-const consumerUpdate = operationUnsupported("cannot update 'consumers' entities: edit gateway.yaml and reload, or delete and create them again");
+const declaredConsumer = () => {
+  throw declaredEntityReadOnly('consumers', 'DELETE');
+};
+const consumerUpdate = () => {
+  throw new OperationUnsupportedError("cannot update 'consumers' entities: edit gateway.yaml and reload, or delete and create them again");
+};
 
 export function coreAdminRoutes(state: AdminState): AdminRoute[] {
   const cfg = () => state.snapshot().config;
@@ -104,7 +75,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       path: '/routes/:id/service',
       handler: (req) => {
         const route = byIdOrName(cfg().routes, req.params.id, 'name');
-        if (!route.service) throw new HttpError(404, 'Not found');
+        if (!route.service) throw new NotFoundError();
         return { status: 200, body: byIdOrName(cfg().services, route.service.id, 'name') };
       },
     },
@@ -116,7 +87,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       path: '/consumers/:id',
       handler: (req) => {
         const consumer = consumerByReference(state.consumers, req.params.id);
-        if (!consumer) throw new HttpError(404, 'Not found');
+        if (!consumer) throw new NotFoundError();
         return { status: 200, body: consumer };
       },
     },
@@ -135,7 +106,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       handler: async (req) => {
         const consumer = consumerByReference(state.consumers, req.params.id);
         if (!consumer) return { status: 204 };
-        if (state.consumers.isDeclared(consumer.id)) return declaredConsumer(req);
+        if (state.consumers.isDeclared(consumer.id)) return declaredConsumer();
         for (const runtime of state.runtimes.values()) await runtime.consumerDeleted?.(consumer.id);
         await state.consumers.delete(consumer.id);
         return { status: 204 };

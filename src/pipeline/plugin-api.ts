@@ -19,6 +19,8 @@ export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } fr
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
 export { headerValueProblem, isUuid } from '../config/entities.ts';
+export { HttpError } from './http-error.ts';
+export * from '../toolkit/index.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;
@@ -289,17 +291,6 @@ export interface AdminReply {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
-}
-
-/** Error with an HTTP status, thrown by plugins or the core; the pipeline answers with it. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers?: Record<string, string>,
-  ) {
-    super(message);
-  }
 }
 
 export type { RouteProtocol };

@@ -129,12 +129,13 @@ test('paging: size and offset walk the whole list', async () => {
   for (const [size, message] of [['abc', 'size must be a number'], ['0', 'size must be an integer between 1 and 1000'], ['1001', 'size must be an integer between 1 and 1000'], ['1.5', 'size must be an integer between 1 and 1000']]) {
     const bad = await admin(`/services?size=${size}`);
     assert.equal(bad.status, 400, size);
-    assert.equal(bad.json().message, message);
+    assert.deepEqual(bad.json(), { code: 9, name: 'invalid size', message });
   }
   for (const offset of ['LTU', 'bm90LWEtbnVtYmVy', '!!!']) {
     const bad = await admin(`/services?offset=${offset}`);
     assert.equal(bad.status, 400, offset);
-    assert.match(bad.json().message, /^invalid offset/);
+    assert.equal(bad.json().name, 'invalid offset');
+    assert.match(bad.json().message, new RegExp(`^'${offset}' is not a valid offset: `));
   }
 });
 

@@ -170,7 +170,7 @@ describe('Kong §7.13 admin API: oauth2 credentials', () => {
     for (const key of [cred.id, cred.client_id]) {
       const res = await call('GET', `/consumers/sally/oauth2/${key}`);
       assert.equal(res.status, 404, res.text);
-      assert.deepEqual(res.json(), { message: 'Not Found' });
+      assert.deepEqual(res.json(), { message: 'Not found' });
     }
   });
 

@@ -1,0 +1,8 @@
+/**
+ * The plugin toolkit: what authentication and entity-owning plugins share, re-exported by the plugin API
+ * (plugins import it from there only). Kong's admin errors and paging, schema validation, request
+ * parameters, secrets and their hashing, the entity directory and its generated admin API, and
+ * `authenticate` with Kong's identity headers and anonymous fallback.
+ */
+export * from './admin-errors.ts';
+export * from './paging.ts';
