@@ -5,7 +5,6 @@
  * Tokens are stored hashed, so `access_token`/`refresh_token` values are shown only when created here.
  */
 import { randomUUID } from 'node:crypto';
-import { validate, type RecordSchema } from '../../src/config/schema.ts';
 import {
   consumerByReference,
   declaredEntityReadOnly,
@@ -17,11 +16,13 @@ import {
   pageSize,
   SchemaViolationError,
   UniqueViolationError,
+  validate,
   type AdminReply,
   type AdminRequest,
   type AdminRoute,
   type Consumer,
   type ConsumerDirectory,
+  type RecordSchema,
 } from '../../src/pipeline/plugin-api.ts';
 import { applySecretHashing, credentialSchema, CREDENTIALS_ENTITY, type OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';

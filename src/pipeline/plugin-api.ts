@@ -13,7 +13,9 @@ import type { Issue, RecordSchema } from '../config/schema.ts';
 import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
 
-export type { Issue, RecordSchema } from '../config/schema.ts';
+export type { FieldSchema, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
+/** Schema validation with Kong's messages, for plugin configs and entities. */
+export { atLeastOneOf, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { putIfAbsent, take } from '../store/store.ts';

@@ -11,7 +11,7 @@ import type { LimitError } from '../../../plugins/oauth2/errors.ts';
 import { KdfPool } from '../../../plugins/oauth2/kdf-pool.ts';
 import { hashSecret, hashSecretAsync, needsRehash, verifySecret, verifySecretAsync } from '../../../plugins/oauth2/secret.ts';
 import { TokenStore, type IssueRequest } from '../../../plugins/oauth2/tokens.ts';
-import { validate } from '../../../src/config/schema.ts';
+import { validate } from '../../../src/pipeline/plugin-api.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import type { BatchOp, Expectation, PutOptions, ScanOptions, Store, WriteOptions } from '../../../src/store/store.ts';
 import { tempDir } from '../../helpers/gateway.ts';
