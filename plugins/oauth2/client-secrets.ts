@@ -7,7 +7,7 @@
  *   requests in this process cost no key derivation.
  * - After MAX_FAILURES failed authentications of a hashed-secret client within FAILURE_WINDOW_MS, no key
  *   is derived for it until that window ends: the remembered secret is still accepted, anything else is
- *   refused at once with LimitError.clientLocked. So a flood of guesses for one client costs ten
+ *   refused at once with RequestLimitError.credentialLocked. So a flood of guesses for one client costs ten
  *   derivations a minute, and the client itself keeps working.
  *
  * The failure counts are kept per process, not in the store: what they protect, this process's hashing
@@ -16,7 +16,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { OAuth2Credential } from './credential-schema.ts';
-import { LimitError } from './errors.ts';
+import { RequestLimitError } from '../../src/pipeline/plugin-api.ts';
 import { KdfPool } from './kdf-pool.ts';
 import { hashSecretAsync, needsRehash, safeEqual, verifySecretAsync } from './secret.ts';
 
@@ -37,7 +37,7 @@ export class ClientSecrets {
   private readonly verified = new WeakMap<OAuth2Credential, Buffer>();
   private readonly failures = new Map<string, FailureWindow>();
 
-  /** True when `secret` is the credential's; LimitError while the client is locked or the pool is full. */
+  /** True when `secret` is the credential's; RequestLimitError while the client is locked or the pool is full. */
   async verify(credential: OAuth2Credential, secret: string): Promise<boolean> {
     if (!credential.hash_secret) return safeEqual(secret, credential.client_secret);
     const digest = createHmac('sha256', this.digestKey).update(secret).digest();
@@ -61,7 +61,7 @@ export class ClientSecrets {
 
   private refuseWhileLocked(credentialId: string): void {
     const window = this.currentWindow(credentialId);
-    if (window && window.count >= MAX_FAILURES) throw LimitError.clientLocked(Math.ceil((window.endsAt - Date.now()) / 1000));
+    if (window && window.count >= MAX_FAILURES) throw RequestLimitError.credentialLocked(Math.ceil((window.endsAt - Date.now()) / 1000));
   }
 
   private countFailure(credentialId: string): void {

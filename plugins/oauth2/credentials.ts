@@ -108,7 +108,7 @@ export class CredentialDirectory {
   }
 
   /**
-   * Checks a confidential client's secret (see ClientSecrets: bounded hashing, failure limits; LimitError
+   * Checks a confidential client's secret (see ClientSecrets: bounded hashing, failure limits; RequestLimitError
    * when refused unchecked). A runtime credential's hash of older parameters is upgraded after a success.
    */
   async verifySecret(credential: OAuth2Credential, secret: unknown): Promise<boolean> {

@@ -2,11 +2,19 @@
  * Protecting the route (Kong's `do_authentication`): find the bearer token, check it, and tell the
  * upstream who called. Once warm, a valid token costs one digest and one in-memory cache hit.
  */
-import { consumerByReference, type ConsumerDirectory, type Consumer, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import {
+  clearBodyParam,
+  clearQueryArg,
+  consumerByReference,
+  credentialBodyParams,
+  findHeader,
+  parseArgs,
+  type Consumer,
+  type ConsumerDirectory,
+  type RequestContext,
+} from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
-import { findHeader, isBoundHere, type EndpointDeps } from './grants.ts';
-import { LimitError } from './errors.ts';
-import { argsWithout, bodyWithout, parseArgs, readBodyParams, type Params } from './params.ts';
+import { isBoundHere, type EndpointDeps } from './grants.ts';
 import { bearerChallenge, oauthError, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { tokenDigest } from './secret.ts';
@@ -87,23 +95,9 @@ function tokenInHeader(header: { name: string; value: string }): FoundToken | un
 /** Without the header: `access_token` from the body (POST/PUT/PATCH forms, JSON, multipart), else the query. */
 async function tokenInParams(ctx: RequestContext): Promise<FoundToken | undefined> {
   const fromQuery = ctx.rawQuery.includes('access_token') ? parseArgs(ctx.rawQuery).access_token : undefined;
-  const fromBody = (await bodyParamsIfReadable(ctx)).access_token;
+  const fromBody = (await credentialBodyParams(ctx)).access_token;
   const token = fromBody !== undefined ? fromBody : fromQuery;
   return typeof token === 'string' && token !== '' ? { token } : undefined;
-}
-
-/**
- * A body too large or with too many parameters holds no token here, as in Kong, which cannot read a body
- * nginx spilled to disk: it is not read into memory, and goes upstream untouched if the caller
- * authenticates otherwise.
- */
-async function bodyParamsIfReadable(ctx: RequestContext): Promise<Params> {
-  try {
-    return await readBodyParams(ctx);
-  } catch (err) {
-    if (err instanceof LimitError) return {};
-    throw err;
-  }
 }
 
 function authenticate(ctx: RequestContext, consumer: Consumer, credential: OAuth2Credential, row: TokenRow): void {
@@ -145,9 +139,6 @@ function setOrRemove(ctx: RequestContext, name: string, value: string | null): v
  */
 async function hideToken(ctx: RequestContext, found: FoundToken): Promise<void> {
   if (found.header) return ctx.removeUpstreamHeader(found.header);
-  if (ctx.rawQuery.includes('access_token')) ctx.setUpstreamQuery(argsWithout(ctx.rawQuery, 'access_token'));
-  const cleaned = await bodyWithout(ctx, 'access_token');
-  if (!cleaned) return;
-  ctx.setUpstreamBody(cleaned.body);
-  ctx.setUpstreamHeader('content-type', cleaned.contentType);
+  clearQueryArg(ctx, 'access_token');
+  await clearBodyParam(ctx, 'access_token');
 }

@@ -1,6 +1,5 @@
 /** OAuth 2.0 answers as Kong's plugin gives them: JSON bodies, cache headers, `WWW-Authenticate`. */
-import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { LimitError } from './errors.ts';
+import { RequestLimitError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Config } from './schema.ts';
 
 export interface OAuthError {
@@ -62,13 +61,17 @@ export function respondNoStore(ctx: RequestContext, status: number, body: object
   ctx.respond(status, body, { ...NO_STORE, ...headers });
 }
 
-/** Runs an endpoint, answering a LimitError it throws as an OAuth error (with Retry-After when known). */
+/**
+ * Runs an endpoint, answering a RequestLimitError it throws as an OAuth error: `temporarily_unavailable`
+ * (with Retry-After) when a retry may succeed, `invalid_request` otherwise.
+ */
 export async function answeringLimits(ctx: RequestContext, endpoint: () => Promise<void>): Promise<void> {
   try {
     await endpoint();
   } catch (err) {
-    if (!(err instanceof LimitError)) throw err;
+    if (!(err instanceof RequestLimitError)) throw err;
     const retryAfter: Record<string, string> = err.retryAfter === undefined ? {} : { 'retry-after': String(err.retryAfter) };
-    respondNoStore(ctx, err.status, oauthError(err.oauthError, err.message), retryAfter);
+    const error = err.temporary ? 'temporarily_unavailable' : 'invalid_request';
+    respondNoStore(ctx, err.status, oauthError(error, err.message), retryAfter);
   }
 }

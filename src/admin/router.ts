@@ -4,6 +4,7 @@ import type { Logger } from '../log.ts';
 import { readWhole } from '../pipeline/context.ts';
 import { HttpError } from '../pipeline/http-error.ts';
 import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
+import { parseArgs, type Params } from '../toolkit/params.ts';
 import { MESSAGES } from '../proxy/respond.ts';
 import { browserRefusal, type AdminListenerFacts } from './browser-guard.ts';
 
@@ -105,16 +106,7 @@ async function parseBody(req: IncomingMessage): Promise<Record<string, any>> {
   }
   const raw = await readWhole(req, MAX_ADMIN_BODY);
   if (raw.length === 0) return {};
-  if (type === FORM_TYPE) {
-    const body: Record<string, any> = {};
-    for (const [k, v] of new URLSearchParams(raw.toString('utf8'))) {
-      // Kong's form convention: repeated keys and `key[]` make arrays.
-      const key = k.endsWith('[]') ? k.slice(0, -2) : k;
-      if (key in body) body[key] = [...(Array.isArray(body[key]) ? body[key] : [body[key]]), v];
-      else body[key] = k.endsWith('[]') ? [v] : v;
-    }
-    return body;
-  }
+  if (type === FORM_TYPE) return formFields(parseArgs(raw.toString('utf8')));
   try {
     const parsed = JSON.parse(raw.toString('utf8'));
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
@@ -122,6 +114,16 @@ async function parseBody(req: IncomingMessage): Promise<Record<string, any>> {
   } catch {
     throw new HttpError(400, 'Cannot parse JSON body');
   }
+}
+
+/** Kong's form convention: `key[]` makes an array even of one value (repeated keys are arrays already). */
+function formFields(args: Params): Record<string, any> {
+  const body: Record<string, any> = Object.create(null);
+  for (const [key, value] of Object.entries(args)) {
+    if (!key.endsWith('[]')) body[key] = value;
+    else body[key.slice(0, -2)] = Array.isArray(value) ? value : [value];
+  }
+  return body;
 }
 
 function send(res: ServerResponse, reply: AdminReply): void {

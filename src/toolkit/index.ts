@@ -6,3 +6,5 @@
  */
 export * from './admin-errors.ts';
 export * from './paging.ts';
+export * from './limits.ts';
+export * from './params.ts';
