@@ -5,29 +5,10 @@
  * Tokens are stored hashed, so `access_token`/`refresh_token` values are shown only when created here.
  */
 import { randomUUID } from 'node:crypto';
-import {
-  consumerByReference,
-  declaredEntityReadOnly,
-  ForeignKeyViolationError,
-  headerValueProblem,
-  isUuid,
-  NotFoundError,
-  page,
-  pageSize,
-  SchemaViolationError,
-  UniqueViolationError,
-  validate,
-  type AdminReply,
-  type AdminRequest,
-  type AdminRoute,
-  type Consumer,
-  type ConsumerDirectory,
-  type RecordSchema,
-} from '../../src/pipeline/plugin-api.ts';
+import { consumerByReference, declaredEntityReadOnly, ForeignKeyViolationError, headerValueProblem, isUuid, NotFoundError, page, pageSize, SchemaViolationError, tokenDigest, UniqueViolationError, validate, type AdminReply, type AdminRequest, type AdminRoute, type Consumer, type ConsumerDirectory, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 import { applySecretHashing, credentialSchema, CREDENTIALS_ENTITY, type OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';
 import { scopeTokenProblem } from './schema.ts';
-import { tokenDigest } from './secret.ts';
 import type { TokenRow, TokenStore } from './tokens.ts';
 
 export interface AdminDeps {

@@ -2,8 +2,7 @@
  * The `oauth2_credentials` entity (Kong's admin API name `oauth2`): its schema, shared by gateway.yaml
  * and the admin API, and the `hash_secret` transformation.
  */
-import { headerValueProblem, type EntityDefinition, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
-import { hashSecret, isHashedSecret, randomAlphanumeric } from './secret.ts';
+import { hashSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type EntityDefinition, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
 export const CREDENTIALS_ENTITY = 'oauth2_credentials';
 

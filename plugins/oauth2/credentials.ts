@@ -4,9 +4,8 @@
  * A credential whose consumer no longer exists is treated as absent everywhere.
  */
 import { randomUUID } from 'node:crypto';
-import { isUuid, type ConsumerDirectory, type Consumer, type Store } from '../../src/pipeline/plugin-api.ts';
+import { isUuid, safeEqual, SecretVerifier, type Consumer, type ConsumerDirectory, type Store } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
-import { ClientSecrets } from './client-secrets.ts';
 
 const CREDENTIAL_PREFIX = 'cred:';
 
@@ -15,7 +14,7 @@ export class CredentialDirectory {
   private fileByClientId = new Map<string, OAuth2Credential>();
   private readonly runtimeById = new Map<string, OAuth2Credential>();
   private readonly runtimeByClientId = new Map<string, OAuth2Credential>();
-  private readonly secrets = new ClientSecrets();
+  private readonly secrets = new SecretVerifier();
   /** Called with the credential id whenever a credential is removed: ends its tokens and codes. */
   onRemoved: (credentialId: string) => Promise<void> = async () => {};
 
@@ -108,14 +107,16 @@ export class CredentialDirectory {
   }
 
   /**
-   * Checks a confidential client's secret (see ClientSecrets: bounded hashing, failure limits; RequestLimitError
-   * when refused unchecked). A runtime credential's hash of older parameters is upgraded after a success.
+   * Checks a confidential client's secret (a hashed one through SecretVerifier: bounded hashing, failure
+   * limits; RequestLimitError when refused unchecked). A runtime credential's hash of older parameters is
+   * upgraded after a success.
    */
   async verifySecret(credential: OAuth2Credential, secret: unknown): Promise<boolean> {
     if (typeof secret !== 'string') return false;
-    if (!(await this.secrets.verify(credential, secret))) return false;
-    if (credential.hash_secret && this.runtimeById.get(credential.id) === credential) {
-      const rehashed = await this.secrets.rehashed(credential, secret);
+    if (!credential.hash_secret) return safeEqual(secret, credential.client_secret);
+    if (!(await this.secrets.verify(credential, credential.client_secret, secret))) return false;
+    if (this.runtimeById.get(credential.id) === credential) {
+      const rehashed = await this.secrets.rehashed(credential.client_secret, secret);
       if (rehashed) await this.save({ ...credential, client_secret: rehashed });
     }
     return true;

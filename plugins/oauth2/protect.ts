@@ -2,22 +2,11 @@
  * Protecting the route (Kong's `do_authentication`): find the bearer token, check it, and tell the
  * upstream who called. Once warm, a valid token costs one digest and one in-memory cache hit.
  */
-import {
-  clearBodyParam,
-  clearQueryArg,
-  consumerByReference,
-  credentialBodyParams,
-  findHeader,
-  parseArgs,
-  type Consumer,
-  type ConsumerDirectory,
-  type RequestContext,
-} from '../../src/pipeline/plugin-api.ts';
+import { clearBodyParam, clearQueryArg, consumerByReference, credentialBodyParams, findHeader, parseArgs, tokenDigest, type Consumer, type ConsumerDirectory, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { isBoundHere, type EndpointDeps } from './grants.ts';
 import { bearerChallenge, oauthError, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
-import { tokenDigest } from './secret.ts';
 import { isExpired, type TokenRow } from './tokens.ts';
 
 /** The headers the upstream learns the caller from; client-sent copies never pass. */

@@ -1,6 +1,6 @@
 /** The plugin's runtime: one per gateway process, holding the credential directory and token store. */
 import { createHmac, randomBytes } from 'node:crypto';
-import type { PluginApi, PluginRuntime, RequestContext, Store } from '../../src/pipeline/plugin-api.ts';
+import { alphanumericFrom, type PluginApi, type PluginRuntime, type RequestContext, type Store } from '../../src/pipeline/plugin-api.ts';
 import { adminRoutes } from './api.ts';
 import { authorizeEndpoint } from './authorize.ts';
 import { CREDENTIALS_ENTITY } from './credential-schema.ts';
@@ -10,7 +10,6 @@ import { issuerOf, issuerPath, MetadataDirectory, metadataDocument, OIDC_WELL_KN
 import { protect, type ProtectDeps } from './protect.ts';
 import { answeringLimits } from './responses.ts';
 import { generatedProvisionKeys, type OAuth2Config } from './schema.ts';
-import { alphanumericFrom } from './secret.ts';
 import { tokenEndpoint } from './token-endpoint.ts';
 import { TokenStore } from './tokens.ts';
 

@@ -6,8 +6,8 @@
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { RequestLimitError } from '../../src/pipeline/plugin-api.ts';
-import type { Pbkdf2Job } from './secret.ts';
+import { RequestLimitError } from './limits.ts';
+import type { Pbkdf2Job } from './secrets.ts';
 
 interface Pending {
   job: Pbkdf2Job;
