@@ -97,7 +97,7 @@ export class Gateway {
     const config = loaded.config;
     const { log, access } = createLogging(options.logLevel ?? config.gateway.log_level);
     const store = await openStore(config.gateway.data_dir, log);
-    const consumers = new Consumers(store.namespace('core'));
+    const consumers = new Consumers(store.namespace('core'), log.child({ component: 'consumers' }));
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
     gateway.logLevelOverride = options.logLevel;
     try {
@@ -226,7 +226,6 @@ export class Gateway {
       consumers: this.consumers,
       metrics: this.metrics,
       registry: this.registry,
-      runtimes: this.runtimes,
       nodeId: this.nodeId,
       ready: () => !this.draining,
       connections: () => ({ active: this.metrics.connectionsActive, accepted: this.metrics.connectionsAccepted }),

@@ -1,12 +1,27 @@
 /**
- * Admin API routes, shaped as Kong's auto-generated ones: `oauth2` (credentials, by id or client_id) and
- * `oauth2_tokens` (by id or access token value), lists as `{data, next}`, errors as `{code, name, message, fields}`.
- * Credentials from gateway.yaml are read-only (405); runtime ones persist in the store.
- * Tokens are stored hashed, so `access_token`/`refresh_token` values are shown only when created here.
+ * The plugin's admin API: `oauth2` (credentials, by id or client_id), generated from the entity by the
+ * toolkit (gateway.yaml's read-only, runtime ones persisted), and `oauth2_tokens` (by id or access token
+ * value) in the same shapes. Tokens are stored hashed, so `access_token`/`refresh_token` values are shown
+ * only when created here.
  */
-import { randomUUID } from 'node:crypto';
-import { consumerByReference, declaredEntityReadOnly, ForeignKeyViolationError, headerValueProblem, isUuid, NotFoundError, page, pageSize, SchemaViolationError, tokenDigest, UniqueViolationError, validate, type AdminReply, type AdminRequest, type AdminRoute, type Consumer, type ConsumerDirectory, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
-import { applySecretHashing, credentialSchema, CREDENTIALS_ENTITY, type OAuth2Credential } from './credential-schema.ts';
+import {
+  consumerByReference,
+  entityAdminRoutes,
+  ForeignKeyViolationError,
+  headerValueProblem,
+  isUuid,
+  NotFoundError,
+  pageSize,
+  SchemaViolationError,
+  tokenDigest,
+  UniqueViolationError,
+  validate,
+  type AdminReply,
+  type AdminRequest,
+  type AdminRoute,
+  type ConsumerDirectory,
+  type RecordSchema,
+} from '../../src/pipeline/plugin-api.ts';
 import type { CredentialDirectory } from './credentials.ts';
 import { scopeTokenProblem } from './schema.ts';
 import type { TokenRow, TokenStore } from './tokens.ts';
@@ -15,27 +30,14 @@ export interface AdminDeps {
   credentials: CredentialDirectory;
   tokens: TokenStore;
   consumers: ConsumerDirectory;
+  /** `hash_secret`: the secret a write sets is stored as its PBKDF2 hash, derived on the worker pool. */
+  hashSecret(credential: Record<string, any>): Promise<Record<string, any>>;
 }
 
-const NOT_FOUND: AdminReply = { status: 404, body: new NotFoundError().body() };
-
 export function adminRoutes(deps: AdminDeps): AdminRoute[] {
-  const credentials = new CredentialAdmin(deps);
   const tokens = new TokenAdmin(deps);
   return [
-    { method: 'GET', path: '/oauth2', handler: (req) => credentials.list(req) },
-    { method: 'POST', path: '/oauth2', handler: (req) => credentials.create(req.body) },
-    { method: 'GET', path: '/oauth2/:id', handler: (req) => credentials.get(req.params.id) },
-    { method: 'GET', path: '/oauth2/:id/consumer', handler: (req) => credentials.consumerOf(req.params.id) },
-    { method: 'PUT', path: '/oauth2/:id', handler: (req) => credentials.put(req.params.id, req.body) },
-    { method: 'PATCH', path: '/oauth2/:id', handler: (req) => credentials.patch(req.params.id, req.body) },
-    { method: 'DELETE', path: '/oauth2/:id', handler: (req) => credentials.delete(req.params.id) },
-    { method: 'GET', path: '/consumers/:consumer/oauth2', handler: (req) => credentials.list(req, req.params.consumer) },
-    { method: 'POST', path: '/consumers/:consumer/oauth2', handler: (req) => credentials.create(req.body, req.params.consumer) },
-    { method: 'GET', path: '/consumers/:consumer/oauth2/:id', handler: (req) => credentials.get(req.params.id, req.params.consumer) },
-    { method: 'PUT', path: '/consumers/:consumer/oauth2/:id', handler: (req) => credentials.put(req.params.id, req.body, req.params.consumer) },
-    { method: 'PATCH', path: '/consumers/:consumer/oauth2/:id', handler: (req) => credentials.patch(req.params.id, req.body, req.params.consumer) },
-    { method: 'DELETE', path: '/consumers/:consumer/oauth2/:id', handler: (req) => credentials.delete(req.params.id, req.params.consumer) },
+    ...entityAdminRoutes(deps.credentials.entities, { expandParentOnLookup: true, prepare: deps.hashSecret }),
     { method: 'GET', path: '/oauth2_tokens', handler: (req) => tokens.list(req) },
     { method: 'POST', path: '/oauth2_tokens', handler: (req) => tokens.create(req.body) },
     { method: 'DELETE', path: '/oauth2_tokens', handler: (req) => tokens.deleteMatching(req) },
@@ -45,133 +47,14 @@ export function adminRoutes(deps: AdminDeps): AdminRoute[] {
   ];
 }
 
-/** `{id}`, `{username}` or a plain string. */
+/** `{id}` or a plain string. */
 function referenceOf(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
   if (value && typeof value === 'object') {
-    const { id, username } = value as Record<string, unknown>;
+    const { id } = value as Record<string, unknown>;
     if (typeof id === 'string') return id;
-    if (typeof username === 'string') return username;
   }
   return undefined;
-}
-
-/** The consumer a body's `consumer` field names: `{id}` by id only, `{username}` by username only, a string by Kong's rule. */
-function consumerOfField(consumers: ConsumerDirectory, value: unknown): Consumer | undefined {
-  if (typeof value === 'string') return consumerByReference(consumers, value);
-  const { id, username } = (value ?? {}) as Record<string, unknown>;
-  if (typeof id === 'string') return consumers.byId(id);
-  return typeof username === 'string' ? consumers.byUsername(username) : undefined;
-}
-
-function credentialView(credential: OAuth2Credential): Record<string, unknown> {
-  const { id, created_at, consumer, name, client_id, client_secret, hash_secret, redirect_uris, tags, client_type } = credential;
-  return { id, created_at, consumer, name, client_id, client_secret, hash_secret, redirect_uris, tags, client_type };
-}
-
-class CredentialAdmin {
-  constructor(private readonly deps: AdminDeps) {}
-
-  list(req: AdminRequest, consumerRef?: string): AdminReply {
-    const consumer = consumerRef === undefined ? undefined : consumerByReference(this.deps.consumers, consumerRef);
-    if (consumerRef !== undefined && !consumer) return NOT_FOUND;
-    const clientId = req.query.get('client_id');
-    if (clientId !== null) {
-      // The authorization page's question: which application and developer is this client_id?
-      const credential = this.deps.credentials.byClientId(clientId);
-      const owner = credential ? this.deps.credentials.consumerOf(credential) : undefined;
-      const matches = credential && owner && (!consumer || owner.id === consumer.id);
-      return { status: 200, body: { data: matches ? [{ ...credentialView(credential), consumer: owner }] : [], next: null } };
-    }
-    const all = this.deps.credentials.list().filter((c) => !consumer || c.consumer.id === consumer.id);
-    return page(all.map(credentialView), req, `${consumer ? `/consumers/${consumer.id}` : ''}/oauth2`);
-  }
-
-  get(key: string, consumerRef?: string): AdminReply {
-    const found = this.scoped(key, consumerRef);
-    return found ? { status: 200, body: credentialView(found) } : NOT_FOUND;
-  }
-
-  consumerOf(key: string): AdminReply {
-    const found = this.deps.credentials.find(key);
-    const consumer = found ? this.deps.credentials.consumerOf(found) : undefined;
-    return consumer ? { status: 200, body: consumer } : NOT_FOUND;
-  }
-
-  async create(body: Record<string, any>, consumerRef?: string): Promise<AdminReply> {
-    if (consumerRef !== undefined && !consumerByReference(this.deps.consumers, consumerRef)) return NOT_FOUND;
-    return this.write(body, { consumerRef, status: 201 });
-  }
-
-  /** Upsert by id or client_id (Kong's PUT on the endpoint key). */
-  async put(key: string, body: Record<string, any>, consumerRef?: string): Promise<AdminReply> {
-    if (consumerRef !== undefined && !consumerByReference(this.deps.consumers, consumerRef)) return NOT_FOUND;
-    const existing = this.scoped(key, consumerRef);
-    if (existing && this.deps.credentials.isFromFile(existing)) throw declaredEntityReadOnly(CREDENTIALS_ENTITY, 'PUT');
-    const input = isUuid(key) ? { ...body, id: key } : { ...body, client_id: key };
-    return this.write(input, { consumerRef, existing, status: 200 });
-  }
-
-  async patch(key: string, body: Record<string, any>, consumerRef?: string): Promise<AdminReply> {
-    const existing = this.scoped(key, consumerRef);
-    if (!existing) return NOT_FOUND;
-    if (this.deps.credentials.isFromFile(existing)) throw declaredEntityReadOnly(CREDENTIALS_ENTITY, 'PATCH');
-    // Kong's transformation needs both: a lone secret or a lone flag cannot say how to store it.
-    if (('client_secret' in body) !== ('hash_secret' in body)) {
-      throw new SchemaViolationError([{ path: [], message: "all or none of these fields must be set: 'hash_secret', 'client_secret'" }]);
-    }
-    const { id, created_at, consumer, ...current } = existing;
-    return this.write({ ...current, consumer, ...body }, { existing, status: 200 });
-  }
-
-  async delete(key: string, consumerRef?: string): Promise<AdminReply> {
-    const existing = this.scoped(key, consumerRef);
-    if (!existing) return NOT_FOUND;
-    if (this.deps.credentials.isFromFile(existing)) throw declaredEntityReadOnly(CREDENTIALS_ENTITY, 'DELETE');
-    await this.deps.credentials.remove(existing);
-    return { status: 204 };
-  }
-
-  /** By id or client_id; under `/consumers/{c}/…` only that consumer's. */
-  private scoped(key: string, consumerRef?: string): OAuth2Credential | undefined {
-    const found = this.deps.credentials.find(key);
-    if (!found || consumerRef === undefined) return found;
-    const consumer = consumerByReference(this.deps.consumers, consumerRef);
-    return consumer && found.consumer.id === consumer.id ? found : undefined;
-  }
-
-  private async write(
-    body: Record<string, any>,
-    options: { consumerRef?: string; existing?: OAuth2Credential; status: number },
-  ): Promise<AdminReply> {
-    const { id, consumer: consumerField, ...fields } = body;
-    const consumerRef = options.consumerRef ?? referenceOf(consumerField);
-    const consumer = options.consumerRef !== undefined ? consumerByReference(this.deps.consumers, options.consumerRef) : consumerOfField(this.deps.consumers, consumerField);
-    const validated = validate<Record<string, any>>(credentialSchema, fields);
-    const issues = [...validated.issues];
-    if (consumerRef === undefined) issues.unshift({ path: ['consumer'], message: 'required field missing' });
-    if (id !== undefined && (typeof id !== 'string' || !isUuid(id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
-    if (issues.length) throw new SchemaViolationError(issues);
-    if (!consumer) throw new ForeignKeyViolationError('consumer', 'consumers', consumerRef!);
-    const credentialId = options.existing?.id ?? id ?? randomUUID();
-    if (!options.existing && this.deps.credentials.isIdTaken(credentialId)) throw new UniqueViolationError({ id: credentialId });
-    const value = validated.value;
-    if (this.deps.credentials.isClientIdTaken(value.client_id, credentialId)) throw new UniqueViolationError({ client_id: value.client_id });
-    const credential = applySecretHashing<OAuth2Credential>({
-      id: credentialId,
-      created_at: options.existing?.created_at ?? Math.floor(Date.now() / 1000),
-      consumer: { id: consumer.id },
-      name: value.name,
-      client_id: value.client_id,
-      client_secret: value.client_secret,
-      hash_secret: value.hash_secret,
-      redirect_uris: value.redirect_uris ?? null,
-      tags: value.tags ?? null,
-      client_type: value.client_type,
-    });
-    await this.deps.credentials.save(credential);
-    return { status: options.status, body: credentialView(credential) };
-  }
 }
 
 const tokenFields: RecordSchema['fields'] = {
@@ -220,7 +103,7 @@ class TokenAdmin {
 
   async list(req: AdminRequest): Promise<AdminReply> {
     const matches = this.filter(req);
-    if (!matches) return NOT_FOUND;
+    if (!matches) throw new NotFoundError();
     const size = pageSize(req.query);
     const data: Record<string, unknown>[] = [];
     let next: string | null = null;
@@ -240,7 +123,8 @@ class TokenAdmin {
 
   async get(key: string): Promise<AdminReply> {
     const row = await this.find(key);
-    return row ? { status: 200, body: tokenView(row) } : NOT_FOUND;
+    if (!row) throw new NotFoundError();
+    return { status: 200, body: tokenView(row) };
   }
 
   async create(body: Record<string, any>): Promise<AdminReply> {
@@ -268,7 +152,7 @@ class TokenAdmin {
 
   async patch(key: string, body: Record<string, any>): Promise<AdminReply> {
     const row = await this.find(key);
-    if (!row) return NOT_FOUND;
+    if (!row) throw new NotFoundError();
     const { value, issues } = validate<Record<string, any>>(tokenPatchSchema, body);
     if (issues.length) throw new SchemaViolationError(issues);
     const changes: Partial<TokenRow> = {};
@@ -295,7 +179,7 @@ class TokenAdmin {
       throw new SchemaViolationError([{ path: [], message: 'at least one of these filters is required: credential, consumer, authenticated_userid' }]);
     }
     const matches = this.filter(req);
-    if (!matches) return NOT_FOUND;
+    if (!matches) throw new NotFoundError();
     const revoked = await this.deps.tokens.revokeWhere(matches);
     return { status: 200, body: { revoked } };
   }

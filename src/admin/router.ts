@@ -78,7 +78,7 @@ export class AdminRouter {
       pathMatched = true;
       if (route.method !== req.method && !(route.method === 'GET' && req.method === 'HEAD')) continue;
       const params = Object.fromEntries(route.names.map((n, i) => [n, decodeURIComponent(m[i + 1])]));
-      const request: AdminRequest = { params, query: url.searchParams, body: await parseBody(req), headers: req.headers };
+      const request: AdminRequest = { params, query: url.searchParams, ...(await parseBody(req)), headers: req.headers };
       return route.handler(request);
     }
     if (pathMatched) return { status: 405, body: { message: 'Method not allowed' } };
@@ -93,10 +93,10 @@ const FORM_TYPE = 'application/x-www-form-urlencoded';
  * JSON, or a form (curl -d; the browser guard has refused foreign origins already). Any other type is
  * refused before the body is read: reading text/plain as JSON is what let a page forge admin calls.
  */
-async function parseBody(req: IncomingMessage): Promise<Record<string, any>> {
+async function parseBody(req: IncomingMessage): Promise<{ body: Record<string, any>; form: boolean }> {
   if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'DELETE') {
     req.resume();
-    return {};
+    return { body: {}, form: false };
   }
   const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
   const declaresBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
@@ -105,12 +105,12 @@ async function parseBody(req: IncomingMessage): Promise<Record<string, any>> {
     throw new HttpError(415, `Unsupported Media Type: send application/json (or ${FORM_TYPE})`);
   }
   const raw = await readWhole(req, MAX_ADMIN_BODY);
-  if (raw.length === 0) return {};
-  if (type === FORM_TYPE) return formFields(parseArgs(raw.toString('utf8')));
+  if (raw.length === 0) return { body: {}, form: false };
+  if (type === FORM_TYPE) return { body: formFields(parseArgs(raw.toString('utf8'))), form: true };
   try {
     const parsed = JSON.parse(raw.toString('utf8'));
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
-    return parsed;
+    return { body: parsed, form: false };
   } catch {
     throw new HttpError(400, 'Cannot parse JSON body');
   }

@@ -1,10 +1,11 @@
 /** The core's admin endpoints, in Kong's shapes (reference/gateway-core.md §6). */
 import { hostname } from 'node:os';
-import { consumerByReference, type Consumers } from '../consumers.ts';
+import type { Consumers } from '../consumers.ts';
 import type { PluginRegistry } from '../config/load.ts';
 import type { Metrics } from '../metrics.ts';
-import type { AdminRoute, PluginRuntime } from '../pipeline/plugin-api.ts';
-import { declaredEntityReadOnly, entityWriteUnsupported, NotFoundError, OperationUnsupportedError, type WriteMethod } from '../toolkit/admin-errors.ts';
+import type { AdminRoute } from '../pipeline/plugin-api.ts';
+import { entityWriteUnsupported, NotFoundError, type WriteMethod } from '../toolkit/admin-errors.ts';
+import { entityAdminRoutes } from '../toolkit/entity-admin.ts';
 import { page } from '../toolkit/paging.ts';
 import type { Snapshot } from '../runtime.ts';
 import { SERVER_TOKEN } from '../proxy/respond.ts';
@@ -16,7 +17,6 @@ export interface AdminState {
   consumers: Consumers;
   metrics: Metrics;
   registry: PluginRegistry;
-  runtimes: ReadonlyMap<string, PluginRuntime>;
   nodeId: string;
   ready(): boolean;
   connections(): { active: number; accepted: number };
@@ -36,12 +36,6 @@ function byIdOrName<T extends { id: string }>(items: T[], key: string, nameField
   return found;
 }
 
-const declaredConsumer = () => {
-  throw declaredEntityReadOnly('consumers', 'DELETE');
-};
-const consumerUpdate = () => {
-  throw new OperationUnsupportedError("cannot update 'consumers' entities: edit gateway.yaml and reload, or delete and create them again");
-};
 
 export function coreAdminRoutes(state: AdminState): AdminRoute[] {
   const cfg = () => state.snapshot().config;
@@ -81,44 +75,12 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     },
     { method: 'GET', path: '/plugins', handler: (req) => page(cfg().plugins, req, '/plugins') },
     { method: 'GET', path: '/plugins/:id', handler: (req) => ({ status: 200, body: byIdOrName(cfg().plugins, req.params.id, 'instance_name') }) },
-    { method: 'GET', path: '/consumers', handler: (req) => page(state.consumers.list(), req, '/consumers') },
-    {
-      method: 'GET',
-      path: '/consumers/:id',
-      handler: (req) => {
-        const consumer = consumerByReference(state.consumers, req.params.id);
-        if (!consumer) throw new NotFoundError();
-        return { status: 200, body: consumer };
-      },
-    },
-    {
-      method: 'POST',
-      path: '/consumers',
-      handler: async (req) => {
-        const created = await state.consumers.create(req.body);
-        if (typeof created === 'string') return { status: created.startsWith('UNIQUE') ? 409 : 400, body: { message: created } };
-        return { status: 201, body: created };
-      },
-    },
-    {
-      method: 'DELETE',
-      path: '/consumers/:id',
-      handler: async (req) => {
-        const consumer = consumerByReference(state.consumers, req.params.id);
-        if (!consumer) return { status: 204 };
-        if (state.consumers.isDeclared(consumer.id)) return declaredConsumer();
-        for (const runtime of state.runtimes.values()) await runtime.consumerDeleted?.(consumer.id);
-        await state.consumers.delete(consumer.id);
-        return { status: 204 };
-      },
-    },
   ];
   for (const entity of ['services', 'routes', 'plugins']) {
     routes.push({ method: 'POST', path: `/${entity}`, handler: dbLessWrite(entity, 'POST') });
     for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
   }
-  for (const method of ['PUT', 'PATCH'] as const) routes.push({ method, path: '/consumers/:id', handler: consumerUpdate });
-  return routes;
+  return [...routes, ...entityAdminRoutes(state.consumers)];
 }
 
 function nodeInfo(state: AdminState) {

@@ -14,6 +14,7 @@ import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
 import { consumerSchema, ID, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
+import { withDigests } from '../toolkit/entity-directory.ts';
 import { parseListenList } from './listen.ts';
 import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
@@ -199,6 +200,10 @@ class ConfigBuilder {
   private order = 0;
   /** `_format_version` 1.1 or 2.1: route paths are migrated as Kong does on import. */
   private legacyPaths = false;
+  /** `_transform: false` (Kong's exports): plugin entities' values are stored as given, already transformed. */
+  private transformEntities = true;
+  /** Unique values of plugin entities declared so far, by `<entity>.<field>`, as the file gives them. */
+  private readonly declaredValues = new Map<string, Set<string>>();
 
   constructor(
     private readonly registry: PluginRegistry,
@@ -225,6 +230,8 @@ class ConfigBuilder {
     else if (!FORMAT_VERSIONS.includes(raw._format_version)) this.issue(['_format_version'], `expected one of: ${FORMAT_VERSIONS.join(', ')}`);
 
     this.legacyPaths = ['1.1', '2.1'].includes(String(raw._format_version));
+    if (raw._transform !== undefined && typeof raw._transform !== 'boolean') this.issue(['_transform'], 'expected a boolean');
+    this.transformEntities = raw._transform !== false;
     const gateway = this.buildGateway(raw.gateway);
     this.eachEntry(raw, 'services', (s, path) => this.addService(s, path));
     this.eachEntry(raw, 'routes', (r, path) => this.addRoute(r, path, r.service === undefined ? null : r.service));
@@ -405,9 +412,30 @@ class ConfigBuilder {
     const list = (this.entities[def.name] ??= []);
     const endpoint = def.endpointKey ? e[def.endpointKey] : undefined;
     e.id = this.id(e.id, `${def.name}:${endpoint ?? `${parentId ?? ''}#${formatPath(path)}`}`);
-    if (def.endpointKey) this.unique(def.name, def.endpointKey, endpoint, path, list);
-    this.unique(def.name, 'id', e.id, path, list);
-    list.push(def.transform ? def.transform(e) : e);
+    let taken = false;
+    for (const field of [...(def.endpointKey ? [def.endpointKey] : []), ...(def.unique ?? [])]) taken ||= this.declaredTwice(def.name, field, e[field], e[field], path);
+    if (def.uniqueInParent && e[def.parent?.field ?? '']?.id) {
+      const field = def.uniqueInParent;
+      taken ||= this.declaredTwice(def.name, field, e[field], `${e[def.parent!.field].id}/${e[field]}`, path);
+    }
+    if (!taken) this.unique(def.name, 'id', e.id, path, list);
+    const transformed = this.transformEntities && def.transform ? def.transform(e) : e;
+    list.push(withDigests(def, transformed));
+  }
+
+  /** Reports a unique value of a plugin entity that an earlier entry declared; true when it did. */
+  private declaredTwice(type: string, field: string, shown: unknown, value: unknown, path: Path): boolean {
+    if (typeof value !== 'string' && typeof value !== 'number') return false;
+    let values = this.declaredValues.get(`${type}.${field}`);
+    if (!values) this.declaredValues.set(`${type}.${field}`, (values = new Set()));
+    if (!values.has(String(value))) {
+      values.add(String(value));
+      return false;
+    }
+    // A digested value (an API key) is a secret: the message names the field only.
+    const what = this.entityDefs.get(type)?.digested?.includes(field) ? field : `${field} set to '${shown}'`;
+    this.issue(path, `uniqueness violation: '${type}' entity with ${what} already declared`);
+    return true;
   }
 
   private queuePlugin(raw: Record<string, any>, path: Path, scope: { route?: string; service?: string | null; consumer?: string }): void {

@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { Issue, RecordSchema } from '../config/schema.ts';
 import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
+import type { ParentDirectory } from '../toolkit/entity-directory.ts';
 
 export type { FieldSchema, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
 /** Schema validation with Kong's messages, for plugin configs and entities. */
@@ -56,14 +57,32 @@ export interface PluginScope {
 }
 
 export interface EntityDefinition {
-  /** The top-level key in gateway.yaml. */
+  /** The top-level key in gateway.yaml (Kong's entity name, e.g. `keyauth_credentials`). */
   name: string;
   schema: RecordSchema;
   /** May also be nested inside this core entity's records; the foreign key `field` is filled in. */
   parent?: { entity: 'consumers' | 'services' | 'routes'; field: string; required?: boolean };
-  /** Field naming the entity: unique, and the source of its deterministic id. */
+  /** Field naming the entity: unique, the source of its deterministic id, and the admin API's key besides the id. */
   endpointKey?: string;
-  /** Runs after validation on import (e.g. hash a secret); gets the id-resolved entity. */
+  /** Other fields no two entities share (Kong's `unique = true`); the endpoint key is unique anyway. */
+  unique?: string[];
+  /** A field unique among one parent's children, by which nested admin URLs also name a child (acls' `group`). */
+  uniqueInParent?: string;
+  /**
+   * Fields kept only as their SHA-256 digest (bearer secrets such as API keys): looked up by digest, shown
+   * by the admin API only in the answer to the write that set them.
+   */
+  digested?: string[];
+  /** Fields a partial update (PATCH) must give all or none of: a transformation needs them together. */
+  allOrNone?: string[];
+  /** Kong's `ttl = true`: the admin API accepts `ttl` (seconds) and the entity expires after it. */
+  ttl?: boolean;
+  /** The admin API's names (Kong's `admin_api_name`, `admin_api_nested_name`); no admin API without them. */
+  admin?: { name: string; nested?: string };
+  /**
+   * Kong's transformations on write (e.g. hash a secret), synchronous, for entities of gateway.yaml (skipped
+   * when the file says `_transform: false`, as Kong's exports do: their values are transformed already).
+   */
   transform?(entity: Record<string, any>): Record<string, any>;
 }
 
@@ -139,8 +158,9 @@ export interface PluginServices {
  * Consumers by id or by username, never both in one lookup: an id stored in an entity (a credential's
  * consumer) is resolved with `byId` only. For a reference a client or an operator gives (an admin URL,
  * `anonymous`), `consumerByReference` applies Kong's rule: UUID-shaped is an id, anything else a username.
+ * It is the parent a plugin's credential directory names, so that deleting a consumer deletes them.
  */
-export interface ConsumerDirectory {
+export interface ConsumerDirectory extends ParentDirectory {
   byId(id: string): Consumer | undefined;
   byUsername(username: string): Consumer | undefined;
   list(): Consumer[];
@@ -161,8 +181,6 @@ export interface PluginRuntime<Config = any> {
   unmatched?(req: UnmatchedRequest): boolean;
   /** Routes on the admin API, e.g. `GET /oauth2/:id`. */
   adminRoutes?: AdminRoute[];
-  /** A runtime consumer was deleted through the admin API: delete what belongs to it (Kong cascades). */
-  consumerDeleted?(consumerId: string): Promise<void>;
   /** Flush and release everything; the store closes after this resolves. */
   close?(): Promise<void>;
 }
@@ -286,6 +304,8 @@ export interface AdminRequest {
   query: URLSearchParams;
   /** Parsed JSON or form body (empty object when none). */
   body: Record<string, any>;
+  /** The body came as a form: its values are strings (and arrays of them), to be read by the schema's types. */
+  form?: boolean;
   headers: IncomingHttpHeaders;
 }
 

@@ -10,3 +10,5 @@ export * from './limits.ts';
 export * from './params.ts';
 export * from './secrets.ts';
 export { SecretVerifier } from './secret-verifier.ts';
+export * from './entity-directory.ts';
+export * from './entity-admin.ts';
