@@ -197,6 +197,8 @@ export interface ConfigView<Config = any> {
 
 export interface AuthenticatedCredential {
   id: string;
+  /** What the upstream learns it by (X-Credential-Identifier): Kong's key-auth sends the id, basic-auth the username, jwt the key, oauth2 the client_id. */
+  identifier: string;
   /** Scopes granted to the token, when the authentication scheme has scopes. */
   scopes?: string[];
   authenticatedUserid?: string | null;

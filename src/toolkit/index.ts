@@ -12,3 +12,4 @@ export * from './secrets.ts';
 export { SecretVerifier } from './secret-verifier.ts';
 export * from './entity-directory.ts';
 export * from './entity-admin.ts';
+export * from './authenticate.ts';
