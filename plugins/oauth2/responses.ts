@@ -1,5 +1,5 @@
 /** OAuth 2.0 answers as Kong's plugin gives them: JSON bodies, cache headers, `WWW-Authenticate`. */
-import { RequestLimitError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { challenge, RequestLimitError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Config } from './schema.ts';
 
 export interface OAuthError {
@@ -13,17 +13,12 @@ export function oauthError(error: string, description: string): OAuthError {
   return { error, error_description: description };
 }
 
-/** `Bearer realm="…", error="…", error_description="…"` (Kong ≥ 3.10 delimiter). */
+/**
+ * `Bearer realm="…", error="…", error_description="…"` (Kong ≥ 3.10 delimiter). Kong leaves a `"` of the
+ * realm unescaped, which ends the value early for a client's parser; here it is escaped.
+ */
 export function bearerChallenge(config: OAuth2Config, error?: OAuthError): string {
-  const parts: string[] = [];
-  if (config.realm) parts.push(`realm=${quotedString(config.realm)}`);
-  if (error) parts.push(`error=${quotedString(error.error)}`, `error_description=${quotedString(error.error_description)}`);
-  return parts.length ? `Bearer ${parts.join(', ')}` : 'Bearer';
-}
-
-/** RFC 9110 §5.6.4; Kong leaves a `"` of the realm unescaped, which ends the value early for a client's parser. */
-function quotedString(value: string): string {
-  return `"${value.replace(/["\\]/g, '\\$&')}"`;
+  return challenge('Bearer', { realm: config.realm, error: error?.error, error_description: error?.error_description });
 }
 
 export type Endpoint = 'token' | 'authorization' | 'introspection' | 'revocation';

@@ -1,7 +1,7 @@
 /** Schemas of the core entities and of the `gateway:` block, with Kong's defaults and messages. */
 import { validateServiceHost, validateSni } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
-import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema } from './schema.ts';
+import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema, type StringSchema } from './schema.ts';
 
 const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };
 const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
@@ -42,6 +42,12 @@ function checkServicePath(path: string): string | undefined {
   if (!path.startsWith('/')) return 'should start with: /';
   return checkPathCharacters(path);
 }
+
+/** Kong's header-name rule (kong/tools/http.lua validate_header_name), as its typedefs.header_name. */
+export function headerNameProblem(name: string): string | undefined {
+  return /^[a-zA-Z0-9-_]+$/.test(name) ? undefined : `bad header name '${name}', allowed characters are A-Z, a-z, 0-9, '_', and '-'`;
+}
+export const HEADER_NAME: StringSchema = { type: 'string', len_min: 1, custom: headerNameProblem };
 
 export const SERVICE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;
 export const ROUTE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;

@@ -21,7 +21,7 @@ export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../c
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
-export { headerValueProblem, isUuid } from '../config/entities.ts';
+export { HEADER_NAME, headerNameProblem, headerValueProblem, isUuid } from '../config/entities.ts';
 export { HttpError } from './http-error.ts';
 export * from '../toolkit/index.ts';
 

@@ -97,6 +97,14 @@ function conclude(ctx: RequestContext, config: AuthenticationConfig, consumers: 
   else ctx.error(outcome.status, outcome.message, outcome.headers);
 }
 
+/** A WWW-Authenticate challenge: `Scheme name="value", ...`, values quoted as RFC 9110 §5.6.4 says; unset ones left out. */
+export function challenge(scheme: string, params: Record<string, string | null | undefined> = {}): string {
+  const parts = Object.entries(params)
+    .filter(([, value]) => value !== null && value !== undefined)
+    .map(([name, value]) => `${name}="${value!.replace(/["\\]/g, '\\$&')}"`);
+  return parts.length ? `${scheme} ${parts.join(', ')}` : scheme;
+}
+
 function setOrRemove(ctx: RequestContext, name: string, value: string | null): void {
   if (value === null || value === '') ctx.removeUpstreamHeader(name);
   else ctx.setUpstreamHeader(name, value);

@@ -53,9 +53,18 @@ export function mediaType(header: string | string[] | undefined): string {
   return typeof header === 'string' ? header.split(';')[0].trim().toLowerCase() : '';
 }
 
+/** Which requests' bodies hold parameters. */
+export interface BodyScope {
+  /**
+   * Any method's body, as `kong.request.get_body` reads it; by default only POST, PUT and PATCH ones
+   * (RFC 6750 §2.2: a bearer token is never read from a GET's body).
+   */
+  anyMethod?: boolean;
+}
+
 /** The body's parameters, for the content types Kong parses; `{}` otherwise. */
-export async function readBodyParams(ctx: RequestContext): Promise<Params> {
-  const type = paramBodyType(ctx);
+export async function readBodyParams(ctx: RequestContext, scope: BodyScope = {}): Promise<Params> {
+  const type = paramBodyType(ctx, scope);
   if (type === undefined) return {};
   const body = await ctx.readBodyWithin(MAX_PARAMETER_BODY);
   if (body === undefined) throw RequestLimitError.bodyTooLarge();
@@ -72,9 +81,9 @@ export async function readBodyParams(ctx: RequestContext): Promise<Params> {
  * holds none, as in Kong, which cannot read a body nginx spilled to disk. It is not read into memory, and
  * goes upstream untouched if the caller authenticates otherwise.
  */
-export async function credentialBodyParams(ctx: RequestContext): Promise<Params> {
+export async function credentialBodyParams(ctx: RequestContext, scope: BodyScope = {}): Promise<Params> {
   try {
-    return await readBodyParams(ctx);
+    return await readBodyParams(ctx, scope);
   } catch (err) {
     if (err instanceof RequestLimitError) return {};
     throw err;
@@ -82,9 +91,9 @@ export async function credentialBodyParams(ctx: RequestContext): Promise<Params>
 }
 
 /** The media type of a body Kong reads parameters from, or undefined. */
-function paramBodyType(ctx: RequestContext): string | undefined {
+function paramBodyType(ctx: RequestContext, scope: BodyScope): string | undefined {
   const type = mediaType(ctx.headers['content-type']);
-  return METHODS_WITH_BODY.has(ctx.method) && BODY_PARAM_TYPES.has(type) ? type : undefined;
+  return (scope.anyMethod || METHODS_WITH_BODY.has(ctx.method)) && BODY_PARAM_TYPES.has(type) ? type : undefined;
 }
 
 function parseJsonObject(body: Buffer): Params {
@@ -121,7 +130,9 @@ export function argsWithout(raw: string, name: string): string {
 
 /** Removes the query argument `name` from what goes upstream (Kong's `clear_query_arg`). */
 export function clearQueryArg(ctx: RequestContext, name: string): void {
-  if (ctx.rawQuery.includes(name)) ctx.setUpstreamQuery(argsWithout(ctx.rawQuery, name));
+  if (ctx.rawQuery === '') return;
+  const cleaned = argsWithout(ctx.rawQuery, name);
+  if (cleaned !== ctx.rawQuery) ctx.setUpstreamQuery(cleaned);
 }
 
 /**
@@ -129,8 +140,8 @@ export function clearQueryArg(ctx: RequestContext, name: string): void {
  * type; undefined when the body holds no such parameter, is of another type, or is too large to hold
  * parameters (it was never read for them, and goes upstream untouched).
  */
-export async function bodyWithout(ctx: RequestContext, name: string): Promise<{ body: Buffer; contentType: string } | undefined> {
-  const type = paramBodyType(ctx);
+export async function bodyWithout(ctx: RequestContext, name: string, scope: BodyScope = {}): Promise<{ body: Buffer; contentType: string } | undefined> {
+  const type = paramBodyType(ctx, scope);
   if (type === undefined) return undefined;
   const contentType = String(ctx.headers['content-type']);
   const body = await ctx.readBodyWithin(MAX_PARAMETER_BODY);
@@ -155,8 +166,8 @@ export async function bodyWithout(ctx: RequestContext, name: string): Promise<{ 
 }
 
 /** Removes the body parameter `name` from what goes upstream, when the body has one. */
-export async function clearBodyParam(ctx: RequestContext, name: string): Promise<void> {
-  const cleaned = await bodyWithout(ctx, name);
+export async function clearBodyParam(ctx: RequestContext, name: string, scope: BodyScope = {}): Promise<void> {
+  const cleaned = await bodyWithout(ctx, name, scope);
   if (!cleaned) return;
   ctx.setUpstreamBody(cleaned.body);
   ctx.setUpstreamHeader('content-type', cleaned.contentType);
