@@ -1,4 +1,5 @@
 /** The plugins this gateway ships (Kong's bundled plugin list). Each is loaded through its entry module only. */
+import basicAuth from '../plugins/basic-auth/index.ts';
 import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts';
 import keyAuth from '../plugins/key-auth/index.ts';
 import metering from '../plugins/metering/index.ts';
@@ -6,5 +7,5 @@ import oauth2 from '../plugins/oauth2/index.ts';
 import type { PluginDefinition } from './pipeline/plugin-api.ts';
 
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
-  [oauth2, keyAuth, metering, entitlementEnforcement].map((p) => [p.name, p as PluginDefinition]),
+  [oauth2, keyAuth, basicAuth, metering, entitlementEnforcement].map((p) => [p.name, p as PluginDefinition]),
 );

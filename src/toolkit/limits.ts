@@ -5,6 +5,8 @@
  * treats a body beyond the limits as one without a credential.
  */
 
+import { HttpError } from '../pipeline/http-error.ts';
+
 /** Kong reads at most 100 arguments of a query and of a body (OpenResty's get_uri_args/get_post_args). */
 export const MAX_PARAMETERS = 100;
 
@@ -17,17 +19,18 @@ export const MAX_PARAMETER_BODY = 16 * 1024;
 
 export type LimitCode = 'TG_ERR_BODY_TOO_LARGE' | 'TG_ERR_TOO_MANY_PARAMETERS' | 'TG_ERR_HASHING_BUSY' | 'TG_ERR_CREDENTIAL_LOCKED';
 
-export class RequestLimitError extends Error {
+/** An HttpError: wherever it is not answered in a protocol's own shape, the pipeline answers its status. */
+export class RequestLimitError extends HttpError {
   override readonly name = 'RequestLimitError';
 
   private constructor(
-    readonly code: LimitCode,
-    readonly status: 400 | 413 | 429 | 503,
+    override readonly code: LimitCode,
+    override readonly status: 400 | 413 | 429 | 503,
     message: string,
     /** Seconds after which trying again may succeed (the Retry-After header). */
     readonly retryAfter?: number,
   ) {
-    super(message);
+    super(status, message, retryAfter === undefined ? undefined : { 'retry-after': String(retryAfter) });
   }
 
   /** The request's fault (400, 413), or a temporary refusal that a retry may get past (429, 503). */

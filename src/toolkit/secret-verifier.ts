@@ -58,14 +58,23 @@ export class SecretVerifier {
    * count); RequestLimitError while the credential is locked or the pool is full.
    */
   async verify(credential: { id: string }, hash: string, given: string): Promise<boolean> {
-    const digest = createHmac('sha256', this.digestKey).update(given).digest();
-    const remembered = this.verified.get(credential);
-    if (remembered && timingSafeEqual(remembered, digest)) return true;
+    if (this.remembers(credential, given)) return true;
     this.refuseWhileLocked(credential.id);
+    const digest = this.digestOf(given);
     const matches = await verifySecretAsync(given, hash, this.derive);
     if (matches) this.verified.set(credential, digest);
     else this.countFailure(credential.id);
     return matches;
+  }
+
+  /** True when `given` verified for this very credential object before, in this process: no derivation, no waiting. */
+  remembers(credential: object, given: string): boolean {
+    const remembered = this.verified.get(credential);
+    return remembered !== undefined && timingSafeEqual(remembered, this.digestOf(given));
+  }
+
+  private digestOf(secret: string): Buffer {
+    return createHmac('sha256', this.digestKey).update(secret).digest();
   }
 
   /** The PHC hash of `secret`, derived on the pool (RequestLimitError when it is full). */
