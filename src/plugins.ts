@@ -1,11 +1,12 @@
 /** The plugins this gateway ships (Kong's bundled plugin list). Each is loaded through its entry module only. */
 import basicAuth from '../plugins/basic-auth/index.ts';
 import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts';
+import jwt from '../plugins/jwt/index.ts';
 import keyAuth from '../plugins/key-auth/index.ts';
 import metering from '../plugins/metering/index.ts';
 import oauth2 from '../plugins/oauth2/index.ts';
 import type { PluginDefinition } from './pipeline/plugin-api.ts';
 
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
-  [oauth2, keyAuth, basicAuth, metering, entitlementEnforcement].map((p) => [p.name, p as PluginDefinition]),
+  [oauth2, keyAuth, basicAuth, jwt, metering, entitlementEnforcement].map((p) => [p.name, p as PluginDefinition]),
 );
