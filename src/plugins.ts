@@ -1,4 +1,5 @@
 /** The plugins this gateway ships (Kong's bundled plugin list). Each is loaded through its entry module only. */
+import acl from '../plugins/acl/index.ts';
 import basicAuth from '../plugins/basic-auth/index.ts';
 import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts';
 import jwt from '../plugins/jwt/index.ts';
@@ -8,5 +9,5 @@ import oauth2 from '../plugins/oauth2/index.ts';
 import type { PluginDefinition } from './pipeline/plugin-api.ts';
 
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
-  [oauth2, keyAuth, basicAuth, jwt, metering, entitlementEnforcement].map((p) => [p.name, p as PluginDefinition]),
+  [oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement].map((p) => [p.name, p as PluginDefinition]),
 );
