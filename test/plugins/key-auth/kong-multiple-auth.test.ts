@@ -66,7 +66,7 @@ describe('logical AND (no anonymous)', () => {
   });
 
   it('MK03 the password only, or nothing: key-auth refuses first', async () => {
-    for (const headers of [{ authorization: OPEN_SESAME }, {}]) {
+    for (const headers of [{ authorization: OPEN_SESAME }, {}] as Record<string, string>[]) {
       const reply = await call('logical-and.test', headers);
       assert.equal(reply.status, 401);
       assert.equal(reply.headers['www-authenticate'], 'Key');
