@@ -113,7 +113,7 @@ test('an unknown field or plugin name that looks like a typo gets a suggestion',
     '      - name: oauth2', //                                                          9
     '        config: { enable_client_credentials: true, enable_client_credential: 1 }', // 10
     '      - name: metring', //                                                         11
-    '      - name: key-auth', //                                                        12
+    '      - name: zipkin', //                                                          12
     '    colour: blue', //                                                              13
   );
   assert.deepEqual(errorsOf(text), [
@@ -121,7 +121,7 @@ test('an unknown field or plugin name that looks like a typo gets a suggestion',
     "gw.yaml:4:1: service: unknown field; did you mean 'services'?",
     "gw.yaml:10:52: routes[0].plugins[0].config.enable_client_credential: unknown field; did you mean 'enable_client_credentials'?",
     "gw.yaml:11:15: routes[0].plugins[1].name: plugin 'metring' not enabled; add it to the 'plugins' configuration property; did you mean 'metering'?",
-    "gw.yaml:12:15: routes[0].plugins[2].name: plugin 'key-auth' not enabled; add it to the 'plugins' configuration property",
+    "gw.yaml:12:15: routes[0].plugins[2].name: plugin 'zipkin' not enabled; add it to the 'plugins' configuration property",
     'gw.yaml:13:5: routes[0].colour: unknown field',
   ]);
 });
