@@ -92,17 +92,21 @@ class EntityAdmin<T extends Entity> {
   // -- reads ------------------------------------------------------------------------------------------
 
   private list(req: AdminRequest, parent?: Entity): AdminReply {
-    const endpointKey = this.definition.endpointKey;
-    const lookup = endpointKey ? req.query.get(endpointKey) : null;
-    if (endpointKey && lookup !== null) return this.lookup(lookup, parent);
+    // `?username=…`, `?custom_id=…`, `?key=…`: the entity a unique field names, as a list of one (or none).
+    const field = this.lookupFields().find((f) => req.query.has(f));
+    if (field) return this.lookup(field, req.query.get(field)!, parent);
     const entities = parent ? this.directory.childrenOf(parent.id) : this.directory.list();
     const path = parent ? `/${this.parent!.definition.admin?.name}/${parent.id}/${this.nested}` : `/${this.name}`;
     return page(entities.map((e) => this.view(e)), req, path);
   }
 
-  /** `?<endpoint key>=<value>`: the one match (or none) as a list. */
-  private lookup(value: string, parent: Entity | undefined): AdminReply {
-    const found = this.directory.find(this.definition.endpointKey!, value);
+  private lookupFields(): string[] {
+    return [...(this.definition.endpointKey ? [this.definition.endpointKey] : []), ...(this.definition.unique ?? [])];
+  }
+
+  /** `?<unique field>=<value>`: the one match (or none) as a list. */
+  private lookup(field: string, value: string, parent: Entity | undefined): AdminReply {
+    const found = this.directory.find(field, value);
     const owner = found ? this.directory.parentOf(found) : undefined;
     const matches = found && (!parent || owner?.id === parent.id);
     const shown = matches ? { ...this.view(found), ...(this.options.expandParentOnLookup && owner ? { [this.parentField!]: owner } : {}) } : undefined;
@@ -177,9 +181,13 @@ class EntityAdmin<T extends Entity> {
   private async put(req: AdminRequest, parent?: Entity): Promise<AdminReply> {
     const key = req.params.key;
     const existing = parent ? this.nestedFind(req) : this.find(key);
-    const body = this.bodyOf(req);
-    const named = isUuid(key) ? { id: key } : { [this.definition.endpointKey ?? (parent ? this.definition.uniqueInParent : undefined) ?? 'id']: key };
-    return this.write({ ...body, ...named }, { method: 'PUT', parent, existing }, 200);
+    return this.write({ ...this.bodyOf(req), [this.fieldNamedBy(key, parent !== undefined)]: key }, { method: 'PUT', parent, existing }, 200);
+  }
+
+  /** Which field a URL key gives a value to: the id (UUID-shaped, or nothing else fits: then it is refused as one). */
+  private fieldNamedBy(key: string, nested: boolean): string {
+    if (isUuid(key)) return 'id';
+    return this.definition.endpointKey ?? (nested ? this.definition.uniqueInParent : undefined) ?? 'id';
   }
 
   private async patch(req: AdminRequest, existing: T, parent?: Entity): Promise<AdminReply> {

@@ -27,6 +27,8 @@ export interface Entity {
 
 /** When a runtime entity expires (ms since the epoch); kept in the stored record, never shown. */
 const EXPIRES_AT = '_expires_at';
+/** How often expired entities leave memory (the store's sweeper deletes them from the store). */
+const PRUNE_INTERVAL_MS = 60_000;
 /** Longer unique values are claimed under their digest, so a claim key stays small whatever was sent. */
 const MAX_PLAIN_CLAIM = 128;
 
@@ -74,6 +76,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
    */
   private readonly localVersions = new Map<string, number>();
   private unsubscribe: (() => void) | undefined;
+  private pruner: NodeJS.Timeout | undefined;
   private readonly keyPrefix: string;
   private readonly topic: string;
   readonly parent: ParentDirectory | undefined;
@@ -95,6 +98,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
   /** Reads the runtime entities and starts following other processes' changes. */
   async load(): Promise<void> {
     this.unsubscribe ??= this.store.notices.subscribe(this.topic, (id) => this.queueRefresh(() => (id === null ? this.reloadRuntime() : this.refresh(id))));
+    if (this.definition.ttl) this.pruner ??= setInterval(() => this.pruneExpired(), PRUNE_INTERVAL_MS).unref();
     await this.reloadRuntime();
     await this.claimUnclaimed();
   }
@@ -103,6 +107,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
   close(): void {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
+    clearInterval(this.pruner);
   }
 
   adopt(child: EntityDirectory): void {
@@ -248,6 +253,15 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
         if (result.status === 'rejected') this.options.log?.error({ err: result.reason, entity: this.definition.name, id: entity.id }, 'cleaning up after a removed entity failed');
       }
     });
+  }
+
+  /** Expired runtime entities leave memory, so keys made and left to expire never pile up. */
+  private pruneExpired(): void {
+    const now = Date.now();
+    for (const entity of [...this.runtime.byId.values()]) {
+      const expiresAt = (entity as Entity)[EXPIRES_AT];
+      if (expiresAt !== undefined && expiresAt <= now) this.removeFrom(this.runtime, entity);
+    }
   }
 
   private live(entity: T | undefined): T | undefined {

@@ -180,6 +180,14 @@ test('POST /consumers: validation, uniqueness, and persistence across a restart'
   assert.match(consumer.id, /^[0-9a-f-]{36}$/);
   assert.equal(consumer.username, 'runtime-user');
 
+  // Kong's lookups by a unique field, as a list of one.
+  assert.deepEqual((await admin('/consumers?custom_id=r-1')).json().data, [consumer]);
+  assert.deepEqual((await admin('/consumers?username=nobody')).json().data, []);
+  // A runtime consumer can be changed (Kong's PATCH), a declared one cannot (below).
+  const patched = await admin(`/consumers/${consumer.id}`, { method: 'PATCH', body: { tags: ['t', 'u'] } });
+  assert.deepEqual(patched.json().tags, ['t', 'u']);
+  await admin(`/consumers/${consumer.id}`, { method: 'PATCH', body: { tags: ['t'] } });
+
   const form = await admin('/consumers', { method: 'POST', body: 'username=form-user', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   assert.equal(form.status, 201, form.text);
 
