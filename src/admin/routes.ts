@@ -82,6 +82,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       path: '/status/ready',
       handler: () => (state.ready() ? { status: 200, body: { message: 'ready' } } : { status: 503, body: { message: 'draining' } }),
     },
+    { method: 'GET', path: '/status/traffic', handler: () => ({ status: 200, body: state.metrics.requestCounts() }) },
     {
       method: 'GET',
       path: '/metrics',
