@@ -2,6 +2,7 @@
 import { hostname } from 'node:os';
 import { consumerByReference, type Consumers } from '../consumers.ts';
 import type { PluginRegistry } from '../config/load.ts';
+import { consoleRoutes } from '../console/routes.ts';
 import type { Metrics } from '../metrics.ts';
 import { HttpError, type AdminReply, type AdminRequest, type AdminRoute, type PluginRuntime } from '../pipeline/plugin-api.ts';
 import type { Snapshot } from '../runtime.ts';
@@ -148,6 +149,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
   }
   for (const method of ['PUT', 'PATCH'] as const) routes.push({ method, path: '/consumers/:id', handler: consumerUpdate });
+  routes.push(...consoleRoutes());
   return routes;
 }
 
