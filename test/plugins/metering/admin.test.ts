@@ -81,7 +81,7 @@ describe('metering on the admin API', () => {
 
   /** The same request to the route (with the producer's token) and to the admin API. */
   async function both(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<[Reply, Reply]> {
-    const json = body === undefined ? {} : { 'content-type': 'application/json' };
+    const json: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
     const text = body === undefined ? undefined : JSON.stringify(body);
     return Promise.all([api.send(method, path, text, { ...json, ...headers }), admin(`/metering${path}`, { method, body: text, headers: { ...json, ...headers } })]);
   }
