@@ -73,16 +73,18 @@ async function queryUsage(meter, request, customers) {
 /** The chart's data: window starts, and one series per group (the largest totals first). */
 function chartData(rows) {
   const xs = [...new Set(rows.map((r) => Date.parse(r.from) / 1000))].sort((a, b) => a - b);
-  const totals = new Map();
-  for (const r of rows) totals.set(r.group, (totals.get(r.group) ?? 0) + Number(r.value));
-  const groups = [...totals.keys()].sort((a, b) => totals.get(b) - totals.get(a));
-  const series = groups.slice(0, MAX_SERIES).map((group) => {
-    const values = xs.map(() => null);
-    for (const r of rows) if (r.group === group) values[xs.indexOf(Date.parse(r.from) / 1000)] = Number(r.value);
-    return { label: group, values };
-  });
-  const windowSeconds = rows.length ? Math.min(...rows.map((r) => (Date.parse(r.to) - Date.parse(r.from)) / 1000)) : 3600;
-  return { xs, series, windowSeconds, hidden: groups.length - series.length };
+  const column = new Map(xs.map((x, i) => [x, i]));
+  const byGroup = new Map();
+  for (const r of rows) {
+    if (!byGroup.has(r.group)) byGroup.set(r.group, { label: r.group, total: 0, values: xs.map(() => null) });
+    const series = byGroup.get(r.group);
+    series.total += Number(r.value);
+    series.values[column.get(Date.parse(r.from) / 1000)] = Number(r.value);
+  }
+  const groups = [...byGroup.values()].sort((a, b) => b.total - a.total);
+  // The shortest window sets the bars' width (days and months vary in length; a lone window has no neighbour to measure).
+  const windowSeconds = rows.reduce((min, r) => Math.min(min, (Date.parse(r.to) - Date.parse(r.from)) / 1000), Infinity);
+  return { xs, series: groups.slice(0, MAX_SERIES), windowSeconds: Number.isFinite(windowSeconds) ? windowSeconds : 3600, hidden: Math.max(groups.length - MAX_SERIES, 0) };
 }
 
 export function startUsage(root) {
