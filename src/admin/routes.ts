@@ -83,7 +83,8 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       path: '/status/ready',
       handler: () => (state.ready() ? { status: 200, body: { message: 'ready' } } : { status: 503, body: { message: 'draining' } }),
     },
-    { method: 'GET', path: '/status/traffic', handler: () => ({ status: 200, body: state.metrics.requestCounts() }) },
+    // The counters are this process's since it started: `pid` tells a reader when they are another's.
+    { method: 'GET', path: '/status/traffic', handler: () => ({ status: 200, body: { pid: process.pid, ...state.metrics.requestCounts() } }) },
     {
       method: 'GET',
       path: '/metrics',

@@ -80,4 +80,5 @@ test('GET /status/traffic gives the request counters as JSON: per route and serv
   assert.ok(shop.latency_ms_sum > 0);
   assert.deepEqual(counts.routes.find((r: any) => r.route === '').requests, { 404: 1 }, 'requests that matched no route');
   assert.deepEqual(counts.consumers, []);
+  assert.equal(counts.pid, process.pid, 'whose counters they are (the in-process gateway of this test)');
 });
