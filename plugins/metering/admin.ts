@@ -12,7 +12,7 @@ import { backfillRatio } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import type { MeteringService } from './service.ts';
 
-export const ADMIN_PREFIX = '/metering';
+const ADMIN_PREFIX = '/metering';
 
 /** What reads (queries are POSTs with a body, yet change nothing); every write stays on the route. */
 const READ_ONLY: [AdminMethod, string][] = [

@@ -37,7 +37,7 @@ const FILES: [name: string, path: string][] = [
  * admin API itself; Trusted Types make any string assigned as HTML (innerHTML and friends) throw, so
  * data from users cannot become markup even through a mistake in a later change.
  */
-export const CONSOLE_CSP = [
+const CONSOLE_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
