@@ -72,11 +72,9 @@ function event(subject: string, time: number, route = '/orders') {
   return { specversion: '1.0', id: randomUUID(), source: 'console-test', type: 'request', subject, time: new Date(time).toISOString(), data: { route } };
 }
 
-/** 02:00 UTC `days` days ago: 21:00 the day before in New York, so days there differ from days in UTC. */
-function earlyUtc(days: number): number {
-  const today = Math.floor(Date.now() / DAY) * DAY;
-  return today - days * DAY + 2 * 3_600_000;
-}
+/** 02:00 UTC two days and one day ago: 21:00 the day before in New York, so days there differ from days in UTC. */
+const TODAY = Math.floor(Date.now() / DAY) * DAY;
+const CHART_TIMES = [TODAY - 2 * DAY + 2 * 3_600_000, TODAY - DAY + 2 * 3_600_000];
 
 let upstream: Upstream;
 let gw: TestGateway;
@@ -161,15 +159,18 @@ describe('the console in headless Chromium', () => {
     await post(
       '/events',
       [
-        ...[0, 1, 2].map(() => event(CHART_SUBJECT, earlyUtc(2))),
-        event(CHART_SUBJECT, earlyUtc(1)),
+        ...[0, 1, 2].map(() => event(CHART_SUBJECT, CHART_TIMES[0])),
+        event(CHART_SUBJECT, CHART_TIMES[1]),
         event(MARKUP_SUBJECT, Date.now() - 3_600_000, MARKUP_DIMENSION),
       ],
       'application/cloudevents-batch+json',
     );
     await post('/subscriptions', { customer: { key: 'acme-corp' }, plan: { key: 'starter' } });
     // Usage of a subscription counts from the first whole second after it started.
-    await post('/events', [event('acme', Date.now() + 1000), event('acme', Date.now() + 1000)], 'application/cloudevents-batch+json');
+    const usageAt = Date.now() + 1000;
+    await post('/events', [event('acme', usageAt), event('acme', usageAt)], 'application/cloudevents-batch+json');
+    // Queries end now: let those events be in the past.
+    await new Promise((resolve) => setTimeout(resolve, usageAt + 100 - Date.now()));
     const consumer = await request(`${gw.admin}/consumers`, { method: 'POST', body: { username: MARKUP_CONSUMER } });
     assert.equal(consumer.status, 201, consumer.text);
     if (haveChromium) browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
@@ -191,7 +192,7 @@ describe('the console in headless Chromium', () => {
     // The days of New York (02:00 UTC is the evening before there), as the page words them.
     const expectedDays = await tab.evaluate(
       (times) => times.map((t) => new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeZone: 'America/New_York' }).format(new Date(t))),
-      [earlyUtc(2), earlyUtc(1)],
+      CHART_TIMES,
     );
     assert.deepEqual(await usageRows(tab), [[expectedDays[0], 'API calls', '3'], [expectedDays[1], 'API calls', '1']]);
 
