@@ -1,0 +1,86 @@
+/**
+ * One upstream's balancer (kong/runloop/balancer/balancers.lua): its targets, how much of their
+ * weight is available, whether that is enough to take traffic (`healthchecks.threshold`), and the
+ * algorithm that picks a target for each try of a request.
+ */
+import type { Target, Upstream } from '../config/types.ts';
+import { createAlgorithm, type Algorithm } from './algorithms.ts';
+import { TargetState, type PickHandle } from './target-state.ts';
+
+export interface WeightReport {
+  total: number;
+  unavailable: number;
+  available: number;
+}
+
+/** Why a balancer has no target for a request (Kong's ERR_BALANCER_UNHEALTHY and ERR_NO_PEERS_AVAILABLE). */
+export type NoPeer = 'unhealthy' | 'none';
+
+export class Balancer {
+  readonly targets: TargetState[];
+  private readonly algorithm: Algorithm;
+  /** Called when a target's availability changes. */
+  onChange: ((target: TargetState) => void) | undefined;
+
+  constructor(
+    readonly upstream: Upstream,
+    targets: readonly Target[],
+  ) {
+    this.targets = targets.map((t) => new TargetState(t));
+    this.algorithm = createAlgorithm(upstream, this.targets);
+  }
+
+  /** Total weight, and the part of it unavailable. */
+  weight(): WeightReport {
+    let total = 0;
+    let unavailable = 0;
+    for (const t of this.targets) {
+      total += t.weight;
+      if (!t.available) unavailable += t.weight;
+    }
+    return { total, unavailable, available: total - unavailable };
+  }
+
+  /** Healthy when the available share of the weight is above the threshold (an empty balancer never is). */
+  get healthy(): boolean {
+    const { total, available } = this.weight();
+    return total > 0 && (available / total) * 100 > this.upstream.healthchecks.threshold;
+  }
+
+  setAvailable(target: TargetState, available: boolean): void {
+    if (target.available === available) return;
+    target.available = available;
+    this.algorithm.update();
+    this.onChange?.(target);
+  }
+
+  find(address: string): TargetState | undefined {
+    return this.targets.find((t) => t.address === address);
+  }
+
+  /** The target for the handle's next try. */
+  pick(handle: PickHandle, hashValue: string): TargetState | NoPeer {
+    if (!this.healthy) return 'unhealthy';
+    let target = this.algorithm.pick(handle, hashValue);
+    if (!target && handle.failed.size > 0 && this.algorithm.retriesFailedTargets) {
+      // Every target failed this request: its remaining tries go round them again.
+      handle.failed.clear();
+      target = this.algorithm.pick(handle, hashValue);
+    }
+    handle.target = target;
+    return target ?? 'none';
+  }
+
+  /** The handle's current try is over; `failed`: it may not be tried again for this request. */
+  endTry(handle: PickHandle, failed: boolean): void {
+    const target = handle.target;
+    if (!target) return;
+    if (failed) handle.failed.add(target);
+    this.algorithm.release?.(target);
+    handle.target = null;
+  }
+
+  observe(target: TargetState, ms: number): void {
+    this.algorithm.observe?.(target, ms);
+  }
+}
