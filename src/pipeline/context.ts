@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { STATUS_CODES } from 'node:http';
+import type { PeerSource } from '../balancer/peers.ts';
 import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts';
 import type { RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
@@ -129,6 +130,8 @@ export class Context implements RequestContext {
   logged = false;
   /** Aborts the upstream request, once one is under way. */
   abortUpstream: (() => void) | undefined;
+  /** Where the request's tries go, once chosen; released when the request is over. */
+  peers: PeerSource | undefined;
 
   // Facts the core keeps for the upstream request; not part of the plugin API.
   readonly match: RouteMatch;

@@ -20,6 +20,8 @@ import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
 import type { UnmatchedRequest } from './plugin-api.ts';
+import type { PeerSource } from '../balancer/peers.ts';
+import type { UpstreamTls } from '../tls/upstream-tls.ts';
 
 export interface ListenerInfo {
   port: number;
@@ -30,10 +32,16 @@ export interface Stats {
   totalRequests: number;
 }
 
+/** Where a request goes upstream: the peer of each try, and the TLS settings towards it. */
+export interface Destination {
+  peers: PeerSource;
+  tls: UpstreamTls | undefined;
+}
+
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
-  grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, done: () => void): void;
-  upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, done: () => void): void;
+  grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, destination: Destination, done: () => void): void;
+  upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, done: () => void): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close?(): void;
 }
@@ -81,11 +89,13 @@ export class Lifecycle {
       // socket.destroyed: the client left while an asynchronous plugin ran; nothing goes upstream.
       if (ctx.responded || socket.destroyed) return;
       if (!ctx.service) return ctx.error(503, MESSAGES.noService);
+      const destination = this.destination(ctx);
+      if (!destination) return;
       const match = ctx.match;
       const headers = this.upstreamHeaders(ctx, match, listener);
       if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
       ctx.status = 101;
-      this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, () => this.finish(ctx));
+      this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, destination, () => this.finish(ctx));
     });
   }
 
@@ -227,13 +237,39 @@ export class Lifecycle {
   private afterAccess(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, listener: ListenerInfo): void {
     if (ctx.responded) return;
     if (!ctx.service) return ctx.error(503, MESSAGES.noService);
+    const destination = this.destination(ctx);
+    if (!destination) return;
     const headers = this.upstreamHeaders(ctx, ctx.match, listener);
     const protocol = ctx.service.protocol;
     if (protocol === 'grpc' || protocol === 'grpcs') {
       if (!this.protocols.grpc) return ctx.error(501, 'gRPC proxying is not available');
-      return this.protocols.grpc(ctx, ctx.match, headers as Record<string, unknown>, () => this.finish(ctx));
+      return this.protocols.grpc(ctx, ctx.match, headers as Record<string, unknown>, destination, () => this.finish(ctx));
     }
-    this.proxyHttp(ctx, req, res, headers);
+    this.proxyHttp(ctx, req, res, headers, destination);
+  }
+
+  /**
+   * The balancer's choice for a service whose host names an upstream (the service itself otherwise),
+   * made after the access phase so that hashing sees the authenticated consumer. Null when the
+   * upstream has no target to give: answered 503 as Kong does.
+   */
+  private destination(ctx: Context): Destination | null {
+    const service = ctx.service!;
+    const peers = ctx.snapshot.balancers.peers(service, () => ({
+      consumerId: ctx.consumer?.id,
+      credentialId: ctx.credential?.id,
+      clientIp: ctx.clientIp,
+      headers: ctx.headers,
+      path: ctx.path,
+      rawQuery: ctx.rawQuery,
+      captures: ctx.match.captures,
+    }));
+    if (typeof peers === 'string') {
+      ctx.error(503, MESSAGES.noPeer);
+      return null;
+    }
+    ctx.peers = peers;
+    return { peers, tls: ctx.snapshot.upstreamTls(service) };
   }
 
   private upstreamHeaders(ctx: Context, match: RouteMatch, listener: ListenerInfo) {
@@ -244,10 +280,11 @@ export class Lifecycle {
       rawHost: ctx.rawHost,
       strippedPrefix: match.matchedPrefix,
       rawPath: ctx.rawPath,
+      peerHost: ctx.peers?.first.hostHeader,
     });
   }
 
-  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>): void {
+  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>, destination: Destination): void {
     const limit = ctx.snapshot.config.gateway.client_max_body_size;
     const declared = Number(req.headers['content-length']);
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
@@ -255,14 +292,17 @@ export class Lifecycle {
     if (body === req && limit > 0) this.enforceStreamLimit(ctx, req, limit);
     const path = ctx.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : '');
     const sentAt = performance.now();
+    const { peers, tls } = destination;
     const handle = this.engine.forward(
-      { service: ctx.service!, method: ctx.method, path, headers, body },
+      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, method: ctx.method, path, headers, body },
       {
         onResponse: (upstream) => {
-          if (res.destroyed) return null;
           const now = performance.now();
+          peers.answered(upstream.status, now - sentAt);
+          if (res.destroyed) return null;
           ctx.upstreamLatency = Math.round(now - sentAt);
           const out = downstreamHeaders(upstream.headers, ctx.headers.te, false);
+          if (peers.setCookie) appendSetCookie(out, peers.setCookie);
           finishResponseHeaders(ctx, upstream.status, out, sentAt);
           ctx.status = upstream.status;
           try {
@@ -318,6 +358,7 @@ export class Lifecycle {
   private finish(ctx: Context): void {
     if (ctx.logged) return;
     ctx.logged = true;
+    ctx.peers?.release();
     for (const { runtime, plugin } of ctx.ran ?? []) {
       try {
         runtime.log?.(ctx, plugin.config);
@@ -335,6 +376,12 @@ export class Lifecycle {
     this.metrics.observe(route, service, status, latency, upstreamMs);
     this.accessLog.write({ request_id: ctx?.id, method, path, status, route, service, client_ip: ip, latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs });
   }
+}
+
+/** Adds a cookie to the response's own Set-Cookie headers. */
+function appendSetCookie(headers: Record<string, unknown>, cookie: string): void {
+  const existing = headers['set-cookie'];
+  headers['set-cookie'] = existing === undefined ? [cookie] : [...(Array.isArray(existing) ? existing : [String(existing)]), cookie];
 }
 
 function hostOnly(rawHost: string): string {

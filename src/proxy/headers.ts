@@ -65,16 +65,23 @@ export interface UpstreamHeaderFacts {
   /** The prefix strip_path removed ('' when none). */
   strippedPrefix: string;
   rawPath: string;
+  /** The Host of the peer the balancer chose (used unless the route preserves the client's). */
+  peerHost?: string;
 }
 
 function defaultPort(protocol: string): number {
   return protocol === 'https' || protocol === 'grpcs' || protocol === 'wss' ? 443 : 80;
 }
 
+/** Kong's set_host_header: the name, with `:port` unless the port is the protocol's default. */
+export function hostWithPort(host: string, port: number, protocol: string): string {
+  const name = host.includes(':') ? `[${host}]` : host;
+  return port === defaultPort(protocol) ? name : `${name}:${port}`;
+}
+
 export function upstreamHost(service: Service, ctx: Context, rawHost: string): string {
   if (ctx.route.preserve_host && rawHost) return rawHost;
-  const host = service.host.includes(':') ? `[${service.host}]` : service.host;
-  return service.port === defaultPort(service.protocol) ? host : `${host}:${service.port}`;
+  return hostWithPort(service.host, service.port, service.protocol);
 }
 
 export function buildUpstreamHeaders(ctx: Context, service: Service, facts: UpstreamHeaderFacts): OutgoingHttpHeaders {
@@ -92,7 +99,7 @@ export function buildUpstreamHeaders(ctx: Context, service: Service, facts: Upst
     out.connection = 'upgrade';
     out.upgrade = 'websocket';
   }
-  out.host = upstreamHost(service, ctx, facts.rawHost);
+  out.host = ctx.route.preserve_host && facts.rawHost ? facts.rawHost : (facts.peerHost ?? upstreamHost(service, ctx, facts.rawHost));
 
   const trusted = facts.trusted;
   const priorXff = client['x-forwarded-for'];
