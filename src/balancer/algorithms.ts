@@ -33,7 +33,7 @@ export function createAlgorithm(upstream: Upstream, targets: readonly TargetStat
   }
 }
 
-const usable = (t: TargetState, handle: PickHandle) => t.weight > 0 && t.available && !handle.failed.has(t);
+const usable = (t: TargetState, handle: PickHandle) => t.weight > 0 && t.available && !handle.failed?.has(t);
 
 /** The wheel is bounded whatever the weights (Kong's grows with their sum): proportions are kept within one slot. */
 const MAX_WHEEL = 65536;

@@ -19,39 +19,34 @@ export type NoPeer = 'unhealthy' | 'none';
 export class Balancer {
   readonly targets: TargetState[];
   private readonly algorithm: Algorithm;
-  /** Called when a target's availability changes. */
-  onChange: ((target: TargetState) => void) | undefined;
+  private readonly totalWeight: number;
+  private unavailableWeight = 0;
 
   constructor(
     readonly upstream: Upstream,
     targets: readonly Target[],
   ) {
     this.targets = targets.map((t) => new TargetState(t));
+    this.totalWeight = this.targets.reduce((sum, t) => sum + t.weight, 0);
     this.algorithm = createAlgorithm(upstream, this.targets);
   }
 
   /** Total weight, and the part of it unavailable. */
   weight(): WeightReport {
-    let total = 0;
-    let unavailable = 0;
-    for (const t of this.targets) {
-      total += t.weight;
-      if (!t.available) unavailable += t.weight;
-    }
-    return { total, unavailable, available: total - unavailable };
+    return { total: this.totalWeight, unavailable: this.unavailableWeight, available: this.totalWeight - this.unavailableWeight };
   }
 
   /** Healthy when the available share of the weight is above the threshold (an empty balancer never is). */
   get healthy(): boolean {
-    const { total, available } = this.weight();
-    return total > 0 && (available / total) * 100 > this.upstream.healthchecks.threshold;
+    const total = this.totalWeight;
+    return total > 0 && ((total - this.unavailableWeight) / total) * 100 > this.upstream.healthchecks.threshold;
   }
 
   setAvailable(target: TargetState, available: boolean): void {
     if (target.available === available) return;
     target.available = available;
+    this.unavailableWeight += available ? -target.weight : target.weight;
     this.algorithm.update();
-    this.onChange?.(target);
   }
 
   find(address: string): TargetState | undefined {
@@ -62,9 +57,9 @@ export class Balancer {
   pick(handle: PickHandle, hashValue: string): TargetState | NoPeer {
     if (!this.healthy) return 'unhealthy';
     let target = this.algorithm.pick(handle, hashValue);
-    if (!target && handle.failed.size > 0 && this.algorithm.retriesFailedTargets) {
+    if (!target && handle.failed && this.algorithm.retriesFailedTargets) {
       // Every target failed this request: its remaining tries go round them again.
-      handle.failed.clear();
+      handle.failed = null;
       target = this.algorithm.pick(handle, hashValue);
     }
     handle.target = target;
@@ -75,7 +70,7 @@ export class Balancer {
   endTry(handle: PickHandle, failed: boolean): void {
     const target = handle.target;
     if (!target) return;
-    if (failed) handle.failed.add(target);
+    if (failed) (handle.failed ??= new Set()).add(target);
     this.algorithm.release?.(target);
     handle.target = null;
   }

@@ -71,10 +71,10 @@ export class Balancers {
   }
 
   /** The peers of one request to `service`, or why its upstream has none. `request` is read only for hashing. */
-  peers(service: Service, request: () => HashRequest): PeerSource | 'unhealthy' | 'none' {
+  peers(service: Service, request: HashRequest): PeerSource | 'unhealthy' | 'none' {
     const entry = this.byName.get(service.host);
     if (entry) {
-      const hash = entry.upstream.hash_on === 'none' ? NO_HASH : hashValue(entry.upstream, request());
+      const hash = entry.upstream.hash_on === 'none' ? NO_HASH : hashValue(entry.upstream, request);
       return BalancedPeers.pick(entry.balancer, entry.checker, service.protocol, hash);
     }
     let own = this.servicePeers.get(service.id);

@@ -7,16 +7,18 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { HashInput, Upstream } from '../config/types.ts';
 
+/** What hashing reads of a request (the request context has it all). */
 export interface HashRequest {
-  consumerId: string | undefined;
-  credentialId: string | undefined;
-  clientIp: string;
-  headers: IncomingHttpHeaders;
+  /** The authenticated consumer, and the credential it authenticated with. */
+  readonly consumer: { id: string } | null;
+  readonly credential: { id: string } | null;
+  readonly clientIp: string;
+  readonly headers: IncomingHttpHeaders;
   /** The normalized request path, without the query. */
-  path: string;
-  rawQuery: string;
+  readonly path: string;
+  readonly rawQuery: string;
   /** Regex path captures of the matched route. */
-  captures: Record<string, string> | undefined;
+  readonly match: { readonly captures?: Record<string, string> };
 }
 
 export interface HashValue {
@@ -43,7 +45,7 @@ function read(upstream: Upstream, input: HashInput, which: 'on' | 'fallback', re
   let value: string | undefined;
   switch (input) {
     case 'consumer':
-      value = request.consumerId ?? request.credentialId;
+      value = request.consumer?.id ?? request.credential?.id;
       break;
     case 'ip':
       value = request.clientIp;
@@ -61,7 +63,7 @@ function read(upstream: Upstream, input: HashInput, which: 'on' | 'fallback', re
       value = queryArg(request.rawQuery, (which === 'on' ? upstream.hash_on_query_arg : upstream.hash_fallback_query_arg)!);
       break;
     case 'uri_capture':
-      value = request.captures?.[(which === 'on' ? upstream.hash_on_uri_capture : upstream.hash_fallback_uri_capture)!];
+      value = request.match.captures?.[(which === 'on' ? upstream.hash_on_uri_capture : upstream.hash_fallback_uri_capture)!];
       break;
   }
   return value === undefined ? undefined : { value };

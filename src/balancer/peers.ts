@@ -43,6 +43,8 @@ function peer(host: string, port: number, hostHeader: string): Peer {
   return { host, port, hostHeader, servername: isIP(name) ? undefined : name };
 }
 
+const peersOfTargets = new WeakMap<TargetState, Map<string, Peer>>();
+
 /** A service without an upstream: every try goes to its own host and port. */
 export class ServicePeers implements PeerSource {
   readonly first: Peer;
@@ -116,9 +118,16 @@ export class BalancedPeers implements PeerSource {
     this.balancer.endTry(this.handle, false);
   }
 
+  /** A target's peer is the same for every request of a protocol: made once. */
   private peerOf(target: TargetState): Peer {
-    const hostHeader = this.balancer.upstream.host_header ?? hostWithPort(target.host, target.port, this.protocol);
-    return peer(target.host, target.port, hostHeader);
+    let byProtocol = peersOfTargets.get(target);
+    if (!byProtocol) peersOfTargets.set(target, (byProtocol = new Map()));
+    let made = byProtocol.get(this.protocol);
+    if (!made) {
+      const hostHeader = this.balancer.upstream.host_header ?? hostWithPort(target.host, target.port, this.protocol);
+      byProtocol.set(this.protocol, (made = peer(target.host, target.port, hostHeader)));
+    }
+    return made;
   }
 }
 

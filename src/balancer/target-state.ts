@@ -35,12 +35,12 @@ export class TargetState {
 export interface PickHandle {
   /** The target of the current try. */
   target: TargetState | null;
-  /** Targets whose try failed. */
-  failed: Set<TargetState>;
+  /** Targets whose try failed (made on the first failure: most requests have none). */
+  failed: Set<TargetState> | null;
   /** The continuum position of the request's hash value (consistent-hashing), once computed. */
   hashIndex?: number;
 }
 
 export function newHandle(): PickHandle {
-  return { target: null, failed: new Set() };
+  return { target: null, failed: null };
 }

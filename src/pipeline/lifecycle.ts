@@ -255,15 +255,7 @@ export class Lifecycle {
    */
   private destination(ctx: Context): Destination | null {
     const service = ctx.service!;
-    const peers = ctx.snapshot.balancers.peers(service, () => ({
-      consumerId: ctx.consumer?.id,
-      credentialId: ctx.credential?.id,
-      clientIp: ctx.clientIp,
-      headers: ctx.headers,
-      path: ctx.path,
-      rawQuery: ctx.rawQuery,
-      captures: ctx.match.captures,
-    }));
+    const peers = ctx.snapshot.balancers.peers(service, ctx);
     if (typeof peers === 'string') {
       ctx.error(503, MESSAGES.noPeer);
       return null;

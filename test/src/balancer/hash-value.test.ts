@@ -23,7 +23,7 @@ function request(uri: string, extra: Partial<HashRequest> = {}): HashRequest {
   const [path, rawQuery = ''] = uri.split(/\?(.*)/s);
   const normalized = normalizePath(path)!;
   const m = /^\/(?<namespace>[^/]+)\/(?<id>[0-9]+)/.exec(normalized);
-  return { consumerId: undefined, credentialId: undefined, clientIp: '10.1.2.3', headers: {}, path: normalized, rawQuery, captures: m ? { ...m.groups } : undefined, ...extra };
+  return { consumer: null, credential: null, clientIp: '10.1.2.3', headers: {}, path: normalized, rawQuery, match: { captures: m ? { ...m.groups } : undefined }, ...extra };
 }
 
 const valueFor = (uri: string, fields: Record<string, unknown>) => hashValue(upstream(fields), request(uri)).value;
@@ -107,8 +107,8 @@ describe('query string arguments', () => {
 describe('consumer and ip', () => {
   test('the consumer (else its credential), and the client address', () => {
     const u = upstream({ hash_on: 'consumer', hash_fallback: 'ip' });
-    assert.equal(hashValue(u, request('/', { consumerId: 'c-1', credentialId: 'k-1' })).value, 'c-1');
-    assert.equal(hashValue(u, request('/', { credentialId: 'k-1' })).value, 'k-1');
+    assert.equal(hashValue(u, request('/', { consumer: { id: 'c-1' }, credential: { id: 'k-1' } })).value, 'c-1');
+    assert.equal(hashValue(u, request('/', { credential: { id: 'k-1' } })).value, 'k-1');
     assert.equal(hashValue(u, request('/')).value, '10.1.2.3');
   });
 });
