@@ -46,7 +46,7 @@ function gcd(a: number, b: number): number {
  * Weighted round-robin: a wheel where each target holds weight/gcd slots, shuffled, walked one slot
  * per request. Over every turn of the wheel each target gets exactly its share.
  */
-export class RoundRobin implements Algorithm {
+class RoundRobin implements Algorithm {
   readonly retriesFailedTargets = true;
   private wheel: TargetState[] = [];
   private pointer = -1;
@@ -95,7 +95,7 @@ const MIN_CONTINUUM = 1000;
  * weight; a request's hash value lands on a position and takes the first usable target at or before
  * it. Adding or removing a target moves only the values that land near its points.
  */
-export class ConsistentHashing implements Algorithm {
+class ConsistentHashing implements Algorithm {
   readonly retriesFailedTargets = true;
   private readonly continuum: (TargetState | undefined)[];
 
@@ -138,7 +138,7 @@ export class ConsistentHashing implements Algorithm {
 }
 
 /** Least connections: the target with the fewest requests in progress for its weight. */
-export class LeastConnections implements Algorithm {
+class LeastConnections implements Algorithm {
   readonly retriesFailedTargets = true;
 
   constructor(private readonly targets: readonly TargetState[]) {}

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { GatewayConfig, Service, Upstream } from '../config/types.ts';
-import { Balancer } from './balancer.ts';
+import { Balancer, type NoPeer } from './balancer.ts';
 import { hashValue, type HashRequest } from './hash-value.ts';
 import { HealthChecker, usesHealthchecks } from './health.ts';
 import { BalancedPeers, probeHostHeader, ServicePeers, type PeerSource } from './peers.ts';
@@ -61,17 +61,13 @@ export class Balancers {
     return this.byId.get(key) ?? this.byName.get(key);
   }
 
-  list(): UpstreamBalancer[] {
-    return [...this.byId.values()];
-  }
-
   /** The balancer of the upstream a service's host names, if it names one. */
   forService(service: Service): UpstreamBalancer | undefined {
     return this.byName.get(service.host);
   }
 
   /** The peers of one request to `service`, or why its upstream has none. `request` is read only for hashing. */
-  peers(service: Service, request: HashRequest): PeerSource | 'unhealthy' | 'none' {
+  peers(service: Service, request: HashRequest): PeerSource | NoPeer {
     const entry = this.byName.get(service.host);
     if (entry) {
       const hash = entry.upstream.hash_on === 'none' ? NO_HASH : hashValue(entry.upstream, request);

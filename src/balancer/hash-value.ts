@@ -97,7 +97,7 @@ function readCookie(header: string | string[] | undefined, name: string): string
  * A query argument as Kong reads it (ngx.req.get_uri_args): an argument without `=` is "true", an
  * argument given several times is its values sorted and joined with ",".
  */
-export function queryArg(rawQuery: string, name: string): string | undefined {
+function queryArg(rawQuery: string, name: string): string | undefined {
   const values: string[] = [];
   let count = 0;
   for (const part of rawQuery.split('&')) {

@@ -16,7 +16,7 @@ import { probe, type ProbeCredentials, type ProbeOutcome } from './probe.ts';
 import type { TargetState } from './target-state.ts';
 
 /** Kong's internal states: "mostly" ones still route as before but have started counting the other way. */
-export type Health = 'healthy' | 'unhealthy' | 'mostly_healthy' | 'mostly_unhealthy';
+type Health = 'healthy' | 'unhealthy' | 'mostly_healthy' | 'mostly_unhealthy';
 type Counter = 'success' | 'http' | 'tcp' | 'timeout';
 type Source = 'active' | 'passive';
 

@@ -7,7 +7,8 @@ import { isIP } from 'node:net';
 import type { Service, Upstream } from '../config/types.ts';
 import { hostWithPort } from '../proxy/headers.ts';
 import type { FailureKind } from '../proxy/respond.ts';
-import type { Balancer } from './balancer.ts';
+import type { Balancer, NoPeer } from './balancer.ts';
+import type { HashValue } from './hash-value.ts';
 import type { HealthChecker } from './health.ts';
 import { newHandle, type PickHandle, type TargetState } from './target-state.ts';
 
@@ -80,7 +81,7 @@ export class BalancedPeers implements PeerSource {
   ) {}
 
   /** The peers of one request, or why there is none. */
-  static pick(balancer: Balancer, checker: HealthChecker | undefined, protocol: string, hash: { value: string; setCookie?: string }): BalancedPeers | 'unhealthy' | 'none' {
+  static pick(balancer: Balancer, checker: HealthChecker | undefined, protocol: string, hash: HashValue): BalancedPeers | NoPeer {
     const handle = newHandle();
     const first = balancer.pick(handle, hash.value);
     if (typeof first === 'string') return first;

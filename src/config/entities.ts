@@ -1,5 +1,5 @@
 /** Schemas of the core entities and of the `gateway:` block, with Kong's defaults and messages. */
-import { validateServiceHost, validateSni } from './hostnames.ts';
+import { isCidr, validateServiceHost, validateSni } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
 import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema } from './schema.ts';
 
@@ -127,7 +127,10 @@ type Check = (value: string) => string | undefined;
 /** A stream route's `sources` / `destinations` entry: an address or CIDR range, and/or a port. */
 const ENDPOINT: FieldSchema = {
   type: 'record',
-  fields: { ip: { type: 'string' }, port: { type: 'integer', between: [0, 65535] } },
+  fields: {
+    ip: { type: 'string', custom: (ip) => (isCidr(ip) ? undefined : `invalid ip or cidr range: '${ip}'`) },
+    port: { type: 'integer', between: [0, 65535] },
+  },
   entity_checks: [atLeastOneOf(['ip', 'port'])],
 };
 

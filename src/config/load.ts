@@ -5,7 +5,6 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
@@ -13,6 +12,7 @@ import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
 import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
 import { buildTlsEntities, type TlsEntities } from './certificate-builder.ts';
+import { isCidr } from './hostnames.ts';
 import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import { parseListenList } from './listen.ts';
 import { enabledPlugins } from './plugin-setting.ts';
@@ -90,14 +90,6 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
   config.hash = createHash('md5').update(text).digest('hex');
   config.warnings = builder.warnings.map((w) => String(toConfigError(w, doc, lines, shownName)));
   return { ok: true, config };
-}
-
-/** An IPv4/IPv6 address, optionally with a prefix length its family allows. */
-function isCidr(text: string): boolean {
-  const [address, bits, extra] = text.split('/');
-  const family = isIP(address);
-  if (family === 0 || extra !== undefined) return false;
-  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
 }
 
 /** Kong's migration of 1.1/2.1 paths: regex-looking ones get the `~` prefix, plain ones are normalized. */
