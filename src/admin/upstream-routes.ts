@@ -96,7 +96,7 @@ function health(req: AdminRequest, entry: UpstreamBalancer, targets: Target[], n
           health: entry.checker ? balancerHealth : 'HEALTHCHECKS_OFF',
           balancer_health: balancerHealth,
           id: entry.upstream.id,
-          details: { healthy: balancer.healthy, weight: balancer.weight(), hosts: balancer.targets.map((t) => targetStatus(t, healthOf(entry, t))) },
+          details: { healthy: balancer.healthy, weight: balancer.weight(), hosts: balancer.targets.map((t) => targetStatus(t, { healthy: t.available })) },
         },
         next: null,
         node_id: nodeId,
@@ -112,7 +112,7 @@ function health(req: AdminRequest, entry: UpstreamBalancer, targets: Target[], n
 function withHealth(target: Target, balancer: Balancer, entry: UpstreamBalancer) {
   const state = balancer.find(target.target)!;
   const health = healthOf(entry, state);
-  return { ...target, health, data: targetStatus(state, health) };
+  return { ...target, health, data: targetStatus(state, { health }) };
 }
 
 /** Kong reports HEALTHCHECKS_OFF for an upstream without checks, and for targets of weight 0. */
@@ -121,8 +121,11 @@ function healthOf(entry: UpstreamBalancer, target: TargetState): Health {
   return target.available ? 'HEALTHY' : 'UNHEALTHY';
 }
 
-/** Kong's getTargetStatus; the one address of a target is the target itself (no DNS expansion). */
-function targetStatus(t: TargetState, health: Health) {
+/**
+ * Kong's getTargetStatus; the one address of a target is the target itself (no DNS expansion). Its
+ * address reports `healthy` (a boolean) in the balancer's details, `health` in the targets' list.
+ */
+function targetStatus(t: TargetState, health: { health: Health } | { healthy: boolean }) {
   const unavailable = t.available ? 0 : t.weight;
   return {
     host: t.type === 'ipv6' ? `[${t.host}]` : t.host,
@@ -130,6 +133,6 @@ function targetStatus(t: TargetState, health: Health) {
     dns: t.type === 'ipv4' ? 'A' : t.type === 'ipv6' ? 'AAAA' : 'unknown',
     nodeWeight: t.weight,
     weight: { total: t.weight, unavailable, available: t.weight - unavailable },
-    addresses: [{ ip: t.type === 'ipv6' ? `[${t.host}]` : t.host, port: t.port, weight: t.weight, health }],
+    addresses: [{ ip: t.type === 'ipv6' ? `[${t.host}]` : t.host, port: t.port, weight: t.weight, ...health }],
   };
 }

@@ -6,9 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
+import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { startTargetServer, type TargetServer } from '../../fixtures/target-server.ts';
-import { closedPort } from '../support.ts';
+import { closedPort, startWithRegistry } from '../support.ts';
 
 /** Go round a balancer of SLOTS slots twice, as Kong's tests do. */
 const SLOTS = 10;
@@ -177,6 +179,43 @@ describe('consistent hashing (03-consistent-hashing_spec)', () => {
     for (let i = 0; i < 40; i++) await request(gw.http + '/', { headers: { 'x-user': `user-${i}` } });
     assert.ok(servers.every((s) => s.total > 5), `both targets get some users: ${servers.map((s) => s.total)}`);
     await stopAll(servers);
+  });
+});
+
+describe('consistent hashing on the consumer', () => {
+  test('the consumer an authentication plugin set on the request context decides the target', async () => {
+    // A test-only authentication plugin: the consumer named by the x-user header.
+    const byHeader: PluginDefinition = {
+      name: 'header-auth', version: '0.1.0', priority: 1000, configSchema: { type: 'record', fields: {} },
+      create: (api) => ({
+        access: (ctx) => {
+          ctx.consumer = api.consumers.find(String(ctx.headers['x-user'])) ?? null;
+        },
+      }),
+    };
+    const servers = await targets(2);
+    const consumers = Array.from({ length: 20 }, (_, i) => ({ username: `user-${i}` }));
+    const other = await startWithRegistry({
+      services: [{ name: 'svc', host: 'by-consumer', routes: [{ name: 'r', paths: ['/'], plugins: [{ name: 'header-auth' }] }] }],
+      upstreams: [{ name: 'by-consumer', hash_on: 'consumer', targets: servers.map((s) => ({ target: s.target })) }],
+      consumers,
+    }, new Map([...bundledPlugins, ['header-auth', byHeader]]));
+    try {
+      const seen = new Map<string, Set<number>>();
+      for (let round = 0; round < 3; round++) {
+        for (const { username } of consumers) {
+          servers.forEach((s) => s.reset());
+          assert.equal((await request(other.http + '/', { headers: { 'x-user': username } })).status, 200);
+          const port = servers.find((s) => s.total === 1)!.port;
+          seen.set(username, (seen.get(username) ?? new Set()).add(port));
+        }
+      }
+      assert.ok([...seen.values()].every((ports) => ports.size === 1), 'each consumer always lands on the same target');
+      assert.equal(new Set([...seen.values()].map((ports) => [...ports][0])).size, 2, 'consumers spread over both targets');
+    } finally {
+      await other.stop();
+      await stopAll(servers);
+    }
   });
 });
 

@@ -294,6 +294,52 @@ describe('active', () => {
   });
 });
 
+describe('consistent hashing', () => {
+  const hashed = { hash_on: 'header', hash_on_header: 'hashme' };
+
+  async function balanceHashed(healthchecks: Record<string, unknown>, targets: TargetServer[]): Promise<Balanced> {
+    const name = `upstream-${++sequence}.test`;
+    assert.ok(await gw.reload({
+      services: [{ name: 'svc', host: name, routes: [{ name: 'r', paths: ['/'] }] }],
+      upstreams: [{ name, ...hashed, healthchecks, targets: targets.map((t) => ({ target: t.target })) }],
+    }));
+    return { name, id: (await request(`${gw.admin}/upstreams/${name}`)).json().id };
+  }
+
+  const hashedRequests = async (n: number) => {
+    for (let i = 0; i < n; i++) await request(gw.http + '/', { headers: { hashme: 'just a value' } });
+  };
+
+  test('passive healthcheck: the hashed target goes away, its value moves to another, the upstream stays healthy', async () => {
+    const all = await servers(3);
+    const { name } = await balanceHashed({ passive: { type: 'http', healthy: { successes: 1 }, unhealthy: { http_failures: 1 } } }, all);
+    await hashedRequests(9);
+    const first = all.find((s) => s.total > 0)!;
+    assert.ok(all.every((s) => s.total === 0 || s.total === 9), 'counts should either get 0 or all hits');
+    first.healthy = false;
+    await hashedRequests(9);
+    const details = (await request(`${gw.admin}/upstreams/${name}/health?balancer_health=1`)).json().data;
+    const host = details.details.hosts.find((h: { port: number }) => h.port === first.port);
+    assert.equal(host.addresses[0].healthy, false);
+    assert.equal(details.health, 'HEALTHY');
+    assert.equal(all.filter((s) => s !== first).reduce((sum, s) => sum + s.ok, 0), 8, 'after one failure the value lands on another target');
+    await stopAll(all);
+  });
+
+  test('active healthcheck: probes reach every target, the failing one is marked, the upstream stays healthy', async () => {
+    const all = await servers(3);
+    const { name } = await balanceHashed({ active: { type: 'http', http_path: '/status', healthy: { interval: INTERVAL, successes: 1 }, unhealthy: { interval: INTERVAL, http_failures: 1 } } }, all);
+    await waitFor(() => all.every((s) => s.statusOk > 0), 'probes on every target');
+    all[2].healthy = false;
+    await waitHealth(name, all[2].target, 'UNHEALTHY');
+    const details = (await request(`${gw.admin}/upstreams/${name}/health?balancer_health=1`)).json().data;
+    assert.deepEqual(details.details.hosts.map((h: { addresses: { healthy: boolean }[] }) => h.addresses[0].healthy), [true, true, false]);
+    assert.equal(details.health, 'HEALTHY');
+    await stopAll(all);
+    assert.ok(all[0].statusFail === 0 && all[1].statusFail === 0 && all[2].statusFail > 0);
+  });
+});
+
 describe('threshold and the health endpoints', () => {
   test('threshold for health checks', async () => {
     const [s1, s2, s3, s4] = await servers(4);
