@@ -20,6 +20,9 @@ type Health = 'healthy' | 'unhealthy' | 'mostly_healthy' | 'mostly_unhealthy';
 type Counter = 'success' | 'http' | 'tcp' | 'timeout';
 type Source = 'active' | 'passive';
 
+/** Kong's checker wakes every 0.1 s; a smaller interval still must not spin the event loop. */
+const MIN_PROBE_INTERVAL_MS = 10;
+
 export class TargetHealth {
   state: Health = 'healthy';
   success = 0;
@@ -71,7 +74,7 @@ export class HealthChecker {
     for (const mode of ['healthy', 'unhealthy'] as const) {
       const interval = this.checks.active[mode].interval;
       if (interval <= 0) continue;
-      const timer = setInterval(() => void this.probeAll(mode), interval * 1000);
+      const timer = setInterval(() => void this.probeAll(mode), Math.max(interval * 1000, MIN_PROBE_INTERVAL_MS));
       timer.unref();
       this.timers.push(timer);
     }
