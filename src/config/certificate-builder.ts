@@ -7,12 +7,7 @@ import { createHash } from 'node:crypto';
 import { isPlainObject, type Path } from './schema.ts';
 import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
 import { caCertificateSchema, certificateDigest, certificateSchema, sniSchema } from './certificates.ts';
-import { ID, TAGS, TIMESTAMP } from './entities.ts';
 import type { CaCertificate, Certificate, Sni } from './types.ts';
-
-const CERTIFICATE = certificateSchema(ID, TIMESTAMP, TAGS);
-const SNI = sniSchema(ID, TIMESTAMP, TAGS);
-const CA_CERTIFICATE = caCertificateSchema(ID, TIMESTAMP, TAGS);
 
 export interface TlsEntities {
   certificates: Certificate[];
@@ -28,8 +23,17 @@ export function buildTlsEntities(raw: Record<string, any>, ctx: BuildContext): T
   return out;
 }
 
+/** A reference to a certificate (`client_certificate` of a service or an upstream): its id, or null. */
+export function certificateRef(ref: unknown, path: Path, ctx: BuildContext, certificates: Certificate[]): { id: string } | null {
+  const key = refKey(ref);
+  if (key === undefined) return null;
+  if (certificates.some((c) => c.id === key)) return { id: key };
+  ctx.issue([...path, 'client_certificate'], invalidReference('client_certificate', key, 'certificates'));
+  return null;
+}
+
 function addCertificate(raw: Record<string, any>, path: Path, ctx: BuildContext, out: TlsEntities): void {
-  const c = ctx.validateEntity<Record<string, any>>(CERTIFICATE, raw, path, ['snis']);
+  const c = ctx.validateEntity<Record<string, any>>(certificateSchema, raw, path, ['snis']);
   const fingerprint = typeof c.cert === 'string' ? createHash('sha256').update(c.cert.trim()).digest('hex') : `#${path.join('.')}`;
   const id = ctx.id(c.id, `certificates:${fingerprint}`);
   if (ctx.unique('certificates', 'id', id, path, out.certificates)) return;
@@ -49,7 +53,7 @@ function addCertificate(raw: Record<string, any>, path: Path, ctx: BuildContext,
 }
 
 function addSni(raw: Record<string, any>, path: Path, ctx: BuildContext, out: TlsEntities, parentId: string | undefined): void {
-  const s = ctx.validateEntity<Record<string, any>>(SNI, raw, path, []);
+  const s = ctx.validateEntity<Record<string, any>>(sniSchema, raw, path, []);
   let certificateId = parentId;
   if (certificateId === undefined) {
     const key = refKey(raw.certificate);
@@ -67,7 +71,7 @@ function addSni(raw: Record<string, any>, path: Path, ctx: BuildContext, out: Tl
 }
 
 function addCaCertificate(raw: Record<string, any>, path: Path, ctx: BuildContext, out: TlsEntities): void {
-  const c = ctx.validateEntity<Record<string, any>>(CA_CERTIFICATE, raw, path, []);
+  const c = ctx.validateEntity<Record<string, any>>(caCertificateSchema, raw, path, []);
   if (typeof c.cert !== 'string' || !isPlainObject(c)) return;
   let digest: string;
   try {

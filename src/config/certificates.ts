@@ -5,7 +5,8 @@
  */
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { validateSni } from './hostnames.ts';
-import type { FieldSchema, Issue, RecordSchema } from './schema.ts';
+import { ENTITY_KEYS, TAGS } from './entities.ts';
+import type { Issue, RecordSchema } from './schema.ts';
 
 const PEM_CERTIFICATE = '-----BEGIN CERTIFICATE-----';
 
@@ -39,22 +40,18 @@ export function checkWildcardHost(host: string): string | undefined {
   return validateSni(host);
 }
 
-export function certificateSchema(idField: FieldSchema, timestamp: FieldSchema, tags: FieldSchema): RecordSchema {
-  return {
-    type: 'record',
-    fields: {
-      id: idField,
-      created_at: timestamp,
-      updated_at: timestamp,
-      cert: { type: 'string', required: true, custom: checkCertificate },
-      key: { type: 'string', required: true, custom: checkKey },
-      cert_alt: { type: 'string', custom: checkCertificate },
-      key_alt: { type: 'string', custom: checkKey },
-      tags,
-    },
-    entity_checks: [checkPairs],
-  };
-}
+export const certificateSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    ...ENTITY_KEYS,
+    cert: { type: 'string', required: true, custom: checkCertificate },
+    key: { type: 'string', required: true, custom: checkKey },
+    cert_alt: { type: 'string', custom: checkCertificate },
+    key_alt: { type: 'string', custom: checkKey },
+    tags: TAGS,
+  },
+  entity_checks: [checkPairs],
+};
 
 function checkPairs(c: Record<string, any>): Issue[] {
   if ((c.cert_alt == null) !== (c.key_alt == null)) {
@@ -85,33 +82,25 @@ function keyType(certPem: string): string | undefined {
   return typeof cert === 'string' ? undefined : cert.publicKey.asymmetricKeyType;
 }
 
-export function sniSchema(idField: FieldSchema, timestamp: FieldSchema, tags: FieldSchema): RecordSchema {
-  return {
-    type: 'record',
-    fields: {
-      id: idField,
-      created_at: timestamp,
-      updated_at: timestamp,
-      name: { type: 'string', required: true, custom: checkWildcardHost },
-      certificate: { type: 'any' },
-      tags,
-    },
-  };
-}
+export const sniSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    ...ENTITY_KEYS,
+    name: { type: 'string', required: true, custom: checkWildcardHost },
+    certificate: { type: 'any' },
+    tags: TAGS,
+  },
+};
 
-export function caCertificateSchema(idField: FieldSchema, timestamp: FieldSchema, tags: FieldSchema): RecordSchema {
-  return {
-    type: 'record',
-    fields: {
-      id: idField,
-      created_at: timestamp,
-      updated_at: timestamp,
-      cert: { type: 'string', required: true, custom: checkCaCertificate },
-      cert_digest: { type: 'string' },
-      tags,
-    },
-  };
-}
+export const caCertificateSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    ...ENTITY_KEYS,
+    cert: { type: 'string', required: true, custom: checkCaCertificate },
+    cert_digest: { type: 'string' },
+    tags: TAGS,
+  },
+};
 
 function checkCaCertificate(pem: string): string | undefined {
   const first = pem.indexOf(PEM_CERTIFICATE);

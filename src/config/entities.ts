@@ -9,6 +9,8 @@ export const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_
 export const TIMESTAMP: FieldSchema = { type: 'number' };
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
+/** The fields every Kong entity has: its id, and the timestamps a database export carries. */
+export const ENTITY_KEYS: Record<string, FieldSchema> = { id: ID, created_at: TIMESTAMP, updated_at: TIMESTAMP };
 /** Kong's utf8 name: alphanumerics and `.-_~` in the ASCII range, any character beyond it. */
 const NAME: FieldSchema = {
   type: 'string',
@@ -32,9 +34,7 @@ const TLS_SERVICE_PROTOCOLS = ['https', 'grpcs', 'wss', 'tls'];
 export const serviceSchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: ID,
-    created_at: TIMESTAMP,
-    updated_at: TIMESTAMP,
+    ...ENTITY_KEYS,
     name: NAME,
     url: { type: 'string' },
     protocol: { type: 'string', one_of: SERVICE_PROTOCOLS, default: 'http' },
@@ -138,9 +138,7 @@ export function routeSchema(validatePath: Check, validateHost: Check, validateHe
   return {
     type: 'record',
     fields: {
-      id: ID,
-      created_at: TIMESTAMP,
-      updated_at: TIMESTAMP,
+      ...ENTITY_KEYS,
       name: NAME,
       protocols: { type: 'set', elements: { type: 'string', one_of: ROUTE_PROTOCOLS }, len_min: 1, default: ['http', 'https'] },
       methods: { type: 'set', elements: { type: 'string', len_min: 1, match: /^[A-Z]+$/ } },
@@ -167,9 +165,7 @@ export function routeSchema(validatePath: Check, validateHost: Check, validateHe
 export const consumerSchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: ID,
-    created_at: TIMESTAMP,
-    updated_at: TIMESTAMP,
+    ...ENTITY_KEYS,
     username: { type: 'string', len_min: 1 },
     custom_id: { type: 'string', len_min: 1 },
     tags: TAGS,
@@ -180,9 +176,7 @@ export const consumerSchema: RecordSchema = {
 export const pluginEntitySchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: ID,
-    created_at: TIMESTAMP,
-    updated_at: TIMESTAMP,
+    ...ENTITY_KEYS,
     name: { type: 'string', required: true },
     instance_name: NAME,
     enabled: { type: 'boolean', default: true },

@@ -11,7 +11,7 @@ import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } fro
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
 import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
-import { buildTlsEntities, type TlsEntities } from './certificate-builder.ts';
+import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
 import { isCidr } from './hostnames.ts';
 import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import { parseListenList } from './listen.ts';
@@ -266,7 +266,7 @@ class ConfigBuilder implements BuildContext {
       tls_verify: s.tls_verify ?? null,
       tls_verify_depth: s.tls_verify_depth ?? null,
       ca_certificates: this.caCertificates(s.ca_certificates, path),
-      client_certificate: this.clientCertificate(s.client_certificate, path),
+      client_certificate: certificateRef(s.client_certificate, path, this, this.tls.certificates),
       enabled: s.enabled,
       tags: s.tags ?? null,
     };
@@ -283,14 +283,6 @@ class ConfigBuilder implements BuildContext {
       }
     });
     return ids as string[];
-  }
-
-  private clientCertificate(ref: unknown, path: Path): { id: string } | null {
-    const key = refKey(ref);
-    if (key === undefined) return null;
-    if (this.tls.certificates.some((c) => c.id === key)) return { id: key };
-    this.issue([...path, 'client_certificate'], invalidReference('client_certificate', key, 'certificates'));
-    return null;
   }
 
   /** Kong's `url` shorthand: protocol, host, port and path from one URL. */

@@ -5,12 +5,9 @@
  */
 import type { Path } from './schema.ts';
 import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
-import { ID, TAGS, TIMESTAMP } from './entities.ts';
+import { certificateRef } from './certificate-builder.ts';
 import type { Certificate, Target, Upstream } from './types.ts';
 import { applyAlgorithmShorthands, formatTarget, targetSchema, upstreamSchema } from './upstreams.ts';
-
-const UPSTREAM = upstreamSchema(ID, TIMESTAMP, TAGS);
-const TARGET = targetSchema(ID, TIMESTAMP, TAGS);
 
 export interface Balancing {
   upstreams: Upstream[];
@@ -25,16 +22,11 @@ export function buildBalancing(raw: Record<string, any>, ctx: BuildContext, cert
 }
 
 function addUpstream(raw: Record<string, any>, path: Path, ctx: BuildContext, out: Balancing, certificates: Certificate[]): void {
-  const u = ctx.validateEntity<Record<string, any>>(UPSTREAM, applyAlgorithmShorthands(raw), path, ['targets']);
+  const u = ctx.validateEntity<Record<string, any>>(upstreamSchema, applyAlgorithmShorthands(raw), path, ['targets']);
   if (typeof u.name !== 'string') return;
   const id = ctx.id(u.id, `upstreams:${u.name}`);
   if (ctx.unique('upstreams', 'name', u.name, path, out.upstreams) || ctx.unique('upstreams', 'id', id, path, out.upstreams)) return;
-  let clientCertificate: { id: string } | null = null;
-  const certificateKey = refKey(u.client_certificate);
-  if (certificateKey !== undefined) {
-    if (certificates.some((c) => c.id === certificateKey)) clientCertificate = { id: certificateKey };
-    else ctx.issue([...path, 'client_certificate'], invalidReference('client_certificate', certificateKey, 'certificates'));
-  }
+  const clientCertificate = certificateRef(u.client_certificate, path, ctx, certificates);
   out.upstreams.push({
     id,
     name: u.name,
@@ -66,7 +58,7 @@ function withNulls(healthchecks: Record<string, any>): Upstream['healthchecks'] 
 }
 
 function addTarget(raw: Record<string, any>, path: Path, ctx: BuildContext, out: Balancing, parentId: string | undefined): void {
-  const t = ctx.validateEntity<Record<string, any>>(TARGET, raw, path, []);
+  const t = ctx.validateEntity<Record<string, any>>(targetSchema, raw, path, []);
   let upstreamId = parentId;
   if (upstreamId === undefined) {
     const key = refKey(raw.upstream);

@@ -6,6 +6,7 @@
 import { parseHostAddress } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
 import { validateSni } from './hostnames.ts';
+import { ENTITY_KEYS, TAGS } from './entities.ts';
 import type { FieldSchema, Issue, RecordSchema } from './schema.ts';
 
 export const ALGORITHMS = ['consistent-hashing', 'least-connections', 'round-robin', 'latency'] as const;
@@ -122,38 +123,34 @@ function passiveChecks(): FieldSchema {
 const HASH_INPUT: FieldSchema = { type: 'string', one_of: HASH_INPUTS, default: 'none' };
 const PARAMETER: FieldSchema = { type: 'string', len_min: 1 };
 
-export function upstreamSchema(idField: FieldSchema, timestamp: FieldSchema, tags: FieldSchema): RecordSchema {
-  return {
-    type: 'record',
-    fields: {
-      id: idField,
-      created_at: timestamp,
-      updated_at: timestamp,
-      name: { type: 'string', required: true, custom: checkUpstreamName },
-      algorithm: { type: 'string', one_of: ALGORITHMS, default: 'round-robin' },
-      hash_on: HASH_INPUT,
-      hash_fallback: HASH_INPUT,
-      hash_on_header: { type: 'string', custom: checkHeaderName },
-      hash_fallback_header: { type: 'string', custom: checkHeaderName },
-      hash_on_cookie: { type: 'string', custom: checkCookieName },
-      hash_on_cookie_path: { type: 'string', custom: checkProbePath, default: '/' },
-      hash_on_query_arg: PARAMETER,
-      hash_fallback_query_arg: PARAMETER,
-      hash_on_uri_capture: PARAMETER,
-      hash_fallback_uri_capture: PARAMETER,
-      slots: { type: 'integer', between: [10, 2 ** 16], default: 10000 },
-      healthchecks: {
-        type: 'record',
-        fields: { active: activeChecks(), passive: passiveChecks(), threshold: { type: 'number', between: [0, 100], default: 0 } },
-      },
-      tags,
-      host_header: { type: 'string', custom: checkHostWithOptionalPort },
-      client_certificate: { type: 'any' },
-      use_srv_name: { type: 'boolean', default: false },
+export const upstreamSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    ...ENTITY_KEYS,
+    name: { type: 'string', required: true, custom: checkUpstreamName },
+    algorithm: { type: 'string', one_of: ALGORITHMS, default: 'round-robin' },
+    hash_on: HASH_INPUT,
+    hash_fallback: HASH_INPUT,
+    hash_on_header: { type: 'string', custom: checkHeaderName },
+    hash_fallback_header: { type: 'string', custom: checkHeaderName },
+    hash_on_cookie: { type: 'string', custom: checkCookieName },
+    hash_on_cookie_path: { type: 'string', custom: checkProbePath, default: '/' },
+    hash_on_query_arg: PARAMETER,
+    hash_fallback_query_arg: PARAMETER,
+    hash_on_uri_capture: PARAMETER,
+    hash_fallback_uri_capture: PARAMETER,
+    slots: { type: 'integer', between: [10, 2 ** 16], default: 10000 },
+    healthchecks: {
+      type: 'record',
+      fields: { active: activeChecks(), passive: passiveChecks(), threshold: { type: 'number', between: [0, 100], default: 0 } },
     },
-    entity_checks: [checkHashing],
-  };
-}
+    tags: TAGS,
+    host_header: { type: 'string', custom: checkHostWithOptionalPort },
+    client_certificate: { type: 'any' },
+    use_srv_name: { type: 'boolean', default: false },
+  },
+  entity_checks: [checkHashing],
+};
 
 /**
  * Kong's shorthands between `algorithm` and `hash_on`, applied before validation as Kong does:
@@ -218,20 +215,16 @@ function checkHashing(u: Record<string, any>): Issue[] {
   return issues;
 }
 
-export function targetSchema(idField: FieldSchema, timestamp: FieldSchema, tags: FieldSchema): RecordSchema {
-  return {
-    type: 'record',
-    fields: {
-      id: idField,
-      created_at: timestamp,
-      updated_at: timestamp,
-      upstream: { type: 'any' },
-      target: { type: 'string', required: true, custom: (t) => (typeof formatTarget(t) === 'string' ? undefined : invalidTarget(t)) },
-      weight: { type: 'integer', between: [0, 65535], default: 100 },
-      tags,
-    },
-  };
-}
+export const targetSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    ...ENTITY_KEYS,
+    upstream: { type: 'any' },
+    target: { type: 'string', required: true, custom: (t) => (typeof formatTarget(t) === 'string' ? undefined : invalidTarget(t)) },
+    weight: { type: 'integer', between: [0, 65535], default: 100 },
+    tags: TAGS,
+  },
+};
 
 function invalidTarget(target: string): string {
   return `Invalid target ('${target}'); not a valid hostname or ip address`;

@@ -11,12 +11,9 @@ import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { startTargetServer, type TargetServer } from '../../fixtures/target-server.ts';
 import { closedPort, startWithRegistry } from '../support.ts';
-
-/** Go round a balancer of SLOTS slots twice, as Kong's tests do. */
-const SLOTS = 10;
+import { balancedConfig, clientRequests as requestsTo, newUpstreamName, SLOTS, startTargets as targets, stopAll, type TargetSpec } from './support.ts';
 
 let gw: TestGateway;
-let sequence = 0;
 
 before(async () => {
   gw = await startGateway({});
@@ -26,36 +23,13 @@ after(async () => {
 });
 
 /** Reloads the gateway with one route `/` to a service on a new upstream; returns the upstream's name. */
-async function balance(upstream: Record<string, unknown>, targets: (string | [string, number])[], service: Record<string, unknown> = {}): Promise<string> {
-  const name = `upstream-${++sequence}.test`;
-  const ok = await gw.reload({
-    services: [{ name: 'svc', host: name, port: 80, protocol: 'http', ...service, routes: [{ name: 'r', paths: ['/'] }] }],
-    upstreams: [{ name, ...upstream, targets: targets.map((t) => (typeof t === 'string' ? { target: t } : { target: t[0], weight: t[1] })) }],
-  });
-  assert.ok(ok, 'the configuration was refused');
+async function balance(upstream: Record<string, unknown>, list: TargetSpec[], service: Record<string, unknown> = {}): Promise<string> {
+  const { name, config } = balancedConfig(upstream, list, service);
+  assert.ok(await gw.reload(config), 'the configuration was refused');
   return name;
 }
 
-/** `n` requests one after the other; how many got 200, how many not, and the last status. */
-async function clientRequests(n: number, headers: Record<string, string> = {}, path = '/'): Promise<{ oks: number; fails: number; last: number }> {
-  let oks = 0;
-  let fails = 0;
-  let last = 0;
-  for (let i = 0; i < n; i++) {
-    last = (await request(gw.http + path, { headers })).status;
-    if (last === 200) oks++;
-    else fails++;
-  }
-  return { oks, fails, last };
-}
-
-async function targets(n: number, options: Parameters<typeof startTargetServer>[0] = {}): Promise<TargetServer[]> {
-  return Promise.all(Array.from({ length: n }, () => startTargetServer(options)));
-}
-
-async function stopAll(servers: TargetServer[]): Promise<void> {
-  await Promise.all(servers.map((s) => s.stop()));
-}
+const clientRequests = (n: number, headers: Record<string, string> = {}, path = '/') => requestsTo(gw.http, n, headers, path);
 
 describe('round-robin (04-round-robin_spec)', () => {
   test('over multiple targets', async () => {
@@ -162,7 +136,7 @@ describe('consistent hashing (03-consistent-hashing_spec)', () => {
     ];
     for (const [upstream, uri] of cases) {
       const servers = await targets(2);
-      const name = `upstream-${++sequence}.test`;
+      const name = newUpstreamName();
       assert.ok(await gw.reload({
         services: [{ name: 'svc', host: name, routes: [{ name: 'r', paths: ['~/(?<namespace>[^/]+)/(?<id>[0-9]+)', '/'] }] }],
         upstreams: [{ name, ...upstream, targets: servers.map((s) => ({ target: s.target })) }],
@@ -281,7 +255,7 @@ describe('retries and hosts', () => {
     await balance({ host_header: 'backend.internal' }, [server.target]);
     await request(gw.http + '/', { headers: { host: 'client.test' } });
     assert.equal(server.requests.at(-1)!.headers.host, 'backend.internal');
-    const name = `upstream-${++sequence}.test`;
+    const name = newUpstreamName();
     await gw.reload({
       services: [{ name: 'svc', host: name, routes: [{ name: 'r', paths: ['/'], preserve_host: true }] }],
       upstreams: [{ name, targets: [{ target: server.target }] }],

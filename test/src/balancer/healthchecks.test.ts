@@ -12,13 +12,12 @@ import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { startTargetServer, type TargetServer } from '../../fixtures/target-server.ts';
 import { startWithRegistry, waitFor, type RegistryGateway } from '../support.ts';
+import { balancedConfig, clientRequests as requestsTo, newUpstreamName, SLOTS, startTargets as servers, stopAll, type TargetSpec } from './support.ts';
 
-const SLOTS = 10;
 /** Probe interval in seconds (Kong's tests use 1). */
 const INTERVAL = 0.05;
 
 let gw: TestGateway;
-let sequence = 0;
 
 before(async () => {
   gw = await startGateway({});
@@ -32,28 +31,13 @@ interface Balanced {
   id: string;
 }
 
-async function balance(healthchecks: Record<string, unknown>, targets: (string | [string, number])[], service: Record<string, unknown> = {}, on = gw): Promise<Balanced> {
-  const name = `upstream-${++sequence}.test`;
-  const ok = await on.reload({
-    services: [{ name: 'svc', host: name, ...service, routes: [{ name: 'r', paths: ['/'] }] }],
-    upstreams: [{ name, healthchecks, targets: targets.map((t) => (typeof t === 'string' ? { target: t } : { target: t[0], weight: t[1] })) }],
-  });
-  assert.ok(ok, 'the configuration was refused');
-  const upstream = (await request(`${on.admin}/upstreams/${name}`)).json();
-  return { name, id: upstream.id };
+async function balance(healthchecks: Record<string, unknown>, targets: TargetSpec[], service: Record<string, unknown> = {}, upstream: Record<string, unknown> = {}): Promise<Balanced> {
+  const { name, config } = balancedConfig({ healthchecks, ...upstream }, targets, service);
+  assert.ok(await gw.reload(config), 'the configuration was refused');
+  return { name, id: (await request(`${gw.admin}/upstreams/${name}`)).json().id };
 }
 
-async function clientRequests(n: number, base = gw.http): Promise<{ oks: number; fails: number; last: number }> {
-  let oks = 0;
-  let fails = 0;
-  let last = 0;
-  for (let i = 0; i < n; i++) {
-    last = (await request(base + '/')).status;
-    if (last === 200) oks++;
-    else fails++;
-  }
-  return { oks, fails, last };
-}
+const clientRequests = (n: number, base = gw.http) => requestsTo(base, n);
 
 async function health(upstream: string, admin = gw.admin): Promise<any> {
   return (await request(`${admin}/upstreams/${upstream}/health`)).json();
@@ -72,8 +56,23 @@ function putHealth(upstream: string, target: string, state: 'healthy' | 'unhealt
   return request(`${gw.admin}/upstreams/${upstream}/targets/${path}`, { method: 'PUT', body: {} });
 }
 
-const servers = (n: number) => Promise.all(Array.from({ length: n }, () => startTargetServer()));
-const stopAll = (list: TargetServer[]) => Promise.all(list.map((s) => s.stop()));
+
+/**
+ * Kong's three phases: both targets take traffic, then server 2 is out, then back; SLOTS requests
+ * each, none failing, so server 1 answers two thirds and server 2 one third.
+ */
+async function outAndBack(name: string, [s1, s2]: TargetServer[], takeOut: () => unknown, bringBack: () => unknown): Promise<void> {
+  const before = await clientRequests(SLOTS);
+  await takeOut();
+  await waitHealth(name, s2.target, 'UNHEALTHY');
+  const down = await clientRequests(SLOTS);
+  await bringBack();
+  await waitHealth(name, s2.target, 'HEALTHY');
+  const back = await clientRequests(SLOTS);
+  await stopAll([s1, s2]);
+  assert.deepEqual([s1.ok, s2.ok, s1.fail, s2.fail], [SLOTS * 2, SLOTS, 0, 0]);
+  assert.deepEqual([before.oks + down.oks + back.oks, before.fails + down.fails + back.fails], [SLOTS * 3, 0]);
+}
 
 describe('passive', () => {
   test('perform passive health checks', async () => {
@@ -119,18 +118,8 @@ describe('passive', () => {
     const [s1, s2] = await servers(2);
     const { name } = await balance({ passive: { unhealthy: { http_failures: 1 } } }, [s1.target, s2.target]);
     const target2 = (await request(`${gw.admin}/upstreams/${name}/targets/${s2.target}`)).json();
-    let { oks, fails } = await clientRequests(SLOTS);
-    assert.equal((await putHealth(name, target2.id, 'unhealthy', s2.target)).status, 204);
-    await waitHealth(name, s2.target, 'UNHEALTHY');
-    const down = await clientRequests(SLOTS);
-    assert.equal((await putHealth(name, target2.id, 'healthy', s2.target)).status, 204);
-    await waitHealth(name, s2.target, 'HEALTHY');
-    const back = await clientRequests(SLOTS);
-    oks += down.oks + back.oks;
-    fails += down.fails + back.fails;
-    await stopAll([s1, s2]);
-    assert.deepEqual([s1.ok, s2.ok, s1.fail, s2.fail], [SLOTS * 2, SLOTS, 0, 0]);
-    assert.deepEqual([oks, fails], [SLOTS * 3, 0]);
+    const set = async (state: 'healthy' | 'unhealthy') => assert.equal((await putHealth(name, target2.id, state, s2.target)).status, 204);
+    await outAndBack(name, [s1, s2], () => set('unhealthy'), () => set('healthy'));
   });
 
   test('perform passive health checks -- connection timeouts', async () => {
@@ -172,7 +161,7 @@ describe('passive', () => {
     const registryGateway: RegistryGateway = await startWithRegistry({}, new Map([...bundledPlugins, ['fail-once-auth', failOnce]]));
     try {
       const [s1, s2] = await servers(2);
-      const name = `upstream-${++sequence}.test`;
+      const name = newUpstreamName();
       assert.ok(await registryGateway.reload({
         services: [{ name: 'svc', host: name, connect_timeout: 50, routes: [{ name: 'r', paths: ['/'] }], plugins: [{ name: 'fail-once-auth' }] }],
         upstreams: [{
@@ -236,18 +225,7 @@ describe('active', () => {
           { protocol },
         );
         await waitHealth(name, s1.target, 'HEALTHY');
-        let { oks, fails } = await clientRequests(SLOTS);
-        s2.healthy = false;
-        await waitHealth(name, s2.target, 'UNHEALTHY');
-        const down = await clientRequests(SLOTS);
-        s2.healthy = true;
-        await waitHealth(name, s2.target, 'HEALTHY');
-        const back = await clientRequests(SLOTS);
-        oks += down.oks + back.oks;
-        fails += down.fails + back.fails;
-        await stopAll([s1, s2]);
-        assert.deepEqual([s1.ok, s2.ok, s1.fail, s2.fail], [SLOTS * 2, SLOTS, 0, 0]);
-        assert.deepEqual([oks, fails], [SLOTS * 3, 0]);
+        await outAndBack(name, [s1, s2], () => (s2.healthy = false), () => (s2.healthy = true));
       }
     });
   }
@@ -297,14 +275,7 @@ describe('active', () => {
 describe('consistent hashing', () => {
   const hashed = { hash_on: 'header', hash_on_header: 'hashme' };
 
-  async function balanceHashed(healthchecks: Record<string, unknown>, targets: TargetServer[]): Promise<Balanced> {
-    const name = `upstream-${++sequence}.test`;
-    assert.ok(await gw.reload({
-      services: [{ name: 'svc', host: name, routes: [{ name: 'r', paths: ['/'] }] }],
-      upstreams: [{ name, ...hashed, healthchecks, targets: targets.map((t) => ({ target: t.target })) }],
-    }));
-    return { name, id: (await request(`${gw.admin}/upstreams/${name}`)).json().id };
-  }
+  const balanceHashed = (healthchecks: Record<string, unknown>, targets: TargetServer[]) => balance(healthchecks, targets.map((t) => t.target), {}, hashed);
 
   const hashedRequests = async (n: number) => {
     for (let i = 0; i < n; i++) await request(gw.http + '/', { headers: { hashme: 'just a value' } });
