@@ -167,7 +167,8 @@ export class GrpcProxy {
         if (!err) return new GrpcCall(ctx, match, callHeaders(headers, peer, !ctx.route.preserve_host), entry!, destination, this.options.log).start();
         const timedOut = err instanceof ConnectTimeout;
         peers.failed(failureKind(err as NodeJS.ErrnoException, timedOut));
-        const retryable = !timedOut && (err as NodeJS.ErrnoException).code !== undefined;
+        // A connect timeout moves on only to another target of a balancer (the same host would time out again).
+        const retryable = timedOut ? peers.retriesTimeouts : (err as NodeJS.ErrnoException).code !== undefined;
         const next = retryable && tries++ < service.retries ? peers.next() : null;
         if (next) return attempt(next);
         const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, timedOut);
