@@ -160,6 +160,7 @@ export class Gateway {
         entities: (entity) => config.entities[entity] ?? [],
         routeById: (id) => snapshot.routesById.get(id),
         serviceById: (id) => snapshot.servicesById.get(id),
+        instanceOn: (routeId) => snapshot.plugins.steps(routeId).find((step) => step.name === name)?.anonymous,
       };
       await runtime.configure?.(view);
     }

@@ -19,6 +19,7 @@ export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } fr
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
 export { headerValueProblem, isUuid } from '../config/entities.ts';
+export { canonicalName } from '../config/hostnames.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;
@@ -171,6 +172,11 @@ export interface ConfigView<Config = any> {
   entities(name: string): Record<string, any>[];
   routeById(id: string): Route | undefined;
   serviceById(id: string): Service | undefined;
+  /**
+   * The instance of this plugin that runs on a route's requests before any consumer is known: the
+   * answer the request path itself gives (Kong's precedence), so a check can never disagree with it.
+   */
+  instanceOn(routeId: string): PluginEntity<Config> | undefined;
 }
 
 export interface AuthenticatedCredential {
