@@ -3,10 +3,11 @@
  * swaps configurations on reload and shuts down gracefully.
  */
 import { randomUUID } from 'node:crypto';
-import { access, constants, mkdir } from 'node:fs/promises';
+import { access, constants } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { certificateAdminRoutes } from './admin/certificate-routes.ts';
+import { isLoopbackName, type AdminListenerFacts } from './admin/browser-guard.ts';
 import { AdminRouter } from './admin/router.ts';
 import { coreAdminRoutes } from './admin/routes.ts';
 import { upstreamAdminRoutes } from './admin/upstream-routes.ts';
@@ -15,6 +16,7 @@ import { parseListenList } from './config/listen.ts';
 import { ConfigError, loadConfigFile, type PluginRegistry } from './config/load.ts';
 import type { GatewayConfig } from './config/types.ts';
 import { Consumers } from './consumers.ts';
+import { preparePrivateDir } from './data-dir.ts';
 import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
@@ -83,8 +85,8 @@ export class Gateway {
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
     this.lifecycle.protocols = {
-      grpc: (ctx, match, headers, destination, done) => grpc.proxy(ctx, match, headers, destination, done),
-      upgrade: (ctx, match, socket, head, headers, destination, done) => websocket.proxy(ctx, match, socket, head, headers, destination, done),
+      grpc: (ctx, match, headers, destination, end) => grpc.proxy(ctx, match, headers, destination, end),
+      upgrade: (ctx, match, socket, head, headers, destination, end) => websocket.proxy(ctx, match, socket, head, headers, destination, end),
       close: () => {
         grpc.close();
         websocket.close();
@@ -99,7 +101,7 @@ export class Gateway {
     if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
     const config = loaded.config;
     const { log, access } = createLogging(options.logLevel ?? config.gateway.log_level);
-    const store = await openStore(config.gateway.data_dir);
+    const store = await openStore(config.gateway.data_dir, log);
     const consumers = new Consumers(store.namespace('core'));
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
     gateway.logLevelOverride = options.logLevel;
@@ -155,6 +157,7 @@ export class Gateway {
         consumers: this.consumers,
         dataDir: config.gateway.data_dir,
         services,
+        metrics: this.metrics.plugins,
       });
       this.runtimes.set(definition.name, runtime);
     }
@@ -185,6 +188,7 @@ export class Gateway {
           entities: (entity) => config.entities[entity] ?? [],
           routeById: (id) => snapshot.routesById.get(id),
           serviceById: (id) => snapshot.servicesById.get(id),
+          instanceOn: (routeId) => snapshot.plugins.steps(routeId).find((step) => step.name === name)?.anonymous,
         };
         await runtime.configure?.(view);
       }
@@ -216,6 +220,7 @@ export class Gateway {
       closed: () => {
         this.metrics.connectionsActive--;
       },
+      failed: (err: unknown) => this.log.error({ err }, 'request failed'),
     };
     // The proxy's TLS listeners present the configured certificates by server name (reloaded with the config).
     const proxyTls = tls && { ...tls, certificateFor: (servername: string) => this.snapshot.certificates.contextFor(servername) };
@@ -228,20 +233,24 @@ export class Gateway {
       info.port = listener.port;
       this.proxyListeners.push(listener);
     }
-    const admin = new AdminRouter([
-      ...this.pluginAdminRoutes(),
-      ...coreAdminRoutes(this.adminState()),
-      ...upstreamAdminRoutes({
-        config: () => this.snapshot.config,
-        balancers: () => this.snapshot.balancers,
-        nodeId: this.nodeId,
-        setTargetHealth: (upstream, target, healthy) => this.setTargetHealth(upstream, target, healthy),
-      }),
-      ...certificateAdminRoutes(() => this.snapshot.config),
-    ]);
+    const admin = new AdminRouter(
+      [
+        ...this.pluginAdminRoutes(),
+        ...coreAdminRoutes(this.adminState()),
+        ...upstreamAdminRoutes({
+          config: () => this.snapshot.config,
+          balancers: () => this.snapshot.balancers,
+          nodeId: this.nodeId,
+          setTargetHealth: (upstream, target, healthy) => this.setTargetHealth(upstream, target, healthy),
+        }),
+        ...certificateAdminRoutes(() => this.snapshot.config),
+      ],
+      this.log.child({ component: 'admin' }),
+    );
     for (const spec of adminSpecs) {
-      if (!['127.0.0.1', '::1', 'localhost'].includes(spec.host)) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
-      const listener = await this.listen(spec, tls, { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse) }, limits, events);
+      const facts: AdminListenerFacts = { scheme: spec.ssl ? 'https' : 'http', loopback: isLoopbackName(spec.host) };
+      if (!facts.loopback) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
+      const listener = await this.listen(spec, tls, { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse, facts) }, limits, events);
       this.adminListeners.push(listener);
     }
   }
@@ -291,7 +300,9 @@ export class Gateway {
   private async reloadNow(): Promise<{ ok: true } | { ok: false; errors: ConfigError[] }> {
     const loaded = await loadConfigFile(this.configFile, this.registry);
     if (!loaded.ok) {
-      for (const e of loaded.errors) this.log.error({ error: String(e) }, 'invalid configuration: keeping the current one');
+      for (const e of loaded.errors) this.log.error({ error: String(e) }, 'invalid configuration');
+      const count = loaded.errors.length === 1 ? '1 error' : `${loaded.errors.length} errors`;
+      this.log.error(`configuration invalid (${count}): keeping the current one`);
       return loaded;
     }
     const before = this.snapshot.config.gateway;
@@ -346,9 +357,10 @@ export class Gateway {
   }
 }
 
-async function openStore(dataDir: string): Promise<LevelStore> {
+async function openStore(dataDir: string, log: Logger): Promise<LevelStore> {
   try {
-    await mkdir(dataDir, { recursive: true });
+    const refused = await preparePrivateDir(dataDir);
+    if (refused.length > 0) log.warn({ paths: refused.slice(0, 10), count: refused.length }, 'cannot make these data files private to the gateway user (not owned by it?)');
     await access(dataDir, constants.R_OK | constants.W_OK);
   } catch (err) {
     throw new StartupError(`the data directory ${dataDir} is not usable: ${(err as Error).message}`);

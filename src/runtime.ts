@@ -7,7 +7,7 @@ import { Balancers } from './balancer/balancers.ts';
 import type { GatewayConfig, Route, Service } from './config/types.ts';
 import { PluginsIndex } from './pipeline/plugins-index.ts';
 import type { PluginRuntime } from './pipeline/plugin-api.ts';
-import { TrustedPeers } from './proxy/headers.ts';
+import { AddressRanges } from './address-ranges.ts';
 import { Router } from './router/index.ts';
 import type { PluginRegistry } from './config/load.ts';
 import { CertificateIndex } from './tls/certificates.ts';
@@ -18,7 +18,8 @@ const TLS_PROTOCOLS = new Set(['https', 'grpcs', 'wss']);
 export class Snapshot {
   readonly router: Router;
   readonly plugins: PluginsIndex;
-  readonly trusted: TrustedPeers;
+  /** `trusted_ips`: peers whose forwarding headers are believed. */
+  readonly trusted: AddressRanges;
   readonly servicesById: ReadonlyMap<string, Service>;
   readonly routesById: ReadonlyMap<string, Route>;
   readonly balancers: Balancers;
@@ -36,7 +37,7 @@ export class Snapshot {
   ) {
     this.router = new Router(config.routes, config.services);
     this.plugins = new PluginsIndex(config.plugins, config.routes, registry);
-    this.trusted = new TrustedPeers(config.gateway.trusted_ips);
+    this.trusted = new AddressRanges(config.gateway.trusted_ips);
     this.servicesById = new Map(config.services.map((s) => [s.id, s]));
     this.routesById = new Map(config.routes.map((r) => [r.id, r]));
     this.balancers = new Balancers(config, log, previous?.balancers);

@@ -1,6 +1,6 @@
 /** The core's admin endpoints, in Kong's shapes (reference/gateway-core.md §6). */
 import { hostname } from 'node:os';
-import type { Consumers } from '../consumers.ts';
+import { consumerByReference, type Consumers } from '../consumers.ts';
 import type { PluginRegistry } from '../config/load.ts';
 import type { Metrics } from '../metrics.ts';
 import { HttpError, type AdminReply, type AdminRequest, type AdminRoute, type PluginRuntime } from '../pipeline/plugin-api.ts';
@@ -115,7 +115,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       method: 'GET',
       path: '/consumers/:id',
       handler: (req) => {
-        const consumer = state.consumers.find(req.params.id);
+        const consumer = consumerByReference(state.consumers, req.params.id);
         if (!consumer) throw new HttpError(404, 'Not found');
         return { status: 200, body: consumer };
       },
@@ -133,7 +133,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       method: 'DELETE',
       path: '/consumers/:id',
       handler: async (req) => {
-        const consumer = state.consumers.find(req.params.id);
+        const consumer = consumerByReference(state.consumers, req.params.id);
         if (!consumer) return { status: 204 };
         if (state.consumers.isDeclared(consumer.id)) return declaredConsumer(req);
         for (const runtime of state.runtimes.values()) await runtime.consumerDeleted?.(consumer.id);

@@ -11,6 +11,29 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
 /** The fields every Kong entity has: its id, and the timestamps a database export carries. */
 export const ENTITY_KEYS: Record<string, FieldSchema> = { id: ID, created_at: TIMESTAMP, updated_at: TIMESTAMP };
+
+/**
+ * Kong's admin rule for `/{entity}/{id or endpoint key}` (kong/api/endpoints.lua): a UUID-shaped key
+ * names an id, and only an id; anything else names the endpoint key (username, client_id, ...).
+ */
+export function isUuid(key: string): boolean {
+  return UUID_RE.test(key);
+}
+
+/** RFC 9110 §5.5 field content that Node sends as it is: no controls, nothing above U+00FF, no outer whitespace. */
+const HEADER_VALUE = /^[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?$/;
+
+/**
+ * Why a value the gateway will send upstream as a header (a consumer's username, a token's user id or
+ * scope) cannot be one, or undefined when it can. Refused where it is set, not where it is used: a value
+ * with CR/LF would fail every request it is sent on, and one with outer whitespace would reach the
+ * upstream trimmed, as another identity.
+ */
+export function headerValueProblem(value: string): string | undefined {
+  return HEADER_VALUE.test(value)
+    ? undefined
+    : 'must be usable as an HTTP header value: no control characters, no characters above U+00FF, no leading or trailing whitespace';
+}
 /** Kong's utf8 name: alphanumerics and `.-_~` in the ASCII range, any character beyond it. */
 const NAME: FieldSchema = {
   type: 'string',
@@ -166,8 +189,9 @@ export const consumerSchema: RecordSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
-    username: { type: 'string', len_min: 1 },
-    custom_id: { type: 'string', len_min: 1 },
+    // Both are sent upstream as X-Consumer-Username and X-Consumer-Custom-ID.
+    username: { type: 'string', len_min: 1, custom: headerValueProblem },
+    custom_id: { type: 'string', len_min: 1, custom: headerValueProblem },
     tags: TAGS,
   },
   entity_checks: [atLeastOneOf(['custom_id', 'username'])],

@@ -8,15 +8,17 @@ import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { didYouMean } from '../did-you-mean.ts';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
+import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
 import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
 import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
 import { isCidr } from './hostnames.ts';
-import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
+import { consumerSchema, ID, isStreamRoute, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import { parseListenList } from './listen.ts';
 import { enabledPlugins } from './plugin-setting.ts';
-import { isPlainObject, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
+import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
 import { buildBalancing } from './upstream-builder.ts';
 
@@ -68,7 +70,7 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
       ok: false,
       errors: doc.errors.map((e) => {
         const pos = lines.linePos(e.pos[0]);
-        return new ConfigError(shownName, pos.line, pos.col, '', `YAML: ${e.message.split('\n')[0]}`);
+        return new ConfigError(shownName, pos.line, pos.col, formatPath(pathAt(doc, e.pos[0])), `YAML: ${e.message.split('\n')[0]}`);
       }),
     };
   }
@@ -128,9 +130,48 @@ function locate(doc: Document, path: Path, pointAtKey: boolean): number {
   return offset;
 }
 
+/** The path of the deepest map entry or sequence item whose source holds `offset` (a YAML error's position). */
+function pathAt(doc: Document, offset: number): Path {
+  const path: Path = [];
+  const holds = (node: unknown) => {
+    const range = (node as { range?: number[] } | null)?.range;
+    return range !== undefined && range[0] <= offset && offset < range[2];
+  };
+  let node: unknown = doc.contents;
+  for (;;) {
+    if (isMap(node)) {
+      // A duplicate key is reported at the key: the entry whose key or value holds the offset.
+      const pair = node.items.find((p) => holds(p.key) || holds(p.value));
+      if (!pair) break;
+      path.push(isScalar(pair.key) ? String(pair.key.value) : String(pair.key));
+      node = holds(pair.key) ? undefined : pair.value;
+    } else if (isSeq(node)) {
+      const index = node.items.findIndex(holds);
+      if (index === -1) break;
+      path.push(index);
+      node = node.items[index];
+    } else break;
+  }
+  return path;
+}
+
 function toConfigError(issue: Issue, doc: Document, lines: LineCounter, file: string): ConfigError {
-  const pos = lines.linePos(locate(doc, issue.path, issue.message === 'unknown field'));
+  const pos = lines.linePos(locate(doc, issue.path, isAboutKey(issue)));
   return new ConfigError(file, pos.line, pos.col, formatPath(issue.path), issue.message);
+}
+
+type Referable = { id: string; name?: string | null; username?: string | null };
+
+/**
+ * The entry a reference names, looking at one field only: `{id}` the id, `{name}`/`{username}` that name,
+ * a plain string the id when UUID-shaped and the name otherwise (Kong's endpoint-key rule). Never both,
+ * or an entry named like another's id would stand in for it.
+ */
+function findReferenced<T extends Referable>(pool: T[], ref: unknown): T | undefined {
+  const byName = (name: unknown) => pool.find((x) => (x.name ?? x.username) === name);
+  if (typeof ref === 'string') return isUuid(ref) ? pool.find((x) => x.id === ref) : byName(ref);
+  if (!isPlainObject(ref)) return undefined;
+  return ref.id !== undefined ? pool.find((x) => x.id === ref.id) : byName(ref.name ?? ref.username);
 }
 
 interface PendingPlugin {
@@ -186,7 +227,7 @@ class ConfigBuilder implements BuildContext {
     this.enabled = enabledPlugins(this.registry, gateway.plugins, (i, message) => this.issue(['gateway', 'plugins', i], message));
     for (const plugin of this.enabled.values()) for (const def of plugin.entities ?? []) this.entityDefs.set(def.name, def);
     for (const key of Object.keys(raw)) {
-      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issue([key], 'unknown field');
+      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issues.push(unknownField([key], [...CORE_KEYS, ...this.entityDefs.keys()]));
     }
     if (raw._format_version === undefined) this.issue(['_format_version'], 'required field missing');
     else if (typeof raw._format_version !== 'string') this.issue(['_format_version'], 'expected a string');
@@ -383,9 +424,8 @@ class ConfigBuilder implements BuildContext {
       let resolvedId = parentId;
       if (resolvedId === undefined) {
         const key = refKey(raw[parent.field]);
-        const pool: { id: string; name?: string | null; username?: string | null; custom_id?: string | null }[] =
-          parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
-        resolvedId = pool.find((x) => x.id === key || x.name === key || x.username === key)?.id;
+        const pool: Referable[] = parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
+        resolvedId = findReferenced(pool, raw[parent.field])?.id;
         if (key === undefined && parent.required !== false) this.issue([...path, parent.field], 'required field missing');
         else if (key !== undefined && !resolvedId) this.issue([...path, parent.field], `invalid reference '${parent.field}: ${key}' (no such entry in '${parent.entity}')`);
       }
@@ -400,11 +440,11 @@ class ConfigBuilder implements BuildContext {
   }
 
   private queuePlugin(raw: Record<string, any>, path: Path, scope: { route?: string; service?: string | null; consumer?: string }): void {
-    const resolve = (field: 'route' | 'service' | 'consumer', pool: { id: string; name?: string | null; username?: string | null }[]): string | null => {
+    const resolve = (field: 'route' | 'service' | 'consumer', pool: Referable[]): string | null => {
       if (scope[field] !== undefined) return scope[field] ?? null;
       const key = refKey(raw[field]);
       if (key === undefined) return null;
-      const found = pool.find((x) => x.id === key || x.name === key || x.username === key);
+      const found = findReferenced(pool, raw[field]);
       if (!found) this.issue([...path, field], `invalid reference '${field}: ${key}' (no such entry in '${field}s')`);
       return found?.id ?? null;
     };
@@ -422,7 +462,7 @@ class ConfigBuilder implements BuildContext {
       const e = this.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
       const def = this.enabled.get(e.name);
       if (typeof e.name === 'string' && !def) {
-        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property`);
+        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property${didYouMean(e.name, this.registry.keys())}`);
         continue;
       }
       if (!def) continue;
@@ -448,19 +488,17 @@ class ConfigBuilder implements BuildContext {
       }
       plugins.push({ entity, path: p.path, def });
     }
+    // The index requests will use: a check must see the plugins a route runs, not guess them.
+    const index = new PluginsIndex(plugins.map((p) => p.entity), this.routes, this.registry);
     for (const { entity, path, def } of plugins) {
       if (!def.checkConfig || !entity.enabled) continue;
       const route = this.routes.find((r) => r.id === entity.route?.id) ?? null;
       const serviceId = entity.service?.id ?? route?.service?.id;
-      const coPlugins = plugins
-        .filter(({ entity: o }) => o !== entity && o.enabled && !o.consumer)
-        .filter(({ entity: o }) => (!o.route && !o.service) || (o.route && o.route.id === route?.id) || (o.service && o.service.id === serviceId))
-        .map(({ entity: o }) => o.name);
       const scope = {
         route,
         service: this.services.find((s) => s.id === serviceId) ?? null,
         consumer: this.consumers.find((c) => c.id === entity.consumer?.id) ?? null,
-        coPlugins,
+        runsOn: index.placements(entity).map(({ route, before }) => ({ route, before: before.map((step) => step.definition) })),
       };
       for (const issue of def.checkConfig(entity.config, scope)) this.issue([...path, 'config', ...issue.path], issue.message);
     }

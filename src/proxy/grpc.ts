@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import type { Peer } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
-import type { Destination } from '../pipeline/lifecycle.ts';
+import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
 import type { RouteMatch } from '../router/index.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
 import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
@@ -151,29 +151,32 @@ export class GrpcProxy {
     this.sessions.close();
   }
 
-  /** Relays the call; `done` runs once when the downstream stream has closed. */
-  proxy(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, destination: Destination, done: () => void): void {
+  /** Relays the call; `end.done` runs once when the downstream stream has closed. */
+  proxy(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
     const downstream = (ctx.raw.req as Http2ServerRequest).stream;
-    downstream.once('close', done);
+    downstream.once('close', end.done);
     const service = ctx.service!;
     const { peers, tls } = destination;
     let tries = 0;
     const attempt = (peer: Peer) => {
-      this.sessions.acquire({ service, peer, tls }, (err, entry) => {
-        if (downstream.destroyed) {
-          if (entry) entry.streams--;
-          return;
-        }
-        if (!err) return new GrpcCall(ctx, match, callHeaders(headers, peer, !ctx.route.preserve_host), entry!, destination, this.options.log).start();
-        const timedOut = err instanceof ConnectTimeout;
-        peers.failed(failureKind(err as NodeJS.ErrnoException, timedOut));
-        // A connect timeout moves on only to another target of a balancer (the same host would time out again).
-        const retryable = timedOut ? peers.retriesTimeouts : (err as NodeJS.ErrnoException).code !== undefined;
-        const next = retryable && tries++ < service.retries ? peers.next() : null;
-        if (next) return attempt(next);
-        const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, timedOut);
-        ctx.error(status, message);
-      });
+      this.sessions.acquire(
+        { service, peer, tls },
+        contained(end, (err, entry) => {
+          if (downstream.destroyed) {
+            if (entry) entry.streams--;
+            return;
+          }
+          if (!err) return new GrpcCall(ctx, match, callHeaders(headers, peer, !ctx.route.preserve_host), entry!, destination, this.options.log, end).start();
+          const timedOut = err instanceof ConnectTimeout;
+          peers.failed(failureKind(err as NodeJS.ErrnoException, timedOut));
+          // A connect timeout moves on only to another target of a balancer (the same host would time out again).
+          const retryable = timedOut ? peers.retriesTimeouts : (err as NodeJS.ErrnoException).code !== undefined;
+          const next = retryable && tries++ < service.retries ? peers.next() : null;
+          if (next) return attempt(next);
+          const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, timedOut);
+          ctx.error(status, message);
+        }),
+      );
     };
     attempt(peers.first);
   }
@@ -204,6 +207,7 @@ class GrpcCall {
     private readonly entry: PooledSession,
     private readonly destination: Destination,
     private readonly log: Logger,
+    private readonly end: ProxyEnd,
   ) {
     this.req = ctx.raw.req as Http2ServerRequest;
     this.res = ctx.raw.res as Http2ServerResponse;
@@ -224,20 +228,28 @@ class GrpcCall {
     }
     this.sentAt = performance.now();
     const upstream = this.upstream;
+    const { end } = this;
     // nginx's grpc_read_timeout: the longest the stream may sit idle (no frame either way).
-    upstream.setTimeout(service.read_timeout, () => this.endWith(504, MESSAGES.timeout));
+    upstream.setTimeout(service.read_timeout, contained(end, () => this.endWith(504, MESSAGES.timeout)));
     this.enforceDeadline();
-    upstream.once('response', (headers, flags) => this.onResponse(headers, flags));
-    upstream.once('trailers', (trailers) => {
-      this.statusReceived = true;
-      this.res.addTrailers(trailers);
-    });
+    upstream.once('response', contained(end, (headers: IncomingHttpHeaders, flags: number) => this.onResponse(headers, flags)));
+    upstream.once(
+      'trailers',
+      contained(end, (trailers: IncomingHttpHeaders) => {
+        this.statusReceived = true;
+        this.res.addTrailers(trailers);
+      }),
+    );
     upstream.on('error', (err) => this.log.debug({ err, request_id: ctx.id }, 'gRPC upstream stream error'));
-    upstream.once('close', () => this.onUpstreamClose());
-    downstream.once('close', () => this.onDownstreamClose());
+    upstream.once('close', contained(end, () => this.onUpstreamClose()));
+    downstream.once('close', contained(end, () => this.onDownstreamClose()));
 
     if (bodyInMemory) upstream.end(ctx.body);
-    else if (!downstream.endAfterHeaders) this.req.pipe(upstream);
+    else if (!downstream.endAfterHeaders) {
+      // Counted for the access log; attached with the pipe, in the same tick, so no chunk goes by unseen.
+      this.req.on('data', (chunk: Buffer) => (ctx.requestBodyBytes += chunk.length));
+      this.req.pipe(upstream);
+    }
   }
 
   private requestHeaders(): OutgoingHttpHeaders {
@@ -279,6 +291,7 @@ class GrpcCall {
     }
     // Not ended by the pipe: a connection lost mid-response also ends the upstream stream's data,
     // and that end must not reach the client as a complete call without a status.
+    this.upstream.on('data', (chunk: Buffer) => (ctx.responseBodyBytes += chunk.length));
     this.upstream.pipe(downstream, { end: false });
   }
 
@@ -330,7 +343,7 @@ class GrpcCall {
     const ms = parseGrpcTimeout(this.ctx.headers['grpc-timeout']);
     // Beyond a timer's range (~24.8 days) Node would fire at once; such a deadline is no deadline.
     if (ms === undefined || ms > MAX_TIMER_MS) return;
-    this.deadlineTimer = setTimeout(() => this.endWith(504, 'Deadline exceeded'), ms);
+    this.deadlineTimer = setTimeout(contained(this.end, () => this.endWith(504, 'Deadline exceeded')), ms);
     this.deadlineTimer.unref();
   }
 }

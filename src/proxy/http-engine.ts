@@ -64,6 +64,8 @@ export interface ForwardHandlers {
    * ended with the response), or null to abandon the exchange.
    */
   onResponse(response: UpstreamResponse): Writable | null;
+  /** A chunk of the response body of this length went into the sink. */
+  onBodyChunk(length: number): void;
   /** The exchange failed: before the response (answer with an error) or mid-body (cut it short). */
   onFailure(failure: UpstreamFailure): void;
 }
@@ -236,7 +238,9 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onData(chunk: Buffer): boolean {
-    return this.sink?.write(chunk) ?? false;
+    if (!this.sink) return false;
+    this.handlers.onBodyChunk(chunk.length);
+    return this.sink.write(chunk);
   }
 
   onComplete(): void {

@@ -108,6 +108,7 @@ function hasHeader(headers: OutgoingHttpHeaders, name: string): boolean {
 export const MESSAGES = {
   noRoute: 'no Route matched with those values',
   badPath: 'Bad request: the request path is not a valid origin-form path',
+  badHost: 'Bad Request: invalid Host header',
   noService: 'no Service found with those values',
   badGateway: 'An invalid response was received from the upstream server',
   timeout: 'The upstream server is timing out',

@@ -163,7 +163,7 @@ describe('consistent hashing on the consumer', () => {
       name: 'header-auth', version: '0.1.0', priority: 1000, configSchema: { type: 'record', fields: {} },
       create: (api) => ({
         access: (ctx) => {
-          ctx.consumer = api.consumers.find(String(ctx.headers['x-user'])) ?? null;
+          ctx.consumer = api.consumers.byUsername(String(ctx.headers['x-user'])) ?? null;
         },
       }),
     };
