@@ -2,10 +2,13 @@
  * The HTTP surface under the metering route (INTERFACE.md §5): routing, scopes, bodies, and errors as
  * `application/problem+json` in the Konnect shape (`invalid_parameters` for validation failures).
  */
+import { isUtf8 } from 'node:buffer';
+import Negotiator from 'negotiator';
 import { HttpError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import { BodyError, decodeEvents, prepareEvents } from './events.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
-import { parseQuery, toCsv } from './query.ts';
+import { toCsv } from './csv.ts';
+import { parseQuery } from './query.ts';
 import { publicMeter, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import { ServiceError, type EventFilters, type MeteringService } from './service.ts';
@@ -80,6 +83,7 @@ export function requireScope(ctx: MeteringRequest, config: MeteringConfig, opera
 export async function readJson(ctx: MeteringRequest, limit: number): Promise<unknown> {
   const body = await readLimited(ctx, limit);
   if (body.length === 0) return undefined;
+  if (!isUtf8(body)) throw new Problem(400, 'the body is not valid UTF-8', [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }]);
   try {
     return JSON.parse(body.toString('utf8'));
   } catch (err) {
@@ -125,27 +129,12 @@ function pageSize(q: URLSearchParams, name: string, fallback: number, max: numbe
 
 const SORTABLE = ['key', 'name', 'aggregation', 'created_at', 'updated_at'] as const;
 
-/** Media ranges a query answer in JSON satisfies. */
-const JSON_RANGES = new Set(['application/json', 'application/*', '*/*']);
+const CSV = 'text/csv; charset=utf-8';
+/** What a query answers in, by preference: JSON unless the client's Accept ranks CSV higher (`text/*` included). */
+const QUERY_MEDIA_TYPES = ['application/json', CSV];
 
-/**
- * True when the Accept header prefers CSV to JSON: text/csv has the highest q-value of the two (ties go
- * to the one listed first). JSON is the default, so a list that merely mentions text/csv stays JSON.
- */
 function prefersCsv(accept: string | string[] | undefined): boolean {
-  let csv = -1;
-  let json = -1;
-  let first: 'csv' | 'json' | undefined;
-  for (const range of String(accept ?? '').split(',')) {
-    const [type, ...params] = range.split(';').map((p) => p.trim().toLowerCase());
-    const qParam = params.find((p) => p.startsWith('q='));
-    const q = qParam === undefined ? 1 : Number(qParam.slice(2)) || 0;
-    if (type === 'text/csv') csv = Math.max(csv, q);
-    else if (JSON_RANGES.has(type)) json = Math.max(json, q);
-    else continue;
-    first ??= type === 'text/csv' ? 'csv' : 'json';
-  }
-  return csv > 0 && (csv > json || (csv === json && first === 'csv'));
+  return new Negotiator({ headers: { accept } }).mediaType(QUERY_MEDIA_TYPES) === CSV;
 }
 
 export class MeteringHttp {
@@ -222,7 +211,7 @@ export class MeteringHttp {
         { field: 'ce-specversion', reason: 'binary content mode is not supported', rule: 'content_mode', source: 'header' },
       ]);
     }
-    const { events, batch } = decodeEvents(ctx.headers['content-type'], body);
+    const { events, batch, mayHoldLoneSurrogates } = decodeEvents(ctx.headers['content-type'], body);
     if (events.length > config.max_events_per_request) {
       throw new Problem(413, `a request may carry at most ${config.max_events_per_request} events (got ${events.length})`);
     }
@@ -231,6 +220,8 @@ export class MeteringHttp {
       now,
       retentionStart: Math.floor(now / 1000) - config.retention_days * 86_400,
       retentionDays: config.retention_days,
+      metersOf: (type) => this.service.meters.aggregating(type),
+      mayHoldLoneSurrogates,
     });
     if (prepared.length > 0) await this.service.ingest(prepared, config);
     ctx.respond(202);
@@ -330,7 +321,7 @@ export class MeteringHttp {
     const result = await this.service.query(record, query, config.query_backfill_wait_ms);
     if (prefersCsv(ctx.headers.accept)) {
       ctx.respond(200, toCsv(query, result), {
-        'content-type': 'text/csv; charset=utf-8',
+        'content-type': CSV,
         'content-disposition': `attachment; filename="${record.key}.csv"`,
       });
     } else {

@@ -27,9 +27,6 @@ export interface MeteringConfig {
   query_backfill_wait_ms: number;
 }
 
-/** Plugins that authenticate the caller; one must run on the metering route. */
-export const AUTHENTICATION_PLUGINS = ['oauth2', 'key-auth', 'basic-auth', 'jwt', 'hmac-auth', 'ldap-auth', 'openid-connect', 'mtls-auth'];
-
 const scopeName = { type: 'string' as const, len_min: 1 };
 
 export const configSchema: RecordSchema = {
@@ -48,14 +45,17 @@ export const configSchema: RecordSchema = {
   },
 };
 
+/** Every route the plugin serves must authenticate the caller first (an authentication plugin that runs before it). */
 export function checkConfig(config: MeteringConfig, scope: PluginScope): Issue[] {
   if (config.allow_unauthenticated) return [];
-  if (scope.coPlugins.some((name) => AUTHENTICATION_PLUGINS.includes(name))) return [];
+  const open = scope.runsOn.filter(({ before }) => !before.some((plugin) => plugin.authenticates));
+  if (open.length === 0) return [];
+  const names = open.map(({ route }) => route.name ?? route.id).join(', ');
   return [
     {
       path: ['allow_unauthenticated'],
       message:
-        'metering needs an authentication plugin (e.g. oauth2) on the same route, service or globally; ' +
+        `metering needs an authentication plugin (e.g. oauth2) on every route it serves; none runs before it on route ${names}; ` +
         'set allow_unauthenticated: true to expose it without one',
     },
   ];

@@ -5,10 +5,10 @@
  */
 import type { CommittedReading, MeterInfo, UsageQuery, UsageSource } from './billing/usage.ts';
 import type { PreparedEvent } from './events.ts';
-import { lookup } from './jsonpath.ts';
+import { formatQuantity } from './quantity.ts';
 import type { MeterRecord } from './registry.ts';
 import type { MeteringService } from './service.ts';
-import { dimensionTexts, numericValue } from './values.ts';
+import { dimensionTexts, numericReading } from './values.ts';
 
 /** How long a billing read waits for a meter that is still aggregating stored events. */
 const BACKFILL_WAIT_MS = 10_000;
@@ -45,9 +45,8 @@ export class MeterUsage implements UsageSource {
           const dims = dimensionTexts(m, e.data);
           const dimensions: Record<string, string> = {};
           m.dimensionNames.forEach((name, i) => (dimensions[name] = dims[i]));
-          const raw = m.valuePath ? lookup(e.data, m.valuePath) : undefined;
-          // The value's own text, so billing parses it as an exact decimal (not through a float).
-          const value = numericValue(raw) === undefined ? undefined : String(raw);
+          const quantity = numericReading(m, e.data);
+          const value = quantity === undefined ? undefined : formatQuantity(quantity);
           readings.push({ meterId: m.meter.id, subject: e.subject, time: e.time, dimensions, value });
         }
       }

@@ -49,7 +49,7 @@ export function page<T>(items: T[], req: AdminRequest, path: string): AdminReply
   return { status: 200, body: { data, next: offset ? `${path}?offset=${offset}&size=${size}` : null, ...(offset ? { offset } : {}) } };
 }
 
-function byIdOrName<T extends { id: string }>(items: T[], key: string, nameField: keyof T): T {
+export function byIdOrName<T extends { id: string }>(items: T[], key: string, nameField: keyof T): T {
   const found = items.find((x) => x.id === key || x[nameField] === key);
   if (!found) throw new HttpError(404, 'Not found');
   return found;
@@ -62,7 +62,7 @@ const UNSUPPORTED_OPERATION = { POST: 'create', PUT: 'create or update', PATCH: 
  * 405 for a write to entities that only gateway.yaml declares, with Kong's DB-less error (code 12,
  * `cannot create 'services' entities when not using a database`), which tools written for Kong recognise.
  */
-function dbLessWrite(entity: string, method: keyof typeof UNSUPPORTED_OPERATION): AdminRoute['handler'] {
+export function dbLessWrite(entity: string, method: keyof typeof UNSUPPORTED_OPERATION): AdminRoute['handler'] {
   return operationUnsupported(`cannot ${UNSUPPORTED_OPERATION[method]} '${entity}' entities when not using a database`);
 }
 

@@ -2,7 +2,8 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Readable, type Duplex } from 'node:stream';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, validateHeaderName, validateHeaderValue } from 'node:http';
+import type { PeerSource } from '../balancer/peers.ts';
 import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts';
 import type { RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
@@ -22,6 +23,8 @@ export type DownstreamResponse = ServerResponse | Http2ServerResponse;
 export interface Downstream {
   send(answer: Answer, headOnly: boolean): void;
   readonly headersSent: boolean;
+  /** Cuts off an answer that began and cannot be finished; nothing once it is complete. */
+  abort(): void;
 }
 
 export class ResponseDownstream implements Downstream {
@@ -42,6 +45,9 @@ export class ResponseDownstream implements Downstream {
     res.writeHead(answer.status, answer.headers);
     res.end(headOnly ? undefined : answer.body);
   }
+  abort(): void {
+    if (!this.res.writableEnded) this.res.destroy();
+  }
 }
 
 /** Answers an upgrade request on its socket (there is no ServerResponse for those), then closes it. */
@@ -53,14 +59,32 @@ export class SocketDownstream implements Downstream {
   }
   send(answer: Answer, headOnly: boolean): void {
     if (this.sent || this.socket.destroyed) return;
+    const head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n` + headerLines({ ...answer.headers, connection: 'close' });
     this.sent = true;
-    let head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`;
-    for (const [name, value] of Object.entries({ ...answer.headers, connection: 'close' })) {
-      if (value === undefined) continue;
-      for (const v of Array.isArray(value) ? value : [value]) head += `${name}: ${v}\r\n`;
-    }
-    this.socket.end(Buffer.concat([Buffer.from(head + '\r\n'), headOnly ? Buffer.alloc(0) : answer.body]));
+    this.socket.end(Buffer.concat([Buffer.from(head), headOnly ? Buffer.alloc(0) : answer.body]));
   }
+  /** An answer of ours was written whole; anything else on the socket (a tunnel, a relayed refusal) is cut. */
+  abort(): void {
+    if (!this.sent) this.socket.destroy();
+  }
+}
+
+/**
+ * Header lines and the blank line ending them, for answers written on a raw socket. Checked as
+ * ServerResponse checks them (it throws the same errors): a line break in a value would let whoever
+ * chose it write headers or a whole response of their own.
+ */
+export function headerLines(headers: OutgoingHttpHeaders): string {
+  let out = '';
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    validateHeaderName(name);
+    for (const v of Array.isArray(value) ? value : [value]) {
+      validateHeaderValue(name, String(v));
+      out += `${name}: ${v}\r\n`;
+    }
+  }
+  return out + '\r\n';
 }
 
 export interface ContextInit {
@@ -133,6 +157,8 @@ export class Context implements RequestContext {
   logged = false;
   /** Aborts the upstream request, once one is under way. */
   abortUpstream: (() => void) | undefined;
+  /** Where the request's tries go, once chosen; released when the request is over. */
+  peers: PeerSource | undefined;
 
   // Facts the core keeps for the upstream request; not part of the plugin API.
   readonly match: RouteMatch;
@@ -249,12 +275,13 @@ export class Context implements RequestContext {
 
   send(answer: Answer): void {
     if (this.responded) return;
-    this.status = answer.status;
     answer.headers['x-kong-response-latency'] = String(Math.round(performance.now() - this.startedAt));
     answer.headers['x-kong-request-id'] = this.id;
     answer.headers.server ??= SERVER_TOKEN;
     this.responseBodyBytes = this.method === 'HEAD' ? 0 : answer.body.length;
     this.downstream.send(answer, this.method === 'HEAD');
+    // Only once it went out: an answer Node refused to write (it threw) leaves the request unanswered.
+    this.status = answer.status;
     // A body readBodyWithin left half read is drained unkept (as Node drains one nobody read), or the
     // connection could never carry another request.
     if (this.bodyHead) this.raw.req.resume();

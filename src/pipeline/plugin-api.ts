@@ -19,6 +19,7 @@ export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } fr
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
 export { headerValueProblem, isUuid } from '../config/entities.ts';
+export { canonicalName } from '../config/hostnames.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;
@@ -31,6 +32,8 @@ export interface PluginDefinition<Config = any> {
   checkConfig?(config: Config, scope: PluginScope): Issue[];
   /** Authentication plugins cannot be scoped to a consumer (Kong's `no_consumer`). */
   noConsumer?: boolean;
+  /** Identifies the caller (sets `ctx.consumer` / `ctx.credential` or refuses): what plugins that need an authenticated caller look for. */
+  authenticates?: boolean;
   /** Entities this plugin adds to gateway.yaml (e.g. `oauth2_credentials`, `meters`). */
   entities?: EntityDefinition[];
   /** Builds the plugin's runtime once per gateway process. */
@@ -41,8 +44,12 @@ export interface PluginScope {
   route: Route | null;
   service: Service | null;
   consumer: Consumer | null;
-  /** Names of the other enabled plugins that run on requests of this scope (global ones included). */
-  coPlugins: string[];
+  /**
+   * The routes this instance runs on, each with the plugins that run before it there for the same caller,
+   * from the very index the request pipeline uses (Kong's precedence: route and service together mean that
+   * route of that service only).
+   */
+  runsOn: { route: Route; before: PluginDefinition[] }[];
 }
 
 export interface EntityDefinition {
@@ -165,6 +172,11 @@ export interface ConfigView<Config = any> {
   entities(name: string): Record<string, any>[];
   routeById(id: string): Route | undefined;
   serviceById(id: string): Service | undefined;
+  /**
+   * The instance of this plugin that runs on a route's requests before any consumer is known: the
+   * answer the request path itself gives (Kong's precedence), so a check can never disagree with it.
+   */
+  instanceOn(routeId: string): PluginEntity<Config> | undefined;
 }
 
 export interface AuthenticatedCredential {
@@ -179,6 +191,7 @@ export interface UnmatchedRequest {
   readonly path: string;
   readonly rawQuery: string;
   readonly headers: IncomingHttpHeaders;
+  /** The host the client addressed, without port, in the form routes compare it: lowercase, no trailing dot (nginx's `$host`). */
   readonly host: string;
   /** Host with port as the client addressed it: Host, `:authority` on h2, or an absolute-form target's authority. */
   readonly rawHost: string;
@@ -215,7 +228,7 @@ export interface RequestContext {
   readonly query: URLSearchParams;
   /** Client request headers (lowercase names). */
   readonly headers: IncomingHttpHeaders;
-  /** Host without port, as sent (`:authority` on h2). */
+  /** The host the client addressed (Host, `:authority` on h2, or an absolute-form authority), without port, in the form routes compare it: lowercase, no trailing dot (nginx's `$host`). */
   readonly host: string;
   /** Host with port as the client addressed it: Host, `:authority` on h2, or an absolute-form target's authority. */
   readonly rawHost: string;

@@ -7,6 +7,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
+import { PRIVATE_DIR_MODE } from '../data-dir.ts';
 import { LocalNotices, NamespacedNotices } from './notices.ts';
 import type { BatchOp, Expectation, Notices, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
 
@@ -99,7 +100,7 @@ export class LevelStore implements StoreAdapter {
   private conditional: Promise<unknown> = Promise.resolve();
 
   constructor(readonly location: string) {
-    mkdirSync(location, { recursive: true });
+    mkdirSync(location, { recursive: true, mode: PRIVATE_DIR_MODE });
     this.db = new ClassicLevel<string, string>(location, LEVEL_OPTIONS);
   }
 
