@@ -85,8 +85,8 @@ export class Gateway {
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
     this.lifecycle.protocols = {
-      grpc: (ctx, match, headers, destination, end) => grpc.proxy(ctx, match, headers, destination, end),
-      upgrade: (ctx, match, socket, head, headers, destination, end) => websocket.proxy(ctx, match, socket, head, headers, destination, end),
+      grpc: (ctx, headers, destination, end) => grpc.proxy(ctx, headers, destination, end),
+      upgrade: (ctx, socket, head, headers, destination, end) => websocket.proxy(ctx, socket, head, headers, destination, end),
       close: () => {
         grpc.close();
         websocket.close();

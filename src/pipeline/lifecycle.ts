@@ -20,6 +20,7 @@ import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, 
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
+import { RewritingSink, type BodyRewrite } from './response-phase.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
 import { HttpError, type UnmatchedRequest } from './plugin-api.ts';
 import type { PeerSource } from '../balancer/peers.ts';
@@ -74,13 +75,15 @@ export function contained<A extends unknown[]>(end: ProxyEnd, callback: (...args
 
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
-  grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
-  upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
+  grpc?(ctx: Context, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
+  upgrade?(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close?(): void;
 }
 
 const SLASH = 47;
+/** Statuses whose responses never carry a body (RFC 9110 §6.4.1, §15.4.5). */
+const BODILESS = new Set([204, 304]);
 const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)([^#]*)$/i;
 
 export class Lifecycle {
@@ -127,11 +130,10 @@ export class Lifecycle {
         if (!ctx.service) return ctx.error(503, MESSAGES.noService);
         const destination = this.destination(ctx);
         if (!destination) return;
-        const match = ctx.match;
-        const headers = this.upstreamHeaders(ctx, match, listener);
+        const headers = this.upstreamHeaders(ctx, listener);
         if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
         ctx.status = 101;
-        this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, destination, this.endOf(ctx));
+        this.protocols.upgrade(ctx, socket, head, headers as Record<string, unknown>, destination, this.endOf(ctx));
       }),
     );
   }
@@ -214,7 +216,7 @@ export class Lifecycle {
       host: host.name, clientIp: (typeof realIp === 'string' && realIp) || peerIp,
       route: match.route, service: match.service, matchedPrefix: matchedPathPrefix(match),
       req, res, downstream, maxBodySize: snapshot.config.gateway.client_max_body_size,
-      match, snapshot, rawPath, rawHost, peerIp, trusted,
+      match, snapshot, rawPath, rawHost, peerIp, trusted, log: this.log,
     });
     if (method === 'TRACE') ctx.error(405, MESSAGES.methodNotAllowed);
     else this.checkProtocols(ctx, match.route, grpcContent, url);
@@ -246,19 +248,31 @@ export class Lifecycle {
 
   /** The access phase, then `next`; plugin failures are answered with their error. */
   private access(ctx: Context, next: () => void): void {
-    let pending: void | Promise<void>;
+    if (ctx.responded) return next();
+    ctx.accessRunning = true;
+    const done = () =>
+      this.contain(ctx, () => {
+        ctx.endAccess();
+        next();
+      });
+    let pending: void | Promise<void> = undefined;
     try {
-      pending = ctx.responded ? undefined : this.runAccess(ctx, 0);
+      pending = this.runAccess(ctx, 0);
     } catch (err) {
-      return this.failed(ctx, err);
+      this.failed(ctx, err);
     }
-    if (pending) pending.then(() => this.contain(ctx, next), (err) => this.failed(ctx, err));
-    else next();
+    if (!pending) return done();
+    pending.then(done, (err) => {
+      this.failed(ctx, err);
+      done();
+    });
   }
 
   /**
    * Runs the access phases from step `from`, by priority. Synchronous until a plugin returns a
-   * promise: a request whose plugins all answer at once costs no promise or microtask.
+   * promise: a request whose plugins all answer at once costs no promise or microtask. Once a plugin
+   * has answered (or failed), the others are only collected, as Kong's iterator does: their response
+   * and log phases still run on the answer.
    */
   private runAccess(ctx: Context, from: number): void | Promise<void> {
     const { plugins, runtimes } = ctx.snapshot;
@@ -271,9 +285,21 @@ export class Lifecycle {
       const runtime = plugin && runtimes.get(step.name);
       if (!plugin || !runtime) continue;
       ran.push({ runtime, plugin });
-      const pending = runtime.access?.(ctx, plugin.config, plugin);
-      if (pending) return pending.then(() => (ctx.responded ? undefined : this.runAccess(ctx, i + 1)));
-      if (ctx.responded) return;
+      if (ctx.responded || !runtime.access) continue;
+      let pending: void | Promise<void>;
+      try {
+        pending = runtime.access(ctx, plugin.config, plugin);
+      } catch (err) {
+        this.failed(ctx, err);
+        continue;
+      }
+      if (pending) {
+        const rest = () => this.runAccess(ctx, i + 1);
+        return pending.then(rest, (err) => {
+          this.failed(ctx, err);
+          return rest();
+        });
+      }
     }
   }
 
@@ -282,11 +308,11 @@ export class Lifecycle {
     if (!ctx.service) return ctx.error(503, MESSAGES.noService);
     const destination = this.destination(ctx);
     if (!destination) return;
-    const headers = this.upstreamHeaders(ctx, ctx.match, listener);
+    const headers = this.upstreamHeaders(ctx, listener);
     const protocol = ctx.service.protocol;
     if (protocol === 'grpc' || protocol === 'grpcs') {
       if (!this.protocols.grpc) return ctx.error(501, 'gRPC proxying is not available');
-      return this.protocols.grpc(ctx, ctx.match, headers as Record<string, unknown>, destination, this.endOf(ctx));
+      return this.protocols.grpc(ctx, headers as Record<string, unknown>, destination, this.endOf(ctx));
     }
     this.proxyHttp(ctx, req, res, headers, destination);
   }
@@ -307,13 +333,13 @@ export class Lifecycle {
     return { peers, tls: ctx.snapshot.upstreamTls(service) };
   }
 
-  private upstreamHeaders(ctx: Context, match: RouteMatch, listener: ListenerInfo) {
+  private upstreamHeaders(ctx: Context, listener: ListenerInfo) {
     return buildUpstreamHeaders(ctx, ctx.service!, {
       peerIp: ctx.peerIp,
       trusted: ctx.trusted,
       listenerPort: listener.port,
       rawHost: ctx.rawHost,
-      strippedPrefix: match.matchedPrefix,
+      strippedPrefix: ctx.match.matchedPrefix,
       rawPath: ctx.rawPath,
       peerHost: ctx.peers?.first.hostHeader,
     });
@@ -325,11 +351,10 @@ export class Lifecycle {
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
     const body = ctx.body ?? (hasBody(req) ? ctx.unreadBody() : null);
     if (body !== null && !Buffer.isBuffer(body)) this.meterStreamedBody(ctx, body, limit);
-    const path = ctx.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : '');
     const sentAt = performance.now();
     const { peers, tls } = destination;
     const handle = this.engine.forward(
-      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, method: ctx.method, path, headers, body },
+      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, method: ctx.upstreamMethod ?? ctx.method, path: ctx.upstreamTarget(), headers, body },
       {
         onResponse: (upstream) => {
           const now = performance.now();
@@ -338,23 +363,29 @@ export class Lifecycle {
           ctx.upstreamLatency = Math.round(now - sentAt);
           const out = downstreamHeaders(upstream.headers, ctx.headers.te, false);
           if (peers.setCookie) appendSetCookie(out, peers.setCookie);
+          const upstreamLength = out['content-length'];
+          let rewrites: BodyRewrite[] | undefined;
           try {
-            finishResponseHeaders(ctx, upstream.status, out, sentAt);
+            rewrites = finishResponseHeaders(ctx, upstream.status, out, sentAt, ctx.method !== 'HEAD' && !BODILESS.has(upstream.status));
           } catch (err) {
             this.failed(ctx, err);
             return null;
           }
           ctx.status = upstream.status;
-          try {
-            (res as ServerResponse).writeHead(upstream.status, out);
-          } catch (err) {
-            // Headers Node refuses (e.g. invalid characters from a broken upstream).
-            this.log.warn({ err, request_id: ctx.id }, 'invalid upstream response headers');
-            ctx.status = 0;
-            ctx.error(502, MESSAGES.badGateway);
-            return null;
-          }
-          return res as ServerResponse;
+          const writeHead = (headers: typeof out): boolean => {
+            try {
+              (res as ServerResponse).writeHead(upstream.status, headers);
+              return true;
+            } catch (err) {
+              // Headers Node refuses (e.g. invalid characters from a broken upstream or a plugin).
+              this.log.warn({ err, request_id: ctx.id }, 'invalid upstream response headers');
+              ctx.status = 0;
+              ctx.error(502, MESSAGES.badGateway);
+              return false;
+            }
+          };
+          if (rewrites) return new RewritingSink(ctx, res, out, upstreamLength, rewrites, writeHead);
+          return writeHead(out) ? (res as ServerResponse) : null;
         },
         onBodyChunk: (length) => {
           ctx.responseBodyBytes += length;

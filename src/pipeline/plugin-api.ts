@@ -147,9 +147,13 @@ export interface PluginRuntime<Config = any> {
   /** Called with each configuration before it serves (at start and on every reload). */
   configure?(view: ConfigView<Config>): void | Promise<void>;
   access?(ctx: RequestContext, config: Config, plugin: PluginEntity<Config>): void | Promise<void>;
-  /** Upstream response headers, before they are sent downstream; mutate `response.headers`. */
-  response?(ctx: RequestContext, config: Config, response: UpstreamResponse): void;
-  /** After the response is finished (or the client went away). Must not throw. */
+  /**
+   * Kong's header_filter: the head of every answer to a request this plugin applies to, before it goes
+   * downstream: the upstream's, or the gateway's own (a plugin's answer, an upstream failure). It runs
+   * even when an earlier plugin answered and this plugin's `access` never ran, as Kong's does.
+   */
+  response?(ctx: RequestContext, config: Config, response: ResponseHead): void;
+  /** After the response is finished (or the client went away). Must not throw. Runs in the same cases as `response`. */
   log?(ctx: RequestContext, config: Config): void;
   /**
    * Requests that matched no route (e.g. RFC 8414's `/.well-known/...<route prefix>` documents).
@@ -201,11 +205,26 @@ export interface UnmatchedRequest {
   respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;
 }
 
-export interface UpstreamResponse {
+/** Who produced an answer (Kong's `kong.response.get_source()`). */
+export type ResponseSource = 'service' | 'exit' | 'error';
+
+export interface ResponseHead {
   status: number;
-  /** The headers about to be sent downstream; mutate to change them. */
+  /** The headers about to be sent downstream (lowercase names); mutate to change them. */
   headers: OutgoingHttpHeaders;
+  /** `service`: the upstream's answer; `exit`: the gateway's own; `error`: a plugin failed unexpectedly (500). */
+  source: ResponseSource;
+  /**
+   * Present when the body can be rewritten (an HTTP answer with a body, not gRPC, a WebSocket handshake or
+   * HEAD): `rewrite` gets the whole body and returns the one to send. The body is then read whole before
+   * anything goes downstream; one larger than `REWRITABLE_BODY_LIMIT` is sent unchanged. Content-Length is
+   * set from the result.
+   */
+  rewriteBody?(rewrite: (body: Buffer) => Buffer): void;
 }
+
+/** The largest response body a plugin may rewrite; larger ones stream through unchanged (and a warning is logged). */
+export const REWRITABLE_BODY_LIMIT = 16 * 1024 * 1024;
 
 export interface RequestContext {
   readonly id: string;
@@ -237,6 +256,8 @@ export interface RequestContext {
   readonly service: Service | null;
   /** The part of the path that matched a prefix path of the route ('' for regex or no path). */
   readonly matchedPrefix: string;
+  /** Captures of the route's regex path: "0" the whole match, "1".."n" the groups, and named groups (empty otherwise). */
+  readonly uriCaptures: Readonly<Record<string, string>>;
 
   consumer: Consumer | null;
   /** The credential that authenticated the consumer, with what it grants. */
@@ -248,6 +269,15 @@ export interface RequestContext {
   setUpstreamHeader(name: string, value: string | string[]): void;
   removeUpstreamHeader(name: string): void;
   setUpstreamQuery(query: string): void;
+  /** The path sent upstream instead of the routed one (Kong's `kong.service.request.set_path`); escaped as needed. */
+  setUpstreamPath(path: string): void;
+  /** The method sent upstream (Kong's `kong.service.request.set_method`); an uppercase token. */
+  setUpstreamMethod(method: string): void;
+  /**
+   * A header of the answer sent downstream, whoever produces it (Kong's `kong.response.set_header` in the
+   * access phase): it replaces the upstream's header of that name, and the response phase sees it.
+   */
+  setResponseHeader(name: string, value: string | string[]): void;
 
   /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
   readBody(): Promise<Buffer>;

@@ -15,7 +15,6 @@ import type { Peer } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
 import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
-import type { RouteMatch } from '../router/index.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
 import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
 import { encodeGrpcMessage, failureKind, grpcStatusFor, MESSAGES, upstreamFailureAnswer } from './respond.ts';
@@ -152,7 +151,7 @@ export class GrpcProxy {
   }
 
   /** Relays the call; `end.done` runs once when the downstream stream has closed. */
-  proxy(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
+  proxy(ctx: Context, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
     const downstream = (ctx.raw.req as Http2ServerRequest).stream;
     downstream.once('close', end.done);
     const service = ctx.service!;
@@ -166,7 +165,7 @@ export class GrpcProxy {
             if (entry) entry.streams--;
             return;
           }
-          if (!err) return new GrpcCall(ctx, match, callHeaders(headers, peer, !ctx.route.preserve_host), entry!, destination, this.options.log, end).start();
+          if (!err) return new GrpcCall(ctx, callHeaders(headers, peer, !ctx.route.preserve_host), entry!, destination, this.options.log, end).start();
           const timedOut = err instanceof ConnectTimeout;
           peers.failed(failureKind(err as NodeJS.ErrnoException, timedOut));
           // A connect timeout moves on only to another target of a balancer (the same host would time out again).
@@ -202,7 +201,6 @@ class GrpcCall {
 
   constructor(
     private readonly ctx: Context,
-    private readonly match: RouteMatch,
     private readonly headers: Record<string, unknown>,
     private readonly entry: PooledSession,
     private readonly destination: Destination,
@@ -257,7 +255,7 @@ class GrpcCall {
     const out: OutgoingHttpHeaders = {
       ':method': ctx.method,
       ':scheme': ctx.service!.protocol === 'grpcs' ? 'https' : 'http',
-      ':path': this.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : ''),
+      ':path': ctx.upstreamTarget(),
     };
     for (const name in this.headers) {
       if (name === 'host') out[':authority'] = this.headers.host as string;

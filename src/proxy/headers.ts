@@ -7,6 +7,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
+import { runResponsePhase, type BodyRewrite } from '../pipeline/response-phase.ts';
 import { SERVER_TOKEN } from './respond.ts';
 
 /**
@@ -145,11 +146,13 @@ export function downstreamHeaders(
 
 /**
  * The last step before a proxied response's headers go downstream (HTTP, gRPC, WebSocket 101):
- * the plugins' response phase, then Kong's latency and request-id headers.
+ * the plugins' response phase, then Kong's latency and request-id headers. Returns the body rewrites
+ * the plugins asked for (only when `rewritable`).
  */
-export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number): void {
-  for (const { runtime, plugin } of ctx.ran ?? []) runtime.response?.(ctx, plugin.config, { status, headers: out });
+export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number, rewritable = false): BodyRewrite[] | undefined {
+  const rewrites = ctx.ran || ctx.responseHeaders ? runResponsePhase(ctx, status, out, 'service', rewritable) : undefined;
   out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
   out['x-kong-proxy-latency'] = String(Math.round(sentAt - ctx.startedAt));
   out['x-kong-request-id'] = ctx.id;
+  return rewrites;
 }

@@ -15,7 +15,6 @@ import type { Duplex } from 'node:stream';
 import type { Peer } from '../balancer/peers.ts';
 import { headerLines, type Context } from '../pipeline/context.ts';
 import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
-import type { RouteMatch } from '../router/index.ts';
 import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
 import { failureKind, upstreamFailureAnswer } from './respond.ts';
 
@@ -38,16 +37,16 @@ export class WebSocketProxy {
     this.open.clear();
   }
 
-  proxy(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
+  proxy(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
     const service = ctx.service!;
     if (!UPGRADABLE.has(service.protocol)) return answerError(ctx, 502, `a ${service.protocol} service cannot take a WebSocket upgrade`);
     // Bytes the client sent after its handshake belong to the tunnel.
     if (head.length > 0) socket.unshift(head);
-    this.handshake(ctx, match, socket, headers, destination, destination.peers.first, 0, end);
+    this.handshake(ctx, socket, headers, destination, destination.peers.first, 0, end);
   }
 
   /** One try of the handshake on `peer`; a connection failure moves to the next peer, as Kong's retries. */
-  private handshake(ctx: Context, match: RouteMatch, socket: Duplex, headers: Record<string, unknown>, destination: Destination, peer: Peer, tries: number, end: ProxyEnd): void {
+  private handshake(ctx: Context, socket: Duplex, headers: Record<string, unknown>, destination: Destination, peer: Peer, tries: number, end: ProxyEnd): void {
     const service = ctx.service!;
     const tls = service.protocol === 'https' || service.protocol === 'wss';
     const sentAt = performance.now();
@@ -56,7 +55,7 @@ export class WebSocketProxy {
       host: peer.host,
       port: peer.port,
       method: 'GET',
-      path: match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : ''),
+      path: ctx.upstreamTarget(),
       headers: ownHost as OutgoingHttpHeaders,
       setHost: false,
       agent: false,
@@ -91,7 +90,7 @@ export class WebSocketProxy {
         const timedOut = err instanceof HandshakeTimeout;
         destination.peers.failed(failureKind(err, timedOut));
         const next = !connected && !socket.destroyed && tries < service.retries ? destination.peers.next() : null;
-        if (next) return this.handshake(ctx, match, socket, headers, destination, next, tries + 1, end);
+        if (next) return this.handshake(ctx, socket, headers, destination, next, tries + 1, end);
         const [status, message] = upstreamFailureAnswer(err, timedOut);
         answerError(ctx, status, message);
       }),
