@@ -156,6 +156,7 @@ export class Gateway {
         log: this.log.child({ plugin: definition.name }),
         consumers: this.consumers,
         dataDir: config.gateway.data_dir,
+        nodeId: this.nodeId,
         services,
         metrics: this.metrics.plugins,
       });

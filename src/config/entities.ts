@@ -40,12 +40,22 @@ const NAME: FieldSchema = {
   len_min: 1,
   custom: (v) => (/^[A-Za-z0-9.\-_~\u0080-\u{10FFFF}]+$/u.test(v) ? undefined : `invalid value '${v}': the only accepted ascii characters are alphanumerics or ., -, _, and ~`),
 };
-/** Kong's service `path`: RFC 3986 characters only, well-formed `%XX` escapes. */
-function checkServicePath(path: string): string | undefined {
+/** Kong's typedefs.path (a service's `path`): RFC 3986 characters only, well-formed `%XX` escapes. */
+function checkPath(path: string): string | undefined {
   if (path.includes('//')) return 'must not have empty segments';
   if (!path.startsWith('/')) return 'should start with: /';
   return checkPathCharacters(path);
 }
+export const PATH: FieldSchema = { type: 'string', len_min: 1, custom: checkPath };
+
+/** Kong's typedefs.ip_or_cidr. */
+export const IP_OR_CIDR: FieldSchema = { type: 'string', custom: (v) => (isCidr(v) ? undefined : `invalid ip or cidr range: '${v}'`) };
+
+/** Kong's header-name rule (kong/tools/http.lua validate_header_name), as its typedefs.header_name. */
+export function headerNameProblem(name: string): string | undefined {
+  return /^[a-zA-Z0-9-_]+$/.test(name) ? undefined : `bad header name '${name}', allowed characters are A-Z, a-z, 0-9, '_', and '-'`;
+}
+export const HEADER_NAME: FieldSchema = { type: 'string', len_min: 1, custom: headerNameProblem };
 
 /** Kong's stream protocols: a Kong export may hold them; they are accepted and not proxied. */
 export const STREAM_PROTOCOLS = ['tcp', 'tls', 'udp', 'tls_passthrough'] as const;
@@ -63,7 +73,7 @@ export const serviceSchema: RecordSchema = {
     protocol: { type: 'string', one_of: SERVICE_PROTOCOLS, default: 'http' },
     host: { type: 'string', len_min: 1, custom: validateServiceHost, required: true },
     port: { type: 'integer', between: [0, 65535], default: 80 },
-    path: { type: 'string', len_min: 1, custom: checkServicePath },
+    path: PATH,
     retries: { type: 'integer', between: [0, 32767], default: 5 },
     connect_timeout: TIMEOUT,
     write_timeout: TIMEOUT,
@@ -151,7 +161,7 @@ type Check = (value: string) => string | undefined;
 const ENDPOINT: FieldSchema = {
   type: 'record',
   fields: {
-    ip: { type: 'string', custom: (ip) => (isCidr(ip) ? undefined : `invalid ip or cidr range: '${ip}'`) },
+    ip: IP_OR_CIDR,
     port: { type: 'integer', between: [0, 65535] },
   },
   entity_checks: [atLeastOneOf(['ip', 'port'])],

@@ -13,12 +13,12 @@ import type { Issue, RecordSchema } from '../config/schema.ts';
 import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
 
-export type { Issue, RecordSchema } from '../config/schema.ts';
+export type { FieldSchema, Issue, RecordSchema } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
-export { headerValueProblem, isUuid } from '../config/entities.ts';
+export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH } from '../config/entities.ts';
 export { canonicalName } from '../config/hostnames.ts';
 
 export interface PluginDefinition<Config = any> {
@@ -73,6 +73,8 @@ export interface PluginApi {
   consumers: ConsumerDirectory;
   /** The gateway's data directory (absolute). */
   dataDir: string;
+  /** This node's id, the same across restarts on one data directory (Kong's `kong.node.get_id()`). */
+  nodeId: string;
   /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
   services: PluginServices;
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */
