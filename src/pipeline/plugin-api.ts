@@ -20,6 +20,7 @@ export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
 export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH } from '../config/entities.ts';
 export { canonicalName } from '../config/hostnames.ts';
+export { AddressRanges } from '../address-ranges.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;
