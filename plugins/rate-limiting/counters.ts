@@ -56,6 +56,12 @@ export class LocalCounters implements Counters {
   }
 }
 
+/** A window's counts in the store: the other processes' sum, and this process's own stored copy. */
+interface StoredCounts {
+  others: number;
+  mine: number;
+}
+
 interface OwnCount {
   count: number;
   /** When the window ends: the stored count expires then. */
@@ -73,6 +79,8 @@ export class StoreCounters implements Counters {
   private readonly processId = randomUUID();
   private readonly own = new Map<string, OwnCount>();
   private readonly dirty = new Set<string>();
+  /** Store reads under way, by window prefix: requests arriving meanwhile share one (a busy key costs one scan, not one per request). */
+  private readonly reading = new Map<string, Promise<StoredCounts>>();
   private flushScheduled = false;
   private flushing: Promise<void> = Promise.resolve();
 
@@ -83,7 +91,7 @@ export class StoreCounters implements Counters {
 
   async usage(key: string, periods: readonly Period[], now: number): Promise<number[]> {
     const prefixes = periods.map((period) => windowPrefix(key, period, now));
-    const stored = await Promise.all(prefixes.map((prefix) => this.storedSum(prefix)));
+    const stored = await Promise.all(prefixes.map((prefix) => this.stored(prefix)));
     // This process's part is taken from memory after the read: requests it admitted meanwhile count.
     return prefixes.map((prefix, i) => {
       let own = this.own.get(prefix);
@@ -109,7 +117,16 @@ export class StoreCounters implements Counters {
     await this.flush();
   }
 
-  private async storedSum(prefix: string): Promise<{ others: number; mine: number }> {
+  private stored(prefix: string): Promise<StoredCounts> {
+    let read = this.reading.get(prefix);
+    if (!read) {
+      read = this.storedSum(prefix).finally(() => this.reading.delete(prefix));
+      this.reading.set(prefix, read);
+    }
+    return read;
+  }
+
+  private async storedSum(prefix: string): Promise<StoredCounts> {
     const mineKey = prefix + this.processId;
     let others = 0;
     let mine = 0;

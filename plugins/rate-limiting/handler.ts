@@ -25,6 +25,8 @@ const HEADER = {
 interface Limits {
   periods: Period[];
   values: number[];
+  /** The values as header text. */
+  texts: string[];
 }
 const limitsByConfig = new WeakMap<RateLimitingConfig, Limits>();
 
@@ -33,13 +35,14 @@ export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig>
   return {
     access(ctx, config, plugin) {
       const counters = policies[config.policy === 'cluster' ? 'cluster' : 'local'];
-      const { periods, values } = limitsOf(config);
+      const limits = limitsOf(config);
+      const { periods } = limits;
       const key = counterKey(plugin, identifierOf(ctx, config));
       const now = Date.now();
       const usage = counters.usage(key, periods, now);
-      if (!(usage instanceof Promise)) return decide(ctx, config, counters, key, periods, values, usage, now);
+      if (!(usage instanceof Promise)) return decide(ctx, config, counters, key, limits, usage, now);
       return usage.then(
-        (counted) => decide(ctx, config, counters, key, periods, values, counted, now),
+        (counted) => decide(ctx, config, counters, key, limits, counted, now),
         (err) => unavailable(ctx, config, api.log, err),
       );
     },
@@ -53,7 +56,8 @@ function limitsOf(config: RateLimitingConfig): Limits {
   let limits = limitsByConfig.get(config);
   if (!limits) {
     const periods = PERIODS.filter((p) => typeof config[p] === 'number');
-    limits = { periods, values: periods.map((p) => config[p] as number) };
+    const values = periods.map((p) => config[p] as number);
+    limits = { periods, values, texts: values.map(String) };
     limitsByConfig.set(config, limits);
   }
   return limits;
@@ -91,10 +95,11 @@ function counterKey(plugin: PluginEntity, identifier: string): string {
   return `${plugin.route?.id ?? EMPTY_UUID}|${plugin.service?.id ?? EMPTY_UUID}|${id}`;
 }
 
-function decide(ctx: RequestContext, config: RateLimitingConfig, counters: Counters, key: string, periods: Period[], values: number[], usage: number[], now: number): void {
+function decide(ctx: RequestContext, config: RateLimitingConfig, counters: Counters, key: string, limits: Limits, usage: number[], now: number): void {
+  const { periods, values } = limits;
   let stop = -1;
   for (let i = 0; i < periods.length; i++) if (values[i] - usage[i] <= 0) stop = i;
-  const reset = config.hide_client_headers ? 0 : setHeaders(ctx, periods, values, usage, stop, now);
+  const reset = config.hide_client_headers ? 0 : setHeaders(ctx, limits, usage, stop, now);
   if (stop !== -1) {
     if (!config.hide_client_headers) ctx.setResponseHeader('retry-after', String(reset));
     return ctx.error(config.error_code, config.error_message);
@@ -107,7 +112,7 @@ function decide(ctx: RequestContext, config: RateLimitingConfig, counters: Count
  * it), and RateLimit-* for the period with the fewest remaining (on a tie, the longer one). Returns the
  * seconds until that period's window resets (Kong counts them from its fixed period lengths).
  */
-function setHeaders(ctx: RequestContext, periods: Period[], values: number[], usage: number[], stop: number, now: number): number {
+function setHeaders(ctx: RequestContext, { periods, values, texts }: Limits, usage: number[], stop: number, now: number): number {
   let limit = 0;
   let remaining = Infinity;
   let window = 0;
@@ -124,7 +129,7 @@ function setHeaders(ctx: RequestContext, periods: Period[], values: number[], us
       window = seconds;
       reset = Math.max(1, seconds - Math.floor((now - windowStart(period, now)) / 1000));
     }
-    ctx.setResponseHeader(HEADER.limit[period], String(values[i]));
+    ctx.setResponseHeader(HEADER.limit[period], texts[i]);
     ctx.setResponseHeader(HEADER.remaining[period], String(left));
   }
   ctx.setResponseHeader('ratelimit-limit', String(limit));
