@@ -1,4 +1,5 @@
 /** The plugins this gateway ships (Kong's bundled plugin list). Each is loaded through its entry module only. */
+import cors from '../plugins/cors/index.ts';
 import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts';
 import ipRestriction from '../plugins/ip-restriction/index.ts';
 import metering from '../plugins/metering/index.ts';
@@ -8,5 +9,5 @@ import requestTermination from '../plugins/request-termination/index.ts';
 import type { PluginDefinition } from './pipeline/plugin-api.ts';
 
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
-  [oauth2, metering, entitlementEnforcement, requestTermination, ipRestriction, rateLimiting].map((p) => [p.name, p as PluginDefinition]),
+  [oauth2, metering, entitlementEnforcement, requestTermination, ipRestriction, rateLimiting, cors].map((p) => [p.name, p as PluginDefinition]),
 );

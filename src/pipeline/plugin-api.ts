@@ -18,6 +18,7 @@ export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../c
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
+export { compileRouteRegex } from '../router/validate.ts';
 export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH } from '../config/entities.ts';
 export { canonicalName } from '../config/hostnames.ts';
 export { AddressRanges } from '../address-ranges.ts';
