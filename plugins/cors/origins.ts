@@ -26,6 +26,11 @@ interface NormalizedOrigin {
 const PLAIN = /^[A-Za-z0-9.:/-]+$/;
 const URL_START = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)/;
 const DEFAULT_PORTS: Record<string, string> = { http: '80', https: '443' };
+/**
+ * No real origin is longer (scheme, a 253-character host, a port); a longer Origin header matches nothing,
+ * so that a regex's polynomial backtracking stays bounded whatever a client sends.
+ */
+const MAX_ORIGIN_LENGTH = 512;
 
 const rules = new WeakMap<CorsConfig, OriginRule>();
 
@@ -51,6 +56,7 @@ function buildRule(origins: string[]): OriginRule {
 
 /** The normalized request origin a list entry matches, or undefined. */
 export function matchOrigin(entries: OriginEntry[], origin: string): string | undefined {
+  if (origin.length > MAX_ORIGIN_LENGTH) return undefined;
   const normalized = normalizeOrigin(origin);
   for (const entry of entries) {
     const found = 'regex' in entry ? entry.regex.test(entry.byHost ? normalized.host : normalized.domain) : entry.domain === normalized.domain;

@@ -343,3 +343,20 @@ describe('cors (schema)', () => {
     assert.deepEqual(await check({ methods: ['GET', 'FETCH'] }), ['config.methods[1]: expected one of: GET, HEAD, PUT, PATCH, POST, DELETE, OPTIONS, TRACE, CONNECT']);
   });
 });
+
+describe('cors (abuse)', () => {
+  test('an Origin longer than any real origin matches nothing (a regex never runs over it)', async () => {
+    const upstream = await startUpstream();
+    const gw = await startGateway({ services: [{ name: 's', url: upstream.url, routes: [{ name: 'r', paths: ['/'], plugins: [cors({ origins: ['(.*[./])?a.*b.*c.*example\\.test'] })] }] }] });
+    try {
+      const res = await request(`${gw.http}/`, { headers: { origin: `http://${'a'.repeat(600)}.abc.example.test` } });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['access-control-allow-origin'], undefined);
+      const ok = await request(`${gw.http}/`, { headers: { origin: 'http://x.abc.example.test' } });
+      assert.equal(ok.headers['access-control-allow-origin'], 'http://x.abc.example.test');
+    } finally {
+      await gw.stop();
+      await upstream.close();
+    }
+  });
+});
