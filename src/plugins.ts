@@ -1,4 +1,5 @@
 /** The plugins this gateway ships (Kong's bundled plugin list). Each is loaded through its entry module only. */
+import correlationId from '../plugins/correlation-id/index.ts';
 import cors from '../plugins/cors/index.ts';
 import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts';
 import ipRestriction from '../plugins/ip-restriction/index.ts';
@@ -9,5 +10,5 @@ import requestTermination from '../plugins/request-termination/index.ts';
 import type { PluginDefinition } from './pipeline/plugin-api.ts';
 
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
-  [oauth2, metering, entitlementEnforcement, requestTermination, ipRestriction, rateLimiting, cors].map((p) => [p.name, p as PluginDefinition]),
+  [oauth2, metering, entitlementEnforcement, requestTermination, ipRestriction, rateLimiting, cors, correlationId].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -1,7 +1,7 @@
 /** Schemas of the core entities and of the `gateway:` block, with Kong's defaults and messages. */
 import { isCidr, validateServiceHost, validateSni } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
-import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema } from './schema.ts';
+import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema, type StringSchema } from './schema.ts';
 
 const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };
 export const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
@@ -55,7 +55,7 @@ export const IP_OR_CIDR: FieldSchema = { type: 'string', custom: (v) => (isCidr(
 export function headerNameProblem(name: string): string | undefined {
   return /^[a-zA-Z0-9-_]+$/.test(name) ? undefined : `bad header name '${name}', allowed characters are A-Z, a-z, 0-9, '_', and '-'`;
 }
-export const HEADER_NAME: FieldSchema = { type: 'string', len_min: 1, custom: headerNameProblem };
+export const HEADER_NAME: StringSchema = { type: 'string', len_min: 1, custom: headerNameProblem };
 
 /** Kong's stream protocols: a Kong export may hold them; they are accepted and not proxied. */
 export const STREAM_PROTOCOLS = ['tcp', 'tls', 'udp', 'tls_passthrough'] as const;

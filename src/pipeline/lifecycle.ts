@@ -490,7 +490,7 @@ export class Lifecycle {
     this.accessLog.write({
       request_id: r.id, method: r.method, path: r.path, status: r.status, route, service, consumer, credential: ctx?.credential?.id,
       client_ip: r.ip, user_agent: r.headers['user-agent'], latency_ms: Math.round(latency), upstream_latency_ms: r.upstreamMs,
-      request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: r.responseBytes,
+      request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: r.responseBytes, fields: ctx?.logFields,
     });
   }
 

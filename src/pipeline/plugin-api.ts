@@ -282,6 +282,8 @@ export interface RequestContext {
    * access phase): it replaces the upstream's header of that name, and the response phase sees it.
    */
   setResponseHeader(name: string, value: string | string[]): void;
+  /** A value added to this request's access log line (Kong's `kong.log.set_serialize_value`); the line's own fields win. */
+  setLogValue(name: string, value: unknown): void;
 
   /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
   readBody(): Promise<Buffer>;
