@@ -8,8 +8,9 @@ import oauth2 from '../plugins/oauth2/index.ts';
 import rateLimiting from '../plugins/rate-limiting/index.ts';
 import requestTermination from '../plugins/request-termination/index.ts';
 import requestTransformer from '../plugins/request-transformer/index.ts';
+import responseTransformer from '../plugins/response-transformer/index.ts';
 import type { PluginDefinition } from './pipeline/plugin-api.ts';
 
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
-  [oauth2, metering, entitlementEnforcement, requestTermination, ipRestriction, rateLimiting, cors, correlationId, requestTransformer].map((p) => [p.name, p as PluginDefinition]),
+  [oauth2, metering, entitlementEnforcement, requestTermination, ipRestriction, rateLimiting, cors, correlationId, requestTransformer, responseTransformer].map((p) => [p.name, p as PluginDefinition]),
 );
