@@ -10,7 +10,7 @@ import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
 import { HttpError, type AuthenticatedCredential, type PluginRuntime, type RequestContext, type ResponseSource } from './plugin-api.ts';
-import { rewriteAnswerBody, runResponsePhase } from './response-phase.ts';
+import { rewriteBody, runResponsePhase } from './response-phase.ts';
 
 /** A plugin whose phases run on this request. */
 export interface RanPlugin {
@@ -172,6 +172,8 @@ export class Context implements RequestContext {
   responseHeaders: Record<string, string | string[]> | undefined;
   /** Values plugins add to the access log line. */
   logFields: Record<string, unknown> | undefined;
+  /** The response phase ran (it runs once, on the first answer that goes downstream). */
+  responsePhaseRan = false;
   /** Who produced the answer sent downstream. */
   source: ResponseSource = 'service';
   /**
@@ -347,12 +349,7 @@ export class Context implements RequestContext {
   }
 
   private deliver(answer: Answer): void {
-    const headOnly = this.method === 'HEAD';
-    if (this.ran || this.responseHeaders) {
-      const rewrites = runResponsePhase(this, answer.status, answer.headers, this.source, !this.isGrpc && !headOnly);
-      if (rewrites) answer.body = rewriteAnswerBody(this, answer.body, rewrites);
-      if (!this.isGrpc) answer.headers['content-length'] = answer.body.length;
-    }
+    if (this.ran || this.responseHeaders) answer = this.afterResponsePhase(answer);
     // RFC 9110 §8.6: no Content-Length on a 1xx or 204.
     if (answer.status < 200 || answer.status === 204) delete answer.headers['content-length'];
     answer.headers['x-kong-response-latency'] = String(Math.round(performance.now() - this.startedAt));
@@ -365,6 +362,23 @@ export class Context implements RequestContext {
     // A body readBodyWithin left half read is drained unkept (as Node drains one nobody read), or the
     // connection could never carry another request.
     if (this.bodyHead) this.raw.req.resume();
+  }
+
+  /**
+   * The answer as the response phase leaves it; a plugin failing there (or in a body rewrite) turns it
+   * into the 500 of an unexpected error, which goes out without a second response phase.
+   */
+  private afterResponsePhase(answer: Answer): Answer {
+    try {
+      const rewrites = runResponsePhase(this, answer.status, answer.headers, this.source, !this.isGrpc && this.method !== 'HEAD');
+      if (rewrites) answer.body = rewriteBody(answer.body, rewrites);
+      if (!this.isGrpc) answer.headers['content-length'] = answer.body.length;
+      return answer;
+    } catch (err) {
+      this.log.error({ err, request_id: this.id }, 'plugin response phase failed');
+      this.source = 'error';
+      return errorAnswer(500, MESSAGES.unexpected, this.id, this.isGrpc);
+    }
   }
 
   /** Answers with the error an exception stands for: its own status, or Kong's 500. */

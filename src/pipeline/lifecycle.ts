@@ -384,7 +384,7 @@ export class Lifecycle {
               return false;
             }
           };
-          if (rewrites) return new RewritingSink(ctx, res, out, upstreamLength, rewrites, writeHead);
+          if (rewrites) return new RewritingSink(ctx, res, out, upstreamLength, rewrites, writeHead, (err) => this.failed(ctx, err));
           return writeHead(out) ? (res as ServerResponse) : null;
         },
         onBodyChunk: (length) => {

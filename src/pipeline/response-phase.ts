@@ -2,7 +2,7 @@
  * The response phase (Kong's header_filter and body_filter) over any answer of a matched request: the
  * headers plugins set during access, then each collected plugin's `response`, which may ask to rewrite
  * the body. A rewritten body is read whole first, up to REWRITABLE_BODY_LIMIT; beyond it, the body goes
- * downstream unchanged as it arrives.
+ * downstream unchanged as it arrives. A plugin failing here fails its request (a 500), as in any phase.
  */
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerResponse } from 'node:http2';
@@ -12,40 +12,31 @@ import { REWRITABLE_BODY_LIMIT, type ResponseHead, type ResponseSource } from '.
 
 export type BodyRewrite = (body: Buffer) => Buffer;
 
-/** Runs the response phase over an answer's head; returns the body rewrites plugins asked for, if any. */
+/** Runs the response phase over an answer's head; returns the body rewrites plugins asked for, if any. Throws what a plugin throws. */
 export function runResponsePhase(ctx: Context, status: number, headers: OutgoingHttpHeaders, source: ResponseSource, rewritable: boolean): BodyRewrite[] | undefined {
+  // Once per request, as Kong's header_filter: the answer that replaces one Node refused (a 502 for
+  // headers a plugin set) must not get the same headers again.
+  if (ctx.responsePhaseRan) return undefined;
+  ctx.responsePhaseRan = true;
   if (ctx.responseHeaders) Object.assign(headers, ctx.responseHeaders);
   if (!ctx.ran) return undefined;
   let rewrites: BodyRewrite[] | undefined;
   const head: ResponseHead = { status, headers, source };
   if (rewritable) head.rewriteBody = (rewrite) => void (rewrites ??= []).push(rewrite);
-  for (const { runtime, plugin } of ctx.ran) {
-    if (!runtime.response) continue;
-    try {
-      runtime.response(ctx, plugin.config, head);
-    } catch (err) {
-      // The answer is already decided; a plugin failing to decorate it must not lose it.
-      ctx.log.error({ err, request_id: ctx.id, plugin: plugin.name }, 'plugin response phase failed');
-    }
-  }
+  for (const { runtime, plugin } of ctx.ran) runtime.response?.(ctx, plugin.config, head);
   return rewrites;
 }
 
-/** Applies the rewrites in order; one that throws leaves the body as it was before it. */
-export function rewriteAnswerBody(ctx: Context, body: Buffer, rewrites: BodyRewrite[]): Buffer {
-  for (const rewrite of rewrites) {
-    try {
-      body = rewrite(body);
-    } catch (err) {
-      ctx.log.warn({ err, request_id: ctx.id }, 'response body rewrite failed; the body is sent as it was');
-    }
-  }
+/** Applies the rewrites in order. Throws what a rewrite throws. */
+export function rewriteBody(body: Buffer, rewrites: BodyRewrite[]): Buffer {
+  for (const rewrite of rewrites) body = rewrite(body);
   return body;
 }
 
 /**
  * Where a proxied body goes when plugins rewrite it: collected, rewritten at its end, then sent with the
- * response head. `writeHead` sends the head (false when Node refuses it; the caller has answered then).
+ * response head. `writeHead` sends the head (false when Node refuses it; the caller has answered then);
+ * `fail` answers a rewrite that threw (nothing has gone downstream yet).
  */
 export class RewritingSink extends Writable {
   private chunks: Buffer[] = [];
@@ -60,6 +51,7 @@ export class RewritingSink extends Writable {
     private readonly upstreamLength: OutgoingHttpHeaders[string],
     private readonly rewrites: BodyRewrite[],
     private readonly writeHead: (headers: OutgoingHttpHeaders) => boolean,
+    private readonly fail: (err: unknown) => void,
   ) {
     super();
   }
@@ -83,8 +75,15 @@ export class RewritingSink extends Writable {
       this.res.end();
       return done();
     }
-    const body = rewriteAnswerBody(this.ctx, Buffer.concat(this.chunks, this.size), this.rewrites);
-    this.chunks = [];
+    let body: Buffer;
+    try {
+      body = rewriteBody(Buffer.concat(this.chunks, this.size), this.rewrites);
+    } catch (err) {
+      this.fail(err);
+      return done();
+    } finally {
+      this.chunks = [];
+    }
     this.setLength(body.length);
     if (this.writeHead(this.headers)) this.res.end(body);
     done();
