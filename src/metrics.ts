@@ -72,7 +72,13 @@ export class Metrics {
     counter: (spec) => new Counter({ ...this.checked(spec), registers: [this.processRegistry] }),
     gauge: (spec) => this.gauge(spec),
     histogram: (spec) => new PromHistogram({ ...this.checked(spec), buckets: [...spec.buckets], registers: [this.processRegistry] }),
+    exposition: (prefix, render) => {
+      if (!/^[a-z][a-z0-9]*_$/.test(prefix) || prefix === 'tollgate_') throw new Error(`metric prefix ${prefix}: a plugin's own family, such as kong_`);
+      this.expositions.push(render);
+    },
   };
+  /** Text plugins render themselves at each scrape. */
+  private readonly expositions: (() => string)[] = [];
   connectionsActive = 0;
   connectionsAccepted = 0;
 
@@ -156,6 +162,10 @@ export class Metrics {
       '# TYPE tollgate_connections_accepted_total counter',
       `tollgate_connections_accepted_total ${this.connectionsAccepted}`,
     );
+    for (const render of this.expositions) {
+      const text = render().trimEnd();
+      if (text) out.push(text);
+    }
     return out.join('\n') + '\n' + (await this.processRegistry.metrics());
   }
 }

@@ -5,6 +5,7 @@ import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts'
 import ipRestriction from '../plugins/ip-restriction/index.ts';
 import metering from '../plugins/metering/index.ts';
 import oauth2 from '../plugins/oauth2/index.ts';
+import prometheus from '../plugins/prometheus/index.ts';
 import rateLimiting from '../plugins/rate-limiting/index.ts';
 import requestTermination from '../plugins/request-termination/index.ts';
 import requestTransformer from '../plugins/request-transformer/index.ts';
@@ -12,5 +13,5 @@ import responseTransformer from '../plugins/response-transformer/index.ts';
 import type { PluginDefinition } from './pipeline/plugin-api.ts';
 
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
-  [oauth2, metering, entitlementEnforcement, requestTermination, ipRestriction, rateLimiting, cors, correlationId, requestTransformer, responseTransformer].map((p) => [p.name, p as PluginDefinition]),
+  [oauth2, metering, entitlementEnforcement, requestTermination, ipRestriction, rateLimiting, cors, correlationId, requestTransformer, responseTransformer, prometheus].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -9,7 +9,7 @@ import type { Logger } from '../log.ts';
 import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
-import { HttpError, type AuthenticatedCredential, type PluginRuntime, type RequestContext, type ResponseSource } from './plugin-api.ts';
+import { HttpError, type AuthenticatedCredential, type PluginRuntime, type RequestContext, type RequestOutcome, type ResponseSource } from './plugin-api.ts';
 import { rewriteBody, runResponsePhase } from './response-phase.ts';
 
 /** A plugin whose phases run on this request. */
@@ -172,6 +172,8 @@ export class Context implements RequestContext {
   responseHeaders: Record<string, string | string[]> | undefined;
   /** Values plugins add to the access log line. */
   logFields: Record<string, unknown> | undefined;
+  /** Milliseconds the gateway spent before the upstream request went out, or before its own answer. */
+  kongLatency = 0;
   /** The response phase ran (it runs once, on the first answer that goes downstream). */
   responsePhaseRan = false;
   /** Who produced the answer sent downstream. */
@@ -245,6 +247,16 @@ export class Context implements RequestContext {
 
   get responded(): boolean {
     return this.status !== 0;
+  }
+
+  get outcome(): RequestOutcome {
+    return {
+      status: this.status || 499,
+      source: this.source,
+      latencies: { request: Math.round(performance.now() - this.startedAt), kong: this.kongLatency, upstream: this.upstreamLatency },
+      requestBytes: this.requestBodyBytes,
+      responseBytes: this.responseBodyBytes,
+    };
   }
 
   setUpstreamHeader(name: string, value: string | string[]): void {
@@ -352,7 +364,8 @@ export class Context implements RequestContext {
     if (this.ran || this.responseHeaders) answer = this.afterResponsePhase(answer);
     // RFC 9110 §8.6: no Content-Length on a 1xx or 204.
     if (answer.status < 200 || answer.status === 204) delete answer.headers['content-length'];
-    answer.headers['x-kong-response-latency'] = String(Math.round(performance.now() - this.startedAt));
+    this.kongLatency = Math.round(performance.now() - this.startedAt);
+    answer.headers['x-kong-response-latency'] = String(this.kongLatency);
     answer.headers['x-kong-request-id'] = this.id;
     answer.headers.server ??= SERVER_TOKEN;
     this.responseBodyBytes = this.method === 'HEAD' ? 0 : answer.body.length;

@@ -93,6 +93,12 @@ export interface PluginMetrics {
   /** With `read`, the gauge is read when /metrics is scraped (queue depths, sizes, progress). */
   gauge(spec: GaugeSpec): GaugeMetric;
   histogram(spec: HistogramSpec): HistogramMetric;
+  /**
+   * Series the plugin keeps itself, rendered as Prometheus text when /metrics is scraped: for per-request
+   * series under a name family of their own (Kong's `kong_*`), which a registered metric would cost a
+   * label hash per observation. Every name `render` writes starts with `prefix`, which is not `tollgate_`.
+   */
+  exposition(prefix: string, render: () => string): void;
 }
 
 export interface MetricSpec {
@@ -209,6 +215,18 @@ export interface UnmatchedRequest {
   respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;
 }
 
+/** What became of a request, for the log phase (the part of Kong's `kong.log.serialize()` plugins read). */
+export interface RequestOutcome {
+  /** The status sent downstream; 499 when the client went away first. */
+  status: number;
+  source: ResponseSource;
+  /** Milliseconds: the whole request, the gateway's own part (until the upstream request or the gateway's answer), the upstream's first byte. */
+  latencies: { request: number; kong: number; upstream: number | undefined };
+  /** Body bytes received from the client and sent to it. */
+  requestBytes: number;
+  responseBytes: number;
+}
+
 /** Who produced an answer (Kong's `kong.response.get_source()`). */
 export type ResponseSource = 'service' | 'exit' | 'error';
 
@@ -302,6 +320,8 @@ export interface RequestContext {
   error(status: number, message: string, headers?: Record<string, string | string[]>): void;
   /** True once respond/error has been called. */
   readonly responded: boolean;
+  /** In the log phase: what became of the request. */
+  readonly outcome: RequestOutcome;
 
   /** The raw request and response, for plugins that stream their own answer. */
   readonly raw: {

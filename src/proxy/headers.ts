@@ -152,7 +152,8 @@ export function downstreamHeaders(
 export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number, rewritable = false): BodyRewrite[] | undefined {
   const rewrites = ctx.ran || ctx.responseHeaders ? runResponsePhase(ctx, status, out, 'service', rewritable) : undefined;
   out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
-  out['x-kong-proxy-latency'] = String(Math.round(sentAt - ctx.startedAt));
+  ctx.kongLatency = Math.round(sentAt - ctx.startedAt);
+  out['x-kong-proxy-latency'] = String(ctx.kongLatency);
   out['x-kong-request-id'] = ctx.id;
   return rewrites;
 }

@@ -49,7 +49,8 @@ test('GET / describes the node: version, a node id stable across restarts, plugi
   assert.equal(info.version, '0.1.0');
   assert.match(info.node_id, /^[0-9a-f-]{36}$/);
   assert.deepEqual(Object.keys(info.plugins.available_on_server).sort(), [
-    'correlation-id', 'cors', 'entitlement-enforcement', 'ip-restriction', 'metering', 'oauth2', 'rate-limiting', 'request-termination', 'request-transformer', 'response-transformer',
+    'correlation-id', 'cors', 'entitlement-enforcement', 'ip-restriction', 'metering', 'oauth2', 'prometheus', 'rate-limiting', 'request-termination', 'request-transformer',
+    'response-transformer',
   ]);
   assert.equal(info.plugins.available_on_server.oauth2.priority, 1400);
   assert.deepEqual(info.plugins.enabled_in_cluster, ['oauth2']);
