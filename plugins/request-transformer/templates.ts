@@ -122,7 +122,7 @@ function tokenize(source: string): Token[] {
 
 function unsupported(source: string): TemplateError {
   return new TemplateError(
-    `'$(${source})': only references such as headers.name, headers['Name'], query_params.name, uri_captures.name, uri_captures[1] and shared.name, or quoted strings, joined by 'or', are supported (no code is run)`,
+    `in $(${source}), only references such as headers.name, headers['Name'], query_params.name, uri_captures.name, uri_captures[1] and shared.name, or quoted strings, joined by 'or', are supported (no code is run)`,
   );
 }
 
