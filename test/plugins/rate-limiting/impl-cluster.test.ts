@@ -2,11 +2,14 @@
  * The `cluster` policy on the gateway's store beyond Kong's catalogue: counts are in the store (a restart
  * on the same data directory keeps them, where `local` starts again from zero), and when the store fails
  * `fault_tolerant` decides, as in Kong's "does not work / keeps working if an error occurs" cases: 500
- * without headers, or the request proxied uncounted without headers.
+ * without headers, or the request proxied uncounted without headers. Also: WebSocket handshakes are
+ * counted and refused like any request.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import WebSocket from 'ws';
 import { request, startGateway, startUpstream, tempDir, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { startWsEcho } from '../../fixtures/ws-echo.ts';
 
 const RL_HEADERS = ['x-ratelimit-limit-hour', 'x-ratelimit-remaining-hour', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'];
 
@@ -72,4 +75,35 @@ describe('rate-limiting cluster policy', () => {
       });
     });
   }
+});
+
+describe('rate-limiting on WebSocket handshakes', () => {
+  test('handshakes are counted; past the limit one is refused with 429 and the headers, before any upgrade', async () => {
+    const ws = await startWsEcho();
+    const gw = await startGateway({
+      services: [{ name: 'ws', url: `http://127.0.0.1:${ws.port}`, routes: [{ name: 'ws', protocols: ['ws'], paths: ['/ws'] }], plugins: [{ name: 'rate-limiting', config: { hour: 2, limit_by: 'ip' } }] }],
+    });
+    const handshake = () =>
+      new Promise<{ status: number; headers: Record<string, unknown> }>((resolve, reject) => {
+        const client = new WebSocket(`${gw.http.replace('http', 'ws')}/ws`);
+        client.once('upgrade', (res) => {
+          resolve({ status: 101, headers: res.headers });
+          client.close();
+        });
+        client.once('unexpected-response', (_req, res) => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
+        client.once('error', reject);
+      });
+    try {
+      const hour = Math.floor(Date.now() / 3_600_000);
+      const results = [await handshake(), await handshake(), await handshake()];
+      if (Math.floor(Date.now() / 3_600_000) !== hour) return; // the hour turned: the counts restarted
+      assert.deepEqual(results.map((r) => r.status), [101, 101, 429]);
+      assert.equal(results[0].headers['x-ratelimit-remaining-hour'], '1');
+      assert.equal(results[2].headers['ratelimit-remaining'], '0');
+      assert.ok(Number(results[2].headers['retry-after']) > 0);
+    } finally {
+      await gw.stop();
+      await ws.close();
+    }
+  });
 });
