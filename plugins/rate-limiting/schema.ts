@@ -58,6 +58,16 @@ export const configSchema: RecordSchema = {
     error_code: { type: 'number', default: 429, gt: 0 },
     error_message: { type: 'string', default: 'API rate limit exceeded' },
     sync_rate: { type: 'number', required: true, default: SYNC_RATE_REALTIME },
+    // Kong's deprecated shorthands of the redis fields (still in many exported files): accepted, unused.
+    redis_host: { type: 'string' },
+    redis_port: { type: 'integer', between: [0, 65535] },
+    redis_password: { type: 'string' },
+    redis_username: { type: 'string' },
+    redis_ssl: { type: 'boolean' },
+    redis_ssl_verify: { type: 'boolean' },
+    redis_server_name: { type: 'string' },
+    redis_timeout: { type: 'integer' },
+    redis_database: { type: 'integer' },
   },
   entity_checks: [checkLimits, checkLimitBy],
 };

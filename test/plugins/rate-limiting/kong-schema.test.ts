@@ -41,3 +41,7 @@ test('unknown limit_by and policy values are refused', async () => {
   assert.deepEqual(await check({ second: 10, limit_by: 'cookie' }), ['config.limit_by: expected one of: consumer, credential, ip, service, header, path']);
   assert.deepEqual(await check({ second: 10, policy: 'memcached' }), ['config.policy: expected one of: local, cluster, redis']);
 });
+
+test("proper config validates with redis legacy structure (Kong's deprecated shorthands are accepted)", async () => {
+  assert.deepEqual(await check({ second: 10, policy: 'local', redis_host: 'localhost', redis_port: 6379, redis_database: 0, redis_timeout: 2000, redis_ssl: false, redis_password: null }), []);
+});
