@@ -18,7 +18,11 @@ type Term = { literal: string } | { source: Source; key: string };
 /** A template: text pieces, and between them expressions (alternatives joined by `or`). */
 type Piece = string | Term[];
 
-export class TemplateError extends Error {}
+/** A template this plugin cannot render without running code (refused when the file loads). */
+export class TemplateError extends Error {
+  override readonly name = 'TemplateError';
+  readonly code = 'REQUEST_TRANSFORMER_ERR_TEMPLATE';
+}
 
 const SOURCES = new Set<string>(['headers', 'query_params', 'uri_captures', 'shared']);
 const TOKEN = /\s*(?:(or)\b|([A-Za-z_][A-Za-z0-9_]*)|('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|(\[)|(\])|(\.)|(\d+))/y;
