@@ -11,7 +11,7 @@ import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
-import { consumerSchema, ID, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
+import { consumerSchema, ID, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema, workerCount } from './entities.ts';
 import { parseListenList } from './listen.ts';
 import { isPlainObject, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
@@ -193,7 +193,17 @@ class ConfigBuilder {
       this.eachEntry(raw, def.name, (e, path) => this.addPluginEntity(def, e, path, undefined));
     }
     const plugins = this.buildPlugins();
+    this.checkProcessModel(gateway, plugins);
     return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities };
+  }
+
+  /** Several worker processes only with plugins whose state stays correct across processes. */
+  private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[]): void {
+    if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return;
+    const singleProcess = new Set(plugins.filter((p) => p.enabled && !this.registry.get(p.name)?.multiProcess).map((p) => p.name));
+    for (const name of singleProcess) {
+      this.issue(['gateway', 'worker_processes'], `plugin '${name}' keeps state in one process: it runs with worker_processes: 1 only`);
+    }
   }
 
   private eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
@@ -221,6 +231,7 @@ class ConfigBuilder {
     if (value.ssl_cert_key) value.ssl_cert_key = resolve(this.baseDir, value.ssl_cert_key);
     value.ssl_cert ??= null;
     value.ssl_cert_key ??= null;
+    value.pg_password ??= null;
     return value;
   }
 

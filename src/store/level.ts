@@ -88,6 +88,10 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     await this.db.close();
   }
 
+  async reachable(): Promise<boolean> {
+    return this.db.status === 'open';
+  }
+
   async get(key: string): Promise<string | undefined> {
     return decode(await this.db.get(key), Date.now());
   }

@@ -104,6 +104,8 @@ export interface StoreAdapter extends Store {
   open(): Promise<void>;
   /** Deletes expired entries; returns how many. */
   sweepExpired(now?: number): Promise<number>;
+  /** Whether the database answers right now (GET /status, /status/ready). */
+  reachable(): Promise<boolean>;
   close(): Promise<void>;
 }
 
