@@ -10,7 +10,7 @@ import { ClassicLevel } from 'classic-level';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
 import { LocalNotices } from './notices.ts';
 import { byteOrder, SCAN_FIRST_BATCH, SCAN_MAX_BATCH, scanBounds } from './order.ts';
-import type { BatchOp, Expectation, Notices, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
+import type { BatchOp, Expectation, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
 
 const TTL_PREFIX = '!ttl!';
 const EXPIRY_DIGITS = 13;
@@ -71,7 +71,7 @@ class LevelWriteBatch implements WriteBatch {
 
 export class LevelStore implements StoreAdapter, PrefixedRoot {
   private readonly db: ClassicLevel<string, string>;
-  readonly notices: Notices = new LocalNotices();
+  readonly notices = new LocalNotices();
   /** commitIf calls, one after the other: this process is the database's only writer. */
   private conditional: Promise<unknown> = Promise.resolve();
 
