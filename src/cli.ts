@@ -5,8 +5,9 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from './config/load.ts';
-import { ConfigLoadError, Gateway, StartupError } from './gateway.ts';
+import { Gateway, startFailureLines } from './gateway.ts';
 import { bundledPlugins } from './plugins.ts';
+import { startNode } from './process/cluster.ts';
 
 function configPath(args: string[]): string {
   const { values } = parseArgs({ args, options: { config: { type: 'string', short: 'c' } }, allowPositionals: false });
@@ -24,19 +25,16 @@ async function check(file: string): Promise<number> {
 }
 
 async function start(file: string): Promise<void> {
+  // worker_processes above 1: a primary supervises the workers (and each worker comes back here).
+  if (await startNode(file)) return;
   let gateway: Gateway;
   try {
     gateway = await Gateway.start(file);
   } catch (err) {
-    if (err instanceof ConfigLoadError) {
-      for (const e of err.errors) console.error(String(e));
-      console.error(`${file}: invalid configuration, not starting`);
-    } else if (err instanceof StartupError) console.error(`tollgate: ${err.message}`);
-    else console.error('tollgate: failed to start:', err);
+    for (const line of startFailureLines(err, file)) console.error(line);
     process.exit(1);
   }
-  for (const l of gateway.proxyListeners) console.log(`proxy listening on ${l.url} (${l.spec.text})`);
-  for (const l of gateway.adminListeners) console.log(`admin listening on ${l.url} (${l.spec.text})`);
+  for (const line of gateway.listenerLines()) console.log(line);
   console.log(`pid ${process.pid}: SIGHUP reloads ${file}, SIGTERM stops`);
   const shutdown = (signal: string) => {
     gateway.log.info({ signal }, 'shutting down');

@@ -47,6 +47,13 @@ export class ConfigLoadError extends Error {
 /** A start-up failure with a message meant for the operator (taken port, unreadable data dir). */
 export class StartupError extends Error {}
 
+/** What to tell the operator when a start fails: every line of it. */
+export function startFailureLines(err: unknown, configFile: string): string[] {
+  if (err instanceof ConfigLoadError) return [...err.errors.map(String), `${configFile}: invalid configuration, not starting`];
+  if (err instanceof StartupError) return [`tollgate: ${err.message}`];
+  return [`tollgate: failed to start: ${(err as Error)?.stack ?? String(err)}`];
+}
+
 export interface GatewayOptions {
   /** Overrides the config's log level (tests use 'silent'). */
   logLevel?: string;
@@ -274,6 +281,14 @@ export class Gateway {
     return Promise.race([this.store.reachable().catch(() => false), timeout]).finally(() => clearTimeout(timer));
   }
 
+  /** One line per listener, as printed at start: `proxy listening on URL (listen string)`. */
+  listenerLines(): string[] {
+    return [
+      ...this.proxyListeners.map((l) => `proxy listening on ${l.url} (${l.spec.text})`),
+      ...this.adminListeners.map((l) => `admin listening on ${l.url} (${l.spec.text})`),
+    ];
+  }
+
   get config(): GatewayConfig {
     return this.snapshot.config;
   }
@@ -343,7 +358,7 @@ export class Gateway {
   }
 }
 
-async function usableDataDir(dataDir: string): Promise<void> {
+export async function usableDataDir(dataDir: string): Promise<void> {
   try {
     await mkdir(dataDir, { recursive: true });
     await access(dataDir, constants.R_OK | constants.W_OK);
@@ -353,7 +368,7 @@ async function usableDataDir(dataDir: string): Promise<void> {
 }
 
 /** A store failure while starting is the operator's to fix: reported as a StartupError with its message. */
-async function startupStep<T>(step: () => Promise<T>): Promise<T> {
+export async function startupStep<T>(step: () => Promise<T>): Promise<T> {
   try {
     return await step();
   } catch (err) {
