@@ -1,13 +1,18 @@
 /**
- * The command line: `start` runs the gateway, `check` validates a config.
+ * The command line: `start` runs the gateway, `check` validates a config, `migrate` and `store:copy`
+ * manage the PostgreSQL store.
  *   tsx src/cli.ts start [--config FILE]     (or GATEWAY_CONFIG=FILE; default ./gateway.yaml)
  *   tsx src/cli.ts check [--config FILE]
+ *   tsx src/cli.ts migrate [--config FILE]
+ *   tsx src/cli.ts store:copy --from leveldb --to postgres [--config FILE]
  */
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from './config/load.ts';
 import { Gateway, startFailureLines } from './gateway.ts';
 import { bundledPlugins } from './plugins.ts';
 import { startNode } from './process/cluster.ts';
+import { copyCommand } from './store/copy.ts';
+import { migrateCommand } from './store/migrate.ts';
 
 function configPath(args: string[]): string {
   const { values } = parseArgs({ args, options: { config: { type: 'string', short: 'c' } }, allowPositionals: false });
@@ -65,7 +70,9 @@ async function start(file: string): Promise<void> {
 const [command = 'start', ...rest] = process.argv.slice(2);
 if (command === 'check') process.exit(await check(configPath(rest)));
 else if (command === 'start') await start(configPath(rest));
+else if (command === 'migrate') process.exit(await migrateCommand(rest));
+else if (command === 'store:copy') process.exit(await copyCommand(rest));
 else {
-  console.error(`usage: tollgate start|check [--config FILE]`);
+  console.error(`usage: tollgate start|check|migrate [--config FILE] | store:copy --from leveldb --to postgres [--config FILE]`);
   process.exit(2);
 }

@@ -190,6 +190,18 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     return new NamespacedStore(this, name + NAMESPACE_SEPARATOR);
   }
 
+  /**
+   * Every entry live at `now` with its expiry (ms, null: never), in key order after `after`; the
+   * adapter's own keys ('!…') left out. For moving the store elsewhere (store:copy).
+   */
+  async *entries(after: string | undefined, now: number): AsyncIterable<{ key: string; value: string; expiresAt: number | null }> {
+    for await (const [key, stored] of this.db.iterator(after === undefined ? {} : { gt: after })) {
+      if (key.startsWith('!')) continue;
+      const value = decode(stored, now);
+      if (value !== undefined) yield { key, value, expiresAt: expiryOf(stored) ?? null };
+    }
+  }
+
   async sweepExpired(now = Date.now()): Promise<number> {
     let removed = 0;
     const batch: ChainedBatch = this.db.batch();

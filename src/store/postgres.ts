@@ -198,8 +198,7 @@ export class PostgresStore implements StoreAdapter, PrefixedRoot {
     try {
       return await this.pool.connect();
     } catch (err) {
-      const { host, port, database, user } = this.settings;
-      throw new StoreUnavailableError(`cannot connect to PostgreSQL at ${host}:${port} (database ${database}, user ${user}): ${(err as Error).message}`, { cause: err });
+      throw unreachable(this.settings, err);
     }
   }
 
@@ -389,6 +388,22 @@ export function connectionConfig(s: PostgresSettings): pg.ClientConfig {
   };
 }
 
+function unreachable(s: PostgresSettings, err: unknown, doing = 'connect to'): StoreUnavailableError {
+  return new StoreUnavailableError(`cannot ${doing} PostgreSQL at ${s.host}:${s.port} (database ${s.database}, user ${s.user}): ${(err as Error).message}`, { cause: err });
+}
+
+/** A connection of its own (migrations, store:copy, locks), or a StoreUnavailableError saying where it was looked for. */
+export async function connectedClient(settings: PostgresSettings): Promise<pg.Client> {
+  const client = new pg.Client(connectionConfig(settings));
+  try {
+    await client.connect();
+    return client;
+  } catch (err) {
+    await client.end().catch(() => undefined);
+    throw unreachable(settings, err);
+  }
+}
+
 function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: string }).code;
   // Class 08 (connection exception), 57P01-03 (shutdown), or a Node socket error.
@@ -488,8 +503,7 @@ export class PostgresNotices implements Notices {
       await client.query(`LISTEN ${pg.escapeIdentifier(this.channel)}`);
     } catch (err) {
       await client.end().catch(() => undefined);
-      const { host, port, database, user } = this.settings;
-      throw new StoreUnavailableError(`cannot listen for notices on PostgreSQL at ${host}:${port} (database ${database}, user ${user}): ${(err as Error).message}`, { cause: err });
+      throw unreachable(this.settings, err, 'listen for notices on');
     }
     if (this.stopped) {
       await client.end().catch(() => undefined);
@@ -571,13 +585,12 @@ export class SoleNodeLock {
   /** True when this node holds the lock now (it may already have). */
   async acquire(): Promise<boolean> {
     if (this.client) return true;
-    const client = new pg.Client(connectionConfig(this.settings));
+    const client = await connectedClient(this.settings);
     client.on('error', (err) => {
       if (this.client !== client) return;
       this.client = null;
       this.log('postgres: the connection holding this node\'s sole-node lock was lost; another node may now start on this database', err);
     });
-    await client.connect();
     const { rows } = await client.query('SELECT pg_try_advisory_lock($1) AS locked', [lockKey(`tollgate-sole-node:${this.settings.schema}`)]);
     if (!rows[0].locked) {
       await client.end();
