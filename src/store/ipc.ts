@@ -4,9 +4,12 @@
  *
  * Why not `many-level` (the Level project's module for this): it carries abstract-level's get, put,
  * batch and iterators, but not a compare-and-set, expiry or notices, which this contract needs done
- * where the database is; and it was slower on the same socket (bench/store-ipc.ts). This protocol is
- * a handful of messages: a 4-byte length, then JSON `[id, method, ...args]`; answers `[id, error,
- * result]`; id 0 carries notices both ways. Writes made in one tick go out in one socket write.
+ * where the database is; and its latest release (2.0.0) is built on abstract-level 1, whose callback
+ * API classic-level 3 no longer has (hosting it, every call hangs). Hosting classic-level 1 it moved
+ * as many puts and gets per second as this protocol does (bench/cluster.ts prints both). This
+ * protocol is a handful of messages: a 4-byte length, then JSON `[id, method, ...args]`; answers
+ * `[id, error, result]`; id 0 carries notices both ways. Writes made in one tick go out in one
+ * socket write.
  *
  * commitIf runs in the owner, so it is serialised with every worker's as LevelStore serialises its
  * own. Notices published by a worker reach the owner's subscribers and every other worker.
