@@ -197,10 +197,17 @@ class ConfigBuilder {
     return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities };
   }
 
-  /** Several worker processes only with plugins whose state stays correct across processes. */
+  /**
+   * Several worker processes only with plugins whose state stays correct across processes. A plugin is
+   * in use when an instance is enabled or the file declares its entities (e.g. meters it syncs).
+   */
   private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[]): void {
     if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return;
-    const singleProcess = new Set(plugins.filter((p) => p.enabled && !this.registry.get(p.name)?.multiProcess).map((p) => p.name));
+    const inUse = new Set(plugins.filter((p) => p.enabled).map((p) => p.name));
+    for (const plugin of this.registry.values()) {
+      if ((plugin.entities ?? []).some((e) => (this.entities[e.name] ?? []).length > 0)) inUse.add(plugin.name);
+    }
+    const singleProcess = [...inUse].filter((name) => !this.registry.get(name)?.multiProcess);
     for (const name of singleProcess) {
       this.issue(['gateway', 'worker_processes'], `plugin '${name}' keeps state in one process: it runs with worker_processes: 1 only`);
     }
