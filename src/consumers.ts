@@ -8,6 +8,7 @@
  * all of them), one refresh after the other so that a slow read never overwrites a newer one.
  */
 import { randomUUID } from 'node:crypto';
+import { headerValueProblem, isUuid } from './config/entities.ts';
 import type { Consumer } from './config/types.ts';
 import type { ConsumerDirectory } from './pipeline/plugin-api.ts';
 import type { Store } from './store/store.ts';
@@ -18,10 +19,20 @@ const USERNAME_PREFIX = 'consumer-usernames/';
 const CUSTOM_ID_PREFIX = 'consumer-custom-ids/';
 const TOPIC = 'consumers';
 
+/**
+ * A consumer named by a client or an operator, by id or username: a UUID-shaped reference is looked up
+ * as an id only, anything else as a username only. One lookup for both would let a consumer whose
+ * username is another's id stand in for it.
+ */
+export function consumerByReference(directory: ConsumerDirectory, reference: string): Consumer | undefined {
+  return isUuid(reference) ? directory.byId(reference) : directory.byUsername(reference);
+}
+
 export class Consumers implements ConsumerDirectory {
   private declared: Consumer[] = [];
   private readonly runtime = new Map<string, Consumer>();
-  private index = new Map<string, Consumer>();
+  private ids = new Map<string, Consumer>();
+  private usernames = new Map<string, Consumer>();
   private refreshing: Promise<void> = Promise.resolve();
 
   constructor(private readonly store: Store) {
@@ -63,8 +74,12 @@ export class Consumers implements ConsumerDirectory {
     return this.declared.some((c) => c.id === id);
   }
 
-  find(idOrName: string): Consumer | undefined {
-    return this.index.get(idOrName);
+  byId(id: string): Consumer | undefined {
+    return this.ids.get(id);
+  }
+
+  byUsername(username: string): Consumer | undefined {
+    return this.usernames.get(username);
   }
 
   list(): Consumer[] {
@@ -76,6 +91,8 @@ export class Consumers implements ConsumerDirectory {
     const username = typeof input.username === 'string' && input.username ? input.username : null;
     const customId = typeof input.custom_id === 'string' && input.custom_id ? input.custom_id : null;
     if (!username && !customId) return "at least one of these fields must be non-empty: 'custom_id', 'username'";
+    const problem = fieldProblem('username', username) ?? fieldProblem('custom_id', customId);
+    if (problem) return problem;
     const clash = this.list().find((c) => (username && c.username === username) || (customId && c.custom_id === customId));
     if (clash) return `UNIQUE violation detected on '{${username && clash.username === username ? `username="${username}"` : `custom_id="${customId}"`}}'`;
     const tags = Array.isArray(input.tags) ? input.tags.filter((t): t is string => typeof t === 'string') : null;
@@ -119,12 +136,20 @@ export class Consumers implements ConsumerDirectory {
   }
 
   private reindex(): void {
-    const index = new Map<string, Consumer>();
+    const ids = new Map<string, Consumer>();
+    const usernames = new Map<string, Consumer>();
     // Declared last, so that gateway.yaml wins a username a runtime consumer also has.
     for (const c of [...this.runtime.values(), ...this.declared]) {
-      if (c.username) index.set(c.username, c);
-      index.set(c.id, c);
+      if (c.username) usernames.set(c.username, c);
+      ids.set(c.id, c);
     }
-    this.index = index;
+    this.ids = ids;
+    this.usernames = usernames;
   }
+}
+
+/** Usernames and custom ids go upstream as headers (X-Consumer-Username, X-Consumer-Custom-ID). */
+function fieldProblem(field: string, value: string | null): string | undefined {
+  const problem = value === null ? undefined : headerValueProblem(value);
+  return problem === undefined ? undefined : `${field}: ${problem}`;
 }

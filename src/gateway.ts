@@ -2,14 +2,19 @@
  * The gateway process: loads the config, opens the store, creates the plugins, opens the listeners,
  * swaps configurations on reload and shuts down gracefully.
  */
-import { access, constants, mkdir } from 'node:fs/promises';
+import { access, constants } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { certificateAdminRoutes } from './admin/certificate-routes.ts';
+import { isLoopbackName, type AdminListenerFacts } from './admin/browser-guard.ts';
 import { AdminRouter } from './admin/router.ts';
 import { coreAdminRoutes } from './admin/routes.ts';
+import { upstreamAdminRoutes } from './admin/upstream-routes.ts';
+import type { HealthChange } from './balancer/balancers.ts';
 import { parseListenList } from './config/listen.ts';
 import { ConfigError, loadConfigFile, type PluginRegistry } from './config/load.ts';
 import type { GatewayConfig } from './config/types.ts';
 import { Consumers } from './consumers.ts';
+import { preparePrivateDir } from './data-dir.ts';
 import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
@@ -30,6 +35,8 @@ import { loadTlsMaterial } from './tls.ts';
 const SWEEP_INTERVAL_MS = 60_000;
 /** GET /status and /status/ready answer within this even when the database does not. */
 const REACHABLE_TIMEOUT_MS = 2_000;
+/** Notices carrying health set through the admin API to every process sharing the store. */
+const TARGET_HEALTH_TOPIC = 'target-health';
 
 /** Node settings bound to listeners, the store, processes or upstream pools: a reload cannot change them. */
 const RESTART_SETTINGS = [
@@ -101,8 +108,8 @@ export class Gateway {
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
     this.lifecycle.protocols = {
-      grpc: (ctx, match, headers, done) => grpc.proxy(ctx, match, headers, done),
-      upgrade: (ctx, match, socket, head, headers, done) => websocket.proxy(ctx, match, socket, head, headers, done),
+      grpc: (ctx, match, headers, destination, end) => grpc.proxy(ctx, match, headers, destination, end),
+      upgrade: (ctx, match, socket, head, headers, destination, end) => websocket.proxy(ctx, match, socket, head, headers, destination, end),
       close: () => {
         grpc.close();
         websocket.close();
@@ -117,7 +124,7 @@ export class Gateway {
     if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
     const config = loaded.config;
     const { log, access } = createLogging(options.logLevel ?? config.gateway.log_level);
-    await usableDataDir(config.gateway.data_dir);
+    await usableDataDir(config.gateway.data_dir, log);
     const store = options.store ?? (await startupStep(() => openStore(config.gateway, (message, err) => log.warn({ err }, message))));
     const consumers = new Consumers(store.namespace('core'));
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
@@ -125,6 +132,7 @@ export class Gateway {
     if (options.processes) gateway.processes = options.processes;
     try {
       await consumers.load();
+      gateway.followTargetHealth();
       // Only the embedded store is this node's own: an id found in a shared database belongs to another node.
       const earlier = config.gateway.database === 'leveldb' ? () => store.namespace('core').get('node_id') : undefined;
       gateway.nodeId = options.nodeId ?? (await nodeIdOf(config.gateway.data_dir, earlier));
@@ -154,6 +162,27 @@ export class Gateway {
     }
   }
 
+  /** Health set through any process's admin API applies in this one (Kong broadcasts it to its cluster). */
+  private followTargetHealth(): void {
+    this.store.namespace('balancer').notices.subscribe(TARGET_HEALTH_TOPIC, (message) => {
+      // A lost notice (null) leaves health as it is: probes and traffic keep correcting it.
+      if (message === null) return;
+      try {
+        const { upstream, target, healthy } = JSON.parse(message) as { upstream: string; target: string; healthy: boolean };
+        this.snapshot?.balancers.setHealth(upstream, target, healthy);
+      } catch (err) {
+        this.log.warn({ err }, 'unreadable target health notice');
+      }
+    });
+  }
+
+  private setTargetHealth(upstream: string, target: string, healthy: boolean): HealthChange {
+    const change = this.snapshot.balancers.check(upstream, target);
+    if (change !== 'done') return change;
+    this.store.namespace('balancer').notices.publish(TARGET_HEALTH_TOPIC, JSON.stringify({ upstream, target, healthy }));
+    return 'done';
+  }
+
   private async createPlugins(config: GatewayConfig): Promise<void> {
     const provided = new Map<string, unknown>();
     const services: PluginServices = {
@@ -170,6 +199,7 @@ export class Gateway {
         consumers: this.consumers,
         dataDir: config.gateway.data_dir,
         services,
+        metrics: this.metrics.plugins,
       });
       this.runtimes.set(definition.name, runtime);
     }
@@ -191,19 +221,29 @@ export class Gateway {
 
   private async configure(config: GatewayConfig): Promise<void> {
     await this.claimSoleNode(config);
-    const snapshot = new Snapshot(config, this.registry, this.runtimes);
+    const snapshot = new Snapshot(config, this.registry, this.runtimes, this.log, this.snapshot);
     this.consumers.setDeclared(config.consumers);
-    for (const [name, runtime] of this.runtimes) {
-      const view: ConfigView = {
-        config,
-        instances: config.plugins.filter((p) => p.name === name && p.enabled),
-        entities: (entity) => config.entities[entity] ?? [],
-        routeById: (id) => snapshot.routesById.get(id),
-        serviceById: (id) => snapshot.servicesById.get(id),
-      };
-      await runtime.configure?.(view);
+    try {
+      for (const [name, runtime] of this.runtimes) {
+        const view: ConfigView = {
+          config,
+          instances: config.plugins.filter((p) => p.name === name && p.enabled),
+          entities: (entity) => config.entities[entity] ?? [],
+          routeById: (id) => snapshot.routesById.get(id),
+          serviceById: (id) => snapshot.servicesById.get(id),
+          instanceOn: (routeId) => snapshot.plugins.steps(routeId).find((step) => step.name === name)?.anonymous,
+        };
+        await runtime.configure?.(view);
+      }
+    } catch (err) {
+      snapshot.balancers.stop();
+      throw err;
     }
+    // Requests in flight keep the previous balancers; only their health probes stop.
+    this.snapshot?.balancers.stop();
     this.snapshot = snapshot;
+    snapshot.balancers.start();
+    for (const warning of config.warnings) this.log.warn({ warning }, 'configuration accepted with a warning');
     this.accessLog.enabled = config.gateway.access_log;
     this.log.level = this.logLevelOverride ?? config.gateway.log_level;
   }
@@ -223,20 +263,37 @@ export class Gateway {
       closed: () => {
         this.metrics.connectionsActive--;
       },
+      failed: (err: unknown) => this.log.error({ err }, 'request failed'),
     };
+    // The proxy's TLS listeners present the configured certificates by server name (reloaded with the config).
+    const proxyTls = tls && { ...tls, certificateFor: (servername: string) => this.snapshot.certificates.contextFor(servername) };
     for (const spec of proxySpecs) {
       const info: ListenerInfo = { port: spec.port, scheme: spec.ssl ? 'https' : 'http' };
-      const listener = await this.listen(spec, tls, {
+      const listener = await this.listen(spec, proxyTls, {
         request: (req, res) => this.lifecycle.handle(req, res, info),
         upgrade: (req, socket, head) => this.lifecycle.handleUpgrade(req, socket, head, info),
       }, limits, events);
       info.port = listener.port;
       this.proxyListeners.push(listener);
     }
-    const admin = new AdminRouter([...this.pluginAdminRoutes(), ...coreAdminRoutes(this.adminState())]);
+    const admin = new AdminRouter(
+      [
+        ...this.pluginAdminRoutes(),
+        ...coreAdminRoutes(this.adminState()),
+        ...upstreamAdminRoutes({
+          config: () => this.snapshot.config,
+          balancers: () => this.snapshot.balancers,
+          nodeId: this.nodeId,
+          setTargetHealth: (upstream, target, healthy) => this.setTargetHealth(upstream, target, healthy),
+        }),
+        ...certificateAdminRoutes(() => this.snapshot.config),
+      ],
+      this.log.child({ component: 'admin' }),
+    );
     for (const spec of adminSpecs) {
-      if (!['127.0.0.1', '::1', 'localhost'].includes(spec.host)) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
-      const listener = await this.listen(spec, tls, { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse) }, limits, events);
+      const facts: AdminListenerFacts = { scheme: spec.ssl ? 'https' : 'http', loopback: isLoopbackName(spec.host) };
+      if (!facts.loopback) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
+      const listener = await this.listen(spec, tls, { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse, facts) }, limits, events);
       this.adminListeners.push(listener);
     }
   }
@@ -303,7 +360,9 @@ export class Gateway {
   private async reloadNow(): Promise<{ ok: true } | { ok: false; errors: ConfigError[] }> {
     const loaded = await loadConfigFile(this.configFile, this.registry);
     if (!loaded.ok) {
-      for (const e of loaded.errors) this.log.error({ error: String(e) }, 'invalid configuration: keeping the current one');
+      for (const e of loaded.errors) this.log.error({ error: String(e) }, 'invalid configuration');
+      const count = loaded.errors.length === 1 ? '1 error' : `${loaded.errors.length} errors`;
+      this.log.error(`configuration invalid (${count}): keeping the current one`);
       return loaded;
     }
     const before = this.snapshot.config.gateway;
@@ -341,6 +400,7 @@ export class Gateway {
         this.log.error({ err }, 'plugin failed to close');
       }
     }
+    this.snapshot?.balancers.stop();
     this.engine.close();
     this.lifecycle.protocols.close?.();
     await this.soleNode?.release();
@@ -358,9 +418,10 @@ export class Gateway {
   }
 }
 
-export async function usableDataDir(dataDir: string): Promise<void> {
+export async function usableDataDir(dataDir: string, log: Logger): Promise<void> {
   try {
-    await mkdir(dataDir, { recursive: true });
+    const refused = await preparePrivateDir(dataDir);
+    if (refused.length > 0) log.warn({ paths: refused.slice(0, 10), count: refused.length }, 'cannot make these data files private to the gateway user (not owned by it?)');
     await access(dataDir, constants.R_OK | constants.W_OK);
   } catch (err) {
     throw new StartupError(`the data directory ${dataDir} is not usable: ${(err as Error).message}`);

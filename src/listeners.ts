@@ -11,6 +11,8 @@ import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Ses
 import https from 'node:https';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
+import type { SecureContext } from 'node:tls';
+import { ClientTimeouts } from './client-timeouts.ts';
 import type { ListenSpec } from './config/listen.ts';
 import { ResponseDownstream, SocketDownstream } from './pipeline/context.ts';
 import { grpcErrorAnswer, jsonAnswer } from './proxy/respond.ts';
@@ -19,6 +21,11 @@ import type { TlsMaterial } from './tls.ts';
 export interface ListenerHandlers {
   request(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): void;
   upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+}
+
+export interface ListenerTls extends TlsMaterial {
+  /** The certificate for a client's server name (SNI); undefined keeps the default pair above. */
+  certificateFor?(servername: string): SecureContext | undefined;
 }
 
 export interface ListenerLimits {
@@ -30,20 +37,45 @@ export interface ListenerLimits {
 export interface ConnectionEvents {
   opened(): void;
   closed(): void;
+  /** A failure the request path let escape: its request was answered 500 or its connection closed. */
+  failed(err: unknown): void;
 }
 
 const MAX_CONCURRENT_STREAMS = 128;
 const HEADERS_TOO_LARGE = 'Request header or cookie too large';
 const MISSING_HOST = 'Bad Request: HTTP/1.1 requests need a Host header';
+const VERSION_NOT_SUPPORTED = 'HTTP Version Not Supported';
+const UNEXPECTED = 'An unexpected error occurred';
 
-/** A Kong-style JSON error, on a response or (no request object to answer through) a raw socket then closed. */
-function refuse(to: ServerResponse | Http2ServerResponse | Duplex, status: number, message: string): void {
-  const downstream = to instanceof Duplex ? new SocketDownstream(to) : new ResponseDownstream(to);
-  downstream.send(jsonAnswer(status, { message }), false);
+/**
+ * A Kong-style JSON error, on a response or (no request object to answer through) a raw socket then closed.
+ * `close`: the connection closes after it (the rest of what the client sends cannot be trusted or read).
+ */
+function refuse(to: ServerResponse | Http2ServerResponse | Duplex, status: number, message: string, close = false): void {
+  if (to instanceof Duplex) return new SocketDownstream(to).send(jsonAnswer(status, { message }), false);
+  // HTTP/2 has no Connection header: there the stream ends and the session goes on.
+  const headers = close && !(to instanceof http2.Http2ServerResponse) ? { connection: 'close' } : {};
+  new ResponseDownstream(to).send(jsonAnswer(status, { message }, headers), false);
+}
+
+/** What is left to do with a request whose handling failed: answer 500 if nothing went out yet, else cut it off. */
+function answerFailure(to: ServerResponse | Http2ServerResponse | Duplex): void {
+  try {
+    if (to instanceof Duplex || !to.headersSent) return refuse(to, 500, UNEXPECTED, true);
+  } catch {
+    // Answering failed too: only closing is left.
+  }
+  to.destroy();
 }
 
 /** RFC 9112 §3.2: an HTTP/1.1 request must carry Host. */
 const lacksHost = (req: IncomingMessage) => req.httpVersionMinor === 1 && req.headers.host === undefined;
+
+/**
+ * The HTTP/1 parser also reads `HTTP/2.0` and `HTTP/0.9` request lines; such a request is neither the
+ * HTTP/1.x this connection speaks nor a real HTTP/2 stream, and the rest of the gateway must never see it.
+ */
+const speaksHttp1 = (req: IncomingMessage) => req.httpVersionMajor === 1;
 
 /**
  * CONNECT (a forward-proxy tunnel) is not offered: a JSON 405, where Node would drop an HTTP/1.1
@@ -59,19 +91,28 @@ function refuseConnect(server: net.Server): void {
  * - an HTTP/2 header list (RFC 7541 §4.1: name + value + 32 per field) over max_header_size gets 431,
  *   as over HTTP/1.1, a gRPC status for a gRPC call (Node's HTTP/2 server only resets the stream,
  *   past its own fixed ~64 KB);
+ * - an HTTP/1 request line of another version gets 505 (RFC 9110 §15.6.6);
  * - an HTTP/1.1 request without Host gets 400 (RFC 9112 §3.2), with a JSON body.
+ * And a failure the handler lets escape ends this request only (500, or its connection closed).
  */
-function guardRequests(next: ListenerHandlers['request'], maxHeaderSize: number): ListenerHandlers['request'] {
+function guardRequests(next: ListenerHandlers['request'], maxHeaderSize: number, events: ConnectionEvents): ListenerHandlers['request'] {
   return (req, res) => {
-    if (req.httpVersionMajor === 2) {
-      let size = 0;
-      const raw = req.rawHeaders;
-      for (let i = 0; i < raw.length; i += 2) size += raw[i].length + raw[i + 1].length + 32;
-      if (size > maxHeaderSize) return refuseHeaderSize(req as Http2ServerRequest, res as Http2ServerResponse);
-    } else if (lacksHost(req as IncomingMessage)) {
-      return refuse(res, 400, MISSING_HOST);
+    try {
+      if (req instanceof http2.Http2ServerRequest) {
+        let size = 0;
+        const raw = req.rawHeaders;
+        for (let i = 0; i < raw.length; i += 2) size += raw[i].length + raw[i + 1].length + 32;
+        if (size > maxHeaderSize) return refuseHeaderSize(req, res as Http2ServerResponse);
+      } else if (!speaksHttp1(req)) {
+        return refuse(res, 505, VERSION_NOT_SUPPORTED, true);
+      } else if (lacksHost(req)) {
+        return refuse(res, 400, MISSING_HOST);
+      }
+      next(req, res);
+    } catch (err) {
+      events.failed(err);
+      answerFailure(res);
     }
-    next(req, res);
   };
 }
 
@@ -81,10 +122,33 @@ function refuseHeaderSize(req: Http2ServerRequest, res: Http2ServerResponse): vo
   new ResponseDownstream(res).send(grpcErrorAnswer(431, HEADERS_TOO_LARGE), false);
 }
 
-function guardUpgrades(next: NonNullable<ListenerHandlers['upgrade']>): ListenerHandlers['upgrade'] {
+function guardUpgrades(next: NonNullable<ListenerHandlers['upgrade']>, timeouts: ClientTimeouts, events: ConnectionEvents): ListenerHandlers['upgrade'] {
   return (req, socket, head) => {
-    if (lacksHost(req)) return refuse(socket, 400, MISSING_HOST);
-    next(req, socket, head);
+    // Node hands an upgraded socket over without its own error listener or timeout: an error event with
+    // no listener would reach the process.
+    socket.on('error', () => socket.destroy());
+    try {
+      timeouts.upgraded(socket);
+      if (!speaksHttp1(req)) return refuse(socket, 505, VERSION_NOT_SUPPORTED);
+      if (lacksHost(req)) return refuse(socket, 400, MISSING_HOST);
+      next(req, socket, head);
+    } catch (err) {
+      events.failed(err);
+      answerFailure(socket);
+    }
+  };
+}
+
+function sniCallback(tls: ListenerTls): ((servername: string, callback: (err: Error | null, context?: SecureContext) => void) => void) | undefined {
+  const certificateFor = tls.certificateFor;
+  if (!certificateFor) return undefined;
+  return (servername, callback) => {
+    try {
+      callback(null, certificateFor(servername));
+    } catch (err) {
+      // A certificate that cannot be used fails this handshake only.
+      callback(err as Error);
+    }
   };
 }
 
@@ -128,12 +192,11 @@ export class Listener {
     return `${this.spec.ssl ? 'https' : 'http'}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${this.port}`;
   }
 
-  static async open(spec: ListenSpec, tls: TlsMaterial | undefined, handlers: ListenerHandlers, limits: ListenerLimits, events: ConnectionEvents): Promise<Listener> {
+  static async open(spec: ListenSpec, tls: ListenerTls | undefined, handlers: ListenerHandlers, limits: ListenerLimits, events: ConnectionEvents): Promise<Listener> {
+    const timeouts = new ClientTimeouts(limits.clientTimeout, (res) => refuse(res, 408, 'Request Timeout', true));
     const http1Options: http.ServerOptions = {
       maxHeaderSize: limits.maxHeaderSize,
-      keepAliveTimeout: limits.clientTimeout,
-      headersTimeout: Math.min(limits.clientTimeout, 60_000),
-      requestTimeout: 0,
+      ...timeouts.http1Settings,
       // Checked by guardRequests, which answers with a JSON body (Node's own 400 has none).
       requireHostHeader: false,
     };
@@ -144,34 +207,41 @@ export class Listener {
       maxSendHeaderBlockLength: limits.maxHeaderSize,
       settings: { maxHeaderListSize: limits.maxHeaderSize, maxConcurrentStreams: MAX_CONCURRENT_STREAMS },
     };
-    handlers = { request: guardRequests(handlers.request, limits.maxHeaderSize), upgrade: handlers.upgrade && guardUpgrades(handlers.upgrade) };
+    handlers = {
+      request: guardRequests(handlers.request, limits.maxHeaderSize, events),
+      upgrade: handlers.upgrade && guardUpgrades(handlers.upgrade, timeouts, events),
+    };
     let listener: Listener;
     if (spec.ssl) {
       if (!tls) throw new Error(`listener ${spec.text} needs TLS material`);
       // A client that opens a connection and never finishes the handshake is dropped like an idle one.
-      const tlsOptions = { key: tls.key, cert: tls.cert, handshakeTimeout: Math.min(limits.clientTimeout, 120_000) };
+      const tlsOptions = { key: tls.key, cert: tls.cert, handshakeTimeout: Math.min(limits.clientTimeout, 120_000), SNICallback: sniCallback(tls) };
       const server = spec.http2
         ? http2.createSecureServer({ ...h2Options, ...tlsOptions, allowHTTP1: true, ...http1Options } as http2.SecureServerOptions, handlers.request)
         : https.createServer({ ...http1Options, ...tlsOptions }, handlers.request);
       listener = new Listener(spec, server, spec.http2 ? undefined : (server as http.Server), spec.http2 ? (server as http2.Http2SecureServer) : undefined, events);
       if (handlers.upgrade) server.on('upgrade', handlers.upgrade);
       server.on('tlsClientError', (_err: Error, socket: Socket) => socket.destroy());
+      timeouts.watch(server, { http1: true });
       if (!spec.http2) listener.guardHttp1(server as http.Server);
-      else listener.guardHttp2(server as http2.Http2SecureServer, limits);
+      else listener.guardHttp2(server as http2.Http2SecureServer);
     } else if (spec.http2) {
       const http1 = http.createServer(http1Options, handlers.request);
+      timeouts.watch(http1, { http1: true });
       // This server never listens (the sniffer hands it sockets), and 'listening' is what starts Node's
       // connection tracking: without it no headersTimeout checks and closeIdleConnections() does nothing.
       http1.emit('listening');
       const h2 = http2.createServer(h2Options, handlers.request);
+      timeouts.watch(h2, { http1: false });
       if (handlers.upgrade) http1.on('upgrade', handlers.upgrade);
-      const server = net.createServer((socket) => sniffProtocol(socket, http1, h2, limits.clientTimeout));
+      const server = net.createServer((socket) => sniffProtocol(socket, http1, h2, limits.clientTimeout, events));
       listener = new Listener(spec, server, http1, h2, events);
       listener.guardHttp1(http1);
-      listener.guardHttp2(h2, limits);
+      listener.guardHttp2(h2);
     } else {
       const server = http.createServer(http1Options, handlers.request);
       if (handlers.upgrade) server.on('upgrade', handlers.upgrade);
+      timeouts.watch(server, { http1: true });
       listener = new Listener(spec, server, server, undefined, events);
       listener.guardHttp1(server);
     }
@@ -190,32 +260,17 @@ export class Listener {
     server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
       if (!socket.writable) return socket.destroy();
       if (err.code === 'HPE_HEADER_OVERFLOW') return refuse(socket, 431, HEADERS_TOO_LARGE);
+      if (err.code === 'HPE_INVALID_VERSION') return refuse(socket, 505, VERSION_NOT_SUPPORTED);
       if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return refuse(socket, 408, 'Request Timeout');
       refuse(socket, 400, 'Bad Request');
     });
     refuseConnect(server);
   }
 
-  private guardHttp2(server: http2.Http2Server | http2.Http2SecureServer, limits: ListenerLimits): void {
+  private guardHttp2(server: http2.Http2Server | http2.Http2SecureServer): void {
     server.on('sessionError', () => {});
     refuseConnect(server as net.Server);
-    // Requests in progress per h2 session, or per HTTP/1.1 connection (allowHTTP1 on a TLS port).
-    const inFlight = new WeakMap<object, number>();
-    const track = (owner: object, request: { once(event: 'close', listener: () => void): unknown }) => {
-      inFlight.set(owner, (inFlight.get(owner) ?? 0) + 1);
-      request.once('close', () => inFlight.set(owner, (inFlight.get(owner) ?? 1) - 1));
-    };
-    server.on('stream', (stream) => stream.session && track(stream.session, stream));
-    server.on('request', (req, res) => req.httpVersionMajor === 1 && track(req.socket, res));
-    // Idle connections close after client_timeout. One whose request waits quietly (a slow upstream,
-    // a gRPC stream) is not idle: destroying it would cut that response short.
-    server.setTimeout(limits.clientTimeout, (target?: Duplex | Http2Session) => {
-      if (!target || !inFlight.get(target)) return void target?.destroy();
-      // Node arms a session's timeout callback once: arm it again for when its streams are done.
-      if (!(target instanceof net.Socket)) (target as Http2Session).setTimeout(limits.clientTimeout, () => server.emit('timeout', target));
-    });
   }
-
 
   /** Stops accepting; open connections keep being served. */
   stopAccepting(): Promise<void> {
@@ -248,10 +303,11 @@ export class Listener {
  * http2 server reads what is already buffered on it (nodejs/node#35475), so the session runs on the
  * native socket (its peer address, no Nagle, no JS stream in between).
  */
-function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server, clientTimeout: number): void {
+function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server, clientTimeout: number, events: ConnectionEvents): void {
   socket.on('error', () => socket.destroy());
   // A client that never says which protocol it speaks is not kept forever (the servers' own timeouts start after).
-  socket.setTimeout(clientTimeout, () => socket.destroy());
+  const giveUp = () => socket.destroy();
+  socket.setTimeout(clientTimeout, giveUp);
   let seen = Buffer.alloc(0);
   const onData = (chunk: Buffer) => {
     seen = Buffer.concat([seen, chunk]);
@@ -260,13 +316,20 @@ function sniffProtocol(socket: Socket, http1: http.Server, h2: http2.Http2Server
     if (looksH2 && seen.length < H2_PREFACE.length) return; // need more bytes to decide
     socket.off('data', onData);
     socket.pause();
+    // Listener too: the server taking the socket arms a timeout of its own, which must not call this one.
     socket.setTimeout(0);
+    socket.off('timeout', giveUp);
     socket.unshift(seen);
-    if (looksH2) {
-      h2.emit('connection', socket);
-    } else {
-      http1.emit('connection', socket);
-      socket.resume();
+    try {
+      if (looksH2) {
+        h2.emit('connection', socket);
+      } else {
+        http1.emit('connection', socket);
+        socket.resume();
+      }
+    } catch (err) {
+      events.failed(err);
+      socket.destroy();
     }
   };
   socket.on('data', onData);

@@ -1,12 +1,13 @@
 /**
- * Prometheus metrics for GET /metrics: requests by route/service/status code, latency histograms,
- * and connections; plus prom-client's process metrics.
+ * Prometheus metrics for GET /metrics: requests by route/service/status code and by consumer, latency
+ * histograms, and connections; the metrics plugins register; plus prom-client's process metrics.
  *
  * The per-request series are kept here rather than in prom-client because prom-client hashes the
  * label set on every observation (even through `labels()` children): a series lookup here is one Map
  * get per request, and the text is rendered only when scraped.
  */
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram as PromHistogram, Registry } from 'prom-client';
+import type { GaugeSpec, HistogramSpec, MetricSpec, PluginMetrics } from './pipeline/plugin-api.ts';
 
 const LATENCY_BUCKETS_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000];
 
@@ -37,6 +38,8 @@ class Histogram {
 }
 
 interface Series {
+  route: string;
+  service: string;
   labels: string;
   codes: Map<number, number>;
   latency: Histogram;
@@ -47,9 +50,29 @@ function labelValue(v: string): string {
   return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 }
 
+/** Requests of one consumer, by status code. */
+interface ConsumerSeries {
+  consumer: string;
+  labels: string;
+  codes: Map<number, number>;
+}
+
+/** Requests since start by status code: per route and service (route '' = matched none), and per consumer. */
+export interface RequestCounts {
+  routes: { route: string; service: string; requests: Record<string, number>; latency_ms_sum: number }[];
+  consumers: { consumer: string; requests: Record<string, number> }[];
+}
+
 export class Metrics {
   private readonly processRegistry = new Registry();
   private readonly series = new Map<string, Series>();
+  private readonly consumers = new Map<string, ConsumerSeries>();
+  /** Where plugins register theirs (prom-client: they are observed per batch or per scrape, not per request). */
+  readonly plugins: PluginMetrics = {
+    counter: (spec) => new Counter({ ...this.checked(spec), registers: [this.processRegistry] }),
+    gauge: (spec) => this.gauge(spec),
+    histogram: (spec) => new PromHistogram({ ...this.checked(spec), buckets: [...spec.buckets], registers: [this.processRegistry] }),
+  };
   connectionsActive = 0;
   connectionsAccepted = 0;
 
@@ -61,16 +84,56 @@ export class Metrics {
     return this.processRegistry.contentType;
   }
 
-  observe(route: string, service: string, code: number, latencyMs: number, upstreamMs: number | undefined): void {
+  private checked(spec: MetricSpec): { name: string; help: string; labelNames: string[] } {
+    if (!spec.name.startsWith('tollgate_')) throw new Error(`metric ${spec.name}: plugin metric names start with tollgate_`);
+    return { name: spec.name, help: spec.help, labelNames: [...(spec.labelNames ?? [])] };
+  }
+
+  private gauge(spec: GaugeSpec): Gauge {
+    const read = spec.read;
+    return new Gauge({
+      ...this.checked(spec),
+      registers: [this.processRegistry],
+      // Read when scraped: the gauge shows the state at that moment, for no cost in between.
+      collect: read && function (this: Gauge) {
+        this.reset();
+        for (const { labels, value } of read()) {
+          if (labels) this.set(labels, value);
+          else this.set(value);
+        }
+      },
+    });
+  }
+
+  observe(route: string, service: string, code: number, latencyMs: number, upstreamMs: number | undefined, consumer?: string): void {
+    if (consumer !== undefined) this.countConsumer(consumer, code);
     const key = route + '\u0000' + service;
     let s = this.series.get(key);
     if (!s) {
-      s = { labels: `route="${labelValue(route)}",service="${labelValue(service)}"`, codes: new Map(), latency: new Histogram(), upstream: new Histogram() };
+      s = { route, service, labels: `route="${labelValue(route)}",service="${labelValue(service)}"`, codes: new Map(), latency: new Histogram(), upstream: new Histogram() };
       this.series.set(key, s);
     }
     s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
     s.latency.observe(latencyMs);
     if (upstreamMs !== undefined) s.upstream.observe(upstreamMs);
+  }
+
+  private countConsumer(consumer: string, code: number): void {
+    let s = this.consumers.get(consumer);
+    if (!s) {
+      s = { consumer, labels: `consumer="${labelValue(consumer)}"`, codes: new Map() };
+      this.consumers.set(consumer, s);
+    }
+    s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
+  }
+
+  /** The request counters as JSON (what the console turns into rates and error ratios between two reads). */
+  requestCounts(): RequestCounts {
+    const codes = (m: Map<number, number>) => Object.fromEntries(m);
+    return {
+      routes: [...this.series.values()].map((s) => ({ route: s.route, service: s.service, requests: codes(s.codes), latency_ms_sum: s.latency.sum })),
+      consumers: [...this.consumers.values()].map((s) => ({ consumer: s.consumer, requests: codes(s.codes) })),
+    };
   }
 
   async render(): Promise<string> {
@@ -79,6 +142,8 @@ export class Metrics {
       '# TYPE tollgate_http_requests_total counter',
     ];
     for (const s of this.series.values()) for (const [code, n] of s.codes) out.push(`tollgate_http_requests_total{${s.labels},code="${code}"} ${n}`);
+    out.push('# HELP tollgate_consumer_requests_total Requests of authenticated consumers by consumer (username, else id) and status code', '# TYPE tollgate_consumer_requests_total counter');
+    for (const s of this.consumers.values()) for (const [code, n] of s.codes) out.push(`tollgate_consumer_requests_total{${s.labels},code="${code}"} ${n}`);
     out.push('# HELP tollgate_request_latency_ms Time from the first byte of the request to the end of the response, in ms', '# TYPE tollgate_request_latency_ms histogram');
     for (const s of this.series.values()) s.latency.render('tollgate_request_latency_ms', s.labels, out);
     out.push('# HELP tollgate_upstream_latency_ms Time the upstream took to send the first byte of its response, in ms', '# TYPE tollgate_upstream_latency_ms histogram');

@@ -2,6 +2,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import selfsigned from 'selfsigned';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from './data-dir.ts';
 
 export interface TlsMaterial {
   cert: string;
@@ -32,8 +33,8 @@ export async function loadTlsMaterial(cert: string | null, key: string | null, d
       { name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }, { type: 7, ip: '::1' }] },
     ],
   });
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  await writeFile(keyFile, pems.private, { mode: 0o600 });
-  await writeFile(certFile, pems.cert);
+  await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  await writeFile(keyFile, pems.private, { mode: PRIVATE_FILE_MODE });
+  await writeFile(certFile, pems.cert, { mode: PRIVATE_FILE_MODE });
   return { cert: pems.cert, key: pems.private };
 }

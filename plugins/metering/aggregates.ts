@@ -5,6 +5,7 @@
  * UNIQUE_COUNT keeps its distinct values as separate keys (exact, see keys.ts).
  */
 import type { Aggregation } from './meter-model.ts';
+import { addQuantities, compareQuantities, decodeQuantity, divideQuantity, formatQuantity, type Quantity } from './quantity.ts';
 
 /**
  * Roll-up levels, coarsest first, each dividing the next. UTC days serve UTC calendars directly; the
@@ -31,49 +32,52 @@ export interface State {
   /** First and last event time, seconds. */
   f: number;
   l: number;
-  /** Usable values, their sum, min and max. */
+  /** Usable values, and (when there is one) their exact sum, min and max. */
   n: number;
-  s: number;
-  mn: number;
-  mx: number;
+  s: Quantity;
+  mn: Quantity;
+  mx: Quantity;
   /** Latest usable value: its time (-1: none), value and ingest sequence. */
   lt: number;
-  lv: number;
+  lv: Quantity;
   lq: number;
 }
 
 export function emptyState(): State {
-  return { c: 0, f: Infinity, l: -Infinity, n: 0, s: 0, mn: Infinity, mx: -Infinity, lt: -1, lv: 0, lq: 0 };
+  return { c: 0, f: Infinity, l: -Infinity, n: 0, s: 0, mn: 0, mx: 0, lt: -1, lv: 0, lq: 0 };
 }
 
-export function eventState(time: number, seq: number, numeric: number | undefined): State {
+export function eventState(time: number, seq: number, value: Quantity | undefined): State {
   const s = emptyState();
-  s.c = 1;
-  s.f = s.l = time;
-  if (numeric !== undefined) {
-    s.n = 1;
-    s.s = s.mn = s.mx = s.lv = numeric;
-    s.lt = time;
-    s.lq = seq;
-  }
+  addEvent(s, time, seq, value);
   return s;
 }
 
 /** Adds one event to a state in place (as merging eventState() would, without the allocation). */
-export function addEvent(s: State, time: number, seq: number, numeric: number | undefined): void {
+export function addEvent(s: State, time: number, seq: number, value: Quantity | undefined): void {
   s.c++;
   if (time < s.f) s.f = time;
   if (time > s.l) s.l = time;
-  if (numeric === undefined) return;
-  s.n++;
-  s.s += numeric;
-  if (numeric < s.mn) s.mn = numeric;
-  if (numeric > s.mx) s.mx = numeric;
+  if (value === undefined) return;
+  addValues(s, 1, value, value, value);
   if (time > s.lt || (time === s.lt && seq > s.lq)) {
     s.lt = time;
-    s.lv = numeric;
+    s.lv = value;
     s.lq = seq;
   }
+}
+
+/** Adds `count` usable values with this sum, min and max. */
+function addValues(s: State, count: number, sum: Quantity, min: Quantity, max: Quantity): void {
+  if (s.n === 0) {
+    s.mn = min;
+    s.mx = max;
+  } else {
+    if (compareQuantities(min, s.mn) < 0) s.mn = min;
+    if (compareQuantities(max, s.mx) > 0) s.mx = max;
+  }
+  s.n += count;
+  s.s = addQuantities(s.s, sum);
 }
 
 /** Merges `b` into `a`. */
@@ -81,10 +85,7 @@ export function merge(a: State, b: State): State {
   a.c += b.c;
   if (b.f < a.f) a.f = b.f;
   if (b.l > a.l) a.l = b.l;
-  a.n += b.n;
-  a.s += b.s;
-  if (b.mn < a.mn) a.mn = b.mn;
-  if (b.mx > a.mx) a.mx = b.mx;
+  if (b.n > 0) addValues(a, b.n, b.s, b.mn, b.mx);
   if (b.lt > a.lt || (b.lt === a.lt && b.lt >= 0 && b.lq > a.lq)) {
     a.lt = b.lt;
     a.lv = b.lv;
@@ -93,42 +94,46 @@ export function merge(a: State, b: State): State {
   return a;
 }
 
+/** `[c,f,l]`, or with values `[c,f,l,n,s,mn,mx,lt,lv,lq]`, quantities as safe-integer numbers or decimal text. */
 export function encodeState(s: State): string {
-  return s.n === 0 ? `[${s.c},${s.f},${s.l}]` : JSON.stringify([s.c, s.f, s.l, s.n, s.s, s.mn, s.mx, s.lt, s.lv, s.lq]);
+  if (s.n === 0) return `[${s.c},${s.f},${s.l}]`;
+  return `[${s.c},${s.f},${s.l},${s.n},${quantityJson(s.s)},${quantityJson(s.mn)},${quantityJson(s.mx)},${s.lt},${quantityJson(s.lv)},${s.lq}]`;
 }
+
+function quantityJson(q: Quantity): string {
+  return typeof q === 'number' ? String(q) : `"${formatQuantity(q)}"`;
+}
+
+/** A stored state as JSON.parse reads it (quantities: see decodeQuantity). */
+export type StoredState = (number | string | null)[];
 
 export function decodeState(text: string): State {
-  return stateOfArray(JSON.parse(text) as number[]);
+  return stateOfArray(JSON.parse(text) as StoredState);
 }
 
-export function stateOfArray(a: number[]): State {
+export function stateOfArray(a: StoredState): State {
   const s = emptyState();
-  s.c = a[0];
-  s.f = a[1];
-  s.l = a[2];
-  if (a.length > 3) [s.n, s.s, s.mn, s.mx, s.lt, s.lv, s.lq] = a.slice(3);
+  mergeArray(s, a);
   return s;
 }
 
 /** Merges an encoded state into `a` (decodeState + merge without the intermediate object). */
 export function mergeEncoded(a: State, text: string): void {
-  mergeArray(a, JSON.parse(text) as number[]);
+  mergeArray(a, JSON.parse(text) as StoredState);
 }
 
 /** Merges a parsed encoded state (the array form) into `a`. */
-export function mergeArray(a: State, v: number[]): void {
-  a.c += v[0];
-  if (v[1] < a.f) a.f = v[1];
-  if (v[2] > a.l) a.l = v[2];
+export function mergeArray(a: State, v: StoredState): void {
+  const [c, f, l, n, , , , lt, , lq] = v as number[];
+  a.c += c;
+  if (f < a.f) a.f = f;
+  if (l > a.l) a.l = l;
   if (v.length === 3) return;
-  a.n += v[3];
-  a.s += v[4];
-  if (v[5] < a.mn) a.mn = v[5];
-  if (v[6] > a.mx) a.mx = v[6];
-  if (v[7] > a.lt || (v[7] === a.lt && v[7] >= 0 && v[9] > a.lq)) {
-    a.lt = v[7];
-    a.lv = v[8];
-    a.lq = v[9];
+  if (n > 0) addValues(a, n, decodeQuantity(v[4]), decodeQuantity(v[5]), decodeQuantity(v[6]));
+  if (lt > a.lt || (lt === a.lt && lt >= 0 && lq > a.lq)) {
+    a.lt = lt;
+    a.lv = decodeQuantity(v[8]);
+    a.lq = lq;
   }
 }
 
@@ -137,12 +142,15 @@ export function mergeArray(a: State, v: number[]): void {
  * (`r/<space>/<level>/<bucket>`), so a long query reads one row per bucket instead of one key per
  * series. A row leads with the total of its series (`<state>|`), so a query that neither filters
  * nor groups reads a few numbers per bucket instead of every series. A bucket with more than
- * ROW_MAX_SERIES series is marked as overflowing (`!`: read series by series, its total still
- * kept). Only the series of overflowing rows (and of the base level) have keys of their own: per
+ * ROW_MAX_SERIES series, or whose row would be longer than ROW_MAX_BYTES, is marked as overflowing
+ * (`!`: read series by series, its total still kept): a batch rewrites the rows it touches, so what
+ * a row holds must not grow with history. Only the series of overflowing rows (and of the base level) have keys of their own: per
  * batch that is ~95 aggregate writes instead of ~650 in the benchmark's load. Stores written before kept
  * per-series keys beside every row; those are not read, and are rewritten when their row overflows.
  */
 export const ROW_MAX_SERIES = 512;
+/** 512 series of ~120 characters each; a row of a few very long series overflows sooner. */
+export const ROW_MAX_BYTES = 64 * 1024;
 export const ROW_OVERFLOW = '!';
 export const ROW_LEVELS: ReadonlySet<string> = new Set(LEVELS.filter((l) => l.size > BASE_SIZE).map((l) => l.name));
 
@@ -168,6 +176,18 @@ export function encodeRow(row: Row): string {
   return total + text + '}';
 }
 
+/**
+ * The stored text of a row. One that holds too many series or too many bytes becomes overflowing
+ * first: each of its series is handed to `keySeries` (to be written under its own key).
+ */
+export function boundedRowText(row: Row, keySeries: (series: string, state: State) => void): string {
+  const text = encodeRow(row);
+  if (row.series === ROW_OVERFLOW || (row.series.size <= ROW_MAX_SERIES && text.length <= ROW_MAX_BYTES)) return text;
+  for (const [series, state] of row.series) keySeries(series, state);
+  row.series = ROW_OVERFLOW;
+  return encodeRow(row);
+}
+
 /** A stored row's parts, undecoded: its total (undefined in rows written before totals) and its series. */
 export function splitRow(text: string): { total?: string; series: string } {
   if (text[0] !== '[') return { series: text };
@@ -179,7 +199,7 @@ export function decodeRow(text: string): Row {
   const parts = splitRow(text);
   if (parts.series === ROW_OVERFLOW) return { total: parts.total === undefined ? null : decodeState(parts.total), series: ROW_OVERFLOW };
   const series = new Map<string, State>();
-  for (const [name, array] of Object.entries(JSON.parse(parts.series) as Record<string, number[]>)) series.set(name, stateOfArray(array));
+  for (const [name, array] of Object.entries(JSON.parse(parts.series) as Record<string, StoredState>)) series.set(name, stateOfArray(array));
   return { total: parts.total === undefined ? totalOf(series.values()) : decodeState(parts.total), series };
 }
 
@@ -189,41 +209,22 @@ function totalOf(states: Iterable<State>): State {
   return total;
 }
 
-/** The aggregate value, or undefined when the group has no usable value (dropped from results). */
-export function valueOf(aggregation: Aggregation, s: State, distinct?: number): number | undefined {
+/** The aggregate value as decimal text, or undefined when the group has no usable value (dropped from results). */
+export function valueOf(aggregation: Aggregation, s: State, distinct?: number): string | undefined {
   switch (aggregation) {
     case 'count':
-      return s.c;
+      return String(s.c);
     case 'unique_count':
-      return distinct ?? 0;
+      return String(distinct ?? 0);
     case 'sum':
-      return s.n > 0 ? s.s : undefined;
+      return s.n > 0 ? formatQuantity(s.s) : undefined;
     case 'avg':
-      return s.n > 0 ? s.s / s.n : undefined;
+      return s.n > 0 ? formatQuantity(divideQuantity(s.s, s.n)) : undefined;
     case 'min':
-      return s.n > 0 ? s.mn : undefined;
+      return s.n > 0 ? formatQuantity(s.mn) : undefined;
     case 'max':
-      return s.n > 0 ? s.mx : undefined;
+      return s.n > 0 ? formatQuantity(s.mx) : undefined;
     case 'latest':
-      return s.lt >= 0 ? s.lv : undefined;
+      return s.lt >= 0 ? formatQuantity(s.lv) : undefined;
   }
-}
-
-/** A decimal string without exponent (Konnect `^-?[0-9]+(\.[0-9]+)?$`). */
-export function formatDecimal(value: number): string {
-  if (Object.is(value, -0) || value === 0) return '0';
-  const text = String(value);
-  if (!/e/i.test(text)) return text;
-  const [mantissa, exponentText] = text.split(/e/i);
-  const exponent = Number(exponentText);
-  const negative = mantissa.startsWith('-');
-  const [intPart, fracPart = ''] = mantissa.replace('-', '').split('.');
-  const digits = intPart + fracPart;
-  const point = intPart.length + exponent;
-  let out: string;
-  if (point <= 0) out = '0.' + '0'.repeat(-point) + digits;
-  else if (point >= digits.length) out = digits + '0'.repeat(point - digits.length);
-  else out = digits.slice(0, point) + '.' + digits.slice(point);
-  out = out.includes('.') ? out.replace(/\.?0+$/, '') : out;
-  return (negative ? '-' : '') + out;
 }

@@ -92,6 +92,11 @@ export class DedupeFilter {
     private readonly minCapacity = 1 << 20,
   ) {}
 
+  /** The filter in use: how many hashes it holds and its memory; zero before the first load ends. */
+  get size(): { hashes: number; bytes: number } {
+    return { hashes: this.active?.count ?? 0, bytes: this.active?.bytes ?? 0 };
+  }
+
   /** False only when the hash is certainly not stored. */
   mayContain(hash: string): boolean {
     return this.active === null || this.active.has(hash);
@@ -128,7 +133,8 @@ export class DedupeFilter {
         if (!complete) return;
         this.active = filter;
         const ms = Math.round(performance.now() - started);
-        this.log.info({ hashes: filter.count, megabytes: Math.round(filter.bytes / 2 ** 20), ms }, 'metering: dedupe filter loaded');
+        // The filter loads in every gateway, metering configured or not: an empty one is not news.
+        this.log[filter.count > 0 ? 'info' : 'debug']({ hashes: filter.count, megabytes: Math.round(filter.bytes / 2 ** 20), ms }, 'metering: dedupe filter loaded');
       },
       (err) => {
         this.loading = null;

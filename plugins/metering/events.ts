@@ -2,9 +2,12 @@
  * Ingest request bodies: content types, CloudEvents 1.0 validation (every problem of every event,
  * OpenMeter v3's sealed `MeteringEvent`), and the record each valid event is stored as.
  */
+import { isUtf8 } from 'node:buffer';
 import { dedupeHash, escapePart } from './keys.ts';
+import { MAX_IDENTIFIER_LENGTH } from './limits.ts';
 import type { InvalidParameter } from './meter-model.ts';
-import { parseRfc3339 } from './time.ts';
+import { formatUtc, parseRfc3339 } from './time.ts';
+import { readingProblems, type CompiledMeter } from './values.ts';
 
 /** What is stored per event (`e/...`), times in Unix seconds / ms. */
 export interface StoredEvent {
@@ -85,27 +88,44 @@ export function mediaType(header: string | undefined): string {
   return (header ?? '').split(';')[0].trim().toLowerCase();
 }
 
-/** The events of a body; throws BodyError for a bad content type or malformed JSON. */
-export function decodeEvents(contentType: string | undefined, body: Buffer): { events: unknown[]; batch: boolean } {
+/**
+ * A JSON escape of a surrogate (`\ud800`): the only way a lone one gets into a valid UTF-8 body.
+ * Matches escaped backslashes too (`\\ud800`), so it only says where to look closer.
+ */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+export interface DecodedEvents {
+  events: unknown[];
+  batch: boolean;
+  /** The body escapes a surrogate somewhere: its strings must be checked for lone ones. */
+  mayHoldLoneSurrogates: boolean;
+}
+
+/** The events of a body; throws BodyError for a bad content type, a body that is not UTF-8, or malformed JSON. */
+export function decodeEvents(contentType: string | undefined, body: Buffer): DecodedEvents {
   const type = mediaType(contentType);
   const shape = CONTENT_TYPES[type];
   if (!shape) throw new BodyError(400, `invalid content type: ${type || '(none)'}`);
+  // Decoding would turn every invalid sequence into U+FFFD: two different ids would read as one.
+  if (!isUtf8(body)) throw new BodyError(400, 'invalid event: the body is not valid UTF-8', [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }]);
+  const text = body.toString('utf8');
   let parsed: unknown;
   try {
-    parsed = JSON.parse(body.toString('utf8'));
+    parsed = JSON.parse(text);
   } catch (err) {
     throw new BodyError(400, `invalid event: malformed JSON: ${(err as Error).message}`, [
       { field: 'body', reason: `malformed JSON: ${(err as Error).message}`, rule: 'type', source: 'body' },
     ]);
   }
+  const mayHoldLoneSurrogates = SURROGATE_ESCAPE.test(text);
   if (shape === 'batch' || (shape === 'either' && Array.isArray(parsed))) {
     if (!Array.isArray(parsed)) {
       throw new BodyError(400, 'invalid event: a batch must be a JSON array', [{ field: 'body', reason: 'must be an array of events', rule: 'type', source: 'body' }]);
     }
     if (shape === 'either' && parsed.length === 0) throw new BodyError(400, 'invalid event: no events found', [{ field: 'body', reason: 'no events found', rule: 'min_items', source: 'body' }]);
-    return { events: parsed, batch: true };
+    return { events: parsed, batch: true, mayHoldLoneSurrogates };
   }
-  return { events: [parsed], batch: false };
+  return { events: [parsed], batch: false, mayHoldLoneSurrogates };
 }
 
 /** Where the problems of one event go (reused across the events of a request). */
@@ -126,6 +146,33 @@ function requiredString(event: Record<string, unknown>, name: string, r: Report)
   if (v === undefined || v === null) addProblem(r, name, 'required property is missing', 'required');
   else if (typeof v !== 'string') addProblem(r, name, 'must be a string', 'is_string');
   else if (v.length === 0) addProblem(r, name, 'must not be empty', 'min_length');
+  else if (v.length > MAX_IDENTIFIER_LENGTH) addProblem(r, name, `must be at most ${MAX_IDENTIFIER_LENGTH} characters long`, 'max_length');
+}
+
+/** A high surrogate not followed by a low one, or a low one not preceded by a high one (String#isWellFormed, ES2024). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * The path of the first string (or object key) in `value` holding a lone surrogate, or undefined.
+ * Such text has no UTF-8 form: hashing or storing it would turn it into U+FFFD, so that "\ud800"
+ * and "\udbff" would name the same event. Iterative: safe on deep input.
+ */
+function loneSurrogateAt(value: unknown, path: string): string | undefined {
+  const stack: [unknown, string][] = [[value, path]];
+  while (stack.length > 0) {
+    const [v, at] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (LONE_SURROGATE.test(v)) return at;
+    } else if (Array.isArray(v)) {
+      v.forEach((child, i) => stack.push([child, `${at}[${i}]`]));
+    } else if (typeof v === 'object' && v !== null) {
+      for (const [key, child] of Object.entries(v)) {
+        if (LONE_SURROGATE.test(key)) return at;
+        stack.push([child, `${at}.${key}`]);
+      }
+    }
+  }
+  return undefined;
 }
 
 /** What Go's URL parser refuses: control characters, spaces, malformed percent escapes. */
@@ -141,7 +188,14 @@ export interface ValidationContext {
   /** Oldest acceptable event time, seconds. */
   retentionStart: number;
   retentionDays: number;
+  /** The meters that will aggregate events of a type (their limits are checked at ingest). */
+  metersOf?: (type: string) => readonly CompiledMeter[];
+  /** Check strings for lone surrogates (see DecodedEvents). */
+  mayHoldLoneSurrogates?: boolean;
 }
+
+/** How far ahead of its receive time an event may be dated: clock skew and scheduled usage, not year 9999. */
+export const MAX_FUTURE_DAYS = 365;
 
 /** Validates one event, reporting its problems; the record to store when it has none. */
 function checkEvent(raw: unknown, ctx: ValidationContext, r: Report): StoredEvent | undefined {
@@ -159,9 +213,11 @@ function checkEvent(raw: unknown, ctx: ValidationContext, r: Report): StoredEven
   let time = Math.floor(ctx.now / 1000);
   if (event.time !== undefined && event.time !== null) {
     const parsed = typeof event.time === 'string' ? parseRfc3339(event.time) : undefined;
+    const latest = time + MAX_FUTURE_DAYS * 86_400;
     if (parsed === undefined) addProblem(r, 'time', 'must be an RFC 3339 date-time with a time zone offset', 'is_date_time');
     else if (parsed < MIN_TIME) addProblem(r, 'time', 'must be after 1970-01-01T00:00:00Z', 'minimum');
     else if (parsed < ctx.retentionStart) addProblem(r, 'time', `event time is outside the retention period of ${ctx.retentionDays} days`, 'retention');
+    else if (parsed > latest) addProblem(r, 'time', `must be at most ${MAX_FUTURE_DAYS} days after the time it is received (${formatUtc(latest)})`, 'maximum');
     else time = parsed;
   }
   if (event.datacontenttype !== undefined && event.datacontenttype !== null && event.datacontenttype !== 'application/json') {
@@ -174,6 +230,12 @@ function checkEvent(raw: unknown, ctx: ValidationContext, r: Report): StoredEven
   const data = event.data;
   if (data !== undefined && data !== null && (typeof data !== 'object' || Array.isArray(data))) addProblem(r, 'data', 'must be a JSON object or null', 'type');
   else if (nestedDeeperThan(data, MAX_DATA_DEPTH)) addProblem(r, 'data', `must not nest more than ${MAX_DATA_DEPTH} levels`, 'max_depth');
+  if (ctx.mayHoldLoneSurrogates) {
+    const at = loneSurrogateAt(event, '');
+    if (at !== undefined) addProblem(r, at.slice(1), 'holds a lone UTF-16 surrogate, which has no UTF-8 form', 'encoding');
+  }
+  if (r.problems.length > before) return undefined;
+  for (const meter of ctx.metersOf?.(event.type as string) ?? []) readingProblems(meter, data, (field, reason, rule) => addProblem(r, field, reason, rule));
   if (r.problems.length > before) return undefined;
   const record: StoredEvent = {
     id: event.id as string,

@@ -2,15 +2,24 @@
  * The HTTP surface under the metering route (INTERFACE.md §5): routing, scopes, bodies, and errors as
  * `application/problem+json` in the Konnect shape (`invalid_parameters` for validation failures).
  */
+import { isUtf8 } from 'node:buffer';
+import Negotiator from 'negotiator';
 import { HttpError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import { BodyError, decodeEvents, prepareEvents } from './events.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
-import { parseQuery, toCsv } from './query.ts';
+import { toCsv } from './csv.ts';
+import { parseQuery } from './query.ts';
 import { publicMeter, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import { ServiceError, type EventFilters, type MeteringService } from './service.ts';
 import { parseRfc3339 } from './time.ts';
 import { QueueFullError, WriterClosedError } from './writer.ts';
+
+/**
+ * What the metering API reads of a request and how it answers: the proxy's RequestContext, or the admin
+ * API's read-only mount of the same resources (admin.ts), so both answer through this one mapping.
+ */
+export type MeteringRequest = Pick<RequestContext, 'id' | 'method' | 'path' | 'matchedPrefix' | 'query' | 'headers' | 'credential' | 'readBody' | 'respond'>;
 
 const PROBLEM_TYPES: Record<number, [string, string]> = {
   400: ['bad-request', 'Bad Request'],
@@ -25,7 +34,7 @@ const PROBLEM_TYPES: Record<number, [string, string]> = {
   503: ['service-unavailable', 'Service Unavailable'],
 };
 
-class Problem extends Error {
+export class Problem extends Error {
   constructor(
     readonly status: number,
     detail: string,
@@ -36,7 +45,7 @@ class Problem extends Error {
   }
 }
 
-function sendProblem(ctx: RequestContext, p: Problem): void {
+function sendProblem(ctx: MeteringRequest, p: Problem): void {
   const [slug, title] = PROBLEM_TYPES[p.status] ?? ['error', 'Error'];
   const body: Record<string, unknown> = {
     type: `https://kongapi.info/konnect/${slug}`,
@@ -58,17 +67,23 @@ function validationProblem(problems: InvalidParameter[]): Problem {
   return new Problem(400, `validation error: ${described.join('; ')}`, problems);
 }
 
-type Operation = 'ingest' | 'manage' | 'read';
+/** Resources answered under the same route by another domain (billing); false when the path is not theirs. */
+export interface SubRoutes {
+  route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean>;
+}
 
-function requireScope(ctx: RequestContext, config: MeteringConfig, operation: Operation): void {
+type Operation = 'ingest' | 'manage' | 'read' | 'billing';
+
+export function requireScope(ctx: MeteringRequest, config: MeteringConfig, operation: Operation): void {
   const needed = config.scopes?.[operation];
   if (!needed) return;
   if (!ctx.credential?.scopes?.includes(needed)) throw new Problem(403, `this operation requires the scope '${needed}'`);
 }
 
-async function readJson(ctx: RequestContext, limit: number): Promise<unknown> {
+export async function readJson(ctx: MeteringRequest, limit: number): Promise<unknown> {
   const body = await readLimited(ctx, limit);
   if (body.length === 0) return undefined;
+  if (!isUtf8(body)) throw new Problem(400, 'the body is not valid UTF-8', [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }]);
   try {
     return JSON.parse(body.toString('utf8'));
   } catch (err) {
@@ -76,7 +91,7 @@ async function readJson(ctx: RequestContext, limit: number): Promise<unknown> {
   }
 }
 
-async function readLimited(ctx: RequestContext, limit: number): Promise<Buffer> {
+async function readLimited(ctx: MeteringRequest, limit: number): Promise<Buffer> {
   const tooLarge = () => new Problem(413, `request body is larger than ${limit} bytes`);
   if (Number(ctx.headers['content-length']) > limit) throw tooLarge();
   let body: Buffer;
@@ -114,33 +129,21 @@ function pageSize(q: URLSearchParams, name: string, fallback: number, max: numbe
 
 const SORTABLE = ['key', 'name', 'aggregation', 'created_at', 'updated_at'] as const;
 
-/** Media ranges a query answer in JSON satisfies. */
-const JSON_RANGES = new Set(['application/json', 'application/*', '*/*']);
+const CSV = 'text/csv; charset=utf-8';
+/** What a query answers in, by preference: JSON unless the client's Accept ranks CSV higher (`text/*` included). */
+const QUERY_MEDIA_TYPES = ['application/json', CSV];
 
-/**
- * True when the Accept header prefers CSV to JSON: text/csv has the highest q-value of the two (ties go
- * to the one listed first). JSON is the default, so a list that merely mentions text/csv stays JSON.
- */
 function prefersCsv(accept: string | string[] | undefined): boolean {
-  let csv = -1;
-  let json = -1;
-  let first: 'csv' | 'json' | undefined;
-  for (const range of String(accept ?? '').split(',')) {
-    const [type, ...params] = range.split(';').map((p) => p.trim().toLowerCase());
-    const qParam = params.find((p) => p.startsWith('q='));
-    const q = qParam === undefined ? 1 : Number(qParam.slice(2)) || 0;
-    if (type === 'text/csv') csv = Math.max(csv, q);
-    else if (JSON_RANGES.has(type)) json = Math.max(json, q);
-    else continue;
-    first ??= type === 'text/csv' ? 'csv' : 'json';
-  }
-  return csv > 0 && (csv > json || (csv === json && first === 'csv'));
+  return new Negotiator({ headers: { accept } }).mediaType(QUERY_MEDIA_TYPES) === CSV;
 }
 
 export class MeteringHttp {
-  constructor(private readonly service: MeteringService) {}
+  constructor(
+    private readonly service: MeteringService,
+    private readonly billing?: SubRoutes,
+  ) {}
 
-  async handle(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  async handle(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     try {
       await this.route(ctx, config);
     } catch (err) {
@@ -158,7 +161,7 @@ export class MeteringHttp {
     return new Problem(500, 'internal error');
   }
 
-  private async route(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async route(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     const sub = ctx.path.slice(ctx.matchedPrefix.length).replace(/\/+$/, '');
     let parts: string[];
     try {
@@ -195,10 +198,11 @@ export class MeteringHttp {
       allow(['POST']);
       return this.query(ctx, config, parts[1]);
     }
+    if (this.billing && (await this.billing.route(ctx, config, parts))) return;
     throw new Problem(404, `no metering resource at ${ctx.path}`);
   }
 
-  private async ingest(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async ingest(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'ingest');
     const body = await readLimited(ctx, config.max_body_size);
     if (ctx.headers['ce-specversion'] !== undefined) {
@@ -207,7 +211,7 @@ export class MeteringHttp {
         { field: 'ce-specversion', reason: 'binary content mode is not supported', rule: 'content_mode', source: 'header' },
       ]);
     }
-    const { events, batch } = decodeEvents(ctx.headers['content-type'], body);
+    const { events, batch, mayHoldLoneSurrogates } = decodeEvents(ctx.headers['content-type'], body);
     if (events.length > config.max_events_per_request) {
       throw new Problem(413, `a request may carry at most ${config.max_events_per_request} events (got ${events.length})`);
     }
@@ -216,12 +220,14 @@ export class MeteringHttp {
       now,
       retentionStart: Math.floor(now / 1000) - config.retention_days * 86_400,
       retentionDays: config.retention_days,
+      metersOf: (type) => this.service.meters.aggregating(type),
+      mayHoldLoneSurrogates,
     });
     if (prepared.length > 0) await this.service.ingest(prepared, config);
     ctx.respond(202);
   }
 
-  private async listEvents(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async listEvents(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'read');
     const q = ctx.query;
     const problems: InvalidParameter[] = [];
@@ -243,7 +249,7 @@ export class MeteringHttp {
     ctx.respond(200, { data: page.items, meta: { page: { size, next: page.next } } });
   }
 
-  private async createMeter(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async createMeter(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'manage');
     const body = await readJson(ctx, config.max_body_size);
     const problems = validateMeterCreate(body);
@@ -252,7 +258,7 @@ export class MeteringHttp {
     ctx.respond(201, publicMeter(record));
   }
 
-  private listMeters(ctx: RequestContext, config: MeteringConfig): void {
+  private listMeters(ctx: MeteringRequest, config: MeteringConfig): void {
     requireScope(ctx, config, 'read');
     const q = ctx.query;
     const problems: InvalidParameter[] = [];
@@ -295,7 +301,7 @@ export class MeteringHttp {
     });
   }
 
-  private async updateMeter(ctx: RequestContext, config: MeteringConfig, idOrKey: string): Promise<void> {
+  private async updateMeter(ctx: MeteringRequest, config: MeteringConfig, idOrKey: string): Promise<void> {
     requireScope(ctx, config, 'manage');
     const current = this.service.find(idOrKey);
     const body = await readJson(ctx, config.max_body_size);
@@ -305,7 +311,7 @@ export class MeteringHttp {
     ctx.respond(200, publicMeter(record));
   }
 
-  private async query(ctx: RequestContext, config: MeteringConfig, idOrKey: string): Promise<void> {
+  private async query(ctx: MeteringRequest, config: MeteringConfig, idOrKey: string): Promise<void> {
     requireScope(ctx, config, 'read');
     const record: MeterRecord = this.service.find(idOrKey);
     if (record.deleted_at) throw new Problem(404, `not found error: meter not found: ${idOrKey}`);
@@ -315,7 +321,7 @@ export class MeteringHttp {
     const result = await this.service.query(record, query, config.query_backfill_wait_ms);
     if (prefersCsv(ctx.headers.accept)) {
       ctx.respond(200, toCsv(query, result), {
-        'content-type': 'text/csv; charset=utf-8',
+        'content-type': CSV,
         'content-disposition': `attachment; filename="${record.key}.csv"`,
       });
     } else {

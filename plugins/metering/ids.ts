@@ -31,6 +31,11 @@ export function ulid(now = Date.now()): string {
 
 /** A stable ULID-shaped id for a meter declared in gateway.yaml (same key, same id). */
 export function configMeterId(key: string): string {
-  const text = encodeBase32(createHash('sha256').update(`tollgate-meter:${key}`).digest(), 26);
+  return stableId(`tollgate-meter:${key}`);
+}
+
+/** A ULID-shaped id that is the same wherever and whenever it is computed from the same label. */
+export function stableId(label: string): string {
+  const text = encodeBase32(createHash('sha256').update(label).digest(), 26);
   return '0' + text.slice(1);
 }

@@ -3,6 +3,7 @@
  * queries answered under its route, on LevelDB through the core's store, behind an auth plugin.
  */
 import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { billingEntities } from './billing/entities.ts';
 import { createRuntime } from './handler.ts';
 import { checkConfig, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
 
@@ -13,7 +14,7 @@ const metering: PluginDefinition<MeteringConfig> = {
   priority: 900,
   configSchema,
   checkConfig,
-  entities: [meterEntity],
+  entities: [meterEntity, ...billingEntities],
   create: createRuntime,
 };
 

@@ -10,9 +10,10 @@
  *   a/<meter>.<gen>/<level>/<bucket>/<series> aggregate state of one bucket and series (minutes, and
  *                                             buckets whose row overflows)
  *   r/<meter>.<gen>/<level>/<bucket>          every series of a bucket in one value (levels above minutes)
- *   u/<meter>.<gen>/<level>/<bucket>/<series>/<value>   distinct values (unique_count)
+ *   u/<meter>.<gen>/<level>/<bucket>/<series>/<value>   distinct values (unique_count, see distinctPart)
  */
-import { hash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
+import { MAX_IDENTIFIER_LENGTH } from './limits.ts';
 
 export const SEQ_KEY = 'meta/seq';
 const SEQ_WIDTH = 12;
@@ -42,6 +43,14 @@ export function escapePart(text: string): string {
 
 export function unescapePart(text: string): string {
   return text.includes('%') ? text.replace(/%([0-9a-f]{4})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16))) : text;
+}
+
+/**
+ * The key part of a distinct value (unique_count): escaped, or for a long value `#` and its hash, which
+ * no escaped text starts with. Only the number of distinct values is ever read, so this stays exact.
+ */
+export function distinctPart(text: string): string {
+  return text.length <= MAX_IDENTIFIER_LENGTH ? escapePart(text) : '#' + createHash('sha256').update(text, 'utf16le').digest('base64url');
 }
 
 export const meterKey = (id: string) => `m/${id}`;

@@ -6,12 +6,12 @@
  */
 import type { BatchOp, Store, WriteBatch } from '../../src/pipeline/plugin-api.ts';
 import {
-  addEvent as addToState, BASE_SIZE, copyRow, decodeRow, decodeState, emptyRow, emptyState, encodeRow, encodeState, eventState, LEVELS, merge,
-  ROW_LEVELS, ROW_MAX_SERIES, ROW_OVERFLOW, type Row, type State,
+  addEvent as addToState, BASE_SIZE, copyRow, decodeRow, decodeState, emptyRow, emptyState, encodeState, eventState, LEVELS, merge,
+  boundedRowText, ROW_LEVELS, ROW_OVERFLOW, type Row, type State,
 } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
-import { escapePart, padTime, TIME_WIDTH } from './keys.ts';
-import { dimensionText, dimensionTexts, distinctReading, numericReading, type CompiledMeter } from './values.ts';
+import { distinctPart, escapePart, padTime, TIME_WIDTH } from './keys.ts';
+import { boundedText, dimensionText, dimensionTexts, distinctReading, numericReading, type CompiledMeter } from './values.ts';
 
 /** Aggregate updates of a group of events in one minute and series, at the base level; prepare() rolls them up. */
 interface MinuteDelta {
@@ -57,7 +57,8 @@ export function addEvent(delta: Delta, m: CompiledMeter, seq: number, event: Sto
   if (event.time < m.eventsFrom) return;
   const minute = event.time - (event.time % BASE_SIZE);
   let node = seriesTree(delta, m.space, minute);
-  let part = event.subject;
+  const subject = boundedText(event.subject);
+  let part = subject;
   for (let i = 0; i < m.dimensionPaths.length; i++) {
     let next = node.get(part) as SeriesTree | undefined;
     if (!next) node.set(part, (next = new Map()));
@@ -68,12 +69,12 @@ export function addEvent(delta: Delta, m: CompiledMeter, seq: number, event: Sto
   let entry = node.get(part) as MinuteDelta | undefined;
   if (entry) addToState(entry.state, event.time, seq, numeric);
   else {
-    entry = { space: m.space, minute, series: seriesKey(event.subject, dimensionTexts(m, event.data)), state: eventState(event.time, seq, numeric), distinct: null };
+    entry = { space: m.space, minute, series: seriesKey(subject, dimensionTexts(m, event.data)), state: eventState(event.time, seq, numeric), distinct: null };
     node.set(part, entry);
     delta.minutes.push(entry);
   }
   const distinct = distinctReading(m, event.data);
-  if (distinct !== undefined) (entry.distinct ??= new Set()).add(escapePart(distinct));
+  if (distinct !== undefined) (entry.distinct ??= new Set()).add(distinctPart(distinct));
   delta.events++;
 }
 
@@ -255,14 +256,10 @@ export class AggregateLedger {
       if (row.total) merge(row.total, changes.change);
       if (row.series !== ROW_OVERFLOW) {
         for (const [series, change] of changes.series) row.series.set(series, merge({ ...(row.series.get(series) ?? emptyState()) }, change));
-        if (row.series.size > ROW_MAX_SERIES) {
-          // From now on the bucket is read series by series: each gets its own key.
-          for (const [series, state] of row.series) putState(seriesKeyOf(rowKey, series), state);
-          row.series = ROW_OVERFLOW;
-        }
       }
+      // From the overflow on, the bucket is read series by series: each gets its own key.
+      batch.put(rowKey, boundedRowText(row, (series, state) => putState(seriesKeyOf(rowKey, series), state)));
       this.rows.pin(rowKey, row, token);
-      batch.put(rowKey, encodeRow(row));
     }
     for (const key of uniques) batch.put(key, '');
     return {
@@ -294,9 +291,8 @@ export function writesIntoEmptySpace(delta: Delta): BatchOp[] {
   const { byRow, unrowed } = splitByRow(states);
   const ops: BatchOp[] = unrowed.map((key) => ({ type: 'put', key, value: encodeState(states.get(key)!) }));
   for (const [rowKey, { series, change }] of byRow) {
-    const overflow = series.size > ROW_MAX_SERIES;
-    if (overflow) for (const [name, state] of series) ops.push({ type: 'put', key: seriesKeyOf(rowKey, name), value: encodeState(state) });
-    ops.push({ type: 'put', key: rowKey, value: encodeRow({ total: change, series: overflow ? ROW_OVERFLOW : series }) });
+    const text = boundedRowText({ total: change, series }, (name, state) => ops.push({ type: 'put', key: seriesKeyOf(rowKey, name), value: encodeState(state) }));
+    ops.push({ type: 'put', key: rowKey, value: text });
   }
   for (const key of uniques) ops.push({ type: 'put', key, value: '' });
   return ops;

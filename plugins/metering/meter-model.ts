@@ -3,7 +3,8 @@
  * messages (reference §3.2), shared by the HTTP API and the `meters:` entity of gateway.yaml.
  */
 import { compileJsonPath } from './jsonpath.ts';
-import { parseRfc3339 } from './time.ts';
+import { MAX_DIMENSIONS, MAX_IDENTIFIER_LENGTH, MAX_JSONPATH_LENGTH, MAX_NAME_LENGTH } from './limits.ts';
+import { formatUtc, isPrintable, parseRfc3339, PRINTABLE_FROM, PRINTABLE_TO } from './time.ts';
 
 export const AGGREGATIONS = ['sum', 'count', 'unique_count', 'avg', 'min', 'max', 'latest'] as const;
 export type Aggregation = (typeof AGGREGATIONS)[number];
@@ -82,8 +83,14 @@ function checkLabels(body: Record<string, unknown>, out: InvalidParameter[]): vo
   if (!isPlainObject(labels)) return void out.push(problem('labels', 'must be an object of strings', 'type'));
   if (Object.keys(labels).length > 50) out.push(problem('labels', 'at most 50 labels are allowed', 'max_items'));
   for (const [k, v] of Object.entries(labels)) {
+    if (k.length === 0 || k.length > MAX_NAME_LENGTH) out.push(tooLong(`labels.${k}`, 'a label key', MAX_NAME_LENGTH));
     if (typeof v !== 'string') out.push(problem(`labels.${k}`, 'must be a string', 'is_string'));
+    else if (v.length === 0 || v.length > MAX_NAME_LENGTH) out.push(tooLong(`labels.${k}`, 'a label value', MAX_NAME_LENGTH));
   }
+}
+
+function tooLong(field: string, what: string, max: number): InvalidParameter {
+  return { ...problem(field, `${what} must be 1 to ${max} characters long`, 'max_length'), maximum: max };
 }
 
 function checkValueProperty(body: Record<string, unknown>, out: InvalidParameter[]): void {
@@ -99,6 +106,7 @@ function checkValueProperty(body: Record<string, unknown>, out: InvalidParameter
   if (!present) out.push(problem('value_property', 'invalid meter aggregation: meter value property is required when the aggregation is not count', 'required'));
   else if (vp === '') out.push(problem('value_property', 'invalid meter aggregation: meter value property cannot be empty when the aggregation is not count'));
   else if (!vp.startsWith('$')) out.push(problem('value_property', 'invalid meter aggregation: meter value property must start with $'));
+  else if (vp.length > MAX_JSONPATH_LENGTH) out.push(tooLong('value_property', 'a JSONPath', MAX_JSONPATH_LENGTH));
   else if (!compileJsonPath(vp)) out.push(problem('value_property', `invalid JSONPath: ${vp}`));
 }
 
@@ -106,15 +114,19 @@ function checkDimensions(body: Record<string, unknown>, valueProperty: unknown, 
   const dims = body.dimensions;
   if (dims === undefined || dims === null) return;
   if (!isPlainObject(dims)) return void out.push(problem('dimensions', 'must be an object mapping names to JSONPath', 'type'));
+  const names = Object.keys(dims);
+  if (names.length > MAX_DIMENSIONS) return void out.push({ ...problem('dimensions', `at most ${MAX_DIMENSIONS} dimensions are allowed`, 'max_items'), maximum: MAX_DIMENSIONS });
   for (const [name, path] of Object.entries(dims)) {
     const field = `dimensions.${name}`;
     if (name.trim() === '') out.push(problem(field, 'meter group by key cannot be empty'));
+    else if (name.length > MAX_NAME_LENGTH) out.push(tooLong(field, 'a dimension name', MAX_NAME_LENGTH));
     else if (!DIMENSION_NAME_PATTERN.test(name)) {
       out.push(problem(field, `meter group by key ${name} is invalid, only alphanumeric and underscore characters are allowed`));
     } else if (RESERVED_DIMENSIONS.includes(name)) out.push(problem(field, `dimension ${name} is reserved`, 'reserved_dimension'));
     if (typeof path !== 'string') out.push(problem(field, 'must be a string', 'is_string'));
     else if (!path.startsWith('$')) out.push(problem(field, `invalid meter group by: meter group by value must start with $ for key ${name}`));
     else if (path === valueProperty) out.push(problem(field, `meter group by value ${name} cannot be the same as value property`));
+    else if (path.length > MAX_JSONPATH_LENGTH) out.push(tooLong(field, 'a JSONPath', MAX_JSONPATH_LENGTH));
     else if (!compileJsonPath(path)) out.push(problem(field, `invalid JSONPath for ${name} group by: ${path}`));
   }
 }
@@ -139,11 +151,13 @@ export function validateMeterCreate(body: unknown, options: { nameDefaultsToKey?
   const eventType = body.event_type;
   if (eventType === undefined || eventType === null || eventType === '') out.push(problem('event_type', 'meter event type is required', 'required'));
   else if (typeof eventType !== 'string') out.push(problem('event_type', 'must be a string', 'is_string'));
+  else if (eventType.length > MAX_IDENTIFIER_LENGTH) out.push(tooLong('event_type', 'an event type', MAX_IDENTIFIER_LENGTH));
   const from = body.events_from;
   if (from !== undefined && from !== null) {
     const at = typeof from === 'string' ? parseRfc3339(from) : undefined;
     if (at === undefined) out.push(problem('events_from', 'must be an RFC 3339 date-time', 'is_date_time'));
     else if (at === 0) out.push(problem('events_from', 'meter event from must not be zero'));
+    else if (!isPrintable(at)) out.push(problem('events_from', `must be between ${formatUtc(PRINTABLE_FROM)} and ${formatUtc(PRINTABLE_TO)}`, 'range'));
   }
   checkValueProperty(body, out);
   checkDimensions(body, body.value_property, out);
@@ -170,7 +184,7 @@ export function meterDefinitionFrom(body: Record<string, any>): MeterDefinition 
     labels: body.labels ?? {},
     aggregation: body.aggregation,
     event_type: body.event_type,
-    events_from: body.events_from ? new Date(parseRfc3339(body.events_from)! * 1000).toISOString().replace('.000Z', 'Z') : null,
+    events_from: body.events_from ? formatUtc(parseRfc3339(body.events_from)!) : null,
     value_property: body.value_property ?? null,
     dimensions: body.dimensions ?? {},
   };

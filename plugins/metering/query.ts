@@ -1,20 +1,22 @@
 /**
  * Usage queries (`POST /meters/{id}/query`, reference §4.8): request validation with OpenMeter's
  * codes, then windows covered by roll-up buckets (see windows.ts), sub-minute edges of `from`/`to`
- * read from raw events, groups by subject and dimensions, dimension filters, JSON rows or CSV.
+ * read from raw events, groups by subject and dimensions, dimension filters; rows as JSON (CSV: csv.ts).
  */
 import type { Store } from '../../src/pipeline/plugin-api.ts';
-import { BASE_SIZE, emptyState, eventState, formatDecimal, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, type State } from './aggregates.ts';
+import { BASE_SIZE, emptyState, eventState, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, type State, type StoredState } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
-import { aggregatePrefix, bucketOf, escapePart, eventKey, padTime, parseTimeIndexValue, parseTimeKey, rowPrefix, seriesOf, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
+import { aggregatePrefix, bucketOf, distinctPart, escapePart, eventKey, padTime, parseTimeIndexValue, parseTimeKey, rowPrefix, seriesOf, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
 import type { InvalidParameter } from './meter-model.ts';
-import { formatInZone, isValidTimeZone, parseRfc3339 } from './time.ts';
-import { readEvent, type CompiledMeter } from './values.ts';
+import { formatInZone, formatUtc, isPrintable, isValidTimeZone, parseRfc3339, PRINTABLE_FROM, PRINTABLE_TO } from './time.ts';
+import { boundedText, readEvent, type CompiledMeter } from './values.ts';
 import { ceilMinute, coverSpan, floorMinute, GRANULARITIES, windowEnd, windowStart, type Granularity, type LevelRange } from './windows.ts';
 
 const FILTER_OPERATORS = ['exists', 'eq', 'neq', 'in', 'nin', 'contains', 'ncontains', 'and', 'or'];
 /** Levels of `and`/`or` a filter may hold (OpenMeter's maxGroupByFilterComplexityDepth). */
 const MAX_FILTER_DEPTH = 2;
+/** Values of one `in`/`nin` (OpenMeter's `@maxItems(100)`, api/spec/packages/aip/src/shared/filters.tsp). */
+const MAX_FILTER_VALUES = 100;
 
 interface Filter {
   exists?: boolean;
@@ -66,6 +68,7 @@ function checkFilter(value: unknown, field: string, depth: number, onlyEqIn: boo
       if (typeof operand !== 'boolean') out.push(bad(f, 'must be a boolean', 'type'));
     } else if (op === 'in' || op === 'nin') {
       if (!Array.isArray(operand) || operand.some((x) => typeof x !== 'string')) out.push(bad(f, 'must be an array of strings', 'type'));
+      else if (operand.length > MAX_FILTER_VALUES) out.push({ ...bad(f, `at most ${MAX_FILTER_VALUES} values`, 'max_items'), maximum: MAX_FILTER_VALUES });
     } else if (op === 'and' || op === 'or') {
       if (depth > MAX_FILTER_DEPTH) out.push(bad(f, `filter complexity exceeds maximum allowed depth (${MAX_FILTER_DEPTH} levels of and/or)`, 'max_depth'));
       else if (!Array.isArray(operand)) out.push(bad(f, 'must be an array of filters', 'type'));
@@ -88,7 +91,9 @@ export function parseQuery(body: unknown, meter: CompiledMeter): { query?: Meter
     if (v === undefined || v === null) return undefined;
     const t = typeof v === 'string' ? parseRfc3339(v) : undefined;
     if (t === undefined) problems.push(bad(name, 'must be an RFC 3339 date-time', 'is_date_time'));
-    return t;
+    else if (!isPrintable(t)) problems.push(bad(name, `must be between ${formatUtc(PRINTABLE_FROM)} and ${formatUtc(PRINTABLE_TO)}`, 'range'));
+    else return t;
+    return undefined;
   };
   const from = instant('from');
   const to = instant('to');
@@ -420,12 +425,12 @@ export class QueryEngine {
     const window = windowOf(bucket);
     const { total, series } = splitRow(value);
     const whole = acc.wholePlacement();
-    if (whole && total !== undefined) return mergeArray(acc.group(window, whole).state, JSON.parse(total) as number[]);
+    if (whole && total !== undefined) return mergeArray(acc.group(window, whole).state, JSON.parse(total) as StoredState);
     if (series === ROW_OVERFLOW) {
       await this.scanSeries(meter, acc, { ...plan, start: bucket, end: bucket + plan.size, spans: [[bucket, bucket + plan.size]] }, windowOf);
       return;
     }
-    const row = JSON.parse(series) as Record<string, number[]>;
+    const row = JSON.parse(series) as Record<string, StoredState>;
     for (const name in row) {
       const placement = acc.place(name);
       if (placement) mergeArray(acc.group(window, placement).state, row[name]);
@@ -472,13 +477,13 @@ export class QueryEngine {
       const event = JSON.parse(stored) as StoredEvent;
       if (event.time < meter.eventsFrom) return;
       const reading = readEvent(meter, event.data);
-      const series = [event.subject, ...reading.dimensions].map(escapePart).join('/');
-      const placement = acc.place(series, [event.subject, ...reading.dimensions]);
+      const parts = [boundedText(event.subject), ...reading.dimensions];
+      const placement = acc.place(parts.map(escapePart).join('/'), parts);
       if (!placement) return;
       const seq = Number.parseInt(keys[i].slice(keys[i].lastIndexOf('/') + 1), 16);
       const group = acc.group(windowOf(event.time), placement);
       merge(group.state, eventState(event.time, seq, reading.numeric));
-      if (reading.distinct !== undefined) group.distinct!.add(escapePart(reading.distinct));
+      if (reading.distinct !== undefined) group.distinct!.add(distinctPart(reading.distinct));
     });
   }
 
@@ -500,7 +505,7 @@ export class QueryEngine {
       } else {
         [from, to] = windows[windowIndex(windows, g.window)];
       }
-      rows.push({ value: formatDecimal(value), from: formatInZone(from, tz), to: formatInZone(to, tz), dimensions: g.dimensions });
+      rows.push({ value, from: formatInZone(from, tz), to: formatInZone(to, tz), dimensions: g.dimensions });
     }
     // A total without any grouping of a count has a row even when nothing matched (as ClickHouse).
     const countLike = meter.aggregation === 'count' || meter.aggregation === 'unique_count';
@@ -515,18 +520,4 @@ function compareDims(a: Record<string, string>, b: Record<string, string>): numb
   const x = JSON.stringify(a);
   const y = JSON.stringify(b);
   return x < y ? -1 : x > y ? 1 : 0;
-}
-
-function csvField(text: string): string {
-  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
-}
-
-/** CSV: `from,to,[subject,]<dimensions in request order…>,value` (OpenMeter v3's column order). */
-export function toCsv(query: MeterQuery, result: QueryResult): string {
-  const columns = query.groupBy.includes('subject') ? ['subject', ...query.groupBy.filter((d) => d !== 'subject')] : query.groupBy;
-  const lines = [['from', 'to', ...columns, 'value'].join(',')];
-  for (const row of result.data) {
-    lines.push([row.from, row.to, ...columns.map((d) => row.dimensions[d] ?? ''), row.value].map(csvField).join(','));
-  }
-  return lines.join('\n') + '\n';
 }

@@ -1,6 +1,7 @@
 /** The plugin's `config` schema, its scope check, and the `meters` entity of gateway.yaml. */
 import type { Issue, RecordSchema } from '../../src/config/schema.ts';
 import type { EntityDefinition, PluginScope } from '../../src/pipeline/plugin-api.ts';
+import { collectionPeriodProblem } from './billing/entities.ts';
 import { AGGREGATIONS, validateMeterCreate } from './meter-model.ts';
 
 export interface MeteringConfig {
@@ -9,7 +10,9 @@ export interface MeteringConfig {
   /** Serve without an authentication plugin on the route (refused by default). */
   allow_unauthenticated: boolean;
   /** Token scopes required per operation group, when set. */
-  scopes: { ingest: string | null; manage: string | null; read: string | null } | null;
+  scopes: { ingest: string | null; manage: string | null; read: string | null; billing: string | null } | null;
+  /** Billing: how long after a period's end its usage is frozen into the issued invoice (ISO 8601). */
+  billing: { collection_period: string };
   /** Largest accepted request body, bytes (413 above). */
   max_body_size: number;
   /** Most events in one ingest request (413 above). */
@@ -24,9 +27,6 @@ export interface MeteringConfig {
   query_backfill_wait_ms: number;
 }
 
-/** Plugins that authenticate the caller; one must run on the metering route. */
-export const AUTHENTICATION_PLUGINS = ['oauth2', 'key-auth', 'basic-auth', 'jwt', 'hmac-auth', 'ldap-auth', 'openid-connect', 'mtls-auth'];
-
 const scopeName = { type: 'string' as const, len_min: 1 };
 
 export const configSchema: RecordSchema = {
@@ -34,7 +34,8 @@ export const configSchema: RecordSchema = {
   fields: {
     retention_days: { type: 'integer', default: 730, between: [1, 36_500] },
     allow_unauthenticated: { type: 'boolean', default: false },
-    scopes: { type: 'record', fields: { ingest: scopeName, manage: scopeName, read: scopeName } },
+    scopes: { type: 'record', fields: { ingest: scopeName, manage: scopeName, read: scopeName, billing: scopeName } },
+    billing: { type: 'record', fields: { collection_period: { type: 'string', default: 'PT1H', custom: collectionPeriodProblem } } },
     max_body_size: { type: 'integer', default: 10 * 1024 * 1024, between: [1024, 1024 * 1024 * 1024] },
     max_events_per_request: { type: 'integer', default: 10_000, between: [1, 1_000_000] },
     queue_max_events: { type: 'integer', default: 100_000, between: [1, 10_000_000] },
@@ -44,14 +45,17 @@ export const configSchema: RecordSchema = {
   },
 };
 
+/** Every route the plugin serves must authenticate the caller first (an authentication plugin that runs before it). */
 export function checkConfig(config: MeteringConfig, scope: PluginScope): Issue[] {
   if (config.allow_unauthenticated) return [];
-  if (scope.coPlugins.some((name) => AUTHENTICATION_PLUGINS.includes(name))) return [];
+  const open = scope.runsOn.filter(({ before }) => !before.some((plugin) => plugin.authenticates));
+  if (open.length === 0) return [];
+  const names = open.map(({ route }) => route.name ?? route.id).join(', ');
   return [
     {
       path: ['allow_unauthenticated'],
       message:
-        'metering needs an authentication plugin (e.g. oauth2) on the same route, service or globally; ' +
+        `metering needs an authentication plugin (e.g. oauth2) on every route it serves; none runs before it on route ${names}; ` +
         'set allow_unauthenticated: true to expose it without one',
     },
   ];

@@ -52,6 +52,17 @@ export function parseRfc3339(text: string): number | undefined {
   return daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetMinutes * 60;
 }
 
+/**
+ * The instants the API takes from callers and prints back (query bounds, a meter's `events_from`):
+ * printed in any zone (offsets stay under a day) their year keeps four digits, as RFC 3339 requires.
+ */
+export const PRINTABLE_FROM = -62_135_596_800; // 0001-01-01T00:00:00Z
+export const PRINTABLE_TO = 253_402_214_400; // 9999-12-31T00:00:00Z
+
+export function isPrintable(seconds: number): boolean {
+  return seconds >= PRINTABLE_FROM && seconds <= PRINTABLE_TO;
+}
+
 /** Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm; Date.UTC would read years 0–99 as 1900–1999). */
 function daysFromCivil(year: number, month: number, day: number): number {
   const y = month <= 2 ? year - 1 : year;

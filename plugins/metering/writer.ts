@@ -74,6 +74,8 @@ export class Writer {
   private closed = false;
   /** Last sequence number committed. */
   lastSeq = 0;
+  /** Called with each batch of events once it is committed (e.g. billing's entitlement usage); must not throw. */
+  readonly committedListeners = new Set<(events: readonly PreparedEvent[]) => void>();
   /** Last sequence number handed out (≥ lastSeq while batches are in flight). */
   private preparedSeq = 0;
 
@@ -118,6 +120,11 @@ export class Writer {
       this.inFlightDedupe.clear();
       this.ledger.clear();
     }
+  }
+
+  /** Events accepted and waiting for their batch (the queue `queue_max_events` bounds). */
+  get queuedEvents(): number {
+    return this.waitingEvents;
   }
 
   /**
@@ -242,6 +249,7 @@ export class Writer {
       }
       this.lastSeq = seq;
       committed();
+      for (const listener of this.committedListeners) listener(accepted);
       for (const hash of hashes) this.inFlightDedupe.delete(hash);
     });
     this.lastWrite = written;

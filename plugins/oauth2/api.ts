@@ -6,9 +6,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { validate, type Issue, type RecordSchema } from '../../src/config/schema.ts';
-import type { AdminReply, AdminRequest, AdminRoute, Consumer, ConsumerDirectory } from '../../src/pipeline/plugin-api.ts';
+import { consumerByReference, headerValueProblem, isUuid, type AdminReply, type AdminRequest, type AdminRoute, type Consumer, type ConsumerDirectory } from '../../src/pipeline/plugin-api.ts';
 import { applySecretHashing, credentialSchema, type OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';
+import { scopeTokenProblem } from './schema.ts';
 import { tokenDigest } from './secret.ts';
 import type { TokenRow, TokenStore } from './tokens.ts';
 
@@ -18,7 +19,6 @@ export interface AdminDeps {
   consumers: ConsumerDirectory;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const DEFAULT_PAGE_SIZE = 100;
 const MAX_PAGE_SIZE = 1000;
 const NOT_FOUND: AdminReply = { status: 404, body: { message: 'Not Found' } };
@@ -95,6 +95,14 @@ function referenceOf(value: unknown): string | undefined {
   return undefined;
 }
 
+/** The consumer a body's `consumer` field names: `{id}` by id only, `{username}` by username only, a string by Kong's rule. */
+function consumerOfField(consumers: ConsumerDirectory, value: unknown): Consumer | undefined {
+  if (typeof value === 'string') return consumerByReference(consumers, value);
+  const { id, username } = (value ?? {}) as Record<string, unknown>;
+  if (typeof id === 'string') return consumers.byId(id);
+  return typeof username === 'string' ? consumers.byUsername(username) : undefined;
+}
+
 function pageSize(req: AdminRequest): number {
   const size = Number(req.query.get('size') ?? DEFAULT_PAGE_SIZE);
   return Number.isInteger(size) && size > 0 ? Math.min(size, MAX_PAGE_SIZE) : DEFAULT_PAGE_SIZE;
@@ -109,7 +117,7 @@ class CredentialAdmin {
   constructor(private readonly deps: AdminDeps) {}
 
   list(req: AdminRequest, consumerRef?: string): AdminReply {
-    const consumer = consumerRef === undefined ? undefined : this.deps.consumers.find(consumerRef);
+    const consumer = consumerRef === undefined ? undefined : consumerByReference(this.deps.consumers, consumerRef);
     if (consumerRef !== undefined && !consumer) return NOT_FOUND;
     const clientId = req.query.get('client_id');
     if (clientId !== null) {
@@ -138,16 +146,16 @@ class CredentialAdmin {
   }
 
   async create(body: Record<string, any>, consumerRef?: string): Promise<AdminReply> {
-    if (consumerRef !== undefined && !this.deps.consumers.find(consumerRef)) return NOT_FOUND;
+    if (consumerRef !== undefined && !consumerByReference(this.deps.consumers, consumerRef)) return NOT_FOUND;
     return this.write(body, { consumerRef, status: 201 });
   }
 
   /** Upsert by id or client_id (Kong's PUT on the endpoint key). */
   async put(key: string, body: Record<string, any>, consumerRef?: string): Promise<AdminReply> {
-    if (consumerRef !== undefined && !this.deps.consumers.find(consumerRef)) return NOT_FOUND;
+    if (consumerRef !== undefined && !consumerByReference(this.deps.consumers, consumerRef)) return NOT_FOUND;
     const existing = this.scoped(key, consumerRef);
     if (existing && this.deps.credentials.isFromFile(existing)) return READ_ONLY;
-    const input = UUID.test(key) ? { ...body, id: key } : { ...body, client_id: key };
+    const input = isUuid(key) ? { ...body, id: key } : { ...body, client_id: key };
     return this.write(input, { consumerRef, existing, status: 200 });
   }
 
@@ -175,7 +183,7 @@ class CredentialAdmin {
   private scoped(key: string, consumerRef?: string): OAuth2Credential | undefined {
     const found = this.deps.credentials.find(key);
     if (!found || consumerRef === undefined) return found;
-    const consumer = this.deps.consumers.find(consumerRef);
+    const consumer = consumerByReference(this.deps.consumers, consumerRef);
     return consumer && found.consumer.id === consumer.id ? found : undefined;
   }
 
@@ -185,12 +193,12 @@ class CredentialAdmin {
   ): Promise<AdminReply> {
     const { id, consumer: consumerField, ...fields } = body;
     const consumerRef = options.consumerRef ?? referenceOf(consumerField);
+    const consumer = options.consumerRef !== undefined ? consumerByReference(this.deps.consumers, options.consumerRef) : consumerOfField(this.deps.consumers, consumerField);
     const validated = validate<Record<string, any>>(credentialSchema, fields);
     const issues = [...validated.issues];
     if (consumerRef === undefined) issues.unshift({ path: ['consumer'], message: 'required field missing' });
-    if (id !== undefined && (typeof id !== 'string' || !UUID.test(id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
+    if (id !== undefined && (typeof id !== 'string' || !isUuid(id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
     if (issues.length) return schemaViolation(issues);
-    const consumer: Consumer | undefined = this.deps.consumers.find(consumerRef!);
     if (!consumer) return foreignKeyViolation('consumers', consumerRef!);
     const credentialId = options.existing?.id ?? id ?? randomUUID();
     if (!options.existing && this.deps.credentials.isIdTaken(credentialId)) return uniqueViolation('id', credentialId);
@@ -219,10 +227,16 @@ const tokenFields: RecordSchema['fields'] = {
   expires_in: { type: 'integer', between: [0, 100_000_000] },
   access_token: { type: 'string', len_min: 1 },
   refresh_token: { type: 'string', len_min: 1 },
-  authenticated_userid: { type: 'string' },
-  scope: { type: 'string' },
+  // Sent upstream as X-Authenticated-Userid and X-Authenticated-Scope.
+  authenticated_userid: { type: 'string', custom: headerValueProblem },
+  scope: { type: 'string', custom: scopeProblem },
   token_type: { type: 'string', one_of: ['bearer'] },
 };
+
+/** RFC 6749 §3.3: scope tokens separated by single spaces. */
+function scopeProblem(scope: string): string | undefined {
+  return scope.split(' ').map(scopeTokenProblem).find((problem) => problem !== undefined);
+}
 
 const tokenPatchSchema: RecordSchema = { type: 'record', fields: tokenFields };
 const tokenCreateSchema: RecordSchema = {
@@ -333,9 +347,9 @@ class TokenAdmin {
     return { status: 200, body: { revoked } };
   }
 
-  /** By id, else by the access token's value. */
+  /** By id when the key is UUID-shaped, else by the access token's value (Kong's endpoint-key rule). */
   private async find(key: string): Promise<TokenRow | undefined> {
-    return (UUID.test(key) ? await this.deps.tokens.findById(key) : undefined) ?? (await this.deps.tokens.findByAccessToken(key));
+    return isUuid(key) ? this.deps.tokens.findById(key) : this.deps.tokens.findByAccessToken(key);
   }
 
   /** Filters `credential` (id or client_id), `consumer` (id or username), `authenticated_userid`; undefined if one names nothing. */
@@ -344,7 +358,7 @@ class TokenAdmin {
     const consumerRef = req.query.get('consumer');
     const userid = req.query.get('authenticated_userid');
     const credential = credentialRef !== null ? this.deps.credentials.find(credentialRef) : undefined;
-    const consumer = consumerRef !== null ? this.deps.consumers.find(consumerRef) : undefined;
+    const consumer = consumerRef !== null ? consumerByReference(this.deps.consumers, consumerRef) : undefined;
     if ((credentialRef !== null && !credential) || (consumerRef !== null && !consumer)) return undefined;
     return (row) => {
       if (credential && row.credential !== credential.id) return false;

@@ -6,7 +6,7 @@
  */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
-import { bindingOf, retrieveCodeChallenge, retrieveScope, type EndpointDeps, type Plugin } from './grants.ts';
+import { bindingOf, retrieveCodeChallenge, retrieveScope, userIdError, type EndpointDeps, type Plugin } from './grants.ts';
 import { readParams, stringParam, userIdParam, type Params } from './params.ts';
 import { composeRedirectUri } from './redirect.ts';
 import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
@@ -36,7 +36,8 @@ export async function authorizeEndpoint(ctx: RequestContext, config: OAuth2Confi
     (typeof params.provision_key !== 'string' || !safeEqual(params.provision_key, config.provision_key)
       ? oauthError('invalid_provision_key', 'Invalid provision_key')
       : undefined) ??
-    (userIdParam(params) === undefined ? oauthError('invalid_authenticated_userid', 'Missing authenticated_userid parameter') : undefined);
+    (userIdParam(params) === undefined ? oauthError('invalid_authenticated_userid', 'Missing authenticated_userid parameter') : undefined) ??
+    userIdError(params);
   if (stopError) return respondNoStore(ctx, 400, withState({ ...stopError }));
 
   const check = checkRequest(params, config, deps);

@@ -3,7 +3,7 @@
  * and the admin API, and the `hash_secret` transformation.
  */
 import type { RecordSchema } from '../../src/config/schema.ts';
-import type { EntityDefinition } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, type EntityDefinition } from '../../src/pipeline/plugin-api.ts';
 import { hashSecret, isHashedSecret, randomAlphanumeric } from './secret.ts';
 
 export const CREDENTIALS_ENTITY = 'oauth2_credentials';
@@ -41,7 +41,8 @@ export const credentialSchema: RecordSchema = {
   fields: {
     created_at: { type: 'integer' },
     name: { type: 'string', required: true, len_min: 1 },
-    client_id: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
+    // Sent upstream as X-Credential-Identifier.
+    client_id: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32), custom: headerValueProblem },
     client_secret: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
     hash_secret: { type: 'boolean', required: true, default: false },
     redirect_uris: { type: 'array', elements: { type: 'string', custom: checkRedirectUri } },

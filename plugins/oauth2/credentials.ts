@@ -4,9 +4,9 @@
  * A credential whose consumer no longer exists is treated as absent everywhere.
  */
 import { randomUUID } from 'node:crypto';
-import type { ConsumerDirectory, Consumer, Store } from '../../src/pipeline/plugin-api.ts';
+import { isUuid, type ConsumerDirectory, type Consumer, type Store } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
-import { hashSecret, needsRehash, safeEqual, verifySecretAsync } from './secret.ts';
+import { ClientSecrets } from './client-secrets.ts';
 
 const CREDENTIAL_PREFIX = 'cred:';
 
@@ -15,8 +15,9 @@ export class CredentialDirectory {
   private fileByClientId = new Map<string, OAuth2Credential>();
   private readonly runtimeById = new Map<string, OAuth2Credential>();
   private readonly runtimeByClientId = new Map<string, OAuth2Credential>();
-  /** Called with the credential id whenever a credential is removed (token cache invalidation). */
-  onRemoved: (credentialId: string) => void = () => {};
+  private readonly secrets = new ClientSecrets();
+  /** Called with the credential id whenever a credential is removed: ends its tokens and codes. */
+  onRemoved: (credentialId: string) => Promise<void> = async () => {};
 
   constructor(
     private readonly store: Store,
@@ -39,7 +40,9 @@ export class CredentialDirectory {
       this.fileById.set(credential.id, credential);
       this.fileByClientId.set(credential.client_id, credential);
     }
-    for (const id of previous.keys()) if (!this.fileById.has(id)) this.onRemoved(id);
+    // A reload does not wait for this (the tokens are refused at once anyway: no credential, no token);
+    // the runtime logs a failure.
+    for (const id of previous.keys()) if (!this.fileById.has(id)) this.onRemoved(id).catch(() => {});
   }
 
   isFromFile(credential: OAuth2Credential): boolean {
@@ -47,7 +50,7 @@ export class CredentialDirectory {
   }
 
   consumerOf(credential: OAuth2Credential): Consumer | undefined {
-    return this.consumers.find(credential.consumer.id);
+    return this.consumers.byId(credential.consumer.id);
   }
 
   byClientId(clientId: string): OAuth2Credential | undefined {
@@ -60,9 +63,9 @@ export class CredentialDirectory {
     return credential && this.consumerOf(credential) ? credential : undefined;
   }
 
-  /** By id or client_id, as the admin API's endpoint key. */
+  /** By the admin API's key: an id when UUID-shaped, else a client_id (Kong's endpoint-key rule). */
   find(idOrClientId: string): OAuth2Credential | undefined {
-    return this.byId(idOrClientId) ?? this.byClientId(idOrClientId);
+    return isUuid(idOrClientId) ? this.byId(idOrClientId) : this.byClientId(idOrClientId);
   }
 
   list(): OAuth2Credential[] {
@@ -77,11 +80,22 @@ export class CredentialDirectory {
     this.index(credential);
   }
 
+  /**
+   * Deletes a runtime credential and, before resolving, its tokens and codes: once the admin API has
+   * answered, nothing issued to it can come back, even under a new credential given the same id.
+   */
   async remove(credential: OAuth2Credential): Promise<void> {
     await this.store.del(CREDENTIAL_PREFIX + credential.id, { sync: true });
     this.runtimeById.delete(credential.id);
     this.runtimeByClientId.delete(credential.client_id);
-    this.onRemoved(credential.id);
+    await this.onRemoved(credential.id);
+  }
+
+  /** Kong's cascade: a consumer being deleted takes its runtime credentials (and their tokens) with it. */
+  async removeOwnedBy(consumerId: string): Promise<void> {
+    for (const credential of [...this.runtimeById.values()]) {
+      if (credential.consumer.id === consumerId) await this.remove(credential);
+    }
   }
 
   isClientIdTaken(clientId: string, exceptId?: string): boolean {
@@ -94,17 +108,21 @@ export class CredentialDirectory {
   }
 
   /**
-   * Checks a confidential client's secret: PBKDF2 hashes are verified off the event loop; plain
-   * secrets are compared in constant time. A hash of older parameters is upgraded after a success.
+   * Checks a confidential client's secret (see ClientSecrets: bounded hashing, failure limits; LimitError
+   * when refused unchecked). A runtime credential's hash of older parameters is upgraded after a success.
    */
   async verifySecret(credential: OAuth2Credential, secret: unknown): Promise<boolean> {
     if (typeof secret !== 'string') return false;
-    if (!credential.hash_secret) return safeEqual(secret, credential.client_secret);
-    if (!(await verifySecretAsync(secret, credential.client_secret))) return false;
-    if (needsRehash(credential.client_secret) && this.runtimeById.get(credential.id) === credential) {
-      await this.save({ ...credential, client_secret: hashSecret(secret) });
+    if (!(await this.secrets.verify(credential, secret))) return false;
+    if (credential.hash_secret && this.runtimeById.get(credential.id) === credential) {
+      const rehashed = await this.secrets.rehashed(credential, secret);
+      if (rehashed) await this.save({ ...credential, client_secret: rehashed });
     }
     return true;
+  }
+
+  close(): Promise<void> {
+    return this.secrets.close();
   }
 
   private index(credential: OAuth2Credential): void {

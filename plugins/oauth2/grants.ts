@@ -1,9 +1,9 @@
 /** Pieces shared by the endpoints: client credentials, scopes, PKCE, header lookup, token bindings. */
 import { createHash } from 'node:crypto';
-import type { PluginEntity, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, type PluginEntity, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';
-import { decodeArg, type Params } from './params.ts';
+import { decodeArg, userIdParam, type Params } from './params.ts';
 import { oauthError, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import type { TokenStore } from './tokens.ts';
@@ -62,6 +62,16 @@ export function retrieveClientCredentials(ctx: RequestContext, params: Params, c
       : { clientId: decodeArg(decoded.slice(0, colon)), clientSecret: decodeArg(decoded.slice(colon + 1)), fromHeader: true };
   }
   return { clientId: params.client_id, clientSecret: undefined, fromHeader: false };
+}
+
+/**
+ * The user id a token will carry upstream as X-Authenticated-Userid must be a header value: refused when
+ * issuing, or every use of the token would fail (CR/LF) or reach the upstream as another user (outer spaces).
+ */
+export function userIdError(params: Params): OAuthError | undefined {
+  const userid = userIdParam(params);
+  const problem = userid === undefined ? undefined : headerValueProblem(userid);
+  return problem === undefined ? undefined : oauthError('invalid_request', `authenticated_userid ${problem}`);
 }
 
 export type ScopeResult = { scope: string | null; error?: undefined } | { error: OAuthError };

@@ -12,6 +12,7 @@ const oauth2: PluginDefinition<OAuth2Config> = {
   version: '0.1.0',
   priority: 1400,
   noConsumer: true,
+  authenticates: true,
   configSchema,
   entities: [credentialEntity],
   create: createRuntime,

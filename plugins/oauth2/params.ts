@@ -2,8 +2,11 @@
  * Kong's `retrieve_parameters`: query arguments merged with the parsed body of POST/PUT/PATCH requests
  * (form, JSON or multipart; the body wins). Values keep their JSON types, repeated keys become arrays,
  * a bare `?flag` is `true`. Malformed bodies read as no parameters (the endpoint then answers 4xx).
+ * Parameters are read before anyone is authenticated, so a body is read only up to MAX_PARAMETER_BODY
+ * and at most MAX_PARAMETERS of each part are accepted: LimitError beyond either.
  */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { LimitError, MAX_PARAMETER_BODY, MAX_PARAMETERS } from './errors.ts';
 
 export type Params = Record<string, unknown>;
 
@@ -11,12 +14,14 @@ const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
 /** The bodies Kong reads parameters from. */
 const BODY_PARAM_TYPES = new Set(['application/x-www-form-urlencoded', 'application/json', 'multipart/form-data']);
 
-/** `a=1&a=2&flag` → `{a: ['1','2'], flag: true}` (`+` is a space, as in forms). */
-export function parseArgs(raw: string): Params {
+/** `a=1&a=2&flag` → `{a: ['1','2'], flag: true}` (`+` is a space, as in forms); more than `limit` throws. */
+export function parseArgs(raw: string, limit = Infinity): Params {
   const out: Params = {};
   if (!raw) return out;
+  let count = 0;
   for (const part of raw.split('&')) {
     if (!part) continue;
+    if (++count > limit) throw LimitError.tooManyParameters();
     const eq = part.indexOf('=');
     const key = decodeArg(eq < 0 ? part : part.slice(0, eq));
     const value: unknown = eq < 0 ? true : decodeArg(part.slice(eq + 1));
@@ -49,14 +54,22 @@ export function mediaType(ctx: RequestContext): string {
 
 /** The body's parameters, for the content types Kong parses; `{}` otherwise. */
 export async function readBodyParams(ctx: RequestContext): Promise<Params> {
-  if (!METHODS_WITH_BODY.has(ctx.method)) return {};
-  const type = mediaType(ctx);
-  if (!BODY_PARAM_TYPES.has(type)) return {};
-  const body = await ctx.readBody();
+  const type = paramBodyType(ctx);
+  if (type === undefined) return {};
+  const body = await ctx.readBodyWithin(MAX_PARAMETER_BODY);
+  if (body === undefined) throw LimitError.bodyTooLarge();
   if (body.length === 0) return {};
-  if (type === 'application/x-www-form-urlencoded') return parseArgs(body.toString('utf8'));
-  if (type === 'application/json') return parseJsonObject(body);
-  return parseMultipart(body, String(ctx.headers['content-type']));
+  if (type === 'application/x-www-form-urlencoded') return parseArgs(body.toString('utf8'), MAX_PARAMETERS);
+  if (type === 'multipart/form-data') return parseMultipart(body, String(ctx.headers['content-type']));
+  const params = parseJsonObject(body);
+  if (Object.keys(params).length > MAX_PARAMETERS) throw LimitError.tooManyParameters();
+  return params;
+}
+
+/** The media type of a body Kong reads parameters from, or undefined. */
+function paramBodyType(ctx: RequestContext): string | undefined {
+  const type = mediaType(ctx);
+  return METHODS_WITH_BODY.has(ctx.method) && BODY_PARAM_TYPES.has(type) ? type : undefined;
 }
 
 function parseJsonObject(body: Buffer): Params {
@@ -75,7 +88,11 @@ function readFormData(body: Buffer, contentType: string): Promise<FormData | und
 
 async function parseMultipart(body: Buffer, contentType: string): Promise<Params> {
   const out: Params = {};
-  for (const [key, value] of (await readFormData(body, contentType)) ?? []) if (typeof value === 'string') addValue(out, key, value);
+  let count = 0;
+  for (const [key, value] of (await readFormData(body, contentType)) ?? []) {
+    if (++count > MAX_PARAMETERS) throw LimitError.tooManyParameters();
+    if (typeof value === 'string') addValue(out, key, value);
+  }
   return out;
 }
 
@@ -89,13 +106,15 @@ export function argsWithout(raw: string, name: string): string {
 
 /**
  * The request body without the parameter `name` (form, JSON object or multipart), and its new content
- * type; undefined when the body holds no such parameter or is of another type.
+ * type; undefined when the body holds no such parameter, is of another type, or is too large to hold
+ * parameters (it was never read for them, and goes upstream untouched).
  */
 export async function bodyWithout(ctx: RequestContext, name: string): Promise<{ body: Buffer; contentType: string } | undefined> {
-  const type = mediaType(ctx);
-  if (!METHODS_WITH_BODY.has(ctx.method) || !BODY_PARAM_TYPES.has(type)) return undefined;
+  const type = paramBodyType(ctx);
+  if (type === undefined) return undefined;
   const contentType = String(ctx.headers['content-type']);
-  const body = await ctx.readBody();
+  const body = await ctx.readBodyWithin(MAX_PARAMETER_BODY);
+  if (body === undefined) return undefined;
   if (type === 'application/x-www-form-urlencoded') {
     const raw = body.toString('utf8');
     const cleaned = argsWithout(raw, name);
@@ -121,9 +140,9 @@ export interface RequestParams {
   repeated: string | undefined;
 }
 
-/** Query and body parameters together, the body winning. */
+/** Query and body parameters together, the body winning; LimitError beyond the limits. */
 export async function readParams(ctx: RequestContext): Promise<RequestParams> {
-  const query = parseArgs(ctx.rawQuery);
+  const query = parseArgs(ctx.rawQuery, MAX_PARAMETERS);
   const body = await readBodyParams(ctx);
   // Only JSON values can be arrays by themselves; elsewhere an array is a repeated key.
   const repeated = firstArrayKey(query) ?? (mediaType(ctx) === 'application/json' ? undefined : firstArrayKey(body));

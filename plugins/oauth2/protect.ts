@@ -2,10 +2,11 @@
  * Protecting the route (Kong's `do_authentication`): find the bearer token, check it, and tell the
  * upstream who called. Once warm, a valid token costs one digest and one in-memory cache hit.
  */
-import type { ConsumerDirectory, Consumer, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { consumerByReference, type ConsumerDirectory, type Consumer, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { findHeader, isBoundHere, type EndpointDeps } from './grants.ts';
-import { argsWithout, bodyWithout, parseArgs, readBodyParams } from './params.ts';
+import { LimitError } from './errors.ts';
+import { argsWithout, bodyWithout, parseArgs, readBodyParams, type Params } from './params.ts';
 import { bearerChallenge, oauthError, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { tokenDigest } from './secret.ts';
@@ -86,9 +87,23 @@ function tokenInHeader(header: { name: string; value: string }): FoundToken | un
 /** Without the header: `access_token` from the body (POST/PUT/PATCH forms, JSON, multipart), else the query. */
 async function tokenInParams(ctx: RequestContext): Promise<FoundToken | undefined> {
   const fromQuery = ctx.rawQuery.includes('access_token') ? parseArgs(ctx.rawQuery).access_token : undefined;
-  const fromBody = (await readBodyParams(ctx)).access_token;
+  const fromBody = (await bodyParamsIfReadable(ctx)).access_token;
   const token = fromBody !== undefined ? fromBody : fromQuery;
   return typeof token === 'string' && token !== '' ? { token } : undefined;
+}
+
+/**
+ * A body too large or with too many parameters holds no token here, as in Kong, which cannot read a body
+ * nginx spilled to disk: it is not read into memory, and goes upstream untouched if the caller
+ * authenticates otherwise.
+ */
+async function bodyParamsIfReadable(ctx: RequestContext): Promise<Params> {
+  try {
+    return await readBodyParams(ctx);
+  } catch (err) {
+    if (err instanceof LimitError) return {};
+    throw err;
+  }
 }
 
 function authenticate(ctx: RequestContext, consumer: Consumer, credential: OAuth2Credential, row: TokenRow): void {
@@ -103,7 +118,7 @@ function authenticate(ctx: RequestContext, consumer: Consumer, credential: OAuth
 }
 
 function authenticateAnonymous(ctx: RequestContext, anonymous: string, consumers: ConsumerDirectory): void {
-  const consumer = consumers.find(anonymous);
+  const consumer = consumerByReference(consumers, anonymous);
   if (!consumer) return ctx.error(500, `anonymous consumer ${anonymous} is configured but doesn't exist`);
   ctx.consumer = consumer;
   setConsumerHeaders(ctx, consumer);

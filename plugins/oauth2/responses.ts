@@ -1,5 +1,6 @@
 /** OAuth 2.0 answers as Kong's plugin gives them: JSON bodies, cache headers, `WWW-Authenticate`. */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { LimitError } from './errors.ts';
 import type { OAuth2Config } from './schema.ts';
 
 export interface OAuthError {
@@ -59,4 +60,15 @@ export function requestError(ctx: RequestContext, config: OAuth2Config, repeated
 /** An endpoint's JSON answer with `Cache-Control: no-store` and `Pragma: no-cache`. */
 export function respondNoStore(ctx: RequestContext, status: number, body: object, headers: Record<string, string> = {}): void {
   ctx.respond(status, body, { ...NO_STORE, ...headers });
+}
+
+/** Runs an endpoint, answering a LimitError it throws as an OAuth error (with Retry-After when known). */
+export async function answeringLimits(ctx: RequestContext, endpoint: () => Promise<void>): Promise<void> {
+  try {
+    await endpoint();
+  } catch (err) {
+    if (!(err instanceof LimitError)) throw err;
+    const retryAfter: Record<string, string> = err.retryAfter === undefined ? {} : { 'retry-after': String(err.retryAfter) };
+    respondNoStore(ctx, err.status, oauthError(err.oauthError, err.message), retryAfter);
+  }
 }

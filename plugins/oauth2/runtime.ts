@@ -6,8 +6,9 @@ import { authorizeEndpoint } from './authorize.ts';
 import { CREDENTIALS_ENTITY } from './credential-schema.ts';
 import { CredentialDirectory } from './credentials.ts';
 import { introspectionEndpoint, revocationEndpoint } from './introspection.ts';
-import { issuerOf, issuerPath, MetadataDirectory, metadataDocument, WELL_KNOWN } from './metadata.ts';
+import { issuerOf, issuerPath, MetadataDirectory, metadataDocument, OIDC_WELL_KNOWN, WELL_KNOWN } from './metadata.ts';
 import { protect, type ProtectDeps } from './protect.ts';
+import { answeringLimits } from './responses.ts';
 import { generatedProvisionKeys, type OAuth2Config } from './schema.ts';
 import { alphanumericFrom } from './secret.ts';
 import { tokenEndpoint } from './token-endpoint.ts';
@@ -19,15 +20,16 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
   const credentials = new CredentialDirectory(api.store, api.consumers);
   const tokens = new TokenStore(api.store);
   // Tokens of a removed credential are refused at once (every check looks the credential up); their rows
-  // are deleted in the background, and `close` waits for that before the store closes.
-  const background = new Set<Promise<unknown>>();
+  // and codes are deleted after, and `close` waits for that before the store closes.
+  const cleanups = new Set<Promise<unknown>>();
   credentials.onRemoved = (credentialId) => {
     tokens.forgetCredential(credentialId);
-    const cleanup = tokens
-      .revokeWhere((row) => row.credential === credentialId)
+    const cleanup = tokens.revokeCredential(credentialId);
+    const tracked = cleanup
       .catch((err) => api.log.error({ err }, 'oauth2: deleting the tokens of a removed credential failed'))
-      .finally(() => background.delete(cleanup));
-    background.add(cleanup);
+      .finally(() => cleanups.delete(tracked));
+    cleanups.add(tracked);
+    return cleanup;
   };
   await credentials.load();
   const provisionSecret = await loadProvisionSecret(api.store);
@@ -46,17 +48,20 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
     },
     async access(ctx, config, plugin) {
       const endpoint = endpointOf(ctx.path);
-      if (endpoint === 'token') return tokenEndpoint(ctx, config, plugin, deps);
-      if (endpoint === 'authorize') return authorizeEndpoint(ctx, config, plugin, deps);
-      if (endpoint === 'introspect') return introspectionEndpoint(ctx, config, deps);
-      if (endpoint === 'revoke') return revocationEndpoint(ctx, config, deps);
-      if (isMetadataRequest(ctx)) return answerMetadata(ctx, config);
+      if (endpoint === 'token') return answeringLimits(ctx, () => tokenEndpoint(ctx, config, plugin, deps));
+      if (endpoint === 'authorize') return answeringLimits(ctx, () => authorizeEndpoint(ctx, config, plugin, deps));
+      if (endpoint === 'introspect') return answeringLimits(ctx, () => introspectionEndpoint(ctx, config, deps));
+      if (endpoint === 'revoke') return answeringLimits(ctx, () => revocationEndpoint(ctx, config, deps));
+      if (isWellKnownRequest(ctx, WELL_KNOWN)) return answerMetadata(ctx, config);
+      if (isWellKnownRequest(ctx, OIDC_WELL_KNOWN)) return answerNoOpenIdConfiguration(ctx);
       return protect(ctx, config, deps);
     },
     unmatched: (req) => metadata.answer(req),
     adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers }),
+    consumerDeleted: (consumerId) => credentials.removeOwnedBy(consumerId),
     async close() {
-      await Promise.allSettled([...background]);
+      await Promise.allSettled([...cleanups]);
+      await credentials.close();
     },
   };
 }
@@ -69,12 +74,22 @@ function endpointOf(path: string): 'token' | 'authorize' | 'introspect' | 'revok
   return name === 'token' || name === 'authorize' || name === 'introspect' || name === 'revoke' ? name : undefined;
 }
 
-function isMetadataRequest(ctx: RequestContext): boolean {
-  return (ctx.method === 'GET' || ctx.method === 'HEAD') && ctx.path === issuerPath(ctx.matchedPrefix) + WELL_KNOWN;
+/** A GET of a metadata document at the issuer's path: answered here, never behind the bearer check. */
+function isWellKnownRequest(ctx: RequestContext, document: string): boolean {
+  return (ctx.method === 'GET' || ctx.method === 'HEAD') && ctx.path === issuerPath(ctx.matchedPrefix) + document;
 }
 
 function answerMetadata(ctx: RequestContext, config: OAuth2Config): void {
   ctx.respond(200, metadataDocument(issuerOf(ctx.rawHost, issuerPath(ctx.matchedPrefix)), config));
+}
+
+/**
+ * OIDC clients ask for `openid-configuration` first and turn to RFC 8414 metadata when it is not found;
+ * the bearer check's 401 ("The access token is missing") would end their discovery instead.
+ */
+function answerNoOpenIdConfiguration(ctx: RequestContext): void {
+  const metadata = issuerOf(ctx.rawHost, issuerPath(ctx.matchedPrefix)) + WELL_KNOWN;
+  ctx.error(404, `Not found: no OpenID Connect discovery here; the OAuth 2.0 authorization server metadata (RFC 8414) is at ${metadata}`);
 }
 
 /** A random secret kept in the store: provision keys derived from it survive restarts. */

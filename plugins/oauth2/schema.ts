@@ -1,5 +1,6 @@
 /** The plugin's `config` schema (Kong's kong/plugins/oauth2/schema.lua, same defaults and messages). */
 import type { Issue, RecordSchema } from '../../src/config/schema.ts';
+import { headerValueProblem } from '../../src/pipeline/plugin-api.ts';
 import { randomAlphanumeric } from './secret.ts';
 
 export type PkceMode = 'none' | 'lax' | 'strict';
@@ -36,6 +37,21 @@ function generateProvisionKey(): string {
   return key;
 }
 
+/**
+ * RFC 6749 §3.3 `scope-token` (visible ASCII but `"` and `\`), less `,`: a token's scopes go upstream
+ * comma-joined in X-Authenticated-Scope, where `a,b` would read as two scopes.
+ */
+const SCOPE_TOKEN = /^[\x21\x23-\x2b\x2d-\x5b\x5d-\x7e]+$/;
+
+export function scopeTokenProblem(scope: string): string | undefined {
+  return SCOPE_TOKEN.test(scope) ? undefined : `invalid scope '${scope}': visible ASCII characters only, except '"', '\\' and ','`;
+}
+
+/** RFC 9110 §5.6.2 `token`: what a header name may be made of. */
+function headerNameProblem(name: string): string | undefined {
+  return /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) ? undefined : `invalid header name '${name}'`;
+}
+
 const GRANT_SWITCHES = ['enable_authorization_code', 'enable_implicit_grant', 'enable_client_credentials', 'enable_password_grant'];
 
 function atLeastOneGrantEnabled(config: Record<string, any>): Issue[] {
@@ -53,7 +69,7 @@ function mandatoryScopeNeedsScopes(config: Record<string, any>): Issue[] {
 export const configSchema: RecordSchema = {
   type: 'record',
   fields: {
-    scopes: { type: 'array', elements: { type: 'string' } },
+    scopes: { type: 'array', elements: { type: 'string', custom: scopeTokenProblem } },
     mandatory_scope: { type: 'boolean', default: false, required: true },
     provision_key: { type: 'string', default: generateProvisionKey, required: true, len_min: 1 },
     token_expiration: { type: 'number', default: 7200, required: true, between: [0, 100_000_000] },
@@ -65,11 +81,12 @@ export const configSchema: RecordSchema = {
     accept_http_if_already_terminated: { type: 'boolean', default: false, required: true },
     anonymous: { type: 'string', len_min: 1 },
     global_credentials: { type: 'boolean', default: false, required: true },
-    auth_header_name: { type: 'string', default: 'authorization', len_min: 1 },
+    auth_header_name: { type: 'string', default: 'authorization', len_min: 1, custom: headerNameProblem },
     refresh_token_ttl: { type: 'number', default: 1_209_600, required: true, between: [0, 100_000_000] },
     reuse_refresh_token: { type: 'boolean', default: false, required: true },
     pkce: { type: 'string', default: 'lax', one_of: ['none', 'lax', 'strict'] },
-    realm: { type: 'string' },
+    // Sent in WWW-Authenticate.
+    realm: { type: 'string', custom: headerValueProblem },
   },
   entity_checks: [atLeastOneGrantEnabled, mandatoryScopeNeedsScopes],
 };

@@ -3,10 +3,7 @@
  * (`$pbkdf2-sha512$i=10000,l=32$<salt>$<hash>`, so hashed secrets move between Kong and Tollgate),
  * and the sha256 digests under which tokens, refresh tokens and codes are stored.
  */
-import { createHash, pbkdf2, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto';
-import { promisify } from 'node:util';
-
-const pbkdf2Async = promisify(pbkdf2);
+import { createHash, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto';
 
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 /** 248 = 4 × 62: bytes from 248 up are skipped so that every character is equally likely. */
@@ -60,10 +57,36 @@ function base64NoPad(buf: Buffer): string {
   return buf.toString('base64').replace(/=+$/, '');
 }
 
+/** One PBKDF2 derivation, as a worker thread takes it. */
+export interface Pbkdf2Job {
+  secret: string;
+  salt: Buffer;
+  iterations: number;
+  keyLength: number;
+  digest: string;
+}
+
+/** Runs a derivation somewhere other than the event loop (the plugin's worker pool). */
+export type Derive = (job: Pbkdf2Job) => Promise<Buffer>;
+
 /** Kong's `secret.hash`: PBKDF2-HMAC-SHA512, 10 000 iterations, 32-byte key, PHC string. */
 export function hashSecret(secret: string, salt: Buffer = randomBytes(PBKDF2_SALT_LENGTH)): string {
-  const key = pbkdf2Sync(secret, salt, PBKDF2_ITERATIONS, PBKDF2_KEY_LENGTH, PBKDF2_DIGEST);
-  return `${CURRENT_PREFIX}$${base64NoPad(salt)}$${base64NoPad(key)}`;
+  const job = newHashJob(secret, salt);
+  return formatHash(job, pbkdf2Sync(job.secret, job.salt, job.iterations, job.keyLength, job.digest));
+}
+
+/** `hashSecret` with the derivation done by `derive`. */
+export async function hashSecretAsync(secret: string, derive: Derive): Promise<string> {
+  const job = newHashJob(secret, randomBytes(PBKDF2_SALT_LENGTH));
+  return formatHash(job, await derive(job));
+}
+
+function newHashJob(secret: string, salt: Buffer): Pbkdf2Job {
+  return { secret, salt, iterations: PBKDF2_ITERATIONS, keyLength: PBKDF2_KEY_LENGTH, digest: PBKDF2_DIGEST };
+}
+
+function formatHash(job: Pbkdf2Job, key: Buffer): string {
+  return `${CURRENT_PREFIX}$${base64NoPad(job.salt)}$${base64NoPad(key)}`;
 }
 
 export function isHashedSecret(value: unknown): value is string {
@@ -72,27 +95,30 @@ export function isHashedSecret(value: unknown): value is string {
 
 /** Kong's `secret.verify`: recompute with the hash's own parameters; constant-time comparison. */
 export function verifySecret(secret: string, hash: string): boolean {
-  const phc = parsePhc(hash);
-  if (!phc) return false;
-  return keysEqual(pbkdf2Sync(secret, phc.salt, phc.iterations, phc.keyLength, phc.digest), phc.expected);
+  const check = verificationOf(secret, hash);
+  if (!check) return false;
+  const { job, expected } = check;
+  return keysEqual(pbkdf2Sync(job.secret, job.salt, job.iterations, job.keyLength, job.digest), expected);
 }
 
-interface PhcHash {
-  digest: string;
-  iterations: number;
-  keyLength: number;
-  salt: Buffer;
-  expected: Buffer;
+/** `verifySecret` with the derivation done by `derive`, so that logins never block requests. */
+export async function verifySecretAsync(secret: string, hash: string, derive: Derive): Promise<boolean> {
+  const check = verificationOf(secret, hash);
+  return check !== undefined && keysEqual(await derive(check.job), check.expected);
 }
 
-function parsePhc(hash: string): PhcHash | undefined {
+/** The derivation that checks `secret` against a PHC hash, and the key it must give; undefined for no hash. */
+function verificationOf(secret: string, hash: string): { job: Pbkdf2Job; expected: Buffer } | undefined {
   const m = PHC.exec(hash);
   if (!m) return undefined;
   const iterations = Number(m[2]);
   const keyLength = Number(m[3]);
   // Bounds keep a hostile imported hash from stalling the process.
   if (iterations < 1 || iterations > 1_000_000 || keyLength < 1 || keyLength > 128) return undefined;
-  return { digest: m[1], iterations, keyLength, salt: Buffer.from(m[4], 'base64'), expected: Buffer.from(m[5], 'base64') };
+  return {
+    job: { secret, salt: Buffer.from(m[4], 'base64'), iterations, keyLength, digest: m[1] },
+    expected: Buffer.from(m[5], 'base64'),
+  };
 }
 
 function keysEqual(key: Buffer, expected: Buffer): boolean {
@@ -102,11 +128,4 @@ function keysEqual(key: Buffer, expected: Buffer): boolean {
 /** Kong's `needs_rehash`: hashes of another algorithm/parameters are re-hashed after a successful login. */
 export function needsRehash(hash: string): boolean {
   return !hash.startsWith(CURRENT_PREFIX);
-}
-
-/** `verifySecret` with the key derivation on libuv's thread pool, so logins never block requests. */
-export async function verifySecretAsync(secret: string, hash: string): Promise<boolean> {
-  const phc = parsePhc(hash);
-  if (!phc) return false;
-  return keysEqual(await pbkdf2Async(secret, phc.salt, phc.iterations, phc.keyLength, phc.digest), phc.expected);
 }

@@ -5,12 +5,12 @@
  */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
-import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrieveScope, s256, type EndpointDeps, type Plugin } from './grants.ts';
+import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrieveScope, s256, userIdError, type EndpointDeps, type Plugin } from './grants.ts';
 import { readParams, userIdParam, type Params } from './params.ts';
 import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { safeEqual } from './secret.ts';
-import type { IssuedToken, TokenRow } from './tokens.ts';
+import type { CodeRow, IssuedToken, TokenRow } from './tokens.ts';
 
 /** An error answer: 400, or 401 with a Basic challenge when the client authenticated through the header. */
 export interface Failure extends OAuthError {
@@ -141,6 +141,8 @@ async function clientCredentialsGrant(request: GrantRequest): Promise<Outcome> {
   if (!client) return failWith('invalid_client', 'Invalid client authentication', request.fromHeader);
   // RFC 6749 §4.4: confidential clients only (Kong lets public clients in without any secret).
   if (client.client_type === 'public') return failWith('unauthorized_client', 'The client_credentials grant is only for confidential clients');
+  const badUserId = userIdError(params);
+  if (badUserId) return { failure: badUserId };
   const scope = retrieveScope(params, config);
   if (scope.error) return { failure: scope.error };
   const issued = await issue(request, { scope: scope.scope, authenticatedUserid: userIdParam(params) ?? null, withRefreshToken: false });
@@ -153,6 +155,8 @@ async function passwordGrant(request: GrantRequest): Promise<Outcome> {
   if (!provisionKeyMatches(params, config)) return failWith('invalid_provision_key', 'Invalid provision_key');
   const authenticatedUserid = userIdParam(params);
   if (authenticatedUserid === undefined) return failWith('invalid_authenticated_userid', 'Missing authenticated_userid parameter');
+  const badUserId = userIdError(params);
+  if (badUserId) return { failure: badUserId };
   const scope = retrieveScope(params, config);
   if (scope.error) return { failure: scope.error };
   return { body: tokenResponse(await issue(request, { scope: scope.scope, authenticatedUserid, withRefreshToken: true })) };
@@ -175,34 +179,46 @@ function provisionKeyMatches(params: Params, config: OAuth2Config): boolean {
 /** RFC 7636 §4.1: `code-verifier = 43*128unreserved` (Kong checks only the length). */
 const VERIFIER_CHARACTERS = /^[A-Za-z0-9._~-]*$/;
 
+/**
+ * A code is spent once its own client presents it, whatever the outcome (RFC 6749 §4.1.2: used once;
+ * RFC 9700: limit the attempts on a code), so a wrong PKCE verifier cannot be followed by another guess.
+ * Taking it is the store's atomic read-and-delete: of two concurrent redemptions exactly one wins.
+ */
 async function redeemCode(request: GrantRequest): Promise<Outcome> {
   const { ctx, config, plugin, params, deps } = request;
   const client = request.client!;
   const code = params.code;
   if (typeof code !== 'string' || code === '') return failWith('invalid_request', 'Invalid code');
-  const outcome = await deps.tokens.redeemOnce(code, async (): Promise<Outcome> => {
-    const row = await deps.tokens.findCode(code);
-    const binding = bindingOf(ctx, config);
-    // RFC 6749 §5.2: unknown, used, expired or foreign codes are `invalid_grant` (Kong: invalid_request).
-    if (!row || (binding !== null && row.binding !== binding) || row.credential !== client.id) return failWith('invalid_grant', 'Invalid code');
-    const verifier = params.code_verifier;
-    // A verifier for a code issued without a challenge is refused too (PKCE downgrade, RFC 9700 §2.1.1).
-    const verifierSent = verifier !== undefined && verifier !== null && verifier !== '';
-    if (requiresPkce(config, client, row.challenge_method !== null || verifierSent)) {
-      if (verifier === undefined || verifier === null) return failWith('invalid_request', 'code_verifier is required for PKCE authorization requests');
-      if (typeof verifier !== 'string') return failWith('invalid_request', 'code_verifier is not a string');
-      if (verifier.length < 43 || verifier.length > 128) return failWith('invalid_request', 'code_verifier must be between 43 and 128 characters');
-      if (!VERIFIER_CHARACTERS.test(verifier)) return failWith('invalid_request', 'code_verifier may only contain A-Z, a-z, 0-9, "-", ".", "_" and "~"');
-      if (row.challenge === null || !safeEqual(s256(verifier), row.challenge)) return failWith('invalid_grant', 'Invalid code');
-    }
-    if (config.global_credentials && row.plugin && row.plugin !== plugin.id) return failWith('invalid_grant', 'Invalid code');
-    // RFC 6749 §4.1.3: the code is only good with the redirect URI it was issued for.
-    if (row.redirect_uri !== request.redirectUri) return failWith('invalid_grant', 'Invalid redirect_uri: it must be the one of the authorization request');
-    await deps.tokens.deleteCode(code);
-    const issued = await issue(request, { scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
-    return { body: tokenResponse(issued) };
-  });
-  return outcome ?? failWith('invalid_grant', 'Invalid code');
+  // RFC 6749 §5.2: unknown, used, expired or foreign codes are `invalid_grant` (Kong: invalid_request).
+  // Presented by another client or at another service, the code is left for its own client.
+  const seen = await deps.tokens.findCode(code);
+  const binding = bindingOf(ctx, config);
+  if (!seen || (binding !== null && seen.binding !== binding) || seen.credential !== client.id) return failWith('invalid_grant', 'Invalid code');
+  const row = await deps.tokens.takeCode(code);
+  if (!row) return failWith('invalid_grant', 'Invalid code');
+  const refusal = checkCodeRedemption(request, row);
+  if (refusal) return refusal;
+  const issued = await issue(request, { scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
+  return { body: tokenResponse(issued) };
+}
+
+/** PKCE, the issuing plugin and the redirect URI of a code its client presented; a refusal, or undefined. */
+function checkCodeRedemption(request: GrantRequest, row: CodeRow): Refusal | undefined {
+  const { config, plugin, params } = request;
+  const verifier = params.code_verifier;
+  // A verifier for a code issued without a challenge is refused too (PKCE downgrade, RFC 9700 §2.1.1).
+  const verifierSent = verifier !== undefined && verifier !== null && verifier !== '';
+  if (requiresPkce(config, request.client!, row.challenge_method !== null || verifierSent)) {
+    if (verifier === undefined || verifier === null) return failWith('invalid_request', 'code_verifier is required for PKCE authorization requests');
+    if (typeof verifier !== 'string') return failWith('invalid_request', 'code_verifier is not a string');
+    if (verifier.length < 43 || verifier.length > 128) return failWith('invalid_request', 'code_verifier must be between 43 and 128 characters');
+    if (!VERIFIER_CHARACTERS.test(verifier)) return failWith('invalid_request', 'code_verifier may only contain A-Z, a-z, 0-9, "-", ".", "_" and "~"');
+    if (row.challenge === null || !safeEqual(s256(verifier), row.challenge)) return failWith('invalid_grant', 'Invalid code');
+  }
+  if (config.global_credentials && row.plugin && row.plugin !== plugin.id) return failWith('invalid_grant', 'Invalid code');
+  // RFC 6749 §4.1.3: the code is only good with the redirect URI it was issued for.
+  if (row.redirect_uri !== request.redirectUri) return failWith('invalid_grant', 'Invalid redirect_uri: it must be the one of the authorization request');
+  return undefined;
 }
 
 async function refreshToken(request: GrantRequest): Promise<Outcome> {

@@ -3,7 +3,8 @@
  *   acc:<digest(access token)>  → token row (JSON)
  *   ref:<digest(refresh token)> → access digest
  *   tid:<token id>              → access digest
- *   code:<digest(code)>         → code row (JSON), 5 minutes, single use
+ *   code:<digest(code)>         → code row (JSON), 5 minutes, single use: written and taken only through
+ *                                 the store's compare-and-set (commitIf), so one redemption wins cluster-wide
  * every key of a token with the row's TTL, so the store's sweeper removes them together.
  *
  * Validation on protected requests reads through two LRU caches (found rows, and digests known not to
@@ -12,7 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
+import { putIfAbsent, take, type BatchOp, type Store } from '../../src/pipeline/plugin-api.ts';
 import { randomToken, tokenDigest } from './secret.ts';
 
 export interface TokenRow {
@@ -79,7 +80,7 @@ export class TokenStore {
   private readonly found = new LRUCache<string, TokenRow>({ max: CACHE_SIZE });
   private readonly missing = new LRUCache<string, true>({ max: CACHE_SIZE, ttl: NEGATIVE_TTL_MS });
   private readonly pending = new Map<string, Promise<TokenRow | undefined>>();
-  /** Codes and refresh tokens being redeemed right now: a concurrent second use fails. */
+  /** Refresh tokens being redeemed right now: a concurrent second use fails. */
   private readonly redeeming = new Set<string>();
 
   constructor(private readonly store: Store) {}
@@ -196,18 +197,33 @@ export class TokenStore {
 
   async saveCode(code: CodeRow): Promise<string> {
     const value = randomToken();
-    await this.store.put('code:' + tokenDigest(value), JSON.stringify(code), { ttlMs: CODE_TTL_MS });
+    // Not synced: a code lost in a crash only sends its user through the authorization again.
+    await putIfAbsent(this.store, codeKey(value), JSON.stringify(code), { ttlMs: CODE_TTL_MS, sync: false });
     return value;
   }
 
   async findCode(code: string): Promise<CodeRow | undefined> {
-    const value = await this.store.get('code:' + tokenDigest(code));
+    const value = await this.store.get(codeKey(code));
     return value === undefined ? undefined : (JSON.parse(value) as CodeRow);
   }
 
+  /** Reads and deletes a code in one step: of several concurrent redemptions exactly one gets the row. */
+  async takeCode(code: string): Promise<CodeRow | undefined> {
+    const value = await take(this.store, codeKey(code));
+    return value === undefined ? undefined : (JSON.parse(value) as CodeRow);
+  }
+
+  /** Ends everything issued to a credential: its tokens (and their refresh tokens) and its codes. */
+  async revokeCredential(credentialId: string): Promise<void> {
+    await this.revokeWhere((row) => row.credential === credentialId);
+    for await (const [key, value] of this.store.scan({ prefix: 'code:' })) {
+      if ((JSON.parse(value) as CodeRow).credential === credentialId) await take(this.store, key);
+    }
+  }
+
   /**
-   * Runs `use` while holding `secret` (a code or refresh token) exclusively: a concurrent redemption of
-   * the same value gets `undefined` instead of running, so each is redeemed at most once.
+   * Runs `use` while holding a refresh token exclusively: a concurrent redemption of the same value gets
+   * `undefined` instead of running, so each is redeemed at most once (in this process).
    */
   async redeemOnce<T>(secret: string, use: () => Promise<T>): Promise<T | undefined> {
     const key = tokenDigest(secret);
@@ -218,10 +234,6 @@ export class TokenStore {
     } finally {
       this.redeeming.delete(key);
     }
-  }
-
-  async deleteCode(code: string): Promise<void> {
-    await this.store.del('code:' + tokenDigest(code), { sync: true });
   }
 
   /** Drops a digest from both caches (the row changed or is gone). */
@@ -266,6 +278,10 @@ export class TokenStore {
     this.missing.delete(row.access_digest);
     this.found.set(row.access_digest, row);
   }
+}
+
+function codeKey(code: string): string {
+  return 'code:' + tokenDigest(code);
 }
 
 /**

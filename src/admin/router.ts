@@ -1,7 +1,10 @@
 /** The admin API's HTTP plumbing: path patterns, body parsing, JSON replies, typed errors. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../log.ts';
 import { readWhole } from '../pipeline/context.ts';
 import { HttpError, type AdminMethod, type AdminReply, type AdminRequest, type AdminRoute } from '../pipeline/plugin-api.ts';
+import { MESSAGES } from '../proxy/respond.ts';
+import { browserRefusal, type AdminListenerFacts } from './browser-guard.ts';
 
 /** Kong caps the admin API's bodies at 10m; configuration-sized bodies do not belong here anyway. */
 const MAX_ADMIN_BODY = 1024 * 1024;
@@ -29,25 +32,39 @@ function compile(route: AdminRoute): CompiledRoute {
 export class AdminRouter {
   private readonly routes: CompiledRoute[];
 
-  constructor(routes: AdminRoute[]) {
+  constructor(
+    routes: AdminRoute[],
+    private readonly log: Logger,
+  ) {
     this.routes = routes.map(compile);
   }
 
-  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://admin');
+  /** Answers the request whatever happens (never rejects): a handler's failure is its 500, not the process's. */
+  async handle(req: IncomingMessage, res: ServerResponse, listener: AdminListenerFacts): Promise<void> {
+    let reply: AdminReply;
     try {
-      const reply = await this.dispatch(req, url);
+      reply = await this.dispatch(req, listener);
+    } catch (err) {
+      if (!(err instanceof HttpError)) this.log.error({ err, method: req.method, url: req.url }, 'admin request failed');
+      reply = err instanceof HttpError ? { status: err.status, body: { message: err.message }, headers: err.headers } : { status: 500, body: { message: MESSAGES.unexpected } };
+    }
+    try {
       send(res, reply);
     } catch (err) {
-      if (err instanceof HttpError) send(res, { status: err.status, body: { message: err.message }, headers: err.headers });
-      else send(res, { status: 500, body: { message: 'An unexpected error occurred' } });
-      if (!(err instanceof HttpError)) console.error(err);
+      // A reply Node refuses to write (e.g. a header value with a line break from a handler).
+      this.log.error({ err, method: req.method, url: req.url }, 'admin reply could not be written');
+      if (res.headersSent) res.destroy();
+      else send(res, { status: 500, body: { message: MESSAGES.unexpected } });
     }
   }
 
-  private async dispatch(req: IncomingMessage, url: URL): Promise<AdminReply> {
+  private async dispatch(req: IncomingMessage, listener: AdminListenerFacts): Promise<AdminReply> {
+    const refusal = browserRefusal(req, listener);
+    if (refusal) throw refusal;
     let path: string;
+    let url: URL;
     try {
+      url = new URL(req.url ?? '/', 'http://admin');
       path = decodeURI(url.pathname);
     } catch {
       throw new HttpError(400, 'invalid path');
@@ -67,15 +84,27 @@ export class AdminRouter {
   }
 }
 
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json$/;
+const FORM_TYPE = 'application/x-www-form-urlencoded';
+
+/**
+ * JSON, or a form (curl -d; the browser guard has refused foreign origins already). Any other type is
+ * refused before the body is read: reading text/plain as JSON is what let a page forge admin calls.
+ */
 async function parseBody(req: IncomingMessage): Promise<Record<string, any>> {
   if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'DELETE') {
     req.resume();
     return {};
   }
+  const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  const declaresBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
+  if (declaresBody && type !== FORM_TYPE && !JSON_TYPE.test(type)) {
+    req.resume();
+    throw new HttpError(415, `Unsupported Media Type: send application/json (or ${FORM_TYPE})`);
+  }
   const raw = await readWhole(req, MAX_ADMIN_BODY);
   if (raw.length === 0) return {};
-  const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
-  if (type === 'application/x-www-form-urlencoded') {
+  if (type === FORM_TYPE) {
     const body: Record<string, any> = {};
     for (const [k, v] of new URLSearchParams(raw.toString('utf8'))) {
       // Kong's form convention: repeated keys and `key[]` make arrays.

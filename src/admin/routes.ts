@@ -1,7 +1,8 @@
 /** The core's admin endpoints, in Kong's shapes (reference/gateway-core.md §6). */
 import { hostname } from 'node:os';
-import type { Consumers } from '../consumers.ts';
+import { consumerByReference, type Consumers } from '../consumers.ts';
 import type { PluginRegistry } from '../config/load.ts';
+import { consoleRoutes } from '../console/routes.ts';
 import type { Metrics } from '../metrics.ts';
 import { HttpError, type AdminReply, type AdminRequest, type AdminRoute, type PluginRuntime } from '../pipeline/plugin-api.ts';
 import type { Snapshot } from '../runtime.ts';
@@ -50,7 +51,7 @@ export function page<T>(items: T[], req: AdminRequest, path: string): AdminReply
   return { status: 200, body: { data, next: offset ? `${path}?offset=${offset}&size=${size}` : null, ...(offset ? { offset } : {}) } };
 }
 
-function byIdOrName<T extends { id: string }>(items: T[], key: string, nameField: keyof T): T {
+export function byIdOrName<T extends { id: string }>(items: T[], key: string, nameField: keyof T): T {
   const found = items.find((x) => x.id === key || x[nameField] === key);
   if (!found) throw new HttpError(404, 'Not found');
   return found;
@@ -63,7 +64,7 @@ const UNSUPPORTED_OPERATION = { POST: 'create', PUT: 'create or update', PATCH: 
  * 405 for a write to entities that only gateway.yaml declares, with Kong's DB-less error (code 12,
  * `cannot create 'services' entities when not using a database`), which tools written for Kong recognise.
  */
-function dbLessWrite(entity: string, method: keyof typeof UNSUPPORTED_OPERATION): AdminRoute['handler'] {
+export function dbLessWrite(entity: string, method: keyof typeof UNSUPPORTED_OPERATION): AdminRoute['handler'] {
   return operationUnsupported(`cannot ${UNSUPPORTED_OPERATION[method]} '${entity}' entities when not using a database`);
 }
 
@@ -89,6 +90,8 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
         return { status: 200, body: { message: 'ready' } };
       },
     },
+    // The counters are this process's since it started: `pid` tells a reader when they are another's.
+    { method: 'GET', path: '/status/traffic', handler: () => ({ status: 200, body: { pid: process.pid, ...state.metrics.requestCounts() } }) },
     {
       method: 'GET',
       path: '/metrics',
@@ -122,7 +125,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       method: 'GET',
       path: '/consumers/:id',
       handler: (req) => {
-        const consumer = state.consumers.find(req.params.id);
+        const consumer = consumerByReference(state.consumers, req.params.id);
         if (!consumer) throw new HttpError(404, 'Not found');
         return { status: 200, body: consumer };
       },
@@ -140,7 +143,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       method: 'DELETE',
       path: '/consumers/:id',
       handler: async (req) => {
-        const consumer = state.consumers.find(req.params.id);
+        const consumer = consumerByReference(state.consumers, req.params.id);
         if (!consumer) return { status: 204 };
         if (state.consumers.isDeclared(consumer.id)) return declaredConsumer(req);
         for (const runtime of state.runtimes.values()) await runtime.consumerDeleted?.(consumer.id);
@@ -154,6 +157,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
   }
   for (const method of ['PUT', 'PATCH'] as const) routes.push({ method, path: '/consumers/:id', handler: consumerUpdate });
+  routes.push(...consoleRoutes());
   return routes;
 }
 

@@ -1,13 +1,40 @@
 /** Schemas of the core entities and of the `gateway:` block, with Kong's defaults and messages. */
 import { availableParallelism } from 'node:os';
-import { validateServiceHost, validateSni } from './hostnames.ts';
+import { isCidr, validateServiceHost, validateSni } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
 import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema } from './schema.ts';
 
 const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };
-const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
+export const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
+/** `created_at` / `updated_at` of a file exported from a Kong database: accepted, then ignored. */
+export const TIMESTAMP: FieldSchema = { type: 'number' };
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
+/** The fields every Kong entity has: its id, and the timestamps a database export carries. */
+export const ENTITY_KEYS: Record<string, FieldSchema> = { id: ID, created_at: TIMESTAMP, updated_at: TIMESTAMP };
+
+/**
+ * Kong's admin rule for `/{entity}/{id or endpoint key}` (kong/api/endpoints.lua): a UUID-shaped key
+ * names an id, and only an id; anything else names the endpoint key (username, client_id, ...).
+ */
+export function isUuid(key: string): boolean {
+  return UUID_RE.test(key);
+}
+
+/** RFC 9110 §5.5 field content that Node sends as it is: no controls, nothing above U+00FF, no outer whitespace. */
+const HEADER_VALUE = /^[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?$/;
+
+/**
+ * Why a value the gateway will send upstream as a header (a consumer's username, a token's user id or
+ * scope) cannot be one, or undefined when it can. Refused where it is set, not where it is used: a value
+ * with CR/LF would fail every request it is sent on, and one with outer whitespace would reach the
+ * upstream trimmed, as another identity.
+ */
+export function headerValueProblem(value: string): string | undefined {
+  return HEADER_VALUE.test(value)
+    ? undefined
+    : 'must be usable as an HTTP header value: no control characters, no characters above U+00FF, no leading or trailing whitespace';
+}
 /** Kong's utf8 name: alphanumerics and `.-_~` in the ASCII range, any character beyond it. */
 const NAME: FieldSchema = {
   type: 'string',
@@ -21,13 +48,17 @@ function checkServicePath(path: string): string | undefined {
   return checkPathCharacters(path);
 }
 
-export const SERVICE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;
-export const ROUTE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;
+/** Kong's stream protocols: a Kong export may hold them; they are accepted and not proxied. */
+export const STREAM_PROTOCOLS = ['tcp', 'tls', 'udp', 'tls_passthrough'] as const;
+export const SERVICE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss', ...STREAM_PROTOCOLS] as const;
+export const ROUTE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss', ...STREAM_PROTOCOLS] as const;
+/** Upstream TLS settings apply to these service protocols (Kong: https and tls; here also grpcs and wss). */
+const TLS_SERVICE_PROTOCOLS = ['https', 'grpcs', 'wss', 'tls'];
 
 export const serviceSchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: ID,
+    ...ENTITY_KEYS,
     name: NAME,
     url: { type: 'string' },
     protocol: { type: 'string', one_of: SERVICE_PROTOCOLS, default: 'http' },
@@ -40,6 +71,8 @@ export const serviceSchema: RecordSchema = {
     read_timeout: TIMEOUT,
     tls_verify: { type: 'boolean' },
     tls_verify_depth: { type: 'integer', between: [0, 64] },
+    ca_certificates: { type: 'array', elements: ID },
+    client_certificate: { type: 'any' },
     enabled: { type: 'boolean', default: true },
     tags: TAGS,
   },
@@ -50,14 +83,14 @@ export const serviceSchema: RecordSchema = {
 function checkServiceProtocolFields(s: Record<string, any>): Issue[] {
   const issues: Issue[] = [];
   const mustBeNull = (field: string) => issues.push({ path: [field], message: 'value must be null' });
-  if ((s.protocol === 'grpc' || s.protocol === 'grpcs') && s.path != null) mustBeNull('path');
-  if (!['https', 'grpcs', 'wss'].includes(s.protocol)) {
-    for (const field of ['tls_verify', 'tls_verify_depth']) if (s[field] != null) mustBeNull(field);
+  if (['grpc', 'grpcs', ...STREAM_PROTOCOLS].includes(s.protocol) && s.path != null) mustBeNull('path');
+  if (!TLS_SERVICE_PROTOCOLS.includes(s.protocol)) {
+    for (const field of ['tls_verify', 'tls_verify_depth', 'ca_certificates', 'client_certificate']) if (s[field] != null) mustBeNull(field);
   }
   return issues;
 }
 
-const protocolGroups = [['http', 'https'], ['grpc', 'grpcs'], ['ws', 'wss']];
+const protocolGroups = [['http', 'https'], ['grpc', 'grpcs'], ['ws', 'wss'], ['tcp', 'tls', 'udp'], ['tls_passthrough']];
 
 function checkProtocolGroups(protocols: string[]): Issue[] {
   const used = protocolGroups.filter((g) => g.some((p) => protocols.includes(p)));
@@ -70,8 +103,26 @@ function present(v: unknown): boolean {
   return v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(typeof v === 'object' && !Array.isArray(v) && Object.keys(v as object).length === 0);
 }
 
+export function isStreamRoute(protocols: readonly string[]): boolean {
+  return protocols.some((p) => (STREAM_PROTOCOLS as readonly string[]).includes(p));
+}
+
+/** Kong's stream route rules: at least one of sources, destinations, snis; tls_passthrough needs snis. */
+function checkStreamRouteFields(r: Record<string, any>): Issue[] {
+  const issues: Issue[] = [];
+  for (const field of ['methods', 'hosts', 'paths', 'headers']) {
+    if (present(r[field])) issues.push({ path: [field], message: `cannot set '${field}' when 'protocols' is 'tcp', 'tls', 'tls_passthrough' or 'udp'` });
+  }
+  if (r.protocols.includes('tls_passthrough') && !present(r.snis)) issues.push({ path: [], message: "must set snis when 'protocols' is 'tls_passthrough'" });
+  else if (!['sources', 'destinations', 'snis'].some((f) => present(r[f]))) {
+    issues.push({ path: [], message: "must set one of 'sources', 'destinations', 'snis' when 'protocols' is 'tcp', 'tls' or 'udp'" });
+  }
+  return issues;
+}
+
 function checkRouteFields(r: Record<string, any>): Issue[] {
   const protocols: string[] = r.protocols;
+  if (isStreamRoute(protocols)) return checkStreamRouteFields(r);
   const isGrpc = protocols.some((p) => p === 'grpc' || p === 'grpcs');
   const tls = protocols.some((p) => p === 'https' || p === 'grpcs' || p === 'wss');
   const issues: Issue[] = [];
@@ -86,6 +137,9 @@ function checkRouteFields(r: Record<string, any>): Issue[] {
     const proto = protocols.includes('https') ? 'https' : protocols.includes('grpcs') ? 'grpcs' : protocols.includes('wss') ? 'wss' : protocols[0];
     issues.push({ path: [], message: `must set one of ${fields.map((f) => `'${f}'`).join(', ')} when 'protocols' is '${proto}'` });
   }
+  for (const field of ['sources', 'destinations']) {
+    if (present(r[field])) issues.push({ path: [field], message: `cannot set '${field}' when 'protocols' is '${protocols.join("', '")}'` });
+  }
   if (r.headers && Object.keys(r.headers).some((h) => h.toLowerCase() === 'host')) {
     issues.push({ path: ['headers'], message: "cannot contain 'host' header, which must be specified in the 'hosts' attribute" });
   }
@@ -94,11 +148,21 @@ function checkRouteFields(r: Record<string, any>): Issue[] {
 
 type Check = (value: string) => string | undefined;
 
+/** A stream route's `sources` / `destinations` entry: an address or CIDR range, and/or a port. */
+const ENDPOINT: FieldSchema = {
+  type: 'record',
+  fields: {
+    ip: { type: 'string', custom: (ip) => (isCidr(ip) ? undefined : `invalid ip or cidr range: '${ip}'`) },
+    port: { type: 'integer', between: [0, 65535] },
+  },
+  entity_checks: [atLeastOneOf(['ip', 'port'])],
+};
+
 export function routeSchema(validatePath: Check, validateHost: Check, validateHeaderValue: Check): RecordSchema {
   return {
     type: 'record',
     fields: {
-      id: ID,
+      ...ENTITY_KEYS,
       name: NAME,
       protocols: { type: 'set', elements: { type: 'string', one_of: ROUTE_PROTOCOLS }, len_min: 1, default: ['http', 'https'] },
       methods: { type: 'set', elements: { type: 'string', len_min: 1, match: /^[A-Z]+$/ } },
@@ -106,6 +170,8 @@ export function routeSchema(validatePath: Check, validateHost: Check, validateHe
       paths: { type: 'array', elements: { type: 'string', len_min: 1, custom: validatePath } },
       headers: { type: 'map', values: { type: 'array', elements: { type: 'string', len_min: 1, custom: validateHeaderValue }, len_min: 1 } },
       snis: { type: 'set', elements: { type: 'string', len_min: 1, custom: validateSni } },
+      sources: { type: 'set', elements: ENDPOINT },
+      destinations: { type: 'set', elements: ENDPOINT },
       strip_path: { type: 'boolean' },
       preserve_host: { type: 'boolean', default: false },
       regex_priority: { type: 'integer', default: 0 },
@@ -123,9 +189,10 @@ export function routeSchema(validatePath: Check, validateHost: Check, validateHe
 export const consumerSchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: ID,
-    username: { type: 'string', len_min: 1 },
-    custom_id: { type: 'string', len_min: 1 },
+    ...ENTITY_KEYS,
+    // Both are sent upstream as X-Consumer-Username and X-Consumer-Custom-ID.
+    username: { type: 'string', len_min: 1, custom: headerValueProblem },
+    custom_id: { type: 'string', len_min: 1, custom: headerValueProblem },
     tags: TAGS,
   },
   entity_checks: [atLeastOneOf(['custom_id', 'username'])],
@@ -134,7 +201,7 @@ export const consumerSchema: RecordSchema = {
 export const pluginEntitySchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: ID,
+    ...ENTITY_KEYS,
     name: { type: 'string', required: true },
     instance_name: NAME,
     enabled: { type: 'boolean', default: true },
@@ -192,6 +259,7 @@ export const nodeSettingsSchema: RecordSchema = {
     // One process until every bundled plugin keeps its state correct across processes; then 'auto'.
     worker_processes: { type: 'any', custom: checkWorkerProcesses, default: 1 },
     db_update_frequency: { type: 'number', between: [0.05, 3600], default: 1 },
+    plugins: { type: 'array', elements: { type: 'string', len_min: 1 }, default: ['bundled'] },
   },
   entity_checks: [
     (g) =>

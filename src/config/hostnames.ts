@@ -1,8 +1,11 @@
 /**
- * Host names and addresses in the config, checked as Kong's `normalize_ip` does (kong/tools/ip.lua):
- * an IPv4 or IPv6 address, or a name of letters, digits, `-`, `.` and `_`, each with an optional port.
- * The validators return Kong's message for each field (service `host`, route `hosts`, route `snis`).
+ * Host names and addresses: the one place they are split from their port and put in the form they are
+ * compared in (request Host, `:authority`, absolute-form authority, SNI, route `hosts` and `snis`), and
+ * the config's checks as Kong's `normalize_ip` does them (kong/tools/ip.lua): an IPv4 or IPv6 address,
+ * or a name of letters, digits, `-`, `.` and `_`, each with an optional port. The validators return
+ * Kong's message for each field (service `host`, route `hosts`, route `snis`).
  */
+import { isIP } from 'node:net';
 
 export interface HostAddress {
   type: 'ipv4' | 'ipv6' | 'name';
@@ -14,6 +17,49 @@ const IPV4 = /^(\d+)\.(\d+)\.(\d+)\.(\d+)(?::(\d+))?$/;
 const BRACKETED_IPV6 = /^\[([^\]]*)\](?::(\d*))?$/;
 const NAME_CHARS = /^[A-Za-z0-9\-._]+$/;
 const MAX_PORT = 65535;
+/**
+ * What a request's host may be (RFC 3986 §3.2.2 reg-name or IP-literal, then an optional port): anything
+ * else (`/`, `@` userinfo, spaces, controls) is not a host, and nginx answers 400 to it as Kong's front.
+ */
+const REQUEST_HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::\d*)?$/;
+
+export interface HostAndPort {
+  name: string;
+  /** -1 when absent (or empty), NaN when not digits. */
+  port: number;
+}
+
+/** Splits `name[:port]`, an IPv6 address in brackets. */
+export function splitHostPort(host: string): HostAndPort {
+  const colon = host.lastIndexOf(':');
+  if (colon === -1 || (host.startsWith('[') && host.lastIndexOf(']') > colon)) return { name: host, port: -1 };
+  const portText = host.slice(colon + 1);
+  const port = portText === '' ? -1 : /^\d+$/.test(portText) ? Number(portText) : NaN;
+  return { name: host.slice(0, colon), port };
+}
+
+/**
+ * The form names are compared in: lowercase (DNS names are case-insensitive, RFC 4343), and without the
+ * trailing dot of a fully qualified name: `secure.example.` is `secure.example`, as DNS resolves it and
+ * nginx's `$host` and TLS SNI (RFC 6066 §3) carry it.
+ */
+export function canonicalName(name: string): string {
+  const lower = name.toLowerCase();
+  return lower.endsWith('.') ? lower.slice(0, -1) : lower;
+}
+
+/**
+ * A request's Host (or `:authority`, or absolute-form authority) split and in canonical form, or null when
+ * it is not a host: characters a host cannot have, an empty label (`a..b`), a non-numeric port (nginx's
+ * `ngx_http_validate_host` refuses the same). '' (no Host, HTTP/1.0) is no name and no port.
+ */
+export function parseRequestHost(raw: string): HostAndPort | null {
+  if (raw === '') return { name: '', port: -1 };
+  if (!REQUEST_HOST.test(raw) || raw.includes('..')) return null;
+  const { name, port } = splitHostPort(raw);
+  const canonical = canonicalName(name);
+  return canonical === '' ? null : { name: canonical, port };
+}
 
 /** Kong's `hostname_type`: two colons or more is IPv6, digits and dots (port aside) IPv4, anything else a name. */
 function addressType(address: string): HostAddress['type'] {
@@ -89,4 +135,12 @@ export function validateSni(sni: string): string | undefined {
   if (typeof parsed === 'string') return `invalid value: ${sni}`;
   if (parsed.type !== 'name') return 'must not be an IP';
   return parsed.port === -1 ? undefined : 'must not have a port';
+}
+
+/** An IPv4/IPv6 address, optionally with a prefix length its family allows. */
+export function isCidr(text: string): boolean {
+  const [address, bits, extra] = text.split('/');
+  const family = isIP(address);
+  if (family === 0 || extra !== undefined) return false;
+  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
 }

@@ -5,23 +5,34 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { didYouMean } from '../did-you-mean.ts';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
+import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
-import { consumerSchema, ID, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema, workerCount } from './entities.ts';
+import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
+import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
+import { isCidr } from './hostnames.ts';
+import { consumerSchema, ID, isStreamRoute, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema, workerCount } from './entities.ts';
 import { parseListenList } from './listen.ts';
-import { isPlainObject, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
+import { enabledPlugins } from './plugin-setting.ts';
+import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
+import { buildBalancing } from './upstream-builder.ts';
 
 /** Kong's namespace for declarative ids. */
 const ID_NAMESPACE = 'fd02801f-0957-4a15-a55a-c8d9606f30b5';
 const FORMAT_VERSIONS = ['1.1', '2.1', '3.0'];
 /** Before 3.0 a path with any other character was a regex (Kong's route_path migration). */
 const LEGACY_PLAIN_PATH = /^[a-zA-Z0-9.\-_~/%]*$/;
-const CORE_KEYS = new Set(['_format_version', '_transform', '_comment', '_ignore', 'gateway', 'services', 'routes', 'consumers', 'plugins']);
+const CORE_KEYS = new Set([
+  '_format_version', '_transform', '_comment', '_ignore', 'gateway', 'services', 'routes', 'consumers', 'plugins',
+  'upstreams', 'targets', 'certificates', 'snis', 'ca_certificates',
+  // Kong's own settings (the cluster id) in a file exported from its database: nothing to apply here.
+  'parameters',
+]);
 
 export type PluginRegistry = ReadonlyMap<string, PluginDefinition>;
 
@@ -59,7 +70,7 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
       ok: false,
       errors: doc.errors.map((e) => {
         const pos = lines.linePos(e.pos[0]);
-        return new ConfigError(shownName, pos.line, pos.col, '', `YAML: ${e.message.split('\n')[0]}`);
+        return new ConfigError(shownName, pos.line, pos.col, formatPath(pathAt(doc, e.pos[0])), `YAML: ${e.message.split('\n')[0]}`);
       }),
     };
   }
@@ -79,15 +90,8 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
   }
   config.file = absolute;
   config.hash = createHash('md5').update(text).digest('hex');
+  config.warnings = builder.warnings.map((w) => String(toConfigError(w, doc, lines, shownName)));
   return { ok: true, config };
-}
-
-/** An IPv4/IPv6 address, optionally with a prefix length its family allows. */
-function isCidr(text: string): boolean {
-  const [address, bits, extra] = text.split('/');
-  const family = isIP(address);
-  if (family === 0 || extra !== undefined) return false;
-  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
 }
 
 /** Kong's migration of 1.1/2.1 paths: regex-looking ones get the `~` prefix, plain ones are normalized. */
@@ -126,16 +130,48 @@ function locate(doc: Document, path: Path, pointAtKey: boolean): number {
   return offset;
 }
 
+/** The path of the deepest map entry or sequence item whose source holds `offset` (a YAML error's position). */
+function pathAt(doc: Document, offset: number): Path {
+  const path: Path = [];
+  const holds = (node: unknown) => {
+    const range = (node as { range?: number[] } | null)?.range;
+    return range !== undefined && range[0] <= offset && offset < range[2];
+  };
+  let node: unknown = doc.contents;
+  for (;;) {
+    if (isMap(node)) {
+      // A duplicate key is reported at the key: the entry whose key or value holds the offset.
+      const pair = node.items.find((p) => holds(p.key) || holds(p.value));
+      if (!pair) break;
+      path.push(isScalar(pair.key) ? String(pair.key.value) : String(pair.key));
+      node = holds(pair.key) ? undefined : pair.value;
+    } else if (isSeq(node)) {
+      const index = node.items.findIndex(holds);
+      if (index === -1) break;
+      path.push(index);
+      node = node.items[index];
+    } else break;
+  }
+  return path;
+}
+
 function toConfigError(issue: Issue, doc: Document, lines: LineCounter, file: string): ConfigError {
-  const pos = lines.linePos(locate(doc, issue.path, issue.message === 'unknown field'));
+  const pos = lines.linePos(locate(doc, issue.path, isAboutKey(issue)));
   return new ConfigError(file, pos.line, pos.col, formatPath(issue.path), issue.message);
 }
 
-/** A reference to a parent: a name/endpoint key, an id, or `{id}` / `{name}`. */
-function refKey(ref: unknown): string | undefined {
-  if (typeof ref === 'string') return ref;
-  if (isPlainObject(ref)) return (ref.id ?? ref.name ?? ref.username) as string | undefined;
-  return undefined;
+type Referable = { id: string; name?: string | null; username?: string | null };
+
+/**
+ * The entry a reference names, looking at one field only: `{id}` the id, `{name}`/`{username}` that name,
+ * a plain string the id when UUID-shaped and the name otherwise (Kong's endpoint-key rule). Never both,
+ * or an entry named like another's id would stand in for it.
+ */
+function findReferenced<T extends Referable>(pool: T[], ref: unknown): T | undefined {
+  const byName = (name: unknown) => pool.find((x) => (x.name ?? x.username) === name);
+  if (typeof ref === 'string') return isUuid(ref) ? pool.find((x) => x.id === ref) : byName(ref);
+  if (!isPlainObject(ref)) return undefined;
+  return ref.id !== undefined ? pool.find((x) => x.id === ref.id) : byName(ref.name ?? ref.username);
 }
 
 interface PendingPlugin {
@@ -146,8 +182,9 @@ interface PendingPlugin {
   consumer: string | null;
 }
 
-class ConfigBuilder {
+class ConfigBuilder implements BuildContext {
   readonly issues: Issue[] = [];
+  readonly warnings: Issue[] = [];
   private readonly services: Service[] = [];
   private readonly routes: Route[] = [];
   private readonly consumers: Consumer[] = [];
@@ -155,6 +192,11 @@ class ConfigBuilder {
   private readonly entities: Record<string, Record<string, any>[]> = {};
   private readonly routeSchema: RecordSchema = routeSchema(validateRoutePath, validateRouteHost, validateRouteHeaderValue);
   private readonly entityDefs = new Map<string, EntityDefinition>();
+  /** The plugins the `plugins` setting enables (all of the registry by default). */
+  private enabled: PluginRegistry = new Map();
+  private tls: TlsEntities = { certificates: [], snis: [], ca_certificates: [] };
+  /** Stream routes: validated, not proxied; plugins on them are left out too. */
+  private readonly streamRoutes: { id: string; name: string | null }[] = [];
   private order = 0;
   /** `_format_version` 1.1 or 2.1: route paths are migrated as Kong does on import. */
   private legacyPaths = false;
@@ -162,29 +204,37 @@ class ConfigBuilder {
   constructor(
     private readonly registry: PluginRegistry,
     private readonly baseDir: string,
-  ) {
-    for (const plugin of registry.values()) for (const def of plugin.entities ?? []) this.entityDefs.set(def.name, def);
-  }
+  ) {}
 
-  private issue(path: Path, message: string): void {
+  issue(path: Path, message: string): void {
     this.issues.push({ path, message });
   }
 
+  warn(path: Path, message: string): void {
+    this.warnings.push({ path, message });
+  }
+
   build(raw: unknown): GatewayConfig {
-    const empty: GatewayConfig = { file: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {} };
+    const empty: GatewayConfig = {
+      file: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {},
+      upstreams: [], targets: [], certificates: [], snis: [], ca_certificates: [], warnings: [],
+    };
     if (!isPlainObject(raw)) {
       this.issue([], 'failed parsing declarative configuration: expected an object');
       return empty;
     }
+    const gateway = this.buildGateway(raw.gateway);
+    this.enabled = enabledPlugins(this.registry, gateway.plugins, (i, message) => this.issue(['gateway', 'plugins', i], message));
+    for (const plugin of this.enabled.values()) for (const def of plugin.entities ?? []) this.entityDefs.set(def.name, def);
     for (const key of Object.keys(raw)) {
-      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issue([key], 'unknown field');
+      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issues.push(unknownField([key], [...CORE_KEYS, ...this.entityDefs.keys()]));
     }
     if (raw._format_version === undefined) this.issue(['_format_version'], 'required field missing');
     else if (typeof raw._format_version !== 'string') this.issue(['_format_version'], 'expected a string');
     else if (!FORMAT_VERSIONS.includes(raw._format_version)) this.issue(['_format_version'], `expected one of: ${FORMAT_VERSIONS.join(', ')}`);
 
     this.legacyPaths = ['1.1', '2.1'].includes(String(raw._format_version));
-    const gateway = this.buildGateway(raw.gateway);
+    this.tls = buildTlsEntities(raw, this);
     this.eachEntry(raw, 'services', (s, path) => this.addService(s, path));
     this.eachEntry(raw, 'routes', (r, path) => this.addRoute(r, path, r.service === undefined ? null : r.service));
     this.eachEntry(raw, 'consumers', (c, path) => this.addConsumer(c, path));
@@ -194,7 +244,8 @@ class ConfigBuilder {
     }
     const plugins = this.buildPlugins();
     this.checkProcessModel(gateway, plugins);
-    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities };
+    const balancing = buildBalancing(raw, this, this.tls.certificates);
+    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities, ...this.tls, ...balancing };
   }
 
   /**
@@ -213,7 +264,7 @@ class ConfigBuilder {
     }
   }
 
-  private eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
+  eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
     const list = container[key];
     if (list === undefined || list === null) return;
     if (!Array.isArray(list)) return this.issue([...base, key], 'expected an array');
@@ -243,7 +294,7 @@ class ConfigBuilder {
   }
 
   /** Validates a record, with nested child arrays taken out first (they are validated on their own). */
-  private validateEntity<T>(schema: RecordSchema, raw: Record<string, any>, path: Path, nestedKeys: string[]): T {
+  validateEntity<T>(schema: RecordSchema, raw: Record<string, any>, path: Path, nestedKeys: string[]): T {
     const own = { ...raw };
     for (const k of nestedKeys) delete own[k];
     const { value, issues } = validate<T>(schema, own, path);
@@ -251,7 +302,7 @@ class ConfigBuilder {
     return value;
   }
 
-  private id(given: unknown, name: string): string {
+  id(given: unknown, name: string): string {
     return typeof given === 'string' && ID.type === 'string' && given.length > 0 ? given : uuidv5(name, ID_NAMESPACE);
   }
 
@@ -272,12 +323,25 @@ class ConfigBuilder {
       write_timeout: s.write_timeout,
       read_timeout: s.read_timeout,
       tls_verify: s.tls_verify ?? null,
+      tls_verify_depth: s.tls_verify_depth ?? null,
+      ca_certificates: this.caCertificates(s.ca_certificates, path),
+      client_certificate: certificateRef(s.client_certificate, path, this, this.tls.certificates),
       enabled: s.enabled,
       tags: s.tags ?? null,
     };
     this.services.push(service);
     this.eachEntry(raw, 'routes', (r, p) => this.addRoute(r, p, { id }), path);
     this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { service: id }), path);
+  }
+
+  private caCertificates(ids: unknown, path: Path): string[] | null {
+    if (!Array.isArray(ids)) return null;
+    ids.forEach((id, i) => {
+      if (typeof id === 'string' && !this.tls.ca_certificates.some((c) => c.id === id)) {
+        this.issue([...path, 'ca_certificates', i], invalidReference('ca_certificates', id, 'ca_certificates'));
+      }
+    });
+    return ids as string[];
   }
 
   /** Kong's `url` shorthand: protocol, host, port and path from one URL. */
@@ -319,6 +383,7 @@ class ConfigBuilder {
       else service = { id: target.id };
     }
     const protocols: string[] = r.protocols ?? ['http', 'https'];
+    if (isStreamRoute(protocols)) return this.skipStreamRoute(r, path);
     const isGrpc = protocols.some((p) => p === 'grpc' || p === 'grpcs');
     const id = this.id(r.id, `routes:${r.name ?? `${service?.id ?? ''}#${formatPath(path)}`}`);
     if (!this.unique('routes', 'name', r.name, path, this.routes)) this.unique('routes', 'id', id, path, this.routes);
@@ -349,6 +414,11 @@ class ConfigBuilder {
     this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { route: id, service: null }), path);
   }
 
+  private skipStreamRoute(r: Record<string, any>, path: Path): void {
+    this.streamRoutes.push({ id: this.id(r.id, `routes:${r.name ?? `#${formatPath(path)}`}`), name: r.name ?? null });
+    this.warn(path, `a ${r.protocols.join('/')} route is accepted but not proxied: this gateway serves HTTP, gRPC and WebSocket only`);
+  }
+
   private addConsumer(raw: Record<string, any>, path: Path): void {
     const nested = ['plugins', ...[...this.entityDefs.values()].filter((d) => d.parent?.entity === 'consumers').map((d) => d.name)];
     const c = this.validateEntity<Record<string, any>>(consumerSchema, raw, path, nested);
@@ -372,9 +442,8 @@ class ConfigBuilder {
       let resolvedId = parentId;
       if (resolvedId === undefined) {
         const key = refKey(raw[parent.field]);
-        const pool: { id: string; name?: string | null; username?: string | null; custom_id?: string | null }[] =
-          parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
-        resolvedId = pool.find((x) => x.id === key || x.name === key || x.username === key)?.id;
+        const pool: Referable[] = parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
+        resolvedId = findReferenced(pool, raw[parent.field])?.id;
         if (key === undefined && parent.required !== false) this.issue([...path, parent.field], 'required field missing');
         else if (key !== undefined && !resolvedId) this.issue([...path, parent.field], `invalid reference '${parent.field}: ${key}' (no such entry in '${parent.entity}')`);
       }
@@ -389,14 +458,16 @@ class ConfigBuilder {
   }
 
   private queuePlugin(raw: Record<string, any>, path: Path, scope: { route?: string; service?: string | null; consumer?: string }): void {
-    const resolve = (field: 'route' | 'service' | 'consumer', pool: { id: string; name?: string | null; username?: string | null }[]): string | null => {
+    const resolve = (field: 'route' | 'service' | 'consumer', pool: Referable[]): string | null => {
       if (scope[field] !== undefined) return scope[field] ?? null;
       const key = refKey(raw[field]);
       if (key === undefined) return null;
-      const found = pool.find((x) => x.id === key || x.name === key || x.username === key);
+      const found = findReferenced(pool, raw[field]);
       if (!found) this.issue([...path, field], `invalid reference '${field}: ${key}' (no such entry in '${field}s')`);
       return found?.id ?? null;
     };
+    const routeKey = scope.route === undefined ? refKey(raw.route) : undefined;
+    if (this.streamRoutes.some((r) => r.id === routeKey || r.name === routeKey)) return this.warn(path, 'a plugin of a stream route is left out with its route');
     const route = resolve('route', this.routes);
     // A plugin nested in a route belongs to that route only, not to the route's service.
     const service = scope.route ? null : resolve('service', this.services);
@@ -407,9 +478,9 @@ class ConfigBuilder {
     const plugins: { entity: PluginEntity; path: Path; def: PluginDefinition }[] = [];
     for (const p of this.pendingPlugins) {
       const e = this.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
-      const def = this.registry.get(e.name);
+      const def = this.enabled.get(e.name);
       if (typeof e.name === 'string' && !def) {
-        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property`);
+        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property${didYouMean(e.name, this.registry.keys())}`);
         continue;
       }
       if (!def) continue;
@@ -435,19 +506,17 @@ class ConfigBuilder {
       }
       plugins.push({ entity, path: p.path, def });
     }
+    // The index requests will use: a check must see the plugins a route runs, not guess them.
+    const index = new PluginsIndex(plugins.map((p) => p.entity), this.routes, this.registry);
     for (const { entity, path, def } of plugins) {
       if (!def.checkConfig || !entity.enabled) continue;
       const route = this.routes.find((r) => r.id === entity.route?.id) ?? null;
       const serviceId = entity.service?.id ?? route?.service?.id;
-      const coPlugins = plugins
-        .filter(({ entity: o }) => o !== entity && o.enabled && !o.consumer)
-        .filter(({ entity: o }) => (!o.route && !o.service) || (o.route && o.route.id === route?.id) || (o.service && o.service.id === serviceId))
-        .map(({ entity: o }) => o.name);
       const scope = {
         route,
         service: this.services.find((s) => s.id === serviceId) ?? null,
         consumer: this.consumers.find((c) => c.id === entity.consumer?.id) ?? null,
-        coPlugins,
+        runsOn: index.placements(entity).map(({ route, before }) => ({ route, before: before.map((step) => step.definition) })),
       };
       for (const issue of def.checkConfig(entity.config, scope)) this.issue([...path, 'config', ...issue.path], issue.message);
     }
@@ -455,7 +524,7 @@ class ConfigBuilder {
   }
 
   /** Reports a value already taken in `pool`; true when it did. */
-  private unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): boolean {
+  unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): boolean {
     if (value === undefined || value === null || !pool.some((x) => x[field] === value)) return false;
     const what = field === 'id' ? 'primary key' : field;
     this.issue(path, `uniqueness violation: '${type}' entity with ${what} set to '${value}' already declared`);

@@ -3,11 +3,25 @@
  * for every plugin's `config`. It validates, fills defaults and reports every problem with its path,
  * so the loader can point at FILE:LINE:COL.
  */
+import { didYouMean } from '../did-you-mean.ts';
+
 export type Path = (string | number)[];
 
 export interface Issue {
   path: Path;
   message: string;
+}
+
+export const UNKNOWN_FIELD = 'unknown field';
+
+/** An unknown key, with the closest known one as a suggestion when it looks like a typo of it. */
+export function unknownField(path: Path, known: Iterable<string>): Issue {
+  return { path, message: UNKNOWN_FIELD + didYouMean(String(path[path.length - 1]), known) };
+}
+
+/** The issue is about the key itself (an unknown field): its position is the key's, not the value's. */
+export function isAboutKey(issue: Issue): boolean {
+  return issue.message.startsWith(UNKNOWN_FIELD);
 }
 
 interface Common<T> {
@@ -192,7 +206,7 @@ function checkRecord(schema: RecordSchema, input: unknown, path: Path, issues: I
   const out: Record<string, unknown> = {};
   for (const key of Object.keys(input)) {
     // Own fields only: `constructor` or `__proto__` are unknown keys too, not Object.prototype's.
-    if (!Object.hasOwn(schema.fields, key) && !IGNORED_KEYS.has(key)) issues.push({ path: [...path, key], message: 'unknown field' });
+    if (!Object.hasOwn(schema.fields, key) && !IGNORED_KEYS.has(key)) issues.push(unknownField([...path, key], Object.keys(schema.fields)));
   }
   const before = issues.length;
   for (const [key, field] of Object.entries(schema.fields)) {

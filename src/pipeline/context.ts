@@ -1,8 +1,9 @@
 /** The per-request context handed to plugins: request facts, upstream edits, and ways to answer. */
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
-import type { Duplex } from 'node:stream';
-import { STATUS_CODES } from 'node:http';
+import { Readable, type Duplex } from 'node:stream';
+import { STATUS_CODES, validateHeaderName, validateHeaderValue } from 'node:http';
+import type { PeerSource } from '../balancer/peers.ts';
 import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts';
 import type { RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
@@ -22,6 +23,8 @@ export type DownstreamResponse = ServerResponse | Http2ServerResponse;
 export interface Downstream {
   send(answer: Answer, headOnly: boolean): void;
   readonly headersSent: boolean;
+  /** Cuts off an answer that began and cannot be finished; nothing once it is complete. */
+  abort(): void;
 }
 
 export class ResponseDownstream implements Downstream {
@@ -42,6 +45,9 @@ export class ResponseDownstream implements Downstream {
     res.writeHead(answer.status, answer.headers);
     res.end(headOnly ? undefined : answer.body);
   }
+  abort(): void {
+    if (!this.res.writableEnded) this.res.destroy();
+  }
 }
 
 /** Answers an upgrade request on its socket (there is no ServerResponse for those), then closes it. */
@@ -53,14 +59,32 @@ export class SocketDownstream implements Downstream {
   }
   send(answer: Answer, headOnly: boolean): void {
     if (this.sent || this.socket.destroyed) return;
+    const head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n` + headerLines({ ...answer.headers, connection: 'close' });
     this.sent = true;
-    let head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ''}\r\n`;
-    for (const [name, value] of Object.entries({ ...answer.headers, connection: 'close' })) {
-      if (value === undefined) continue;
-      for (const v of Array.isArray(value) ? value : [value]) head += `${name}: ${v}\r\n`;
-    }
-    this.socket.end(Buffer.concat([Buffer.from(head + '\r\n'), headOnly ? Buffer.alloc(0) : answer.body]));
+    this.socket.end(Buffer.concat([Buffer.from(head), headOnly ? Buffer.alloc(0) : answer.body]));
   }
+  /** An answer of ours was written whole; anything else on the socket (a tunnel, a relayed refusal) is cut. */
+  abort(): void {
+    if (!this.sent) this.socket.destroy();
+  }
+}
+
+/**
+ * Header lines and the blank line ending them, for answers written on a raw socket. Checked as
+ * ServerResponse checks them (it throws the same errors): a line break in a value would let whoever
+ * chose it write headers or a whole response of their own.
+ */
+export function headerLines(headers: OutgoingHttpHeaders): string {
+  let out = '';
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    validateHeaderName(name);
+    for (const v of Array.isArray(value) ? value : [value]) {
+      validateHeaderValue(name, String(v));
+      out += `${name}: ${v}\r\n`;
+    }
+  }
+  return out + '\r\n';
 }
 
 export interface ContextInit {
@@ -118,6 +142,10 @@ export class Context implements RequestContext {
   status = 0;
   /** Milliseconds spent waiting for the upstream's first byte. */
   upstreamLatency: number | undefined;
+  /** Request body bytes received (a WebSocket tunnel's bytes from the client), for the access log. */
+  requestBodyBytes = 0;
+  /** Response body bytes sent (a WebSocket tunnel's bytes to the client), for the access log. */
+  responseBodyBytes = 0;
   /** Upstream header edits: a value to set, or null to remove. */
   headerEdits: Map<string, string | string[] | null> | undefined;
   upstreamQuery: string;
@@ -129,6 +157,8 @@ export class Context implements RequestContext {
   logged = false;
   /** Aborts the upstream request, once one is under way. */
   abortUpstream: (() => void) | undefined;
+  /** Where the request's tries go, once chosen; released when the request is over. */
+  peers: PeerSource | undefined;
 
   // Facts the core keeps for the upstream request; not part of the plugin API.
   readonly match: RouteMatch;
@@ -141,6 +171,9 @@ export class Context implements RequestContext {
   private sharedData: Record<string, unknown> | undefined;
   private queryParams: URLSearchParams | undefined;
   private bodyPromise: Promise<Buffer> | undefined;
+  private headRead: Promise<BodyHead> | undefined;
+  /** What readBodyWithin read of a body that proved larger: it goes upstream ahead of the rest. */
+  private bodyHead: BodyHead | undefined;
   private readonly maxBodySize: number;
 
   constructor(init: ContextInit) {
@@ -197,7 +230,35 @@ export class Context implements RequestContext {
   }
 
   readBody(): Promise<Buffer> {
-    return (this.bodyPromise ??= readWhole(this.raw.req, this.maxBodySize).then((b) => (this.body = b)));
+    return (this.bodyPromise ??= readWhole(this.raw.req, this.maxBodySize, this.bodyHead).then((b) => this.keepBody(b)));
+  }
+
+  private keepBody(body: Buffer): Buffer {
+    this.requestBodyBytes = body.length;
+    return (this.body = body);
+  }
+
+  async readBodyWithin(limit: number): Promise<Buffer | undefined> {
+    if (this.bodyPromise) {
+      const body = await this.bodyPromise;
+      return body.length <= limit ? body : undefined;
+    }
+    // A declared larger body is never read; an undeclared (chunked) one only until it proves larger.
+    if (this.bodyHead || Number(this.headers['content-length']) > limit) return undefined;
+    const head = await (this.headRead ??= collect(this.raw.req, limit));
+    if (!head.ended) {
+      this.bodyHead = head;
+      return undefined;
+    }
+    const body = head.chunks.length === 1 ? head.chunks[0] : Buffer.concat(head.chunks, head.size);
+    this.bodyPromise = Promise.resolve(body);
+    return this.keepBody(body);
+  }
+
+  /** The body still to send upstream as a stream: what readBodyWithin read of it, then the rest. */
+  unreadBody(): Readable {
+    const req = this.raw.req;
+    return this.bodyHead ? prepend(this.bodyHead.chunks, req) : req;
   }
 
   setUpstreamBody(body: Buffer): void {
@@ -214,11 +275,16 @@ export class Context implements RequestContext {
 
   send(answer: Answer): void {
     if (this.responded) return;
-    this.status = answer.status;
     answer.headers['x-kong-response-latency'] = String(Math.round(performance.now() - this.startedAt));
     answer.headers['x-kong-request-id'] = this.id;
     answer.headers.server ??= SERVER_TOKEN;
+    this.responseBodyBytes = this.method === 'HEAD' ? 0 : answer.body.length;
     this.downstream.send(answer, this.method === 'HEAD');
+    // Only once it went out: an answer Node refused to write (it threw) leaves the request unanswered.
+    this.status = answer.status;
+    // A body readBodyWithin left half read is drained unkept (as Node drains one nobody read), or the
+    // connection could never carry another request.
+    if (this.bodyHead) this.raw.req.resume();
   }
 
   /** Answers with the error an exception stands for: its own status, or Kong's 500. */
@@ -229,25 +295,44 @@ export class Context implements RequestContext {
 }
 
 /** Reads a request body into memory, refusing more than `limit` bytes (0 = no limit). */
-export function readWhole(req: DownstreamRequest, limit: number): Promise<Buffer> {
+export async function readWhole(req: DownstreamRequest, limit: number, head?: BodyHead): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (limit > 0 && declared > limit) throw new HttpError(413, MESSAGES.bodyTooLarge);
+  const read = await collect(req, limit > 0 ? limit : Infinity, head);
+  if (!read.ended) {
+    // Drained without being kept, so that the connection can carry the 413.
+    req.resume();
+    throw new HttpError(413, MESSAGES.bodyTooLarge);
+  }
+  return read.chunks.length === 1 ? read.chunks[0] : Buffer.concat(read.chunks, read.size);
+}
+
+/** What was read of a body: all of it (`ended`), or its first chunks when it proved larger than wanted. */
+export interface BodyHead {
+  chunks: Buffer[];
+  size: number;
+  ended: boolean;
+}
+
+/**
+ * Reads until the body ends or holds more than `limit` bytes; in the second case the stream is left
+ * paused with the rest unread, and what was read is returned to be sent on ahead of it.
+ */
+function collect(req: DownstreamRequest, limit: number, head: BodyHead = { chunks: [], size: 0, ended: false }): Promise<BodyHead> {
   return new Promise((resolve, reject) => {
-    const declared = Number(req.headers['content-length']);
-    if (limit > 0 && declared > limit) return reject(new HttpError(413, MESSAGES.bodyTooLarge));
-    const chunks: Buffer[] = [];
-    let size = 0;
+    const chunks = [...head.chunks];
+    let size = head.size;
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (limit > 0 && size > limit) {
-        cleanup();
-        req.resume();
-        reject(new HttpError(413, MESSAGES.bodyTooLarge));
-        return;
-      }
       chunks.push(chunk);
+      if (size <= limit) return;
+      cleanup();
+      req.pause();
+      resolve({ chunks, size, ended: false });
     };
     const onEnd = () => {
       cleanup();
-      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      resolve({ chunks, size, ended: true });
     };
     const onError = (err: Error) => {
       cleanup();
@@ -266,7 +351,20 @@ export function readWhole(req: DownstreamRequest, limit: number): Promise<Buffer
     req.on('end', onEnd);
     req.on('error', onError);
     req.on('close', onClose);
+    // A body left paused by an earlier collect does not flow again by itself.
+    req.resume();
   });
+}
+
+/** The chunks already read, then the rest of the stream, as one stream (destroying it destroys `rest`). */
+function prepend(head: Buffer[], rest: DownstreamRequest): Readable {
+  return Readable.from(
+    (async function* () {
+      yield* head;
+      yield* rest;
+    })(),
+    { objectMode: false },
+  );
 }
 
 export type { OutgoingHttpHeaders };

@@ -4,36 +4,78 @@
  *   response (plugins) → downstream → log (plugins, metrics, access log).
  * HTTP requests and WebSocket handshakes share every step up to the upstream.
  */
-import { ServerResponse, type IncomingMessage } from 'node:http';
-import type { Http2ServerRequest } from 'node:http2';
+import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { Http2ServerRequest } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { AccessLog, Logger } from '../log.ts';
+import { parseRequestHost } from '../config/hostnames.ts';
 import type { Route } from '../config/types.ts';
-import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders, peerAddress } from '../proxy/headers.ts';
+import { peerAddress } from '../address-ranges.ts';
+import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders } from '../proxy/headers.ts';
 import { HttpEngine } from '../proxy/http-engine.ts';
-import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer } from '../proxy/respond.ts';
+import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
-import type { UnmatchedRequest } from './plugin-api.ts';
+import { HttpError, type UnmatchedRequest } from './plugin-api.ts';
+import type { PeerSource } from '../balancer/peers.ts';
+import type { UpstreamTls } from '../tls/upstream-tls.ts';
 
 export interface ListenerInfo {
   port: number;
   scheme: 'http' | 'https';
 }
 
+/** What the log phase records of a request, routed or not. */
+interface ObservedRequest {
+  id: string;
+  status: number;
+  startedAt: number;
+  upstreamMs: number | undefined;
+  method: string;
+  path: string;
+  ip: string;
+  headers: IncomingHttpHeaders;
+  responseBytes: number;
+}
+
 export interface Stats {
   totalRequests: number;
 }
 
+/** Where a request goes upstream: the peer of each try, and the TLS settings towards it. */
+export interface Destination {
+  peers: PeerSource;
+  tls: UpstreamTls | undefined;
+}
+
+/** How a protocol proxy reports the end of its exchange. */
+export interface ProxyEnd {
+  /** The exchange is over (once). */
+  done(): void;
+  /** A failure in one of its callbacks: the request gets its 500, or its connection is cut. */
+  fail(err: unknown): void;
+}
+
+/** A protocol proxy's callback whose exception fails its exchange (500, or a cut connection) instead of reaching the process. */
+export function contained<A extends unknown[]>(end: ProxyEnd, callback: (...args: A) => void): (...args: A) => void {
+  return (...args) => {
+    try {
+      callback(...args);
+    } catch (err) {
+      end.fail(err);
+    }
+  };
+}
+
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
-  grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, done: () => void): void;
-  upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, done: () => void): void;
+  grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
+  upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close?(): void;
 }
@@ -58,35 +100,40 @@ export class Lifecycle {
     const downstream = new ResponseDownstream(res);
     const ctx = this.begin(req, res, downstream, listener, false);
     if (!ctx) return;
-    res.once('close', () => {
-      // A client that goes away aborts the upstream request: no socket or memory left behind.
-      // writableEnded, not writableFinished: an HTTP/2 stream the client reset reports itself finished.
-      if (!res.writableEnded) ctx.abortUpstream?.();
-      this.finish(ctx);
-    });
-    this.access(ctx, () => this.afterAccess(ctx, req, res, listener));
+    res.once('close', () =>
+      this.contain(ctx, () => {
+        // A client that goes away aborts the upstream request: no socket or memory left behind.
+        // writableEnded, not writableFinished: an HTTP/2 stream the client reset reports itself finished.
+        if (!res.writableEnded) ctx.abortUpstream?.();
+        this.finish(ctx);
+      }),
+    );
+    this.contain(ctx, () => this.access(ctx, () => this.afterAccess(ctx, req, res, listener)));
   }
 
-  /** An HTTP/1.1 upgrade request (WebSocket handshake). */
+  /** An HTTP/1.1 upgrade request (WebSocket handshake), on a socket the listener has given an error listener. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, listener: ListenerInfo): void {
-    socket.on('error', () => socket.destroy());
     const isWebSocket = isWebSocketHandshake(req);
     if (!isWebSocket && !hasBody(req)) return this.ignoreUpgrade(req, socket, listener);
     const downstream = new SocketDownstream(socket);
     const ctx = this.begin(req, null, downstream, listener, isWebSocket);
     if (!ctx) return;
-    socket.once('close', () => this.finish(ctx));
+    socket.once('close', () => this.contain(ctx, () => this.finish(ctx)));
     if (!isWebSocket) return ctx.error(400, 'only WebSocket upgrades (GET over HTTP/1.1) are supported');
-    this.access(ctx, () => {
-      // socket.destroyed: the client left while an asynchronous plugin ran; nothing goes upstream.
-      if (ctx.responded || socket.destroyed) return;
-      if (!ctx.service) return ctx.error(503, MESSAGES.noService);
-      const match = ctx.match;
-      const headers = this.upstreamHeaders(ctx, match, listener);
-      if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
-      ctx.status = 101;
-      this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, () => this.finish(ctx));
-    });
+    this.contain(ctx, () =>
+      this.access(ctx, () => {
+        // socket.destroyed: the client left while an asynchronous plugin ran; nothing goes upstream.
+        if (ctx.responded || socket.destroyed) return;
+        if (!ctx.service) return ctx.error(503, MESSAGES.noService);
+        const destination = this.destination(ctx);
+        if (!destination) return;
+        const match = ctx.match;
+        const headers = this.upstreamHeaders(ctx, match, listener);
+        if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
+        ctx.status = 101;
+        this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, destination, this.endOf(ctx));
+      }),
+    );
   }
 
   /**
@@ -111,7 +158,7 @@ export class Lifecycle {
     this.stats.totalRequests++;
     const snapshot = this.current();
     const headers = req.headers;
-    const http2 = req.httpVersionMajor === 2;
+    const http2 = req instanceof Http2ServerRequest;
     let url = req.url ?? '/';
     let rawHost = (http2 ? (headers[':authority'] as string | undefined) : undefined) ?? headers.host ?? '';
     // An absolute-form target (`GET http://host/path`): its host replaces Host (RFC 9112 §3.2.2).
@@ -132,6 +179,16 @@ export class Lifecycle {
     const grpcContent = typeof contentType === 'string' && contentType.startsWith('application/grpc');
     const method = req.method ?? 'GET';
     const id = randomUUID();
+    const unrouted = (status: number, message: string) => {
+      const answer = errorAnswer(status, message, id, grpcContent && http2, { server: SERVER_TOKEN, 'x-kong-request-id': id });
+      downstream.send(answer, method === 'HEAD');
+      const responseBytes = method === 'HEAD' ? 0 : answer.body.length;
+      this.observe(null, { id, status: answer.status, startedAt, upstreamMs: undefined, method, path: rawPath, ip: peerIp, headers, responseBytes });
+      return null;
+    };
+    // Routing, X-Forwarded-Host and plugins see one canonical host; what is no host at all goes no further.
+    const host = parseRequestHost(rawHost);
+    if (host === null) return unrouted(400, MESSAGES.badHost);
 
     const match = snapshot.router.match({
       method,
@@ -144,32 +201,28 @@ export class Lifecycle {
     });
     if (!match) {
       const unmatched: UnmatchedRequest = {
-        method, path: rawPath, rawQuery, headers, host: hostOnly(rawHost), rawHost, scheme: listener.scheme, forwardedProto,
+        method, path: rawPath, rawQuery, headers, host: host.name, rawHost, scheme: listener.scheme, forwardedProto,
         respond: (status, body, extra) => downstream.send(pluginAnswer(grpcContent && http2, status, body, extra), method === 'HEAD'),
       };
       for (const runtime of snapshot.runtimes.values()) if (runtime.unmatched?.(unmatched)) return null;
       // Only misses pay for telling a malformed path (bad %-escape, `*`, authority form) from an unknown one.
-      const invalid = normalizePath(rawPath) === null;
-      const answer = errorAnswer(invalid ? 400 : 404, invalid ? MESSAGES.badPath : MESSAGES.noRoute, id, grpcContent && http2, { server: 'tollgate/0.1.0', 'x-kong-request-id': id });
-      downstream.send(answer, method === 'HEAD');
-      this.observe(null, answer.status, startedAt, undefined, method, rawPath, peerIp);
-      return null;
+      return normalizePath(rawPath) === null ? unrouted(400, MESSAGES.badPath) : unrouted(404, MESSAGES.noRoute);
     }
     const ctx = new Context({
       id, startedAt, scheme: listener.scheme, forwardedProto, httpVersion: http2 ? '2' : '1.1',
       isGrpc: grpcContent && http2, isUpgrade, method, path: match.normalizedPath, rawQuery, headers,
-      host: hostOnly(rawHost), clientIp: (typeof realIp === 'string' && realIp) || peerIp,
+      host: host.name, clientIp: (typeof realIp === 'string' && realIp) || peerIp,
       route: match.route, service: match.service, matchedPrefix: matchedPathPrefix(match),
       req, res, downstream, maxBodySize: snapshot.config.gateway.client_max_body_size,
       match, snapshot, rawPath, rawHost, peerIp, trusted,
     });
     if (method === 'TRACE') ctx.error(405, MESSAGES.methodNotAllowed);
-    else this.checkProtocols(ctx, match.route, grpcContent, rawHost, url);
+    else this.checkProtocols(ctx, match.route, grpcContent, url);
     return ctx;
   }
 
   /** Route protocols are checked after the match, as Kong does. */
-  private checkProtocols(ctx: Context, route: Route, grpcContent: boolean, rawHost: string, url: string): void {
+  private checkProtocols(ctx: Context, route: Route, grpcContent: boolean, url: string): void {
     const p = route.protocols;
     const secure = ctx.forwardedProto === 'https';
     if (p.includes('grpc') || p.includes('grpcs')) {
@@ -186,8 +239,8 @@ export class Lifecycle {
     if (!p.includes('http') && !secure) {
       const code = route.https_redirect_status_code;
       if (code === 426) return ctx.error(426, MESSAGES.useHttps, { connection: 'Upgrade', upgrade: 'TLS/1.2, HTTP/1.1' });
-      // Kong builds it from nginx's $host: lowercase, without the port.
-      ctx.respond(code, undefined, { location: `https://${hostOnly(rawHost).toLowerCase()}${url}` });
+      // Kong builds it from nginx's $host: the canonical name, without the port.
+      ctx.respond(code, undefined, { location: `https://${ctx.host}${url}` });
     }
   }
 
@@ -199,7 +252,7 @@ export class Lifecycle {
     } catch (err) {
       return this.failed(ctx, err);
     }
-    if (pending) pending.then(next, (err) => this.failed(ctx, err));
+    if (pending) pending.then(() => this.contain(ctx, next), (err) => this.failed(ctx, err));
     else next();
   }
 
@@ -227,13 +280,31 @@ export class Lifecycle {
   private afterAccess(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, listener: ListenerInfo): void {
     if (ctx.responded) return;
     if (!ctx.service) return ctx.error(503, MESSAGES.noService);
+    const destination = this.destination(ctx);
+    if (!destination) return;
     const headers = this.upstreamHeaders(ctx, ctx.match, listener);
     const protocol = ctx.service.protocol;
     if (protocol === 'grpc' || protocol === 'grpcs') {
       if (!this.protocols.grpc) return ctx.error(501, 'gRPC proxying is not available');
-      return this.protocols.grpc(ctx, ctx.match, headers as Record<string, unknown>, () => this.finish(ctx));
+      return this.protocols.grpc(ctx, ctx.match, headers as Record<string, unknown>, destination, this.endOf(ctx));
     }
-    this.proxyHttp(ctx, req, res, headers);
+    this.proxyHttp(ctx, req, res, headers, destination);
+  }
+
+  /**
+   * The balancer's choice for a service whose host names an upstream (the service itself otherwise),
+   * made after the access phase so that hashing sees the authenticated consumer. Null when the
+   * upstream has no target to give: answered 503 as Kong does.
+   */
+  private destination(ctx: Context): Destination | null {
+    const service = ctx.service!;
+    const peers = ctx.snapshot.balancers.peers(service, ctx);
+    if (typeof peers === 'string') {
+      ctx.error(503, MESSAGES.noPeer);
+      return null;
+    }
+    ctx.peers = peers;
+    return { peers, tls: ctx.snapshot.upstreamTls(service) };
   }
 
   private upstreamHeaders(ctx: Context, match: RouteMatch, listener: ListenerInfo) {
@@ -244,26 +315,35 @@ export class Lifecycle {
       rawHost: ctx.rawHost,
       strippedPrefix: match.matchedPrefix,
       rawPath: ctx.rawPath,
+      peerHost: ctx.peers?.first.hostHeader,
     });
   }
 
-  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>): void {
+  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>, destination: Destination): void {
     const limit = ctx.snapshot.config.gateway.client_max_body_size;
     const declared = Number(req.headers['content-length']);
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
-    const body = ctx.body ?? (hasBody(req) ? req : null);
-    if (body === req && limit > 0) this.enforceStreamLimit(ctx, req, limit);
+    const body = ctx.body ?? (hasBody(req) ? ctx.unreadBody() : null);
+    if (body !== null && !Buffer.isBuffer(body)) this.meterStreamedBody(ctx, body, limit);
     const path = ctx.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : '');
     const sentAt = performance.now();
+    const { peers, tls } = destination;
     const handle = this.engine.forward(
-      { service: ctx.service!, method: ctx.method, path, headers, body },
+      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, method: ctx.method, path, headers, body },
       {
         onResponse: (upstream) => {
-          if (res.destroyed) return null;
           const now = performance.now();
+          peers.answered(upstream.status, now - sentAt);
+          if (res.destroyed) return null;
           ctx.upstreamLatency = Math.round(now - sentAt);
           const out = downstreamHeaders(upstream.headers, ctx.headers.te, false);
-          finishResponseHeaders(ctx, upstream.status, out, sentAt);
+          if (peers.setCookie) appendSetCookie(out, peers.setCookie);
+          try {
+            finishResponseHeaders(ctx, upstream.status, out, sentAt);
+          } catch (err) {
+            this.failed(ctx, err);
+            return null;
+          }
           ctx.status = upstream.status;
           try {
             (res as ServerResponse).writeHead(upstream.status, out);
@@ -276,48 +356,86 @@ export class Lifecycle {
           }
           return res as ServerResponse;
         },
-        onFailure: (failure) => {
-          const [status, message] = FAILURE_ANSWERS[failure.kind];
-          // Mid-body, destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
-          if (!res.headersSent) ctx.error(status, message);
-          else res.destroy(new Error('the upstream response was cut short'));
-          this.log.debug({ request_id: ctx.id, kind: failure.kind, tries: failure.tries, err: failure.message }, 'upstream failure');
+        onBodyChunk: (length) => {
+          ctx.responseBodyBytes += length;
         },
+        onFailure: (failure) =>
+          this.contain(ctx, () => {
+            const [status, message] = FAILURE_ANSWERS[failure.kind];
+            // Mid-body, destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
+            if (!res.headersSent) ctx.error(status, message);
+            else res.destroy(new Error('the upstream response was cut short'));
+            this.log.debug({ request_id: ctx.id, kind: failure.kind, tries: failure.tries, err: failure.message }, 'upstream failure');
+          }),
       },
     );
     ctx.abortUpstream = handle.abort;
   }
 
-  /** Streams without Content-Length (chunked) are counted as they flow. */
-  private enforceStreamLimit(ctx: Context, req: DownstreamRequest, limit: number): void {
-    let size = 0;
+  /**
+   * Counts a streamed request body as it flows, for the access log, and enforces the size limit
+   * (0: none) on bodies without a Content-Length (chunked).
+   */
+  private meterStreamedBody(ctx: Context, body: Readable, limit: number): void {
     const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) return;
-      req.off('data', onData);
-      req.unpipe();
+      ctx.requestBodyBytes += chunk.length;
+      if (limit === 0 || ctx.requestBodyBytes <= limit) return;
+      body.off('data', onData);
+      body.unpipe();
       // The upstream got part of a body that will never end: drop that request and its socket.
       ctx.abortUpstream?.();
-      if (!ctx.downstream.headersSent) {
-        ctx.status = 0;
-        ctx.error(413, MESSAGES.bodyTooLarge);
-      }
-      req.destroy();
+      this.contain(ctx, () => {
+        if (!ctx.downstream.headersSent) {
+          ctx.status = 0;
+          ctx.error(413, MESSAGES.bodyTooLarge);
+        }
+      });
+      body.destroy();
     };
-    req.on('data', onData);
+    body.on('data', onData);
     // Listening must not start the flow: the engine resumes the body when it sends it.
-    req.pause();
+    body.pause();
   }
 
+  /**
+   * Runs one step of a request (a callback from the event loop, a promise continuation): whatever it
+   * throws ends this request, never the process.
+   */
+  private contain(ctx: Context, step: () => void): void {
+    try {
+      step();
+    } catch (err) {
+      this.failed(ctx, err);
+    }
+  }
+
+  /**
+   * Ends the request with the error's answer (an HttpError's status, anything else 500 and logged), or,
+   * when its answer has begun, cuts it off (and the upstream exchange with it).
+   */
   private failed(ctx: Context, err: unknown): void {
-    if (!(err as { status?: number })?.status) this.log.error({ err, request_id: ctx.id }, 'plugin failed');
-    if (!ctx.responded) ctx.fail(err);
+    if (!(err instanceof HttpError)) this.log.error({ err, request_id: ctx.id }, 'request failed');
+    if (ctx.responded && ctx.downstream.headersSent) return ctx.downstream.abort();
+    try {
+      // No answer went out, whatever status was noted for one (an upgrade marked 101, an answer Node refused).
+      ctx.status = 0;
+      return ctx.fail(err);
+    } catch (again) {
+      this.log.error({ err: again, request_id: ctx.id }, 'the failure could not be answered');
+    }
+    ctx.abortUpstream?.();
+    ctx.downstream.abort();
+  }
+
+  private endOf(ctx: Context): ProxyEnd {
+    return { done: () => this.contain(ctx, () => this.finish(ctx)), fail: (err) => this.failed(ctx, err) };
   }
 
   /** The log phase: once, when the response has ended or the client went away. */
   private finish(ctx: Context): void {
     if (ctx.logged) return;
     ctx.logged = true;
+    ctx.peers?.release();
     for (const { runtime, plugin } of ctx.ran ?? []) {
       try {
         runtime.log?.(ctx, plugin.config);
@@ -325,22 +443,32 @@ export class Lifecycle {
         this.log.error({ err }, 'plugin log phase failed');
       }
     }
-    this.observe(ctx, ctx.status || 499, ctx.startedAt, ctx.upstreamLatency, ctx.method, ctx.rawPath, ctx.peerIp);
+    this.observe(ctx, {
+      id: ctx.id, status: ctx.status || 499, startedAt: ctx.startedAt, upstreamMs: ctx.upstreamLatency, method: ctx.method,
+      path: ctx.rawPath, ip: ctx.peerIp, headers: ctx.headers, responseBytes: ctx.responseBodyBytes,
+    });
   }
 
-  private observe(ctx: Context | null, status: number, startedAt: number, upstreamMs: number | undefined, method: string, path: string, ip: string): void {
-    const latency = performance.now() - startedAt;
+  /** Metrics and the access log, once per request. */
+  private observe(ctx: Context | null, r: ObservedRequest): void {
+    const latency = performance.now() - r.startedAt;
     const route = ctx?.route.name ?? ctx?.route.id ?? '';
     const service = ctx?.service?.name ?? ctx?.service?.id ?? '';
-    this.metrics.observe(route, service, status, latency, upstreamMs);
-    this.accessLog.write({ request_id: ctx?.id, method, path, status, route, service, client_ip: ip, latency_ms: Math.round(latency), upstream_latency_ms: upstreamMs });
+    const consumer = ctx?.consumer ? (ctx.consumer.username ?? ctx.consumer.id) : undefined;
+    this.metrics.observe(route, service, r.status, latency, r.upstreamMs, consumer);
+    this.accessLog.write({
+      request_id: r.id, method: r.method, path: r.path, status: r.status, route, service, consumer, credential: ctx?.credential?.id,
+      client_ip: r.ip, user_agent: r.headers['user-agent'], latency_ms: Math.round(latency), upstream_latency_ms: r.upstreamMs,
+      request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: r.responseBytes,
+    });
   }
+
 }
 
-function hostOnly(rawHost: string): string {
-  if (rawHost.startsWith('[')) return rawHost.slice(0, rawHost.indexOf(']') + 1);
-  const colon = rawHost.indexOf(':');
-  return colon === -1 ? rawHost : rawHost.slice(0, colon);
+/** Adds a cookie to the response's own Set-Cookie headers. */
+function appendSetCookie(headers: Record<string, unknown>, cookie: string): void {
+  const existing = headers['set-cookie'];
+  headers['set-cookie'] = existing === undefined ? [cookie] : [...(Array.isArray(existing) ? existing : [String(existing)]), cookie];
 }
 
 /** The route path prefix the request matched (longest plain path), for plugins that answer under it. */
@@ -361,7 +489,7 @@ function isWebSocketHandshake(req: IncomingMessage): boolean {
 }
 
 function hasBody(req: DownstreamRequest): boolean {
-  if (req.httpVersionMajor === 2) return !(req as Http2ServerRequest).stream.endAfterHeaders;
+  if (req instanceof Http2ServerRequest) return !req.stream.endAfterHeaders;
   const length = req.headers['content-length'];
   return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
 }

@@ -17,6 +17,9 @@ export type { Issue, RecordSchema } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { putIfAbsent, take } from '../store/store.ts';
+export { consumerByReference } from '../consumers.ts';
+export { headerValueProblem, isUuid } from '../config/entities.ts';
+export { canonicalName } from '../config/hostnames.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;
@@ -29,6 +32,8 @@ export interface PluginDefinition<Config = any> {
   checkConfig?(config: Config, scope: PluginScope): Issue[];
   /** Authentication plugins cannot be scoped to a consumer (Kong's `no_consumer`). */
   noConsumer?: boolean;
+  /** Identifies the caller (sets `ctx.consumer` / `ctx.credential` or refuses): what plugins that need an authenticated caller look for. */
+  authenticates?: boolean;
   /** Entities this plugin adds to gateway.yaml (e.g. `oauth2_credentials`, `meters`). */
   entities?: EntityDefinition[];
   /**
@@ -45,8 +50,12 @@ export interface PluginScope {
   route: Route | null;
   service: Service | null;
   consumer: Consumer | null;
-  /** Names of the other enabled plugins that run on requests of this scope (global ones included). */
-  coPlugins: string[];
+  /**
+   * The routes this instance runs on, each with the plugins that run before it there for the same caller,
+   * from the very index the request pipeline uses (Kong's precedence: route and service together mean that
+   * route of that service only).
+   */
+  runsOn: { route: Route; before: PluginDefinition[] }[];
 }
 
 export interface EntityDefinition {
@@ -72,6 +81,51 @@ export interface PluginApi {
   dataDir: string;
   /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
   services: PluginServices;
+  /** Metrics the plugin shows on the admin API's `GET /metrics`. */
+  metrics: PluginMetrics;
+}
+
+/**
+ * Prometheus metrics of a plugin, registered once in `create`. Names start with `tollgate_` (e.g.
+ * `tollgate_metering_queue_events`). Meant for per-batch or per-scrape figures: per-request series
+ * are the core's (route, service, consumer, status).
+ */
+export interface PluginMetrics {
+  counter(spec: MetricSpec): CounterMetric;
+  /** With `read`, the gauge is read when /metrics is scraped (queue depths, sizes, progress). */
+  gauge(spec: GaugeSpec): GaugeMetric;
+  histogram(spec: HistogramSpec): HistogramMetric;
+}
+
+export interface MetricSpec {
+  name: string;
+  help: string;
+  labelNames?: readonly string[];
+}
+
+export type MetricLabels = Record<string, string | number>;
+
+export interface GaugeSpec extends MetricSpec {
+  read?(): { labels?: MetricLabels; value: number }[];
+}
+
+export interface HistogramSpec extends MetricSpec {
+  buckets: readonly number[];
+}
+
+export interface CounterMetric {
+  inc(labels: MetricLabels, value?: number): void;
+  inc(value?: number): void;
+}
+
+export interface GaugeMetric {
+  set(labels: MetricLabels, value: number): void;
+  set(value: number): void;
+}
+
+export interface HistogramMetric {
+  observe(labels: MetricLabels, value: number): void;
+  observe(value: number): void;
 }
 
 /**
@@ -84,9 +138,14 @@ export interface PluginServices {
   get<T>(name: string): T | undefined;
 }
 
+/**
+ * Consumers by id or by username, never both in one lookup: an id stored in an entity (a credential's
+ * consumer) is resolved with `byId` only. For a reference a client or an operator gives (an admin URL,
+ * `anonymous`), `consumerByReference` applies Kong's rule: UUID-shaped is an id, anything else a username.
+ */
 export interface ConsumerDirectory {
-  /** By id, username (or custom_id when `byCustomId`). */
-  find(idOrUsername: string): Consumer | undefined;
+  byId(id: string): Consumer | undefined;
+  byUsername(username: string): Consumer | undefined;
   list(): Consumer[];
 }
 
@@ -119,6 +178,11 @@ export interface ConfigView<Config = any> {
   entities(name: string): Record<string, any>[];
   routeById(id: string): Route | undefined;
   serviceById(id: string): Service | undefined;
+  /**
+   * The instance of this plugin that runs on a route's requests before any consumer is known: the
+   * answer the request path itself gives (Kong's precedence), so a check can never disagree with it.
+   */
+  instanceOn(routeId: string): PluginEntity<Config> | undefined;
 }
 
 export interface AuthenticatedCredential {
@@ -133,6 +197,7 @@ export interface UnmatchedRequest {
   readonly path: string;
   readonly rawQuery: string;
   readonly headers: IncomingHttpHeaders;
+  /** The host the client addressed, without port, in the form routes compare it: lowercase, no trailing dot (nginx's `$host`). */
   readonly host: string;
   /** Host with port as the client addressed it: Host, `:authority` on h2, or an absolute-form target's authority. */
   readonly rawHost: string;
@@ -169,7 +234,7 @@ export interface RequestContext {
   readonly query: URLSearchParams;
   /** Client request headers (lowercase names). */
   readonly headers: IncomingHttpHeaders;
-  /** Host without port, as sent (`:authority` on h2). */
+  /** The host the client addressed (Host, `:authority` on h2, or an absolute-form authority), without port, in the form routes compare it: lowercase, no trailing dot (nginx's `$host`). */
   readonly host: string;
   /** Host with port as the client addressed it: Host, `:authority` on h2, or an absolute-form target's authority. */
   readonly rawHost: string;
@@ -192,6 +257,12 @@ export interface RequestContext {
 
   /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
   readBody(): Promise<Buffer>;
+  /**
+   * The whole body when it has at most `limit` bytes, else undefined. A larger body is never held: one
+   * declared larger is not read at all, and of an undeclared (chunked) one only the first `limit` bytes,
+   * which go upstream ahead of the rest. Either way the upstream still gets the body whole and untouched.
+   */
+  readBodyWithin(limit: number): Promise<Buffer | undefined>;
   /** Replaces the body sent upstream (after readBody). */
   setUpstreamBody(body: Buffer): void;
 

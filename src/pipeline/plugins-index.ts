@@ -15,6 +15,12 @@ export interface PluginStep {
   consumerScoped: boolean;
 }
 
+/** A route an instance runs on, with the steps that run before it there. */
+export interface Placement {
+  route: Route;
+  before: PluginStep[];
+}
+
 function key(name: string, route: string | null, service: string | null, consumer: string | null): string {
   return `${name}|${route ?? ''}|${service ?? ''}|${consumer ?? ''}`;
 }
@@ -22,18 +28,15 @@ function key(name: string, route: string | null, service: string | null, consume
 export class PluginsIndex {
   private readonly byKey = new Map<string, PluginEntity>();
   private readonly stepsByRoute = new Map<string, PluginStep[]>();
-  /** Global plugins, for requests that match no route. */
-  readonly globalNames: string[];
 
   constructor(
     plugins: PluginEntity[],
-    routes: Route[],
+    private readonly routes: Route[],
     private readonly definitions: ReadonlyMap<string, PluginDefinition>,
   ) {
     const enabled = plugins.filter((p) => p.enabled && definitions.has(p.name));
     for (const p of enabled) this.byKey.set(key(p.name, p.route?.id ?? null, p.service?.id ?? null, p.consumer?.id ?? null), p);
     for (const route of routes) this.stepsByRoute.set(route.id, this.stepsFor(route, enabled));
-    this.globalNames = [...new Set(enabled.filter((p) => !p.route && !p.service && !p.consumer).map((p) => p.name))];
   }
 
   steps(routeId: string): PluginStep[] {
@@ -53,6 +56,24 @@ export class PluginsIndex {
       this.byKey.get(key(n, null, null, consumerId)) ??
       step.anonymous
     );
+  }
+
+  /**
+   * Where `plugin` runs, decided exactly as requests decide it: each route on which the instance is the
+   * one resolved (for its consumer, if it has one), with the steps that run before it for that caller.
+   * Config checks ask this instead of re-deriving precedence, so a check and the runtime cannot disagree.
+   */
+  placements(plugin: PluginEntity): Placement[] {
+    const consumerId = plugin.consumer?.id ?? null;
+    const placements: Placement[] = [];
+    for (const route of this.routes) {
+      const steps = this.steps(route.id);
+      const at = steps.findIndex((step) => step.name === plugin.name);
+      if (at === -1 || this.resolve(steps[at], route, consumerId) !== plugin) continue;
+      const before = steps.slice(0, at).filter((step) => this.resolve(step, route, consumerId) !== undefined);
+      placements.push({ route, before });
+    }
+    return placements;
   }
 
   private stepsFor(route: Route, enabled: PluginEntity[]): PluginStep[] {

@@ -23,6 +23,7 @@ import { parseListenList } from '../config/listen.ts';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
 import { Gateway, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
+import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
 import { createLogging, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
 import { bundledPlugins } from '../plugins.ts';
@@ -45,20 +46,17 @@ type ToWorker = { type: 'reload' } | { type: 'stop' } | { type: 'pids'; master: 
 type ToPrimary = { type: 'listening'; lines: string[] } | { type: 'reloaded'; ok: boolean; errors: number; refused?: string };
 
 /**
- * Runs this process's part of a multi-process node and returns true; false when the node is a single
- * process (worker_processes 1, or a config the single-process path will report as invalid).
+ * Runs this process's part of a multi-process node and resolves with its exit code once the node has
+ * stopped; undefined at once when the node is a single process (worker_processes 1, or a config the
+ * single-process path will report as invalid).
  */
-export async function startNode(configFile: string): Promise<boolean> {
-  if (cluster.isWorker) {
-    await runWorker(configFile);
-    return true;
-  }
+export async function startNode(configFile: string, pidFileOption?: string): Promise<number | undefined> {
+  if (cluster.isWorker) return runWorker(configFile);
   const loaded = await loadConfigFile(configFile, bundledPlugins);
-  if (!loaded.ok) return false;
+  if (!loaded.ok) return undefined;
   const count = workerCount(loaded.config.gateway.worker_processes);
-  if (count <= 1) return false;
-  await new Primary(configFile, loaded.config, count).start();
-  return true;
+  if (count <= 1) return undefined;
+  return new Primary(configFile, loaded.config, count, pidFileOption).run();
 }
 
 interface Slot {
@@ -82,38 +80,45 @@ class Primary {
   private stopping = false;
   private sweeper: NodeJS.Timeout | undefined;
   private exitCode = 0;
+  private pidFile: string | undefined;
+  private stopped: (code: number) => void = () => {};
 
   constructor(
     private readonly configFile: string,
     private readonly config: GatewayConfig,
     count: number,
+    private readonly pidFileOption: string | undefined,
   ) {
     this.log = createLogging(config.gateway.log_level).log.child({ process: 'primary' });
     this.slots = Array.from({ length: count }, (_, i) => ({ number: i + 1, worker: null, startedAt: 0, crashes: 0, listening: false, stopRequested: false }));
   }
 
-  async start(): Promise<void> {
+  /** Starts the workers; resolves with the exit code once every one is gone and the store is closed. */
+  async run(): Promise<number> {
     try {
       await this.prepare();
     } catch (err) {
       for (const line of startFailureLines(err, this.configFile)) console.error(line);
       await this.store?.close().catch(() => undefined);
-      process.exit(1);
+      return 1;
     }
+    const done = new Promise<number>((resolve) => (this.stopped = resolve));
     cluster.schedulingPolicy = cluster.SCHED_NONE;
     cluster.setupPrimary({ stdio: this.store ? ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'] : ['inherit', 'inherit', 'inherit', 'ipc'] });
     for (const slot of this.slots) this.fork(slot);
     process.once('SIGTERM', () => this.stop('SIGTERM'));
     process.once('SIGINT', () => this.stop('SIGINT'));
     process.on('SIGHUP', () => this.reload());
+    stopWhenNpmExits(() => this.stop('npm exited'));
     process.on('uncaughtException', (err) => this.log.error({ err }, 'uncaught exception'));
     process.on('unhandledRejection', (err) => this.log.error({ err }, 'unhandled rejection'));
+    return done;
   }
 
   /** What every worker needs before it starts: the data directory, the TLS files, the store, the node id. */
   private async prepare(): Promise<void> {
     const { gateway } = this.config;
-    await usableDataDir(gateway.data_dir);
+    await usableDataDir(gateway.data_dir, this.log);
     // Generated once here, or every worker would generate its own self-signed certificate at once.
     const listens = [...parseListenList(gateway.proxy_listen).specs, ...parseListenList(gateway.admin_listen).specs];
     if (listens.some((s) => s.ssl)) await loadTlsMaterial(gateway.ssl_cert, gateway.ssl_cert_key, gateway.data_dir);
@@ -149,8 +154,17 @@ class Primary {
     this.broadcastPids();
     if (this.started || !this.slots.every((s) => s.listening)) return;
     this.started = true;
-    for (const line of message.lines) console.log(line);
-    console.log(`pid ${process.pid}: ${this.slots.length} worker processes; SIGHUP reloads ${this.configFile}, SIGTERM stops`);
+    try {
+      this.pidFile = writePidFile(this.pidFileOption, this.config.gateway.data_dir);
+    } catch (err) {
+      console.error(`tollgate: ${(err as Error).message}`);
+      return this.stop('no pid file', 1);
+    }
+    for (const line of message.lines) this.log.info(line);
+    this.log.info(
+      { config: this.configFile, pid_file: this.pidFile, workers: this.slots.length },
+      `started, pid ${process.pid} (in ${this.pidFile}) with ${this.slots.length} worker processes: SIGHUP reloads ${this.configFile}, SIGTERM stops`,
+    );
   }
 
   private exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
@@ -197,10 +211,11 @@ class Primary {
         }),
     );
     void Promise.all(answers).then((results) => {
+      // Each worker logs its own details (every error of an invalid file); this is the node's outcome.
       const failed = results.find((r) => !r.ok);
-      if (!failed) console.log('configuration reloaded');
-      else if (failed.refused) console.error(`tollgate: reload refused (${failed.refused}): keeping the current configuration`);
-      else console.log(`configuration invalid (${failed.errors} errors): keeping the current one`);
+      if (!failed) this.log.info({ workers: results.length }, 'configuration reloaded on every worker');
+      else if (failed.refused) this.log.error({ reason: failed.refused }, 'reload refused: keeping the current configuration');
+      else this.log.error({ errors: failed.errors }, `configuration invalid (${failed.errors} ${failed.errors === 1 ? 'error' : 'errors'}): keeping the current one`);
     });
   }
 
@@ -233,25 +248,28 @@ class Primary {
       this.log.error({ err }, 'closing the store failed');
       this.exitCode = 1;
     }
+    if (this.pidFile) removePidFile(this.pidFile);
     this.log.flush();
-    process.exit(this.exitCode);
+    this.stopped(this.exitCode);
   }
 }
 
-async function runWorker(configFile: string): Promise<void> {
+/** A worker: serves until the primary stops it (or goes away); resolves with its exit code. */
+async function runWorker(configFile: string): Promise<number> {
   const number = Number(process.env.TOLLGATE_WORKER);
   let processes = { master: process.ppid, workers: [process.pid] };
   let gateway: Gateway | undefined;
   let stopping = false;
+  let exited: (code: number) => void = () => {};
+  const done = new Promise<number>((resolve) => (exited = resolve));
   const stop = () => {
     if (stopping) return;
     stopping = true;
-    const done = gateway ? gateway.stop() : Promise.resolve();
-    done.then(
-      () => process.exit(0),
+    (gateway ? gateway.stop() : Promise.resolve()).then(
+      () => exited(0),
       (err) => {
         console.error('tollgate: shutdown failed:', err);
-        process.exit(1);
+        exited(1);
       },
     );
   };
@@ -278,12 +296,13 @@ async function runWorker(configFile: string): Promise<void> {
     });
   } catch (err) {
     for (const line of startFailureLines(err, configFile)) console.error(line);
-    process.exit(1);
+    return 1;
   }
   const started = gateway;
   process.on('uncaughtException', (err) => started.log.error({ err }, 'uncaught exception'));
   process.on('unhandledRejection', (err) => started.log.error({ err }, 'unhandled rejection'));
   process.send!({ type: 'listening', lines: started.listenerLines() } satisfies ToPrimary);
+  return done;
 }
 
 async function reloadWorker(gateway: Gateway | undefined): Promise<void> {

@@ -10,13 +10,15 @@
  *   DEADLINE_EXCEEDED (as trailers-only, or as trailers once the upstream's headers went out).
  */
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
-import { isIP } from 'node:net';
 import type { Logger } from 'pino';
+import type { Peer } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
+import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
 import type { RouteMatch } from '../router/index.ts';
+import type { UpstreamTls } from '../tls/upstream-tls.ts';
 import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
-import { encodeGrpcMessage, grpcStatusFor, MESSAGES, upstreamFailureAnswer } from './respond.ts';
+import { encodeGrpcMessage, failureKind, grpcStatusFor, MESSAGES, upstreamFailureAnswer } from './respond.ts';
 
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
@@ -47,18 +49,26 @@ interface PooledSession {
   waiting: Array<(err: Error | null) => void>;
 }
 
-/** HTTP/2 sessions per upstream (scheme, host, port, TLS verification), opened on demand, reused. */
+/** Where and how a session connects: the peer, and the TLS settings towards it. */
+interface SessionTarget {
+  service: Service;
+  peer: Peer;
+  tls: UpstreamTls | undefined;
+}
+
+/** HTTP/2 sessions per peer and TLS identity, opened on demand, reused. */
 class SessionPool {
   private readonly pools = new Map<string, PooledSession[]>();
 
   constructor(private readonly idleTimeoutMs: number) {}
 
   /** Calls back with a connected session that has a free stream slot, or the connection error. */
-  acquire(service: Service, callback: (err: Error | null, entry?: PooledSession) => void): void {
-    const key = `${service.protocol}|${service.host}|${service.port}|${service.tls_verify ?? false}`;
+  acquire(target: SessionTarget, callback: (err: Error | null, entry?: PooledSession) => void): void {
+    const { service, peer, tls } = target;
+    const key = `${service.protocol}|${peer.host}|${peer.port}|${peer.servername ?? ''}|${tls?.key ?? ''}`;
     let pool = this.pools.get(key);
     if (!pool) this.pools.set(key, (pool = []));
-    const chosen = pool.find((e) => e.streams < streamLimit(e) && isUsable(e.session)) ?? this.add(service, pool);
+    const chosen = pool.find((e) => e.streams < streamLimit(e) && isUsable(e.session)) ?? this.add(target, pool);
     chosen.streams++;
     if (chosen.ready) return callback(null, chosen);
     chosen.waiting.push((err) => {
@@ -73,21 +83,21 @@ class SessionPool {
   }
 
   /** A new session, or the least busy one when the upstream has as many as it may. */
-  private add(service: Service, pool: PooledSession[]): PooledSession {
+  private add(target: SessionTarget, pool: PooledSession[]): PooledSession {
     if (pool.length < SESSIONS_PER_UPSTREAM) {
-      const entry = this.connect(service, pool);
+      const entry = this.connect(target, pool);
       pool.push(entry);
       return entry;
     }
     return pool.reduce((least, e) => (e.streams < least.streams ? e : least));
   }
 
-  private connect(service: Service, pool: PooledSession[]): PooledSession {
+  private connect({ service, peer, tls: upstreamTls }: SessionTarget, pool: PooledSession[]): PooledSession {
     const tls = service.protocol === 'grpcs';
-    const host = service.host.includes(':') ? `[${service.host}]` : service.host;
-    const session = http2.connect(`${tls ? 'https' : 'http'}://${host}:${service.port}`, {
-      rejectUnauthorized: service.tls_verify ?? false,
-      servername: tls && !isIP(service.host) ? service.host : undefined,
+    const host = peer.host.includes(':') ? `[${peer.host}]` : peer.host;
+    const session = http2.connect(`${tls ? 'https' : 'http'}://${host}:${peer.port}`, {
+      rejectUnauthorized: false,
+      ...(tls ? { servername: peer.servername, ...upstreamTls?.options } : {}),
       settings: { enablePush: false, initialWindowSize: WINDOW_BYTES },
     });
     const entry: PooledSession = { session, ready: false, streams: 0, waiting: [] };
@@ -141,27 +151,40 @@ export class GrpcProxy {
     this.sessions.close();
   }
 
-  /** Relays the call; `done` runs once when the downstream stream has closed. */
-  proxy(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, done: () => void): void {
+  /** Relays the call; `end.done` runs once when the downstream stream has closed. */
+  proxy(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
     const downstream = (ctx.raw.req as Http2ServerRequest).stream;
-    downstream.once('close', done);
+    downstream.once('close', end.done);
     const service = ctx.service!;
+    const { peers, tls } = destination;
     let tries = 0;
-    const attempt = () => {
-      this.sessions.acquire(service, (err, entry) => {
-        if (downstream.destroyed) {
-          if (entry) entry.streams--;
-          return;
-        }
-        if (!err) return new GrpcCall(ctx, match, headers, entry!, this.options.log).start();
-        const retryable = !(err instanceof ConnectTimeout) && (err as NodeJS.ErrnoException).code !== undefined;
-        if (retryable && tries++ < service.retries) return attempt();
-        const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, err instanceof ConnectTimeout);
-        ctx.error(status, message);
-      });
+    const attempt = (peer: Peer) => {
+      this.sessions.acquire(
+        { service, peer, tls },
+        contained(end, (err, entry) => {
+          if (downstream.destroyed) {
+            if (entry) entry.streams--;
+            return;
+          }
+          if (!err) return new GrpcCall(ctx, match, callHeaders(headers, peer, !ctx.route.preserve_host), entry!, destination, this.options.log, end).start();
+          const timedOut = err instanceof ConnectTimeout;
+          peers.failed(failureKind(err as NodeJS.ErrnoException, timedOut));
+          // A connect timeout moves on only to another target of a balancer (the same host would time out again).
+          const retryable = timedOut ? peers.retriesTimeouts : (err as NodeJS.ErrnoException).code !== undefined;
+          const next = retryable && tries++ < service.retries ? peers.next() : null;
+          if (next) return attempt(next);
+          const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, timedOut);
+          ctx.error(status, message);
+        }),
+      );
     };
-    attempt();
+    attempt(peers.first);
   }
+}
+
+/** A retry on another target carries that target's `:authority`, as Kong recomputes it on every try. */
+function callHeaders(headers: Record<string, unknown>, peer: Peer, authorityPerPeer: boolean): Record<string, unknown> {
+  return authorityPerPeer && headers.host !== peer.hostHeader ? { ...headers, host: peer.hostHeader } : headers;
 }
 
 /** One proxied call: a downstream stream joined to an upstream stream. */
@@ -182,7 +205,9 @@ class GrpcCall {
     private readonly match: RouteMatch,
     private readonly headers: Record<string, unknown>,
     private readonly entry: PooledSession,
+    private readonly destination: Destination,
     private readonly log: Logger,
+    private readonly end: ProxyEnd,
   ) {
     this.req = ctx.raw.req as Http2ServerRequest;
     this.res = ctx.raw.res as Http2ServerResponse;
@@ -203,20 +228,28 @@ class GrpcCall {
     }
     this.sentAt = performance.now();
     const upstream = this.upstream;
+    const { end } = this;
     // nginx's grpc_read_timeout: the longest the stream may sit idle (no frame either way).
-    upstream.setTimeout(service.read_timeout, () => this.endWith(504, MESSAGES.timeout));
+    upstream.setTimeout(service.read_timeout, contained(end, () => this.endWith(504, MESSAGES.timeout)));
     this.enforceDeadline();
-    upstream.once('response', (headers, flags) => this.onResponse(headers, flags));
-    upstream.once('trailers', (trailers) => {
-      this.statusReceived = true;
-      this.res.addTrailers(trailers);
-    });
+    upstream.once('response', contained(end, (headers: IncomingHttpHeaders, flags: number) => this.onResponse(headers, flags)));
+    upstream.once(
+      'trailers',
+      contained(end, (trailers: IncomingHttpHeaders) => {
+        this.statusReceived = true;
+        this.res.addTrailers(trailers);
+      }),
+    );
     upstream.on('error', (err) => this.log.debug({ err, request_id: ctx.id }, 'gRPC upstream stream error'));
-    upstream.once('close', () => this.onUpstreamClose());
-    downstream.once('close', () => this.onDownstreamClose());
+    upstream.once('close', contained(end, () => this.onUpstreamClose()));
+    downstream.once('close', contained(end, () => this.onDownstreamClose()));
 
     if (bodyInMemory) upstream.end(ctx.body);
-    else if (!downstream.endAfterHeaders) this.req.pipe(upstream);
+    else if (!downstream.endAfterHeaders) {
+      // Counted for the access log; attached with the pipe, in the same tick, so no chunk goes by unseen.
+      this.req.on('data', (chunk: Buffer) => (ctx.requestBodyBytes += chunk.length));
+      this.req.pipe(upstream);
+    }
   }
 
   private requestHeaders(): OutgoingHttpHeaders {
@@ -235,9 +268,10 @@ class GrpcCall {
 
   private onResponse(headers: IncomingHttpHeaders, flags: number): void {
     const { ctx, downstream } = this;
+    const status = Number(headers[':status']) || 200;
+    this.destination.peers.answered(status, performance.now() - this.sentAt);
     if (downstream.destroyed || this.ended) return;
     ctx.upstreamLatency = Math.round(performance.now() - this.sentAt);
-    const status = Number(headers[':status']) || 200;
     const out = downstreamHeaders(headers, ctx.headers.te, true);
     finishResponseHeaders(ctx, status, out, this.sentAt);
     out[':status'] = status;
@@ -257,6 +291,7 @@ class GrpcCall {
     }
     // Not ended by the pipe: a connection lost mid-response also ends the upstream stream's data,
     // and that end must not reach the client as a complete call without a status.
+    this.upstream.on('data', (chunk: Buffer) => (ctx.responseBodyBytes += chunk.length));
     this.upstream.pipe(downstream, { end: false });
   }
 
@@ -308,7 +343,7 @@ class GrpcCall {
     const ms = parseGrpcTimeout(this.ctx.headers['grpc-timeout']);
     // Beyond a timer's range (~24.8 days) Node would fire at once; such a deadline is no deadline.
     if (ms === undefined || ms > MAX_TIMER_MS) return;
-    this.deadlineTimer = setTimeout(() => this.endWith(504, 'Deadline exceeded'), ms);
+    this.deadlineTimer = setTimeout(contained(this.end, () => this.endWith(504, 'Deadline exceeded')), ms);
     this.deadlineTimer.unref();
   }
 }

@@ -1,10 +1,10 @@
 /**
- * Headers across the proxy, as Kong sets them (reference/gateway-core.md §3.1): hop-by-hop headers
- * removed both ways, X-Forwarded-* believed only from trusted peers, X-Forwarded-For appended to,
- * Via appended to, Host per preserve_host.
+ * Headers across the proxy, as Kong sets them (kong/runloop/handler.lua, kong/templates/nginx_kong.lua):
+ * hop-by-hop headers removed both ways, X-Forwarded-* believed only from trusted peers, X-Forwarded-For
+ * appended to, Via appended to, Host per preserve_host; and never a client's copy of a header the
+ * gateway vouches for.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
 import { SERVER_TOKEN } from './respond.ts';
@@ -20,32 +20,24 @@ const HOP_BY_HOP = new Set([
 /** Listed in Connection, hence hop-by-hop, but Kong keeps these bare values' headers. */
 const CONNECTION_KEEPS = new Set(['keep-alive', 'close', 'upgrade']);
 
-export class TrustedPeers {
-  private readonly list = new BlockList();
-  private readonly empty: boolean;
+/**
+ * Headers the gateway vouches for, in any spelling an upstream may read as theirs: names arrive
+ * lowercased, and WSGI, CGI, PHP and Rack turn `-` and `_` alike into `_` (a client's
+ * `X_Authenticated_Scope` is their HTTP_X_AUTHENTICATED_SCOPE). Who the caller is (Kong's X-Consumer-*,
+ * X-Credential-*, X-Anonymous-*, X-Authenticated-*: set by authentication plugins, whether or not the
+ * route has one), where the request came from (X-Forwarded-*, Forwarded, X-Real-IP), the request id.
+ */
+const VOUCHED = /^x[-_](?:(?:consumer|credential|anonymous|authenticated|forwarded)[-_]|real[-_]ip$|kong[-_]request[-_]id$)|^forwarded$/;
+const X = 120;
+const F = 102;
 
-  constructor(cidrs: string[]) {
-    this.empty = cidrs.length === 0;
-    for (const cidr of cidrs) {
-      const [address, bits] = cidr.split('/');
-      const type = isIPv6(address) ? 'ipv6' : 'ipv4';
-      if (bits === undefined) this.list.addAddress(address, type);
-      else this.list.addSubnet(address, Number(bits), type);
-    }
-  }
-
-  has(ip: string): boolean {
-    if (this.empty) return false;
-    if (isIPv4(ip)) return this.list.check(ip, 'ipv4');
-    if (isIPv6(ip)) return this.list.check(ip, 'ipv6');
-    return false;
-  }
-}
-
-/** The peer's address without the IPv4-mapped IPv6 prefix. */
-export function peerAddress(remote: string | undefined): string {
-  if (!remote) return '';
-  return remote.startsWith('::ffff:') ? remote.slice(7) : remote;
+/** A client header the upstream must not get as sent; a trusted peer's forwarding headers pass in their usual spelling. */
+function isVouchedFor(name: string, trusted: boolean): boolean {
+  // Only names starting with `x` or `f` pay for the pattern: one comparison for the rest.
+  const first = name.charCodeAt(0);
+  if ((first !== X && first !== F) || !VOUCHED.test(name)) return false;
+  if (trusted && (name === 'forwarded' || name.startsWith('x-forwarded-'))) return name.includes('_');
+  return true;
 }
 
 function connectionTokens(value: string | string[] | undefined): string[] {
@@ -65,24 +57,32 @@ export interface UpstreamHeaderFacts {
   /** The prefix strip_path removed ('' when none). */
   strippedPrefix: string;
   rawPath: string;
+  /** The Host of the peer the balancer chose (used unless the route preserves the client's). */
+  peerHost?: string;
 }
 
 function defaultPort(protocol: string): number {
   return protocol === 'https' || protocol === 'grpcs' || protocol === 'wss' ? 443 : 80;
 }
 
+/** Kong's set_host_header: the name, with `:port` unless the port is the protocol's default. */
+export function hostWithPort(host: string, port: number, protocol: string): string {
+  const name = host.includes(':') ? `[${host}]` : host;
+  return port === defaultPort(protocol) ? name : `${name}:${port}`;
+}
+
 export function upstreamHost(service: Service, ctx: Context, rawHost: string): string {
   if (ctx.route.preserve_host && rawHost) return rawHost;
-  const host = service.host.includes(':') ? `[${service.host}]` : service.host;
-  return service.port === defaultPort(service.protocol) ? host : `${host}:${service.port}`;
+  return hostWithPort(service.host, service.port, service.protocol);
 }
 
 export function buildUpstreamHeaders(ctx: Context, service: Service, facts: UpstreamHeaderFacts): OutgoingHttpHeaders {
   const client = ctx.headers;
   const dropped = connectionTokens(client.connection);
   const out: OutgoingHttpHeaders = {};
+  const trusted = facts.trusted;
   for (const name in client) {
-    if (name.charCodeAt(0) === 58 /* ':' */ || HOP_BY_HOP.has(name)) continue;
+    if (name.charCodeAt(0) === 58 /* ':' */ || HOP_BY_HOP.has(name) || isVouchedFor(name, trusted)) continue;
     out[name] = client[name];
   }
   for (const name of dropped) delete out[name];
@@ -92,13 +92,12 @@ export function buildUpstreamHeaders(ctx: Context, service: Service, facts: Upst
     out.connection = 'upgrade';
     out.upgrade = 'websocket';
   }
-  out.host = upstreamHost(service, ctx, facts.rawHost);
+  out.host = ctx.route.preserve_host && facts.rawHost ? facts.rawHost : (facts.peerHost ?? upstreamHost(service, ctx, facts.rawHost));
 
-  const trusted = facts.trusted;
   const priorXff = client['x-forwarded-for'];
   out['x-forwarded-for'] = priorXff ? `${Array.isArray(priorXff) ? priorXff.join(', ') : priorXff}, ${facts.peerIp}` : facts.peerIp;
   out['x-forwarded-proto'] = ctx.forwardedProto;
-  out['x-forwarded-host'] = (trusted && firstValue(client['x-forwarded-host'])) || ctx.host.toLowerCase();
+  out['x-forwarded-host'] = (trusted && firstValue(client['x-forwarded-host'])) || ctx.host;
   out['x-forwarded-port'] = (trusted && firstValue(client['x-forwarded-port'])) || String(facts.listenerPort);
   out['x-forwarded-path'] = (trusted && firstValue(client['x-forwarded-path'])) || facts.rawPath;
   const prefix = (trusted && firstValue(client['x-forwarded-prefix'])) || facts.strippedPrefix;

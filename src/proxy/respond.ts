@@ -108,10 +108,13 @@ function hasHeader(headers: OutgoingHttpHeaders, name: string): boolean {
 export const MESSAGES = {
   noRoute: 'no Route matched with those values',
   badPath: 'Bad request: the request path is not a valid origin-form path',
+  badHost: 'Bad Request: invalid Host header',
   noService: 'no Service found with those values',
   badGateway: 'An invalid response was received from the upstream server',
   timeout: 'The upstream server is timing out',
   dnsFailure: 'name resolution failed',
+  /** An upstream with no healthy target (kong/runloop/balancer/init.lua). */
+  noPeer: 'failure to get a peer from the ring-balancer',
   useHttps: 'Please use HTTPS protocol',
   useHttp2: 'Please use HTTP2 protocol',
   nonGrpc: 'Non-gRPC request matched gRPC route',

@@ -10,12 +10,14 @@
  */
 import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import https from 'node:https';
-import { isIP, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Context } from '../pipeline/context.ts';
+import type { Peer } from '../balancer/peers.ts';
+import { headerLines, type Context } from '../pipeline/context.ts';
+import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
 import type { RouteMatch } from '../router/index.ts';
 import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
-import { upstreamFailureAnswer } from './respond.ts';
+import { failureKind, upstreamFailureAnswer } from './respond.ts';
 
 /** Services an upgrade can be proxied to (Kong OSS tunnels WebSockets over http/https services). */
 const UPGRADABLE = new Set(['http', 'https', 'ws', 'wss']);
@@ -36,56 +38,95 @@ export class WebSocketProxy {
     this.open.clear();
   }
 
-  proxy(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, done: () => void): void {
+  proxy(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
     const service = ctx.service!;
     if (!UPGRADABLE.has(service.protocol)) return answerError(ctx, 502, `a ${service.protocol} service cannot take a WebSocket upgrade`);
-    const tls = service.protocol === 'https' || service.protocol === 'wss';
     // Bytes the client sent after its handshake belong to the tunnel.
     if (head.length > 0) socket.unshift(head);
+    this.handshake(ctx, match, socket, headers, destination, destination.peers.first, 0, end);
+  }
+
+  /** One try of the handshake on `peer`; a connection failure moves to the next peer, as Kong's retries. */
+  private handshake(ctx: Context, match: RouteMatch, socket: Duplex, headers: Record<string, unknown>, destination: Destination, peer: Peer, tries: number, end: ProxyEnd): void {
+    const service = ctx.service!;
+    const tls = service.protocol === 'https' || service.protocol === 'wss';
     const sentAt = performance.now();
+    const ownHost = !ctx.route.preserve_host && headers.host !== peer.hostHeader ? { ...headers, host: peer.hostHeader } : headers;
     const upstreamRequest = (tls ? https : http).request({
-      host: service.host,
-      port: service.port,
+      host: peer.host,
+      port: peer.port,
       method: 'GET',
       path: match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : ''),
-      headers: headers as OutgoingHttpHeaders,
+      headers: ownHost as OutgoingHttpHeaders,
       setHost: false,
       agent: false,
-      rejectUnauthorized: service.tls_verify ?? false,
-      servername: tls && !isIP(service.host) ? service.host : undefined,
+      rejectUnauthorized: false,
+      ...(tls ? { servername: peer.servername, ...destination.tls?.options } : {}),
     });
     const onClientGone = () => upstreamRequest.destroy();
     socket.once('close', onClientGone);
-    upstreamRequest.on('socket', (upstreamSocket) => {
-      this.track(upstreamSocket);
-      if (!upstreamSocket.connecting) return;
-      const timer = setTimeout(() => upstreamRequest.destroy(new HandshakeTimeout('connect timeout')), service.connect_timeout);
-      upstreamSocket.once('connect', () => clearTimeout(timer));
-      upstreamSocket.once('close', () => clearTimeout(timer));
-    });
+    /** Connected: the handshake went out, a failure from then on is not retried on another peer. */
+    let connected = false;
+    upstreamRequest.on(
+      'socket',
+      contained(end, (upstreamSocket: Socket) => {
+        this.track(upstreamSocket);
+        if (!upstreamSocket.connecting) return void (connected = true);
+        const timer = setTimeout(() => upstreamRequest.destroy(new HandshakeTimeout('connect timeout')), service.connect_timeout);
+        upstreamSocket.once('connect', () => {
+          connected = true;
+          clearTimeout(timer);
+        });
+        upstreamSocket.once('close', () => clearTimeout(timer));
+      }),
+    );
     upstreamRequest.setTimeout(service.read_timeout, () => upstreamRequest.destroy(new HandshakeTimeout('handshake timeout')));
     /** The upstream answered (refusal or 101): from then on a failure can only close the socket. */
     let answered = false;
-    upstreamRequest.on('error', (err: NodeJS.ErrnoException) => {
-      if (answered) return void socket.destroy();
-      const [status, message] = upstreamFailureAnswer(err, err instanceof HandshakeTimeout);
-      answerError(ctx, status, message);
-    });
-    upstreamRequest.on('response', (res) => {
-      answered = true;
-      ctx.upstreamLatency = Math.round(performance.now() - sentAt);
-      relayRefusal(ctx, socket, res, sentAt);
-    });
-    upstreamRequest.on('upgrade', (res, upstreamSocket, upstreamHead) => {
-      answered = true;
-      socket.off('close', onClientGone);
-      ctx.upstreamLatency = Math.round(performance.now() - sentAt);
-      if (socket.destroyed) return upstreamSocket.destroy();
-      upstreamSocket.setTimeout(0);
-      socket.write(handshakeHead(ctx, res, sentAt));
-      if (upstreamHead.length > 0) socket.write(upstreamHead);
-      join(socket, upstreamSocket, done);
-    });
+    upstreamRequest.on(
+      'error',
+      contained(end, (err: NodeJS.ErrnoException) => {
+        if (answered) return void socket.destroy();
+        socket.off('close', onClientGone);
+        const timedOut = err instanceof HandshakeTimeout;
+        destination.peers.failed(failureKind(err, timedOut));
+        const next = !connected && !socket.destroyed && tries < service.retries ? destination.peers.next() : null;
+        if (next) return this.handshake(ctx, match, socket, headers, destination, next, tries + 1, end);
+        const [status, message] = upstreamFailureAnswer(err, timedOut);
+        answerError(ctx, status, message);
+      }),
+    );
+    upstreamRequest.on(
+      'response',
+      contained(end, (res: IncomingMessage) => {
+        answered = true;
+        destination.peers.answered(res.statusCode ?? 0, performance.now() - sentAt);
+        ctx.upstreamLatency = Math.round(performance.now() - sentAt);
+        relayRefusal(ctx, socket, res, sentAt);
+      }),
+    );
+    upstreamRequest.on(
+      'upgrade',
+      contained(end, (res: IncomingMessage, upstreamSocket: Socket, upstreamHead: Buffer) => {
+        answered = true;
+        destination.peers.answered(res.statusCode ?? 101, performance.now() - sentAt);
+        socket.off('close', onClientGone);
+        ctx.upstreamLatency = Math.round(performance.now() - sentAt);
+        if (socket.destroyed) return upstreamSocket.destroy();
+        // Whatever fails from here on, the upstream socket must not outlive the client's.
+        socket.once('close', () => upstreamSocket.destroy());
+        upstreamSocket.setTimeout(0);
+        // A keep-alive connection may have carried requests before this one: only the tunnel counts.
+        const readBefore = (socket as Socket).bytesRead;
+        socket.write(handshakeHead(ctx, res, sentAt));
+        const writtenBefore = (socket as Socket).bytesWritten;
+        if (upstreamHead.length > 0) socket.write(upstreamHead);
+        join(socket, upstreamSocket, () => {
+          countTunnelBytes(ctx, socket as Socket, readBefore, writtenBefore);
+          end.done();
+        });
+      }),
+    );
     upstreamRequest.end();
   }
 
@@ -93,6 +134,12 @@ export class WebSocketProxy {
     this.open.add(socket);
     socket.once('close', () => this.open.delete(socket));
   }
+}
+
+/** The frames that went through the tunnel each way, for the access log (the client's socket is the tunnel's). */
+function countTunnelBytes(ctx: Context, client: Socket, readBefore: number, writtenBefore: number): void {
+  ctx.requestBodyBytes = (client.bytesRead ?? readBefore) - readBefore;
+  ctx.responseBodyBytes = (client.bytesWritten ?? writtenBefore) - writtenBefore;
 }
 
 /** The upstream's 101, relayed with Kong's Via and latency headers and the Upgrade kept. */
@@ -124,15 +171,6 @@ function answerError(ctx: Context, status: number, message: string): void {
 
 function statusLine(status: number, text: string): string {
   return `HTTP/1.1 ${status} ${text}\r\n`;
-}
-
-function headerLines(headers: OutgoingHttpHeaders): string {
-  let out = '';
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) out += `${name}: ${v}\r\n`;
-  }
-  return out + '\r\n';
 }
 
 /** Joins the two sockets; when either closes or fails, both are destroyed and `done` runs once. */

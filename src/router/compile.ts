@@ -1,10 +1,11 @@
 /**
- * Turns routes into matchers sorted by Kong's `traditional_compatible` (ATC) priority (reference §2.4).
+ * Turns routes into matchers sorted by Kong's `traditional_compatible` (ATC) priority (kong/router/transform.lua).
  * A route whose paths mix regexes and prefixes of different lengths is split into one matcher per path group,
  * so each group is ranked on its own, as Kong's ATC transform does.
  */
 import type { Route, Service } from '../config/types.ts';
-import { compileRouteRegex, splitHostPort } from './validate.ts';
+import { canonicalName, splitHostPort } from '../config/hostnames.ts';
+import { compileRouteRegex } from './validate.ts';
 
 /** How a host or SNI pattern compares: exact name, `*.example.com` (suffix), `example.*` (prefix). */
 export const NameKind = { Exact: 0, Suffix: 1, Prefix: 2 } as const;
@@ -187,8 +188,9 @@ function compileOrThrow(source: string, options: { anchored: boolean; ignoreCase
   return compiled;
 }
 
+/** Patterns are kept in the canonical form request names are compared in. */
 function compileNamePattern(name: string, port: number): NamePattern {
-  const lower = name.toLowerCase();
+  const lower = canonicalName(name);
   if (lower.startsWith('*.')) return { kind: NameKind.Suffix, text: lower.slice(1), port };
   if (lower.endsWith('.*')) return { kind: NameKind.Prefix, text: lower.slice(0, -1), port };
   return { kind: NameKind.Exact, text: lower, port };
@@ -199,9 +201,8 @@ function compileHost(host: string): NamePattern {
   return compileNamePattern(name, port);
 }
 
-/** SNIs: a trailing `.` is dropped, as Kong does. */
 function compileSni(sni: string): NamePattern {
-  return compileNamePattern(sni.endsWith('.') ? sni.slice(0, -1) : sni, -1);
+  return compileNamePattern(sni, -1);
 }
 
 function compileHeaders(headers: Record<string, string[]>): HeaderCondition[] {

@@ -1,18 +1,18 @@
 /** The request router: compiled once per config, matches with a per-router LRU of results (misses included). */
 import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
+import { canonicalName, parseRequestHost } from '../config/hostnames.ts';
 import type { Route, Service } from '../config/types.ts';
 import { compileMatchers, NameKind, type HeaderCondition, type Matcher, type NamePattern } from './compile.ts';
 import { escapeUpstreamPath, normalizePath, sanitizePostfix } from './normalize.ts';
 import { PrefixIndex } from './prefix-index.ts';
 import { buildUpstreamPath } from './upstream-path.ts';
-import { splitHostPort } from './validate.ts';
 
 export interface RouteRequest {
   method: string;
   /** Raw request path without the query, as received (may be percent-encoded, may contain ./..). */
   path: string;
-  /** Host header (or h2 :authority), may include ':port'; '' when absent. */
+  /** Host header (or h2 :authority, or an absolute-form target's authority), may include ':port'; '' when absent. */
   host: string;
   /** The listener's local port (used when host has no port, for route hosts with :port). */
   port: number;
@@ -104,17 +104,17 @@ export class Router {
 
   private findMatch(req: RouteRequest): RouteMatch | null {
     const path = normalizePath(req.path);
-    if (path === null) return null;
-    const { name, port } = splitHostPort(req.host);
+    const host = parseRequestHost(req.host);
+    if (path === null || host === null) return null;
     const facts: RequestFacts = {
       method: req.method,
       path,
       // Deviation from Kong (case-sensitive hosts): DNS names are case-insensitive and users expect `API.example.com`
-      // to reach the `api.example.com` route; route hosts are lowercased when compiled.
-      hostName: name.toLowerCase(),
-      hostPort: port >= 0 ? port : req.port,
+      // to reach the `api.example.com` route; route hosts and SNIs are compiled in the same canonical form.
+      hostName: host.name,
+      hostPort: host.port >= 0 ? host.port : req.port,
       headers: req.headers,
-      sni: req.scheme === 'https' ? stripTrailingDot((req.sni ?? '').toLowerCase()) : null,
+      sni: req.scheme === 'https' ? canonicalName(req.sni ?? '') : null,
     };
     this.prefixIndex.collect(path);
     for (let index = 0; index < this.matchers.length; index++) {
@@ -151,10 +151,6 @@ function matchesNonPathFields(matcher: Matcher, facts: RequestFacts): boolean {
     for (const condition of matcher.headers) if (!headerMatches(condition, facts.headers)) return false;
   }
   return true;
-}
-
-function stripTrailingDot(name: string): string {
-  return name.endsWith('.') ? name.slice(0, -1) : name;
 }
 
 function nameMatches(pattern: NamePattern, name: string): boolean {

@@ -1,6 +1,6 @@
 /** Config-time checks for route paths, hosts and header regexes, with Kong's messages; and the one regex compiler. */
 import safeRegex from 'safe-regex2';
-import { parseHostAddress } from '../config/hostnames.ts';
+import { parseHostAddress, splitHostPort } from '../config/hostnames.ts';
 import { checkEscapes } from '../config/paths.ts';
 import { normalizePath } from './normalize.ts';
 
@@ -50,15 +50,6 @@ export function validateRoutePath(path: string): string | undefined {
   const normalized = normalizePath(path);
   if (normalized !== path) return `non-normalized path, consider use '${normalized}' instead`;
   return undefined;
-}
-
-/** Splits `name[:port]` (IPv6 in brackets). port is -1 when absent, NaN when malformed. */
-export function splitHostPort(host: string): { name: string; port: number } {
-  const colon = host.lastIndexOf(':');
-  if (colon === -1 || (host.startsWith('[') && host.lastIndexOf(']') > colon)) return { name: host, port: -1 };
-  const portText = host.slice(colon + 1);
-  const port = /^\d{1,5}$/.test(portText) ? Number(portText) : NaN;
-  return { name: host.slice(0, colon), port };
 }
 
 /** Route `hosts` entry: hostname or IP, at most one `*` as the leftmost or rightmost label, optional `:port`. */

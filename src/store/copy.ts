@@ -8,8 +8,8 @@
  * Verified: at the end, the live entries of each key group (namespace and first key segment: e.g.
  * `plugin.oauth2:acc:`, `plugin.metering:e/`) are counted on both sides, as of the copy's start.
  */
-import { parseArgs } from 'node:util';
 import type pg from 'pg';
+import { Progress } from '../progress.ts';
 import { byteOrder } from './order.ts';
 import { commandConfig, commandFailed } from './migrate.ts';
 import { openEmbeddedStore, postgresSettings } from './open.ts';
@@ -17,13 +17,13 @@ import { connectedClient, encodeText, decodeText } from './postgres.ts';
 import { migrate, schemaNames, type SchemaNames } from './postgres-schema.ts';
 import type { LevelStore } from './level.ts';
 
-const DEFAULT_BATCH = 1000;
+export const DEFAULT_COPY_BATCH = 1000;
 const PROGRESS_KEY = 'store_copy';
 /** Without a terminal, a progress line at most this often. */
 const LOG_INTERVAL_MS = 2000;
 const COUNT_PAGE = 10_000;
 
-interface Progress {
+interface CopyState {
   state: 'copying' | 'done';
   /** The LevelDB directory copied from: a marker of another source is not resumed. */
   source: string;
@@ -39,26 +39,8 @@ export function keyGroup(key: string): string {
   return segment === -1 ? key : key.slice(0, namespaceEnd + 1 + segment + 1);
 }
 
-const USAGE = 'usage: npm run store:copy -- --from leveldb --to postgres [--config FILE] [--batch-size N]';
-
-export async function copyCommand(args: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({ args, options: { from: { type: 'string' }, to: { type: 'string' }, config: { type: 'string', short: 'c' }, 'batch-size': { type: 'string' } } }));
-  } catch (err) {
-    console.error(`${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  if (values.from !== 'leveldb' || values.to !== 'postgres') {
-    console.error(`only --from leveldb --to postgres is supported\n${USAGE}`);
-    return 2;
-  }
-  const batchSize = values['batch-size'] === undefined ? DEFAULT_BATCH : Number(values['batch-size']);
-  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) {
-    console.error(`--batch-size must be an integer between 1 and 100000\n${USAGE}`);
-    return 2;
-  }
-  const file = values.config ?? process.env.GATEWAY_CONFIG ?? 'gateway.yaml';
+/** Copies the embedded store of the config `file` into the PostgreSQL database it names; resolves with the exit code. */
+export async function copyStore(file: string, batchSize = DEFAULT_COPY_BATCH): Promise<number> {
   const config = await commandConfig(file);
   if (!config) return 1;
   let source: LevelStore | undefined;
@@ -79,7 +61,6 @@ export async function copyCommand(args: string[]): Promise<number> {
 class Copy {
   /** Expiry is judged as of the start, on both sides, so that counts agree however long the copy takes. */
   private readonly now = Date.now();
-  private lastOutput = 0;
 
   constructor(
     private readonly source: LevelStore,
@@ -112,9 +93,9 @@ class Copy {
     return this.verify(expected);
   }
 
-  private async progress(): Promise<Progress | undefined> {
+  private async progress(): Promise<CopyState | undefined> {
     const { rows } = await this.client.query(`SELECT value FROM ${this.names.meta} WHERE name = $1`, [PROGRESS_KEY]);
-    return rows.length === 0 ? undefined : (JSON.parse(rows[0].value) as Progress);
+    return rows.length === 0 ? undefined : (JSON.parse(rows[0].value) as CopyState);
   }
 
   private async destinationCount(): Promise<number> {
@@ -131,16 +112,16 @@ class Copy {
     return counts;
   }
 
-  private async copy(progress: Progress, total: number): Promise<void> {
-    const started = Date.now();
-    const startedAt = progress.copied;
+  private async copy(progress: CopyState, total: number): Promise<void> {
+    const shown = new Progress('copying entries', total, { stream: process.stdout, lineEveryMs: LOG_INTERVAL_MS });
+    shown.advance(progress.copied);
     let batch: { key: string; value: string; expiresAt: number | null }[] = [];
     const flush = async () => {
       await this.writeBatch(batch, { ...progress, lastKey: batch[batch.length - 1].key, copied: progress.copied + batch.length });
       progress.copied += batch.length;
       progress.lastKey = batch[batch.length - 1].key;
+      shown.advance(batch.length);
       batch = [];
-      this.report(progress.copied, total, (progress.copied - startedAt) / Math.max(0.001, (Date.now() - started) / 1000));
     };
     for await (const entry of this.source.entries(progress.lastKey ?? undefined, this.now)) {
       batch.push(entry);
@@ -149,11 +130,11 @@ class Copy {
     if (batch.length > 0) await flush();
     progress.state = 'done';
     await this.client.query(`UPDATE ${this.names.meta} SET value = $2 WHERE name = $1`, [PROGRESS_KEY, JSON.stringify(progress)]);
-    this.report(progress.copied, total, 0, true);
+    shown.finish();
   }
 
   /** The rows and the new resume point, in one transaction: an interruption loses neither without the other. */
-  private async writeBatch(rows: { key: string; value: string; expiresAt: number | null }[], next: Progress): Promise<void> {
+  private async writeBatch(rows: { key: string; value: string; expiresAt: number | null }[], next: CopyState): Promise<void> {
     await this.client.query('BEGIN; SET LOCAL synchronous_commit TO on');
     try {
       await this.client.query(
@@ -170,19 +151,6 @@ class Copy {
       await this.client.query('ROLLBACK').catch(() => undefined);
       throw err;
     }
-  }
-
-  /** On a terminal, one line rewritten in place; otherwise a line every few seconds. */
-  private report(copied: number, total: number, perSecond: number, last = false): void {
-    const percent = total === 0 ? 100 : Math.floor((copied / total) * 100);
-    const line = `copied ${copied} of ${total} entries (${percent}%)${perSecond > 0 ? `, ${Math.round(perSecond)}/s` : ''}`;
-    if (process.stdout.isTTY) {
-      process.stdout.write(`\r${line}\u001b[K${last ? '\n' : ''}`);
-      return;
-    }
-    if (!last && Date.now() - this.lastOutput < LOG_INTERVAL_MS) return;
-    this.lastOutput = Date.now();
-    console.log(line);
   }
 
   /** Counts live rows per key group on the destination and prints both sides; 0 when every group matches. */

@@ -7,6 +7,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
+import { PRIVATE_DIR_MODE } from '../data-dir.ts';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
 import { LocalNotices } from './notices.ts';
 import { byteOrder, SCAN_FIRST_BATCH, SCAN_MAX_BATCH, scanBounds } from './order.ts';
@@ -76,7 +77,7 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
   private conditional: Promise<unknown> = Promise.resolve();
 
   constructor(readonly location: string) {
-    mkdirSync(location, { recursive: true });
+    mkdirSync(location, { recursive: true, mode: PRIVATE_DIR_MODE });
     this.db = new ClassicLevel<string, string>(location, LEVEL_OPTIONS);
   }
 

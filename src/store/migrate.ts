@@ -2,7 +2,6 @@
  * `npm run migrate -- --config FILE`: creates or upgrades the PostgreSQL schema the config names, and
  * nothing else (every node also does it at start, under the same lock).
  */
-import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
 import { bundledPlugins } from '../plugins.ts';
@@ -27,9 +26,8 @@ export function commandFailed(err: unknown): number {
   return 1;
 }
 
-export async function migrateCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { config: { type: 'string', short: 'c' } } });
-  const file = values.config ?? process.env.GATEWAY_CONFIG ?? 'gateway.yaml';
+/** Creates or upgrades the schema of the PostgreSQL database the config `file` names; resolves with the exit code. */
+export async function migrateStore(file: string): Promise<number> {
   const config = await commandConfig(file);
   if (!config) return 1;
   const { gateway } = config;

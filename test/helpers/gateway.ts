@@ -106,12 +106,12 @@ export async function spawnGateway(config: Record<string, any>, options: StartOp
   let out = '';
   const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
   const urls = await new Promise<string[]>((res, rej) => {
-    const lines: string[] = [];
     const expected = (config.gateway?.proxy_listen ?? DEFAULT_LISTENERS.proxy_listen).length + (config.gateway?.admin_listen ?? DEFAULT_LISTENERS.admin_listen).length;
     const onData = (chunk: Buffer) => {
       out += chunk;
-      for (const m of chunk.toString().matchAll(/listening on (\S+)/g)) lines.push(m[1]);
-      if (lines.length >= expected) res(lines);
+      // Over the whole output: a line may arrive in two chunks.
+      const urls = [...out.matchAll(/listening on (\S+)/g)].map((m) => m[1]);
+      if (urls.length >= expected) res(urls);
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', (c) => (out += c));

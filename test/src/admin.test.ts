@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../helpers/gateway.ts';
+import { request, startGateway, startUpstream, type RequestOptions, type TestGateway, type Upstream } from '../helpers/gateway.ts';
+import { portOf, rawRequest } from './support.ts';
 
 let gw: TestGateway;
 let echo: Upstream;
@@ -47,7 +48,7 @@ test('GET / describes the node: version, a node id stable across restarts, plugi
   const info = reply.json();
   assert.equal(info.version, '0.1.0');
   assert.match(info.node_id, /^[0-9a-f-]{36}$/);
-  assert.deepEqual(Object.keys(info.plugins.available_on_server).sort(), ['metering', 'oauth2']);
+  assert.deepEqual(Object.keys(info.plugins.available_on_server).sort(), ['entitlement-enforcement', 'metering', 'oauth2']);
   assert.equal(info.plugins.available_on_server.oauth2.priority, 1400);
   assert.deepEqual(info.plugins.enabled_in_cluster, ['oauth2']);
   assert.equal(info.configuration.database, 'off');
@@ -236,4 +237,69 @@ test('GET /metrics: Prometheus text with requests by route/service/status, laten
   assert.match(text, /^tollgate_connections_active \d+$/m);
   assert.match(text, /^tollgate_connections_accepted_total \d+$/m);
   assert.match(text, /^# TYPE tollgate_request_latency_ms histogram$/m);
+});
+
+test('CSRF: a cross-origin request (any method, any body) is refused and changes nothing', async () => {
+  const before = (await admin('/consumers')).json().data.length;
+  const attempts: RequestOptions[] = [
+    // What a page can send without a CORS preflight: text/plain and form bodies.
+    { method: 'POST', headers: { origin: 'http://evil.example', 'content-type': 'text/plain' }, body: JSON.stringify({ username: 'csrf-1' }) },
+    { method: 'POST', headers: { origin: 'http://evil.example', 'content-type': 'application/x-www-form-urlencoded' }, body: 'username=csrf-2' },
+    { method: 'POST', headers: { origin: 'null', 'content-type': 'application/json' }, body: { username: 'csrf-3' } },
+    // Another port of the same host is another origin.
+    { method: 'POST', headers: { origin: 'http://127.0.0.1:1', 'content-type': 'application/json' }, body: { username: 'csrf-4' } },
+    { method: 'POST', headers: { 'sec-fetch-site': 'cross-site', 'content-type': 'application/json' }, body: { username: 'csrf-5' } },
+  ];
+  for (const attempt of attempts) {
+    const reply = await admin('/consumers', attempt);
+    assert.equal(reply.status, 403, JSON.stringify(attempt.headers));
+    assert.match(reply.json().message, /cross-origin/);
+  }
+  assert.equal((await admin('/consumers', { headers: { origin: 'http://evil.example' } })).status, 403, 'reads too');
+  assert.equal((await admin('/consumers')).json().data.length, before);
+  // The admin's own origin, and tools that send none, are served.
+  const own = await admin('/consumers', { method: 'POST', headers: { origin: gw.admin }, body: { username: 'same-origin' } });
+  assert.equal(own.status, 201, own.text);
+  assert.equal((await admin('/consumers/same-origin', { method: 'DELETE', headers: { 'sec-fetch-site': 'same-origin' } })).status, 204);
+});
+
+test('bodies are JSON, or forms: anything else (text/plain, none declared, multipart) is a 415, never parsed as JSON', async () => {
+  for (const type of ['text/plain', undefined, 'multipart/form-data; boundary=x', 'application/xml']) {
+    const headers = type === undefined ? {} : { 'content-type': type };
+    const reply = await admin('/consumers', { method: 'POST', headers, body: JSON.stringify({ username: `typed-${type}` }) });
+    assert.equal(reply.status, 415, String(type));
+    assert.match(reply.json().message, /application\/json/);
+  }
+  assert.equal((await admin('/consumers/typed-text%2Fplain')).status, 404);
+  const json = await admin('/consumers', { method: 'POST', headers: { 'content-type': 'application/json; charset=utf-8' }, body: JSON.stringify({ username: 'typed-json' }) });
+  assert.equal(json.status, 201);
+  assert.equal((await admin('/consumers/typed-json', { method: 'DELETE' })).status, 204);
+});
+
+test('DNS rebinding: a loopback admin listener answers only to a loopback Host', async () => {
+  const port = portOf(gw.admin);
+  for (const host of ['evil.example', `evil.example:${port}`, '10.0.0.1', 'localhost.evil.example']) {
+    const reply = await rawRequest(port, ['GET /consumers HTTP/1.1', `Host: ${host}`]);
+    assert.equal(reply.status, 403, host);
+    assert.match(reply.body, /loopback/, host);
+  }
+  for (const host of [`127.0.0.1:${port}`, 'localhost', `LOCALHOST.:${port}`, '127.1.2.3', '[::1]', 'admin.localhost']) {
+    assert.equal((await rawRequest(port, ['GET /consumers HTTP/1.1', `Host: ${host}`])).status, 200, host);
+  }
+});
+
+test('an admin listener beyond loopback does not restrict Host (its names are the operator’s), but still refuses cross-origin requests', async () => {
+  const wide = await startGateway({ gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['0.0.0.0:0'] } });
+  try {
+    const port = portOf(wide.admin);
+    assert.equal((await rawRequest(port, ['GET /status HTTP/1.1', 'Host: gateway.internal'])).status, 200);
+    assert.equal((await rawRequest(port, ['GET /status HTTP/1.1', 'Host: gateway.internal', 'Origin: http://evil.example'])).status, 403);
+  } finally {
+    await wide.stop();
+  }
+});
+
+test('a request target the URL parser refuses gets a 400, not silence', async () => {
+  const reply = await rawRequest(portOf(gw.admin), ['GET http://[/ HTTP/1.1', 'Host: 127.0.0.1']);
+  assert.equal(reply.status, 400);
 });

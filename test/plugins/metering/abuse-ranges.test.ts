@@ -1,6 +1,6 @@
 /**
  * Hostile time ranges: the cost of a query must follow the stored data, not the width of the range. A
- * producer may send an event far in the future (nothing forbids it) and a reader may ask for 1970..9999;
+ * producer may send an event up to a year in the future and a reader may ask for 1970..9999;
  * neither may stall the gateway, whose single event loop also serves the proxy. A stalled gateway shows
  * as a timed-out test (the bound is three orders of magnitude above a normal answer); it is then killed.
  */
@@ -15,13 +15,13 @@ let api: MeteringApi;
 before(async () => {
   gateway = await spawnGateway(meteringConfig({ meters: [{ key: 'far', name: 'Far', event_type: 'far', aggregation: 'count' }] }));
   api = await MeteringApi.connect(gateway.https);
-  await api.ingestOk([event({ type: 'far' }), event({ type: 'far', time: '9999-12-30T12:00:00Z' })]);
+  await api.ingestOk([event({ type: 'far' }), event({ type: 'far', time: new Date(Date.now() + 360 * 86_400_000).toISOString() })]);
 });
 after(() => gateway && crash(gateway));
 
 const PROMPTLY = { timeout: 20_000 };
 
-test('hour windows in a non-UTC zone over a history reaching 9999 answer promptly', PROMPTLY, async () => {
+test('hour windows in a non-UTC zone over a history reaching a year ahead answer promptly', PROMPTLY, async () => {
   const result = await api.queryOk('far', { granularity: 'PT1H', time_zone: 'Asia/Kolkata' });
   assert.equal(result.data.length, 2);
   assert.deepEqual(result.data.map((row) => row.value), ['1', '1']);

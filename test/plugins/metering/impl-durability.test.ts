@@ -1,7 +1,8 @@
 /**
  * State that must survive: restart on the same data directory (events, meters, dedupe keys, sequence),
  * backfill of a new meter exactly once while events keep arriving, a backfill interrupted by a stop
- * and resumed by the next start, and the retention purge of expired events and their aggregates.
+ * and resumed by the next start, the retention purge of expired events and their aggregates, and
+ * aggregates stored as doubles by earlier versions.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -216,6 +217,40 @@ describe('metering durability', () => {
       assert.deepEqual(listed.map((i: any) => i.event.id), [recent.id]);
       const again = await post(gw.http, '/events', old, 'application/cloudevents+json');
       assert.equal(again.status, 400, 'the expired event is now outside retention');
+    } finally {
+      await gw.stop();
+    }
+  });
+  test('aggregates stored as doubles by earlier versions read as before, and exact values add to them', async () => {
+    const dataDir = tempDir();
+    let gw = await startGateway(gatewayConfig(), { dataDir });
+    assert.equal((await post(gw.http, '/meters', { key: 'legacy_sum', name: 'sum', event_type: 'legacy', aggregation: 'sum', value_property: '$.value' })).status, 201);
+    const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000 - 3_600_000);
+    const at = (s: number) => new Date(minute.getTime() + s * 1000).toISOString();
+    const events = [ce({ type: 'legacy', time: at(1), data: { value: 3 } }), ce({ type: 'legacy', time: at(2), data: { value: '5.001' } })];
+    assert.equal((await post(gw.http, '/events', events, 'application/cloudevents-batch+json')).status, 202);
+    await gw.stop();
+    // What the float states held: the sum 5.001 + 3 in binary floating point, the values as JSON numbers.
+    const store = new LevelStore(`${dataDir}/store`);
+    await store.open();
+    const space = store.namespace('plugin.metering');
+    const rewrites: { type: 'put'; key: string; value: string }[] = [];
+    for (const prefix of ['a/', 'r/']) {
+      for await (const [key, value] of space.scan({ prefix })) {
+        rewrites.push({ type: 'put', key, value: value.replaceAll('"8.001"', String(5.001 + 3)).replaceAll('"5.001"', '5.001') });
+      }
+    }
+    assert.ok(rewrites.some((w) => w.value.includes('8.001000000000001')), 'the stored states were rewritten as doubles');
+    await space.batch(rewrites);
+    await store.close();
+
+    gw = await startGateway(gatewayConfig(), { dataDir });
+    try {
+      const query = async (body: Record<string, unknown>) => (await post(gw.http, '/meters/legacy_sum/query', body)).json().data.map((r: { value: string }) => r.value);
+      assert.deepEqual(await query({}), ['8.001000000000001']);
+      assert.deepEqual(await query({ granularity: 'PT1M' }), ['8.001000000000001']);
+      assert.equal((await post(gw.http, '/events', ce({ type: 'legacy', time: at(3), data: { value: '0.999' } }))).status, 202);
+      assert.deepEqual(await query({ granularity: 'P1D' }), ['9.000000000000001']);
     } finally {
       await gw.stop();
     }

@@ -1,14 +1,14 @@
 /**
  * The plugin's pure building blocks: RFC 3339 parsing, zone calendars (DST gaps and overlaps,
- * half-hour offsets), window bounds and their cover by roll-up buckets, decimal output, JSONPath,
+ * half-hour offsets), window bounds and their cover by roll-up buckets, exact decimal quantities, JSONPath,
  * key escaping and the stored form of events.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { formatDecimal } from '../../../plugins/metering/aggregates.ts';
 import { compileJsonPath, jsonValueText, lookup } from '../../../plugins/metering/jsonpath.ts';
 import { storedEventJson, type StoredEvent } from '../../../plugins/metering/events.ts';
 import { escapePart, unescapePart } from '../../../plugins/metering/keys.ts';
+import { addQuantities, decodeQuantity, divideQuantity, formatQuantity, isOutOfRange, OUT_OF_RANGE, parseQuantity, type Quantity } from '../../../plugins/metering/quantity.ts';
 import { formatInZone, fromLocal, parseRfc3339 } from '../../../plugins/metering/time.ts';
 import { coverSpan, windowEnd, windowStart, type Granularity } from '../../../plugins/metering/windows.ts';
 
@@ -64,12 +64,31 @@ test('a local day is covered by a few roll-up blocks that tile it exactly', () =
   for (let i = 1; i < blocks.length; i++) assert.equal(blocks[i][1], blocks[i - 1][2]);
 });
 
-test('decimal strings never use exponents', () => {
-  assert.equal(formatDecimal(123.45678901234568), '123.45678901234568');
-  assert.equal(formatDecimal(1e21), '1000000000000000000000');
-  assert.equal(formatDecimal(1.5e-7), '0.00000015');
-  assert.equal(formatDecimal(-2.5), '-2.5');
-  assert.equal(formatDecimal(-0), '0');
+test('quantities: exact decimal text without exponents, 19 digits either side of the point', () => {
+  const quantity = (raw: unknown): Quantity => {
+    const q = parseQuantity(raw);
+    assert.ok(q !== undefined && q !== OUT_OF_RANGE, `${raw} is a quantity`);
+    return q;
+  };
+  const text = (raw: unknown) => formatQuantity(quantity(raw));
+  assert.equal(text(123.45678901234568), '123.45678901234568');
+  assert.equal(text('1e18'), '1000000000000000000');
+  assert.equal(text(1.5e-7), '0.00000015');
+  assert.equal(text(-2.5), '-2.5');
+  assert.equal(text(-0), '0');
+  assert.equal(text('-9999999999999999999.9999999999999999999'), '-9999999999999999999.9999999999999999999');
+  assert.equal(formatQuantity(addQuantities(quantity(5.001), quantity('3'))), '8.001');
+  assert.equal(formatQuantity(addQuantities(Number.MAX_SAFE_INTEGER, quantity('0.5'))), '9007199254740991.5');
+  assert.equal(formatQuantity(divideQuantity(quantity(2), 3)), '0.6666666666666666667', 'averages round half away from zero at 19 decimals');
+  for (const outside of ['1e19', '10000000000000000000', '1e-20', '0.00000000000000000001', 1.7e308, 1e19, 1e-20, 0.00012345678901234567, Infinity]) {
+    assert.equal(parseQuantity(outside), OUT_OF_RANGE, String(outside));
+    assert.ok(isOutOfRange(outside), String(outside));
+  }
+  for (const inside of [0, 0.01, 0.0123456789012345678, 9.999999999999998e18, '9999999999999999999', '0.0000000000000000001', 'abc', null]) assert.ok(!isOutOfRange(inside), String(inside));
+  for (const ignored of ['abc', 'NaN', 'Inf', true, null, {}]) assert.equal(parseQuantity(ignored), undefined, String(ignored));
+  // States stored as doubles read as the decimal their text shows.
+  assert.equal(formatQuantity(decodeQuantity(8.001000000000001)), '8.001000000000001');
+  assert.equal(formatQuantity(decodeQuantity(1e21)), '1000000000000000000000');
 });
 
 test('JSONPath subset and JSON_VALUE text', () => {

@@ -1,6 +1,6 @@
 /**
  * Complete OAuth flows driven by a real client library (oauth4webapi) against a real gateway: discovery through
- * RFC 8414 metadata, client credentials, authorization code + PKCE (the authorize step as an operator back end
+ * RFC 8414 metadata (also as OIDC clients reach it, after openid-configuration is not found), client credentials, authorization code + PKCE (the authorize step as an operator back end
  * does it), refresh rotation, expiry, introspection (RFC 7662) and revocation (RFC 7009).
  *
  * The authorization server is `https://auth.test/api` (and `/short`, with 2-second tokens); a custom fetch sends
@@ -12,6 +12,7 @@ import { connect } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import * as oauth from 'oauth4webapi';
+import * as openid from 'openid-client';
 import { request, startGateway, startUpstream } from '../../helpers/gateway.ts';
 
 const PROVISION_KEY = 'client-library-provision-key';
@@ -158,6 +159,39 @@ after(async () => {
   await gw?.stop();
   await upstream?.close();
   callback?.server.close();
+});
+
+describe('OpenID Connect clients fall back to RFC 8414 metadata', () => {
+  const openidFetch = { [openid.customFetch]: gatewayFetch } as const;
+
+  /** What OIDC clients do: OpenID Connect discovery first, RFC 8414 when that document is not found. */
+  async function discoverLikeOidcClients(issuer: URL): Promise<openid.Configuration> {
+    try {
+      return await openid.discovery(issuer, 'acme-app', 'acme-secret', undefined, openidFetch);
+    } catch (err) {
+      const response = (err as { cause?: unknown }).cause;
+      assert.ok(response instanceof Response, `discovery failed without a response: ${String(err)}`);
+      assert.equal(response.status, 404, 'openid-configuration must be "not found", not a bearer challenge');
+      return openid.discovery(issuer, 'acme-app', 'acme-secret', undefined, { ...openidFetch, algorithm: 'oauth2' });
+    }
+  }
+
+  it('openid-configuration at the issuer answers 404 JSON naming the RFC 8414 document', async () => {
+    const res = await oauth.discoveryRequest(ISSUER, { algorithm: 'oidc', ...http });
+    assert.equal(res.status, 404);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+    assert.equal(res.headers.get('www-authenticate'), null);
+    assert.match((await res.json()).message, /https:\/\/auth\.test\/api\/\.well-known\/oauth-authorization-server/);
+  });
+
+  it('openid-client discovers, gets a client_credentials token and calls the API', async () => {
+    const config = await discoverLikeOidcClients(ISSUER);
+    assert.equal(config.serverMetadata().issuer, ISSUER.href);
+    const tokens = await openid.clientCredentialsGrant(config, { scope: 'read' });
+    assert.equal(tokens.scope, 'read');
+    const seen = await callApi(ISSUER, tokens.access_token);
+    assert.equal(seen.headers['x-credential-identifier'], 'acme-app');
+  });
 });
 
 describe('oauth4webapi against the gateway', () => {

@@ -246,13 +246,16 @@ describe('authorization_code with the RFC corrections', () => {
     assert.deepEqual(res.json(), { error: 'invalid_grant', error_description: 'Invalid code' });
   });
 
-  it('a code is redeemable only with the redirect_uri it was issued for (RFC 6749 §4.1.3)', async () => {
+  it('a code is redeemable only with the redirect_uri it was issued for (RFC 6749 §4.1.3), and a failed try spends it', async () => {
     const code = await authorizeCode({ redirect_uri: OTHER_CALLBACK });
     const base = { grant_type: 'authorization_code', client_id: 'acme-app', client_secret: 'acme-secret', code };
     const withoutUri = await post('/orders/oauth2/token', base);
     assert.equal(withoutUri.status, 400);
     assert.equal(withoutUri.json().error, 'invalid_grant');
-    const withUri = await post('/orders/oauth2/token', { ...base, redirect_uri: OTHER_CALLBACK });
+    const retried = await post('/orders/oauth2/token', { ...base, redirect_uri: OTHER_CALLBACK });
+    assert.equal(retried.json().error, 'invalid_grant', retried.text);
+    const fresh = { ...base, code: await authorizeCode({ redirect_uri: OTHER_CALLBACK }) };
+    const withUri = await post('/orders/oauth2/token', { ...fresh, redirect_uri: OTHER_CALLBACK });
     assert.equal(withUri.status, 200, withUri.text);
   });
 

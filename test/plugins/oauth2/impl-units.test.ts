@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import oauth2 from '../../../plugins/oauth2/index.ts';
 import { composeRedirectUri, luaEscape } from '../../../plugins/oauth2/redirect.ts';
-import { hashSecret, needsRehash, verifySecret, verifySecretAsync } from '../../../plugins/oauth2/secret.ts';
+import type { LimitError } from '../../../plugins/oauth2/errors.ts';
+import { KdfPool } from '../../../plugins/oauth2/kdf-pool.ts';
+import { hashSecret, hashSecretAsync, needsRehash, verifySecret, verifySecretAsync } from '../../../plugins/oauth2/secret.ts';
 import { TokenStore, type IssueRequest } from '../../../plugins/oauth2/tokens.ts';
 import { validate } from '../../../src/config/schema.ts';
 import { LevelStore } from '../../../src/store/level.ts';
@@ -17,23 +19,42 @@ import { tempDir } from '../../helpers/gateway.ts';
 const KONG_VECTOR = '$pbkdf2-sha512$i=10000,l=32$YSBsaXR0ZSBiaXQsIGp1c3QgYSBsaXR0bGUgYml0$z6ysNworexAhDELywIDi0ba0B0T7F/MBZ6Ige9lWRYI';
 
 describe("Kong's PBKDF2 client-secret hashes", () => {
+  const pool = new KdfPool();
+  const derive = pool.derive.bind(pool);
+  after(() => pool.close());
+
   it('reproduces the test vector of 05-kdf_spec', () => {
     assert.equal(hashSecret('tofu', Buffer.from('a litte bit, just a little bit')), KONG_VECTOR);
   });
 
-  it('verifies, sync and async, only the right secret; random salts by default', async () => {
+  it('verifies, on the event loop and on the worker pool, only the right secret; random salts by default', async () => {
     assert.equal(verifySecret('tofu', KONG_VECTOR), true);
-    assert.equal(await verifySecretAsync('tofu', KONG_VECTOR), true);
-    assert.equal(await verifySecretAsync('bun', KONG_VECTOR), false);
+    assert.equal(await verifySecretAsync('tofu', KONG_VECTOR, derive), true);
+    assert.equal(await verifySecretAsync('bun', KONG_VECTOR, derive), false);
     assert.notEqual(hashSecret('tofu'), hashSecret('tofu'));
     assert.equal(verifySecret('tofu', hashSecret('tofu')), true);
+    assert.equal(verifySecret('tofu', await hashSecretAsync('tofu', derive)), true);
     assert.equal(needsRehash(KONG_VECTOR), false);
     assert.equal(needsRehash('$pbkdf2-sha256$i=1000,l=32$YWJj$YWJj'), true);
   });
 
   it('refuses malformed or hostile hashes without throwing', async () => {
-    assert.equal(await verifySecretAsync('x', 'plain-text'), false);
-    assert.equal(await verifySecretAsync('x', '$pbkdf2-sha512$i=999999999,l=32$YWJj$YWJj'), false);
+    assert.equal(await verifySecretAsync('x', 'plain-text', derive), false);
+    assert.equal(await verifySecretAsync('x', '$pbkdf2-sha512$i=999999999,l=32$YWJj$YWJj', derive), false);
+  });
+
+  it('the worker pool refuses derivations past its queue at once, and serves again once it drains', async () => {
+    const small = new KdfPool(1, 2);
+    try {
+      const job = { secret: 'tofu', salt: Buffer.from('a litte bit, just a little bit'), iterations: 10_000, keyLength: 32, digest: 'sha512' };
+      const accepted = [small.derive(job), small.derive(job), small.derive(job)];
+      await assert.rejects(small.derive(job), (err: LimitError) => err.code === 'TG_ERR_OAUTH2_HASHING_BUSY' && err.status === 503);
+      const keys = await Promise.all(accepted);
+      assert.ok(keys.every((key) => KONG_VECTOR.endsWith(key.toString('base64').replace(/=+$/, ''))));
+      assert.ok(KONG_VECTOR.endsWith((await small.derive(job)).toString('base64').replace(/=+$/, '')));
+    } finally {
+      await small.close();
+    }
   });
 });
 

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { v5 as uuidv5 } from 'uuid';
 import { loadConfigFile, loadConfigText } from '../../../src/config/load.ts';
 import type { GatewayConfig } from '../../../src/config/types.ts';
+import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { tempDir } from '../../helpers/gateway.ts';
 
@@ -87,12 +88,42 @@ test('every mistake in the file is reported at once, each at its exact line and 
   ]);
 });
 
-test('YAML syntax errors and duplicate keys point at their position', () => {
+test('YAML syntax errors and duplicate keys point at their position; a duplicate key names its path', () => {
   assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'services:', '  - name: a', '    host: x', '    host: y')), [
-    'gw.yaml:5:5: (root): YAML: Map keys must be unique',
+    'gw.yaml:5:5: services[0].host: YAML: Map keys must be unique',
   ]);
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'services:', '  - name: a', '    routes:', '      - paths: [/a]', '        paths: [/b]')), [
+    'gw.yaml:6:9: services[0].routes[0].paths: YAML: Map keys must be unique',
+  ]);
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', '_format_version: "3.0"')), ['gw.yaml:2:1: _format_version: YAML: Map keys must be unique']);
   const [indent] = errorsOf(yaml('_format_version: "3.0"', 'services:', '  - name: a', '    host: x', '  host: y'));
   assert.match(indent, /^gw\.yaml:5:1: \(root\): YAML: /);
+});
+
+test('an unknown field or plugin name that looks like a typo gets a suggestion', () => {
+  const text = yaml(
+    '_format_version: "3.0"', //                                                        1
+    'gateway:', //                                                                      2
+    '  admin_listn: ["127.0.0.1:8001"]', //                                             3
+    'service:', //                                                                      4
+    '  - name: a', //                                                                   5
+    'routes:', //                                                                       6
+    '  - paths: [/a]', //                                                               7
+    '    plugins:', //                                                                  8
+    '      - name: oauth2', //                                                          9
+    '        config: { enable_client_credentials: true, enable_client_credential: 1 }', // 10
+    '      - name: metring', //                                                         11
+    '      - name: key-auth', //                                                        12
+    '    colour: blue', //                                                              13
+  );
+  assert.deepEqual(errorsOf(text), [
+    "gw.yaml:3:3: gateway.admin_listn: unknown field; did you mean 'admin_listen'?",
+    "gw.yaml:4:1: service: unknown field; did you mean 'services'?",
+    "gw.yaml:10:52: routes[0].plugins[0].config.enable_client_credential: unknown field; did you mean 'enable_client_credentials'?",
+    "gw.yaml:11:15: routes[0].plugins[1].name: plugin 'metring' not enabled; add it to the 'plugins' configuration property; did you mean 'metering'?",
+    "gw.yaml:12:15: routes[0].plugins[2].name: plugin 'key-auth' not enabled; add it to the 'plugins' configuration property",
+    'gw.yaml:13:5: routes[0].colour: unknown field',
+  ]);
 });
 
 test('the top level: _format_version required and checked, a non-map document refused', () => {
@@ -138,7 +169,7 @@ test("field errors carry Kong's messages", () => {
   assert.deepEqual(errors, [
     "gw.yaml:3:11: services[0].name: invalid value 'bad name': the only accepted ascii characters are alphanumerics or ., -, _, and ~",
     'gw.yaml:4:11: services[0].host: invalid value: not a host!',
-    'gw.yaml:5:15: services[0].protocol: expected one of: grpc, grpcs, http, https, ws, wss',
+    'gw.yaml:5:15: services[0].protocol: expected one of: grpc, grpcs, http, https, ws, wss, tcp, tls, udp, tls_passthrough',
     'gw.yaml:6:11: services[0].path: should start with: /',
     'gw.yaml:7:22: services[0].connect_timeout: value should be between 1 and 2147483646',
     'gw.yaml:8:14: services[0].enabled: expected a boolean',
@@ -146,7 +177,7 @@ test("field errors carry Kong's messages", () => {
     'gw.yaml:12:24: services[0].routes[0].path_handling: expected one of: v0, v1',
     'gw.yaml:13:37: services[0].routes[0].https_redirect_status_code: expected one of: 426, 301, 302, 307, 308',
     "gw.yaml:14:18: services[0].routes[1].headers: cannot contain 'host' header, which must be specified in the 'hosts' attribute",
-    "gw.yaml:15:20: services[0].routes[2].protocols: these sets are mutually exclusive: ('http', 'https'), ('grpc', 'grpcs'), ('ws', 'wss')",
+    "gw.yaml:15:20: services[0].routes[2].protocols: these sets are mutually exclusive: ('http', 'https'), ('grpc', 'grpcs'), ('ws', 'wss'), ('tcp', 'tls', 'udp'), ('tls_passthrough')",
     "gw.yaml:19:21: services[0].routes[3].strip_path: cannot set 'strip_path' when 'protocols' is 'grpc' or 'grpcs'",
     "gw.yaml:22:15: services[0].routes[4].snis: 'snis' can only be set when 'protocols' is 'grpcs', 'https' or 'wss'",
   ]);
@@ -406,6 +437,29 @@ test('nested and top-level references resolve to the same entities (by name or b
   );
 });
 
+test('a reference looks at ids or at names, never both: an entry named like another one\'s id does not stand in for it', () => {
+  const aliceId = '11111111-2222-4333-8444-555555555555';
+  const config = load(
+    yaml(
+      '_format_version: "3.0"',
+      'consumers:',
+      `  - { username: "${aliceId}" }`,
+      `  - { username: alice, id: ${aliceId} }`,
+      'oauth2_credentials:',
+      `  - { name: By id, client_id: app-1, consumer: ${aliceId} }`,
+      '  - { name: By username, client_id: app-2, consumer: { username: alice } }',
+      `  - { name: By id field, client_id: app-3, consumer: { id: ${aliceId} } }`,
+    ),
+  );
+  assert.deepEqual(
+    config.entities.oauth2_credentials.map((c) => c.consumer),
+    [{ id: aliceId }, { id: aliceId }, { id: aliceId }],
+  );
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'consumers:', '  - { username: bob }', 'oauth2_credentials:', '  - { name: X, consumer: { id: bob } }')), [
+    "gw.yaml:5:26: oauth2_credentials[0].consumer: invalid reference 'consumer: bob' (no such entry in 'consumers')",
+  ]);
+});
+
 test('ids not given are derived from names: stable across loads, distinct per name, in the Kong namespace', () => {
   const text = yaml(
     '_format_version: "3.0"',
@@ -546,4 +600,58 @@ test('trusted_ips: addresses and CIDR ranges are checked at load, never at start
   );
   const good = load(yaml('_format_version: "3.0"', 'gateway:', '  trusted_ips: ["127.0.0.1", "10.0.0.0/8", "0.0.0.0/0", "::1", "fe80::/10"]'));
   assert.equal(good.gateway.trusted_ips.length, 5);
+});
+
+test('a plugin check asks the runtime plugin index: an oauth2 scoped to route x AND service svc does not protect route z of svc', () => {
+  const config = (plugins: string[]) =>
+    yaml(
+      '_format_version: "3.0"',
+      'services:',
+      '  - name: svc',
+      '    url: http://127.0.0.1:9',
+      '    routes:',
+      '      - { name: x, paths: [/x] }',
+      '      - { name: z, paths: [/z], plugins: [{ name: metering, config: {} }] }',
+      'plugins:',
+      ...plugins,
+    );
+  // Kong applies a plugin with both `route` and `service` only to that route of that service (AND, not OR).
+  const errors = errorsOf(config(['  - { name: oauth2, route: x, service: svc, config: { enable_client_credentials: true } }']));
+  assert.equal(errors.length, 1);
+  assert.match(errors[0], /^gw\.yaml:7:\d+: services\[0\]\.routes\[1\]\.plugins\[0\]\.config\.allow_unauthenticated: .*route z/);
+  // On the service (every route of it), or globally, it protects z.
+  load(config(['  - { name: oauth2, service: svc, config: { enable_client_credentials: true } }']));
+  load(config(['  - { name: oauth2, config: { enable_client_credentials: true } }']));
+  // Disabled, it protects nothing.
+  assert.equal(errorsOf(config(['  - { name: oauth2, enabled: false, config: { enable_client_credentials: true } }'])).length, 1);
+});
+
+test('a metering plugin on a service needs authentication on every route of it, by the precedence the runtime applies', () => {
+  const errors = errorsOf(
+    yaml(
+      '_format_version: "3.0"',
+      'services:',
+      '  - name: svc',
+      '    url: http://127.0.0.1:9',
+      '    plugins: [{ name: metering, config: {} }]',
+      '    routes:',
+      '      - { name: covered, paths: [/a], plugins: [{ name: oauth2, config: { enable_client_credentials: true } }] }',
+      '      - { name: bare, paths: [/b] }',
+      // A more specific metering instance takes this route over: the service's instance does not run here.
+      '      - { name: own, paths: [/c], plugins: [{ name: metering, config: { allow_unauthenticated: true } }] }',
+    ),
+  );
+  assert.equal(errors.length, 1);
+  assert.match(errors[0], /services\[0\]\.plugins\[0\]\.config\.allow_unauthenticated: .*route bare/);
+  assert.doesNotMatch(errors[0], /covered|own/);
+});
+
+test('an authentication plugin that runs after metering (lower priority) does not protect it', () => {
+  const lateAuth: PluginDefinition = { name: 'late-auth', version: '1.0.0', priority: 10, authenticates: true, configSchema: { type: 'record', fields: {} }, create: () => ({}) };
+  const registry = new Map([...bundledPlugins, [lateAuth.name, lateAuth]]);
+  const text = (auth: string) => yaml('_format_version: "3.0"', 'routes:', '  - name: m', '    paths: [/m]', `    plugins: [{ name: metering, config: {} }, { name: ${auth}${auth === 'oauth2' ? ', config: { enable_client_credentials: true }' : ''} }]`);
+  const late = loadConfigText(text('late-auth'), '/tmp/tollgate-load-test/gw.yaml', registry, FILE);
+  assert.equal(late.ok, false);
+  assert.match(late.ok ? '' : String(late.errors[0]), /none runs before it on route m/);
+  assert.equal(loadConfigText(text('oauth2'), '/tmp/tollgate-load-test/gw.yaml', registry, FILE).ok, true);
 });

@@ -72,7 +72,7 @@ const auth: PluginDefinition<Record<string, never>> = {
       recordOrder(ctx, 'auth');
       const who = ctx.headers['x-consumer'];
       if (typeof who !== 'string') return;
-      const consumer = api.consumers.find(who);
+      const consumer = api.consumers.byUsername(who);
       if (!consumer) throw new HttpError(401, 'unknown consumer');
       ctx.consumer = consumer;
     },

@@ -175,6 +175,46 @@ describe('headers', () => {
     assert.equal(seen.query, 'q=1');
   });
 
+  test('a header the gateway vouches for never comes from the client, in any spelling an upstream may normalise (case, `_` for `-`)', async () => {
+    const spoofed = [
+      'X_Authenticated_Scope: admin', // WSGI/CGI read it as HTTP_X_AUTHENTICATED_SCOPE
+      'x-authenticated_userid: root',
+      'X-Authenticated-Groups: admins',
+      'X-Consumer-Username: root',
+      'X_Consumer_ID: 1',
+      'X-Consumer-Groups: admins',
+      'X-Credential-Identifier: client',
+      'X_Credential_Username: client',
+      'X-Anonymous-Consumer: false',
+      'X_Forwarded_For: 203.0.113.1',
+      'X_Forwarded_Proto: https',
+      'x_forwarded_host: evil.example',
+      'X-Forwarded-Ssl: on',
+      'X-Forwarded-Scheme: https',
+      'X_Real_IP: 203.0.113.2',
+      'Forwarded: for=203.0.113.3;proto=https;host=evil.example',
+      'X_Kong_Request_Id: forged',
+    ];
+    const reply = await rawRequest(portOf(gw.http), ['GET /strip/spoof HTTP/1.1', 'Host: spoof.test', ...spoofed, 'api_key: kept', 'X-Custom_Thing: kept']);
+    assert.equal(reply.status, 200, reply.raw);
+    const h = JSON.parse(reply.body).headers;
+    for (const line of spoofed) {
+      const name = line.slice(0, line.indexOf(':')).toLowerCase();
+      const canonical = name.replaceAll('_', '-');
+      if (name !== canonical) assert.equal(h[name], undefined, `${name} must not reach the upstream`);
+    }
+    for (const name of ['x-authenticated-groups', 'x-consumer-username', 'x-consumer-groups', 'x-credential-identifier', 'x-anonymous-consumer', 'x-forwarded-ssl', 'x-forwarded-scheme', 'forwarded']) {
+      assert.equal(h[name], undefined, `${name} must not reach the upstream`);
+    }
+    assert.equal(h['x-forwarded-for'], '127.0.0.1');
+    assert.equal(h['x-forwarded-proto'], 'http');
+    assert.equal(h['x-forwarded-host'], 'spoof.test');
+    assert.equal(h['x-real-ip'], '127.0.0.1');
+    assert.notEqual(h['x-kong-request-id'], 'forged');
+    assert.equal(h.api_key, 'kept', 'other headers with underscores pass');
+    assert.equal(h['x-custom_thing'], 'kept');
+  });
+
   test('TE: trailers is the one TE value forwarded', async () => {
     const reply = await request(`${gw.http}/strip/te`, { headers: { te: 'trailers' } });
     assert.equal(reply.json().headers.te, 'trailers');
@@ -201,6 +241,9 @@ describe('headers', () => {
           'x-forwarded-path': '/api/t/x',
           'x-forwarded-prefix': '/api',
           'x-real-ip': '203.0.113.10',
+          'x-forwarded-ssl': 'on',
+          forwarded: 'for=203.0.113.9;proto=https',
+          x_forwarded_host: 'evil.example',
         },
       });
       assert.equal(reply.status, 200, reply.text);
@@ -212,6 +255,9 @@ describe('headers', () => {
       assert.equal(h['x-forwarded-path'], '/api/t/x');
       assert.equal(h['x-forwarded-prefix'], '/api');
       assert.equal(h['x-real-ip'], '203.0.113.10');
+      assert.equal(h['x-forwarded-ssl'], 'on', 'the forwarding headers of a trusted proxy pass');
+      assert.equal(h.forwarded, 'for=203.0.113.9;proto=https');
+      assert.equal(h.x_forwarded_host, undefined, 'but not in a spelling only a normalising upstream reads as one');
     } finally {
       await trusting.stop();
     }

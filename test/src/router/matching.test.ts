@@ -19,6 +19,15 @@ test('hosts: exact, compared case-insensitively and without the request port', (
   assert.ok(!matches(r, { host: '' }));
 });
 
+test('hosts: a trailing dot (fully qualified name) is the same name, for exact and wildcard hosts; what is no host name matches nothing', () => {
+  assert.ok(matches(route({ hosts: ['api.example.com'] }), { host: 'API.example.com.' }));
+  assert.ok(matches(route({ hosts: ['api.example.com:8000'] }), { host: 'api.example.com.:8000' }));
+  assert.ok(matches(route({ hosts: ['*.example.com'] }), { host: 'a.example.com.' }));
+  assert.ok(matches(route({ hosts: ['example.*'] }), { host: 'example.org.' }));
+  assert.ok(matches(route({ hosts: ['Mixed.Example.COM'] }), { host: 'mixed.example.com' }));
+  for (const host of ['api.example.com..', 'user@api.example.com', 'api.example.com/x']) assert.ok(!matches(route({ hosts: ['api.example.com'] }), { host }), host);
+});
+
 test('hosts: leftmost wildcard matches any deeper name, not the bare domain', () => {
   const r = route({ hosts: ['*.example.com'] });
   assert.ok(matches(r, { host: 'a.example.com' }));
@@ -80,6 +89,7 @@ test('snis: required on https, ignored on plaintext; wildcard and trailing dot',
   assert.ok(!matches(r, { scheme: 'https' }), 'https without SNI');
   assert.ok(matches(r, { scheme: 'http' }), 'SNI ignored for plaintext (Kong #6425)');
   assert.ok(matches(route({ snis: ['*.example.com'] }), { scheme: 'https', sni: 'x.example.com' }));
+  assert.ok(matches(route({ snis: ['api.example.com'] }), { scheme: 'https', sni: 'API.example.com.' }));
 });
 
 test('prefix paths: plain startsWith, no segment boundary', () => {

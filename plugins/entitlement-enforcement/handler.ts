@@ -1,0 +1,62 @@
+/**
+ * Decides each request from billing's in-memory entitlement decisions (the plugin service
+ * `billing.entitlements`): no store read and no network hop on the request path. 403 for an unknown
+ * customer or one without the feature, 429 with Retry-After once a metered hard limit is used up,
+ * X-Usage-Limit and X-Usage-Remaining on every answer of a metered feature.
+ */
+import type { AccessDecision, EntitlementEnforcer } from '../metering/billing/access-cache.ts';
+import type { PluginApi, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { EnforcementConfig } from './schema.ts';
+
+/** Where the access phase leaves the decision for the response phase (its usage headers). */
+const DECISION = 'entitlement-enforcement:decision';
+
+function identifiers(ctx: RequestContext, config: EnforcementConfig): (string | null | undefined)[] {
+  const { look_up_value_in: source, field } = config.customer;
+  if (source === 'header') {
+    const value = ctx.headers[field!.toLowerCase()];
+    return [Array.isArray(value) ? value[0] : value];
+  }
+  const consumer = ctx.consumer;
+  if (!consumer) return [];
+  if (field) return [consumer[field as 'username' | 'id' | 'custom_id']];
+  return [consumer.username, consumer.id, consumer.custom_id];
+}
+
+function usageHeaders(d: AccessDecision): Record<string, string> | undefined {
+  if (d.kind === 'limit_reached' || (d.kind === 'allowed' && d.limit !== undefined)) return { 'x-usage-limit': d.limit!, 'x-usage-remaining': d.remaining! };
+  return undefined;
+}
+
+export function createRuntime(api: PluginApi): PluginRuntime<EnforcementConfig> {
+  let enforcer: EntitlementEnforcer | undefined;
+  return {
+    configure() {
+      enforcer = api.services.get<EntitlementEnforcer>('billing.entitlements');
+    },
+    access(ctx, config) {
+      const now = Date.now();
+      const decision: AccessDecision = enforcer ? enforcer.decide(identifiers(ctx, config), config.feature.key, now) : { kind: 'undecided' };
+      switch (decision.kind) {
+        case 'allowed':
+          if (decision.limit !== undefined) ctx.shared[DECISION] = decision;
+          return;
+        case 'limit_reached': {
+          const retryAfter = String(Math.max(1, Math.ceil((decision.resetAt - now) / 1000)));
+          return ctx.error(429, `usage_limit_reached: the usage limit of feature ${config.feature.key} is reached`, { 'retry-after': retryAfter, ...usageHeaders(decision) });
+        }
+        case 'no_feature':
+          return ctx.error(403, `feature_unavailable: the customer has no access to feature ${config.feature.key}`);
+        case 'unknown_customer':
+          if (config.deny_unknown_customers) ctx.error(403, 'customer_not_found: the request names no known customer');
+          return;
+        case 'undecided':
+          if (config.fail_policy === 'deny') ctx.error(503, 'entitlements cannot be checked right now; retry', { 'retry-after': '1' });
+      }
+    },
+    response(ctx, _config, response) {
+      const decision = ctx.shared[DECISION] as AccessDecision | undefined;
+      if (decision) Object.assign(response.headers, usageHeaders(decision));
+    },
+  };
+}

@@ -1,0 +1,62 @@
+/**
+ * Billing, the domain beside ingest and query: customers, features, plans, subscriptions, invoices and
+ * entitlements, over its own namespace of the metering plugin's store, reaching usage only through
+ * the metering query service (UsageSource). One instance per gateway process; everything decisive is
+ * in the store, so several processes or nodes can run it side by side.
+ */
+import type { Logger } from 'pino';
+import type { Store } from '../../../src/pipeline/plugin-api.ts';
+import { AccessCache } from './access-cache.ts';
+import { CustomerService } from './customers.ts';
+import { EntitlementService } from './entitlements.ts';
+import { FeatureService, type Feature } from './features.ts';
+import { InvoiceService } from './invoices.ts';
+import { PlanService } from './plans.ts';
+import { Scheduler } from './scheduler.ts';
+import { BillingStore, type Transaction } from './store.ts';
+import { subscriptionStatus, SubscriptionService } from './subscriptions.ts';
+import type { UsageSource } from './usage.ts';
+
+export class Billing {
+  readonly db: BillingStore;
+  readonly customers: CustomerService;
+  readonly features: FeatureService;
+  readonly plans: PlanService;
+  readonly subscriptions: SubscriptionService;
+  readonly invoices: InvoiceService;
+  readonly entitlements: EntitlementService;
+  readonly scheduler: Scheduler;
+  /** The in-memory decisions the `entitlement-enforcement` plugin uses. */
+  readonly access: AccessCache;
+
+  constructor(store: Store, usage: UsageSource, log: Logger) {
+    this.db = new BillingStore(store);
+    this.customers = new CustomerService(this.db);
+    this.features = new FeatureService(this.db, usage, (tx, feature) => this.featureUser(tx, feature));
+    this.plans = new PlanService(this.db, this.features);
+    this.subscriptions = new SubscriptionService(this.db, this.customers, this.plans, this.features);
+    this.invoices = new InvoiceService(this.db, usage, this.customers, this.subscriptions);
+    this.entitlements = new EntitlementService(usage, this.customers, this.subscriptions, this.features);
+    this.scheduler = new Scheduler(this.db, this.invoices, log);
+    this.access = new AccessCache(this.customers, this.subscriptions, this.entitlements, usage, store.notices, log);
+  }
+
+  async open(): Promise<void> {
+    await this.access.start();
+    this.scheduler.start();
+  }
+
+  async close(): Promise<void> {
+    this.access.stop();
+    await this.scheduler.stop();
+  }
+
+  /** What still uses a feature: an active plan version, or a subscription that has not ended. */
+  private async featureUser(tx: Transaction, feature: Feature): Promise<string | undefined> {
+    const uses = (cards: { feature: { id: string | null } | null }[]) => cards.some((c) => c.feature?.id === feature.id);
+    const plan = (await this.plans.activeVersions(tx)).find((p) => p.phases.some((phase) => uses(phase.rate_cards)));
+    if (plan) return `active plan ${plan.key} v${plan.version}`;
+    const live = (await this.subscriptions.list()).find((s) => subscriptionStatus(s) !== 'inactive' && uses(s.items.map((i) => i.card)));
+    return live && `subscription ${live.id}`;
+  }
+}

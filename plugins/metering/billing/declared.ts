@@ -1,0 +1,105 @@
+/**
+ * Makes the store match the customers, features and plans of gateway.yaml, on start and on every
+ * reload, as the metering plugin does for declared meters: declared entities get ids derived from
+ * their keys (the same on every node), are created or changed to match the file, and are deleted
+ * (customers), archived (features, plans) when they leave it. A declared plan is published as
+ * declared; a changed one becomes a new published version (subscribers keep theirs). What cannot be
+ * applied (e.g. a key an API-made entity already has, an unknown meter) is logged and skipped.
+ */
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import { stableId } from '../ids.ts';
+import type { Billing } from './billing.ts';
+import { validateCustomer, type Customer, type CustomerDefinition } from './customers.ts';
+import { validateFeature, type FeatureDefinition } from './features.ts';
+import { parsePlan, type PlanDefinition } from './plan-model.ts';
+import { planStatus } from './plans.ts';
+
+type Entity = Record<string, unknown>;
+
+const digest = (value: unknown) => createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 16);
+
+/** The entity as written in the file (the loader adds an id billing does not use). */
+function declared(entity: Entity): Entity {
+  const { id: _id, ...rest } = entity;
+  return rest;
+}
+
+export class DeclaredSync {
+  constructor(
+    private readonly billing: Billing,
+    private readonly log: Logger,
+  ) {}
+
+  async sync(entities: (name: string) => Entity[]): Promise<void> {
+    await this.customers(entities('customers').map((e) => validateCustomer(declared(e)).definition!));
+    await this.features(entities('features').map((e) => validateFeature(declared(e)).definition!));
+    await this.plans(entities('plans').map((e) => parsePlan(declared(e)).definition!));
+  }
+
+  /** Runs one change; a refusal is logged with the entity it concerns and the sync goes on. */
+  private async attempt(what: string, change: () => Promise<unknown>): Promise<void> {
+    try {
+      await change();
+    } catch (err) {
+      this.log.error({ entity: what, error: (err as Error).message }, 'billing: a gateway.yaml entity cannot be applied; skipped');
+    }
+  }
+
+  private async customers(defs: CustomerDefinition[]): Promise<void> {
+    const { customers } = this.billing;
+    const ids = new Set<string>();
+    for (const def of defs) {
+      const id = stableId(`tollgate-customer:${def.key}`);
+      ids.add(id);
+      const current = await customers.find(id);
+      if (!current || current.deleted_at) await this.attempt(`customers ${def.key}`, () => customers.create(def, 'config', id));
+      else if (!sameCustomer(current, def)) await this.attempt(`customers ${def.key}`, () => customers.update(id, def, new Set(Object.keys(def)), 'config'));
+    }
+    for (const c of await customers.list()) {
+      if (c.origin === 'config' && c.deleted_at === null && !ids.has(c.id)) await this.attempt(`customers ${c.key}`, () => customers.delete(c.id, 'config'));
+    }
+  }
+
+  /** A feature's meter never changes: a declared feature whose meter changed is a new feature (new id). */
+  private async features(defs: FeatureDefinition[]): Promise<void> {
+    const { features } = this.billing;
+    const ids = new Set<string>();
+    for (const def of defs) {
+      const id = stableId(`tollgate-feature:${def.key}:${digest(def)}`);
+      ids.add(id);
+      const current = await features.find(id);
+      if (current && !current.archived_at) continue;
+      const holder = await features.find(def.key);
+      if (holder && holder.origin === 'config' && holder.id !== id) await this.attempt(`features ${def.key}`, () => features.archive(holder.id, 'config'));
+      await this.attempt(`features ${def.key}`, () => features.create(def, 'config', id));
+    }
+    for (const f of await features.list()) {
+      if (f.origin === 'config' && f.archived_at === null && !ids.has(f.id)) await this.attempt(`features ${f.key}`, () => features.archive(f.id, 'config'));
+    }
+  }
+
+  /** Each distinct declaration of a plan key is one version, published when it is first seen. */
+  private async plans(defs: PlanDefinition[]): Promise<void> {
+    const { plans } = this.billing;
+    const ids = new Set<string>();
+    for (const def of defs) {
+      const id = stableId(`tollgate-plan:${def.key}:${digest(def)}`);
+      ids.add(id);
+      const current = await plans.find(id);
+      if (current && !current.deleted_at && planStatus(current) !== 'draft') continue;
+      await this.attempt(`plans ${def.key}`, async () => {
+        if (!current) await plans.create(def, 'config', id);
+        await plans.publish(id, 'config');
+      });
+    }
+    for (const p of await plans.list()) {
+      if (p.origin === 'config' && p.deleted_at === null && !ids.has(p.id) && planStatus(p) === 'active') await this.attempt(`plans ${p.key}`, () => plans.archive(p.id, 'config'));
+    }
+  }
+}
+
+function sameCustomer(c: Customer, def: CustomerDefinition): boolean {
+  const { key, name, description, labels, usage_attribution, currency, primary_email } = c;
+  return JSON.stringify({ key, name, description, labels, usage_attribution, currency, primary_email }) === JSON.stringify(def);
+}

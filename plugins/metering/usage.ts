@@ -1,0 +1,64 @@
+/**
+ * The metering side of billing's usage interface (billing/usage.ts): meters by id or key, the
+ * quantity of a meter for a set of subjects over [from, to) through the query engine, and the
+ * readings of every event the writer commits in this process.
+ */
+import type { CommittedReading, MeterInfo, UsageQuery, UsageSource } from './billing/usage.ts';
+import type { PreparedEvent } from './events.ts';
+import { formatQuantity } from './quantity.ts';
+import type { MeterRecord } from './registry.ts';
+import type { MeteringService } from './service.ts';
+import { dimensionTexts, numericReading } from './values.ts';
+
+/** How long a billing read waits for a meter that is still aggregating stored events. */
+const BACKFILL_WAIT_MS = 10_000;
+
+export class MeterUsage implements UsageSource {
+  constructor(private readonly service: MeteringService) {}
+
+  meter(idOrKey: string): MeterInfo | undefined {
+    const record = this.service.meters.find(idOrKey);
+    if (!record || record.deleted_at) return undefined;
+    return { id: record.id, key: record.key, aggregation: record.aggregation, dimensions: Object.keys(record.dimensions).sort() };
+  }
+
+  async quantity(q: UsageQuery): Promise<string> {
+    const record: MeterRecord | undefined = this.service.meters.get(q.meterId);
+    // A deleted meter measures nothing any more (what it measured is on the invoices already issued).
+    if (!record || record.deleted_at || q.from >= q.to) return '0';
+    const result = await this.service.query(
+      record,
+      { from: q.from, to: q.to, timeZone: 'UTC', groupBy: [], filters: { subject: { in: q.subjects }, ...q.filters } },
+      BACKFILL_WAIT_MS,
+    );
+    return result.data[0]?.value ?? '0';
+  }
+
+  onCommitted(watched: () => ReadonlySet<string>, listener: (readings: CommittedReading[]) => void): () => void {
+    const onBatch = (events: readonly PreparedEvent[]) => {
+      const meters = watched();
+      if (meters.size === 0) return;
+      const readings: CommittedReading[] = [];
+      for (const { record: e } of events) {
+        for (const m of this.service.meters.aggregating(e.type)) {
+          if (!meters.has(m.meter.id) || e.time < m.eventsFrom) continue;
+          const dims = dimensionTexts(m, e.data);
+          const dimensions: Record<string, string> = {};
+          m.dimensionNames.forEach((name, i) => (dimensions[name] = dims[i]));
+          const quantity = numericReading(m, e.data);
+          const value = quantity === undefined ? undefined : formatQuantity(quantity);
+          readings.push({ meterId: m.meter.id, subject: e.subject, time: e.time, dimensions, value });
+        }
+      }
+      if (readings.length > 0) {
+        try {
+          listener(readings);
+        } catch {
+          // Billing's cache must never fail the writer's commit path.
+        }
+      }
+    };
+    this.service.writer.committedListeners.add(onBatch);
+    return () => this.service.writer.committedListeners.delete(onBatch);
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * `tollgate start`: runs the gateway until SIGTERM or SIGINT; SIGHUP reloads the configuration. The
+ * pid goes to a file (by default in the data directory, which only this gateway may use), so scripts
+ * signal this gateway and no other one on the machine.
+ */
+import { Gateway, startFailureLines } from '../gateway.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { startNode } from '../process/cluster.ts';
+import { PID_FILE_NAME, removePidFile, stopWhenNpmExits, writePidFile } from '../process/pid-file.ts';
+import { EXIT, type CommandDefinition } from './command.ts';
+import { CONFIG_OPTION, configFileOf } from './config-option.ts';
+
+export const start: CommandDefinition = {
+  name: 'start',
+  summary: 'run the gateway',
+  details: [
+    'Prints one line per listener, then serves. SIGTERM or SIGINT: finish in-flight requests, flush, exit 0.',
+    'SIGHUP: re-read the configuration file (an invalid one is logged and ignored).',
+    'With worker_processes above 1, this process supervises the workers, and signals act on all of them.',
+    `The pid is written to --pid-file, by default ${PID_FILE_NAME} in the data directory.`,
+  ].join('\n'),
+  options: {
+    config: CONFIG_OPTION,
+    'pid-file': { type: 'string', value: 'FILE', description: `where to write the pid (default: <data_dir>/${PID_FILE_NAME})` },
+  },
+  run: (options) => runGateway(configFileOf(options), options['pid-file'] as string | undefined),
+};
+
+async function runGateway(file: string, pidFileOption: string | undefined): Promise<number> {
+  // worker_processes above 1: the primary (or a worker) runs until the node stops, and exits itself.
+  const node = await startNode(file, pidFileOption);
+  if (node) return node;
+  let gateway: Gateway;
+  try {
+    gateway = await Gateway.start(file);
+  } catch (err) {
+    for (const line of startFailureLines(err, file)) console.error(line);
+    return EXIT.failure;
+  }
+  const log = createLogger('info');
+  let pidFile: string;
+  try {
+    pidFile = writePidFile(pidFileOption, gateway.config.gateway.data_dir);
+  } catch (err) {
+    console.error(`tollgate: ${(err as Error).message}`);
+    await gateway.stop();
+    return EXIT.failure;
+  }
+  for (const l of gateway.proxyListeners) log.info({ url: l.url, listen: l.spec.text }, `proxy listening on ${l.url} (${l.spec.text})`);
+  for (const l of gateway.adminListeners) log.info({ url: l.url, listen: l.spec.text }, `admin listening on ${l.url} (${l.spec.text})`);
+  log.info({ config: file, pid_file: pidFile }, `started, pid ${process.pid} (in ${pidFile}): SIGHUP reloads ${file}, SIGTERM stops`);
+  return new Promise((exit) => {
+    let stopping = false;
+    const stop = (reason: string) => {
+      // npm relays the terminal's Ctrl-C that the gateway got too: one stop is enough.
+      if (stopping) return;
+      stopping = true;
+      log.info({ reason }, 'shutting down');
+      gateway.stop().then(
+        () => {
+          removePidFile(pidFile);
+          exit(EXIT.ok);
+        },
+        (err) => {
+          log.error({ err }, 'shutdown failed');
+          exit(EXIT.failure);
+        },
+      );
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    process.on('SIGHUP', () => reload(gateway, log));
+    stopWhenNpmExits(() => stop('npm exited'));
+    // A bug on one request must not take every other connection down with it.
+    process.on('uncaughtException', (err) => gateway.log.error({ err }, 'uncaught exception'));
+    process.on('unhandledRejection', (err) => gateway.log.error({ err }, 'unhandled rejection'));
+  });
+}
+
+/** The gateway logs the outcome (reloaded, or each error); only a refusal to reload is said here. */
+function reload(gateway: Gateway, log: Logger): void {
+  gateway.reload().catch((err) => log.error({ err }, `reload refused (${(err as Error).message}): keeping the current configuration`));
+}
