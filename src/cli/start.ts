@@ -29,7 +29,7 @@ export const start: CommandDefinition = {
 async function runGateway(file: string, pidFileOption: string | undefined): Promise<number> {
   // worker_processes above 1: the primary (or a worker) runs until the node stops, and exits itself.
   const node = await startNode(file, pidFileOption);
-  if (node) return node;
+  if (node !== undefined) return node;
   let gateway: Gateway;
   try {
     gateway = await Gateway.start(file);
