@@ -114,7 +114,7 @@ class Copy {
 
   private async copy(progress: CopyState, total: number): Promise<void> {
     const shown = new Progress('copying entries', total, { stream: process.stdout, lineEveryMs: LOG_INTERVAL_MS });
-    shown.advance(progress.copied);
+    if (progress.copied > 0) shown.advance(progress.copied);
     let batch: { key: string; value: string; expiresAt: number | null }[] = [];
     const flush = async () => {
       await this.writeBatch(batch, { ...progress, lastKey: batch[batch.length - 1].key, copied: progress.copied + batch.length });
