@@ -1,6 +1,11 @@
 /**
  * Consumers: those declared in gateway.yaml (read-only) and those created through the admin API,
  * which persist in the store and survive restarts and reloads.
+ *
+ * Several processes and nodes share the runtime ones: a username or custom_id is claimed with
+ * `commitIf` (two nodes creating the same one at once: one gets 409), and every change is announced
+ * on the `consumers` notice topic, on which each process re-reads that consumer (or, on `null`,
+ * all of them), one refresh after the other so that a slow read never overwrites a newer one.
  */
 import { randomUUID } from 'node:crypto';
 import { headerValueProblem, isUuid } from './config/entities.ts';
@@ -9,6 +14,10 @@ import type { ConsumerDirectory } from './pipeline/plugin-api.ts';
 import type { Store } from './store/store.ts';
 
 const KEY_PREFIX = 'consumers/';
+/** Claims of a username / custom_id by a runtime consumer (value: its id). */
+const USERNAME_PREFIX = 'consumer-usernames/';
+const CUSTOM_ID_PREFIX = 'consumer-custom-ids/';
+const TOPIC = 'consumers';
 
 /**
  * A consumer named by a client or an operator, by id or username: a UUID-shaped reference is looked up
@@ -24,14 +33,34 @@ export class Consumers implements ConsumerDirectory {
   private readonly runtime = new Map<string, Consumer>();
   private ids = new Map<string, Consumer>();
   private usernames = new Map<string, Consumer>();
+  private refreshing: Promise<void> = Promise.resolve();
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: Store) {
+    store.notices.subscribe(TOPIC, (id) => this.queueRefresh(() => (id === null ? this.load() : this.refresh(id))));
+  }
 
   async load(): Promise<void> {
+    const runtime = new Map<string, Consumer>();
     for await (const [, value] of this.store.scan({ prefix: KEY_PREFIX })) {
       const consumer = JSON.parse(value) as Consumer;
-      this.runtime.set(consumer.id, consumer);
+      runtime.set(consumer.id, consumer);
     }
+    this.runtime.clear();
+    for (const [id, consumer] of runtime) this.runtime.set(id, consumer);
+    this.reindex();
+  }
+
+  private queueRefresh(refresh: () => Promise<void>): void {
+    this.refreshing = this.refreshing.then(refresh).catch(() => {
+      // The store is unreachable: the next notice (or the `null` after a reconnect) refreshes again.
+    });
+  }
+
+  /** Re-reads one consumer another process created or deleted. */
+  private async refresh(id: string): Promise<void> {
+    const value = await this.store.get(KEY_PREFIX + id);
+    if (value === undefined) this.runtime.delete(id);
+    else this.runtime.set(id, JSON.parse(value) as Consumer);
     this.reindex();
   }
 
@@ -68,18 +97,41 @@ export class Consumers implements ConsumerDirectory {
     if (clash) return `UNIQUE violation detected on '{${username && clash.username === username ? `username="${username}"` : `custom_id="${customId}"`}}'`;
     const tags = Array.isArray(input.tags) ? input.tags.filter((t): t is string => typeof t === 'string') : null;
     const consumer: Consumer = { id: randomUUID(), username, custom_id: customId, tags, created_at: Math.floor(Date.now() / 1000) };
-    await this.store.put(KEY_PREFIX + consumer.id, JSON.stringify(consumer), { sync: true });
+    const claims = this.claims(consumer);
+    const created = await this.store.commitIf(
+      claims.map(([key]) => ({ key, value: undefined })),
+      [{ type: 'put', key: KEY_PREFIX + consumer.id, value: JSON.stringify(consumer) }, ...claims.map(([key]) => ({ type: 'put' as const, key, value: consumer.id }))],
+      { sync: true },
+    );
+    if (!created) {
+      // Another process claimed the name in the meantime.
+      const taken = username && (await this.store.get(USERNAME_PREFIX + username)) !== undefined;
+      return `UNIQUE violation detected on '{${taken ? `username="${username}"` : `custom_id="${customId}"`}}'`;
+    }
     this.runtime.set(consumer.id, consumer);
     this.reindex();
+    this.store.notices.publish(TOPIC, consumer.id);
     return consumer;
+  }
+
+  /** The claim keys of a consumer's username and custom_id. */
+  private claims(consumer: Consumer): [key: string, owner: string][] {
+    const claims: [string, string][] = [];
+    if (consumer.username) claims.push([USERNAME_PREFIX + consumer.username, consumer.id]);
+    if (consumer.custom_id) claims.push([CUSTOM_ID_PREFIX + consumer.custom_id, consumer.id]);
+    return claims;
   }
 
   /** Deletes a runtime consumer; false when there is none with that id. */
   async delete(id: string): Promise<boolean> {
-    if (!this.runtime.has(id)) return false;
-    await this.store.del(KEY_PREFIX + id, { sync: true });
+    const consumer = this.runtime.get(id);
+    if (!consumer) return false;
+    // Claim keys change only through commitIf (the store's rule for keys guarded by it).
+    const ops = [KEY_PREFIX + id, ...this.claims(consumer).map(([key]) => key)].map((key) => ({ type: 'del' as const, key }));
+    await this.store.commitIf([], ops, { sync: true });
     this.runtime.delete(id);
     this.reindex();
+    this.store.notices.publish(TOPIC, id);
     return true;
   }
 

@@ -17,7 +17,9 @@ export interface AdminState {
   registry: PluginRegistry;
   runtimes: ReadonlyMap<string, PluginRuntime>;
   nodeId: string;
+  processes(): { master: number; workers: number[] };
   ready(): boolean;
+  databaseReachable(): Promise<boolean>;
   connections(): { active: number; accepted: number };
   totalRequests(): number;
 }
@@ -77,11 +79,16 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
   const cfg = () => state.snapshot().config;
   const routes: AdminRoute[] = [
     { method: 'GET', path: '/', handler: () => ({ status: 200, body: nodeInfo(state) }) },
-    { method: 'GET', path: '/status', handler: () => ({ status: 200, body: status(state) }) },
+    { method: 'GET', path: '/status', handler: async () => ({ status: 200, body: status(state, await state.databaseReachable()) }) },
     {
       method: 'GET',
       path: '/status/ready',
-      handler: () => (state.ready() ? { status: 200, body: { message: 'ready' } } : { status: 503, body: { message: 'draining' } }),
+      handler: async () => {
+        if (!state.ready()) return { status: 503, body: { message: 'draining' } };
+        // Kong's readiness in a database mode: not ready while the database cannot be reached.
+        if (!(await state.databaseReachable())) return { status: 503, body: { message: 'failed to connect to database' } };
+        return { status: 200, body: { message: 'ready' } };
+      },
     },
     // The counters are this process's since it started: `pid` tells a reader when they are another's.
     { method: 'GET', path: '/status/traffic', handler: () => ({ status: 200, body: { pid: process.pid, ...state.metrics.requestCounts() } }) },
@@ -178,11 +185,11 @@ function nodeInfo(state: AdminState) {
       log_level: gateway.log_level,
       client_max_body_size: gateway.client_max_body_size,
     },
-    pids: { master: process.pid, workers: [process.pid] },
+    pids: state.processes(),
   };
 }
 
-function status(state: AdminState) {
+function status(state: AdminState, databaseReachable: boolean) {
   const { active, accepted } = state.connections();
   const memory = process.memoryUsage();
   return {
@@ -195,6 +202,7 @@ function status(state: AdminState) {
       connections_waiting: 0,
       total_requests: state.totalRequests(),
     },
+    database: { reachable: databaseReachable },
     memory: { heap_used: memory.heapUsed, rss: memory.rss },
     configuration_hash: state.snapshot().config.hash,
   };

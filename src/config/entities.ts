@@ -1,4 +1,5 @@
 /** Schemas of the core entities and of the `gateway:` block, with Kong's defaults and messages. */
+import { availableParallelism } from 'node:os';
 import { isCidr, validateServiceHost, validateSni } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
 import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema, type StringSchema } from './schema.ts';
@@ -223,6 +224,22 @@ export const pluginEntitySchema: RecordSchema = {
   },
 };
 
+/** Unquoted-identifier rules, so the name means the same quoted or not; 63 bytes is PostgreSQL's limit. */
+const PG_IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
+export const MAX_WORKER_PROCESSES = 256;
+
+/** Kong's `worker_processes`: `auto` (one per core) or a count. */
+function checkWorkerProcesses(value: unknown): string | undefined {
+  if (value === 'auto') return undefined;
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_WORKER_PROCESSES) return undefined;
+  return `expected 'auto' or an integer between 1 and ${MAX_WORKER_PROCESSES}`;
+}
+
+/** How many processes `worker_processes` asks for on this machine. */
+export function workerCount(setting: number | 'auto'): number {
+  return setting === 'auto' ? Math.min(availableParallelism(), MAX_WORKER_PROCESSES) : setting;
+}
+
 export const nodeSettingsSchema: RecordSchema = {
   type: 'record',
   fields: {
@@ -240,6 +257,18 @@ export const nodeSettingsSchema: RecordSchema = {
     shutdown_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 10000 },
     upstream_keepalive_pool_size: { type: 'integer', between: [0, 100000], default: 512 },
     upstream_keepalive_idle_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 60 },
+    database: { type: 'string', one_of: ['leveldb', 'postgres'], default: 'leveldb' },
+    pg_host: { type: 'string', len_min: 1, default: '127.0.0.1' },
+    pg_port: { type: 'integer', between: [1, 65535], default: 5432 },
+    pg_user: { type: 'string', len_min: 1, default: 'tollgate' },
+    pg_password: { type: 'string' },
+    pg_database: { type: 'string', len_min: 1, default: 'tollgate' },
+    pg_schema: { type: 'string', match: PG_IDENTIFIER, match_message: 'expected a PostgreSQL identifier: a letter or _, then letters, digits or _ (at most 63)', default: 'public' },
+    pg_ssl: { type: 'boolean', default: false },
+    pg_ssl_verify: { type: 'boolean', default: true },
+    // One process until every bundled plugin keeps its state correct across processes; then 'auto'.
+    worker_processes: { type: 'any', custom: checkWorkerProcesses, default: 1 },
+    db_update_frequency: { type: 'number', between: [0.05, 3600], default: 1 },
     plugins: { type: 'array', elements: { type: 'string', len_min: 1 }, default: ['bundled'] },
   },
   entity_checks: [

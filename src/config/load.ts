@@ -15,7 +15,7 @@ import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRou
 import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
 import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
 import { isCidr } from './hostnames.ts';
-import { consumerSchema, ID, isStreamRoute, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
+import { consumerSchema, ID, isStreamRoute, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema, workerCount } from './entities.ts';
 import { parseListenList } from './listen.ts';
 import { enabledPlugins } from './plugin-setting.ts';
 import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
@@ -243,8 +243,25 @@ class ConfigBuilder implements BuildContext {
       this.eachEntry(raw, def.name, (e, path) => this.addPluginEntity(def, e, path, undefined));
     }
     const plugins = this.buildPlugins();
+    this.checkProcessModel(gateway, plugins);
     const balancing = buildBalancing(raw, this, this.tls.certificates);
     return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities, ...this.tls, ...balancing };
+  }
+
+  /**
+   * Several worker processes only with plugins whose state stays correct across processes. A plugin is
+   * in use when an instance is enabled or the file declares its entities (e.g. meters it syncs).
+   */
+  private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[]): void {
+    if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return;
+    const inUse = new Set(plugins.filter((p) => p.enabled).map((p) => p.name));
+    for (const plugin of this.registry.values()) {
+      if ((plugin.entities ?? []).some((e) => (this.entities[e.name] ?? []).length > 0)) inUse.add(plugin.name);
+    }
+    const singleProcess = [...inUse].filter((name) => !this.registry.get(name)?.multiProcess);
+    for (const name of singleProcess) {
+      this.issue(['gateway', 'worker_processes'], `plugin '${name}' keeps state in one process: it runs with worker_processes: 1 only`);
+    }
   }
 
   eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
@@ -272,6 +289,7 @@ class ConfigBuilder implements BuildContext {
     if (value.ssl_cert_key) value.ssl_cert_key = resolve(this.baseDir, value.ssl_cert_key);
     value.ssl_cert ??= null;
     value.ssl_cert_key ??= null;
+    value.pg_password ??= null;
     return value;
   }
 

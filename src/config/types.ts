@@ -92,6 +92,20 @@ export interface NodeSettings {
   shutdown_timeout: number;
   upstream_keepalive_pool_size: number;
   upstream_keepalive_idle_timeout: number;
+  /** The store: LevelDB under data_dir (one node), or PostgreSQL shared by every node of a cluster. */
+  database: 'leveldb' | 'postgres';
+  pg_host: string;
+  pg_port: number;
+  pg_user: string;
+  pg_password: string | null;
+  pg_database: string;
+  pg_schema: string;
+  pg_ssl: boolean;
+  pg_ssl_verify: boolean;
+  /** Processes serving this node: 'auto' = one per core. */
+  worker_processes: number | 'auto';
+  /** Seconds within which a change made by another process or node reaches this one's caches. */
+  db_update_frequency: number;
   /** Kong's `plugins`: `bundled`, plugin names, or `off`; a plugin not listed cannot be configured. */
   plugins: string[];
 }

@@ -38,6 +38,12 @@ export interface PluginDefinition<Config = any> {
   authenticates?: boolean;
   /** Entities this plugin adds to gateway.yaml (e.g. `oauth2_credentials`, `meters`). */
   entities?: EntityDefinition[];
+  /**
+   * The plugin's state stays correct when several processes and nodes share the store (caches kept
+   * fresh by notices, single-use values taken with commitIf). Without it the plugin refuses
+   * `worker_processes` above 1, and with PostgreSQL a second node on the same database.
+   */
+  multiProcess?: boolean;
   /** Builds the plugin's runtime once per gateway process. */
   create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
 }
