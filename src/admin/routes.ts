@@ -2,6 +2,7 @@
 import { hostname } from 'node:os';
 import type { Consumers } from '../consumers.ts';
 import type { PluginRegistry } from '../config/load.ts';
+import { consoleRoutes } from '../console/routes.ts';
 import type { Metrics } from '../metrics.ts';
 import type { AdminRoute } from '../pipeline/plugin-api.ts';
 import { entityWriteUnsupported, NotFoundError, type WriteMethod } from '../toolkit/admin-errors.ts';
@@ -18,19 +19,21 @@ export interface AdminState {
   metrics: Metrics;
   registry: PluginRegistry;
   nodeId: string;
+  processes(): { master: number; workers: number[] };
   ready(): boolean;
+  databaseReachable(): Promise<boolean>;
   connections(): { active: number; accepted: number };
   totalRequests(): number;
 }
 
 /** 405 for a write to entities that only gateway.yaml declares, with Kong's DB-less error, which tools written for Kong recognise. */
-function dbLessWrite(entity: string, method: WriteMethod): AdminRoute['handler'] {
+export function dbLessWrite(entity: string, method: WriteMethod): AdminRoute['handler'] {
   return () => {
     throw entityWriteUnsupported(entity, method);
   };
 }
 
-function byIdOrName<T extends { id: string }>(items: T[], key: string, nameField: keyof T): T {
+export function byIdOrName<T extends { id: string }>(items: T[], key: string, nameField: keyof T): T {
   const found = items.find((x) => x.id === key || x[nameField] === key);
   if (!found) throw new NotFoundError();
   return found;
@@ -41,12 +44,19 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
   const cfg = () => state.snapshot().config;
   const routes: AdminRoute[] = [
     { method: 'GET', path: '/', handler: () => ({ status: 200, body: nodeInfo(state) }) },
-    { method: 'GET', path: '/status', handler: () => ({ status: 200, body: status(state) }) },
+    { method: 'GET', path: '/status', handler: async () => ({ status: 200, body: status(state, await state.databaseReachable()) }) },
     {
       method: 'GET',
       path: '/status/ready',
-      handler: () => (state.ready() ? { status: 200, body: { message: 'ready' } } : { status: 503, body: { message: 'draining' } }),
+      handler: async () => {
+        if (!state.ready()) return { status: 503, body: { message: 'draining' } };
+        // Kong's readiness in a database mode: not ready while the database cannot be reached.
+        if (!(await state.databaseReachable())) return { status: 503, body: { message: 'failed to connect to database' } };
+        return { status: 200, body: { message: 'ready' } };
+      },
     },
+    // The counters are this process's since it started: `pid` tells a reader when they are another's.
+    { method: 'GET', path: '/status/traffic', handler: () => ({ status: 200, body: { pid: process.pid, ...state.metrics.requestCounts() } }) },
     {
       method: 'GET',
       path: '/metrics',
@@ -80,6 +90,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     routes.push({ method: 'POST', path: `/${entity}`, handler: dbLessWrite(entity, 'POST') });
     for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
   }
+  routes.push(...consoleRoutes());
   return [...routes, ...entityAdminRoutes(state.consumers)];
 }
 
@@ -107,11 +118,11 @@ function nodeInfo(state: AdminState) {
       log_level: gateway.log_level,
       client_max_body_size: gateway.client_max_body_size,
     },
-    pids: { master: process.pid, workers: [process.pid] },
+    pids: state.processes(),
   };
 }
 
-function status(state: AdminState) {
+function status(state: AdminState, databaseReachable: boolean) {
   const { active, accepted } = state.connections();
   const memory = process.memoryUsage();
   return {
@@ -124,6 +135,7 @@ function status(state: AdminState) {
       connections_waiting: 0,
       total_requests: state.totalRequests(),
     },
+    database: { reachable: databaseReachable },
     memory: { heap_used: memory.heapUsed, rss: memory.rss },
     configuration_hash: state.snapshot().config.hash,
   };

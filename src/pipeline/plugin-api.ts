@@ -21,7 +21,10 @@ export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../c
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
-export { HEADER_NAME, headerNameProblem, headerValueProblem, isUuid } from '../config/entities.ts';
+export { compileRouteRegex } from '../router/validate.ts';
+export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH } from '../config/entities.ts';
+export { canonicalName } from '../config/hostnames.ts';
+export { AddressRanges } from '../address-ranges.ts';
 export { HttpError } from './http-error.ts';
 export * from '../toolkit/index.ts';
 
@@ -40,6 +43,12 @@ export interface PluginDefinition<Config = any> {
   authenticates?: boolean;
   /** Entities this plugin adds to gateway.yaml (e.g. `oauth2_credentials`, `meters`). */
   entities?: EntityDefinition[];
+  /**
+   * The plugin's state stays correct when several processes and nodes share the store (caches kept
+   * fresh by notices, single-use values taken with commitIf). Without it the plugin refuses
+   * `worker_processes` above 1, and with PostgreSQL a second node on the same database.
+   */
+  multiProcess?: boolean;
   /** Builds the plugin's runtime once per gateway process. */
   create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
 }
@@ -95,6 +104,8 @@ export interface PluginApi {
   consumers: ConsumerDirectory;
   /** The gateway's data directory (absolute). */
   dataDir: string;
+  /** This node's id, the same across restarts on one data directory (Kong's `kong.node.get_id()`). */
+  nodeId: string;
   /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
   services: PluginServices;
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */
@@ -111,6 +122,12 @@ export interface PluginMetrics {
   /** With `read`, the gauge is read when /metrics is scraped (queue depths, sizes, progress). */
   gauge(spec: GaugeSpec): GaugeMetric;
   histogram(spec: HistogramSpec): HistogramMetric;
+  /**
+   * Series the plugin keeps itself, rendered as Prometheus text when /metrics is scraped: for per-request
+   * series under a name family of their own (Kong's `kong_*`), which a registered metric would cost a
+   * label hash per observation. Every name `render` writes starts with `prefix`, which is not `tollgate_`.
+   */
+  exposition(prefix: string, render: () => string): void;
 }
 
 export interface MetricSpec {
@@ -170,9 +187,13 @@ export interface PluginRuntime<Config = any> {
   /** Called with each configuration before it serves (at start and on every reload). */
   configure?(view: ConfigView<Config>): void | Promise<void>;
   access?(ctx: RequestContext, config: Config, plugin: PluginEntity<Config>): void | Promise<void>;
-  /** Upstream response headers, before they are sent downstream; mutate `response.headers`. */
-  response?(ctx: RequestContext, config: Config, response: UpstreamResponse): void;
-  /** After the response is finished (or the client went away). Must not throw. */
+  /**
+   * Kong's header_filter: the head of every answer to a request this plugin applies to, before it goes
+   * downstream: the upstream's, or the gateway's own (a plugin's answer, an upstream failure). It runs
+   * even when an earlier plugin answered and this plugin's `access` never ran, as Kong's does.
+   */
+  response?(ctx: RequestContext, config: Config, response: ResponseHead): void;
+  /** After the response is finished (or the client went away). Must not throw. Runs in the same cases as `response`. */
   log?(ctx: RequestContext, config: Config): void;
   /**
    * Requests that matched no route (e.g. RFC 8414's `/.well-known/...<route prefix>` documents).
@@ -193,6 +214,11 @@ export interface ConfigView<Config = any> {
   entities(name: string): Record<string, any>[];
   routeById(id: string): Route | undefined;
   serviceById(id: string): Service | undefined;
+  /**
+   * The instance of this plugin that runs on a route's requests before any consumer is known: the
+   * answer the request path itself gives (Kong's precedence), so a check can never disagree with it.
+   */
+  instanceOn(routeId: string): PluginEntity<Config> | undefined;
 }
 
 export interface AuthenticatedCredential {
@@ -219,11 +245,38 @@ export interface UnmatchedRequest {
   respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;
 }
 
-export interface UpstreamResponse {
+/** What became of a request, for the log phase (the part of Kong's `kong.log.serialize()` plugins read). */
+export interface RequestOutcome {
+  /** The status sent downstream; 499 when the client went away first. */
   status: number;
-  /** The headers about to be sent downstream; mutate to change them. */
-  headers: OutgoingHttpHeaders;
+  source: ResponseSource;
+  /** Milliseconds: the whole request, the gateway's own part (until the upstream request or the gateway's answer), the upstream's first byte. */
+  latencies: { request: number; kong: number; upstream: number | undefined };
+  /** Body bytes received from the client and sent to it. */
+  requestBytes: number;
+  responseBytes: number;
 }
+
+/** Who produced an answer (Kong's `kong.response.get_source()`). */
+export type ResponseSource = 'service' | 'exit' | 'error';
+
+export interface ResponseHead {
+  status: number;
+  /** The headers about to be sent downstream (lowercase names); mutate to change them. */
+  headers: OutgoingHttpHeaders;
+  /** `service`: the upstream's answer; `exit`: the gateway's own; `error`: a plugin failed unexpectedly (500). */
+  source: ResponseSource;
+  /**
+   * Present when the body can be rewritten (an HTTP answer with a body, not gRPC, a WebSocket handshake or
+   * HEAD): `rewrite` gets the whole body and returns the one to send. The body is then read whole before
+   * anything goes downstream; one larger than `REWRITABLE_BODY_LIMIT` is sent unchanged. Content-Length is
+   * set from the result.
+   */
+  rewriteBody?(rewrite: (body: Buffer) => Buffer): void;
+}
+
+/** The largest response body a plugin may rewrite; larger ones stream through unchanged (and a warning is logged). */
+export const REWRITABLE_BODY_LIMIT = 16 * 1024 * 1024;
 
 export interface RequestContext {
   readonly id: string;
@@ -255,6 +308,8 @@ export interface RequestContext {
   readonly service: Service | null;
   /** The part of the path that matched a prefix path of the route ('' for regex or no path). */
   readonly matchedPrefix: string;
+  /** Captures of the route's regex path: "0" the whole match, "1".."n" the groups, and named groups (empty otherwise). */
+  readonly uriCaptures: Readonly<Record<string, string>>;
 
   consumer: Consumer | null;
   /** The credential that authenticated the consumer, with what it grants. */
@@ -266,6 +321,17 @@ export interface RequestContext {
   setUpstreamHeader(name: string, value: string | string[]): void;
   removeUpstreamHeader(name: string): void;
   setUpstreamQuery(query: string): void;
+  /** The path sent upstream instead of the routed one (Kong's `kong.service.request.set_path`); escaped as needed. */
+  setUpstreamPath(path: string): void;
+  /** The method sent upstream (Kong's `kong.service.request.set_method`); an uppercase token. */
+  setUpstreamMethod(method: string): void;
+  /**
+   * A header of the answer sent downstream, whoever produces it (Kong's `kong.response.set_header` in the
+   * access phase): it replaces the upstream's header of that name, and the response phase sees it.
+   */
+  setResponseHeader(name: string, value: string | string[]): void;
+  /** A value added to this request's access log line (Kong's `kong.log.set_serialize_value`); the line's own fields win. */
+  setLogValue(name: string, value: unknown): void;
 
   /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
   readBody(): Promise<Buffer>;
@@ -284,6 +350,8 @@ export interface RequestContext {
   error(status: number, message: string, headers?: Record<string, string | string[]>): void;
   /** True once respond/error has been called. */
   readonly responded: boolean;
+  /** In the log phase: what became of the request. */
+  readonly outcome: RequestOutcome;
 
   /** The raw request and response, for plugins that stream their own answer. */
   readonly raw: {
