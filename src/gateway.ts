@@ -2,13 +2,14 @@
  * The gateway process: loads the config, opens the store, creates the plugins, opens the listeners,
  * swaps configurations on reload and shuts down gracefully.
  */
-import { randomUUID } from 'node:crypto';
 import { access, constants } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { certificateAdminRoutes } from './admin/certificate-routes.ts';
 import { isLoopbackName, type AdminListenerFacts } from './admin/browser-guard.ts';
 import { AdminRouter } from './admin/router.ts';
 import { coreAdminRoutes } from './admin/routes.ts';
+import { upstreamAdminRoutes } from './admin/upstream-routes.ts';
+import type { HealthChange } from './balancer/balancers.ts';
 import { parseListenList } from './config/listen.ts';
 import { ConfigError, loadConfigFile, type PluginRegistry } from './config/load.ts';
 import type { GatewayConfig } from './config/types.ts';
@@ -17,6 +18,7 @@ import { preparePrivateDir } from './data-dir.ts';
 import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
+import { nodeIdOf } from './node-id.ts';
 import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
 import type { ConfigView, PluginRuntime, PluginServices } from './pipeline/plugin-api.ts';
 import { bundledPlugins } from './plugins.ts';
@@ -24,15 +26,23 @@ import { GrpcProxy } from './proxy/grpc.ts';
 import { HttpEngine } from './proxy/http-engine.ts';
 import { WebSocketProxy } from './proxy/websocket.ts';
 import { Snapshot } from './runtime.ts';
-import { LevelStore } from './store/level.ts';
+import { StoreError } from './store/errors.ts';
+import { openStore, postgresSettings } from './store/open.ts';
+import { SoleNodeLock } from './store/postgres.ts';
+import type { StoreAdapter } from './store/store.ts';
 import { loadTlsMaterial } from './tls.ts';
 
 const SWEEP_INTERVAL_MS = 60_000;
+/** GET /status and /status/ready answer within this even when the database does not. */
+const REACHABLE_TIMEOUT_MS = 2_000;
+/** Notices carrying health set through the admin API to every process sharing the store. */
+const TARGET_HEALTH_TOPIC = 'target-health';
 
-/** Node settings bound to listeners, the store or upstream pools: a reload cannot change them. */
+/** Node settings bound to listeners, the store, processes or upstream pools: a reload cannot change them. */
 const RESTART_SETTINGS = [
   'proxy_listen', 'admin_listen', 'data_dir', 'ssl_cert', 'ssl_cert_key', 'max_header_size', 'client_timeout',
-  'upstream_keepalive_pool_size', 'upstream_keepalive_idle_timeout',
+  'upstream_keepalive_pool_size', 'upstream_keepalive_idle_timeout', 'database', 'pg_host', 'pg_port', 'pg_user',
+  'pg_password', 'pg_database', 'pg_schema', 'pg_ssl', 'pg_ssl_verify', 'worker_processes', 'db_update_frequency',
 ] as const;
 
 export class ConfigLoadError extends Error {
@@ -44,10 +54,25 @@ export class ConfigLoadError extends Error {
 /** A start-up failure with a message meant for the operator (taken port, unreadable data dir). */
 export class StartupError extends Error {}
 
+/** What to tell the operator when a start fails: every line of it. */
+export function startFailureLines(err: unknown, configFile: string): string[] {
+  if (err instanceof ConfigLoadError) return [...err.errors.map(String), `${configFile}: invalid configuration, not starting`];
+  if (err instanceof StartupError) return [`tollgate: ${err.message}`];
+  return [`tollgate: failed to start: ${(err as Error)?.stack ?? String(err)}`];
+}
+
 export interface GatewayOptions {
   /** Overrides the config's log level (tests use 'silent'). */
   logLevel?: string;
   registry?: PluginRegistry;
+  /** An opened store to use instead of opening the configured one (a worker's link to its primary); closed at stop. */
+  store?: StoreAdapter;
+  /** The node's id, when the process that started this one knows it. */
+  nodeId?: string;
+  /** Whether this process sweeps expired entries (one process per node is enough). Default true. */
+  sweep?: boolean;
+  /** The node's processes, for `GET /` (default: this one alone). */
+  processes?: () => { master: number; workers: number[] };
 }
 
 export class Gateway {
@@ -62,6 +87,9 @@ export class Gateway {
   private reloading: Promise<unknown> = Promise.resolve();
   private nodeId = '';
   private logLevelOverride: string | undefined;
+  private processes: () => { master: number; workers: number[] } = () => ({ master: process.pid, workers: [process.pid] });
+  /** Held while plugins that keep state in one process run on PostgreSQL: no second node meanwhile. */
+  private soleNode: SoleNodeLock | undefined;
   readonly lifecycle: Lifecycle;
   private readonly engine: HttpEngine;
   private readonly metrics = new Metrics();
@@ -71,7 +99,7 @@ export class Gateway {
     config: GatewayConfig,
     readonly log: Logger,
     private readonly accessLog: AccessLog,
-    private readonly store: LevelStore,
+    private readonly store: StoreAdapter,
     private readonly consumers: Consumers,
     private readonly registry: PluginRegistry,
   ) {
@@ -80,8 +108,8 @@ export class Gateway {
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
     this.lifecycle.protocols = {
-      grpc: (ctx, match, headers, end) => grpc.proxy(ctx, match, headers, end),
-      upgrade: (ctx, match, socket, head, headers, end) => websocket.proxy(ctx, match, socket, head, headers, end),
+      grpc: (ctx, headers, destination, end) => grpc.proxy(ctx, headers, destination, end),
+      upgrade: (ctx, socket, head, headers, destination, end) => websocket.proxy(ctx, socket, head, headers, destination, end),
       close: () => {
         grpc.close();
         websocket.close();
@@ -96,13 +124,19 @@ export class Gateway {
     if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
     const config = loaded.config;
     const { log, access } = createLogging(options.logLevel ?? config.gateway.log_level);
-    const store = await openStore(config.gateway.data_dir, log);
-    const consumers = new Consumers(store.namespace('core'));
+    await usableDataDir(config.gateway.data_dir, log);
+    const store = options.store ?? (await startupStep(() => openStore(config.gateway, (message, err) => log.warn({ err }, message))));
+    const consumers = new Consumers(store.namespace('core'), log.child({ component: 'consumers' }));
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
     gateway.logLevelOverride = options.logLevel;
+    if (options.processes) gateway.processes = options.processes;
     try {
       await consumers.load();
-      gateway.nodeId = await nodeIdOf(store);
+      gateway.followTargetHealth();
+      // Only the embedded store is this node's own: an id found in a shared database belongs to another node.
+      const earlier = config.gateway.database === 'leveldb' ? () => store.namespace('core').get('node_id') : undefined;
+      gateway.nodeId = options.nodeId ?? (await nodeIdOf(config.gateway.data_dir, earlier));
+      await gateway.claimSoleNode(config);
       await gateway.createPlugins(config);
       await gateway.apply(config);
       await gateway.openListeners(config);
@@ -110,8 +144,43 @@ export class Gateway {
       await gateway.stop();
       throw err;
     }
-    gateway.sweeper = setInterval(() => gateway.sweep(), SWEEP_INTERVAL_MS).unref();
+    if (options.sweep ?? true) gateway.sweeper = setInterval(() => gateway.sweep(), SWEEP_INTERVAL_MS).unref();
     return gateway;
+  }
+
+  /**
+   * On PostgreSQL, plugins that keep state in one process (no `multiProcess`) would corrupt each other's
+   * data from two nodes: the first node takes a lock, and another one is refused until it stops.
+   */
+  private async claimSoleNode(config: GatewayConfig): Promise<void> {
+    if (config.gateway.database !== 'postgres') return;
+    const singleProcess = [...new Set(config.plugins.filter((p) => p.enabled && !this.registry.get(p.name)?.multiProcess).map((p) => p.name))];
+    if (singleProcess.length === 0 || this.soleNode?.held) return;
+    this.soleNode ??= new SoleNodeLock(postgresSettings(config.gateway), (message, err) => this.log.error({ err }, message));
+    if (!(await startupStep(() => this.soleNode!.acquire()))) {
+      throw new StartupError(`another gateway node is running on this database, and plugin ${singleProcess.map((n) => `'${n}'`).join(', ')} keeps state in one node: stop that node first`);
+    }
+  }
+
+  /** Health set through any process's admin API applies in this one (Kong broadcasts it to its cluster). */
+  private followTargetHealth(): void {
+    this.store.namespace('balancer').notices.subscribe(TARGET_HEALTH_TOPIC, (message) => {
+      // A lost notice (null) leaves health as it is: probes and traffic keep correcting it.
+      if (message === null) return;
+      try {
+        const { upstream, target, healthy } = JSON.parse(message) as { upstream: string; target: string; healthy: boolean };
+        this.snapshot?.balancers.setHealth(upstream, target, healthy);
+      } catch (err) {
+        this.log.warn({ err }, 'unreadable target health notice');
+      }
+    });
+  }
+
+  private setTargetHealth(upstream: string, target: string, healthy: boolean): HealthChange {
+    const change = this.snapshot.balancers.check(upstream, target);
+    if (change !== 'done') return change;
+    this.store.namespace('balancer').notices.publish(TARGET_HEALTH_TOPIC, JSON.stringify({ upstream, target, healthy }));
+    return 'done';
   }
 
   private async createPlugins(config: GatewayConfig): Promise<void> {
@@ -152,19 +221,30 @@ export class Gateway {
   }
 
   private async configure(config: GatewayConfig): Promise<void> {
-    const snapshot = new Snapshot(config, this.registry, this.runtimes);
+    await this.claimSoleNode(config);
+    const snapshot = new Snapshot(config, this.registry, this.runtimes, this.log, this.snapshot);
     this.consumers.setDeclared(config.consumers);
-    for (const [name, runtime] of this.runtimes) {
-      const view: ConfigView = {
-        config,
-        instances: config.plugins.filter((p) => p.name === name && p.enabled),
-        entities: (entity) => config.entities[entity] ?? [],
-        routeById: (id) => snapshot.routesById.get(id),
-        serviceById: (id) => snapshot.servicesById.get(id),
-      };
-      await runtime.configure?.(view);
+    try {
+      for (const [name, runtime] of this.runtimes) {
+        const view: ConfigView = {
+          config,
+          instances: config.plugins.filter((p) => p.name === name && p.enabled),
+          entities: (entity) => config.entities[entity] ?? [],
+          routeById: (id) => snapshot.routesById.get(id),
+          serviceById: (id) => snapshot.servicesById.get(id),
+          instanceOn: (routeId) => snapshot.plugins.steps(routeId).find((step) => step.name === name)?.anonymous,
+        };
+        await runtime.configure?.(view);
+      }
+    } catch (err) {
+      snapshot.balancers.stop();
+      throw err;
     }
+    // Requests in flight keep the previous balancers; only their health probes stop.
+    this.snapshot?.balancers.stop();
     this.snapshot = snapshot;
+    snapshot.balancers.start();
+    for (const warning of config.warnings) this.log.warn({ warning }, 'configuration accepted with a warning');
     this.accessLog.enabled = config.gateway.access_log;
     this.log.level = this.logLevelOverride ?? config.gateway.log_level;
   }
@@ -186,16 +266,31 @@ export class Gateway {
       },
       failed: (err: unknown) => this.log.error({ err }, 'request failed'),
     };
+    // The proxy's TLS listeners present the configured certificates by server name (reloaded with the config).
+    const proxyTls = tls && { ...tls, certificateFor: (servername: string) => this.snapshot.certificates.contextFor(servername) };
     for (const spec of proxySpecs) {
       const info: ListenerInfo = { port: spec.port, scheme: spec.ssl ? 'https' : 'http' };
-      const listener = await this.listen(spec, tls, {
+      const listener = await this.listen(spec, proxyTls, {
         request: (req, res) => this.lifecycle.handle(req, res, info),
         upgrade: (req, socket, head) => this.lifecycle.handleUpgrade(req, socket, head, info),
       }, limits, events);
       info.port = listener.port;
       this.proxyListeners.push(listener);
     }
-    const admin = new AdminRouter([...this.pluginAdminRoutes(), ...coreAdminRoutes(this.adminState())], this.log.child({ component: 'admin' }));
+    const admin = new AdminRouter(
+      [
+        ...this.pluginAdminRoutes(),
+        ...coreAdminRoutes(this.adminState()),
+        ...upstreamAdminRoutes({
+          config: () => this.snapshot.config,
+          balancers: () => this.snapshot.balancers,
+          nodeId: this.nodeId,
+          setTargetHealth: (upstream, target, healthy) => this.setTargetHealth(upstream, target, healthy),
+        }),
+        ...certificateAdminRoutes(() => this.snapshot.config),
+      ],
+      this.log.child({ component: 'admin' }),
+    );
     for (const spec of adminSpecs) {
       const facts: AdminListenerFacts = { scheme: spec.ssl ? 'https' : 'http', loopback: isLoopbackName(spec.host) };
       if (!facts.loopback) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
@@ -227,12 +322,28 @@ export class Gateway {
       consumers: this.consumers,
       metrics: this.metrics,
       registry: this.registry,
-      runtimes: this.runtimes,
       nodeId: this.nodeId,
+      processes: () => this.processes(),
       ready: () => !this.draining,
+      databaseReachable: () => this.databaseReachable(),
       connections: () => ({ active: this.metrics.connectionsActive, accepted: this.metrics.connectionsAccepted }),
       totalRequests: () => this.lifecycle.stats.totalRequests,
     };
+  }
+
+  /** Whether the store's database answers, within a bound (a hung database must not hang /status). */
+  private databaseReachable(): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), REACHABLE_TIMEOUT_MS)));
+    return Promise.race([this.store.reachable().catch(() => false), timeout]).finally(() => clearTimeout(timer));
+  }
+
+  /** One line per listener, as printed at start: `proxy listening on URL (listen string)`. */
+  listenerLines(): string[] {
+    return [
+      ...this.proxyListeners.map((l) => `proxy listening on ${l.url} (${l.spec.text})`),
+      ...this.adminListeners.map((l) => `admin listening on ${l.url} (${l.spec.text})`),
+    ];
   }
 
   get config(): GatewayConfig {
@@ -291,8 +402,10 @@ export class Gateway {
         this.log.error({ err }, 'plugin failed to close');
       }
     }
+    this.snapshot?.balancers.stop();
     this.engine.close();
     this.lifecycle.protocols.close?.();
+    await this.soleNode?.release();
     await this.store.close();
     this.accessLog.flush();
     this.log.flush();
@@ -307,7 +420,7 @@ export class Gateway {
   }
 }
 
-async function openStore(dataDir: string, log: Logger): Promise<LevelStore> {
+export async function usableDataDir(dataDir: string, log: Logger): Promise<void> {
   try {
     const refused = await preparePrivateDir(dataDir);
     if (refused.length > 0) log.warn({ paths: refused.slice(0, 10), count: refused.length }, 'cannot make these data files private to the gateway user (not owned by it?)');
@@ -315,22 +428,15 @@ async function openStore(dataDir: string, log: Logger): Promise<LevelStore> {
   } catch (err) {
     throw new StartupError(`the data directory ${dataDir} is not usable: ${(err as Error).message}`);
   }
-  const store = new LevelStore(join(dataDir, 'store'));
-  try {
-    await store.open();
-  } catch (err) {
-    const cause = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
-    throw new StartupError(`cannot open the store in ${dataDir}: ${cause} (is another gateway running on this data directory?)`);
-  }
-  return store;
 }
 
-/** A node id that stays the same across restarts on one data directory. */
-async function nodeIdOf(store: LevelStore): Promise<string> {
-  const core = store.namespace('core');
-  const existing = await core.get('node_id');
-  if (existing) return existing;
-  const id = randomUUID();
-  await core.put('node_id', id, { sync: true });
-  return id;
+/** A store failure while starting is the operator's to fix: reported as a StartupError with its message. */
+export async function startupStep<T>(step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (err) {
+    if (err instanceof StoreError) throw new StartupError(err.message);
+    if ((err as { code?: string }).code !== undefined && !(err instanceof StartupError)) throw new StartupError(`the database refused: ${(err as Error).message}`);
+    throw err;
+  }
 }

@@ -11,6 +11,7 @@ import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Ses
 import https from 'node:https';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
+import type { SecureContext } from 'node:tls';
 import { ClientTimeouts } from './client-timeouts.ts';
 import type { ListenSpec } from './config/listen.ts';
 import { ResponseDownstream, SocketDownstream } from './pipeline/context.ts';
@@ -20,6 +21,11 @@ import type { TlsMaterial } from './tls.ts';
 export interface ListenerHandlers {
   request(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): void;
   upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+}
+
+export interface ListenerTls extends TlsMaterial {
+  /** The certificate for a client's server name (SNI); undefined keeps the default pair above. */
+  certificateFor?(servername: string): SecureContext | undefined;
 }
 
 export interface ListenerLimits {
@@ -133,6 +139,19 @@ function guardUpgrades(next: NonNullable<ListenerHandlers['upgrade']>, timeouts:
   };
 }
 
+function sniCallback(tls: ListenerTls): ((servername: string, callback: (err: Error | null, context?: SecureContext) => void) => void) | undefined {
+  const certificateFor = tls.certificateFor;
+  if (!certificateFor) return undefined;
+  return (servername, callback) => {
+    try {
+      callback(null, certificateFor(servername));
+    } catch (err) {
+      // A certificate that cannot be used fails this handshake only.
+      callback(err as Error);
+    }
+  };
+}
+
 /** The HTTP/2 connection preface a client with prior knowledge sends first. */
 const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
 
@@ -173,7 +192,7 @@ export class Listener {
     return `${this.spec.ssl ? 'https' : 'http'}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${this.port}`;
   }
 
-  static async open(spec: ListenSpec, tls: TlsMaterial | undefined, handlers: ListenerHandlers, limits: ListenerLimits, events: ConnectionEvents): Promise<Listener> {
+  static async open(spec: ListenSpec, tls: ListenerTls | undefined, handlers: ListenerHandlers, limits: ListenerLimits, events: ConnectionEvents): Promise<Listener> {
     const timeouts = new ClientTimeouts(limits.clientTimeout, (res) => refuse(res, 408, 'Request Timeout', true));
     const http1Options: http.ServerOptions = {
       maxHeaderSize: limits.maxHeaderSize,
@@ -196,7 +215,7 @@ export class Listener {
     if (spec.ssl) {
       if (!tls) throw new Error(`listener ${spec.text} needs TLS material`);
       // A client that opens a connection and never finishes the handshake is dropped like an idle one.
-      const tlsOptions = { key: tls.key, cert: tls.cert, handshakeTimeout: Math.min(limits.clientTimeout, 120_000) };
+      const tlsOptions = { key: tls.key, cert: tls.cert, handshakeTimeout: Math.min(limits.clientTimeout, 120_000), SNICallback: sniCallback(tls) };
       const server = spec.http2
         ? http2.createSecureServer({ ...h2Options, ...tlsOptions, allowHTTP1: true, ...http1Options } as http2.SecureServerOptions, handlers.request)
         : https.createServer({ ...http1Options, ...tlsOptions }, handlers.request);

@@ -101,7 +101,15 @@ export interface AccessEntry {
   request_body_bytes: number;
   /** Response body bytes the gateway sent (the frames of a WebSocket tunnel, both ways, count too). */
   response_body_bytes: number;
+  /** Values plugins add to the request's line (Kong's kong.log.set_serialize_value). */
+  fields?: Record<string, unknown>;
 }
+
+/** Names of the line's own fields: a plugin's value of the same name is left out, never written twice. */
+const OWN_FIELDS = new Set([
+  'level', 'time', 'pid', 'type', 'request_id', 'method', 'path', 'status', 'route', 'service', 'consumer', 'credential', 'client_ip',
+  'user_agent', 'latency_ms', 'upstream_latency_ms', 'request_body_bytes', 'response_body_bytes', 'msg',
+]);
 
 /** Flushed at least this often, so that a quiet gateway's lines show up at once to a human eye. */
 const FLUSH_AFTER_MS = 100;
@@ -152,6 +160,7 @@ export class AccessLog {
       `,"client_ip":${quoted(e.client_ip)}` + optional('user_agent', e.user_agent) +
       `,"latency_ms":${e.latency_ms}` + optional('upstream_latency_ms', e.upstream_latency_ms) +
       `,"request_body_bytes":${e.request_body_bytes},"response_body_bytes":${e.response_body_bytes}` +
+      (e.fields ? pluginFields(e.fields) : '') +
       `,"msg":"request"}\n`;
     if (this.buffer.length >= FLUSH_AT_CHARS) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), FLUSH_AFTER_MS).unref();
@@ -174,4 +183,10 @@ export class AccessLog {
     this.destination.write(this.buffer);
     this.buffer = '';
   }
+}
+
+function pluginFields(fields: Record<string, unknown>): string {
+  let out = '';
+  for (const [name, value] of Object.entries(fields)) if (!OWN_FIELDS.has(name)) out += `,${JSON.stringify(name)}:${JSON.stringify(value)}`;
+  return out;
 }

@@ -38,6 +38,8 @@ class Histogram {
 }
 
 interface Series {
+  route: string;
+  service: string;
   labels: string;
   codes: Map<number, number>;
   latency: Histogram;
@@ -50,8 +52,15 @@ function labelValue(v: string): string {
 
 /** Requests of one consumer, by status code. */
 interface ConsumerSeries {
+  consumer: string;
   labels: string;
   codes: Map<number, number>;
+}
+
+/** Requests since start by status code: per route and service (route '' = matched none), and per consumer. */
+export interface RequestCounts {
+  routes: { route: string; service: string; requests: Record<string, number>; latency_ms_sum: number }[];
+  consumers: { consumer: string; requests: Record<string, number> }[];
 }
 
 export class Metrics {
@@ -63,7 +72,13 @@ export class Metrics {
     counter: (spec) => new Counter({ ...this.checked(spec), registers: [this.processRegistry] }),
     gauge: (spec) => this.gauge(spec),
     histogram: (spec) => new PromHistogram({ ...this.checked(spec), buckets: [...spec.buckets], registers: [this.processRegistry] }),
+    exposition: (prefix, render) => {
+      if (!/^[a-z][a-z0-9]*_$/.test(prefix) || prefix === 'tollgate_') throw new Error(`metric prefix ${prefix}: a plugin's own family, such as kong_`);
+      this.expositions.push(render);
+    },
   };
+  /** Text plugins render themselves at each scrape. */
+  private readonly expositions: (() => string)[] = [];
   connectionsActive = 0;
   connectionsAccepted = 0;
 
@@ -101,7 +116,7 @@ export class Metrics {
     const key = route + '\u0000' + service;
     let s = this.series.get(key);
     if (!s) {
-      s = { labels: `route="${labelValue(route)}",service="${labelValue(service)}"`, codes: new Map(), latency: new Histogram(), upstream: new Histogram() };
+      s = { route, service, labels: `route="${labelValue(route)}",service="${labelValue(service)}"`, codes: new Map(), latency: new Histogram(), upstream: new Histogram() };
       this.series.set(key, s);
     }
     s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
@@ -112,10 +127,19 @@ export class Metrics {
   private countConsumer(consumer: string, code: number): void {
     let s = this.consumers.get(consumer);
     if (!s) {
-      s = { labels: `consumer="${labelValue(consumer)}"`, codes: new Map() };
+      s = { consumer, labels: `consumer="${labelValue(consumer)}"`, codes: new Map() };
       this.consumers.set(consumer, s);
     }
     s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
+  }
+
+  /** The request counters as JSON (what the console turns into rates and error ratios between two reads). */
+  requestCounts(): RequestCounts {
+    const codes = (m: Map<number, number>) => Object.fromEntries(m);
+    return {
+      routes: [...this.series.values()].map((s) => ({ route: s.route, service: s.service, requests: codes(s.codes), latency_ms_sum: s.latency.sum })),
+      consumers: [...this.consumers.values()].map((s) => ({ consumer: s.consumer, requests: codes(s.codes) })),
+    };
   }
 
   async render(): Promise<string> {
@@ -138,6 +162,10 @@ export class Metrics {
       '# TYPE tollgate_connections_accepted_total counter',
       `tollgate_connections_accepted_total ${this.connectionsAccepted}`,
     );
+    for (const render of this.expositions) {
+      const text = render().trimEnd();
+      if (text) out.push(text);
+    }
     return out.join('\n') + '\n' + (await this.processRegistry.metrics());
   }
 }

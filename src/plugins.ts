@@ -1,11 +1,26 @@
 /** The plugins this gateway ships (Kong's bundled plugin list). Each is loaded through its entry module only. */
+import acl from '../plugins/acl/index.ts';
+import basicAuth from '../plugins/basic-auth/index.ts';
+import correlationId from '../plugins/correlation-id/index.ts';
+import cors from '../plugins/cors/index.ts';
 import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts';
+import ipRestriction from '../plugins/ip-restriction/index.ts';
+import jwt from '../plugins/jwt/index.ts';
+import keyAuth from '../plugins/key-auth/index.ts';
 import metering from '../plugins/metering/index.ts';
 import meteringAndBilling from '../plugins/metering-and-billing/index.ts';
 import oauth2 from '../plugins/oauth2/index.ts';
+import prometheus from '../plugins/prometheus/index.ts';
+import rateLimiting from '../plugins/rate-limiting/index.ts';
+import requestTermination from '../plugins/request-termination/index.ts';
+import requestTransformer from '../plugins/request-transformer/index.ts';
+import responseTransformer from '../plugins/response-transformer/index.ts';
 import type { PluginDefinition } from './pipeline/plugin-api.ts';
 
 /** In order of creation (the gateway closes them in reverse): request metering after metering, whose writer it uses until it closes. */
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
-  [oauth2, metering, entitlementEnforcement, meteringAndBilling].map((p) => [p.name, p as PluginDefinition]),
+  [
+    oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
+    correlationId, requestTransformer, responseTransformer, prometheus,
+  ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -1,5 +1,5 @@
 /**
- * Token usage of OpenAI-compatible responses, read as the body streams past (UpstreamResponse.observeBody):
+ * Token usage of OpenAI-compatible responses, read as the body streams past (ResponseHead.observeBody):
  * nothing is held back from the client, and memory stays bounded whatever the body's size.
  *
  * - `application/json` (a chat completion): `usage` closes the object, `model` opens it, so only the

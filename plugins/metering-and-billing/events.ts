@@ -82,16 +82,17 @@ function addAttributes(data: Record<string, unknown>, ctx: RequestContext, attri
 export function apiRequestEvent(ctx: RequestContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, endedAt: number): MeteringEvent {
   const route = ctx.route;
   const service = ctx.service;
+  const outcome = ctx.outcome;
   const data: Record<string, unknown> = {
     client_ip: ctx.clientIp,
     request_host: ctx.host,
     request_method: ctx.method,
     request_uri: ctx.rawQuery ? `${ctx.path}?${ctx.rawQuery}` : ctx.path,
     request_protocol: protocolOf(ctx),
-    request_size_bytes: ctx.requestBodyBytes,
-    response_size_bytes: ctx.responseBodyBytes,
+    request_size_bytes: outcome.requestBytes,
+    response_size_bytes: outcome.responseBytes,
     // 499 (nginx's) when the client went away before any answer.
-    response_http_status: ctx.status || 499,
+    response_http_status: outcome.status,
     route_id: route.id,
     route_name: route.name,
     service_id: service?.id ?? null,
@@ -103,8 +104,8 @@ export function apiRequestEvent(ctx: RequestContext, config: RequestMeteringConf
   };
   const userAgent = firstValue(ctx.headers['user-agent']);
   if (userAgent !== undefined) data.request_user_agent = userAgent;
-  if (ctx.upstreamStatus !== undefined) data.upstream_status = ctx.upstreamStatus;
-  if (ctx.upstreamLatency !== undefined) data.upstream_latency_ms = ctx.upstreamLatency;
+  if (outcome.upstreamStatus !== undefined) data.upstream_status = outcome.upstreamStatus;
+  if (outcome.latencies.upstream !== undefined) data.upstream_latency_ms = outcome.latencies.upstream;
   addAttributes(data, ctx, config.attributes);
   return { specversion: '1.0', id: ctx.id, source, type: API_REQUEST, subject: subject.value, time, data };
 }
@@ -114,7 +115,7 @@ export function llmRequestEvents(ctx: RequestContext, config: RequestMeteringCon
   const common = {
     model: usage.model ?? '',
     provider: 'openai',
-    http_status: ctx.status || 499,
+    http_status: ctx.outcome.status,
     api_request_id: ctx.id,
     route_id: ctx.route.id,
     service_id: ctx.service?.id ?? null,

@@ -2,9 +2,8 @@
  * Collectors under the metering route: `GET|POST /collectors`, `GET|DELETE /collectors/{name}`, and the
  * webhook endpoint `POST /collectors/{name}/events` of a collector without `match`.
  */
-import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
 import { collectorProblems, type CollectorDefinition, type CollectorRecord, type Collectors } from './collectors.ts';
-import { Problem, readJson, requireScope, type SubRoutes } from './http.ts';
+import { Problem, readJson, requireScope, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from './ingest.ts';
 import type { MeteringConfig } from './schema.ts';
 
@@ -21,7 +20,7 @@ export class CollectorsHttp implements SubRoutes {
     private readonly ingestion: Ingestion,
   ) {}
 
-  async route(ctx: RequestContext, config: MeteringConfig, parts: string[]): Promise<boolean> {
+  async route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean> {
     if (parts[0] !== 'collectors' || parts.length > 3) return false;
     const method = ctx.method;
     const allow = (methods: string[]) => {
@@ -57,7 +56,7 @@ export class CollectorsHttp implements SubRoutes {
     return true;
   }
 
-  private async create(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async create(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'manage');
     const body = await readJson(ctx, config.max_body_size);
     const problems = collectorProblems(body, this.collectors.timeoutMs);
@@ -69,7 +68,7 @@ export class CollectorsHttp implements SubRoutes {
     ctx.respond(201, publicCollector(record));
   }
 
-  private async webhook(ctx: RequestContext, config: MeteringConfig, name: string): Promise<void> {
+  private async webhook(ctx: MeteringRequest, config: MeteringConfig, name: string): Promise<void> {
     requireScope(ctx, config, 'ingest');
     const collector = this.collectors.get(name);
     if (!collector) throw new Problem(404, `not found error: collector not found: ${name}`);

@@ -13,9 +13,8 @@
  */
 import { createHash } from 'node:crypto';
 import jsonata from 'jsonata';
-import safeRegex from 'safe-regex2';
 import type { Logger } from 'pino';
-import { putIfAbsent, type Store } from '../../src/pipeline/plugin-api.ts';
+import { compileRouteRegex, putIfAbsent, type Store } from '../../src/pipeline/plugin-api.ts';
 import { KEY_PATTERN } from './meter-model.ts';
 
 export interface CollectorDefinition {
@@ -53,28 +52,32 @@ const MAX_SEQUENCE = 100_000;
 /** Most events one webhook body may turn into. */
 export const MAX_EVENTS_PER_WEBHOOK = 10_000;
 
-const verdicts = new Map<string, boolean>();
+/** Why a pattern is refused, by pattern (bounded: mappings build patterns at run time with `$eval`). */
+const refusals = new Map<string, string | null>();
 
 /**
  * The regular expression engine mappings run with: patterns that can backtrack catastrophically (the
- * check fastify uses, safe-regex2) are refused, also those built at run time through `$eval`.
+ * check route regexes get: nested unbounded repetitions) are refused, also those built at run time
+ * through `$eval`.
  */
 class SafeRegExp extends RegExp {
   constructor(pattern: string | RegExp, flags?: string) {
     const source = typeof pattern === 'string' ? pattern : pattern.source;
-    if (!isSafePattern(source)) throw { code: 'TG0001', message: `the regular expression /${source}/ can backtrack catastrophically (ReDoS): rewrite it` };
+    const refused = refusalOf(source);
+    if (refused) throw { code: 'TG0001', message: `the regular expression /${source}/ is refused: ${refused}` };
     super(pattern, flags);
   }
 }
 
-function isSafePattern(source: string): boolean {
-  let safe = verdicts.get(source);
-  if (safe === undefined) {
-    safe = safeRegex(source);
-    if (verdicts.size > 1000) verdicts.clear();
-    verdicts.set(source, safe);
+function refusalOf(source: string): string | null {
+  let refused = refusals.get(source);
+  if (refused === undefined) {
+    const compiled = compileRouteRegex(source, { anchored: false, ignoreCase: false });
+    refused = typeof compiled === 'string' ? compiled : null;
+    if (refusals.size > 1000) refusals.clear();
+    refusals.set(source, refused);
   }
-  return safe;
+  return refused;
 }
 
 export interface CompiledCollector {
@@ -93,8 +96,10 @@ export function compileMapping(mapping: unknown, timeoutMs: number): { expressio
     const e = err as { message?: string; position?: number; code?: string };
     return { problem: `syntax error at position ${e.position ?? 0} (${e.code}): ${e.message}` };
   }
-  const unsafe = regexesOf(expression.ast()).find((re) => !isSafePattern(re.source));
-  if (unsafe) return { problem: `the regular expression ${unsafe} can backtrack catastrophically (ReDoS): rewrite it` };
+  for (const re of regexesOf(expression.ast())) {
+    const refused = refusalOf(re.source);
+    if (refused) return { problem: `the regular expression ${re} is refused: ${refused}` };
+  }
   return { expression };
 }
 

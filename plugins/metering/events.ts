@@ -3,6 +3,7 @@
  * OpenMeter v3's sealed `MeteringEvent`), and the record each valid event is stored as.
  */
 import { isUtf8 } from 'node:buffer';
+import { mediaType } from '../../src/pipeline/plugin-api.ts';
 import { dedupeHash, escapePart } from './keys.ts';
 import { MAX_IDENTIFIER_LENGTH } from './limits.ts';
 import type { InvalidParameter } from './meter-model.ts';
@@ -82,11 +83,6 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
 const REQUIRED_STRINGS = ['id', 'source', 'type', 'subject'];
 const KNOWN_ATTRIBUTES = new Set(['specversion', 'id', 'source', 'type', 'subject', 'time', 'datacontenttype', 'dataschema', 'data']);
 const MIN_TIME = 1;
-
-/** The media type without parameters, lower case ('' when absent). */
-export function mediaType(header: string | undefined): string {
-  return (header ?? '').split(';')[0].trim().toLowerCase();
-}
 
 /**
  * A JSON escape of a surrogate (`\ud800`): the only way a lone one gets into a valid UTF-8 body.

@@ -1,5 +1,6 @@
 /** The plugin runtime: one metering service (and its billing) per process, answering every request under its routes. */
 import type { PluginApi, PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import { meteringAdminRoutes } from './admin.ts';
 import { Billing } from './billing/billing.ts';
 import { parseCollectionPeriod } from './billing/calendar.ts';
 import { DeclaredSync } from './billing/declared.ts';
@@ -9,6 +10,7 @@ import { CollectorsHttp } from './collectors-http.ts';
 import { MeteringHttp } from './http.ts';
 import { Ingestion } from './ingest.ts';
 import { OpenMeterV1Http } from './openmeter-v1.ts';
+import { backfillRatio } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
 import { MeterUsage } from './usage.ts';
@@ -58,18 +60,22 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
     name: 'tollgate_metering_backfill_progress_ratio',
     help: 'Share of the events stored before a meter was created that its backfill has aggregated (0 to 1), per meter being backfilled',
     labelNames: ['meter'],
-    read: () => service.meters.pendingBackfills().map(({ key, backfill }) => ({ labels: { meter: key }, value: backfill!.upTo === 0 ? 1 : backfill!.cursor / backfill!.upTo })),
+    read: () => service.meters.pendingBackfills().map(({ key, backfill }) => ({ labels: { meter: key }, value: backfillRatio(backfill!) })),
   });
+  // The admin API answers with the settings of the first metering route (limits, how long a query waits for a backfill).
+  let routeConfig: MeteringConfig | undefined;
   return {
     configure: async (view) => {
       await service.configure(view);
       const budgets = view.instances.map((i) => i.config.collector_timeout_ms);
       collectors.configure(view.entities('collectors'), budgets.length ? Math.max(...budgets) : 50);
+      routeConfig = view.instances[0]?.config;
       const periods = view.instances.map((i) => parseCollectionPeriod(i.config.billing.collection_period)!);
       billing.scheduler.collectionMs = periods.length ? Math.max(...periods) : 3_600_000;
       await declared.sync(view.entities);
     },
     access: (ctx, config) => http.handle(ctx, config),
+    adminRoutes: meteringAdminRoutes({ service, http, routeConfig: () => routeConfig }),
     close: async () => {
       collectors.close();
       await billing.close();

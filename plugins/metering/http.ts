@@ -17,6 +17,12 @@ import { ServiceError, type EventFilters, type MeteringService } from './service
 import { parseRfc3339 } from './time.ts';
 import { QueueFullError, WriterClosedError } from './writer.ts';
 
+/**
+ * What the metering API reads of a request and how it answers: the proxy's MeteringRequest, or the admin
+ * API's read-only mount of the same resources (admin.ts), so both answer through this one mapping.
+ */
+export type MeteringRequest = Pick<RequestContext, 'id' | 'method' | 'path' | 'matchedPrefix' | 'query' | 'headers' | 'credential' | 'readBody' | 'respond'>;
+
 const PROBLEM_TYPES: Record<number, [string, string]> = {
   400: ['bad-request', 'Bad Request'],
   401: ['unauthorized', 'Unauthorized'],
@@ -41,7 +47,7 @@ export class Problem extends Error {
   }
 }
 
-export function sendProblem(ctx: RequestContext, p: Problem): void {
+export function sendProblem(ctx: MeteringRequest, p: Problem): void {
   const [slug, title] = PROBLEM_TYPES[p.status] ?? ['error', 'Error'];
   const body: Record<string, unknown> = {
     type: `https://kongapi.info/konnect/${slug}`,
@@ -65,18 +71,18 @@ export function validationProblem(problems: InvalidParameter[]): Problem {
 
 /** Resources answered under the same route by another mapping (billing, collectors, OpenMeter's v1 API); false when the path is not theirs. */
 export interface SubRoutes {
-  route(ctx: RequestContext, config: MeteringConfig, parts: string[]): Promise<boolean>;
+  route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean>;
 }
 
 type Operation = 'ingest' | 'manage' | 'read' | 'billing';
 
-export function requireScope(ctx: RequestContext, config: MeteringConfig, operation: Operation): void {
+export function requireScope(ctx: MeteringRequest, config: MeteringConfig, operation: Operation): void {
   const needed = config.scopes?.[operation];
   if (!needed) return;
   if (!ctx.credential?.scopes?.includes(needed)) throw new Problem(403, `this operation requires the scope '${needed}'`);
 }
 
-export async function readJson(ctx: RequestContext, limit: number): Promise<unknown> {
+export async function readJson(ctx: MeteringRequest, limit: number): Promise<unknown> {
   const body = await readLimited(ctx, limit);
   if (body.length === 0) return undefined;
   if (!isUtf8(body)) throw new Problem(400, 'the body is not valid UTF-8', [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }]);
@@ -87,7 +93,7 @@ export async function readJson(ctx: RequestContext, limit: number): Promise<unkn
   }
 }
 
-async function readLimited(ctx: RequestContext, limit: number): Promise<Buffer> {
+async function readLimited(ctx: MeteringRequest, limit: number): Promise<Buffer> {
   const tooLarge = () => new Problem(413, `request body is larger than ${limit} bytes`);
   if (Number(ctx.headers['content-length']) > limit) throw tooLarge();
   let body: Buffer;
@@ -102,7 +108,7 @@ async function readLimited(ctx: RequestContext, limit: number): Promise<Buffer> 
 }
 
 /** An ingest request's events (structured mode only), through the ingestion; resolves once they are durable. */
-export async function ingestRequest(ctx: RequestContext, config: MeteringConfig, ingestion: Ingestion): Promise<void> {
+export async function ingestRequest(ctx: MeteringRequest, config: MeteringConfig, ingestion: Ingestion): Promise<void> {
   requireScope(ctx, config, 'ingest');
   const body = await readLimited(ctx, config.max_body_size);
   if (ctx.headers['ce-specversion'] !== undefined) {
@@ -165,7 +171,7 @@ export class MeteringHttp {
     private readonly subRoutes: SubRoutes[] = [],
   ) {}
 
-  async handle(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  async handle(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     try {
       await this.route(ctx, config);
     } catch (err) {
@@ -173,7 +179,7 @@ export class MeteringHttp {
     }
   }
 
-  private async route(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async route(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     const sub = ctx.path.slice(ctx.matchedPrefix.length).replace(/\/+$/, '');
     let parts: string[];
     try {
@@ -214,12 +220,12 @@ export class MeteringHttp {
     throw new Problem(404, `no metering resource at ${ctx.path}`);
   }
 
-  private async ingest(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async ingest(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     await ingestRequest(ctx, config, this.ingestion);
     ctx.respond(202);
   }
 
-  private async listEvents(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async listEvents(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'read');
     const q = ctx.query;
     const problems: InvalidParameter[] = [];
@@ -241,7 +247,7 @@ export class MeteringHttp {
     ctx.respond(200, { data: page.items, meta: { page: { size, next: page.next } } });
   }
 
-  private async createMeter(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async createMeter(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'manage');
     const body = await readJson(ctx, config.max_body_size);
     const problems = validateMeterCreate(body);
@@ -250,7 +256,7 @@ export class MeteringHttp {
     ctx.respond(201, publicMeter(record));
   }
 
-  private listMeters(ctx: RequestContext, config: MeteringConfig): void {
+  private listMeters(ctx: MeteringRequest, config: MeteringConfig): void {
     requireScope(ctx, config, 'read');
     const q = ctx.query;
     const problems: InvalidParameter[] = [];
@@ -293,7 +299,7 @@ export class MeteringHttp {
     });
   }
 
-  private async updateMeter(ctx: RequestContext, config: MeteringConfig, idOrKey: string): Promise<void> {
+  private async updateMeter(ctx: MeteringRequest, config: MeteringConfig, idOrKey: string): Promise<void> {
     requireScope(ctx, config, 'manage');
     const current = this.service.find(idOrKey);
     const body = await readJson(ctx, config.max_body_size);
@@ -303,7 +309,7 @@ export class MeteringHttp {
     ctx.respond(200, publicMeter(record));
   }
 
-  private async query(ctx: RequestContext, config: MeteringConfig, idOrKey: string): Promise<void> {
+  private async query(ctx: MeteringRequest, config: MeteringConfig, idOrKey: string): Promise<void> {
     requireScope(ctx, config, 'read');
     const record: MeterRecord = this.service.find(idOrKey);
     if (record.deleted_at) throw new Problem(404, `not found error: meter not found: ${idOrKey}`);

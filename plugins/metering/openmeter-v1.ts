@@ -8,8 +8,7 @@
  * SUM|COUNT|..., eventType, valueProperty, groupBy, ...}`, query rows `{value, windowStart, windowEnd,
  * subject, groupBy}` with numeric values, events listed as `{event, ingestedAt, storedAt, validationError}`.
  */
-import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { ingestRequest, readJson, requireScope, toProblem, validationProblem, Problem, type SubRoutes } from './http.ts';
+import { ingestRequest, readJson, requireScope, toProblem, validationProblem, Problem, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
 import { parseQuery } from './query.ts';
@@ -35,7 +34,7 @@ function v1Problems(problems: InvalidParameter[]): InvalidParameter[] {
 }
 
 /** RFC 7807 as OpenMeter's v1 API answers it (the SDK reads the body only with exactly this content type). */
-function sendV1Problem(ctx: RequestContext, err: unknown): void {
+function sendV1Problem(ctx: MeteringRequest, err: unknown): void {
   const p = toProblem(err);
   const body: Record<string, unknown> = { type: 'about:blank', title: titleOf(p.status), status: p.status, detail: p.message, instance: `urn:request:${ctx.id}` };
   if (p.invalidParameters) body.invalidParameters = v1Problems(p.invalidParameters);
@@ -90,7 +89,7 @@ export class OpenMeterV1Http implements SubRoutes {
     private readonly ingestion: Ingestion,
   ) {}
 
-  async route(ctx: RequestContext, config: MeteringConfig, parts: string[]): Promise<boolean> {
+  async route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean> {
     if (parts[0] !== 'api' || parts[1] !== 'v1') return false;
     try {
       await this.v1(ctx, config, parts.slice(2));
@@ -100,7 +99,7 @@ export class OpenMeterV1Http implements SubRoutes {
     return true;
   }
 
-  private async v1(ctx: RequestContext, config: MeteringConfig, parts: string[]): Promise<void> {
+  private async v1(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<void> {
     const method = ctx.method;
     const allow = (methods: string[]) => {
       if (!methods.includes(method)) throw new Problem(405, `method ${method} not allowed here`, undefined, { allow: methods.join(', ') });
@@ -145,7 +144,7 @@ export class OpenMeterV1Http implements SubRoutes {
     throw new Problem(404, `no OpenMeter v1 resource at ${ctx.path}`);
   }
 
-  private async createMeter(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async createMeter(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'manage');
     const body = v3MeterBody(await readJson(ctx, config.max_body_size));
     // OpenMeter v1 names a meter after its slug when no name is given.
@@ -155,7 +154,7 @@ export class OpenMeterV1Http implements SubRoutes {
     ctx.respond(201, v1Meter(record));
   }
 
-  private async updateMeter(ctx: RequestContext, config: MeteringConfig, idOrSlug: string): Promise<void> {
+  private async updateMeter(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string): Promise<void> {
     requireScope(ctx, config, 'manage');
     const current = this.service.find(idOrSlug);
     const body = v3MeterBody(await readJson(ctx, config.max_body_size)) as Record<string, unknown>;
@@ -166,7 +165,7 @@ export class OpenMeterV1Http implements SubRoutes {
     ctx.respond(200, v1Meter(await this.service.updateMeter(idOrSlug, body)));
   }
 
-  private async listEvents(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async listEvents(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'read');
     const q = ctx.query;
     const problems: InvalidParameter[] = [];
@@ -195,7 +194,7 @@ export class OpenMeterV1Http implements SubRoutes {
   }
 
   /** `GET` (query string, deepObject filters) or `POST` (JSON body): both become one v3 query. */
-  private async query(ctx: RequestContext, config: MeteringConfig, idOrSlug: string): Promise<void> {
+  private async query(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string): Promise<void> {
     requireScope(ctx, config, 'read');
     const record = this.service.find(idOrSlug);
     if (record.deleted_at) throw new Problem(404, `not found error: meter not found: ${idOrSlug}`);

@@ -17,6 +17,11 @@ export interface Backfill {
   aggregated: number;
 }
 
+/** Share of the events stored before the generation that its backfill has covered, from 0 to 1. */
+export function backfillRatio(backfill: Backfill): number {
+  return backfill.upTo === 0 ? 1 : backfill.cursor / backfill.upTo;
+}
+
 export interface MeterRecord extends Meter {
   origin: 'api' | 'config';
   /** Generation of the aggregates in use (bumped when the aggregation changes, e.g. new dimensions). */

@@ -1,6 +1,5 @@
 /** The plugin's `config` schema, its scope check, and the `meters` entity of gateway.yaml. */
-import type { Issue, RecordSchema } from '../../src/config/schema.ts';
-import type { EntityDefinition, PluginScope } from '../../src/pipeline/plugin-api.ts';
+import type { EntityDefinition, Issue, PluginScope, RecordSchema } from '../../src/pipeline/plugin-api.ts';
 import { collectionPeriodProblem } from './billing/entities.ts';
 import { collectorProblems } from './collectors.ts';
 import { AGGREGATIONS, validateMeterCreate } from './meter-model.ts';

@@ -4,14 +4,13 @@
  * Kong's validation order: HTTPS, provision_key and authenticated_userid stop at once; then response
  * type, scope, client and redirect URI, PKCE, where the last failing check wins.
  */
-import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { safeEqual, type Params, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { bindingOf, retrieveCodeChallenge, retrieveScope, userIdError, type EndpointDeps, type Plugin } from './grants.ts';
-import { readParams, stringParam, userIdParam, type Params } from './params.ts';
+import { readParams, stringParam, userIdParam } from './params.ts';
 import { composeRedirectUri } from './redirect.ts';
 import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
-import { safeEqual } from './secret.ts';
 import { tokenResponse } from './token-endpoint.ts';
 
 /** The outcome of steps 4–7: an error (with where to send it, if anywhere), or everything a grant needs. */

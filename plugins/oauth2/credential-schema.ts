@@ -2,13 +2,11 @@
  * The `oauth2_credentials` entity (Kong's admin API name `oauth2`): its schema, shared by gateway.yaml
  * and the admin API, and the `hash_secret` transformation.
  */
-import type { RecordSchema } from '../../src/config/schema.ts';
-import { headerValueProblem, type EntityDefinition } from '../../src/pipeline/plugin-api.ts';
-import { hashSecret, isHashedSecret, randomAlphanumeric } from './secret.ts';
+import { hashSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type Entity, type EntityDefinition, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
 export const CREDENTIALS_ENTITY = 'oauth2_credentials';
 
-export interface OAuth2Credential {
+export interface OAuth2Credential extends Entity {
   id: string;
   created_at: number;
   consumer: { id: string };
@@ -63,5 +61,8 @@ export const credentialEntity: EntityDefinition = {
   schema: credentialSchema,
   parent: { entity: 'consumers', field: 'consumer', required: true },
   endpointKey: 'client_id',
+  // Kong's transformation reads both: a lone secret or a lone flag cannot say how to store it.
+  allOrNone: ['hash_secret', 'client_secret'],
+  admin: { name: 'oauth2' },
   transform: applySecretHashing,
 };

@@ -1,39 +1,12 @@
 /** Pieces shared by the endpoints: client credentials, scopes, PKCE, header lookup, token bindings. */
 import { createHash } from 'node:crypto';
-import { headerValueProblem, type PluginEntity, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { decodeArg, findHeader, headerValueProblem, type Params, type PluginEntity, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';
-import { decodeArg, userIdParam, type Params } from './params.ts';
+import { userIdParam } from './params.ts';
 import { oauthError, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import type { TokenStore } from './tokens.ts';
-
-/** The first value of a header; names compare case-insensitively with `-` and `_` equivalent (as nginx). */
-export function findHeader(ctx: RequestContext, name: string): { name: string; value: string } | undefined {
-  const lower = name.toLowerCase();
-  const direct = ctx.headers[lower];
-  if (direct !== undefined) return { name: lower, value: firstValue(ctx, lower, direct) };
-  // Only names with `-` or `_` have other spellings to look for.
-  if (!/[-_]/.test(lower)) return undefined;
-  const wanted = canonicalHeaderName(lower);
-  for (const [key, value] of Object.entries(ctx.headers)) {
-    if (value !== undefined && canonicalHeaderName(key) === wanted) return { name: key, value: firstValue(ctx, key, value) };
-  }
-  return undefined;
-}
-
-function canonicalHeaderName(name: string): string {
-  return name.toLowerCase().replace(/_/g, '-');
-}
-
-/** Node joins repeated headers with ", "; the raw headers give the first one as sent. */
-function firstValue(ctx: RequestContext, name: string, value: string | string[]): string {
-  if (Array.isArray(value)) return value[0] ?? '';
-  if (!value.includes(',')) return value;
-  const raw = ctx.raw.req.rawHeaders;
-  for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i].toLowerCase() === name) return raw[i + 1];
-  return value;
-}
 
 export interface ClientCredentials {
   clientId: unknown;

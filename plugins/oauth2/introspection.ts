@@ -4,10 +4,10 @@
  * Confidential clients may introspect any token valid on this plugin; public clients (who prove
  * nothing but their client_id) only their own. A client revokes only its own tokens.
  */
-import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { Params, RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { isBoundHere, retrieveClientCredentials, type EndpointDeps } from './grants.ts';
-import { readParams, type Params } from './params.ts';
+import { readParams } from './params.ts';
 import { oauthError, rejectMethod, requestError, respondNoStore } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import { isExpired, type TokenRow } from './tokens.ts';

@@ -4,7 +4,7 @@
  * (through the route) and at `/.well-known/oauth-authorization-server<prefix>` (RFC 8414 §3.1, a path no
  * route matches, answered from the runtime's `unmatched` hook).
  */
-import type { ConfigView, UnmatchedRequest } from '../../src/pipeline/plugin-api.ts';
+import { canonicalName, type ConfigView, type UnmatchedRequest } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Config } from './schema.ts';
 
 export const WELL_KNOWN = '/.well-known/oauth-authorization-server';
@@ -66,13 +66,11 @@ export class MetadataDirectory {
   configure(view: ConfigView<OAuth2Config>): void {
     const routes: MetadataRoute[] = [];
     for (const route of view.config.routes) {
-      const instance =
-        view.instances.find((i) => i.route?.id === route.id) ??
-        view.instances.find((i) => !i.route && i.service && i.service.id === route.service?.id) ??
-        view.instances.find((i) => !i.route && !i.service);
+      const instance = view.instanceOn(route.id);
       if (!instance) continue;
+      const hosts = route.hosts?.map(canonicalName) ?? null;
       for (const path of route.paths ?? []) {
-        if (!path.startsWith('~')) routes.push({ prefix: issuerPath(path), hosts: route.hosts, config: instance.config });
+        if (!path.startsWith('~')) routes.push({ prefix: issuerPath(path), hosts, config: instance.config });
       }
     }
     this.routes = routes;
@@ -88,11 +86,12 @@ export class MetadataDirectory {
   }
 }
 
+/** `host` is the request's canonical name; `hosts` the route's, made canonical the same way (case, trailing dot). */
 function hostMatches(hosts: string[] | null, host: string): boolean {
   if (!hosts?.length) return true;
   return hosts.some((pattern) => {
     if (pattern.startsWith('*.')) return host.endsWith(pattern.slice(1));
     if (pattern.endsWith('.*')) return host.startsWith(pattern.slice(0, -1));
-    return pattern.toLowerCase() === host.toLowerCase();
+    return pattern === host;
   });
 }

@@ -1,6 +1,5 @@
 /** OAuth 2.0 answers as Kong's plugin gives them: JSON bodies, cache headers, `WWW-Authenticate`. */
-import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { LimitError } from './errors.ts';
+import { challenge, RequestLimitError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Config } from './schema.ts';
 
 export interface OAuthError {
@@ -14,17 +13,12 @@ export function oauthError(error: string, description: string): OAuthError {
   return { error, error_description: description };
 }
 
-/** `Bearer realm="…", error="…", error_description="…"` (Kong ≥ 3.10 delimiter). */
+/**
+ * `Bearer realm="…", error="…", error_description="…"` (Kong ≥ 3.10 delimiter). Kong leaves a `"` of the
+ * realm unescaped, which ends the value early for a client's parser; here it is escaped.
+ */
 export function bearerChallenge(config: OAuth2Config, error?: OAuthError): string {
-  const parts: string[] = [];
-  if (config.realm) parts.push(`realm=${quotedString(config.realm)}`);
-  if (error) parts.push(`error=${quotedString(error.error)}`, `error_description=${quotedString(error.error_description)}`);
-  return parts.length ? `Bearer ${parts.join(', ')}` : 'Bearer';
-}
-
-/** RFC 9110 §5.6.4; Kong leaves a `"` of the realm unescaped, which ends the value early for a client's parser. */
-function quotedString(value: string): string {
-  return `"${value.replace(/["\\]/g, '\\$&')}"`;
+  return challenge('Bearer', { realm: config.realm, error: error?.error, error_description: error?.error_description });
 }
 
 export type Endpoint = 'token' | 'authorization' | 'introspection' | 'revocation';
@@ -62,13 +56,17 @@ export function respondNoStore(ctx: RequestContext, status: number, body: object
   ctx.respond(status, body, { ...NO_STORE, ...headers });
 }
 
-/** Runs an endpoint, answering a LimitError it throws as an OAuth error (with Retry-After when known). */
+/**
+ * Runs an endpoint, answering a RequestLimitError it throws as an OAuth error: `temporarily_unavailable`
+ * (with Retry-After) when a retry may succeed, `invalid_request` otherwise.
+ */
 export async function answeringLimits(ctx: RequestContext, endpoint: () => Promise<void>): Promise<void> {
   try {
     await endpoint();
   } catch (err) {
-    if (!(err instanceof LimitError)) throw err;
+    if (!(err instanceof RequestLimitError)) throw err;
     const retryAfter: Record<string, string> = err.retryAfter === undefined ? {} : { 'retry-after': String(err.retryAfter) };
-    respondNoStore(ctx, err.status, oauthError(err.oauthError, err.message), retryAfter);
+    const error = err.temporary ? 'temporarily_unavailable' : 'invalid_request';
+    respondNoStore(ctx, err.status, oauthError(error, err.message), retryAfter);
   }
 }

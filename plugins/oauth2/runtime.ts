@@ -1,6 +1,6 @@
 /** The plugin's runtime: one per gateway process, holding the credential directory and token store. */
 import { createHmac, randomBytes } from 'node:crypto';
-import type { PluginApi, PluginRuntime, RequestContext, Store } from '../../src/pipeline/plugin-api.ts';
+import { alphanumericFrom, type PluginApi, type PluginRuntime, type RequestContext, type Store } from '../../src/pipeline/plugin-api.ts';
 import { adminRoutes } from './api.ts';
 import { authorizeEndpoint } from './authorize.ts';
 import { CREDENTIALS_ENTITY } from './credential-schema.ts';
@@ -10,27 +10,27 @@ import { issuerOf, issuerPath, MetadataDirectory, metadataDocument, OIDC_WELL_KN
 import { protect, type ProtectDeps } from './protect.ts';
 import { answeringLimits } from './responses.ts';
 import { generatedProvisionKeys, type OAuth2Config } from './schema.ts';
-import { alphanumericFrom } from './secret.ts';
 import { tokenEndpoint } from './token-endpoint.ts';
 import { TokenStore } from './tokens.ts';
 
 const ENDPOINT_MARKER = '/oauth2/';
 
 export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth2Config>> {
-  const credentials = new CredentialDirectory(api.store, api.consumers);
+  const credentials = new CredentialDirectory(api.store, api.consumers, api.log);
   const tokens = new TokenStore(api.store);
-  // Tokens of a removed credential are refused at once (every check looks the credential up); their rows
-  // and codes are deleted after, and `close` waits for that before the store closes.
+  // Tokens of a removed credential are refused at once (every check looks the credential up, and the
+  // cache forgets them); the process that removed it deletes their rows and codes, and `close` waits for that.
   const cleanups = new Set<Promise<unknown>>();
-  credentials.onRemoved = (credentialId) => {
-    tokens.forgetCredential(credentialId);
-    const cleanup = tokens.revokeCredential(credentialId);
+  credentials.onRemoved((credential, byThisProcess) => {
+    tokens.forgetCredential(credential.id);
+    if (!byThisProcess) return;
+    const cleanup = tokens.revokeCredential(credential.id);
     const tracked = cleanup
       .catch((err) => api.log.error({ err }, 'oauth2: deleting the tokens of a removed credential failed'))
       .finally(() => cleanups.delete(tracked));
     cleanups.add(tracked);
     return cleanup;
-  };
+  });
   await credentials.load();
   const provisionSecret = await loadProvisionSecret(api.store);
   const metadata = new MetadataDirectory();
@@ -57,8 +57,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
       return protect(ctx, config, deps);
     },
     unmatched: (req) => metadata.answer(req),
-    adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers }),
-    consumerDeleted: (consumerId) => credentials.removeOwnedBy(consumerId),
+    adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers, hashSecret: (credential) => credentials.withHashedSecret(credential) }),
     async close() {
       await Promise.allSettled([...cleanups]);
       await credentials.close();

@@ -1,7 +1,5 @@
 /** The plugin's `config` schema (Kong's kong/plugins/oauth2/schema.lua, same defaults and messages). */
-import type { Issue, RecordSchema } from '../../src/config/schema.ts';
-import { headerValueProblem } from '../../src/pipeline/plugin-api.ts';
-import { randomAlphanumeric } from './secret.ts';
+import { headerValueProblem, randomAlphanumeric, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
 export type PkceMode = 'none' | 'lax' | 'strict';
 

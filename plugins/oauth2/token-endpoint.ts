@@ -3,13 +3,12 @@
  * authentication checked in that order, the last failure winning), then the grant itself. Where Kong
  * departs from RFC 6749, the RFC's error codes are used (INTERFACE §4).
  */
-import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { safeEqual, type Params, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrieveScope, s256, userIdError, type EndpointDeps, type Plugin } from './grants.ts';
-import { readParams, userIdParam, type Params } from './params.ts';
+import { readParams, userIdParam } from './params.ts';
 import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
-import { safeEqual } from './secret.ts';
 import type { CodeRow, IssuedToken, TokenRow } from './tokens.ts';
 
 /** An error answer: 400, or 401 with a Basic challenge when the client authenticated through the header. */

@@ -13,8 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { putIfAbsent, take, type BatchOp, type Store } from '../../src/pipeline/plugin-api.ts';
-import { randomToken, tokenDigest } from './secret.ts';
+import { putIfAbsent, randomToken, take, tokenDigest, type BatchOp, type Store } from '../../src/pipeline/plugin-api.ts';
 
 export interface TokenRow {
   id: string;

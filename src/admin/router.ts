@@ -2,7 +2,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log.ts';
 import { readWhole } from '../pipeline/context.ts';
-import { HttpError, type AdminMethod, type AdminReply, type AdminRequest, type AdminRoute } from '../pipeline/plugin-api.ts';
+import { HttpError } from '../pipeline/http-error.ts';
+import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
+import { parseArgs, type Params } from '../toolkit/params.ts';
 import { MESSAGES } from '../proxy/respond.ts';
 import { browserRefusal, type AdminListenerFacts } from './browser-guard.ts';
 
@@ -46,7 +48,7 @@ export class AdminRouter {
       reply = await this.dispatch(req, listener);
     } catch (err) {
       if (!(err instanceof HttpError)) this.log.error({ err, method: req.method, url: req.url }, 'admin request failed');
-      reply = err instanceof HttpError ? { status: err.status, body: { message: err.message }, headers: err.headers } : { status: 500, body: { message: MESSAGES.unexpected } };
+      reply = err instanceof HttpError ? { status: err.status, body: err.body(), headers: err.headers } : { status: 500, body: { message: MESSAGES.unexpected } };
     }
     try {
       send(res, reply);
@@ -76,7 +78,7 @@ export class AdminRouter {
       pathMatched = true;
       if (route.method !== req.method && !(route.method === 'GET' && req.method === 'HEAD')) continue;
       const params = Object.fromEntries(route.names.map((n, i) => [n, decodeURIComponent(m[i + 1])]));
-      const request: AdminRequest = { params, query: url.searchParams, body: await parseBody(req), headers: req.headers };
+      const request: AdminRequest = { params, query: url.searchParams, ...(await parseBody(req)), headers: req.headers };
       return route.handler(request);
     }
     if (pathMatched) return { status: 405, body: { message: 'Method not allowed' } };
@@ -91,10 +93,10 @@ const FORM_TYPE = 'application/x-www-form-urlencoded';
  * JSON, or a form (curl -d; the browser guard has refused foreign origins already). Any other type is
  * refused before the body is read: reading text/plain as JSON is what let a page forge admin calls.
  */
-async function parseBody(req: IncomingMessage): Promise<Record<string, any>> {
+async function parseBody(req: IncomingMessage): Promise<{ body: Record<string, any>; form: boolean }> {
   if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'DELETE') {
     req.resume();
-    return {};
+    return { body: {}, form: false };
   }
   const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
   const declaresBody = req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
@@ -103,24 +105,25 @@ async function parseBody(req: IncomingMessage): Promise<Record<string, any>> {
     throw new HttpError(415, `Unsupported Media Type: send application/json (or ${FORM_TYPE})`);
   }
   const raw = await readWhole(req, MAX_ADMIN_BODY);
-  if (raw.length === 0) return {};
-  if (type === FORM_TYPE) {
-    const body: Record<string, any> = {};
-    for (const [k, v] of new URLSearchParams(raw.toString('utf8'))) {
-      // Kong's form convention: repeated keys and `key[]` make arrays.
-      const key = k.endsWith('[]') ? k.slice(0, -2) : k;
-      if (key in body) body[key] = [...(Array.isArray(body[key]) ? body[key] : [body[key]]), v];
-      else body[key] = k.endsWith('[]') ? [v] : v;
-    }
-    return body;
-  }
+  if (raw.length === 0) return { body: {}, form: false };
+  if (type === FORM_TYPE) return { body: formFields(parseArgs(raw.toString('utf8'))), form: true };
   try {
     const parsed = JSON.parse(raw.toString('utf8'));
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
-    return parsed;
+    return { body: parsed, form: false };
   } catch {
     throw new HttpError(400, 'Cannot parse JSON body');
   }
+}
+
+/** Kong's form convention: `key[]` makes an array even of one value (repeated keys are arrays already). */
+function formFields(args: Params): Record<string, any> {
+  const body: Record<string, any> = Object.create(null);
+  for (const [key, value] of Object.entries(args)) {
+    if (!key.endsWith('[]')) body[key] = value;
+    else body[key.slice(0, -2)] = Array.isArray(value) ? value : [value];
+  }
+  return body;
 }
 
 function send(res: ServerResponse, reply: AdminReply): void {

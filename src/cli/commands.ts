@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { check } from './check.ts';
 import { EXIT, HELP_OPTION, readOptions, unknownCommand, UsageError, type CommandDefinition, type OptionDefinition } from './command.ts';
 import { start } from './start.ts';
+import { migrate, storeCopy } from './store.ts';
 
 const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -32,7 +33,7 @@ const help: CommandDefinition = {
   },
 };
 
-export const COMMANDS: CommandDefinition[] = [start, check, version, help];
+export const COMMANDS: CommandDefinition[] = [start, check, migrate, storeCopy, version, help];
 
 function find(name: string): CommandDefinition | undefined {
   return COMMANDS.find((c) => c.name === name);

@@ -1,12 +1,17 @@
 /** Schemas of the core entities and of the `gateway:` block, with Kong's defaults and messages. */
-import { validateServiceHost, validateSni } from './hostnames.ts';
+import { availableParallelism } from 'node:os';
+import { isCidr, validateServiceHost, validateSni } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
-import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema } from './schema.ts';
+import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema, type StringSchema } from './schema.ts';
 
 const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };
-const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
+export const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
+/** `created_at` / `updated_at` of a file exported from a Kong database: accepted, then ignored. */
+export const TIMESTAMP: FieldSchema = { type: 'number' };
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
+/** The fields every Kong entity has: its id, and the timestamps a database export carries. */
+export const ENTITY_KEYS: Record<string, FieldSchema> = { id: ID, created_at: TIMESTAMP, updated_at: TIMESTAMP };
 
 /**
  * Kong's admin rule for `/{entity}/{id or endpoint key}` (kong/api/endpoints.lua): a UUID-shaped key
@@ -36,32 +41,48 @@ const NAME: FieldSchema = {
   len_min: 1,
   custom: (v) => (/^[A-Za-z0-9.\-_~\u0080-\u{10FFFF}]+$/u.test(v) ? undefined : `invalid value '${v}': the only accepted ascii characters are alphanumerics or ., -, _, and ~`),
 };
-/** Kong's service `path`: RFC 3986 characters only, well-formed `%XX` escapes. */
-function checkServicePath(path: string): string | undefined {
+/** Kong's typedefs.path (a service's `path`): RFC 3986 characters only, well-formed `%XX` escapes. */
+function checkPath(path: string): string | undefined {
   if (path.includes('//')) return 'must not have empty segments';
   if (!path.startsWith('/')) return 'should start with: /';
   return checkPathCharacters(path);
 }
+export const PATH: FieldSchema = { type: 'string', len_min: 1, custom: checkPath };
 
-export const SERVICE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;
-export const ROUTE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss'] as const;
+/** Kong's typedefs.ip_or_cidr. */
+export const IP_OR_CIDR: FieldSchema = { type: 'string', custom: (v) => (isCidr(v) ? undefined : `invalid ip or cidr range: '${v}'`) };
+
+/** Kong's header-name rule (kong/tools/http.lua validate_header_name), as its typedefs.header_name. */
+export function headerNameProblem(name: string): string | undefined {
+  return /^[a-zA-Z0-9-_]+$/.test(name) ? undefined : `bad header name '${name}', allowed characters are A-Z, a-z, 0-9, '_', and '-'`;
+}
+export const HEADER_NAME: StringSchema = { type: 'string', len_min: 1, custom: headerNameProblem };
+
+/** Kong's stream protocols: a Kong export may hold them; they are accepted and not proxied. */
+export const STREAM_PROTOCOLS = ['tcp', 'tls', 'udp', 'tls_passthrough'] as const;
+export const SERVICE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss', ...STREAM_PROTOCOLS] as const;
+export const ROUTE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss', ...STREAM_PROTOCOLS] as const;
+/** Upstream TLS settings apply to these service protocols (Kong: https and tls; here also grpcs and wss). */
+const TLS_SERVICE_PROTOCOLS = ['https', 'grpcs', 'wss', 'tls'];
 
 export const serviceSchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: ID,
+    ...ENTITY_KEYS,
     name: NAME,
     url: { type: 'string' },
     protocol: { type: 'string', one_of: SERVICE_PROTOCOLS, default: 'http' },
     host: { type: 'string', len_min: 1, custom: validateServiceHost, required: true },
     port: { type: 'integer', between: [0, 65535], default: 80 },
-    path: { type: 'string', len_min: 1, custom: checkServicePath },
+    path: PATH,
     retries: { type: 'integer', between: [0, 32767], default: 5 },
     connect_timeout: TIMEOUT,
     write_timeout: TIMEOUT,
     read_timeout: TIMEOUT,
     tls_verify: { type: 'boolean' },
     tls_verify_depth: { type: 'integer', between: [0, 64] },
+    ca_certificates: { type: 'array', elements: ID },
+    client_certificate: { type: 'any' },
     enabled: { type: 'boolean', default: true },
     tags: TAGS,
   },
@@ -72,14 +93,14 @@ export const serviceSchema: RecordSchema = {
 function checkServiceProtocolFields(s: Record<string, any>): Issue[] {
   const issues: Issue[] = [];
   const mustBeNull = (field: string) => issues.push({ path: [field], message: 'value must be null' });
-  if ((s.protocol === 'grpc' || s.protocol === 'grpcs') && s.path != null) mustBeNull('path');
-  if (!['https', 'grpcs', 'wss'].includes(s.protocol)) {
-    for (const field of ['tls_verify', 'tls_verify_depth']) if (s[field] != null) mustBeNull(field);
+  if (['grpc', 'grpcs', ...STREAM_PROTOCOLS].includes(s.protocol) && s.path != null) mustBeNull('path');
+  if (!TLS_SERVICE_PROTOCOLS.includes(s.protocol)) {
+    for (const field of ['tls_verify', 'tls_verify_depth', 'ca_certificates', 'client_certificate']) if (s[field] != null) mustBeNull(field);
   }
   return issues;
 }
 
-const protocolGroups = [['http', 'https'], ['grpc', 'grpcs'], ['ws', 'wss']];
+const protocolGroups = [['http', 'https'], ['grpc', 'grpcs'], ['ws', 'wss'], ['tcp', 'tls', 'udp'], ['tls_passthrough']];
 
 function checkProtocolGroups(protocols: string[]): Issue[] {
   const used = protocolGroups.filter((g) => g.some((p) => protocols.includes(p)));
@@ -92,8 +113,26 @@ function present(v: unknown): boolean {
   return v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(typeof v === 'object' && !Array.isArray(v) && Object.keys(v as object).length === 0);
 }
 
+export function isStreamRoute(protocols: readonly string[]): boolean {
+  return protocols.some((p) => (STREAM_PROTOCOLS as readonly string[]).includes(p));
+}
+
+/** Kong's stream route rules: at least one of sources, destinations, snis; tls_passthrough needs snis. */
+function checkStreamRouteFields(r: Record<string, any>): Issue[] {
+  const issues: Issue[] = [];
+  for (const field of ['methods', 'hosts', 'paths', 'headers']) {
+    if (present(r[field])) issues.push({ path: [field], message: `cannot set '${field}' when 'protocols' is 'tcp', 'tls', 'tls_passthrough' or 'udp'` });
+  }
+  if (r.protocols.includes('tls_passthrough') && !present(r.snis)) issues.push({ path: [], message: "must set snis when 'protocols' is 'tls_passthrough'" });
+  else if (!['sources', 'destinations', 'snis'].some((f) => present(r[f]))) {
+    issues.push({ path: [], message: "must set one of 'sources', 'destinations', 'snis' when 'protocols' is 'tcp', 'tls' or 'udp'" });
+  }
+  return issues;
+}
+
 function checkRouteFields(r: Record<string, any>): Issue[] {
   const protocols: string[] = r.protocols;
+  if (isStreamRoute(protocols)) return checkStreamRouteFields(r);
   const isGrpc = protocols.some((p) => p === 'grpc' || p === 'grpcs');
   const tls = protocols.some((p) => p === 'https' || p === 'grpcs' || p === 'wss');
   const issues: Issue[] = [];
@@ -108,6 +147,9 @@ function checkRouteFields(r: Record<string, any>): Issue[] {
     const proto = protocols.includes('https') ? 'https' : protocols.includes('grpcs') ? 'grpcs' : protocols.includes('wss') ? 'wss' : protocols[0];
     issues.push({ path: [], message: `must set one of ${fields.map((f) => `'${f}'`).join(', ')} when 'protocols' is '${proto}'` });
   }
+  for (const field of ['sources', 'destinations']) {
+    if (present(r[field])) issues.push({ path: [field], message: `cannot set '${field}' when 'protocols' is '${protocols.join("', '")}'` });
+  }
   if (r.headers && Object.keys(r.headers).some((h) => h.toLowerCase() === 'host')) {
     issues.push({ path: ['headers'], message: "cannot contain 'host' header, which must be specified in the 'hosts' attribute" });
   }
@@ -116,11 +158,21 @@ function checkRouteFields(r: Record<string, any>): Issue[] {
 
 type Check = (value: string) => string | undefined;
 
+/** A stream route's `sources` / `destinations` entry: an address or CIDR range, and/or a port. */
+const ENDPOINT: FieldSchema = {
+  type: 'record',
+  fields: {
+    ip: IP_OR_CIDR,
+    port: { type: 'integer', between: [0, 65535] },
+  },
+  entity_checks: [atLeastOneOf(['ip', 'port'])],
+};
+
 export function routeSchema(validatePath: Check, validateHost: Check, validateHeaderValue: Check): RecordSchema {
   return {
     type: 'record',
     fields: {
-      id: ID,
+      ...ENTITY_KEYS,
       name: NAME,
       protocols: { type: 'set', elements: { type: 'string', one_of: ROUTE_PROTOCOLS }, len_min: 1, default: ['http', 'https'] },
       methods: { type: 'set', elements: { type: 'string', len_min: 1, match: /^[A-Z]+$/ } },
@@ -128,6 +180,8 @@ export function routeSchema(validatePath: Check, validateHost: Check, validateHe
       paths: { type: 'array', elements: { type: 'string', len_min: 1, custom: validatePath } },
       headers: { type: 'map', values: { type: 'array', elements: { type: 'string', len_min: 1, custom: validateHeaderValue }, len_min: 1 } },
       snis: { type: 'set', elements: { type: 'string', len_min: 1, custom: validateSni } },
+      sources: { type: 'set', elements: ENDPOINT },
+      destinations: { type: 'set', elements: ENDPOINT },
       strip_path: { type: 'boolean' },
       preserve_host: { type: 'boolean', default: false },
       regex_priority: { type: 'integer', default: 0 },
@@ -145,7 +199,7 @@ export function routeSchema(validatePath: Check, validateHost: Check, validateHe
 export const consumerSchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: ID,
+    ...ENTITY_KEYS,
     // Both are sent upstream as X-Consumer-Username and X-Consumer-Custom-ID.
     username: { type: 'string', len_min: 1, custom: headerValueProblem },
     custom_id: { type: 'string', len_min: 1, custom: headerValueProblem },
@@ -157,7 +211,7 @@ export const consumerSchema: RecordSchema = {
 export const pluginEntitySchema: RecordSchema = {
   type: 'record',
   fields: {
-    id: ID,
+    ...ENTITY_KEYS,
     name: { type: 'string', required: true },
     instance_name: NAME,
     enabled: { type: 'boolean', default: true },
@@ -169,6 +223,22 @@ export const pluginEntitySchema: RecordSchema = {
     tags: TAGS,
   },
 };
+
+/** Unquoted-identifier rules, so the name means the same quoted or not; 63 bytes is PostgreSQL's limit. */
+const PG_IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
+export const MAX_WORKER_PROCESSES = 256;
+
+/** Kong's `worker_processes`: `auto` (one per core) or a count. */
+function checkWorkerProcesses(value: unknown): string | undefined {
+  if (value === 'auto') return undefined;
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_WORKER_PROCESSES) return undefined;
+  return `expected 'auto' or an integer between 1 and ${MAX_WORKER_PROCESSES}`;
+}
+
+/** How many processes `worker_processes` asks for on this machine. */
+export function workerCount(setting: number | 'auto'): number {
+  return setting === 'auto' ? Math.min(availableParallelism(), MAX_WORKER_PROCESSES) : setting;
+}
 
 export const nodeSettingsSchema: RecordSchema = {
   type: 'record',
@@ -187,6 +257,19 @@ export const nodeSettingsSchema: RecordSchema = {
     shutdown_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 10000 },
     upstream_keepalive_pool_size: { type: 'integer', between: [0, 100000], default: 512 },
     upstream_keepalive_idle_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 60 },
+    database: { type: 'string', one_of: ['leveldb', 'postgres'], default: 'leveldb' },
+    pg_host: { type: 'string', len_min: 1, default: '127.0.0.1' },
+    pg_port: { type: 'integer', between: [1, 65535], default: 5432 },
+    pg_user: { type: 'string', len_min: 1, default: 'tollgate' },
+    pg_password: { type: 'string' },
+    pg_database: { type: 'string', len_min: 1, default: 'tollgate' },
+    pg_schema: { type: 'string', match: PG_IDENTIFIER, match_message: 'expected a PostgreSQL identifier: a letter or _, then letters, digits or _ (at most 63)', default: 'public' },
+    pg_ssl: { type: 'boolean', default: false },
+    pg_ssl_verify: { type: 'boolean', default: true },
+    // One process until every bundled plugin keeps its state correct across processes; then 'auto'.
+    worker_processes: { type: 'any', custom: checkWorkerProcesses, default: 1 },
+    db_update_frequency: { type: 'number', between: [0.05, 3600], default: 1 },
+    plugins: { type: 'array', elements: { type: 'string', len_min: 1 }, default: ['bundled'] },
   },
   entity_checks: [
     (g) =>

@@ -5,6 +5,7 @@
  * or a name of letters, digits, `-`, `.` and `_`, each with an optional port. The validators return
  * Kong's message for each field (service `host`, route `hosts`, route `snis`).
  */
+import { isIP } from 'node:net';
 
 export interface HostAddress {
   type: 'ipv4' | 'ipv6' | 'name';
@@ -134,4 +135,12 @@ export function validateSni(sni: string): string | undefined {
   if (typeof parsed === 'string') return `invalid value: ${sni}`;
   if (parsed.type !== 'name') return 'must not be an IP';
   return parsed.port === -1 ? undefined : 'must not have a port';
+}
+
+/** An IPv4/IPv6 address, optionally with a prefix length its family allows. */
+export function isCidr(text: string): boolean {
+  const [address, bits, extra] = text.split('/');
+  const family = isIP(address);
+  if (family === 0 || extra !== undefined) return false;
+  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
 }

@@ -5,7 +5,6 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
@@ -13,17 +12,28 @@ import { didYouMean } from '../did-you-mean.ts';
 import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
-import { consumerSchema, ID, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
+import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
+import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
+import { isCidr } from './hostnames.ts';
+import { consumerSchema, ID, isStreamRoute, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema, workerCount } from './entities.ts';
+import { withDigests } from '../toolkit/entity-directory.ts';
 import { parseListenList } from './listen.ts';
+import { enabledPlugins } from './plugin-setting.ts';
 import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
+import { buildBalancing } from './upstream-builder.ts';
 
 /** Kong's namespace for declarative ids. */
 const ID_NAMESPACE = 'fd02801f-0957-4a15-a55a-c8d9606f30b5';
 const FORMAT_VERSIONS = ['1.1', '2.1', '3.0'];
 /** Before 3.0 a path with any other character was a regex (Kong's route_path migration). */
 const LEGACY_PLAIN_PATH = /^[a-zA-Z0-9.\-_~/%]*$/;
-const CORE_KEYS = new Set(['_format_version', '_transform', '_comment', '_ignore', 'gateway', 'services', 'routes', 'consumers', 'plugins']);
+const CORE_KEYS = new Set([
+  '_format_version', '_transform', '_comment', '_ignore', 'gateway', 'services', 'routes', 'consumers', 'plugins',
+  'upstreams', 'targets', 'certificates', 'snis', 'ca_certificates',
+  // Kong's own settings (the cluster id) in a file exported from its database: nothing to apply here.
+  'parameters',
+]);
 
 export type PluginRegistry = ReadonlyMap<string, PluginDefinition>;
 
@@ -81,15 +91,8 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
   }
   config.file = absolute;
   config.hash = createHash('md5').update(text).digest('hex');
+  config.warnings = builder.warnings.map((w) => String(toConfigError(w, doc, lines, shownName)));
   return { ok: true, config };
-}
-
-/** An IPv4/IPv6 address, optionally with a prefix length its family allows. */
-function isCidr(text: string): boolean {
-  const [address, bits, extra] = text.split('/');
-  const family = isIP(address);
-  if (family === 0 || extra !== undefined) return false;
-  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
 }
 
 /** Kong's migration of 1.1/2.1 paths: regex-looking ones get the `~` prefix, plain ones are normalized. */
@@ -158,13 +161,6 @@ function toConfigError(issue: Issue, doc: Document, lines: LineCounter, file: st
   return new ConfigError(file, pos.line, pos.col, formatPath(issue.path), issue.message);
 }
 
-/** A reference to a parent: a name/endpoint key, an id, or `{id}` / `{name}`. */
-function refKey(ref: unknown): string | undefined {
-  if (typeof ref === 'string') return ref;
-  if (isPlainObject(ref)) return (ref.id ?? ref.name ?? ref.username) as string | undefined;
-  return undefined;
-}
-
 type Referable = { id: string; name?: string | null; username?: string | null };
 
 /**
@@ -187,8 +183,9 @@ interface PendingPlugin {
   consumer: string | null;
 }
 
-class ConfigBuilder {
+class ConfigBuilder implements BuildContext {
   readonly issues: Issue[] = [];
+  readonly warnings: Issue[] = [];
   private readonly services: Service[] = [];
   private readonly routes: Route[] = [];
   private readonly consumers: Consumer[] = [];
@@ -196,27 +193,44 @@ class ConfigBuilder {
   private readonly entities: Record<string, Record<string, any>[]> = {};
   private readonly routeSchema: RecordSchema = routeSchema(validateRoutePath, validateRouteHost, validateRouteHeaderValue);
   private readonly entityDefs = new Map<string, EntityDefinition>();
+  /** The plugins the `plugins` setting enables (all of the registry by default). */
+  private enabled: PluginRegistry = new Map();
+  private tls: TlsEntities = { certificates: [], snis: [], ca_certificates: [] };
+  /** Stream routes: validated, not proxied; plugins on them are left out too. */
+  private readonly streamRoutes: { id: string; name: string | null }[] = [];
   private order = 0;
   /** `_format_version` 1.1 or 2.1: route paths are migrated as Kong does on import. */
   private legacyPaths = false;
+  /** `_transform: false` (Kong's exports): plugin entities' values are stored as given, already transformed. */
+  private transformEntities = true;
+  /** Unique values of plugin entities declared so far, by `<entity>.<field>`, as the file gives them. */
+  private readonly declaredValues = new Map<string, Set<string>>();
 
   constructor(
     private readonly registry: PluginRegistry,
     private readonly baseDir: string,
-  ) {
-    for (const plugin of registry.values()) for (const def of plugin.entities ?? []) this.entityDefs.set(def.name, def);
-  }
+  ) {}
 
-  private issue(path: Path, message: string): void {
+  issue(path: Path, message: string): void {
     this.issues.push({ path, message });
   }
 
+  warn(path: Path, message: string): void {
+    this.warnings.push({ path, message });
+  }
+
   build(raw: unknown): GatewayConfig {
-    const empty: GatewayConfig = { file: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {} };
+    const empty: GatewayConfig = {
+      file: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {},
+      upstreams: [], targets: [], certificates: [], snis: [], ca_certificates: [], warnings: [],
+    };
     if (!isPlainObject(raw)) {
       this.issue([], 'failed parsing declarative configuration: expected an object');
       return empty;
     }
+    const gateway = this.buildGateway(raw.gateway);
+    this.enabled = enabledPlugins(this.registry, gateway.plugins, (i, message) => this.issue(['gateway', 'plugins', i], message));
+    for (const plugin of this.enabled.values()) for (const def of plugin.entities ?? []) this.entityDefs.set(def.name, def);
     for (const key of Object.keys(raw)) {
       if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issues.push(unknownField([key], [...CORE_KEYS, ...this.entityDefs.keys()]));
     }
@@ -225,7 +239,9 @@ class ConfigBuilder {
     else if (!FORMAT_VERSIONS.includes(raw._format_version)) this.issue(['_format_version'], `expected one of: ${FORMAT_VERSIONS.join(', ')}`);
 
     this.legacyPaths = ['1.1', '2.1'].includes(String(raw._format_version));
-    const gateway = this.buildGateway(raw.gateway);
+    if (raw._transform !== undefined && typeof raw._transform !== 'boolean') this.issue(['_transform'], 'expected a boolean');
+    this.transformEntities = raw._transform !== false;
+    this.tls = buildTlsEntities(raw, this);
     this.eachEntry(raw, 'services', (s, path) => this.addService(s, path));
     this.eachEntry(raw, 'routes', (r, path) => this.addRoute(r, path, r.service === undefined ? null : r.service));
     this.eachEntry(raw, 'consumers', (c, path) => this.addConsumer(c, path));
@@ -234,10 +250,28 @@ class ConfigBuilder {
       this.eachEntry(raw, def.name, (e, path) => this.addPluginEntity(def, e, path, undefined));
     }
     const plugins = this.buildPlugins();
-    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities };
+    this.checkProcessModel(gateway, plugins);
+    const balancing = buildBalancing(raw, this, this.tls.certificates);
+    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities, ...this.tls, ...balancing };
   }
 
-  private eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
+  /**
+   * Several worker processes only with plugins whose state stays correct across processes. A plugin is
+   * in use when an instance is enabled or the file declares its entities (e.g. meters it syncs).
+   */
+  private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[]): void {
+    if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return;
+    const inUse = new Set(plugins.filter((p) => p.enabled).map((p) => p.name));
+    for (const plugin of this.registry.values()) {
+      if ((plugin.entities ?? []).some((e) => (this.entities[e.name] ?? []).length > 0)) inUse.add(plugin.name);
+    }
+    const singleProcess = [...inUse].filter((name) => !this.registry.get(name)?.multiProcess);
+    for (const name of singleProcess) {
+      this.issue(['gateway', 'worker_processes'], `plugin '${name}' keeps state in one process: it runs with worker_processes: 1 only`);
+    }
+  }
+
+  eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
     const list = container[key];
     if (list === undefined || list === null) return;
     if (!Array.isArray(list)) return this.issue([...base, key], 'expected an array');
@@ -262,11 +296,12 @@ class ConfigBuilder {
     if (value.ssl_cert_key) value.ssl_cert_key = resolve(this.baseDir, value.ssl_cert_key);
     value.ssl_cert ??= null;
     value.ssl_cert_key ??= null;
+    value.pg_password ??= null;
     return value;
   }
 
   /** Validates a record, with nested child arrays taken out first (they are validated on their own). */
-  private validateEntity<T>(schema: RecordSchema, raw: Record<string, any>, path: Path, nestedKeys: string[]): T {
+  validateEntity<T>(schema: RecordSchema, raw: Record<string, any>, path: Path, nestedKeys: string[]): T {
     const own = { ...raw };
     for (const k of nestedKeys) delete own[k];
     const { value, issues } = validate<T>(schema, own, path);
@@ -274,7 +309,7 @@ class ConfigBuilder {
     return value;
   }
 
-  private id(given: unknown, name: string): string {
+  id(given: unknown, name: string): string {
     return typeof given === 'string' && ID.type === 'string' && given.length > 0 ? given : uuidv5(name, ID_NAMESPACE);
   }
 
@@ -295,12 +330,25 @@ class ConfigBuilder {
       write_timeout: s.write_timeout,
       read_timeout: s.read_timeout,
       tls_verify: s.tls_verify ?? null,
+      tls_verify_depth: s.tls_verify_depth ?? null,
+      ca_certificates: this.caCertificates(s.ca_certificates, path),
+      client_certificate: certificateRef(s.client_certificate, path, this, this.tls.certificates),
       enabled: s.enabled,
       tags: s.tags ?? null,
     };
     this.services.push(service);
     this.eachEntry(raw, 'routes', (r, p) => this.addRoute(r, p, { id }), path);
     this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { service: id }), path);
+  }
+
+  private caCertificates(ids: unknown, path: Path): string[] | null {
+    if (!Array.isArray(ids)) return null;
+    ids.forEach((id, i) => {
+      if (typeof id === 'string' && !this.tls.ca_certificates.some((c) => c.id === id)) {
+        this.issue([...path, 'ca_certificates', i], invalidReference('ca_certificates', id, 'ca_certificates'));
+      }
+    });
+    return ids as string[];
   }
 
   /** Kong's `url` shorthand: protocol, host, port and path from one URL. */
@@ -342,6 +390,7 @@ class ConfigBuilder {
       else service = { id: target.id };
     }
     const protocols: string[] = r.protocols ?? ['http', 'https'];
+    if (isStreamRoute(protocols)) return this.skipStreamRoute(r, path);
     const isGrpc = protocols.some((p) => p === 'grpc' || p === 'grpcs');
     const id = this.id(r.id, `routes:${r.name ?? `${service?.id ?? ''}#${formatPath(path)}`}`);
     if (!this.unique('routes', 'name', r.name, path, this.routes)) this.unique('routes', 'id', id, path, this.routes);
@@ -370,6 +419,11 @@ class ConfigBuilder {
     };
     this.routes.push(route);
     this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { route: id, service: null }), path);
+  }
+
+  private skipStreamRoute(r: Record<string, any>, path: Path): void {
+    this.streamRoutes.push({ id: this.id(r.id, `routes:${r.name ?? `#${formatPath(path)}`}`), name: r.name ?? null });
+    this.warn(path, `a ${r.protocols.join('/')} route is accepted but not proxied: this gateway serves HTTP, gRPC and WebSocket only`);
   }
 
   private addConsumer(raw: Record<string, any>, path: Path): void {
@@ -405,9 +459,30 @@ class ConfigBuilder {
     const list = (this.entities[def.name] ??= []);
     const endpoint = def.endpointKey ? e[def.endpointKey] : undefined;
     e.id = this.id(e.id, `${def.name}:${endpoint ?? `${parentId ?? ''}#${formatPath(path)}`}`);
-    if (def.endpointKey) this.unique(def.name, def.endpointKey, endpoint, path, list);
-    this.unique(def.name, 'id', e.id, path, list);
-    list.push(def.transform ? def.transform(e) : e);
+    let taken = false;
+    for (const field of [...(def.endpointKey ? [def.endpointKey] : []), ...(def.unique ?? [])]) taken ||= this.declaredTwice(def.name, field, e[field], e[field], path);
+    if (def.uniqueInParent && e[def.parent?.field ?? '']?.id) {
+      const field = def.uniqueInParent;
+      taken ||= this.declaredTwice(def.name, field, e[field], `${e[def.parent!.field].id}/${e[field]}`, path);
+    }
+    if (!taken) this.unique(def.name, 'id', e.id, path, list);
+    const transformed = this.transformEntities && def.transform ? def.transform(e) : e;
+    list.push(withDigests(def, transformed));
+  }
+
+  /** Reports a unique value of a plugin entity that an earlier entry declared; true when it did. */
+  private declaredTwice(type: string, field: string, shown: unknown, value: unknown, path: Path): boolean {
+    if (typeof value !== 'string' && typeof value !== 'number') return false;
+    let values = this.declaredValues.get(`${type}.${field}`);
+    if (!values) this.declaredValues.set(`${type}.${field}`, (values = new Set()));
+    if (!values.has(String(value))) {
+      values.add(String(value));
+      return false;
+    }
+    // A digested value (an API key) is a secret: the message names the field only.
+    const what = this.entityDefs.get(type)?.digested?.includes(field) ? field : `${field} set to '${shown}'`;
+    this.issue(path, `uniqueness violation: '${type}' entity with ${what} already declared`);
+    return true;
   }
 
   private queuePlugin(raw: Record<string, any>, path: Path, scope: { route?: string; service?: string | null; consumer?: string }): void {
@@ -419,6 +494,8 @@ class ConfigBuilder {
       if (!found) this.issue([...path, field], `invalid reference '${field}: ${key}' (no such entry in '${field}s')`);
       return found?.id ?? null;
     };
+    const routeKey = scope.route === undefined ? refKey(raw.route) : undefined;
+    if (this.streamRoutes.some((r) => r.id === routeKey || r.name === routeKey)) return this.warn(path, 'a plugin of a stream route is left out with its route');
     const route = resolve('route', this.routes);
     // A plugin nested in a route belongs to that route only, not to the route's service.
     const service = scope.route ? null : resolve('service', this.services);
@@ -429,7 +506,7 @@ class ConfigBuilder {
     const plugins: { entity: PluginEntity; path: Path; def: PluginDefinition }[] = [];
     for (const p of this.pendingPlugins) {
       const e = this.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
-      const def = this.registry.get(e.name);
+      const def = this.enabled.get(e.name);
       if (typeof e.name === 'string' && !def) {
         this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property${didYouMean(e.name, this.registry.keys())}`);
         continue;
@@ -475,7 +552,7 @@ class ConfigBuilder {
   }
 
   /** Reports a value already taken in `pool`; true when it did. */
-  private unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): boolean {
+  unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): boolean {
     if (value === undefined || value === null || !pool.some((x) => x[field] === value)) return false;
     const what = field === 'id' ? 'primary key' : field;
     this.issue(path, `uniqueness violation: '${type}' entity with ${what} set to '${value}' already declared`);

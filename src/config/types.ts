@@ -15,9 +15,18 @@ export interface Service {
   write_timeout: number;
   read_timeout: number;
   tls_verify: boolean | null;
+  /** Most intermediate certificates allowed between the upstream's certificate and a trusted one. */
+  tls_verify_depth: number | null;
+  /** Ids of the `ca_certificates` the upstream's certificate is verified against (instead of the system's). */
+  ca_certificates: string[] | null;
+  /** The certificate presented to the upstream (mTLS). */
+  client_certificate: { id: string } | null;
   enabled: boolean;
   tags: string[] | null;
 }
+
+/** Stream protocols: accepted in a file exported from Kong, not proxied (logged at load). */
+export type StreamProtocol = 'tcp' | 'tls' | 'udp' | 'tls_passthrough';
 
 export interface Route {
   id: string;
@@ -83,6 +92,112 @@ export interface NodeSettings {
   shutdown_timeout: number;
   upstream_keepalive_pool_size: number;
   upstream_keepalive_idle_timeout: number;
+  /** The store: LevelDB under data_dir (one node), or PostgreSQL shared by every node of a cluster. */
+  database: 'leveldb' | 'postgres';
+  pg_host: string;
+  pg_port: number;
+  pg_user: string;
+  pg_password: string | null;
+  pg_database: string;
+  pg_schema: string;
+  pg_ssl: boolean;
+  pg_ssl_verify: boolean;
+  /** Processes serving this node: 'auto' = one per core. */
+  worker_processes: number | 'auto';
+  /** Seconds within which a change made by another process or node reaches this one's caches. */
+  db_update_frequency: number;
+  /** Kong's `plugins`: `bundled`, plugin names, or `off`; a plugin not listed cannot be configured. */
+  plugins: string[];
+}
+
+export type BalancingAlgorithm = 'round-robin' | 'consistent-hashing' | 'least-connections' | 'latency';
+export type HashInput = 'none' | 'consumer' | 'ip' | 'header' | 'cookie' | 'path' | 'query_arg' | 'uri_capture';
+export type ProbeType = 'tcp' | 'http' | 'https' | 'grpc' | 'grpcs';
+
+export interface ActiveHealthchecks {
+  type: ProbeType;
+  /** Seconds each probe may take (connect, send, receive). */
+  timeout: number;
+  concurrency: number;
+  http_path: string;
+  https_sni: string | null;
+  https_verify_certificate: boolean;
+  headers: Record<string, string[]> | null;
+  /** interval 0: healthy targets are not probed; successes 0: probes never make a target healthy. */
+  healthy: { interval: number; http_statuses: number[]; successes: number };
+  unhealthy: { interval: number; http_statuses: number[]; tcp_failures: number; timeouts: number; http_failures: number };
+}
+
+export interface PassiveHealthchecks {
+  type: ProbeType;
+  healthy: { http_statuses: number[]; successes: number };
+  unhealthy: { http_statuses: number[]; tcp_failures: number; timeouts: number; http_failures: number };
+}
+
+export interface Healthchecks {
+  active: ActiveHealthchecks;
+  passive: PassiveHealthchecks;
+  /** Percentage of the weight that must be healthy for the upstream to take traffic. */
+  threshold: number;
+}
+
+export interface Upstream {
+  id: string;
+  /** The host name a service's `host` refers to. */
+  name: string;
+  algorithm: BalancingAlgorithm;
+  hash_on: HashInput;
+  hash_fallback: HashInput;
+  hash_on_header: string | null;
+  hash_fallback_header: string | null;
+  hash_on_cookie: string | null;
+  hash_on_cookie_path: string;
+  hash_on_query_arg: string | null;
+  hash_fallback_query_arg: string | null;
+  hash_on_uri_capture: string | null;
+  hash_fallback_uri_capture: string | null;
+  slots: number;
+  healthchecks: Healthchecks;
+  tags: string[] | null;
+  /** Host header sent to the targets instead of their own names. */
+  host_header: string | null;
+  client_certificate: { id: string } | null;
+  use_srv_name: boolean;
+}
+
+export interface Target {
+  id: string;
+  /** `host:port` in Kong's normal form (port 8000 when the file gave none). */
+  target: string;
+  weight: number;
+  upstream: { id: string };
+  tags: string[] | null;
+}
+
+export interface Certificate {
+  id: string;
+  cert: string;
+  key: string;
+  cert_alt: string | null;
+  key_alt: string | null;
+  tags: string[] | null;
+  /** Names of the SNIs served with this certificate. */
+  snis: string[];
+}
+
+export interface Sni {
+  id: string;
+  /** A host name, `*.example.com`, `example.*`, or `*` (every name without a better match). */
+  name: string;
+  certificate: { id: string };
+  tags: string[] | null;
+}
+
+export interface CaCertificate {
+  id: string;
+  cert: string;
+  cert_digest: string;
+  tags: string[] | null;
 }
 
 export interface GatewayConfig {
@@ -95,6 +210,13 @@ export interface GatewayConfig {
   routes: Route[];
   consumers: Consumer[];
   plugins: PluginEntity[];
+  upstreams: Upstream[];
+  targets: Target[];
+  certificates: Certificate[];
+  snis: Sni[];
+  ca_certificates: CaCertificate[];
+  /** What was accepted but is not served (stream routes of a Kong export), as FILE:LINE:COL: path: message. */
+  warnings: string[];
   /** Entities declared by plugins (e.g. oauth2_credentials, meters), by top-level key. */
   entities: Record<string, Record<string, any>[]>;
 }

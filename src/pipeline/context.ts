@@ -3,11 +3,14 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Readable, type Duplex } from 'node:stream';
 import { STATUS_CODES, validateHeaderName, validateHeaderValue } from 'node:http';
+import type { PeerSource } from '../balancer/peers.ts';
 import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts';
-import type { RouteMatch } from '../router/index.ts';
+import type { Logger } from '../log.ts';
+import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
-import { HttpError, type AuthenticatedCredential, type BodyObserver, type PluginRuntime, type RequestContext } from './plugin-api.ts';
+import { HttpError, type AuthenticatedCredential, type BodyObserver, type PluginRuntime, type RequestContext, type RequestOutcome, type ResponseSource } from './plugin-api.ts';
+import { rewriteBody, runResponsePhase } from './response-phase.ts';
 
 /** A plugin whose phases run on this request. */
 export interface RanPlugin {
@@ -113,7 +116,11 @@ export interface ContextInit {
   rawHost: string;
   peerIp: string;
   trusted: boolean;
+  log: Logger;
 }
+
+const NO_CAPTURES: Readonly<Record<string, string>> = Object.freeze({});
+const METHOD_TOKEN = /^[A-Z]+$/;
 
 export class Context implements RequestContext {
   readonly id: string;
@@ -143,7 +150,7 @@ export class Context implements RequestContext {
   upstreamLatency: number | undefined;
   /** The upstream's status, once it answered. */
   upstreamStatus: number | undefined;
-  /** Plugins watching the response body go by (UpstreamResponse.observeBody); undefined when none. */
+  /** Plugins watching the response body go by (ResponseHead.observeBody); undefined when none. */
   bodyObservers: BodyObserver[] | undefined;
   /** Request body bytes received (a WebSocket tunnel's bytes from the client), for the access log. */
   requestBodyBytes = 0;
@@ -160,6 +167,28 @@ export class Context implements RequestContext {
   logged = false;
   /** Aborts the upstream request, once one is under way. */
   abortUpstream: (() => void) | undefined;
+  /** Where the request's tries go, once chosen; released when the request is over. */
+  peers: PeerSource | undefined;
+  /** A path and method plugins set for the upstream request instead of the routed ones. */
+  upstreamPath: string | undefined;
+  upstreamMethod: string | undefined;
+  /** Headers plugins set for the downstream answer during access (kong.response.set_header). */
+  responseHeaders: Record<string, string | string[]> | undefined;
+  /** Values plugins add to the access log line. */
+  logFields: Record<string, unknown> | undefined;
+  /** Milliseconds the gateway spent before the upstream request went out, or before its own answer. */
+  kongLatency = 0;
+  /** The response phase ran (it runs once, on the first answer that goes downstream). */
+  responsePhaseRan = false;
+  /** Who produced the answer sent downstream. */
+  source: ResponseSource = 'service';
+  /**
+   * True while the access phase runs: an answer given then waits in `delayed` until every plugin of the
+   * request has been collected (Kong's delayed response), so that all of them see it in the response and
+   * log phases.
+   */
+  accessRunning = false;
+  private delayed: Answer | undefined;
 
   // Facts the core keeps for the upstream request; not part of the plugin API.
   readonly match: RouteMatch;
@@ -168,6 +197,7 @@ export class Context implements RequestContext {
   readonly rawHost: string;
   readonly peerIp: string;
   readonly trusted: boolean;
+  readonly log: Logger;
 
   private sharedData: Record<string, unknown> | undefined;
   private queryParams: URLSearchParams | undefined;
@@ -204,6 +234,11 @@ export class Context implements RequestContext {
     this.rawHost = init.rawHost;
     this.peerIp = init.peerIp;
     this.trusted = init.trusted;
+    this.log = init.log;
+  }
+
+  get uriCaptures(): Readonly<Record<string, string>> {
+    return this.match.captures ?? NO_CAPTURES;
   }
 
   get shared(): Record<string, unknown> {
@@ -218,6 +253,17 @@ export class Context implements RequestContext {
     return this.status !== 0;
   }
 
+  get outcome(): RequestOutcome {
+    return {
+      status: this.status || 499,
+      source: this.source,
+      latencies: { request: Math.round(performance.now() - this.startedAt), kong: this.kongLatency, upstream: this.upstreamLatency },
+      upstreamStatus: this.upstreamStatus,
+      requestBytes: this.requestBodyBytes,
+      responseBytes: this.responseBodyBytes,
+    };
+  }
+
   setUpstreamHeader(name: string, value: string | string[]): void {
     (this.headerEdits ??= new Map()).set(name.toLowerCase(), value);
   }
@@ -228,6 +274,32 @@ export class Context implements RequestContext {
 
   setUpstreamQuery(query: string): void {
     this.upstreamQuery = query.startsWith('?') ? query.slice(1) : query;
+  }
+
+  setUpstreamPath(path: string): void {
+    if (!path.startsWith('/')) throw new HttpError(500, 'the upstream path must start with /');
+    // Kong escapes what is unsafe in a request line, byte by byte of the UTF-8; `?` and `#` too here, so a
+    // path can never carry a query.
+    this.upstreamPath = escapeUpstreamPath(Buffer.from(path, 'utf8').toString('latin1')).replace(/[?#]/g, (c) => (c === '?' ? '%3F' : '%23'));
+  }
+
+  setUpstreamMethod(method: string): void {
+    if (!METHOD_TOKEN.test(method)) throw new HttpError(500, `invalid upstream method: ${method}`);
+    this.upstreamMethod = method;
+  }
+
+  /** The path and query of the upstream request. */
+  upstreamTarget(): string {
+    const path = this.upstreamPath ?? this.match.upstreamPath;
+    return this.upstreamQuery ? path + '?' + this.upstreamQuery : path;
+  }
+
+  setLogValue(name: string, value: unknown): void {
+    (this.logFields ??= {})[name] = value;
+  }
+
+  setResponseHeader(name: string, value: string | string[]): void {
+    (this.responseHeaders ??= {})[name.toLowerCase()] = value;
   }
 
   readBody(): Promise<Buffer> {
@@ -274,9 +346,31 @@ export class Context implements RequestContext {
     this.send(errorAnswer(status, message, this.id, this.isGrpc, headers));
   }
 
-  send(answer: Answer): void {
+  send(answer: Answer, source: ResponseSource = 'exit'): void {
     if (this.responded) return;
-    answer.headers['x-kong-response-latency'] = String(Math.round(performance.now() - this.startedAt));
+    this.source = source;
+    if (!this.accessRunning) return this.deliver(answer);
+    // Noted as the answer (the request counts as answered), sent once the access phase is over.
+    this.status = answer.status;
+    this.delayed = answer;
+  }
+
+  /** The access phase is over: the answer it delayed, if any, goes downstream. */
+  endAccess(): void {
+    this.accessRunning = false;
+    const answer = this.delayed;
+    if (!answer) return;
+    this.delayed = undefined;
+    this.status = 0;
+    this.deliver(answer);
+  }
+
+  private deliver(answer: Answer): void {
+    if (this.ran || this.responseHeaders) answer = this.afterResponsePhase(answer);
+    // RFC 9110 §8.6: no Content-Length on a 1xx or 204.
+    if (answer.status < 200 || answer.status === 204) delete answer.headers['content-length'];
+    this.kongLatency = Math.round(performance.now() - this.startedAt);
+    answer.headers['x-kong-response-latency'] = String(this.kongLatency);
     answer.headers['x-kong-request-id'] = this.id;
     answer.headers.server ??= SERVER_TOKEN;
     this.responseBodyBytes = this.method === 'HEAD' ? 0 : answer.body.length;
@@ -288,10 +382,27 @@ export class Context implements RequestContext {
     if (this.bodyHead) this.raw.req.resume();
   }
 
+  /**
+   * The answer as the response phase leaves it; a plugin failing there (or in a body rewrite) turns it
+   * into the 500 of an unexpected error, which goes out without a second response phase.
+   */
+  private afterResponsePhase(answer: Answer): Answer {
+    try {
+      const rewrites = runResponsePhase(this, answer.status, answer.headers, this.source, !this.isGrpc && this.method !== 'HEAD');
+      if (rewrites) answer.body = rewriteBody(answer.body, rewrites);
+      if (!this.isGrpc) answer.headers['content-length'] = answer.body.length;
+      return answer;
+    } catch (err) {
+      this.log.error({ err, request_id: this.id }, 'plugin response phase failed');
+      this.source = 'error';
+      return errorAnswer(500, MESSAGES.unexpected, this.id, this.isGrpc);
+    }
+  }
+
   /** Answers with the error an exception stands for: its own status, or Kong's 500. */
   fail(err: unknown): void {
     if (err instanceof HttpError) this.error(err.status, err.message, err.headers);
-    else this.error(500, MESSAGES.unexpected);
+    else this.send(errorAnswer(500, MESSAGES.unexpected, this.id, this.isGrpc), 'error');
   }
 }
 

@@ -4,7 +4,7 @@
  *   response (plugins) → downstream → log (plugins, metrics, access log).
  * HTTP requests and WebSocket handshakes share every step up to the upstream.
  */
-import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { Http2ServerRequest } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
@@ -20,8 +20,11 @@ import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, 
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../runtime.ts';
 import type { Metrics } from '../metrics.ts';
+import { RewritingSink, type BodyRewrite } from './response-phase.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
 import { HttpError, type UnmatchedRequest } from './plugin-api.ts';
+import type { PeerSource } from '../balancer/peers.ts';
+import type { UpstreamTls } from '../tls/upstream-tls.ts';
 
 export interface ListenerInfo {
   port: number;
@@ -45,6 +48,12 @@ export interface Stats {
   totalRequests: number;
 }
 
+/** Where a request goes upstream: the peer of each try, and the TLS settings towards it. */
+export interface Destination {
+  peers: PeerSource;
+  tls: UpstreamTls | undefined;
+}
+
 /** How a protocol proxy reports the end of its exchange. */
 export interface ProxyEnd {
   /** The exchange is over (once). */
@@ -66,13 +75,15 @@ export function contained<A extends unknown[]>(end: ProxyEnd, callback: (...args
 
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
-  grpc?(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, end: ProxyEnd): void;
-  upgrade?(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, end: ProxyEnd): void;
+  grpc?(ctx: Context, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
+  upgrade?(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close?(): void;
 }
 
 const SLASH = 47;
+/** Statuses whose responses never carry a body (RFC 9110 §6.4.1, §15.4.5). */
+const BODILESS = new Set([204, 304]);
 const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)([^#]*)$/i;
 
 export class Lifecycle {
@@ -117,11 +128,12 @@ export class Lifecycle {
         // socket.destroyed: the client left while an asynchronous plugin ran; nothing goes upstream.
         if (ctx.responded || socket.destroyed) return;
         if (!ctx.service) return ctx.error(503, MESSAGES.noService);
-        const match = ctx.match;
-        const headers = this.upstreamHeaders(ctx, match, listener);
+        const destination = this.destination(ctx);
+        if (!destination) return;
+        const headers = this.upstreamHeaders(ctx, listener);
         if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
         ctx.status = 101;
-        this.protocols.upgrade(ctx, match, socket, head, headers as Record<string, unknown>, this.endOf(ctx));
+        this.protocols.upgrade(ctx, socket, head, headers as Record<string, unknown>, destination, this.endOf(ctx));
       }),
     );
   }
@@ -204,7 +216,7 @@ export class Lifecycle {
       host: host.name, clientIp: (typeof realIp === 'string' && realIp) || peerIp,
       route: match.route, service: match.service, matchedPrefix: matchedPathPrefix(match),
       req, res, downstream, maxBodySize: snapshot.config.gateway.client_max_body_size,
-      match, snapshot, rawPath, rawHost, peerIp, trusted,
+      match, snapshot, rawPath, rawHost, peerIp, trusted, log: this.log,
     });
     if (method === 'TRACE') ctx.error(405, MESSAGES.methodNotAllowed);
     else this.checkProtocols(ctx, match.route, grpcContent, url);
@@ -236,19 +248,32 @@ export class Lifecycle {
 
   /** The access phase, then `next`; plugin failures are answered with their error. */
   private access(ctx: Context, next: () => void): void {
-    let pending: void | Promise<void>;
+    // A route without plugins costs nothing here (the proxy's hot path).
+    if (ctx.responded || ctx.snapshot.plugins.steps(ctx.route.id).length === 0) return next();
+    ctx.accessRunning = true;
+    const done = () =>
+      this.contain(ctx, () => {
+        ctx.endAccess();
+        next();
+      });
+    let pending: void | Promise<void> = undefined;
     try {
-      pending = ctx.responded ? undefined : this.runAccess(ctx, 0);
+      pending = this.runAccess(ctx, 0);
     } catch (err) {
-      return this.failed(ctx, err);
+      this.failed(ctx, err);
     }
-    if (pending) pending.then(() => this.contain(ctx, next), (err) => this.failed(ctx, err));
-    else next();
+    if (!pending) return done();
+    pending.then(done, (err) => {
+      this.failed(ctx, err);
+      done();
+    });
   }
 
   /**
    * Runs the access phases from step `from`, by priority. Synchronous until a plugin returns a
-   * promise: a request whose plugins all answer at once costs no promise or microtask.
+   * promise: a request whose plugins all answer at once costs no promise or microtask. Once a plugin
+   * has answered (or failed), the others are only collected, as Kong's iterator does: their response
+   * and log phases still run on the answer.
    */
   private runAccess(ctx: Context, from: number): void | Promise<void> {
     const { plugins, runtimes } = ctx.snapshot;
@@ -261,68 +286,96 @@ export class Lifecycle {
       const runtime = plugin && runtimes.get(step.name);
       if (!plugin || !runtime) continue;
       ran.push({ runtime, plugin });
-      const pending = runtime.access?.(ctx, plugin.config, plugin);
-      if (pending) return pending.then(() => (ctx.responded ? undefined : this.runAccess(ctx, i + 1)));
-      if (ctx.responded) return;
+      if (ctx.responded || !runtime.access) continue;
+      let pending: void | Promise<void>;
+      try {
+        pending = runtime.access(ctx, plugin.config, plugin);
+      } catch (err) {
+        this.failed(ctx, err);
+        continue;
+      }
+      if (pending) {
+        const rest = () => this.runAccess(ctx, i + 1);
+        return pending.then(rest, (err) => {
+          this.failed(ctx, err);
+          return rest();
+        });
+      }
     }
   }
 
   private afterAccess(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, listener: ListenerInfo): void {
     if (ctx.responded) return;
     if (!ctx.service) return ctx.error(503, MESSAGES.noService);
-    const headers = this.upstreamHeaders(ctx, ctx.match, listener);
+    const destination = this.destination(ctx);
+    if (!destination) return;
+    const headers = this.upstreamHeaders(ctx, listener);
     const protocol = ctx.service.protocol;
     if (protocol === 'grpc' || protocol === 'grpcs') {
       if (!this.protocols.grpc) return ctx.error(501, 'gRPC proxying is not available');
-      return this.protocols.grpc(ctx, ctx.match, headers as Record<string, unknown>, this.endOf(ctx));
+      return this.protocols.grpc(ctx, headers as Record<string, unknown>, destination, this.endOf(ctx));
     }
-    this.proxyHttp(ctx, req, res, headers);
+    this.proxyHttp(ctx, req, res, headers, destination);
   }
 
-  private upstreamHeaders(ctx: Context, match: RouteMatch, listener: ListenerInfo) {
+  /**
+   * The balancer's choice for a service whose host names an upstream (the service itself otherwise),
+   * made after the access phase so that hashing sees the authenticated consumer. Null when the
+   * upstream has no target to give: answered 503 as Kong does.
+   */
+  private destination(ctx: Context): Destination | null {
+    const service = ctx.service!;
+    const peers = ctx.snapshot.balancers.peers(service, ctx);
+    if (typeof peers === 'string') {
+      ctx.error(503, MESSAGES.noPeer);
+      return null;
+    }
+    ctx.peers = peers;
+    return { peers, tls: ctx.snapshot.upstreamTls(service) };
+  }
+
+  private upstreamHeaders(ctx: Context, listener: ListenerInfo) {
     return buildUpstreamHeaders(ctx, ctx.service!, {
       peerIp: ctx.peerIp,
       trusted: ctx.trusted,
       listenerPort: listener.port,
       rawHost: ctx.rawHost,
-      strippedPrefix: match.matchedPrefix,
+      strippedPrefix: ctx.match.matchedPrefix,
       rawPath: ctx.rawPath,
+      peerHost: ctx.peers?.first.hostHeader,
     });
   }
 
-  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>): void {
+  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>, destination: Destination): void {
     const limit = ctx.snapshot.config.gateway.client_max_body_size;
     const declared = Number(req.headers['content-length']);
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
     const body = ctx.body ?? (hasBody(req) ? ctx.unreadBody() : null);
     if (body !== null && !Buffer.isBuffer(body)) this.meterStreamedBody(ctx, body, limit);
-    const path = ctx.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : '');
     const sentAt = performance.now();
+    const { peers, tls } = destination;
     const handle = this.engine.forward(
-      { service: ctx.service!, method: ctx.method, path, headers, body },
+      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, method: ctx.upstreamMethod ?? ctx.method, path: ctx.upstreamTarget(), headers, body },
       {
         onResponse: (upstream) => {
-          if (res.destroyed) return null;
           const now = performance.now();
+          peers.answered(upstream.status, now - sentAt);
+          if (res.destroyed) return null;
           ctx.upstreamLatency = Math.round(now - sentAt);
           const out = downstreamHeaders(upstream.headers, ctx.headers.te, false);
+          if (peers.setCookie) appendSetCookie(out, peers.setCookie);
+          const upstreamLength = out['content-length'];
+          let rewrites: BodyRewrite[] | undefined;
           try {
-            finishResponseHeaders(ctx, upstream.status, out, sentAt, ctx.method !== 'HEAD');
+            rewrites = finishResponseHeaders(ctx, upstream.status, out, sentAt, ctx.method !== 'HEAD' && !BODILESS.has(upstream.status));
           } catch (err) {
             this.failed(ctx, err);
             return null;
           }
           ctx.status = upstream.status;
-          try {
-            (res as ServerResponse).writeHead(upstream.status, out);
-          } catch (err) {
-            // Headers Node refuses (e.g. invalid characters from a broken upstream).
-            this.log.warn({ err, request_id: ctx.id }, 'invalid upstream response headers');
-            ctx.status = 0;
-            ctx.error(502, MESSAGES.badGateway);
-            return null;
-          }
-          return res as ServerResponse;
+          if (!rewrites) return this.writeHead(ctx, res, upstream.status, out) ? (res as ServerResponse) : null;
+          const writeHead = (headers: OutgoingHttpHeaders) => this.writeHead(ctx, res, upstream.status, headers);
+          return new RewritingSink(ctx, res, out, upstreamLength, rewrites, writeHead, (err) => this.failed(ctx, err));
         },
         onBodyChunk: (chunk) => {
           ctx.responseBodyBytes += chunk.length;
@@ -351,6 +404,20 @@ export class Lifecycle {
         this.log.error({ err, request_id: ctx.id }, 'a plugin observing the response body failed');
         observers.splice(i--, 1);
       }
+    }
+  }
+
+  /** Sends a proxied response's head; false when Node refuses the headers (then the request got a 502). */
+  private writeHead(ctx: Context, res: DownstreamResponse, status: number, headers: OutgoingHttpHeaders): boolean {
+    try {
+      (res as ServerResponse).writeHead(status, headers);
+      return true;
+    } catch (err) {
+      // Headers Node refuses (e.g. invalid characters from a broken upstream or a plugin).
+      this.log.warn({ err, request_id: ctx.id }, 'invalid upstream response headers');
+      ctx.status = 0;
+      ctx.error(502, MESSAGES.badGateway);
+      return false;
     }
   }
 
@@ -417,6 +484,7 @@ export class Lifecycle {
   private finish(ctx: Context): void {
     if (ctx.logged) return;
     ctx.logged = true;
+    ctx.peers?.release();
     for (const { runtime, plugin } of ctx.ran ?? []) {
       try {
         runtime.log?.(ctx, plugin.config);
@@ -440,10 +508,16 @@ export class Lifecycle {
     this.accessLog.write({
       request_id: r.id, method: r.method, path: r.path, status: r.status, route, service, consumer, credential: ctx?.credential?.id,
       client_ip: r.ip, user_agent: r.headers['user-agent'], latency_ms: Math.round(latency), upstream_latency_ms: r.upstreamMs,
-      request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: r.responseBytes,
+      request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: r.responseBytes, fields: ctx?.logFields,
     });
   }
 
+}
+
+/** Adds a cookie to the response's own Set-Cookie headers. */
+function appendSetCookie(headers: Record<string, unknown>, cookie: string): void {
+  const existing = headers['set-cookie'];
+  headers['set-cookie'] = existing === undefined ? [cookie] : [...(Array.isArray(existing) ? existing : [String(existing)]), cookie];
 }
 
 /** The route path prefix the request matched (longest plain path), for plugins that answer under it. */

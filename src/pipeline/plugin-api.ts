@@ -12,13 +12,21 @@ import type { Logger } from 'pino';
 import type { Issue, RecordSchema } from '../config/schema.ts';
 import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
+import type { ParentDirectory } from '../toolkit/entity-directory.ts';
 
-export type { Issue, RecordSchema } from '../config/schema.ts';
+export type { FieldSchema, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
+/** Schema validation with Kong's messages, for plugin configs and entities. */
+export { atLeastOneOf, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
-export { headerValueProblem, isUuid } from '../config/entities.ts';
+export { compileRouteRegex } from '../router/validate.ts';
+export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH } from '../config/entities.ts';
+export { canonicalName } from '../config/hostnames.ts';
+export { AddressRanges } from '../address-ranges.ts';
+export { HttpError } from './http-error.ts';
+export * from '../toolkit/index.ts';
 
 export interface PluginDefinition<Config = any> {
   name: string;
@@ -35,6 +43,12 @@ export interface PluginDefinition<Config = any> {
   authenticates?: boolean;
   /** Entities this plugin adds to gateway.yaml (e.g. `oauth2_credentials`, `meters`). */
   entities?: EntityDefinition[];
+  /**
+   * The plugin's state stays correct when several processes and nodes share the store (caches kept
+   * fresh by notices, single-use values taken with commitIf). Without it the plugin refuses
+   * `worker_processes` above 1, and with PostgreSQL a second node on the same database.
+   */
+  multiProcess?: boolean;
   /** Builds the plugin's runtime once per gateway process. */
   create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
 }
@@ -52,14 +66,32 @@ export interface PluginScope {
 }
 
 export interface EntityDefinition {
-  /** The top-level key in gateway.yaml. */
+  /** The top-level key in gateway.yaml (Kong's entity name, e.g. `keyauth_credentials`). */
   name: string;
   schema: RecordSchema;
   /** May also be nested inside this core entity's records; the foreign key `field` is filled in. */
   parent?: { entity: 'consumers' | 'services' | 'routes'; field: string; required?: boolean };
-  /** Field naming the entity: unique, and the source of its deterministic id. */
+  /** Field naming the entity: unique, the source of its deterministic id, and the admin API's key besides the id. */
   endpointKey?: string;
-  /** Runs after validation on import (e.g. hash a secret); gets the id-resolved entity. */
+  /** Other fields no two entities share (Kong's `unique = true`); the endpoint key is unique anyway. */
+  unique?: string[];
+  /** A field unique among one parent's children, by which nested admin URLs also name a child (acls' `group`). */
+  uniqueInParent?: string;
+  /**
+   * Fields kept only as their SHA-256 digest (bearer secrets such as API keys): looked up by digest, shown
+   * by the admin API only in the answer to the write that set them.
+   */
+  digested?: string[];
+  /** Fields a partial update (PATCH) must give all or none of: a transformation needs them together. */
+  allOrNone?: string[];
+  /** Kong's `ttl = true`: the admin API accepts `ttl` (seconds) and the entity expires after it. */
+  ttl?: boolean;
+  /** The admin API's names (Kong's `admin_api_name`, `admin_api_nested_name`); no admin API without them. */
+  admin?: { name: string; nested?: string };
+  /**
+   * Kong's transformations on write (e.g. hash a secret), synchronous, for entities of gateway.yaml (skipped
+   * when the file says `_transform: false`, as Kong's exports do: their values are transformed already).
+   */
   transform?(entity: Record<string, any>): Record<string, any>;
 }
 
@@ -90,6 +122,12 @@ export interface PluginMetrics {
   /** With `read`, the gauge is read when /metrics is scraped (queue depths, sizes, progress). */
   gauge(spec: GaugeSpec): GaugeMetric;
   histogram(spec: HistogramSpec): HistogramMetric;
+  /**
+   * Series the plugin keeps itself, rendered as Prometheus text when /metrics is scraped: for per-request
+   * series under a name family of their own (Kong's `kong_*`), which a registered metric would cost a
+   * label hash per observation. Every name `render` writes starts with `prefix`, which is not `tollgate_`.
+   */
+  exposition(prefix: string, render: () => string): void;
 }
 
 export interface MetricSpec {
@@ -137,8 +175,9 @@ export interface PluginServices {
  * Consumers by id or by username, never both in one lookup: an id stored in an entity (a credential's
  * consumer) is resolved with `byId` only. For a reference a client or an operator gives (an admin URL,
  * `anonymous`), `consumerByReference` applies Kong's rule: UUID-shaped is an id, anything else a username.
+ * It is the parent a plugin's credential directory names, so that deleting a consumer deletes them.
  */
-export interface ConsumerDirectory {
+export interface ConsumerDirectory extends ParentDirectory {
   byId(id: string): Consumer | undefined;
   byUsername(username: string): Consumer | undefined;
   list(): Consumer[];
@@ -148,9 +187,13 @@ export interface PluginRuntime<Config = any> {
   /** Called with each configuration before it serves (at start and on every reload). */
   configure?(view: ConfigView<Config>): void | Promise<void>;
   access?(ctx: RequestContext, config: Config, plugin: PluginEntity<Config>): void | Promise<void>;
-  /** Upstream response headers, before they are sent downstream; mutate `response.headers`. */
-  response?(ctx: RequestContext, config: Config, response: UpstreamResponse): void;
-  /** After the response is finished (or the client went away). Must not throw. */
+  /**
+   * Kong's header_filter: the head of every answer to a request this plugin applies to, before it goes
+   * downstream: the upstream's, or the gateway's own (a plugin's answer, an upstream failure). It runs
+   * even when an earlier plugin answered and this plugin's `access` never ran, as Kong's does.
+   */
+  response?(ctx: RequestContext, config: Config, response: ResponseHead): void;
+  /** After the response is finished (or the client went away). Must not throw. Runs in the same cases as `response`. */
   log?(ctx: RequestContext, config: Config): void;
   /**
    * Requests that matched no route (e.g. RFC 8414's `/.well-known/...<route prefix>` documents).
@@ -159,8 +202,6 @@ export interface PluginRuntime<Config = any> {
   unmatched?(req: UnmatchedRequest): boolean;
   /** Routes on the admin API, e.g. `GET /oauth2/:id`. */
   adminRoutes?: AdminRoute[];
-  /** A runtime consumer was deleted through the admin API: delete what belongs to it (Kong cascades). */
-  consumerDeleted?(consumerId: string): Promise<void>;
   /** Flush and release everything; the store closes after this resolves. */
   close?(): Promise<void>;
 }
@@ -173,10 +214,17 @@ export interface ConfigView<Config = any> {
   entities(name: string): Record<string, any>[];
   routeById(id: string): Route | undefined;
   serviceById(id: string): Service | undefined;
+  /**
+   * The instance of this plugin that runs on a route's requests before any consumer is known: the
+   * answer the request path itself gives (Kong's precedence), so a check can never disagree with it.
+   */
+  instanceOn(routeId: string): PluginEntity<Config> | undefined;
 }
 
 export interface AuthenticatedCredential {
   id: string;
+  /** What the upstream learns it by (X-Credential-Identifier): Kong's key-auth sends the id, basic-auth the username, jwt the key, oauth2 the client_id. */
+  identifier: string;
   /** Scopes granted to the token, when the authentication scheme has scopes. */
   scopes?: string[];
   authenticatedUserid?: string | null;
@@ -197,21 +245,50 @@ export interface UnmatchedRequest {
   respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;
 }
 
-export interface UpstreamResponse {
+/** What became of a request, for the log phase (the part of Kong's `kong.log.serialize()` plugins read). */
+export interface RequestOutcome {
+  /** The status sent downstream; 499 when the client went away first. */
   status: number;
-  /** The headers about to be sent downstream; mutate to change them. */
+  source: ResponseSource;
+  /** Milliseconds: the whole request, the gateway's own part (until the upstream request or the gateway's answer), the upstream's first byte. */
+  latencies: { request: number; kong: number; upstream: number | undefined };
+  /** The upstream's status, once the upstream answered (a WebSocket tunnel: 101). */
+  upstreamStatus: number | undefined;
+  /** Body bytes received from the client and sent to it (a WebSocket tunnel: the bytes through it each way). */
+  requestBytes: number;
+  responseBytes: number;
+}
+
+/** Who produced an answer (Kong's `kong.response.get_source()`). */
+export type ResponseSource = 'service' | 'exit' | 'error';
+
+export interface ResponseHead {
+  status: number;
+  /** The headers about to be sent downstream (lowercase names); mutate to change them. */
   headers: OutgoingHttpHeaders;
+  /** `service`: the upstream's answer; `exit`: the gateway's own; `error`: a plugin failed unexpectedly (500). */
+  source: ResponseSource;
   /**
-   * Present when the response has a body that streams downstream (an HTTP answer from the upstream;
-   * not gRPC or a WebSocket tunnel): `observe` sees each body chunk as the upstream sent it, as it
-   * passes, without holding it back or changing it. It must return quickly and keep what it needs
-   * (bounded); one that throws is dropped for the rest of the body. The log phase follows the last chunk.
+   * Present when the body can be rewritten (an HTTP answer with a body, not gRPC, a WebSocket handshake or
+   * HEAD): `rewrite` gets the whole body and returns the one to send. The body is then read whole before
+   * anything goes downstream; one larger than `REWRITABLE_BODY_LIMIT` is sent unchanged. Content-Length is
+   * set from the result.
+   */
+  rewriteBody?(rewrite: (body: Buffer) => Buffer): void;
+  /**
+   * Present with rewriteBody: `observe` sees each body chunk as the upstream sent it, as it passes,
+   * without holding it back or changing it (a rewrite does not hold it back either). It must return
+   * quickly and keep what it needs (bounded); one that throws is dropped for the rest of the body.
+   * The log phase follows the last chunk.
    */
   observeBody?(observe: BodyObserver): void;
 }
 
-/** Sees a response body chunk by chunk (see UpstreamResponse.observeBody). */
+/** Sees a response body chunk by chunk (see ResponseHead.observeBody). */
 export type BodyObserver = (chunk: Buffer) => void;
+
+/** The largest response body a plugin may rewrite; larger ones stream through unchanged (and a warning is logged). */
+export const REWRITABLE_BODY_LIMIT = 16 * 1024 * 1024;
 
 export interface RequestContext {
   readonly id: string;
@@ -243,6 +320,8 @@ export interface RequestContext {
   readonly service: Service | null;
   /** The part of the path that matched a prefix path of the route ('' for regex or no path). */
   readonly matchedPrefix: string;
+  /** Captures of the route's regex path: "0" the whole match, "1".."n" the groups, and named groups (empty otherwise). */
+  readonly uriCaptures: Readonly<Record<string, string>>;
 
   consumer: Consumer | null;
   /** The credential that authenticated the consumer, with what it grants. */
@@ -250,22 +329,21 @@ export interface RequestContext {
   /** Free-form data plugins share on this request (Kong's ngx.ctx). */
   readonly shared: Record<string, unknown>;
 
-  // What the log phase reads of the exchange (Kong's kong.log.serialize()).
-  /** Status sent downstream; 0 until an answer went out (in the log phase: the client left before one). */
-  readonly status: number;
-  /** The upstream's status, once the upstream answered (a WebSocket tunnel: 101). */
-  readonly upstreamStatus: number | undefined;
-  /** Milliseconds from sending upstream to the upstream's response headers. */
-  readonly upstreamLatency: number | undefined;
-  /** Request body bytes received (a WebSocket tunnel: the bytes the client sent through it). */
-  readonly requestBodyBytes: number;
-  /** Response body bytes sent (a WebSocket tunnel: the bytes sent to the client through it). */
-  readonly responseBodyBytes: number;
-
   /** Headers and query sent upstream (start as the client's). */
   setUpstreamHeader(name: string, value: string | string[]): void;
   removeUpstreamHeader(name: string): void;
   setUpstreamQuery(query: string): void;
+  /** The path sent upstream instead of the routed one (Kong's `kong.service.request.set_path`); escaped as needed. */
+  setUpstreamPath(path: string): void;
+  /** The method sent upstream (Kong's `kong.service.request.set_method`); an uppercase token. */
+  setUpstreamMethod(method: string): void;
+  /**
+   * A header of the answer sent downstream, whoever produces it (Kong's `kong.response.set_header` in the
+   * access phase): it replaces the upstream's header of that name, and the response phase sees it.
+   */
+  setResponseHeader(name: string, value: string | string[]): void;
+  /** A value added to this request's access log line (Kong's `kong.log.set_serialize_value`); the line's own fields win. */
+  setLogValue(name: string, value: unknown): void;
 
   /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
   readBody(): Promise<Buffer>;
@@ -284,6 +362,8 @@ export interface RequestContext {
   error(status: number, message: string, headers?: Record<string, string | string[]>): void;
   /** True once respond/error has been called. */
   readonly responded: boolean;
+  /** In the log phase: what became of the request. */
+  readonly outcome: RequestOutcome;
 
   /** The raw request and response, for plugins that stream their own answer. */
   readonly raw: {
@@ -306,6 +386,8 @@ export interface AdminRequest {
   query: URLSearchParams;
   /** Parsed JSON or form body (empty object when none). */
   body: Record<string, any>;
+  /** The body came as a form: its values are strings (and arrays of them), to be read by the schema's types. */
+  form?: boolean;
   headers: IncomingHttpHeaders;
 }
 
@@ -313,17 +395,6 @@ export interface AdminReply {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
-}
-
-/** Error with an HTTP status, thrown by plugins or the core; the pipeline answers with it. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers?: Record<string, string>,
-  ) {
-    super(message);
-  }
 }
 
 export type { RouteProtocol };

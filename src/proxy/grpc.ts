@@ -10,14 +10,14 @@
  *   DEADLINE_EXCEEDED (as trailers-only, or as trailers once the upstream's headers went out).
  */
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
-import { isIP } from 'node:net';
 import type { Logger } from 'pino';
+import type { Peer } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
-import { contained, type ProxyEnd } from '../pipeline/lifecycle.ts';
-import type { RouteMatch } from '../router/index.ts';
+import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
+import type { UpstreamTls } from '../tls/upstream-tls.ts';
 import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
-import { encodeGrpcMessage, grpcStatusFor, MESSAGES, upstreamFailureAnswer } from './respond.ts';
+import { encodeGrpcMessage, failureKind, grpcStatusFor, MESSAGES, upstreamFailureAnswer } from './respond.ts';
 
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
@@ -48,18 +48,26 @@ interface PooledSession {
   waiting: Array<(err: Error | null) => void>;
 }
 
-/** HTTP/2 sessions per upstream (scheme, host, port, TLS verification), opened on demand, reused. */
+/** Where and how a session connects: the peer, and the TLS settings towards it. */
+interface SessionTarget {
+  service: Service;
+  peer: Peer;
+  tls: UpstreamTls | undefined;
+}
+
+/** HTTP/2 sessions per peer and TLS identity, opened on demand, reused. */
 class SessionPool {
   private readonly pools = new Map<string, PooledSession[]>();
 
   constructor(private readonly idleTimeoutMs: number) {}
 
   /** Calls back with a connected session that has a free stream slot, or the connection error. */
-  acquire(service: Service, callback: (err: Error | null, entry?: PooledSession) => void): void {
-    const key = `${service.protocol}|${service.host}|${service.port}|${service.tls_verify ?? false}`;
+  acquire(target: SessionTarget, callback: (err: Error | null, entry?: PooledSession) => void): void {
+    const { service, peer, tls } = target;
+    const key = `${service.protocol}|${peer.host}|${peer.port}|${peer.servername ?? ''}|${tls?.key ?? ''}`;
     let pool = this.pools.get(key);
     if (!pool) this.pools.set(key, (pool = []));
-    const chosen = pool.find((e) => e.streams < streamLimit(e) && isUsable(e.session)) ?? this.add(service, pool);
+    const chosen = pool.find((e) => e.streams < streamLimit(e) && isUsable(e.session)) ?? this.add(target, pool);
     chosen.streams++;
     if (chosen.ready) return callback(null, chosen);
     chosen.waiting.push((err) => {
@@ -74,21 +82,21 @@ class SessionPool {
   }
 
   /** A new session, or the least busy one when the upstream has as many as it may. */
-  private add(service: Service, pool: PooledSession[]): PooledSession {
+  private add(target: SessionTarget, pool: PooledSession[]): PooledSession {
     if (pool.length < SESSIONS_PER_UPSTREAM) {
-      const entry = this.connect(service, pool);
+      const entry = this.connect(target, pool);
       pool.push(entry);
       return entry;
     }
     return pool.reduce((least, e) => (e.streams < least.streams ? e : least));
   }
 
-  private connect(service: Service, pool: PooledSession[]): PooledSession {
+  private connect({ service, peer, tls: upstreamTls }: SessionTarget, pool: PooledSession[]): PooledSession {
     const tls = service.protocol === 'grpcs';
-    const host = service.host.includes(':') ? `[${service.host}]` : service.host;
-    const session = http2.connect(`${tls ? 'https' : 'http'}://${host}:${service.port}`, {
-      rejectUnauthorized: service.tls_verify ?? false,
-      servername: tls && !isIP(service.host) ? service.host : undefined,
+    const host = peer.host.includes(':') ? `[${peer.host}]` : peer.host;
+    const session = http2.connect(`${tls ? 'https' : 'http'}://${host}:${peer.port}`, {
+      rejectUnauthorized: false,
+      ...(tls ? { servername: peer.servername, ...upstreamTls?.options } : {}),
       settings: { enablePush: false, initialWindowSize: WINDOW_BYTES },
     });
     const entry: PooledSession = { session, ready: false, streams: 0, waiting: [] };
@@ -143,29 +151,39 @@ export class GrpcProxy {
   }
 
   /** Relays the call; `end.done` runs once when the downstream stream has closed. */
-  proxy(ctx: Context, match: RouteMatch, headers: Record<string, unknown>, end: ProxyEnd): void {
+  proxy(ctx: Context, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
     const downstream = (ctx.raw.req as Http2ServerRequest).stream;
     downstream.once('close', end.done);
     const service = ctx.service!;
+    const { peers, tls } = destination;
     let tries = 0;
-    const attempt = () => {
+    const attempt = (peer: Peer) => {
       this.sessions.acquire(
-        service,
+        { service, peer, tls },
         contained(end, (err, entry) => {
           if (downstream.destroyed) {
             if (entry) entry.streams--;
             return;
           }
-          if (!err) return new GrpcCall(ctx, match, headers, entry!, this.options.log, end).start();
-          const retryable = !(err instanceof ConnectTimeout) && (err as NodeJS.ErrnoException).code !== undefined;
-          if (retryable && tries++ < service.retries) return attempt();
-          const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, err instanceof ConnectTimeout);
+          if (!err) return new GrpcCall(ctx, callHeaders(headers, peer, !ctx.route.preserve_host), entry!, destination, this.options.log, end).start();
+          const timedOut = err instanceof ConnectTimeout;
+          peers.failed(failureKind(err as NodeJS.ErrnoException, timedOut));
+          // A connect timeout moves on only to another target of a balancer (the same host would time out again).
+          const retryable = timedOut ? peers.retriesTimeouts : (err as NodeJS.ErrnoException).code !== undefined;
+          const next = retryable && tries++ < service.retries ? peers.next() : null;
+          if (next) return attempt(next);
+          const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, timedOut);
           ctx.error(status, message);
         }),
       );
     };
-    attempt();
+    attempt(peers.first);
   }
+}
+
+/** A retry on another target carries that target's `:authority`, as Kong recomputes it on every try. */
+function callHeaders(headers: Record<string, unknown>, peer: Peer, authorityPerPeer: boolean): Record<string, unknown> {
+  return authorityPerPeer && headers.host !== peer.hostHeader ? { ...headers, host: peer.hostHeader } : headers;
 }
 
 /** One proxied call: a downstream stream joined to an upstream stream. */
@@ -183,9 +201,9 @@ class GrpcCall {
 
   constructor(
     private readonly ctx: Context,
-    private readonly match: RouteMatch,
     private readonly headers: Record<string, unknown>,
     private readonly entry: PooledSession,
+    private readonly destination: Destination,
     private readonly log: Logger,
     private readonly end: ProxyEnd,
   ) {
@@ -237,7 +255,7 @@ class GrpcCall {
     const out: OutgoingHttpHeaders = {
       ':method': ctx.method,
       ':scheme': ctx.service!.protocol === 'grpcs' ? 'https' : 'http',
-      ':path': this.match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : ''),
+      ':path': ctx.upstreamTarget(),
     };
     for (const name in this.headers) {
       if (name === 'host') out[':authority'] = this.headers.host as string;
@@ -248,9 +266,10 @@ class GrpcCall {
 
   private onResponse(headers: IncomingHttpHeaders, flags: number): void {
     const { ctx, downstream } = this;
+    const status = Number(headers[':status']) || 200;
+    this.destination.peers.answered(status, performance.now() - this.sentAt);
     if (downstream.destroyed || this.ended) return;
     ctx.upstreamLatency = Math.round(performance.now() - this.sentAt);
-    const status = Number(headers[':status']) || 200;
     const out = downstreamHeaders(headers, ctx.headers.te, true);
     finishResponseHeaders(ctx, status, out, this.sentAt);
     out[':status'] = status;

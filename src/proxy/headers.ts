@@ -7,7 +7,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
-import type { UpstreamResponse } from '../pipeline/plugin-api.ts';
+import { runResponsePhase, type BodyRewrite } from '../pipeline/response-phase.ts';
 import { SERVER_TOKEN } from './respond.ts';
 
 /**
@@ -58,16 +58,23 @@ export interface UpstreamHeaderFacts {
   /** The prefix strip_path removed ('' when none). */
   strippedPrefix: string;
   rawPath: string;
+  /** The Host of the peer the balancer chose (used unless the route preserves the client's). */
+  peerHost?: string;
 }
 
 function defaultPort(protocol: string): number {
   return protocol === 'https' || protocol === 'grpcs' || protocol === 'wss' ? 443 : 80;
 }
 
+/** Kong's set_host_header: the name, with `:port` unless the port is the protocol's default. */
+export function hostWithPort(host: string, port: number, protocol: string): string {
+  const name = host.includes(':') ? `[${host}]` : host;
+  return port === defaultPort(protocol) ? name : `${name}:${port}`;
+}
+
 export function upstreamHost(service: Service, ctx: Context, rawHost: string): string {
   if (ctx.route.preserve_host && rawHost) return rawHost;
-  const host = service.host.includes(':') ? `[${service.host}]` : service.host;
-  return service.port === defaultPort(service.protocol) ? host : `${host}:${service.port}`;
+  return hostWithPort(service.host, service.port, service.protocol);
 }
 
 export function buildUpstreamHeaders(ctx: Context, service: Service, facts: UpstreamHeaderFacts): OutgoingHttpHeaders {
@@ -86,7 +93,7 @@ export function buildUpstreamHeaders(ctx: Context, service: Service, facts: Upst
     out.connection = 'upgrade';
     out.upgrade = 'websocket';
   }
-  out.host = upstreamHost(service, ctx, facts.rawHost);
+  out.host = ctx.route.preserve_host && facts.rawHost ? facts.rawHost : (facts.peerHost ?? upstreamHost(service, ctx, facts.rawHost));
 
   const priorXff = client['x-forwarded-for'];
   out['x-forwarded-for'] = priorXff ? `${Array.isArray(priorXff) ? priorXff.join(', ') : priorXff}, ${facts.peerIp}` : facts.peerIp;
@@ -139,17 +146,15 @@ export function downstreamHeaders(
 
 /**
  * The last step before a proxied response's headers go downstream (HTTP, gRPC, WebSocket 101):
- * the plugins' response phase, then Kong's latency and request-id headers. `bodyStreams`: a body
- * follows that plugins may observe chunk by chunk.
+ * the plugins' response phase, then Kong's latency and request-id headers. Returns the body rewrites
+ * the plugins asked for (only when `withBody`: an HTTP body follows, which plugins may also observe).
  */
-export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number, bodyStreams = false): void {
+export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number, withBody = false): BodyRewrite[] | undefined {
   ctx.upstreamStatus = status;
-  if (ctx.ran) {
-    const response: UpstreamResponse = { status, headers: out };
-    if (bodyStreams) response.observeBody = (observe) => (ctx.bodyObservers ??= []).push(observe);
-    for (const { runtime, plugin } of ctx.ran) runtime.response?.(ctx, plugin.config, response);
-  }
+  const rewrites = ctx.ran || ctx.responseHeaders ? runResponsePhase(ctx, status, out, 'service', withBody) : undefined;
   out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
-  out['x-kong-proxy-latency'] = String(Math.round(sentAt - ctx.startedAt));
+  ctx.kongLatency = Math.round(sentAt - ctx.startedAt);
+  out['x-kong-proxy-latency'] = String(ctx.kongLatency);
   out['x-kong-request-id'] = ctx.id;
+  return rewrites;
 }

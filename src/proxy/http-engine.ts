@@ -9,10 +9,11 @@
  * failures are retried when the request can be sent again.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
-import { isIP } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
+import type { Peer, PeerSource } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
+import type { UpstreamTls } from '../tls/upstream-tls.ts';
 import { failureKind, type FailureKind } from './respond.ts';
 
 export type { FailureKind };
@@ -36,7 +37,14 @@ export class UpstreamFailure extends Error {
 }
 
 export interface ForwardRequest {
+  /** Protocol, timeouts and retries. */
   service: Service;
+  /** Where each try goes (a balancer's targets, or the service's own host and port). */
+  peers: PeerSource;
+  /** TLS towards an https service. */
+  tls?: UpstreamTls;
+  /** Each try carries its peer's Host (false: the client's, preserve_host). */
+  hostPerPeer: boolean;
   method: string;
   /** Path and query. */
   path: string;
@@ -91,20 +99,22 @@ export class HttpEngine {
 
   constructor(private readonly options: EngineOptions) {}
 
-  /** Sends the request, retrying connection failures up to `service.retries` times when possible. */
+  /** Sends the request, retrying connection failures up to `service.retries` times (on the next peer) when possible. */
   forward(request: ForwardRequest, handlers: ForwardHandlers): { abort(): void } {
     let current: Exchange | undefined;
     let aborted = false;
-    const attempt = (tries: number) => {
-      current = new Exchange(request, handlers, (failure) => {
+    const attempt = (peer: Peer, tries: number) => {
+      current = new Exchange(request, peer, handlers, (failure) => {
         // The caller gave up on this request (client gone, body refused): it has answered already.
         if (aborted) return;
-        if (tries < request.service.retries && this.canRetry(request, failure)) return attempt(tries + 1);
+        request.peers.failed(failure.kind);
+        const next = tries < request.service.retries && this.canRetry(request, failure) ? request.peers.next() : null;
+        if (next) return attempt(next, tries + 1);
         handlers.onFailure(new UpstreamFailure(failure.kind, failure.message, tries + 1, failure.stage));
       });
-      this.poolFor(request.service).dispatch(current.options(), current);
+      this.poolFor(request, peer).dispatch(current.options(), current);
     };
-    attempt(0);
+    attempt(request.peers.first, 0);
     return {
       abort: () => {
         aborted = true;
@@ -113,11 +123,15 @@ export class HttpEngine {
     };
   }
 
-  /** A streamed body is read only once connected: after a connect failure it is still whole. */
+  /**
+   * A streamed body is read only once connected: after a connect failure it is still whole. A
+   * timeout waiting for the answer is retried only on another target of a balancer, as Kong does.
+   */
   private canRetry(request: ForwardRequest, failure: UpstreamFailure): boolean {
-    const replayable = request.body === null || Buffer.isBuffer(request.body);
     if (failure.stage === 'connect') return true;
-    return failure.stage === 'early' && replayable && IDEMPOTENT.has(request.method);
+    const resendable = (request.body === null || Buffer.isBuffer(request.body)) && IDEMPOTENT.has(request.method);
+    if (failure.stage === 'early') return resendable;
+    return resendable && failure.kind === 'timeout' && request.peers.retriesTimeouts;
   }
 
   close(): void {
@@ -125,11 +139,14 @@ export class HttpEngine {
     this.pools.clear();
   }
 
-  private poolFor(service: Service): Pool {
+  /** One pool per peer and TLS identity (server name, verification, CAs, client certificate), as Kong's pool keys. */
+  private poolFor(request: ForwardRequest, peer: Peer): Pool {
+    const { service } = request;
     const tls = service.protocol === 'https' || service.protocol === 'wss';
-    const host = service.host.includes(':') ? `[${service.host}]` : service.host;
-    const origin = `${tls ? 'https' : 'http'}://${host}:${service.port}`;
-    const key = `${origin}|${service.tls_verify ?? false}|${service.connect_timeout}`;
+    const host = peer.host.includes(':') ? `[${peer.host}]` : peer.host;
+    const origin = `${tls ? 'https' : 'http'}://${host}:${peer.port}`;
+    const tlsKey = tls ? `${peer.servername ?? ''}|${request.tls?.key ?? ''}` : '';
+    const key = `${origin}|${tlsKey}|${service.connect_timeout}`;
     let pool = this.pools.get(key);
     if (!pool) {
       const idleMs = this.options.idleTimeoutSec * 1000;
@@ -139,8 +156,8 @@ export class HttpEngine {
         keepAliveMaxTimeout: idleMs,
         connect: {
           timeout: service.connect_timeout,
-          rejectUnauthorized: service.tls_verify ?? false,
-          servername: tls && !isIP(service.host) ? service.host : undefined,
+          rejectUnauthorized: false,
+          ...(tls ? { servername: peer.servername, ...request.tls?.options } : {}),
         },
       });
       // Connection errors reach each request's handler; the pool's own event needs a listener.
@@ -167,18 +184,21 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   constructor(
     private readonly request: ForwardRequest,
+    private readonly peer: Peer,
     private readonly handlers: ForwardHandlers,
     private readonly failed: (failure: UpstreamFailure) => void,
   ) {}
 
   options(): Dispatcher.DispatchOptions {
-    const { service, body } = this.request;
+    const { service, body, headers } = this.request;
     const streamed = body !== null && !Buffer.isBuffer(body);
     this.streamed = streamed;
+    // A retry on another target carries that target's Host, as Kong recomputes it on every try.
+    const ownHost = this.request.hostPerPeer && headers.host !== this.peer.hostHeader ? { ...headers, host: this.peer.hostHeader } : headers;
     return {
       method: this.request.method as Dispatcher.HttpMethod,
       path: this.request.path,
-      headers: this.request.headers as Record<string, string | string[]>,
+      headers: ownHost as Record<string, string | string[]>,
       body,
       // undici's headers timer runs from dispatch: right for a request sent at once, not for a body
       // that streams for longer than read_timeout. Streamed bodies are watched here instead.

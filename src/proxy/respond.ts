@@ -113,6 +113,8 @@ export const MESSAGES = {
   badGateway: 'An invalid response was received from the upstream server',
   timeout: 'The upstream server is timing out',
   dnsFailure: 'name resolution failed',
+  /** An upstream with no healthy target (kong/runloop/balancer/init.lua). */
+  noPeer: 'failure to get a peer from the ring-balancer',
   useHttps: 'Please use HTTPS protocol',
   useHttp2: 'Please use HTTP2 protocol',
   nonGrpc: 'Non-gRPC request matched gRPC route',

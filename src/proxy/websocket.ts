@@ -10,13 +10,13 @@
  */
 import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import https from 'node:https';
-import { isIP, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { Peer } from '../balancer/peers.ts';
 import { headerLines, type Context } from '../pipeline/context.ts';
-import { contained, type ProxyEnd } from '../pipeline/lifecycle.ts';
-import type { RouteMatch } from '../router/index.ts';
+import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
 import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
-import { upstreamFailureAnswer } from './respond.ts';
+import { failureKind, upstreamFailureAnswer } from './respond.ts';
 
 /** Services an upgrade can be proxied to (Kong OSS tunnels WebSockets over http/https services). */
 const UPGRADABLE = new Set(['http', 'https', 'ws', 'wss']);
@@ -37,33 +37,45 @@ export class WebSocketProxy {
     this.open.clear();
   }
 
-  proxy(ctx: Context, match: RouteMatch, socket: Duplex, head: Buffer, headers: Record<string, unknown>, end: ProxyEnd): void {
+  proxy(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
     const service = ctx.service!;
     if (!UPGRADABLE.has(service.protocol)) return answerError(ctx, 502, `a ${service.protocol} service cannot take a WebSocket upgrade`);
-    const tls = service.protocol === 'https' || service.protocol === 'wss';
     // Bytes the client sent after its handshake belong to the tunnel.
     if (head.length > 0) socket.unshift(head);
+    this.handshake(ctx, socket, headers, destination, destination.peers.first, 0, end);
+  }
+
+  /** One try of the handshake on `peer`; a connection failure moves to the next peer, as Kong's retries. */
+  private handshake(ctx: Context, socket: Duplex, headers: Record<string, unknown>, destination: Destination, peer: Peer, tries: number, end: ProxyEnd): void {
+    const service = ctx.service!;
+    const tls = service.protocol === 'https' || service.protocol === 'wss';
     const sentAt = performance.now();
+    const ownHost = !ctx.route.preserve_host && headers.host !== peer.hostHeader ? { ...headers, host: peer.hostHeader } : headers;
     const upstreamRequest = (tls ? https : http).request({
-      host: service.host,
-      port: service.port,
+      host: peer.host,
+      port: peer.port,
       method: 'GET',
-      path: match.upstreamPath + (ctx.upstreamQuery ? '?' + ctx.upstreamQuery : ''),
-      headers: headers as OutgoingHttpHeaders,
+      path: ctx.upstreamTarget(),
+      headers: ownHost as OutgoingHttpHeaders,
       setHost: false,
       agent: false,
-      rejectUnauthorized: service.tls_verify ?? false,
-      servername: tls && !isIP(service.host) ? service.host : undefined,
+      rejectUnauthorized: false,
+      ...(tls ? { servername: peer.servername, ...destination.tls?.options } : {}),
     });
     const onClientGone = () => upstreamRequest.destroy();
     socket.once('close', onClientGone);
+    /** Connected: the handshake went out, a failure from then on is not retried on another peer. */
+    let connected = false;
     upstreamRequest.on(
       'socket',
       contained(end, (upstreamSocket: Socket) => {
         this.track(upstreamSocket);
-        if (!upstreamSocket.connecting) return;
+        if (!upstreamSocket.connecting) return void (connected = true);
         const timer = setTimeout(() => upstreamRequest.destroy(new HandshakeTimeout('connect timeout')), service.connect_timeout);
-        upstreamSocket.once('connect', () => clearTimeout(timer));
+        upstreamSocket.once('connect', () => {
+          connected = true;
+          clearTimeout(timer);
+        });
         upstreamSocket.once('close', () => clearTimeout(timer));
       }),
     );
@@ -74,7 +86,12 @@ export class WebSocketProxy {
       'error',
       contained(end, (err: NodeJS.ErrnoException) => {
         if (answered) return void socket.destroy();
-        const [status, message] = upstreamFailureAnswer(err, err instanceof HandshakeTimeout);
+        socket.off('close', onClientGone);
+        const timedOut = err instanceof HandshakeTimeout;
+        destination.peers.failed(failureKind(err, timedOut));
+        const next = !connected && !socket.destroyed && tries < service.retries ? destination.peers.next() : null;
+        if (next) return this.handshake(ctx, socket, headers, destination, next, tries + 1, end);
+        const [status, message] = upstreamFailureAnswer(err, timedOut);
         answerError(ctx, status, message);
       }),
     );
@@ -82,6 +99,7 @@ export class WebSocketProxy {
       'response',
       contained(end, (res: IncomingMessage) => {
         answered = true;
+        destination.peers.answered(res.statusCode ?? 0, performance.now() - sentAt);
         ctx.upstreamLatency = Math.round(performance.now() - sentAt);
         relayRefusal(ctx, socket, res, sentAt);
       }),
@@ -90,6 +108,7 @@ export class WebSocketProxy {
       'upgrade',
       contained(end, (res: IncomingMessage, upstreamSocket: Socket, upstreamHead: Buffer) => {
         answered = true;
+        destination.peers.answered(res.statusCode ?? 101, performance.now() - sentAt);
         socket.off('close', onClientGone);
         ctx.upstreamLatency = Math.round(performance.now() - sentAt);
         if (socket.destroyed) return upstreamSocket.destroy();

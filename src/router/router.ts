@@ -34,7 +34,7 @@ export interface RouteMatch {
   matchedPrefix: string;
   /** Path to send upstream (service path + strip_path + path_handling), escaped as Kong does, without query. */
   upstreamPath: string;
-  /** Regex path captures: numbered ("1", "2", …) and named. Only for a regex path match. */
+  /** Regex path captures: "0" the whole match, numbered ("1", "2", …) and named (Kong's uri_captures). Only for a regex path match. */
   captures?: Record<string, string>;
 }
 
@@ -194,7 +194,7 @@ function headerValueMatches(condition: HeaderCondition, value: string): boolean 
 
 function capturesOf(found: RegExpExecArray): Record<string, string> {
   const captures: Record<string, string> = {};
-  for (let i = 1; i < found.length; i++) if (found[i] !== undefined) captures[String(i)] = found[i];
+  for (let i = 0; i < found.length; i++) if (found[i] !== undefined) captures[String(i)] = found[i];
   if (found.groups) for (const [name, value] of Object.entries(found.groups)) if (value !== undefined) captures[name] = value;
   return Object.freeze(captures);
 }

@@ -1,5 +1,6 @@
 /** Config-time checks for route paths, hosts and header regexes, with Kong's messages; and the one regex compiler. */
-import safeRegex from 'safe-regex2';
+import { createRequire } from 'node:module';
+import { types, type Root, type Token } from 'ret';
 import { parseHostAddress, splitHostPort } from '../config/hostnames.ts';
 import { checkEscapes } from '../config/paths.ts';
 import { normalizePath } from './normalize.ts';
@@ -12,8 +13,9 @@ const RFC3986_PATH = /^[A-Za-z0-9\-._~!#$&'()*+,/:;=?@[\]%]*$/;
  * Kong runs PCRE (traditional) or Rust regex (ATC); we run JS RegExp, so PCRE's `(?P<name>` is accepted as `(?<name>`
  * and a leading `(?i)` becomes the `i` flag.
  * ReDoS guard: JS RegExp has no match limit (PCRE had LIMIT_MATCH, Rust regex is linear), so a pattern with nested
- * quantifiers such as `(a+)+` could pin the event loop on one request. safe-regex2 (the check fastify uses) rejects
- * such star-height > 1 patterns at config time; routes compile once, when the router is built.
+ * unbounded quantifiers such as `(a+)+` could pin the event loop on one request: such patterns (star height > 1, as
+ * safe-regex2 measures it, but counting only unbounded repetitions, so the common optional group `(.*\.)?` passes)
+ * are rejected at config time; routes compile once, when the router is built.
  * Returns the RegExp or the reason it was rejected.
  */
 export function compileRouteRegex(source: string, options: { anchored: boolean; ignoreCase: boolean }): RegExp | string {
@@ -28,9 +30,23 @@ export function compileRouteRegex(source: string, options: { anchored: boolean; 
   } catch (err) {
     return (err as Error).message;
   }
-  if (!safeRegex(pattern)) return 'nested quantifiers can backtrack catastrophically (ReDoS), rewrite the pattern';
+  if (nestsUnboundedRepetitions(tokenize(pattern), 0)) return 'nested quantifiers can backtrack catastrophically (ReDoS), rewrite the pattern';
   // Anchored at the start only, like PCRE's "a" flag and ATC's prepended `^`.
   return new RegExp(options.anchored ? '^(?:' + pattern + ')' : pattern, flags);
+}
+
+/** ret's tokenizer: its CommonJS export is the function itself, which its typings describe as `default`. */
+const tokenize = createRequire(import.meta.url)('ret') as (pattern: string) => Root;
+
+/** True when an unbounded repetition (`*`, `+`, `{n,}`) holds another one: the shape that backtracks exponentially. */
+function nestsUnboundedRepetitions(token: Root | Token, height: number): boolean {
+  if (token.type === types.REPETITION) {
+    if (token.max === Infinity || token.max === null) height++;
+    if (height > 1) return true;
+    return nestsUnboundedRepetitions(token.value, height);
+  }
+  const nested = 'options' in token && token.options ? token.options : 'stack' in token && token.stack ? [token.stack] : [];
+  return nested.some((stack) => stack.some((t) => nestsUnboundedRepetitions(t, height)));
 }
 
 /** Kong's `router_path` checks. undefined when the path is fine, else Kong's message. */

@@ -8,17 +8,15 @@
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
 import { PRIVATE_DIR_MODE } from '../data-dir.ts';
-import { LocalNotices, NamespacedNotices } from './notices.ts';
-import type { BatchOp, Expectation, Notices, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
+import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
+import { LocalNotices } from './notices.ts';
+import { byteOrder, SCAN_FIRST_BATCH, SCAN_MAX_BATCH, scanBounds } from './order.ts';
+import type { BatchOp, Expectation, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
 
 const TTL_PREFIX = '!ttl!';
 const EXPIRY_DIGITS = 13;
-const NAMESPACE_SEPARATOR = ':';
 const PERMANENT = '0';
 const EXPIRING = '1';
-/** Scans start small (a limit-1 lookup reads one entry) and grow to this many entries per read. */
-const SCAN_FIRST_BATCH = 16;
-const SCAN_MAX_BATCH = 1024;
 
 /**
  * LevelDB settings. A 32 MB write buffer (default 4 MB) flushes an eighth as many level-0 tables, and
@@ -44,11 +42,6 @@ function decode(stored: string | undefined, now: number): string | undefined {
 
 function ttlIndexKey(expiresAt: number, key: string): string {
   return TTL_PREFIX + String(expiresAt).padStart(EXPIRY_DIGITS, '0') + '!' + key;
-}
-
-/** Refused before anything is written, so a bad operation fails its whole batch (and never stores "undefined"). */
-function checkStrings(key: unknown, value: unknown): void {
-  if (typeof key !== 'string' || typeof value !== 'string') throw new TypeError(`store keys and values must be strings (key ${JSON.stringify(key)})`);
 }
 
 /** A classic-level chained batch below `base` (a namespace's prefix). */
@@ -77,25 +70,9 @@ class LevelWriteBatch implements WriteBatch {
   }
 }
 
-/** Iterator bounds for a prefix plus optional gte/lt within it. */
-export function scanBounds(options: ScanOptions, base = ''): { gte: string; lt: string } {
-  const prefix = base + (options.prefix ?? '');
-  const gte = options.gte !== undefined ? base + options.gte : prefix;
-  // LevelDB orders UTF-8 bytes, i.e. code points: U+10FFFF sorts after every other character
-  // ('\uffff' would not: emoji and other astral characters sort after it).
-  const end = prefix + '\u{10FFFF}';
-  const lt = options.lt !== undefined ? base + options.lt : end;
-  return { gte: byteOrder(gte, prefix) > 0 ? gte : prefix, lt: byteOrder(lt, end) < 0 ? lt : end };
-}
-
-/** Compares as LevelDB does (UTF-8 bytes), not as JavaScript does (UTF-16 code units). */
-function byteOrder(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
-}
-
-export class LevelStore implements StoreAdapter {
+export class LevelStore implements StoreAdapter, PrefixedRoot {
   private readonly db: ClassicLevel<string, string>;
-  readonly notices: Notices = new LocalNotices();
+  readonly notices = new LocalNotices();
   /** commitIf calls, one after the other: this process is the database's only writer. */
   private conditional: Promise<unknown> = Promise.resolve();
 
@@ -110,6 +87,10 @@ export class LevelStore implements StoreAdapter {
 
   async close(): Promise<void> {
     await this.db.close();
+  }
+
+  async reachable(): Promise<boolean> {
+    return this.db.status === 'open';
   }
 
   async get(key: string): Promise<string | undefined> {
@@ -176,11 +157,11 @@ export class LevelStore implements StoreAdapter {
     return new LevelWriteBatch(this.db.batch(), base);
   }
 
-  async *scan(options: ScanOptions): AsyncIterable<[string, string]> {
-    yield* this.scanRaw(options, '');
+  scan(options: ScanOptions): AsyncIterable<[string, string]> {
+    return this.scanRaw(options, '');
   }
 
-  /** Scan below `base`, yielding keys without it. */
+  /** Scan below `base`, yielding keys without it: one iterator, so one snapshot of the database. */
   async *scanRaw(options: ScanOptions, base: string): AsyncIterable<[string, string]> {
     const { gte, lt } = scanBounds(options, base);
     if (byteOrder(gte, lt) >= 0) return;
@@ -210,6 +191,18 @@ export class LevelStore implements StoreAdapter {
     return new NamespacedStore(this, name + NAMESPACE_SEPARATOR);
   }
 
+  /**
+   * Every entry live at `now` with its expiry (ms, null: never), in key order after `after`; the
+   * adapter's own keys ('!…') left out. For moving the store elsewhere (store:copy).
+   */
+  async *entries(after: string | undefined, now: number): AsyncIterable<{ key: string; value: string; expiresAt: number | null }> {
+    for await (const [key, stored] of this.db.iterator(after === undefined ? {} : { gt: after })) {
+      if (key.startsWith('!')) continue;
+      const value = decode(stored, now);
+      if (value !== undefined) yield { key, value, expiresAt: expiryOf(stored) ?? null };
+    }
+  }
+
   async sweepExpired(now = Date.now()): Promise<number> {
     let removed = 0;
     const batch: ChainedBatch = this.db.batch();
@@ -227,44 +220,5 @@ export class LevelStore implements StoreAdapter {
     }
     await batch.write();
     return removed;
-  }
-}
-
-/** A prefixed view; batches stay atomic because they go to the one underlying database. */
-class NamespacedStore implements Store {
-  constructor(
-    private readonly root: LevelStore,
-    private readonly base: string,
-  ) {}
-
-  get(key: string) {
-    return this.root.get(this.base + key);
-  }
-  getMany(keys: string[]) {
-    return this.root.getMany(keys.map((k) => this.base + k));
-  }
-  put(key: string, value: string, options?: PutOptions & WriteOptions) {
-    return this.root.put(this.base + key, value, options);
-  }
-  del(key: string, options?: WriteOptions) {
-    return this.root.del(this.base + key, options);
-  }
-  batch(ops: BatchOp[], options?: WriteOptions) {
-    return this.root.batchUnder(this.base, ops, options ?? {});
-  }
-  writeBatch() {
-    return this.root.writeBatchUnder(this.base);
-  }
-  commitIf(expectations: Expectation[], ops: BatchOp[], options?: WriteOptions) {
-    return this.root.commitIfUnder(this.base, expectations, ops, options ?? {});
-  }
-  get notices(): Notices {
-    return new NamespacedNotices(this.root.notices, this.base);
-  }
-  scan(options: ScanOptions) {
-    return this.root.scanRaw(options, this.base);
-  }
-  namespace(name: string): Store {
-    return new NamespacedStore(this.root, this.base + name + NAMESPACE_SEPARATOR);
   }
 }

@@ -1,16 +1,20 @@
 /**
- * The store: the only persistence plugins reach. Narrow and asynchronous on purpose, so that the
- * LevelDB adapter can be replaced by a process that owns LevelDB for several workers, or by a
- * shared PostgreSQL store for several nodes, without changing any plugin.
+ * The store: the only persistence plugins reach. Narrow and asynchronous on purpose, so that one
+ * contract has three adapters and no plugin knows which it runs on: LevelDB in this process
+ * (level.ts), LevelDB owned by the node's primary process and reached by its workers (ipc.ts), and
+ * PostgreSQL shared by several nodes (postgres.ts).
  *
- * Keys and values are strings. Keys order lexicographically (by UTF-16 code unit for the
- * characters used here; keep keys ASCII for portable ordering).
+ * Keys and values are any strings. Keys order by their UTF-8 bytes (= code points) in every
+ * adapter; JavaScript's `<` on strings differs beyond U+FFFF. A scan may read in pages: on a store
+ * shared by several processes it can see writes made while it runs (LevelDB in-process reads one
+ * snapshot).
  *
  * Concurrency contract, the same for every adapter (one process, several workers, several nodes):
  * - `get`, `put`, `del`, `batch` and `writeBatch().write()` are atomic per call, last writer wins.
  *   A read-modify-write built from them is NOT safe once another process may write the same keys.
  * - `commitIf` is the only compare-and-set: its expectations are checked and its operations applied
- *   as one step, serialised with every other `commitIf` of every process sharing the store. Single-use
+ *   as one step, serialised with every other `commitIf` of every process sharing the store that
+ *   touches one of the same keys (calls on disjoint keys commute, so they may overlap). Single-use
  *   values (take), insert-if-absent (dedupe keys, invoice numbers) and leases are built on it. A key
  *   that is ever guarded by `commitIf` must only be changed through `commitIf`.
  * - `notices` reach every process sharing the store (the publisher's too), within the cluster's
@@ -100,6 +104,8 @@ export interface StoreAdapter extends Store {
   open(): Promise<void>;
   /** Deletes expired entries; returns how many. */
   sweepExpired(now?: number): Promise<number>;
+  /** Whether the database answers right now (GET /status, /status/ready). */
+  reachable(): Promise<boolean>;
   close(): Promise<void>;
 }
 

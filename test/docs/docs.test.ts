@@ -21,7 +21,7 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const DOCUMENTS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
 const FLAGS = new Set(['no-run', 'background']);
 /** Ports the documents and example configs name: the gateway's, the example upstream's and pages'. */
-const DOCUMENTED_PORTS = [8000, 8443, 9080, 8001, 3000, 3301, 3400, 5555];
+const DOCUMENTED_PORTS = [8000, 8443, 9080, 8001, 9443, 9001, 3000, 3001, 3002, 3003, 3301, 3400, 5555];
 /** Not copied: installed packages (linked instead), git metadata, data directories of earlier runs. */
 const NOT_COPIED = new Set(['node_modules', '.git', 'data']);
 const BLOCK_TIMEOUT_MS = 120_000;
@@ -43,12 +43,16 @@ async function freePorts(count: number): Promise<number[]> {
   return ports;
 }
 
-/** `127.0.0.1:8443` -> `127.0.0.1:<free port>` (also `localhost:`, and the examples' `PORT ?? 3000` defaults). */
+/**
+ * `127.0.0.1:8443` -> `127.0.0.1:<free port>`: after any host name or address (curl's `--resolve
+ * name:port:address` and `https://name:port/` too), and `PORT=3001` and the examples' `PORT ?? 3000`.
+ */
 function mapPorts(text: string, ports: Map<number, number>): string {
   const list = [...ports.keys()].join('|');
   return text
-    .replace(new RegExp(`\\b(127\\.0\\.0\\.1|localhost):(${list})\\b`, 'g'), (_, host, port) => `${host}:${ports.get(Number(port))}`)
-    .replace(new RegExp(`\\?\\? (${list})\\b`, 'g'), (_, port) => `?? ${ports.get(Number(port))}`);
+    .replace(new RegExp(`\\b([a-z0-9][a-z0-9.-]*):(${list})\\b`, 'gi'), (_, host, port) => `${host}:${ports.get(Number(port))}`)
+    .replace(new RegExp(`\\?\\? (${list})\\b`, 'g'), (_, port) => `?? ${ports.get(Number(port))}`)
+    .replace(new RegExp(`\\bPORT=(${list})\\b`, 'g'), (_, port) => `PORT=${ports.get(Number(port))}`);
 }
 
 /** A copy of the repository (its node_modules linked) whose docs and examples use `ports`. */
@@ -248,8 +252,8 @@ test('every shell block of the docs uses known flags, and the documented ports a
   for (const document of DOCUMENTS) {
     for (const block of blocksOf(document)) for (const flag of block.flags) assert.ok(FLAGS.has(flag), `${document}:${block.line}: unknown flag '${flag}'`);
   }
-  const mapped = mapPorts('curl https://127.0.0.1:8443/x http://localhost:8001/ PORT ?? 3000) 127.0.0.1:84430', new Map([[8443, 1], [8001, 2], [3000, 3]]));
-  assert.equal(mapped, 'curl https://127.0.0.1:1/x http://localhost:2/ PORT ?? 3) 127.0.0.1:84430');
+  const mapped = mapPorts('curl https://127.0.0.1:8443/x http://localhost:8001/ PORT ?? 3000) 127.0.0.1:84430 PORT=3000 npm --resolve a.test:8443:127.0.0.1', new Map([[8443, 1], [8001, 2], [3000, 3]]));
+  assert.equal(mapped, 'curl https://127.0.0.1:1/x http://localhost:2/ PORT ?? 3) 127.0.0.1:84430 PORT=3 npm --resolve a.test:1:127.0.0.1');
 });
 
 for (const document of DOCUMENTS) {

@@ -48,7 +48,10 @@ test('GET / describes the node: version, a node id stable across restarts, plugi
   const info = reply.json();
   assert.equal(info.version, '0.1.0');
   assert.match(info.node_id, /^[0-9a-f-]{36}$/);
-  assert.deepEqual(Object.keys(info.plugins.available_on_server).sort(), ['entitlement-enforcement', 'metering', 'metering-and-billing', 'oauth2']);
+  assert.deepEqual(Object.keys(info.plugins.available_on_server).sort(), [
+    'acl', 'basic-auth', 'correlation-id', 'cors', 'entitlement-enforcement', 'ip-restriction', 'jwt', 'key-auth', 'metering', 'metering-and-billing', 'oauth2',
+    'prometheus', 'rate-limiting', 'request-termination', 'request-transformer', 'response-transformer',
+  ]);
   assert.equal(info.plugins.available_on_server.oauth2.priority, 1400);
   assert.deepEqual(info.plugins.enabled_in_cluster, ['oauth2']);
   assert.equal(info.configuration.database, 'off');
@@ -129,12 +132,13 @@ test('paging: size and offset walk the whole list', async () => {
   for (const [size, message] of [['abc', 'size must be a number'], ['0', 'size must be an integer between 1 and 1000'], ['1001', 'size must be an integer between 1 and 1000'], ['1.5', 'size must be an integer between 1 and 1000']]) {
     const bad = await admin(`/services?size=${size}`);
     assert.equal(bad.status, 400, size);
-    assert.equal(bad.json().message, message);
+    assert.deepEqual(bad.json(), { code: 9, name: 'invalid size', message });
   }
   for (const offset of ['LTU', 'bm90LWEtbnVtYmVy', '!!!']) {
     const bad = await admin(`/services?offset=${offset}`);
     assert.equal(bad.status, 400, offset);
-    assert.match(bad.json().message, /^invalid offset/);
+    assert.equal(bad.json().name, 'invalid offset');
+    assert.match(bad.json().message, new RegExp(`^'${offset}' is not a valid offset: `));
   }
 });
 
@@ -178,6 +182,14 @@ test('POST /consumers: validation, uniqueness, and persistence across a restart'
   const consumer = created.json();
   assert.match(consumer.id, /^[0-9a-f-]{36}$/);
   assert.equal(consumer.username, 'runtime-user');
+
+  // Kong's lookups by a unique field, as a list of one.
+  assert.deepEqual((await admin('/consumers?custom_id=r-1')).json().data, [consumer]);
+  assert.deepEqual((await admin('/consumers?username=nobody')).json().data, []);
+  // A runtime consumer can be changed (Kong's PATCH), a declared one cannot (below).
+  const patched = await admin(`/consumers/${consumer.id}`, { method: 'PATCH', body: { tags: ['t', 'u'] } });
+  assert.deepEqual(patched.json().tags, ['t', 'u']);
+  await admin(`/consumers/${consumer.id}`, { method: 'PATCH', body: { tags: ['t'] } });
 
   const form = await admin('/consumers', { method: 'POST', body: 'username=form-user', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   assert.equal(form.status, 201, form.text);

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
-import { request, startGateway } from '../helpers/gateway.ts';
+import { request, startGateway, startUpstream } from '../helpers/gateway.ts';
 import { startWithRegistry, waitFor } from './support.ts';
 
 test('a plugin’s counter, histogram and scrape-time gauge appear on /metrics', async (t) => {
@@ -61,4 +61,24 @@ test('metering shows its queue depth and dedupe filter size on /metrics', async 
   assert.equal(await metric('tollgate_metering_queue_events'), 0, 'nothing waits once acknowledged');
   assert.ok((await metric('tollgate_metering_dedupe_filter_bytes')) >= 2 * 2 ** 20);
   assert.match((await request(`${gw.admin}/metrics`)).text, /^# TYPE tollgate_metering_backfill_progress_ratio gauge$/m);
+});
+
+test('GET /status/traffic gives the request counters as JSON: per route and service, per consumer, by status code', async (t) => {
+  const upstream = await startUpstream((req, res) => res.writeHead(req.url?.includes('fail') ? 503 : 200).end());
+  const gw = await startGateway({
+    services: [{ name: 'shop', url: upstream.url, routes: [{ name: 'shop-route', paths: ['/shop'] }] }],
+  });
+  t.after(async () => {
+    await gw.stop();
+    await upstream.close();
+  });
+  for (const path of ['/shop/a', '/shop/b', '/shop/fail', '/nowhere']) await request(gw.http + path);
+  const counts = (await request(`${gw.admin}/status/traffic`)).json();
+  const shop = counts.routes.find((r: any) => r.route === 'shop-route');
+  assert.equal(shop.service, 'shop');
+  assert.deepEqual(shop.requests, { 200: 2, 503: 1 });
+  assert.ok(shop.latency_ms_sum > 0);
+  assert.deepEqual(counts.routes.find((r: any) => r.route === '').requests, { 404: 1 }, 'requests that matched no route');
+  assert.deepEqual(counts.consumers, []);
+  assert.equal(counts.pid, process.pid, 'whose counters they are (the in-process gateway of this test)');
 });

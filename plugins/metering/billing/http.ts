@@ -3,8 +3,7 @@
  * pagination, and billing errors turned into the metering routes' problem+json answers. The domain
  * services know nothing of HTTP.
  */
-import type { RequestContext } from '../../../src/pipeline/plugin-api.ts';
-import { Problem, readJson, requireScope, type SubRoutes } from '../http.ts';
+import { Problem, readJson, requireScope, type MeteringRequest, type SubRoutes } from '../http.ts';
 import type { InvalidParameter } from '../meter-model.ts';
 import type { MeteringConfig } from '../schema.ts';
 import type { Billing } from './billing.ts';
@@ -21,11 +20,11 @@ const DEFAULT_PAGE_SIZE = 20;
 const MAX_PAGE_SIZE = 1000;
 const MAX_ACCESS_PAGE_SIZE = 100;
 
-type Handler = (ctx: RequestContext, config: MeteringConfig, params: string[]) => Promise<void>;
+type Handler = (ctx: MeteringRequest, config: MeteringConfig, params: string[]) => Promise<void>;
 type Routes = Record<string, Partial<Record<string, Handler>>>;
 
 /** `{data, meta: {page: {number, size, total}}}` of `items`, from `page[number]` and `page[size]`. */
-function paginate<T>(ctx: RequestContext, items: T[], map: (item: T) => unknown): object {
+function paginate<T>(ctx: MeteringRequest, items: T[], map: (item: T) => unknown): object {
   const problems: InvalidParameter[] = [];
   const read = (name: string, fallback: number, max: number) => {
     const raw = ctx.query.get(name);
@@ -41,7 +40,7 @@ function paginate<T>(ctx: RequestContext, items: T[], map: (item: T) => unknown)
   return { data: items.slice((number - 1) * size, number * size).map(map), meta: { page: { number, size, total: items.length } } };
 }
 
-async function body(ctx: RequestContext, config: MeteringConfig): Promise<unknown> {
+async function body(ctx: MeteringRequest, config: MeteringConfig): Promise<unknown> {
   return readJson(ctx, config.max_body_size);
 }
 
@@ -112,7 +111,7 @@ export class BillingHttp implements SubRoutes {
     };
   }
 
-  async route(ctx: RequestContext, config: MeteringConfig, parts: string[]): Promise<boolean> {
+  async route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean> {
     // Collections alternate with ids (`customers/<id>/upcoming-invoice`); a few paths are fixed words.
     let pattern = parts.join('/');
     if (!this.routes[pattern]) pattern = parts.map((p, i) => (i % 2 === 1 ? '*' : p)).join('/');
@@ -133,7 +132,7 @@ export class BillingHttp implements SubRoutes {
 
   // ---- customers ----
 
-  private async listCustomers(ctx: RequestContext): Promise<void> {
+  private async listCustomers(ctx: MeteringRequest): Promise<void> {
     const q = ctx.query;
     const includeDeleted = q.get('include_deleted') === 'true';
     const key = q.get('key');
@@ -144,16 +143,16 @@ export class BillingHttp implements SubRoutes {
     ctx.respond(200, paginate(ctx, customers, publicCustomer));
   }
 
-  private async createCustomer(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async createCustomer(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     const def = ensure(validateCustomer(await body(ctx, config)));
     ctx.respond(201, publicCustomer(await this.billing.customers.create(def)));
   }
 
-  private async getCustomer(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async getCustomer(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, publicCustomer(await this.billing.customers.get(id)));
   }
 
-  private async updateCustomer(ctx: RequestContext, config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async updateCustomer(ctx: MeteringRequest, config: MeteringConfig, [id]: string[]): Promise<void> {
     const raw = await body(ctx, config);
     const current = await this.billing.customers.get(id);
     // The key cannot change: the stored one is kept (as OpenMeter's upsert), so it need not be sent.
@@ -162,22 +161,22 @@ export class BillingHttp implements SubRoutes {
     ctx.respond(200, publicCustomer(await this.billing.customers.update(id, def, new Set(Object.keys(raw as object)))));
   }
 
-  private async deleteCustomer(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async deleteCustomer(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     await this.billing.customers.delete(id);
     ctx.respond(204);
   }
 
-  private async customerAccess(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async customerAccess(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, { data: await this.billing.entitlements.access(id) });
   }
 
-  private async upcomingInvoice(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async upcomingInvoice(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, await this.billing.invoices.upcoming(id));
   }
 
   // ---- features ----
 
-  private async listFeatures(ctx: RequestContext): Promise<void> {
+  private async listFeatures(ctx: MeteringRequest): Promise<void> {
     const includeArchived = ctx.query.get('include_archived') === 'true';
     const meter = ctx.query.get('meter');
     const features = (await this.billing.features.list())
@@ -186,23 +185,23 @@ export class BillingHttp implements SubRoutes {
     ctx.respond(200, paginate(ctx, features, publicFeature));
   }
 
-  private async createFeature(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async createFeature(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     const def = ensure(validateFeature(await body(ctx, config)));
     ctx.respond(201, publicFeature(await this.billing.features.create(def)));
   }
 
-  private async getFeature(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async getFeature(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, publicFeature(await this.billing.features.get(id)));
   }
 
-  private async archiveFeature(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async archiveFeature(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     await this.billing.features.archive(id);
     ctx.respond(204);
   }
 
   // ---- plans ----
 
-  private async listPlans(ctx: RequestContext): Promise<void> {
+  private async listPlans(ctx: MeteringRequest): Promise<void> {
     const key = ctx.query.get('key');
     const status = ctx.query.get('status');
     const plans = (await this.billing.plans.list())
@@ -211,43 +210,43 @@ export class BillingHttp implements SubRoutes {
     ctx.respond(200, paginate(ctx, plans, publicPlan));
   }
 
-  private async createPlan(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async createPlan(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     const def = ensure(parsePlan(await body(ctx, config)));
     ctx.respond(201, publicPlan(await this.billing.plans.create(def)));
   }
 
-  private async getPlan(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async getPlan(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, publicPlan(await this.billing.plans.get(id)));
   }
 
-  private async updatePlan(ctx: RequestContext, config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async updatePlan(ctx: MeteringRequest, config: MeteringConfig, [id]: string[]): Promise<void> {
     const def = ensure(parsePlan(await body(ctx, config)));
     ctx.respond(200, publicPlan(await this.billing.plans.update(id, def)));
   }
 
-  private async deletePlan(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async deletePlan(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     await this.billing.plans.delete(id);
     ctx.respond(204);
   }
 
-  private async publishPlan(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async publishPlan(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, publicPlan(await this.billing.plans.publish(id)));
   }
 
-  private async archivePlan(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async archivePlan(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, publicPlan(await this.billing.plans.archive(id)));
   }
 
   // ---- subscriptions ----
 
-  private async listSubscriptions(ctx: RequestContext): Promise<void> {
+  private async listSubscriptions(ctx: MeteringRequest): Promise<void> {
     const customer = ctx.query.get('customer');
     const subscriptions = customer === null ? await this.billing.subscriptions.list() : await this.billing.subscriptions.ofCustomer((await this.billing.customers.get(customer)).id);
     subscriptions.sort((a, b) => Date.parse(a.active_from) - Date.parse(b.active_from) || (a.id < b.id ? -1 : 1));
     ctx.respond(200, paginate(ctx, subscriptions, (s) => publicSubscription(s)));
   }
 
-  private async createSubscription(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async createSubscription(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     const b = sealedBody(await body(ctx, config), ['customer', 'plan', 'billing_anchor']);
     const out: Problems = [];
     const customer = reference(b, 'customer', '', out);
@@ -259,11 +258,11 @@ export class BillingHttp implements SubRoutes {
     ctx.respond(201, publicSubscription(s));
   }
 
-  private async getSubscription(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async getSubscription(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, publicSubscription(await this.billing.subscriptions.get(id)));
   }
 
-  private async cancelSubscription(ctx: RequestContext, config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async cancelSubscription(ctx: MeteringRequest, config: MeteringConfig, [id]: string[]): Promise<void> {
     const b = sealedBody(await body(ctx, config), ['timing']);
     const out: Problems = [];
     const when = timing(b, out, 'immediate');
@@ -271,11 +270,11 @@ export class BillingHttp implements SubRoutes {
     ctx.respond(200, publicSubscription(await this.billing.subscriptions.cancel(id, when!)));
   }
 
-  private async unscheduleCancelation(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async unscheduleCancelation(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, publicSubscription(await this.billing.subscriptions.unscheduleCancelation(id)));
   }
 
-  private async changeSubscription(ctx: RequestContext, config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async changeSubscription(ctx: MeteringRequest, config: MeteringConfig, [id]: string[]): Promise<void> {
     const b = sealedBody(await body(ctx, config), ['plan', 'timing']);
     const out: Problems = [];
     const plan = planRef(b, out);
@@ -287,7 +286,7 @@ export class BillingHttp implements SubRoutes {
 
   // ---- entitlement access ----
 
-  private async queryAccess(ctx: RequestContext, config: MeteringConfig): Promise<void> {
+  private async queryAccess(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     const raw = ctx.query.get('page[size]');
     const size = raw === null ? MAX_ACCESS_PAGE_SIZE : Number(raw);
     if (!Number.isInteger(size) || size < 1 || size > MAX_ACCESS_PAGE_SIZE) {
@@ -303,12 +302,12 @@ export class BillingHttp implements SubRoutes {
 
   // ---- invoices ----
 
-  private async listInvoices(ctx: RequestContext): Promise<void> {
+  private async listInvoices(ctx: MeteringRequest): Promise<void> {
     const customer = ctx.query.get('customer');
     ctx.respond(200, paginate(ctx, await this.billing.invoices.list(customer ?? undefined), (i) => i));
   }
 
-  private async getInvoice(ctx: RequestContext, _config: MeteringConfig, [id]: string[]): Promise<void> {
+  private async getInvoice(ctx: MeteringRequest, _config: MeteringConfig, [id]: string[]): Promise<void> {
     ctx.respond(200, await this.billing.invoices.get(id));
   }
 }

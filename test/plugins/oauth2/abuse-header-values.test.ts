@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import oauth2 from '../../../plugins/oauth2/index.ts';
-import { validate } from '../../../src/config/schema.ts';
+import { validate } from '../../../src/pipeline/plugin-api.ts';
 import { request, startGateway, startUpstream, type Reply } from '../../helpers/gateway.ts';
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>;

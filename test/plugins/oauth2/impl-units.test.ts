@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import oauth2 from '../../../plugins/oauth2/index.ts';
 import { composeRedirectUri, luaEscape } from '../../../plugins/oauth2/redirect.ts';
-import type { LimitError } from '../../../plugins/oauth2/errors.ts';
-import { KdfPool } from '../../../plugins/oauth2/kdf-pool.ts';
-import { hashSecret, hashSecretAsync, needsRehash, verifySecret, verifySecretAsync } from '../../../plugins/oauth2/secret.ts';
+import type { RequestLimitError } from '../../../src/pipeline/plugin-api.ts';
+import { KdfPool } from '../../../src/toolkit/kdf-pool.ts';
+import { hashSecret, hashSecretAsync, needsRehash, verifySecret, verifySecretAsync } from '../../../src/toolkit/secrets.ts';
 import { TokenStore, type IssueRequest } from '../../../plugins/oauth2/tokens.ts';
-import { validate } from '../../../src/config/schema.ts';
+import { validate } from '../../../src/pipeline/plugin-api.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import type { BatchOp, Expectation, PutOptions, ScanOptions, Store, WriteOptions } from '../../../src/store/store.ts';
 import { tempDir } from '../../helpers/gateway.ts';
@@ -48,7 +48,7 @@ describe("Kong's PBKDF2 client-secret hashes", () => {
     try {
       const job = { secret: 'tofu', salt: Buffer.from('a litte bit, just a little bit'), iterations: 10_000, keyLength: 32, digest: 'sha512' };
       const accepted = [small.derive(job), small.derive(job), small.derive(job)];
-      await assert.rejects(small.derive(job), (err: LimitError) => err.code === 'TG_ERR_OAUTH2_HASHING_BUSY' && err.status === 503);
+      await assert.rejects(small.derive(job), (err: RequestLimitError) => err.code === 'TG_ERR_HASHING_BUSY' && err.status === 503);
       const keys = await Promise.all(accepted);
       assert.ok(keys.every((key) => KONG_VECTOR.endsWith(key.toString('base64').replace(/=+$/, ''))));
       assert.ok(KONG_VECTOR.endsWith((await small.derive(job)).toString('base64').replace(/=+$/, '')));

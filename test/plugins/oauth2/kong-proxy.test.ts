@@ -1,9 +1,12 @@
 /**
  * Kong's "Making a request" cases (reference §7.7): tokens on protected routes, custom auth headers, anonymous
- * consumers, and scope checks on refresh across plugins.
+ * consumers, and scope checks on refresh across plugins; and oauth2 with key-auth and jwt on one route (the
+ * multiple-authentication suite of Kong's spec/03-plugins/25-oauth2/03-access_spec.lua).
  */
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { request } from '../../helpers/gateway.ts';
 import { echoClient, grpc, startGrpcEcho, unary, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
 import {
   MISSING_CONSUMER_ID,
@@ -226,11 +229,97 @@ describe('Kong §7.7 making a request', () => {
   });
 });
 
-describe('Kong §7.12 multiple authentication plugins', () => {
-  const reason = 'needs the key-auth and jwt plugins, which Tollgate does not ship';
-  for (const id of ['MA01', 'MA02', 'MA03', 'MA04', 'MO01', 'MO02', 'MO03', 'MO04', 'MO05']) {
-    it(`${id} (logical AND / OR with key-auth or jwt)`, { skip: reason }, () => {});
-  }
+describe('Kong: multiple authentication plugins (logical AND / OR with key-auth and jwt)', () => {
+  const ANONYMOUS = '6a1b2c3d-0000-4000-8000-0000000a0001';
+  const MICKEY = '6a1b2c3d-0000-4000-8000-0000000a0002';
+  const JWT_SECRET = 'mickey-jwt-secret';
+  let multi: Fixture;
+  let mickeyKeyId: string;
+  const spoofed = { 'X-Authenticated-Scope': 'all-access', 'X-Authenticated-UserId': 'admin' };
+  before(async () => {
+    multi = await startKongFixture((config) => {
+      const url = `${config.services[0].url}/request`;
+      const service = (name: string, plugins: Record<string, unknown>[]) => ({ name, url, routes: [{ name, hosts: [`${name}.test`], plugins }] });
+      config.services.push(
+        service('logical-and', [oauth2Plugin(S3), { name: 'key-auth' }]),
+        service('logical-or', [oauth2Plugin({ ...S3, anonymous: ANONYMOUS }), { name: 'key-auth', config: { anonymous: ANONYMOUS } }]),
+        service('logical-or-jwt', [oauth2Plugin({ ...S3, anonymous: ANONYMOUS, realm: 'test-oauth2' }), { name: 'jwt', config: { anonymous: ANONYMOUS } }]),
+      );
+      config.consumers.push(
+        { id: ANONYMOUS, username: 'Anonymous' },
+        { id: MICKEY, username: 'Mickey', keyauth_credentials: [{ key: 'Mouse' }], jwt_secrets: [{ key: 'mickey-jwt', secret: JWT_SECRET }] },
+        { username: 'Aladdin', oauth2_credentials: [{ name: 'Aladdin app', client_id: 'clientid4567', client_secret: 'secret4567', redirect_uris: ['http://google.test/kong'] }] },
+      );
+    });
+    mickeyKeyId = (await request(`${multi.gw.admin}/key-auths/Mouse`)).json().id;
+  });
+  after(() => multi?.close());
+
+  const aladdinToken = async (host: string) => (await multi.client.provisionToken({ host, clientId: 'clientid4567', secret: 'secret4567' })).access_token as string;
+  const call = (host: string, headers: Record<string, string> = {}) => multi.client.proxy('/', { host, headers });
+
+  it('MA01 AND: a key and a token: not anonymous, the key-auth credential (it runs last) tells who', async () => {
+    const headers = echoed(await call('logical-and.test', { apikey: 'Mouse', authorization: `bearer ${await aladdinToken('logical-and.test')}` })).headers;
+    assert.equal(headers['x-anonymous-consumer'], undefined);
+    assert.equal(headers['x-consumer-id'], MICKEY);
+    assert.equal(headers['x-credential-identifier'], mickeyKeyId);
+  });
+
+  it('MA02 AND: the key only is refused by oauth2', async () => {
+    const reply = await call('logical-and.test', { apikey: 'Mouse' });
+    assert.equal(reply.status, 401);
+    assert.equal(reply.headers['www-authenticate'], 'Bearer');
+  });
+
+  it('MA03 AND: the token only is refused by key-auth', async () => {
+    const reply = await call('logical-and.test', { authorization: `bearer ${await aladdinToken('logical-and.test')}` });
+    assert.equal(reply.status, 401);
+    assert.equal(reply.headers['www-authenticate'], 'Key');
+  });
+
+  it('MA04 AND: nothing', async () => {
+    const reply = await call('logical-and.test');
+    assert.equal(reply.status, 401);
+    assert.equal(reply.headers['www-authenticate'], 'Bearer');
+  });
+
+  it('MO01 OR: a key and a token: oauth2 (first) identifies the caller, key-auth lets it be', async () => {
+    const headers = echoed(await call('logical-or.test', { apikey: 'Mouse', authorization: `bearer ${await aladdinToken('logical-or.test')}` })).headers;
+    assert.equal(headers['x-anonymous-consumer'], undefined);
+    assert.equal(headers['x-credential-identifier'], 'clientid4567');
+  });
+
+  it("MO02 OR: a key and spoofed token headers: Mickey's key, no X-Authenticated-* upstream", async () => {
+    const headers = echoed(await call('logical-or.test', { apikey: 'Mouse', ...spoofed })).headers;
+    assert.equal(headers['x-consumer-id'], MICKEY);
+    assert.equal(headers['x-credential-identifier'], mickeyKeyId);
+    assert.equal(headers['x-authenticated-scope'], undefined);
+    assert.equal(headers['x-authenticated-userid'], undefined);
+  });
+
+  it('MO03 OR with jwt: a valid JWT (it runs before oauth2) and spoofed token headers', async () => {
+    const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const input = `${part({ typ: 'JWT', alg: 'HS256' })}.${part({ iss: 'mickey-jwt' })}`;
+    const jwt = `${input}.${createHmac('sha256', JWT_SECRET).update(input).digest('base64url')}`;
+    const headers = echoed(await call('logical-or-jwt.test', { authorization: `Bearer ${jwt}`, ...spoofed })).headers;
+    assert.equal(headers['x-consumer-id'], MICKEY);
+    assert.equal(headers['x-credential-identifier'], 'mickey-jwt');
+    assert.equal(headers['x-authenticated-scope'], undefined);
+    assert.equal(headers['x-authenticated-userid'], undefined);
+  });
+
+  it('MO04 OR: the token only', async () => {
+    const headers = echoed(await call('logical-or.test', { authorization: `bearer ${await aladdinToken('logical-or.test')}` })).headers;
+    assert.equal(headers['x-consumer-username'], 'Aladdin');
+    assert.equal(headers['x-credential-identifier'], 'clientid4567');
+  });
+
+  it('MO05 OR: nothing: the anonymous consumer, no credential', async () => {
+    const headers = echoed(await call('logical-or.test')).headers;
+    assert.equal(headers['x-anonymous-consumer'], 'true');
+    assert.equal(headers['x-consumer-id'], ANONYMOUS);
+    assert.equal(headers['x-credential-identifier'], undefined);
+  });
 });
 
 describe('Kong §7.2 AZ02 and §7.7 RQ13: gRPC (oauth2_grpc.test)', () => {

@@ -113,7 +113,7 @@ test('an unknown field or plugin name that looks like a typo gets a suggestion',
     '      - name: oauth2', //                                                          9
     '        config: { enable_client_credentials: true, enable_client_credential: 1 }', // 10
     '      - name: metring', //                                                         11
-    '      - name: key-auth', //                                                        12
+    '      - name: zipkin', //                                                          12
     '    colour: blue', //                                                              13
   );
   assert.deepEqual(errorsOf(text), [
@@ -121,7 +121,7 @@ test('an unknown field or plugin name that looks like a typo gets a suggestion',
     "gw.yaml:4:1: service: unknown field; did you mean 'services'?",
     "gw.yaml:10:52: routes[0].plugins[0].config.enable_client_credential: unknown field; did you mean 'enable_client_credentials'?",
     "gw.yaml:11:15: routes[0].plugins[1].name: plugin 'metring' not enabled; add it to the 'plugins' configuration property; did you mean 'metering'?",
-    "gw.yaml:12:15: routes[0].plugins[2].name: plugin 'key-auth' not enabled; add it to the 'plugins' configuration property",
+    "gw.yaml:12:15: routes[0].plugins[2].name: plugin 'zipkin' not enabled; add it to the 'plugins' configuration property",
     'gw.yaml:13:5: routes[0].colour: unknown field',
   ]);
 });
@@ -169,7 +169,7 @@ test("field errors carry Kong's messages", () => {
   assert.deepEqual(errors, [
     "gw.yaml:3:11: services[0].name: invalid value 'bad name': the only accepted ascii characters are alphanumerics or ., -, _, and ~",
     'gw.yaml:4:11: services[0].host: invalid value: not a host!',
-    'gw.yaml:5:15: services[0].protocol: expected one of: grpc, grpcs, http, https, ws, wss',
+    'gw.yaml:5:15: services[0].protocol: expected one of: grpc, grpcs, http, https, ws, wss, tcp, tls, udp, tls_passthrough',
     'gw.yaml:6:11: services[0].path: should start with: /',
     'gw.yaml:7:22: services[0].connect_timeout: value should be between 1 and 2147483646',
     'gw.yaml:8:14: services[0].enabled: expected a boolean',
@@ -177,7 +177,7 @@ test("field errors carry Kong's messages", () => {
     'gw.yaml:12:24: services[0].routes[0].path_handling: expected one of: v0, v1',
     'gw.yaml:13:37: services[0].routes[0].https_redirect_status_code: expected one of: 426, 301, 302, 307, 308',
     "gw.yaml:14:18: services[0].routes[1].headers: cannot contain 'host' header, which must be specified in the 'hosts' attribute",
-    "gw.yaml:15:20: services[0].routes[2].protocols: these sets are mutually exclusive: ('http', 'https'), ('grpc', 'grpcs'), ('ws', 'wss')",
+    "gw.yaml:15:20: services[0].routes[2].protocols: these sets are mutually exclusive: ('http', 'https'), ('grpc', 'grpcs'), ('ws', 'wss'), ('tcp', 'tls', 'udp'), ('tls_passthrough')",
     "gw.yaml:19:21: services[0].routes[3].strip_path: cannot set 'strip_path' when 'protocols' is 'grpc' or 'grpcs'",
     "gw.yaml:22:15: services[0].routes[4].snis: 'snis' can only be set when 'protocols' is 'grpcs', 'https' or 'wss'",
   ]);

@@ -139,8 +139,8 @@ const watch: PluginDefinition<Record<string, never>> = {
     log(ctx) {
       const counts = ctx.shared.watch as (typeof watched)[number] | undefined;
       if (!counts) return;
-      counts.sent = ctx.responseBodyBytes;
-      counts.status = ctx.upstreamStatus;
+      counts.sent = ctx.outcome.responseBytes;
+      counts.status = ctx.outcome.upstreamStatus;
       watched.push(counts);
     },
   }),

@@ -101,7 +101,7 @@ test('regex paths are anchored at the start only; numbered and named captures', 
   const r = route({ paths: ['~/version/(?<version>\\d+)/users/(\\w+)'], service: { id: upstream.id } });
   const match = new Router([r], [upstream]).match(request({ path: '/version/1/users/john/x' }));
   assert.ok(match);
-  assert.deepEqual({ ...match.captures }, { '1': '1', '2': 'john', version: '1' });
+  assert.deepEqual({ ...match.captures }, { '0': '/version/1/users/john', '1': '1', '2': 'john', version: '1' });
   assert.equal(match.matchedPrefix, '/version/1/users/john');
   assert.equal(match.upstreamPath, '/svc/x');
   assert.ok(!matches(r, { path: '/x/version/1/users/john' }), 'anchored at start');

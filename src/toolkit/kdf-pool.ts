@@ -2,12 +2,12 @@
  * PBKDF2 on worker threads of its own. `crypto.pbkdf2` runs on libuv's four threads, which LevelDB's
  * reads and writes wait for too: 2,500 wrong client secrets once delayed every store operation
  * (metering acks 3 ms → 0.8–3 s). Here each worker derives one key at a time and the queue is bounded:
- * past it, `derive` fails at once with LimitError.hashingBusy instead of queueing without end.
+ * past it, `derive` fails at once with RequestLimitError.hashingBusy instead of queueing without end.
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { LimitError } from './errors.ts';
-import type { Pbkdf2Job } from './secret.ts';
+import { RequestLimitError } from './limits.ts';
+import type { Pbkdf2Job } from './secrets.ts';
 
 interface Pending {
   job: Pbkdf2Job;
@@ -42,7 +42,7 @@ export class KdfPool {
 
   derive(job: Pbkdf2Job): Promise<Buffer> {
     if (this.closed) return Promise.reject(new Error('the key derivation pool is closed'));
-    if (this.queue.length >= this.maxQueued) return Promise.reject(LimitError.hashingBusy());
+    if (this.queue.length >= this.maxQueued) return Promise.reject(RequestLimitError.hashingBusy());
     return new Promise((resolve, reject) => {
       this.queue.push({ job, resolve, reject });
       this.dispatch();

@@ -1,7 +1,8 @@
 /**
- * Secrets and random values: Kong-compatible random strings, Kong's PBKDF2 client-secret hashes
- * (`$pbkdf2-sha512$i=10000,l=32$<salt>$<hash>`, so hashed secrets move between Kong and Tollgate),
- * and the sha256 digests under which tokens, refresh tokens and codes are stored.
+ * Secrets and random values: Kong-compatible random strings, Kong's PBKDF2 secret hashes
+ * (`$pbkdf2-sha512$i=10000,l=32$<salt>$<hash>`, kong/plugins/oauth2/secret.lua, so hashed secrets move
+ * between Kong and Tollgate), and the sha256 digests under which bearer values (tokens, codes, API keys)
+ * are stored.
  */
 import { createHash, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto';
 

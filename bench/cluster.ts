@@ -1,0 +1,303 @@
+/**
+ * Several processes and nodes:
+ * - proxy throughput with `worker_processes: 1` against `auto` (one per core), and nginx with
+ *   `worker_processes auto` as the reference, in alternating rounds; the upstream is nginx with one
+ *   worker when nginx is installed (a Node upstream would be the bottleneck), and the load comes from
+ *   wrk when installed (autocannon otherwise: it takes a core's worth of the CPU it measures);
+ * - the embedded store reached by a worker: in-process LevelDB and this repo's IPC protocol;
+ * - PostgreSQL (a throwaway cluster with fsync on): a plain multi-row INSERT of metering-shaped
+ *   records in one transaction per batch (the reference for the metering plugin on PostgreSQL), and
+ *   the store's WriteBatch of the same records (event, time index, dedupe key) with sync.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { NoticeHub, RemoteStore, serveStore } from '../src/store/ipc.ts';
+import { LevelStore } from '../src/store/level.ts';
+import { PostgresStore } from '../src/store/postgres.ts';
+import { tempDir } from '../test/helpers/gateway.ts';
+import { postgresSkipReason, startPostgres } from '../test/helpers/postgres.ts';
+import { load as autocannonLoad, printTable, startChild, type LoadResult } from './lib.ts';
+import { startTollgate } from './proxy.ts';
+
+const ROUNDS = 3;
+const SECONDS = 5;
+const CONNECTIONS = 50;
+
+function which(command: string): string | undefined {
+  const found = spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' });
+  return found.status === 0 ? found.stdout.trim() : undefined;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** CPU time (user + system) of a process and all its descendants, in ms, from /proc (Linux). */
+function treeCpuMs(pid: number): number {
+  let total = 0;
+  const stack = [pid];
+  while (stack.length > 0) {
+    const p = stack.pop()!;
+    try {
+      const fields = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ');
+      total += (Number(fields[11]) + Number(fields[12])) * 10;
+      const children = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim();
+      if (children) stack.push(...children.split(' ').map(Number));
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return total;
+}
+
+/** wrk when installed (little CPU of its own); autocannon otherwise. CPU per request over `pid`'s whole process tree. */
+async function load(url: string, pid: number): Promise<LoadResult> {
+  const wrk = which('wrk');
+  if (!wrk) {
+    const before = treeCpuMs(pid);
+    const r = await autocannonLoad({ url, seconds: SECONDS, connections: CONNECTIONS });
+    return { ...r, cpuPerRequest: ((treeCpuMs(pid) - before) * 1000) / (r.requestsPerSecond * SECONDS) };
+  }
+  spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, '-d1s', url]);
+  const before = treeCpuMs(pid);
+  const out = spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', url], { encoding: 'utf8' }).stdout;
+  const cpu = treeCpuMs(pid) - before;
+  const number = (re: RegExp) => Number(re.exec(out)?.[1] ?? NaN);
+  const ms = (re: RegExp) => {
+    const m = re.exec(out);
+    if (!m) return NaN;
+    return Number(m[1]) * (m[2] === 'us' ? 0.001 : m[2] === 's' ? 1000 : 1);
+  };
+  const total = number(/(\d+) requests in/);
+  return {
+    requestsPerSecond: number(/Requests\/sec:\s+([\d.]+)/),
+    cpuPerRequest: (cpu * 1000) / total,
+    p50: ms(/50%\s+([\d.]+)(us|ms|s)/),
+    p99: ms(/99%\s+([\d.]+)(us|ms|s)/),
+    errors: number(/Socket errors: connect (\d+)/) || 0,
+    non2xx: number(/Non-2xx or 3xx responses: (\d+)/) || 0,
+  };
+}
+
+interface Nginx {
+  url: string;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** nginx in the foreground in a directory of its own (`server`: the body of its one server block). */
+async function startNginx(workers: string, server: string, http = ''): Promise<Nginx> {
+  const dir = tempDir('tollgate-bench-nginx-');
+  mkdirSync(join(dir, 'logs'));
+  const port = await freePort();
+  const conf = join(dir, 'nginx.conf');
+  writeFileSync(
+    conf,
+    `worker_processes ${workers};\ndaemon off;\npid ${dir}/nginx.pid;\nerror_log ${dir}/logs/error.log;\n` +
+      (process.getuid?.() === 0 ? 'user root;\n' : '') +
+      `events { worker_connections 4096; }\nhttp {\n access_log off;\n client_body_temp_path ${dir}/b; proxy_temp_path ${dir}/p; fastcgi_temp_path ${dir}/f; uwsgi_temp_path ${dir}/u; scgi_temp_path ${dir}/s;\n keepalive_requests 1000000;\n ${http}\n server { listen 127.0.0.1:${port}; ${server} }\n}\n`,
+  );
+  const child = spawn(which('nginx')!, ['-p', dir, '-c', conf], { stdio: 'ignore' });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  for (let i = 0; i < 100; i++) {
+    const up = await new Promise<boolean>((r) => {
+      const s: Socket = connect(port, '127.0.0.1', () => (s.destroy(), r(true))).on('error', () => r(false));
+    });
+    if (up) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { url: `http://127.0.0.1:${port}`, process: child, stop: () => (child.kill('SIGTERM'), exited) };
+}
+
+async function proxyScaling(): Promise<void> {
+  const hasNginx = which('nginx') !== undefined;
+  const upstream = hasNginx
+    ? await startNginx('1', `location / { default_type application/json; return 200 '{"hello":"world"}'; }`)
+    : await startChild('servers/upstream.ts').then((c) => ({ url: c.urls[0], process: c.process, stop: c.stop }));
+  const route = { services: [{ name: 'bench', url: upstream.url, routes: [{ name: 'bench', paths: ['/'] }] }] };
+  const gateway = (workers: number | 'auto') => startTollgate({ gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], access_log: false, worker_processes: workers }, ...route }, 2);
+  const one = await gateway(1);
+  const auto = await gateway('auto');
+  const reference = hasNginx
+    ? await startNginx('auto', 'location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }', `upstream up { server ${upstream.url.slice(7)}; keepalive 64; }`)
+    : undefined;
+  try {
+    const targets: [string, string, number][] = [
+      ['tollgate, worker_processes: 1', one.urls[0], one.process.pid!],
+      [`tollgate, worker_processes: auto (${availableParallelism()})`, auto.urls[0], auto.process.pid!],
+    ];
+    if (reference) targets.push(['nginx 1.22, worker_processes auto (reference)', reference.url, reference.process.pid!]);
+    const rounds = new Map<string, LoadResult[]>(targets.map(([name]) => [name, []]));
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [name, url, pid] of targets) rounds.get(name)!.push(await load(url + '/hello', pid));
+    }
+    const mean = (list: LoadResult[]): LoadResult => {
+      const avg = (f: (r: LoadResult) => number) => list.reduce((a, r) => a + f(r), 0) / list.length;
+      return { requestsPerSecond: avg((r) => r.requestsPerSecond), cpuPerRequest: avg((r) => r.cpuPerRequest ?? 0), p50: avg((r) => r.p50), p99: avg((r) => r.p99), errors: avg((r) => r.errors), non2xx: avg((r) => r.non2xx) };
+    };
+    const rows: [string, LoadResult][] = targets.map(([name]) => [name, mean(rounds.get(name)!)]);
+    printTable(
+      `cluster: proxy, small GET, ${CONNECTIONS} keep-alive connections, ${ROUNDS} alternating ${SECONDS}-s rounds each, mean (load: ${which('wrk') ? 'wrk' : 'autocannon'}; upstream: ${hasNginx ? 'nginx, 1 worker' : 'Node'}; CPU of the whole process tree; ratio to one worker)`,
+      rows,
+      rows[0][1],
+    );
+    for (const [name] of targets) console.log(`  ${name}: rounds ${rounds.get(name)!.map((r) => Math.round(r.requestsPerSecond)).join(', ')} req/s`);
+    if (!reference) console.log('  nginx: skipped (not installed; Debian: apt-get install nginx)');
+    console.log('  (aim: auto ≥ 1.6× one worker on 2 cores; the load generator and the upstream run on the same 2 cores)');
+  } finally {
+    await Promise.all([one.stop(), auto.stop(), upstream.stop(), reference?.stop()]);
+  }
+}
+
+/** Operations per second of `op` with `concurrency` in flight, for `count` operations. */
+async function rate(count: number, concurrency: number, op: (i: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) await op(next++);
+    }),
+  );
+  return count / ((performance.now() - started) / 1000);
+}
+
+async function storeIpc(): Promise<void> {
+  const COUNT = 30_000;
+  const CONCURRENCY = 64;
+  const value = JSON.stringify({ id: randomUUID(), scope: 'read write', expires_in: 3600, credential: randomUUID() });
+  const local = new LevelStore(join(tempDir(), 'store'));
+  await local.open();
+  const hub = new NoticeHub(local.notices);
+  const path = join(tempDir(), 'store.sock');
+  const server = createServer((s) => serveStore(local, hub, s));
+  await new Promise<void>((r) => server.listen(path, r));
+  const remote = await new Promise<RemoteStore>((r) => {
+    const socket = connect(path, () => r(new RemoteStore(socket)));
+  });
+  const clients: [string, LevelStore | RemoteStore][] = [
+    ['LevelDB in this process', local],
+    ["over a Unix socket (this repo's protocol, ipc.ts)", remote],
+  ];
+  console.log(`\n## cluster: the embedded store from a worker: ${COUNT} puts then ${COUNT} gets of a ${value.length}-byte value, ${CONCURRENCY} in flight, 3 rounds`);
+  console.log('| client | puts/s per round | gets/s per round |');
+  console.log('|---|---|---|');
+  for (const [name, client] of clients) {
+    const puts: number[] = [];
+    const gets: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      puts.push(await rate(COUNT, CONCURRENCY, (i) => client.put(`${name.length}/${round}/${i}`, value)));
+      gets.push(await rate(COUNT, CONCURRENCY, (i) => client.get(`${name.length}/${round}/${i}`)));
+    }
+    console.log(`| ${name} | ${puts.map(Math.round).join(', ')} | ${gets.map(Math.round).join(', ')} |`);
+  }
+  console.log('  (many-level 2.0.0, its latest release, is built on abstract-level 1 and cannot host classic-level 3: every call hangs.');
+  console.log('   Hosting classic-level 1.4.1 instead, the same load measured 28k-51k puts/s and 25k-54k gets/s; it has no compare-and-set,');
+  console.log('   expiry or notices, which the store contract needs done in the owner)');
+  await remote.close();
+  await new Promise((r) => server.close(r));
+  await local.close();
+}
+
+const BATCH = 1000;
+const INGEST_ROUNDS = 5;
+const ROUND_MS = 2000;
+
+/** A metering-shaped event (the writer's JSON) and its keys. */
+function meteringRecord(seq: number, run: string) {
+  const time = Date.now();
+  const hash = `${run}${seq}`.padEnd(43, 'x');
+  const event = `{"specversion":"1.0","id":"${run}-${seq}","source":"bench","type":"request","subject":"customer-${seq % 20}","time":${time},"data":{"method":"GET","route":"/orders","bytes":${seq % 997}}}`;
+  const padded = seq.toString(16).padStart(12, '0');
+  return { seq, time, hash, event, padded };
+}
+
+async function postgresIngest(): Promise<void> {
+  const skip = postgresSkipReason();
+  if (skip) {
+    console.log(`\n## cluster: PostgreSQL ingest: ${skip}`);
+    return;
+  }
+  const cluster = await startPostgres({ fsync: true });
+  const settings = { host: cluster.host, port: cluster.port, user: cluster.user, password: cluster.password, database: cluster.database, schema: 'bench', ssl: false, sslVerify: true, updateFrequencyMs: 1000 };
+  const store = new PostgresStore(settings);
+  await store.open();
+  const raw = new pg.Client({ host: cluster.host, port: cluster.port, user: cluster.user, password: cluster.password, database: cluster.database });
+  await raw.connect();
+  await raw.query('CREATE TABLE bench.events (seq bigint PRIMARY KEY, time bigint NOT NULL, dedupe text NOT NULL UNIQUE, event text NOT NULL)');
+  const run = randomUUID().slice(0, 8);
+  let seq = 0;
+  const metering = store.namespace('plugin.metering');
+  const columns = 4;
+  const insert = `INSERT INTO bench.events (seq, time, dedupe, event) VALUES ${Array.from({ length: BATCH }, (_, r) => `(${Array.from({ length: columns }, (_, c) => `$${r * columns + c + 1}`).join(', ')})`).join(', ')}`;
+  const rawBatch = async () => {
+    const values: unknown[] = [];
+    for (let i = 0; i < BATCH; i++) {
+      const r = meteringRecord(++seq, run);
+      values.push(r.seq, r.time, r.hash, r.event);
+    }
+    await raw.query('BEGIN');
+    await raw.query(insert, values);
+    await raw.query('COMMIT');
+  };
+  const storeBatch = async () => {
+    const batch = metering.writeBatch();
+    for (let i = 0; i < BATCH; i++) {
+      const r = meteringRecord(++seq, run);
+      batch.put(`e/request/${r.padded}`, r.event);
+      batch.put(`t/${String(r.time).padStart(12, '0')}/${r.padded}`, `request/${r.hash}/${r.time}`);
+      batch.put(`d/${r.hash}`, r.padded);
+    }
+    batch.put('meta/seq', seq.toString(16));
+    await batch.write({ sync: true });
+  };
+  const during = async (write: () => Promise<void>) => {
+    let events = 0;
+    const started = performance.now();
+    while (performance.now() - started < ROUND_MS) {
+      await write();
+      events += BATCH;
+    }
+    return events / ((performance.now() - started) / 1000);
+  };
+  const rawRates: number[] = [];
+  const storeRates: number[] = [];
+  await during(rawBatch);
+  await during(storeBatch);
+  for (let i = 0; i < INGEST_ROUNDS; i++) {
+    rawRates.push(await during(rawBatch));
+    storeRates.push(await during(storeBatch));
+  }
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  console.log(`\n## cluster: PostgreSQL ${(await raw.query('SHOW server_version')).rows[0].server_version}, fsync on, batches of ${BATCH} metering-shaped events, one client, ${INGEST_ROUNDS} alternating ${ROUND_MS / 1000}-s rounds`);
+  console.log('| writer | events/s (mean) | rounds | ratio to raw |');
+  console.log('|---|---|---|---|');
+  console.log(`| plain multi-row INSERT into a 4-column table, one transaction per batch | ${Math.round(mean(rawRates))} | ${rawRates.map(Math.round).join(', ')} | 1.00 |`);
+  console.log(`| store WriteBatch (event, time index, dedupe key: 3 rows per event), sync | ${Math.round(mean(storeRates))} | ${storeRates.map(Math.round).join(', ')} | ${(mean(storeRates) / mean(rawRates)).toFixed(2)} |`);
+  console.log('  (the reference for the metering plugin on PostgreSQL: its batched ingest should reach ≥ 0.5 of the raw rate)');
+  await raw.end();
+  await store.close();
+  await cluster.stop();
+}
+
+const SECTIONS = { proxy: proxyScaling, ipc: storeIpc, postgres: postgresIngest };
+
+/** Every section, or those named (`tsx bench/cluster.ts ipc postgres`). */
+export async function run(only: string[] = []): Promise<void> {
+  for (const [name, section] of Object.entries(SECTIONS)) if (only.length === 0 || only.includes(name)) await section();
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  await run(process.argv.slice(2));
+  process.exit(0);
+}

@@ -1,0 +1,16 @@
+/** Kong's `acl` plugin on Tollgate's plugin API: allow or deny consumers by group, after any authentication plugin. */
+import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { createRuntime } from './handler.ts';
+import { aclEntity, configSchema, type AclConfig } from './schema.ts';
+
+const acl: PluginDefinition<AclConfig> = {
+  name: 'acl',
+  version: '0.1.0',
+  priority: 950,
+  noConsumer: true,
+  configSchema,
+  entities: [aclEntity],
+  create: createRuntime,
+};
+
+export default acl;

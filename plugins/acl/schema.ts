@@ -1,0 +1,56 @@
+/**
+ * Kong's acl (kong/plugins/acl/schema.lua and daos.lua): allow or deny lists of group names, and the
+ * `acls` entity that puts a consumer in a group (one group name once per consumer).
+ */
+import type { Entity, EntityDefinition, Issue, RecordSchema } from '../../src/pipeline/plugin-api.ts';
+
+export interface AclConfig {
+  allow: string[] | null;
+  deny: string[] | null;
+  hide_groups_header: boolean;
+  always_use_authenticated_groups: boolean;
+}
+
+const LISTS = "'config.allow', 'config.deny'";
+const nonEmpty = (list: unknown) => Array.isArray(list) && list.length > 0;
+
+/** Kong's `only_one_of` and `at_least_one_of` over `config.allow` and `config.deny`. */
+function exactlyOneList(config: Record<string, any>): Issue[] {
+  const given = [config.allow, config.deny].filter(nonEmpty).length;
+  if (given === 1) return [];
+  return [{ path: [], message: given === 0 ? `at least one of these fields must be non-empty: ${LISTS}` : `only one of these fields must be non-empty: ${LISTS}` }];
+}
+
+export const configSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    allow: { type: 'array', elements: { type: 'string' } },
+    deny: { type: 'array', elements: { type: 'string' } },
+    hide_groups_header: { type: 'boolean', required: true, default: false },
+    always_use_authenticated_groups: { type: 'boolean', required: true, default: false },
+  },
+  entity_checks: [exactlyOneList],
+};
+
+export interface Acl extends Entity {
+  id: string;
+  created_at: number;
+  consumer: { id: string };
+  group: string;
+  tags: string[] | null;
+}
+
+export const aclEntity: EntityDefinition = {
+  name: 'acls',
+  schema: {
+    type: 'record',
+    fields: {
+      group: { type: 'string', required: true, len_min: 1 },
+      tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
+    },
+  },
+  parent: { entity: 'consumers', field: 'consumer', required: true },
+  // `/consumers/{c}/acls/{group}` names a consumer's group by its name (kong/plugins/acl/api.lua).
+  uniqueInParent: 'group',
+  admin: { name: 'acls' },
+};

@@ -1,0 +1,17 @@
+/** Kong's `basic-auth` plugin on Tollgate's plugin API: HTTP Basic credentials, passwords hashed at rest. */
+import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { createRuntime } from './handler.ts';
+import { configSchema, credentialEntity, type BasicAuthConfig } from './schema.ts';
+
+const basicAuth: PluginDefinition<BasicAuthConfig> = {
+  name: 'basic-auth',
+  version: '0.1.0',
+  priority: 1100,
+  noConsumer: true,
+  authenticates: true,
+  configSchema,
+  entities: [credentialEntity],
+  create: createRuntime,
+};
+
+export default basicAuth;

@@ -1,0 +1,20 @@
+/** Kong's correlation-id config (kong/plugins/correlation-id/schema.lua). */
+import { HEADER_NAME, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+
+export type Generator = 'uuid' | 'uuid#counter' | 'tracker';
+
+export interface CorrelationIdConfig {
+  header_name: string;
+  generator: Generator;
+  echo_downstream: boolean;
+}
+
+export const configSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    // Kong declares a plain string; a name that cannot be a header would fail every request it is sent on.
+    header_name: { ...HEADER_NAME, default: 'Kong-Request-ID' },
+    generator: { type: 'string', default: 'uuid#counter', required: true, one_of: ['uuid', 'uuid#counter', 'tracker'] },
+    echo_downstream: { type: 'boolean', required: true, default: false },
+  },
+};

@@ -1,0 +1,16 @@
+/** Kong's `cors` plugin: preflight answers and CORS response headers, origins as values or regexes. */
+import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { createRuntime } from './handler.ts';
+import { configSchema, type CorsConfig } from './schema.ts';
+
+const cors: PluginDefinition<CorsConfig> = {
+  name: 'cors',
+  version: '0.1.0',
+  // Kong's PRIORITY: before authentication, so that preflights (which carry no credentials) are answered.
+  priority: 2000,
+  noConsumer: true,
+  configSchema,
+  create: createRuntime,
+};
+
+export default cors;

@@ -1,0 +1,42 @@
+/**
+ * Refuses clients by address (Kong's ip-restriction handler.lua): a client in `deny` is refused, then,
+ * when `allow` is set, one outside it. The address is the client's as the gateway sees it: the peer, or
+ * X-Real-IP from a trusted peer (Kong's realip rule).
+ */
+import { isIP } from 'node:net';
+import { AddressRanges, type PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import type { IpRestrictionConfig } from './schema.ts';
+
+interface Lists {
+  allow: AddressRanges | null;
+  deny: AddressRanges | null;
+}
+
+/** Built once per configuration object (a reload brings new ones). */
+const listsByConfig = new WeakMap<IpRestrictionConfig, Lists>();
+
+export function createRuntime(): PluginRuntime<IpRestrictionConfig> {
+  return {
+    access(ctx, config) {
+      const family = isIP(ctx.clientIp);
+      if (family === 0) return ctx.error(403, 'Cannot identify the client IP address, unix domain sockets are not supported.');
+      const { allow, deny } = listsOf(config);
+      if (deny?.has(ctx.clientIp) || (allow && !allow.has(ctx.clientIp))) {
+        ctx.error(config.status ?? 403, config.message ?? `IP address not allowed: ${ctx.clientIp}`);
+      }
+    },
+  };
+}
+
+function listsOf(config: IpRestrictionConfig): Lists {
+  let lists = listsByConfig.get(config);
+  if (!lists) {
+    lists = { allow: ranges(config.allow), deny: ranges(config.deny) };
+    listsByConfig.set(config, lists);
+  }
+  return lists;
+}
+
+function ranges(entries: string[] | null | undefined): AddressRanges | null {
+  return entries && entries.length > 0 ? new AddressRanges(entries) : null;
+}

@@ -1,0 +1,25 @@
+/** Kong's ip-restriction config (kong/plugins/ip-restriction/schema.lua). */
+import { IP_OR_CIDR, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+
+export interface IpRestrictionConfig {
+  allow?: string[] | null;
+  deny?: string[] | null;
+  status?: number | null;
+  message?: string | null;
+}
+
+const nonEmpty = (list: unknown): boolean => Array.isArray(list) && list.length > 0;
+
+export const configSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    allow: { type: 'array', elements: IP_OR_CIDR },
+    deny: { type: 'array', elements: IP_OR_CIDR },
+    // A status Node can send as a final answer (Kong's is any number).
+    status: { type: 'integer', between: [200, 599] },
+    message: { type: 'string' },
+  },
+  entity_checks: [
+    (c) => (nonEmpty(c.allow) || nonEmpty(c.deny) ? [] : [{ path: [], message: "at least one of these fields must be non-empty: 'config.allow', 'config.deny'" }]),
+  ],
+};

@@ -1,0 +1,17 @@
+/** Kong's `jwt` plugin on Tollgate's plugin API: JSON Web Tokens signed with a consumer's secret or key. */
+import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { createRuntime } from './handler.ts';
+import { configSchema, secretEntity, type JwtConfig } from './schema.ts';
+
+const jwt: PluginDefinition<JwtConfig> = {
+  name: 'jwt',
+  version: '0.1.0',
+  priority: 1450,
+  noConsumer: true,
+  authenticates: true,
+  configSchema,
+  entities: [secretEntity],
+  create: createRuntime,
+};
+
+export default jwt;

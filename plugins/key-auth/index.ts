@@ -1,0 +1,17 @@
+/** Kong's `key-auth` plugin on Tollgate's plugin API: API keys in a header, the query or the body, hashed at rest. */
+import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { createRuntime } from './handler.ts';
+import { configSchema, credentialEntity, type KeyAuthConfig } from './schema.ts';
+
+const keyAuth: PluginDefinition<KeyAuthConfig> = {
+  name: 'key-auth',
+  version: '0.1.0',
+  priority: 1250,
+  noConsumer: true,
+  authenticates: true,
+  configSchema,
+  entities: [credentialEntity],
+  create: createRuntime,
+};
+
+export default keyAuth;

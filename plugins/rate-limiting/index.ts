@@ -1,0 +1,20 @@
+/**
+ * Kong's `rate-limiting` plugin: requests per second…year for each consumer, credential, client address,
+ * service, header value or path, counted in each process (`policy: local`) or across every process and
+ * node sharing the gateway's store (`policy: cluster`).
+ */
+import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { createRuntime } from './handler.ts';
+import { checkConfig, configSchema, type RateLimitingConfig } from './schema.ts';
+
+const rateLimiting: PluginDefinition<RateLimitingConfig> = {
+  name: 'rate-limiting',
+  version: '0.1.0',
+  // Kong's PRIORITY: after authentication (910 < 1250 key-auth), so limits can be per consumer.
+  priority: 910,
+  configSchema,
+  checkConfig,
+  create: createRuntime,
+};
+
+export default rateLimiting;

@@ -1,0 +1,15 @@
+/** Kong's `request-transformer` plugin: the upstream request's path, method, headers, query and body rewritten by config. */
+import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { createRuntime } from './handler.ts';
+import { configSchema, type RequestTransformerConfig } from './schema.ts';
+
+const requestTransformer: PluginDefinition<RequestTransformerConfig> = {
+  name: 'request-transformer',
+  version: '0.1.0',
+  // Kong's PRIORITY: after authentication and rate limiting, so they see the request as the client sent it.
+  priority: 801,
+  configSchema,
+  create: createRuntime,
+};
+
+export default requestTransformer;

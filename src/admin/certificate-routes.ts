@@ -1,0 +1,38 @@
+/**
+ * Kong's admin endpoints for certificates, SNIs and CA certificates (kong/api/routes/certificates.lua,
+ * snis.lua), read-only as in DB-less mode. Private keys are never shown: whoever can read the admin
+ * API cannot otherwise take the gateway's identity.
+ */
+import type { Certificate, GatewayConfig } from '../config/types.ts';
+import type { AdminRoute } from '../pipeline/plugin-api.ts';
+import { page } from '../toolkit/paging.ts';
+import { byIdOrName, dbLessWrite } from './routes.ts';
+
+function withoutKeys({ key: _key, key_alt: _keyAlt, ...rest }: Certificate) {
+  return rest;
+}
+
+export function certificateAdminRoutes(config: () => GatewayConfig): AdminRoute[] {
+  const certificates = () => config().certificates.map(withoutKeys);
+  const routes: AdminRoute[] = [
+    { method: 'GET', path: '/certificates', handler: (req) => page(certificates(), req, '/certificates') },
+    { method: 'GET', path: '/certificates/:id', handler: (req) => ({ status: 200, body: byIdOrName(certificates(), req.params.id, 'id') }) },
+    {
+      method: 'GET',
+      path: '/certificates/:id/snis',
+      handler: (req) => {
+        const certificate = byIdOrName(certificates(), req.params.id, 'id');
+        return page(config().snis.filter((s) => s.certificate.id === certificate.id), req, `/certificates/${req.params.id}/snis`);
+      },
+    },
+    { method: 'GET', path: '/snis', handler: (req) => page(config().snis, req, '/snis') },
+    { method: 'GET', path: '/snis/:id', handler: (req) => ({ status: 200, body: byIdOrName(config().snis, req.params.id, 'name') }) },
+    { method: 'GET', path: '/ca_certificates', handler: (req) => page(config().ca_certificates, req, '/ca_certificates') },
+    { method: 'GET', path: '/ca_certificates/:id', handler: (req) => ({ status: 200, body: byIdOrName(config().ca_certificates, req.params.id, 'id') }) },
+  ];
+  for (const entity of ['certificates', 'snis', 'ca_certificates']) {
+    routes.push({ method: 'POST', path: `/${entity}`, handler: dbLessWrite(entity, 'POST') });
+    for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
+  }
+  return routes;
+}

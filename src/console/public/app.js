@@ -1,0 +1,31 @@
+/**
+ * The Tollgate console: the node at the top, then one section per concern, each reading the admin
+ * API on its own schedule (live figures every two seconds, lists less often).
+ */
+import { every, getJson } from './api.js';
+import { startBilling } from './billing.js';
+import { startConsumers } from './consumers.js';
+import { failure, number, show } from './dom.js';
+import { startMetering } from './metering.js';
+import { startTraffic } from './traffic.js';
+import { startUsage } from './usage.js';
+
+const NODE_POLL_MS = 5_000;
+
+function startNode(box) {
+  every(NODE_POLL_MS, async () => {
+    try {
+      const [node, status] = await Promise.all([getJson('/'), getJson('/status')]);
+      show(box, `${node.hostname} · tollgate ${node.version} · node ${node.node_id} · ${number(status.server.connections_active)} open connections`);
+    } catch (error) {
+      show(box, failure(error));
+    }
+  });
+}
+
+startNode(document.querySelector('#node'));
+startTraffic(document.querySelector('#traffic'));
+startConsumers(document.querySelector('#consumers'));
+startUsage(document.querySelector('#usage'));
+startBilling(document.querySelector('#billing'));
+startMetering(document.querySelector('#metering'));

@@ -1,0 +1,107 @@
+/**
+ * The response phase (Kong's header_filter and body_filter) over any answer of a matched request: the
+ * headers plugins set during access, then each collected plugin's `response`, which may ask to rewrite
+ * the body. A rewritten body is read whole first, up to REWRITABLE_BODY_LIMIT; beyond it, the body goes
+ * downstream unchanged as it arrives. A plugin failing here fails its request (a 500), as in any phase.
+ */
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { Http2ServerResponse } from 'node:http2';
+import { Writable } from 'node:stream';
+import type { Context } from './context.ts';
+import { REWRITABLE_BODY_LIMIT, type ResponseHead, type ResponseSource } from './plugin-api.ts';
+
+export type BodyRewrite = (body: Buffer) => Buffer;
+
+/**
+ * Runs the response phase over an answer's head; returns the body rewrites plugins asked for, if any.
+ * `withBody`: a body follows that plugins may rewrite or observe. Throws what a plugin throws.
+ */
+export function runResponsePhase(ctx: Context, status: number, headers: OutgoingHttpHeaders, source: ResponseSource, withBody: boolean): BodyRewrite[] | undefined {
+  // Once per request, as Kong's header_filter: the answer that replaces one Node refused (a 502 for
+  // headers a plugin set) must not get the same headers again.
+  if (ctx.responsePhaseRan) return undefined;
+  ctx.responsePhaseRan = true;
+  if (ctx.responseHeaders) Object.assign(headers, ctx.responseHeaders);
+  if (!ctx.ran) return undefined;
+  let rewrites: BodyRewrite[] | undefined;
+  const head: ResponseHead = { status, headers, source };
+  if (withBody) {
+    head.rewriteBody = (rewrite) => void (rewrites ??= []).push(rewrite);
+    head.observeBody = (observe) => void (ctx.bodyObservers ??= []).push(observe);
+  }
+  for (const { runtime, plugin } of ctx.ran) runtime.response?.(ctx, plugin.config, head);
+  return rewrites;
+}
+
+/** Applies the rewrites in order. Throws what a rewrite throws. */
+export function rewriteBody(body: Buffer, rewrites: BodyRewrite[]): Buffer {
+  for (const rewrite of rewrites) body = rewrite(body);
+  return body;
+}
+
+/**
+ * Where a proxied body goes when plugins rewrite it: collected, rewritten at its end, then sent with the
+ * response head. `writeHead` sends the head (false when Node refuses it; the caller has answered then);
+ * `fail` answers a rewrite that threw (nothing has gone downstream yet).
+ */
+export class RewritingSink extends Writable {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  /** The body proved larger than the limit: it goes on unchanged. */
+  private passing = false;
+
+  constructor(
+    private readonly ctx: Context,
+    private readonly res: ServerResponse | Http2ServerResponse,
+    private readonly headers: OutgoingHttpHeaders,
+    private readonly upstreamLength: OutgoingHttpHeaders[string],
+    private readonly rewrites: BodyRewrite[],
+    private readonly writeHead: (headers: OutgoingHttpHeaders) => boolean,
+    private readonly fail: (err: unknown) => void,
+  ) {
+    super();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
+    if (this.passing) return this.forward(chunk, done);
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    if (this.size <= REWRITABLE_BODY_LIMIT) return done();
+    this.passing = true;
+    this.ctx.log.warn({ request_id: this.ctx.id, limit: REWRITABLE_BODY_LIMIT }, 'response body too large to rewrite; sent unchanged');
+    this.setLength(this.upstreamLength);
+    if (!this.writeHead(this.headers)) return done();
+    const held = Buffer.concat(this.chunks, this.size);
+    this.chunks = [];
+    this.forward(held, done);
+  }
+
+  override _final(done: (err?: Error | null) => void): void {
+    if (this.passing) {
+      this.res.end();
+      return done();
+    }
+    let body: Buffer;
+    try {
+      body = rewriteBody(Buffer.concat(this.chunks, this.size), this.rewrites);
+    } catch (err) {
+      this.fail(err);
+      return done();
+    } finally {
+      this.chunks = [];
+    }
+    this.setLength(body.length);
+    if (this.writeHead(this.headers)) this.res.end(body);
+    done();
+  }
+
+  private setLength(length: OutgoingHttpHeaders[string]): void {
+    if (length === undefined) delete this.headers['content-length'];
+    else this.headers['content-length'] = Array.isArray(length) ? length[0] : length;
+  }
+
+  private forward(chunk: Buffer, done: (err?: Error | null) => void): void {
+    if ((this.res as ServerResponse).write(chunk)) done();
+    else this.res.once('drain', () => done());
+  }
+}

@@ -1,0 +1,319 @@
+/**
+ * A node of several processes (`worker_processes` above 1), on Node's cluster module; each worker is
+ * a whole gateway. Workers accept connections from the shared listening sockets themselves, as nginx
+ * workers do (SCHED_NONE), rather than the primary accepting and handing each connection over
+ * (round-robin): a worker that dies cannot strand a connection handed to it (Node never closes a
+ * handed-over connection whose worker died before taking it; the client would wait for ever), and
+ * the primary stays off the data path.
+ *
+ * The primary supervises: a worker that dies is replaced (with a growing delay if it keeps dying at
+ * start) while the others go on serving; SIGHUP reloads every worker, SIGTERM/SIGINT stops every
+ * worker gracefully and then the primary, which exits 0. Workers ignore SIGHUP and SIGINT (a
+ * terminal's Ctrl-C reaches the whole process group; the primary coordinates) and stop gracefully on
+ * SIGTERM of their own, after which they are replaced.
+ *
+ * The store: with LevelDB the primary owns the database (one process may open it) and serves it to
+ * each worker over a private socket pair (store/ipc.ts); with PostgreSQL every worker is a client.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { workerCount } from '../config/entities.ts';
+import { parseListenList } from '../config/listen.ts';
+import { loadConfigFile } from '../config/load.ts';
+import type { GatewayConfig } from '../config/types.ts';
+import { Gateway, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
+import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
+import { createLogging, type Logger } from '../log.ts';
+import { nodeIdOf } from '../node-id.ts';
+import { bundledPlugins } from '../plugins.ts';
+import { NoticeHub, RemoteStore, serveStore } from '../store/ipc.ts';
+import type { LevelStore } from '../store/level.ts';
+import { openEmbeddedStore, postgresSettings } from '../store/open.ts';
+import { PostgresStore } from '../store/postgres.ts';
+import { loadTlsMaterial } from '../tls.ts';
+
+/** The worker's end of the store's socket pair (after stdin, stdout, stderr and the cluster's IPC channel). */
+const STORE_FD = 4;
+const SWEEP_INTERVAL_MS = 60_000;
+/** A worker that dies sooner than this after it started counts as crash-looping: its replacement waits longer. */
+const STABLE_AFTER_MS = 5_000;
+const RESTART_DELAY_MS = [100, 500, 1_000, 5_000, 10_000];
+/** Beyond the configured shutdown_timeout, how long a worker may take to close before it is killed. */
+const STOP_GRACE_MS = 10_000;
+
+type ToWorker = { type: 'reload' } | { type: 'stop' } | { type: 'pids'; master: number; workers: number[] };
+type ToPrimary = { type: 'listening'; lines: string[] } | { type: 'reloaded'; ok: boolean; errors: number; refused?: string };
+
+/**
+ * Runs this process's part of a multi-process node and resolves with its exit code once the node has
+ * stopped; undefined at once when the node is a single process (worker_processes 1, or a config the
+ * single-process path will report as invalid).
+ */
+export async function startNode(configFile: string, pidFileOption?: string): Promise<number | undefined> {
+  if (cluster.isWorker) return runWorker(configFile);
+  const loaded = await loadConfigFile(configFile, bundledPlugins);
+  if (!loaded.ok) return undefined;
+  const count = workerCount(loaded.config.gateway.worker_processes);
+  if (count <= 1) return undefined;
+  return new Primary(configFile, loaded.config, count, pidFileOption).run();
+}
+
+interface Slot {
+  number: number;
+  worker: Worker | null;
+  startedAt: number;
+  /** Deaths in a row within STABLE_AFTER_MS of starting. */
+  crashes: number;
+  listening: boolean;
+  /** Set when the primary itself asked the worker to stop. */
+  stopRequested: boolean;
+}
+
+class Primary {
+  private readonly slots: Slot[];
+  private readonly log: Logger;
+  private store: LevelStore | undefined;
+  private hub: NoticeHub | undefined;
+  private nodeId = '';
+  private started = false;
+  private stopping = false;
+  private sweeper: NodeJS.Timeout | undefined;
+  private exitCode = 0;
+  private pidFile: string | undefined;
+  private stopped: (code: number) => void = () => {};
+
+  constructor(
+    private readonly configFile: string,
+    private readonly config: GatewayConfig,
+    count: number,
+    private readonly pidFileOption: string | undefined,
+  ) {
+    this.log = createLogging(config.gateway.log_level).log.child({ process: 'primary' });
+    this.slots = Array.from({ length: count }, (_, i) => ({ number: i + 1, worker: null, startedAt: 0, crashes: 0, listening: false, stopRequested: false }));
+  }
+
+  /** Starts the workers; resolves with the exit code once every one is gone and the store is closed. */
+  async run(): Promise<number> {
+    try {
+      await this.prepare();
+    } catch (err) {
+      for (const line of startFailureLines(err, this.configFile)) console.error(line);
+      await this.store?.close().catch(() => undefined);
+      return 1;
+    }
+    const done = new Promise<number>((resolve) => (this.stopped = resolve));
+    cluster.schedulingPolicy = cluster.SCHED_NONE;
+    cluster.setupPrimary({ stdio: this.store ? ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'] : ['inherit', 'inherit', 'inherit', 'ipc'] });
+    for (const slot of this.slots) this.fork(slot);
+    process.once('SIGTERM', () => this.stop('SIGTERM'));
+    process.once('SIGINT', () => this.stop('SIGINT'));
+    process.on('SIGHUP', () => this.reload());
+    stopWhenNpmExits(() => this.stop('npm exited'));
+    process.on('uncaughtException', (err) => this.log.error({ err }, 'uncaught exception'));
+    process.on('unhandledRejection', (err) => this.log.error({ err }, 'unhandled rejection'));
+    return done;
+  }
+
+  /** What every worker needs before it starts: the data directory, the TLS files, the store, the node id. */
+  private async prepare(): Promise<void> {
+    const { gateway } = this.config;
+    await usableDataDir(gateway.data_dir, this.log);
+    // Generated once here, or every worker would generate its own self-signed certificate at once.
+    const listens = [...parseListenList(gateway.proxy_listen).specs, ...parseListenList(gateway.admin_listen).specs];
+    if (listens.some((s) => s.ssl)) await loadTlsMaterial(gateway.ssl_cert, gateway.ssl_cert_key, gateway.data_dir);
+    if (gateway.database === 'leveldb') {
+      const store = (this.store = await startupStep(() => openEmbeddedStore(gateway.data_dir)));
+      this.hub = new NoticeHub(store.notices);
+      this.nodeId = await nodeIdOf(gateway.data_dir, () => store.namespace('core').get('node_id'));
+      this.sweeper = setInterval(() => void store.sweepExpired().catch((err) => this.log.error({ err }, 'store sweep failed')), SWEEP_INTERVAL_MS).unref();
+    } else {
+      // Reached and migrated once here, so that a wrong password is one clear error, not one per worker.
+      const probe = new PostgresStore(postgresSettings(gateway));
+      try {
+        await startupStep(() => probe.open());
+      } finally {
+        await probe.close();
+      }
+      this.nodeId = await nodeIdOf(gateway.data_dir);
+    }
+  }
+
+  private fork(slot: Slot): void {
+    const worker = cluster.fork({ TOLLGATE_WORKER: String(slot.number), TOLLGATE_NODE_ID: this.nodeId, TOLLGATE_STORE: this.store ? 'ipc' : '' });
+    Object.assign(slot, { worker, startedAt: Date.now(), listening: false, stopRequested: false });
+    if (this.store) serveStore(this.store, this.hub!, worker.process.stdio![STORE_FD] as unknown as Duplex);
+    worker.on('message', (message: ToPrimary) => this.received(slot, message));
+    worker.on('exit', (code, signal) => this.exited(slot, worker, code, signal));
+  }
+
+  private received(slot: Slot, message: ToPrimary): void {
+    if (message.type !== 'listening') return;
+    slot.listening = true;
+    // Only now: a worker hears messages once it has started (earlier ones would be lost).
+    this.broadcastPids();
+    if (this.started || !this.slots.every((s) => s.listening)) return;
+    this.started = true;
+    try {
+      this.pidFile = writePidFile(this.pidFileOption, this.config.gateway.data_dir);
+    } catch (err) {
+      console.error(`tollgate: ${(err as Error).message}`);
+      return this.stop('no pid file', 1);
+    }
+    for (const line of message.lines) this.log.info(line);
+    this.log.info(
+      { config: this.configFile, pid_file: this.pidFile, workers: this.slots.length },
+      `started, pid ${process.pid} (in ${this.pidFile}) with ${this.slots.length} worker processes: SIGHUP reloads ${this.configFile}, SIGTERM stops`,
+    );
+  }
+
+  private exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
+    if (slot.worker !== worker) return;
+    slot.worker = null;
+    this.broadcastPids();
+    if (this.stopping) {
+      if (this.slots.every((s) => s.worker === null)) void this.finish();
+      return;
+    }
+    if (!this.started && !slot.listening) {
+      // A worker that cannot start (a taken port, a database refusing it) has said why; the node cannot serve.
+      console.error(`tollgate: worker ${slot.number} failed to start (exit code ${code ?? signal}); stopping`);
+      this.stop('startup failure', 1);
+      return;
+    }
+    slot.crashes = Date.now() - slot.startedAt < STABLE_AFTER_MS ? slot.crashes + 1 : 0;
+    const delay = RESTART_DELAY_MS[Math.min(slot.crashes, RESTART_DELAY_MS.length - 1)];
+    this.log.error({ worker: slot.number, workerPid: worker.process.pid, code, signal, restartInMs: delay }, 'a worker process exited; starting another');
+    setTimeout(() => {
+      if (!this.stopping && slot.worker === null) this.fork(slot);
+    }, delay);
+  }
+
+  private broadcastPids(): void {
+    const message: ToWorker = { type: 'pids', master: process.pid, workers: this.slots.flatMap((s) => (s.worker?.process.pid ? [s.worker.process.pid] : [])) };
+    for (const slot of this.slots) if (slot.listening && slot.worker?.isConnected()) slot.worker.send(message);
+  }
+
+  /** Every worker re-reads the file; one line says how it went (each worker logs the details). */
+  private reload(): void {
+    const workers = this.slots.flatMap((s) => (s.worker?.isConnected() ? [s.worker] : []));
+    const answers = workers.map(
+      (worker) =>
+        new Promise<ToPrimary & { type: 'reloaded' }>((resolve) => {
+          const onMessage = (m: ToPrimary) => {
+            if (m.type !== 'reloaded') return;
+            worker.off('message', onMessage);
+            resolve(m);
+          };
+          worker.on('message', onMessage);
+          worker.once('exit', () => resolve({ type: 'reloaded', ok: false, errors: 0, refused: 'the worker exited' }));
+          worker.send({ type: 'reload' } satisfies ToWorker);
+        }),
+    );
+    void Promise.all(answers).then((results) => {
+      // Each worker logs its own details (every error of an invalid file); this is the node's outcome.
+      const failed = results.find((r) => !r.ok);
+      if (!failed) this.log.info({ workers: results.length }, 'configuration reloaded on every worker');
+      else if (failed.refused) this.log.error({ reason: failed.refused }, 'reload refused: keeping the current configuration');
+      else this.log.error({ errors: failed.errors }, `configuration invalid (${failed.errors} ${failed.errors === 1 ? 'error' : 'errors'}): keeping the current one`);
+    });
+  }
+
+  private stop(reason: string, exitCode = 0): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.exitCode = exitCode;
+    this.log.info({ reason }, 'shutting down');
+    clearInterval(this.sweeper);
+    const live = this.slots.filter((s) => s.worker !== null);
+    if (live.length === 0) {
+      void this.finish();
+      return;
+    }
+    for (const slot of live) {
+      slot.stopRequested = true;
+      if (slot.worker!.isConnected()) slot.worker!.send({ type: 'stop' } satisfies ToWorker);
+      else slot.worker!.process.kill('SIGTERM');
+    }
+    setTimeout(() => {
+      for (const slot of this.slots) slot.worker?.process.kill('SIGKILL');
+    }, this.config.gateway.shutdown_timeout + STOP_GRACE_MS).unref();
+  }
+
+  /** Every worker is gone: the store closes (everything acknowledged is written), then the primary exits. */
+  private async finish(): Promise<void> {
+    try {
+      await this.store?.close();
+    } catch (err) {
+      this.log.error({ err }, 'closing the store failed');
+      this.exitCode = 1;
+    }
+    if (this.pidFile) removePidFile(this.pidFile);
+    this.log.flush();
+    this.stopped(this.exitCode);
+  }
+}
+
+/** A worker: serves until the primary stops it (or goes away); resolves with its exit code. */
+async function runWorker(configFile: string): Promise<number> {
+  const number = Number(process.env.TOLLGATE_WORKER);
+  let processes = { master: process.ppid, workers: [process.pid] };
+  let gateway: Gateway | undefined;
+  let stopping = false;
+  let exited: (code: number) => void = () => {};
+  const done = new Promise<number>((resolve) => (exited = resolve));
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
+    (gateway ? gateway.stop() : Promise.resolve()).then(
+      () => exited(0),
+      (err) => {
+        console.error('tollgate: shutdown failed:', err);
+        exited(1);
+      },
+    );
+  };
+  process.on('message', (message: ToWorker) => {
+    if (message.type === 'pids') processes = { master: message.master, workers: message.workers };
+    else if (message.type === 'stop') stop();
+    else if (message.type === 'reload') void reloadWorker(gateway);
+  });
+  // The primary coordinates these for the whole node; a worker's own SIGTERM stops it (and it is replaced).
+  process.on('SIGHUP', () => {});
+  process.on('SIGINT', () => {});
+  process.once('SIGTERM', stop);
+  // The primary is gone: nothing supervises this worker any more.
+  process.once('disconnect', stop);
+
+  const store = process.env.TOLLGATE_STORE === 'ipc' ? new RemoteStore(new Socket({ fd: STORE_FD, readable: true, writable: true })) : undefined;
+  try {
+    gateway = await Gateway.start(configFile, {
+      store,
+      nodeId: process.env.TOLLGATE_NODE_ID || undefined,
+      // The primary sweeps the embedded store; on PostgreSQL the first worker of each node does.
+      sweep: !store && number === 1,
+      processes: () => processes,
+    });
+  } catch (err) {
+    for (const line of startFailureLines(err, configFile)) console.error(line);
+    return 1;
+  }
+  const started = gateway;
+  process.on('uncaughtException', (err) => started.log.error({ err }, 'uncaught exception'));
+  process.on('unhandledRejection', (err) => started.log.error({ err }, 'unhandled rejection'));
+  process.send!({ type: 'listening', lines: started.listenerLines() } satisfies ToPrimary);
+  return done;
+}
+
+async function reloadWorker(gateway: Gateway | undefined): Promise<void> {
+  if (!gateway) return;
+  let answer: ToPrimary;
+  try {
+    const result = await gateway.reload();
+    answer = { type: 'reloaded', ok: result.ok, errors: result.ok ? 0 : result.errors.length };
+  } catch (err) {
+    gateway.log.error({ err }, 'reload failed');
+    answer = { type: 'reloaded', ok: false, errors: 0, refused: (err as Error).message };
+  }
+  process.send!(answer);
+}

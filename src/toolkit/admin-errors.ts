@@ -1,0 +1,156 @@
+/**
+ * The admin API's errors, made here only, in Kong's shapes (kong/db/errors.lua and the status table of
+ * kong/api/endpoints.lua): each class carries Kong's numeric `code` and `name`, and its body is what Kong
+ * answers, `{code, name, message, fields?}`. Plugins and the core throw them; the admin router answers.
+ */
+import { HttpError } from '../pipeline/http-error.ts';
+import type { Issue } from '../config/schema.ts';
+
+export abstract class AdminError extends HttpError {
+  abstract override readonly code: number;
+  abstract override readonly name: string;
+
+  /** What Kong puts in `fields` (per-field messages, or the conflicting values). */
+  protected fields(): Record<string, unknown> | undefined {
+    return undefined;
+  }
+
+  override body(): object {
+    const fields = this.fields();
+    return { code: this.code, name: this.name, message: this.message, ...(fields ? { fields } : {}) };
+  }
+}
+
+/** Kong's `schema_violation`: `fields` mirrors the input (arrays per element, `@entity` for record checks). */
+export class SchemaViolationError extends AdminError {
+  readonly code = 2;
+  readonly name = 'schema violation';
+
+  constructor(readonly issues: Issue[]) {
+    super(400, schemaViolationMessage(issues));
+  }
+
+  protected override fields(): Record<string, unknown> {
+    const fields: Record<string, any> = {};
+    for (const { path, message } of this.issues) {
+      const [field, index] = path;
+      if (field === undefined) (fields['@entity'] ??= []).push(message);
+      else if (typeof index === 'number') {
+        const list: (string | null)[] = (fields[field] ??= []);
+        while (list.length < index) list.push(null);
+        list[index] = message;
+      } else fields[field] = message;
+    }
+    return fields;
+  }
+}
+
+function schemaViolationMessage(issues: Issue[]): string {
+  const parts = issues.map(({ path, message }) => `${path.length ? path.filter((p) => typeof p === 'string').join('.') : '@entity'}: ${message}`);
+  return issues.length === 1 ? `schema violation (${parts[0]})` : `${issues.length} schema violations (${parts.join('; ')})`;
+}
+
+/** Kong's `primary_key_violation`: an entity with this id exists already. */
+export class PrimaryKeyViolationError extends AdminError {
+  readonly code = 3;
+  readonly name = 'primary key violation';
+
+  constructor(readonly id: string) {
+    super(400, `primary key violation on key '{id="${id}"}'`);
+  }
+
+  protected override fields(): Record<string, unknown> {
+    return { id: this.id };
+  }
+}
+
+/** Kong's `foreign_key_violation_invalid_reference`: the referenced entity does not exist. */
+export class ForeignKeyViolationError extends AdminError {
+  readonly code = 4;
+  readonly name = 'foreign key violation';
+
+  constructor(
+    readonly field: string,
+    readonly entity: string,
+    readonly reference: string,
+  ) {
+    super(400, `the foreign key '{id="${reference}"}' does not reference an existing '${entity}' entity.`);
+  }
+
+  protected override fields(): Record<string, unknown> {
+    return { [this.field]: { id: this.reference } };
+  }
+}
+
+/** Kong's `unique_violation` (409): `values` are the conflicting fields as the client gave them. */
+export class UniqueViolationError extends AdminError {
+  readonly code = 5;
+  readonly name = 'unique constraint violation';
+
+  constructor(readonly values: Record<string, unknown>) {
+    const pairs = Object.entries(values).map(([field, value]) => `${field}=${JSON.stringify(value)}`);
+    super(409, `UNIQUE violation detected on '{${pairs.join(',')}}'`);
+  }
+
+  protected override fields(): Record<string, unknown> {
+    return this.values;
+  }
+}
+
+/** An entity that is not there: Kong's endpoints answer `{"message": "Not found"}`. */
+export class NotFoundError extends AdminError {
+  readonly code = 6;
+  readonly name = 'not found';
+
+  constructor() {
+    super(404, 'Not found');
+  }
+
+  override body(): object {
+    return { message: this.message };
+  }
+}
+
+/** Kong's `invalid_offset`: an offset the listing never handed out. */
+export class InvalidOffsetError extends AdminError {
+  readonly code = 7;
+  readonly name = 'invalid offset';
+
+  constructor(offset: string, reason: string) {
+    super(400, `'${offset}' is not a valid offset: ${reason}`);
+  }
+}
+
+/** Kong's `invalid_size`: `size` is not a number, or not an integer within the page limits. */
+export class InvalidSizeError extends AdminError {
+  readonly code = 9;
+  readonly name = 'invalid size';
+
+  constructor(message: string) {
+    super(400, message);
+  }
+}
+
+/** Kong's `operation_unsupported` (405), e.g. a write to an entity that gateway.yaml declares. */
+export class OperationUnsupportedError extends AdminError {
+  readonly code = 12;
+  readonly name = 'operation unsupported';
+
+  constructor(message: string) {
+    super(405, message);
+  }
+}
+
+/** The verbs Kong's DB-less errors use for each write. */
+const OPERATIONS = { POST: 'create', PUT: 'create or update', PATCH: 'update', DELETE: 'remove' } as const;
+export type WriteMethod = keyof typeof OPERATIONS;
+
+/** Kong's DB-less answer to a write of core entities only gateway.yaml declares. */
+export function entityWriteUnsupported(entity: string, method: WriteMethod): OperationUnsupportedError {
+  return new OperationUnsupportedError(`cannot ${OPERATIONS[method]} '${entity}' entities when not using a database`);
+}
+
+/** A write to one entity declared in gateway.yaml, which only the file changes. */
+export function declaredEntityReadOnly(entity: string, method: WriteMethod): OperationUnsupportedError {
+  return new OperationUnsupportedError(`cannot ${OPERATIONS[method]} this '${entity}' entity: it is declared in gateway.yaml (edit the file and reload)`);
+}

@@ -1,0 +1,326 @@
+/**
+ * The admin API of an entity, generated from its definition as Kong generates it from a DAO schema
+ * (kong/api/endpoints.lua): `/<name>[/{id or endpoint key}]`, and for a consumer's children
+ * `/consumers/{c}/<nested>[/{id or key}]` and `/<name>/{key}/consumer`, with GET, POST, PUT (upsert by id or
+ * endpoint key), PATCH and DELETE, Kong's shapes, paging and errors. Entities of gateway.yaml are read-only
+ * (405); runtime ones persist through the directory.
+ */
+import { randomUUID } from 'node:crypto';
+import { isUuid } from '../config/entities.ts';
+import { validate, type FieldSchema, type Issue, type RecordSchema } from '../config/schema.ts';
+import type { AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
+import { declaredEntityReadOnly, ForeignKeyViolationError, NotFoundError, SchemaViolationError, type WriteMethod } from './admin-errors.ts';
+import type { Entity, EntityDirectory, ParentDirectory } from './entity-directory.ts';
+import { page } from './paging.ts';
+
+export interface EntityAdminOptions<T extends Entity> {
+  /**
+   * Runs after validation, before the entity is stored (e.g. hashing a password on the worker pool).
+   * `given` names the fields this request set; `existing` is the entity a PUT or PATCH replaces.
+   */
+  prepare?(entity: Record<string, any>, context: { given: ReadonlySet<string>; existing: T | undefined }): Record<string, any> | Promise<Record<string, any>>;
+  /**
+   * `GET /<name>?<endpoint key>=<value>` answers the match with its parent shown whole: the question an
+   * authorization page asks (which application and which developer is this client_id?).
+   */
+  expandParentOnLookup?: boolean;
+}
+
+/** Kong's auto_timestamp_s: set when created, may be given. */
+const CREATED_AT: FieldSchema = { type: 'integer', between: [0, 2 ** 40] };
+/** Kong's `ttl` option (seconds), as typedefs.ttl bounds it. */
+const TTL: FieldSchema = { type: 'integer', between: [0, 100_000_000] };
+
+export function entityAdminRoutes<T extends Entity>(directory: EntityDirectory<T>, options: EntityAdminOptions<T> = {}): AdminRoute[] {
+  const admin = new EntityAdmin(directory, options);
+  return admin.routes();
+}
+
+interface WriteContext<T> {
+  method: WriteMethod;
+  /** The parent named by the URL (`/consumers/{c}/...`). */
+  parent?: Entity;
+  existing?: T;
+}
+
+class EntityAdmin<T extends Entity> {
+  private readonly name: string;
+  private readonly nested: string;
+  private readonly definition;
+  private readonly parent: ParentDirectory | undefined;
+  private readonly parentField: string | undefined;
+
+  constructor(
+    private readonly directory: EntityDirectory<T>,
+    private readonly options: EntityAdminOptions<T>,
+  ) {
+    this.definition = directory.definition;
+    const names = this.definition.admin;
+    if (!names) throw new Error(`entity ${this.definition.name} has no admin API names`);
+    this.name = names.name;
+    this.nested = names.nested ?? names.name;
+    this.parent = directory.parent;
+    this.parentField = this.definition.parent?.field;
+  }
+
+  routes(): AdminRoute[] {
+    const top = `/${this.name}`;
+    const routes: AdminRoute[] = [
+      { method: 'GET', path: top, handler: (req) => this.list(req) },
+      { method: 'POST', path: top, handler: (req) => this.create(req) },
+      { method: 'GET', path: `${top}/:key`, handler: (req) => this.show(this.existing(req.params.key)) },
+      { method: 'PUT', path: `${top}/:key`, handler: (req) => this.put(req) },
+      { method: 'PATCH', path: `${top}/:key`, handler: (req) => this.patch(req, this.existing(req.params.key)) },
+      { method: 'DELETE', path: `${top}/:key`, handler: (req) => this.delete(this.find(req.params.key), true) },
+    ];
+    if (!this.parent || !this.parentField) return routes;
+    const parentName = this.parent.definition.admin?.name ?? this.parent.definition.name;
+    const nested = `/${parentName}/:parent/${this.nested}`;
+    routes.push(
+      // The credential's owner.
+      { method: 'GET', path: `${top}/:key/${this.parentField}`, handler: (req) => this.owner(req.params.key) },
+      { method: 'GET', path: nested, handler: (req) => this.list(req, this.parentOf(req)) },
+      { method: 'POST', path: nested, handler: (req) => this.create(req, this.parentOf(req)) },
+      { method: 'GET', path: `${nested}/:key`, handler: (req) => this.show(this.nestedExisting(req)) },
+      { method: 'PUT', path: `${nested}/:key`, handler: (req) => this.put(req, this.parentOf(req)) },
+      { method: 'PATCH', path: `${nested}/:key`, handler: (req) => this.patch(req, this.nestedExisting(req), this.parentOf(req)) },
+      { method: 'DELETE', path: `${nested}/:key`, handler: (req) => this.delete(this.nestedExisting(req), false) },
+    );
+    return routes;
+  }
+
+  // -- reads ------------------------------------------------------------------------------------------
+
+  private list(req: AdminRequest, parent?: Entity): AdminReply {
+    // `?username=…`, `?custom_id=…`, `?key=…`: the entity a unique field names, as a list of one (or none).
+    const field = this.lookupFields().find((f) => req.query.has(f));
+    if (field) return this.lookup(field, req.query.get(field)!, parent);
+    const entities = parent ? this.directory.childrenOf(parent.id) : this.directory.list();
+    const path = parent ? `/${this.parent!.definition.admin?.name}/${parent.id}/${this.nested}` : `/${this.name}`;
+    return page(entities.map((e) => this.view(e)), req, path);
+  }
+
+  private lookupFields(): string[] {
+    return [...(this.definition.endpointKey ? [this.definition.endpointKey] : []), ...(this.definition.unique ?? [])];
+  }
+
+  /** `?<unique field>=<value>`: the one match (or none) as a list. */
+  private lookup(field: string, value: string, parent: Entity | undefined): AdminReply {
+    const found = this.directory.find(field, value);
+    const owner = found ? this.directory.parentOf(found) : undefined;
+    const matches = found && (!parent || owner?.id === parent.id);
+    const shown = matches ? { ...this.view(found), ...(this.options.expandParentOnLookup && owner ? { [this.parentField!]: owner } : {}) } : undefined;
+    return { status: 200, body: { data: shown ? [shown] : [], next: null } };
+  }
+
+  private show(entity: T | undefined): AdminReply {
+    if (!entity) throw new NotFoundError();
+    return { status: 200, body: this.view(entity) };
+  }
+
+  private owner(key: string): AdminReply {
+    const entity = this.find(key);
+    const owner = entity ? this.directory.parentOf(entity) : undefined;
+    if (!owner) throw new NotFoundError();
+    return { status: 200, body: owner };
+  }
+
+  /** What the admin API shows: no internal fields, digested fields only in the answer to the write that set them. */
+  private view(entity: T, revealed: Record<string, unknown> = {}): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [field, value] of Object.entries(entity)) if (!field.startsWith('_')) out[field] = value;
+    for (const field of this.definition.digested ?? []) out[field] = revealed[field] ?? null;
+    const expiresAt = this.directory.expiresAt(entity);
+    if (expiresAt !== undefined) out.ttl = Math.max(0, Math.ceil((expiresAt - Date.now()) / 1000));
+    return out;
+  }
+
+  // -- lookups ----------------------------------------------------------------------------------------
+
+  /** By id when the key is UUID-shaped, else by the endpoint key (Kong's rule); only that one field. */
+  private find(key: string): T | undefined {
+    if (isUuid(key)) return this.directory.byId(key);
+    const endpointKey = this.definition.endpointKey;
+    return endpointKey ? this.directory.find(endpointKey, key) : undefined;
+  }
+
+  private existing(key: string): T {
+    const found = this.find(key);
+    if (!found) throw new NotFoundError();
+    return found;
+  }
+
+  /** The parent the URL names; 404 when there is none. */
+  private parentOf(req: AdminRequest): Entity {
+    const parent = referenced(this.parent!, req.params.parent);
+    if (!parent) throw new NotFoundError();
+    return parent;
+  }
+
+  /** A child under `/consumers/{c}/...`: by id or endpoint key, or by its `uniqueInParent` value; it must be that parent's. */
+  private nestedFind(req: AdminRequest): T | undefined {
+    const parent = this.parentOf(req);
+    const key = req.params.key;
+    const found = this.find(key) ?? (isUuid(key) ? undefined : this.directory.findInParent(parent.id, key));
+    return found && this.directory.parentOf(found)?.id === parent.id ? found : undefined;
+  }
+
+  private nestedExisting(req: AdminRequest): T {
+    const found = this.nestedFind(req);
+    if (!found) throw new NotFoundError();
+    return found;
+  }
+
+  // -- writes -----------------------------------------------------------------------------------------
+
+  private async create(req: AdminRequest, parent?: Entity): Promise<AdminReply> {
+    return this.write(this.bodyOf(req), { method: 'POST', parent }, 201);
+  }
+
+  /** Kong's upsert: the URL's key is the id when UUID-shaped, else the endpoint key (or, nested, the child's name). */
+  private async put(req: AdminRequest, parent?: Entity): Promise<AdminReply> {
+    const key = req.params.key;
+    const existing = parent ? this.nestedFind(req) : this.find(key);
+    return this.write({ ...this.bodyOf(req), [this.fieldNamedBy(key, parent !== undefined)]: key }, { method: 'PUT', parent, existing }, 200);
+  }
+
+  /** Which field a URL key gives a value to: the id (UUID-shaped, or nothing else fits: then it is refused as one). */
+  private fieldNamedBy(key: string, nested: boolean): string {
+    if (isUuid(key)) return 'id';
+    return this.definition.endpointKey ?? (nested ? this.definition.uniqueInParent : undefined) ?? 'id';
+  }
+
+  private async patch(req: AdminRequest, existing: T, parent?: Entity): Promise<AdminReply> {
+    const body = this.bodyOf(req);
+    const together = this.definition.allOrNone ?? [];
+    const givenTogether = together.filter((field) => field in body);
+    if (givenTogether.length > 0 && givenTogether.length < together.length) {
+      throw new SchemaViolationError([{ path: [], message: `all or none of these fields must be set: ${together.map((f) => `'${f}'`).join(', ')}` }]);
+    }
+    return this.write(body, { method: 'PATCH', parent, existing }, 200);
+  }
+
+  /** Kong answers 204 for a missing entity at the top level, 404 under a parent (which looks it up first). */
+  private async delete(entity: T | undefined, topLevel: boolean): Promise<AdminReply> {
+    if (!entity) {
+      if (topLevel) return { status: 204 };
+      throw new NotFoundError();
+    }
+    if (this.directory.isDeclared(entity)) throw declaredEntityReadOnly(this.definition.name, 'DELETE');
+    await this.directory.remove(entity);
+    return { status: 204 };
+  }
+
+  private bodyOf(req: AdminRequest): Record<string, any> {
+    return req.form ? inferFormTypes(req.body, this.definition.schema) : { ...req.body };
+  }
+
+  private async write(body: Record<string, any>, context: WriteContext<T>, status: number): Promise<AdminReply> {
+    const { existing, method } = context;
+    if (existing && this.directory.isDeclared(existing)) throw declaredEntityReadOnly(this.definition.name, method);
+    const { id, created_at, ttl, [this.parentField ?? '']: parentRef, ...given } = body;
+    const issues: Issue[] = [];
+    const parent = this.resolveParent(context, parentRef, issues);
+    const fields = method === 'PATCH' && existing ? { ...this.fieldsOf(existing), ...given } : given;
+    const validated = validate<Record<string, any>>(this.definition.schema, fields);
+    issues.push(...validated.issues, ...validate(CREATED_AT, created_at, ['created_at']).issues);
+    if (id !== undefined && (typeof id !== 'string' || !isUuid(id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
+    const ttlSeconds = this.ttlOf(ttl, issues);
+    if (issues.length > 0) throw new SchemaViolationError(issues);
+    const { entity, revealed } = this.digest(validated.value, new Set(Object.keys(given)), context);
+    entity.id = existing?.id ?? id ?? randomUUID();
+    entity.created_at = existing?.created_at ?? created_at ?? Math.floor(Date.now() / 1000);
+    if (this.parentField && parent) entity[this.parentField] = { id: parent.id };
+    const prepared = this.options.prepare ? await this.options.prepare(entity, { given: new Set(Object.keys(given)), existing }) : entity;
+    const saved = await this.directory.save(prepared as T, existing, ttlSeconds);
+    return { status, body: this.view(saved, revealed) };
+  }
+
+  /**
+   * The parent of a written child: the URL's, else the body's reference (required when creating, kept when
+   * a PATCH names none). A missing one is a schema violation, an unknown one a foreign key violation.
+   */
+  private resolveParent(context: WriteContext<T>, ref: unknown, issues: Issue[]): Entity | undefined {
+    if (!this.parent || !this.parentField) return undefined;
+    if (context.parent) return context.parent;
+    if (ref === undefined || ref === null) {
+      if (context.method === 'PATCH' && context.existing) return this.directory.parentOf(context.existing);
+      if (this.definition.parent?.required !== false) issues.unshift({ path: [this.parentField], message: 'required field missing' });
+      return undefined;
+    }
+    const parent = referenced(this.parent, ref);
+    if (!parent) throw new ForeignKeyViolationError(this.parentField, this.parent.definition.name, referenceText(ref));
+    return parent;
+  }
+
+  /** The schema fields of a stored entity that have a value: a PATCH starts from them. */
+  private fieldsOf(entity: T): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const field of Object.keys(this.definition.schema.fields)) if (entity[field] !== null && entity[field] !== undefined) out[field] = entity[field];
+    return out;
+  }
+
+  private ttlOf(ttl: unknown, issues: Issue[]): number | undefined {
+    if (ttl === undefined || ttl === null) return undefined;
+    if (!this.definition.ttl) {
+      issues.push({ path: ['ttl'], message: 'unknown field' });
+      return undefined;
+    }
+    const checked = validate<number>(TTL, typeof ttl === 'string' && /^\d+$/.test(ttl) ? Number(ttl) : ttl, ['ttl']);
+    issues.push(...checked.issues);
+    return checked.value || undefined;
+  }
+
+  /**
+   * Digested fields set by this write are stored as digests and shown once, in this answer; a PATCH that
+   * leaves them out keeps the stored digest as it is.
+   */
+  private digest(value: Record<string, any>, given: Set<string>, context: WriteContext<T>): { entity: Record<string, any>; revealed: Record<string, unknown> } {
+    const entity = { ...value };
+    const revealed: Record<string, unknown> = {};
+    for (const field of this.definition.digested ?? []) {
+      if (typeof entity[field] !== 'string') continue;
+      const keptFromBefore = context.method === 'PATCH' && !given.has(field);
+      if (keptFromBefore) continue;
+      revealed[field] = entity[field];
+      entity[field] = this.directory.storedValue(field, entity[field]);
+    }
+    return { entity, revealed };
+  }
+}
+
+/**
+ * The entity a reference names, looking at one field only: `{id}` the id, `{<endpoint key>}` that key, a
+ * plain string the id when UUID-shaped and the endpoint key otherwise (Kong's rule). Never both, or an
+ * entity named like another's id would stand in for it.
+ */
+export function referenced(directory: ParentDirectory, ref: unknown): Entity | undefined {
+  const endpointKey = directory.definition.endpointKey;
+  if (typeof ref === 'string') return isUuid(ref) ? directory.byId(ref) : endpointKey ? directory.find(endpointKey, ref) : undefined;
+  if (typeof ref !== 'object' || ref === null) return undefined;
+  const { id } = ref as Record<string, unknown>;
+  if (typeof id === 'string') return directory.byId(id);
+  const key = endpointKey ? (ref as Record<string, unknown>)[endpointKey] : undefined;
+  return typeof key === 'string' ? directory.find(endpointKey!, key) : undefined;
+}
+
+function referenceText(ref: unknown): string {
+  if (typeof ref === 'string') return ref;
+  if (typeof ref === 'object' && ref !== null) {
+    const first = Object.values(ref).find((v) => typeof v === 'string');
+    if (typeof first === 'string') return first;
+  }
+  return JSON.stringify(ref);
+}
+
+/** Kong reads form values by the schema's field types (kong/api/arguments.lua): "true" is a boolean, "5" a number, a lone value an array. */
+function inferFormTypes(body: Record<string, any>, schema: RecordSchema): Record<string, any> {
+  const out: Record<string, any> = { ...body };
+  for (const [field, value] of Object.entries(body)) {
+    const type = schema.fields[field]?.type ?? (field === 'ttl' ? 'integer' : undefined);
+    if (type === 'boolean' && (value === 'true' || value === 'false')) out[field] = value === 'true';
+    else if ((type === 'integer' || type === 'number') && typeof value === 'string' && value.trim() !== '' && !Number.isNaN(Number(value))) out[field] = Number(value);
+    else if ((type === 'array' || type === 'set') && !Array.isArray(value)) out[field] = [value];
+  }
+  return out;
+}

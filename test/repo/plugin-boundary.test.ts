@@ -1,0 +1,30 @@
+/**
+ * The plugin boundary: a plugin reaches the core only through src/pipeline/plugin-api.ts (which re-exports
+ * the toolkit), never another core module, so that the core can change behind that one interface.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { test } from 'node:test';
+
+const root = resolve(import.meta.dirname, '../..');
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sources(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+test('plugins import nothing of src/ but the plugin API', () => {
+  const leaks: string[] = [];
+  for (const file of sources(join(root, 'plugins'))) {
+    for (const [, target] of readFileSync(file, 'utf8').matchAll(/from\s+'([^']+)'/g)) {
+      if (!target.startsWith('.')) continue;
+      const imported = relative(root, resolve(file, '..', target));
+      if (imported.startsWith('src/') && imported !== 'src/pipeline/plugin-api.ts') leaks.push(`${relative(root, file)} imports ${imported}`);
+    }
+  }
+  assert.deepEqual(leaks, []);
+});

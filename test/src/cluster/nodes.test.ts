@@ -1,0 +1,104 @@
+/**
+ * Gateway nodes sharing one PostgreSQL (a throwaway cluster, an ordinary role with a password): each
+ * keeps its own node_id; runtime consumers created or deleted on one node are served by the other
+ * within db_update_frequency; a username is taken once even when two nodes are asked at once;
+ * `/status` reports the database and `/status/ready` turns 503 while it is gone, with proxying going
+ * on; and a second node is refused while a plugin that keeps state in one node is configured.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { waitFor } from '../support.ts';
+
+const skip = postgresSkipReason();
+
+describe('nodes on one PostgreSQL', { skip }, () => {
+  let pg: ThrowawayPostgres;
+  let upstream: Upstream;
+  const gateways: TestGateway[] = [];
+  let schemas = 0;
+
+  before(async () => {
+    pg = await startPostgres();
+    upstream = await startUpstream();
+  });
+  after(async () => {
+    for (const g of gateways) await g.stop().catch(() => undefined);
+    await upstream.close();
+    await pg.stop();
+  });
+
+  const config = (schema: string, extra: Record<string, unknown> = {}) => ({
+    gateway: pg.settings({ pg_schema: schema, db_update_frequency: 0.2 }),
+    services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'echo', paths: ['/echo'] }] }],
+    ...extra,
+  });
+  const node = async (schema: string, extra?: Record<string, unknown>) => {
+    const gw = await startGateway(config(schema, extra));
+    gateways.push(gw);
+    return gw;
+  };
+  const nodes = async (extra?: Record<string, unknown>) => {
+    const schema = `nodes_${++schemas}`;
+    return [await node(schema, extra), await node(schema, extra)];
+  };
+
+  test('each node keeps its own node_id', async () => {
+    const [a, b] = await nodes();
+    const idA = (await request(a.admin + '/')).json().node_id;
+    const idB = (await request(b.admin + '/')).json().node_id;
+    assert.match(idA, /^[0-9a-f-]{36}$/);
+    assert.notEqual(idA, idB);
+  });
+
+  test('a consumer created on one node is served by the other, and its deletion too', async () => {
+    const [a, b] = await nodes();
+    const created = await request(a.admin + '/consumers', { method: 'POST', body: { username: 'alice', custom_id: 'c-1' } });
+    assert.equal(created.status, 201);
+    const id = created.json().id;
+    await waitFor(async () => (await request(b.admin + '/consumers/alice')).status === 200, 'node B to serve alice', 2000);
+    assert.equal((await request(b.admin + '/consumers/' + id)).json().custom_id, 'c-1');
+    assert.equal((await request(b.admin + '/consumers', { method: 'POST', body: { username: 'alice' } })).status, 409, 'B knows the name is taken');
+    assert.equal((await request(b.admin + '/consumers/' + id, { method: 'DELETE' })).status, 204);
+    await waitFor(async () => (await request(a.admin + '/consumers/alice')).status === 404, 'node A to forget alice', 2000);
+    assert.equal((await request(a.admin + '/consumers', { method: 'POST', body: { username: 'alice' } })).status, 201, 'the name is free again');
+  });
+
+  test('one username asked of both nodes at once is created once', async () => {
+    const [a, b] = await nodes();
+    for (let round = 0; round < 5; round++) {
+      const body = { username: `racer-${round}` };
+      const replies = await Promise.all([a, b, a, b].map((g) => request(g.admin + '/consumers', { method: 'POST', body })));
+      assert.deepEqual(replies.map((r) => r.status).sort(), [201, 409, 409, 409], `round ${round}`);
+    }
+  });
+
+  test('/status reports the database; while it is gone /status/ready is 503 and proxying goes on', async () => {
+    const [a] = await nodes();
+    const status = (await request(a.admin + '/status')).json();
+    assert.deepEqual(status.database, { reachable: true });
+    assert.equal((await request(a.admin + '/status/ready')).status, 200);
+    await pg.pause();
+    try {
+      assert.deepEqual((await request(a.admin + '/status')).json().database, { reachable: false });
+      const ready = await request(a.admin + '/status/ready');
+      assert.equal(ready.status, 503);
+      assert.equal(ready.json().message, 'failed to connect to database');
+      assert.equal((await request(a.http + '/echo/x')).status, 200, 'a route that needs no store is still proxied');
+    } finally {
+      await pg.resume();
+    }
+    await waitFor(async () => (await request(a.admin + '/status/ready')).status === 200, 'ready again', 10_000);
+  });
+
+  test('a plugin that keeps state in one node lets one node run on the database, and the next after it stops', async () => {
+    const schema = `sole_${++schemas}`;
+    const withOauth2 = { plugins: [{ name: 'oauth2', config: { enable_client_credentials: true } }] };
+    const first = await node(schema, withOauth2);
+    await assert.rejects(startGateway(config(schema, withOauth2)), /another gateway node is running on this database, and plugin 'oauth2' keeps state in one node/);
+    await first.stop();
+    const second = await node(schema, withOauth2);
+    assert.equal((await request(second.admin + '/status/ready')).status, 200);
+  });
+});

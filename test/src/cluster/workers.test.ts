@@ -1,0 +1,117 @@
+/**
+ * A node of several worker processes (real processes, `worker_processes: 2`): one set of listener
+ * lines, one node_id, every worker serving; runtime consumers seen by every worker; a worker killed
+ * with SIGKILL is replaced while the node keeps serving; SIGHUP reloads every worker; SIGTERM stops
+ * the whole node with exit 0. With LevelDB (the primary owns the database) and with PostgreSQL (every
+ * worker a client). Several workers are refused while a plugin keeps its state in one process.
+ */
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import { stringify } from 'yaml';
+import { request, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
+import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { waitFor } from '../support.ts';
+
+let upstream: Upstream;
+before(async () => {
+  upstream = await startUpstream();
+});
+after(() => upstream.close());
+
+const services = (...paths: string[]) => [{ name: 'echo', url: upstream.url, routes: paths.map((p) => ({ name: p.slice(1), paths: [p] })) }];
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const nodeInfo = async (gw: SpawnedGateway) => (await request(gw.admin + '/')).json();
+
+/** The pids of the workers that wrote access-log lines for `path`. */
+function servingPids(gw: SpawnedGateway, path: string): Set<number> {
+  const lines = gw.output().split('\n').filter((l) => l.includes('"type":"access"') && l.includes(path));
+  return new Set(lines.map((l) => JSON.parse(l).pid as number));
+}
+
+/** Both workers serve, share the store and go on serving when one of them dies; then SIGHUP and SIGTERM act on all. */
+async function exerciseNode(gw: SpawnedGateway, settings: Record<string, unknown>): Promise<void> {
+  assert.equal(gw.output().match(/admin listening on/g)?.length, 1, 'the listeners are printed once for the node');
+  await waitFor(async () => (await nodeInfo(gw)).pids.workers.length === 2, 'both workers to be listed');
+  const info = await nodeInfo(gw);
+  assert.equal(info.pids.master, gw.child.pid);
+  const workers: number[] = info.pids.workers;
+  for (let i = 0; i < 4; i++) assert.equal((await nodeInfo(gw)).node_id, info.node_id, 'one node id whichever worker answers');
+
+  // Each request opens its own connection; the primary hands connections to the workers in turn.
+  for (let i = 0; i < 6; i++) assert.equal((await request(gw.http + '/one/x')).status, 200);
+  await waitFor(() => servingPids(gw, '/one/x').size === 2, 'both workers to have served');
+
+  assert.equal((await request(gw.admin + '/consumers', { method: 'POST', body: { username: 'shared' } })).status, 201);
+  // The other worker hears of it by a notice: within db_update_frequency (1 s), not at once.
+  const everyWorkerKnows = async () => (await Promise.all([1, 2, 3, 4].map(() => request(gw.admin + '/consumers/shared')))).every((r) => r.status === 200);
+  await waitFor(everyWorkerKnows, 'every worker to know the consumer', 1000);
+  for (let i = 0; i < 4; i++) assert.equal((await request(gw.admin + '/consumers', { method: 'POST', body: { username: 'shared' } })).status, 409);
+
+  // A worker killed outright: the other keeps serving and a new one takes its place.
+  process.kill(workers[0], 'SIGKILL');
+  for (let i = 0; i < 6; i++) assert.equal((await request(gw.http + '/one/y')).status, 200, 'the node keeps serving');
+  await waitFor(async () => {
+    const now: number[] = (await nodeInfo(gw)).pids.workers;
+    return now.length === 2 && !now.includes(workers[0]);
+  }, 'a replacement worker', 20_000);
+  assert.ok(await everyWorkerKnows(), 'the replacement loaded the consumers');
+
+  // SIGHUP: every worker switches to the new file.
+  assert.equal((await request(gw.http + '/two/x')).status, 404);
+  writeFileSync(gw.configFile, stringify({ _format_version: '3.0', services: services('/one', '/two'), gateway: settings }));
+  gw.kill('SIGHUP');
+  // The primary's own line, once every worker has answered (each worker also logs its own).
+  await waitFor(() => /"msg":"configuration reloaded on every worker"/.test(gw.output()), 'the reload', 10_000);
+  for (let i = 0; i < 6; i++) assert.equal((await request(gw.http + '/two/x')).status, 200, 'every worker serves the new route');
+  await waitFor(() => servingPids(gw, '/two/x').size === 2, 'both workers to serve the new route');
+
+  const current: number[] = (await nodeInfo(gw)).pids.workers;
+  gw.kill('SIGTERM');
+  assert.equal(await gw.exited, 0);
+  assert.ok(current.every((pid) => !alive(pid)), 'no worker outlives the node');
+}
+
+const listeners = { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', worker_processes: 2 };
+
+test('LevelDB: the primary owns the store and two workers serve from it', async () => {
+  const gw = await spawnGateway({ gateway: listeners, services: services('/one') });
+  try {
+    await exerciseNode(gw, { ...listeners, data_dir: gw.dataDir });
+  } finally {
+    gw.kill('SIGKILL');
+  }
+});
+
+test('several workers are refused while a configured plugin keeps its state in one process', async () => {
+  const gw = spawnGateway({ gateway: listeners, services: services('/one'), plugins: [{ name: 'oauth2', config: { enable_client_credentials: true } }] });
+  await assert.rejects(gw, /plugin 'oauth2' keeps state in one process: it runs with worker_processes: 1 only/);
+});
+
+const skip = postgresSkipReason();
+describe('PostgreSQL', { skip }, () => {
+  let pg: ThrowawayPostgres;
+  before(async () => {
+    pg = await startPostgres();
+  });
+  after(() => pg?.stop());
+
+  test('every worker is a client of the database', async () => {
+    const settings = { ...listeners, ...pg.settings({ db_update_frequency: 0.2 }) };
+    const gw = await spawnGateway({ gateway: settings, services: services('/one') });
+    try {
+      await exerciseNode(gw, { ...settings, data_dir: gw.dataDir });
+    } finally {
+      gw.kill('SIGKILL');
+    }
+  });
+});

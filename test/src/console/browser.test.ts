@@ -1,0 +1,298 @@
+/**
+ * The console in headless Chromium, against a real gateway with traffic, consumers, metered events and
+ * a subscription: the usage chart draws the events the test posted (bars read back from a screenshot
+ * of the chart's canvas: two bars, 3 to 1, none for a subject without events), in the chosen time zone,
+ * grouped by dimension or customer; live request rates and error ratios; consumers and credentials
+ * without secrets; customers, subscriptions, invoices; the metering queue. Markup in subjects, consumer
+ * names, customer names and dimension values shows as text. Every page runs without a console error
+ * (a Content-Security-Policy violation is one). Without /usr/bin/chromium the cases skip.
+ */
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { PNG } from 'pngjs';
+import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const NO_CHROMIUM = 'chromium not installed: apt-get install chromium';
+const haveChromium = existsSync(CHROMIUM);
+
+const SECRET = `never-show-${randomUUID()}`;
+const CHART_SUBJECT = 'chart-subject';
+const MARKUP_SUBJECT = '<img src=x onerror=window.__pwned=1>';
+const MARKUP_DIMENSION = '<b>bold</b>';
+const MARKUP_CONSUMER = '<img src=x onerror=window.__pwned=2>';
+const MARKUP_CUSTOMER = '<script>window.__pwned=3</script>';
+/** The first series' colour in the page's palette (chart.js), as the canvas paints it. */
+const SERIES_RGB = [0x25, 0x63, 0xeb];
+const DAY = 86_400_000;
+
+function config(upstreamUrl: string): Record<string, any> {
+  return {
+    services: [{ name: 'shop', url: upstreamUrl, routes: [{ name: 'shop', paths: ['/shop'] }] }],
+    routes: [{ name: 'metering', paths: ['/v3/metering'], protocols: ['http'], strip_path: false, plugins: [{ name: 'metering', config: { allow_unauthenticated: true } }] }],
+    consumers: [
+      {
+        username: 'acme',
+        custom_id: 'cust-42',
+        oauth2_credentials: [{ name: 'Acme Billing App', client_id: 'acme-app', client_secret: SECRET, redirect_uris: ['https://acme.example/cb'] }],
+      },
+    ],
+    meters: [{ key: 'api_calls', name: 'API calls', event_type: 'request', aggregation: 'count', dimensions: { route: '$.route' } }],
+    features: [{ key: 'api_calls', name: 'API calls', meter: { key: 'api_calls' } }],
+    plans: [
+      {
+        key: 'starter',
+        name: 'Starter',
+        currency: 'USD',
+        billing_cadence: 'P1M',
+        phases: [
+          {
+            key: 'main',
+            name: 'Main',
+            duration: null,
+            rate_cards: [
+              { key: 'base_fee', name: 'Base fee', price: { type: 'flat', amount: '9' }, payment_term: 'in_advance' },
+              { key: 'api_calls', name: 'API calls', feature_key: 'api_calls', price: { type: 'unit', amount: '0.01' }, entitlement: { type: 'metered', limit: '5000', usage_period: 'P1M' } },
+            ],
+          },
+        ],
+      },
+    ],
+    customers: [
+      { key: 'acme-corp', name: 'Acme Corp', usage_attribution: { subject_keys: ['acme'] }, currency: 'USD' },
+      { key: 'markup-corp', name: MARKUP_CUSTOMER, usage_attribution: { subject_keys: [MARKUP_SUBJECT] }, currency: 'USD' },
+    ],
+  };
+}
+
+function event(subject: string, time: number, route = '/orders') {
+  return { specversion: '1.0', id: randomUUID(), source: 'console-test', type: 'request', subject, time: new Date(time).toISOString(), data: { route } };
+}
+
+/** 02:00 UTC two days and one day ago: 21:00 the day before in New York, so days there differ from days in UTC. */
+const TODAY = Math.floor(Date.now() / DAY) * DAY;
+const CHART_TIMES = [TODAY - 2 * DAY + 2 * 3_600_000, TODAY - DAY + 2 * 3_600_000];
+
+let upstream: Upstream;
+let gw: TestGateway;
+let browser: Browser;
+
+async function post(path: string, body: unknown, type = 'application/json') {
+  const reply = await request(`${gw.http}/v3/metering${path}`, { method: 'POST', headers: { 'content-type': type }, body: JSON.stringify(body) });
+  assert.ok(reply.status < 300, `${path}: ${reply.status} ${reply.text}`);
+  return reply;
+}
+
+/** A fresh tab on the console that records console errors and uncaught exceptions. */
+async function openConsole(t: { after(fn: () => Promise<void>): void }): Promise<{ tab: Page; errors: string[] }> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const tab = await context.newPage();
+  const errors: string[] = [];
+  tab.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+  tab.on('pageerror', (e) => errors.push(e.message));
+  t.after(async () => {
+    await context.close();
+    assert.deepEqual(errors, [], 'no console errors (CSP violations included)');
+  });
+  await tab.goto(`${gw.admin}/console`);
+  return { tab, errors };
+}
+
+interface UsageForm {
+  range?: string;
+  granularity?: string;
+  timeZone?: string;
+  groupBy?: string;
+  subject?: string;
+}
+
+/** Fills the usage form, shows, and waits for the chart of exactly this query. */
+async function showUsage(tab: Page, form: UsageForm): Promise<string> {
+  await tab.waitForSelector('#usage-chart[data-state=drawn], #usage-chart[data-state=empty]');
+  await tab.selectOption('select[name=range]', form.range ?? '7d');
+  await tab.selectOption('select[name=granularity]', form.granularity ?? 'P1D');
+  await tab.fill('input[name=time_zone]', form.timeZone ?? 'UTC');
+  await tab.selectOption('select[name=group_by]', form.groupBy ?? '');
+  await tab.fill('input[name=subject]', form.subject ?? '');
+  await tab.click('#usage-form button[type=submit]');
+  await tab.waitForFunction(() => ['drawn', 'empty', 'failed'].includes(document.querySelector<HTMLElement>('#usage-chart')!.dataset.state!));
+  return (await tab.textContent('#usage-status')) ?? '';
+}
+
+/** The usage table as [window, group, value] rows. */
+async function usageRows(tab: Page): Promise<string[][]> {
+  return tab.$$eval('#usage-table tbody tr', (rows) => rows.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+}
+
+/**
+ * The bars of the first series in a screenshot of the chart's canvas: for each run of adjacent pixel
+ * columns holding the series' colour, how many pixels of that colour its tallest column has.
+ */
+async function barHeights(tab: Page): Promise<number[]> {
+  const png = PNG.sync.read(await tab.locator('#usage-chart canvas').screenshot());
+  const isSeries = (i: number) => SERIES_RGB.every((c, k) => Math.abs(png.data[i + k] - c) <= 24);
+  const columns: number[] = [];
+  for (let x = 0; x < png.width; x++) {
+    let n = 0;
+    for (let y = 0; y < png.height; y++) if (isSeries((y * png.width + x) * 4)) n++;
+    columns.push(n);
+  }
+  const bars: number[] = [];
+  let run = 0;
+  for (const n of [...columns, 0]) {
+    if (n > 0) run = Math.max(run, n);
+    else if (run > 0) {
+      bars.push(run);
+      run = 0;
+    }
+  }
+  return bars;
+}
+
+describe('the console in headless Chromium', () => {
+  before(async () => {
+    upstream = await startUpstream((req, res) => res.writeHead(req.url?.includes('fail') ? 500 : 200, { 'content-type': 'application/json' }).end('{}'));
+    gw = await startGateway(config(upstream.url));
+    await post(
+      '/events',
+      [
+        ...[0, 1, 2].map(() => event(CHART_SUBJECT, CHART_TIMES[0])),
+        event(CHART_SUBJECT, CHART_TIMES[1]),
+        event(MARKUP_SUBJECT, Date.now() - 3_600_000, MARKUP_DIMENSION),
+      ],
+      'application/cloudevents-batch+json',
+    );
+    await post('/subscriptions', { customer: { key: 'acme-corp' }, plan: { key: 'starter' } });
+    // Usage of a subscription counts from the first whole second after it started.
+    const usageAt = Date.now() + 1000;
+    await post('/events', [event('acme', usageAt), event('acme', usageAt)], 'application/cloudevents-batch+json');
+    // Queries end now: let those events be in the past.
+    await new Promise((resolve) => setTimeout(resolve, usageAt + 100 - Date.now()));
+    const consumer = await request(`${gw.admin}/consumers`, { method: 'POST', body: { username: MARKUP_CONSUMER } });
+    assert.equal(consumer.status, 201, consumer.text);
+    if (haveChromium) browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await gw?.stop();
+    await upstream?.close();
+  });
+
+  it('the usage chart draws the posted events: two bars, 3 to 1, by day in New York', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    const status = await showUsage(tab, { subject: CHART_SUBJECT, timeZone: 'America/New_York' });
+    assert.match(status, /api_calls: 2 windows with usage, P1D windows in America\/New_York/);
+    assert.equal(await tab.getAttribute('#usage-chart', 'data-state'), 'drawn');
+
+    // The days of New York (02:00 UTC is the evening before there), as the page words them.
+    const expectedDays = await tab.evaluate(
+      (times) => times.map((t) => new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeZone: 'America/New_York' }).format(new Date(t))),
+      CHART_TIMES,
+    );
+    assert.deepEqual(await usageRows(tab), [[expectedDays[0], 'API calls', '3'], [expectedDays[1], 'API calls', '1']]);
+
+    const bars = await barHeights(tab);
+    assert.equal(bars.length, 2, `bars drawn: ${bars}`);
+    assert.ok(bars[1] > 20, `the shorter bar is visible: ${bars}`);
+    assert.ok(Math.abs(bars[0] / bars[1] - 3) < 0.15, `bar heights ${bars} are not 3 to 1`);
+
+    // The same chart for a subject without events: nothing drawn, which the measure above tells apart.
+    const empty = await showUsage(tab, { subject: 'nobody-sent-this', timeZone: 'America/New_York' });
+    assert.match(empty, /0 windows with usage/);
+    assert.equal(await tab.getAttribute('#usage-chart', 'data-state'), 'empty');
+    assert.deepEqual(await barHeights(tab), []);
+    assert.deepEqual(await usageRows(tab), [['No usage in this range']]);
+  });
+
+  it('usage by dimension and by customer, in the legend and the table', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    await showUsage(tab, { groupBy: 'route' });
+    const legend = () => tab.$$eval('.u-legend .u-series .u-label', (labels) => labels.map((l) => l.textContent));
+    assert.deepEqual((await legend()).slice(1).sort(), ['/orders', MARKUP_DIMENSION].sort());
+    const byRoute = new Map<string, number>();
+    for (const [, group, value] of await usageRows(tab)) byRoute.set(group, (byRoute.get(group) ?? 0) + Number(value));
+    assert.equal(byRoute.get('/orders'), 6, 'four chart events and two of acme');
+    assert.equal(byRoute.get(MARKUP_DIMENSION), 1);
+
+    await showUsage(tab, { groupBy: 'customer', granularity: 'PT1H', range: '24h' });
+    assert.deepEqual((await legend()).slice(1).sort(), ['Acme Corp (acme-corp)', `${MARKUP_CUSTOMER} (markup-corp)`].sort());
+    const byCustomer = new Map<string, number>();
+    for (const [, group, value] of await usageRows(tab)) byCustomer.set(group, (byCustomer.get(group) ?? 0) + Number(value));
+    assert.equal(byCustomer.get('Acme Corp (acme-corp)'), 2);
+    assert.equal(byCustomer.get(`${MARKUP_CUSTOMER} (markup-corp)`), 1);
+  });
+
+  it('markup in subjects, dimension values, consumer and customer names is shown as text', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    await showUsage(tab, { groupBy: 'subject', range: '24h', granularity: 'PT1H' });
+    assert.ok((await usageRows(tab)).some(([, group]) => group === MARKUP_SUBJECT), 'the subject, verbatim, in the table');
+    await tab.waitForSelector(`#consumers-table tr >> text=${MARKUP_CONSUMER}`);
+    await tab.waitForSelector(`#customers-table tr >> text=${MARKUP_CUSTOMER}`);
+    assert.equal(await tab.locator('#consumers-table td', { hasText: MARKUP_CONSUMER }).count(), 1);
+    assert.equal(await tab.locator('img').count(), 0, 'no image element was made from data');
+    assert.equal(await tab.locator('main b, main script').count(), 0, 'no element was made from data');
+    assert.equal(await tab.evaluate(() => (window as any).__pwned), undefined, 'no script ran');
+  });
+
+  it('routes and services show live request rates and error ratios', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    await tab.waitForSelector('#routes-table tr[data-key="shop"]');
+    await tab.waitForFunction(() => document.querySelector('#traffic-summary')!.textContent!.includes('since the gateway started'));
+    for (let i = 0; i < 8; i++) assert.ok((await request(`${gw.http}/shop/${i % 4 === 3 ? 'fail' : 'ok'}`)).status >= 200);
+    const cells = async (selector: string) => tab.$$eval(`${selector} td`, (tds) => tds.map((td) => td.textContent ?? ''));
+    await tab.waitForFunction(() => [...document.querySelectorAll('#routes-table tr[data-key="shop"] td')].some((td) => td.textContent === '25.0 %'), undefined, { timeout: 15_000 });
+    const route = await cells('#routes-table tr[data-key="shop"]');
+    const [name, service, protocols, paths, , rate, serverErrors, clientErrors] = route;
+    assert.deepEqual([name, service, protocols, paths], ['shop', 'shop', 'http, https', '/shop']);
+    assert.ok(Number(rate) > 0, `req/s ${rate}`);
+    assert.equal(serverErrors, '25.0 %');
+    assert.equal(clientErrors, '0.0 %');
+    const serviceRow = await cells('#services-table tr[data-key="shop"]');
+    assert.equal(serviceRow[1], upstream.url);
+    assert.equal(serviceRow[4], '25.0 %');
+  });
+
+  it('consumers with their credentials, never a client secret', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    await tab.waitForSelector('#consumers-table tr[data-key="acme"]');
+    const row = (await tab.textContent('#consumers-table tr[data-key="acme"]')) ?? '';
+    for (const shown of ['cust-42', 'Acme Billing App', 'acme-app', 'secret stored in plain text', 'https://acme.example/cb']) assert.ok(row.includes(shown), `${shown} in ${row}`);
+    assert.ok(!(await tab.content()).includes(SECRET), 'the secret is nowhere in the page');
+  });
+
+  it('customers with their plan, subscriptions, invoices, and a customer\'s entitlements and upcoming invoice', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    const customer = tab.locator('#customers-table tr[data-key="acme-corp"]');
+    await customer.waitFor();
+    assert.match((await customer.textContent()) ?? '', /Acme Corp.*acme.*USD.*starter v1 \(active\)/);
+    assert.match((await tab.textContent('#subscriptions-table tbody')) ?? '', /acme-corp.*starter v1.*active/);
+    // The in-advance base fee is invoiced when the subscription starts.
+    assert.match((await tab.textContent('#invoices-table tbody')) ?? '', /acme-corp.*issued.*9 USD/);
+    await customer.click();
+    await tab.waitForSelector('#customer-details-table h4 >> text=Upcoming invoice');
+    const details = (await tab.textContent('#customer-details-table')) ?? '';
+    assert.match(details, /api_calls.*metered.*yes/);
+    assert.match(details, /5000/);
+    assert.match(details, /API calls/);
+  });
+
+  it('the metering queue and backfills', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    await tab.waitForSelector('#metering-status dl');
+    const text = (await tab.textContent('#metering-status')) ?? '';
+    assert.match(text, /Ingest queue\s*0 of 100.000 events waiting/);
+    assert.match(text, /Meters\s*1/);
+    assert.match(text, /No backfill running/);
+  });
+});

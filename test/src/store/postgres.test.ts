@@ -1,0 +1,139 @@
+/**
+ * The PostgreSQL store adapter on a throwaway cluster, as an ordinary role with a password: the store
+ * contract with two instances on each location (as two nodes), then what is PostgreSQL's own: the
+ * schema created once by nodes starting together, notices surviving a lost connection, clear errors
+ * for an unreachable database or a schema newer than the code.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { StoreSchemaError, StoreUnavailableError } from '../../../src/store/errors.ts';
+import { PostgresStore, type PostgresSettings } from '../../../src/store/postgres.ts';
+import { SCHEMA_VERSION } from '../../../src/store/postgres-schema.ts';
+import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { waitFor } from '../support.ts';
+import { storeContract } from './contract.ts';
+
+const skip = postgresSkipReason();
+let cluster: ThrowawayPostgres | undefined;
+let schemas = 0;
+
+async function theCluster(): Promise<ThrowawayPostgres> {
+  cluster ??= await startPostgres();
+  return cluster;
+}
+
+function settingsFor(c: ThrowawayPostgres, schema: string, extra: Partial<PostgresSettings> = {}): PostgresSettings {
+  return { host: c.host, port: c.port, user: c.user, password: c.password, database: c.database, schema, ssl: false, sslVerify: true, updateFrequencyMs: 200, ...extra };
+}
+
+async function openStore(settings: PostgresSettings): Promise<PostgresStore> {
+  const store = new PostgresStore(settings);
+  await store.open();
+  return store;
+}
+
+/** A fresh schema (pg_schema) per location: every location is an empty store of its own. */
+async function freshSchema(): Promise<string> {
+  await theCluster();
+  return `contract_${++schemas}`;
+}
+
+storeContract({
+  name: 'PostgreSQL',
+  shared: true,
+  skip,
+  location: async () => {
+    const schema = await freshSchema();
+    return { open: () => openStore(settingsFor(cluster!, schema)) };
+  },
+});
+
+describe('PostgreSQL adapter', { skip }, () => {
+  const opened: PostgresStore[] = [];
+  const open = async (settings: PostgresSettings) => {
+    const store = await openStore(settings);
+    opened.push(store);
+    return store;
+  };
+
+  before(theCluster);
+  after(async () => {
+    for (const s of opened) await s.close();
+    await cluster?.stop();
+  });
+
+  test('nodes starting together on an empty database create the schema once, in their pg_schema', async () => {
+    const settings = settingsFor(cluster!, 'starting_together');
+    const stores = await Promise.all(Array.from({ length: 5 }, () => open(settings)));
+    assert.equal(stores.filter((s) => s.migration!.from === 0).length, 1, 'one node created the schema, the others found it');
+    assert.ok(stores.every((s) => s.migration!.to === SCHEMA_VERSION));
+    const tables = await cluster!.sql("SELECT table_name FROM information_schema.tables WHERE table_schema = 'starting_together' ORDER BY 1");
+    assert.deepEqual(tables.map((t) => t.table_name), ['tollgate_meta', 'tollgate_store']);
+    const owner = await cluster!.sql("SELECT nspowner::regrole::text AS owner FROM pg_namespace WHERE nspname = 'starting_together'");
+    assert.equal(owner[0].owner, 'tollgate', 'created by the ordinary role');
+    await stores[0].put('k', 'v');
+    assert.equal(await stores[4].get('k'), 'v');
+  });
+
+  test('a lost notice connection delivers null to every topic, and notices flow again once it is back', async () => {
+    const settings = settingsFor(cluster!, 'reconnect');
+    const a = await open(settings);
+    const b = await open(settings);
+    const got: (string | null)[] = [];
+    a.namespace('oauth2').notices.subscribe('tokens', (m) => got.push(m));
+    b.namespace('oauth2').notices.publish('tokens', 'before');
+    await waitFor(() => got.includes('before'), 'the first notice');
+    await cluster!.terminateSessions();
+    await waitFor(() => got.includes(null), 'null after the connection was lost');
+    // Once both are reconnected, a notice from b reaches a again.
+    await waitFor(async () => a.notices.connected && b.notices.connected, 'both reconnected', 10_000);
+    b.namespace('oauth2').notices.publish('tokens', 'after');
+    await waitFor(() => got.includes('after'), 'a notice after the reconnection', 10_000);
+    assert.equal(await a.get('anything'), undefined, 'the pool reconnects too');
+  });
+
+  test('a notice too large for NOTIFY arrives as null (drop the topic), never as a cut message', async () => {
+    const settings = settingsFor(cluster!, 'large_notice');
+    const a = await open(settings);
+    const b = await open(settings);
+    const got: (string | null)[] = [];
+    a.notices.subscribe('big', (m) => got.push(m));
+    b.notices.publish('big', 'x'.repeat(10_000));
+    await waitFor(() => got.length > 0, 'the notice');
+    assert.deepEqual(got, [null]);
+  });
+
+  test('an unreachable database is a clear error naming where it was looked for', async () => {
+    const settings = settingsFor(cluster!, 'nowhere', { port: 1, updateFrequencyMs: 1000 });
+    await assert.rejects(openStore(settings), (err: Error) => {
+      assert.ok(err instanceof StoreUnavailableError);
+      assert.equal((err as StoreUnavailableError).code, 'TOLLGATE_ERR_STORE_UNAVAILABLE');
+      assert.match(err.message, /cannot connect to PostgreSQL at 127\.0\.0\.1:1 \(database tollgate, user tollgate\)/);
+      return true;
+    });
+    await assert.rejects(openStore(settingsFor(cluster!, 'wrong_password', { password: 'wrong' })), /password authentication failed/);
+  });
+
+  test('a schema newer than this gateway is refused, not used', async () => {
+    const settings = settingsFor(cluster!, 'from_the_future');
+    const store = await openStore(settings);
+    await store.close();
+    await cluster!.sql(`UPDATE from_the_future.tollgate_meta SET value = '99' WHERE name = 'schema_version'`);
+    await assert.rejects(openStore(settings), (err: Error) => err instanceof StoreSchemaError && /version 99, newer than this gateway knows/.test(err.message));
+  });
+
+  test('reachable() follows the database going away and coming back', async () => {
+    const store = await open(settingsFor(cluster!, 'reachability'));
+    assert.equal(await store.reachable(), true);
+    await cluster!.pause();
+    try {
+      assert.equal(await store.reachable(), false);
+      await assert.rejects(store.get('k'));
+    } finally {
+      await cluster!.resume();
+    }
+    await waitFor(() => store.reachable(), 'the database to be reachable again', 10_000);
+    await store.put('k', 'v', { sync: true });
+    assert.equal(await store.get('k'), 'v');
+  });
+});
