@@ -1,5 +1,5 @@
 /**
- * The HTTP surface under the metering route (INTERFACE.md §5): routing, scopes, bodies, and errors as
+ * The HTTP surface under the metering route: routing, scopes, bodies, and errors as
  * `application/problem+json` in the Konnect shape (`invalid_parameters` for validation failures).
  */
 import { isUtf8 } from 'node:buffer';

@@ -1,5 +1,5 @@
 /**
- * The `metering` plugin (INTERFACE.md §5): OpenMeter/Konnect v3 event ingestion, meters and usage
+ * The `metering` plugin: OpenMeter/Konnect v3 event ingestion, meters and usage
  * queries answered under its route, on LevelDB through the core's store, behind an auth plugin.
  */
 import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';

@@ -237,7 +237,7 @@ export class MeteringService {
   }
 
   private validationErrors(event: StoredEvent): { code: string; message: string }[] {
-    // INTERFACE.md §5: one error per matching meter that cannot use the event (none when no meter matches).
+    // One error per matching meter that cannot use the event (none when no meter matches), as OpenMeter lists them.
     const errors: { code: string; message: string }[] = [];
     for (const m of this.meters.live()) {
       const problem = m.event_type === event.type ? eventProblem(m, event.data) : undefined;

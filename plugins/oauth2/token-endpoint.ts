@@ -1,7 +1,7 @@
 /**
  * `POST …/oauth2/token`: Kong's `issue_token` (grant type, client credentials, redirect URI and client
  * authentication checked in that order, the last failure winning), then the grant itself. Where Kong
- * departs from RFC 6749, the RFC's error codes are used (INTERFACE §4).
+ * departs from RFC 6749, the RFC's error codes are used (RFC 6749 §5.2: invalid_grant, unauthorized_client).
  */
 import { safeEqual, type Params, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Credential } from './credential-schema.ts';

@@ -1,4 +1,4 @@
-/** The core's admin endpoints, in Kong's shapes (reference/gateway-core.md §6). */
+/** The core's admin endpoints, in the shapes of Kong's admin API (kong/api/routes/kong.lua, health.lua). */
 import { hostname } from 'node:os';
 import type { Consumers } from '../consumers.ts';
 import type { PluginRegistry } from '../config/load.ts';

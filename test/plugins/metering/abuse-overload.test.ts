@@ -1,5 +1,5 @@
 /**
- * Overload (INTERFACE §5): when the ingest queue is full the answer is 503 with Retry-After, and nothing is
+ * Overload: when the ingest queue is full the answer is 503 with Retry-After, and nothing is
  * dropped silently: every acknowledged event counts exactly once, no refused event is stored, and the
  * refused ones are accepted when retried.
  */

@@ -1,5 +1,5 @@
 /**
- * OpenMeter catalogue §7.7 (event listing), ported to Tollgate's `GET /events` (INTERFACE §5): newest event
+ * OpenMeter catalogue §7.7 (event listing), ported to Tollgate's `GET /events`: newest event
  * time first, cursor-paginated, filters subject, type, source, id, from, to; items
  * `{event, ingested_at, stored_at, validation_errors}`. Customers (EVL-01's customerId) do not exist in
  * Tollgate; the 32-day look-back limit of OpenMeter v1 (EVL-03) gives way to the whole retention.

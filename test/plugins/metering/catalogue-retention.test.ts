@@ -1,5 +1,5 @@
 /**
- * Retention (INTERFACE §5, next to the catalogue's time rules): events older than `retention_days` are
+ * Retention: events older than `retention_days` are
  * purged, and an event whose time is already outside retention is rejected. An event that ages out must
  * stop counting and stop being listed as soon as it is outside retention, whatever the purge's schedule
  * and whatever roll-up bucket (minute, hour, day) still holds it.

@@ -100,7 +100,7 @@ export class MeteringApi {
     return this.send('POST', '/events', JSON.stringify(events), { 'content-type': contentType });
   }
 
-  /** Ingests and insists on 202 with an empty body (INTERFACE §5). */
+  /** Ingests and insists on 202 with an empty body. */
   async ingestOk(events: unknown, contentType?: string): Promise<void> {
     const res = await this.ingest(events, contentType);
     assert.equal(res.status, 202, `ingest answered ${res.status}: ${res.text}`);
@@ -220,7 +220,7 @@ export interface EventItem {
   validation_errors?: { code: string; message: string }[];
 }
 
-/** v3 values: decimal strings (INTERFACE §5, OpenMeter's `^-?[0-9]+(\.[0-9]+)?$`). */
+/** v3 values: decimal strings (OpenMeter's `^-?[0-9]+(\.[0-9]+)?$`). */
 export const DECIMAL = /^-?[0-9]+(\.[0-9]+)?$/;
 const SETTLE_MS = 10_000;
 

@@ -1,7 +1,7 @@
 /**
  * OpenMeter catalogue §7.4 (per-event value parsing and the validation messages of the event list), ported
  * to Tollgate's v3 API: accepted-but-unusable events are stored, ignored by value aggregations, and listed
- * with `validation_errors: [{code, message}]`, one per matching meter that cannot use them (INTERFACE §5).
+ * with `validation_errors: [{code, message}]`, one per matching meter that cannot use them.
  * Each meter has its own event type so that an event meets exactly one meter.
  */
 import assert from 'node:assert/strict';

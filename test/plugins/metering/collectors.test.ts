@@ -1,5 +1,5 @@
 /**
- * Collectors (INTERFACE §9): a declared collector rewriting matching events posted to /events before
+ * Collectors: a declared collector rewriting matching events posted to /events before
  * validation and dedupe (a derived cost), a webhook collector created through the API turning any JSON
  * into CloudEvents (deduped when delivered twice), the collectors API (list, get, 409, 405, 404, delete),
  * a syntax error as a config error with its position, and every failure rejecting the whole request

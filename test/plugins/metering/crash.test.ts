@@ -1,5 +1,5 @@
 /**
- * Durability and exactly-once under a crash (INTERFACE §5 guarantees): concurrent producers post batches
+ * Durability and exactly-once under a crash: concurrent producers post batches
  * of events with unique (source, id); the gateway process is SIGKILLed in the middle of ingestion and
  * restarted on the same data directory; producers re-send everything that was not acknowledged, plus some
  * acknowledged batches (a producer that lost the answer does exactly that). Then a count meter and a sum
@@ -147,7 +147,7 @@ test('kill -9 during concurrent ingestion loses no acknowledged event and counts
   const bySubject = await api.queryOk('crash_sum', { group_by_dimensions: ['subject'] });
   assert.equal(bySubject.data.reduce((sum, row) => sum + Number(row.value), 0), expectedSum);
 
-  // A graceful stop after all this exits 0 (INTERFACE §1) and a restart still reads the same totals.
+  // A graceful stop after all this exits 0 and a restart still reads the same totals.
   second.kill('SIGTERM');
   assert.equal(await second.exited, 0, 'SIGTERM exits 0');
   const third = await spawnGateway(config, { dataDir });

@@ -1,5 +1,5 @@
 /**
- * OpenMeter's v1 API (INTERFACE §11) driven by the real `@openmeter/sdk`, unmodified, with the metering
+ * OpenMeter's v1 API driven by the real `@openmeter/sdk`, unmodified, with the metering
  * route's URL as its base URL and a gateway token as its API key: meters created, listed, read, queried
  * (GET and POST, windows, subject and dimension filters, group by) and deleted; events ingested (the SDK
  * fills ids, sources and times) and listed; subjects listed; errors as RFC 7807 problems the SDK reads.

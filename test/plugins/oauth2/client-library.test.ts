@@ -213,7 +213,7 @@ describe('oauth4webapi against the gateway', () => {
     assert.deepEqual(as.scopes_supported, ['read', 'write']);
   });
 
-  it('serves the same metadata under the route prefix too (INTERFACE §4)', async () => {
+  it('serves the same metadata under the route prefix too', async () => {
     const res = await gatewayFetch(`${ISSUER.href}/.well-known/oauth-authorization-server`, { method: 'GET', headers: {} });
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), as);

@@ -236,7 +236,7 @@ describe('Kong §7.13 admin API: oauth2 credentials', () => {
     assert.equal(created.json().client_id, 'client-1');
   });
 
-  it('AD34 GET /oauth2?client_id= gives the application and developer names (INTERFACE §6)', async () => {
+  it('AD34 GET /oauth2?client_id= gives the application and developer names', async () => {
     const cred = await createCredential(fx.gw, 'sally', { name: 'Sally Analytics', redirect_uris: [GOOGLE] });
     const res = await call('GET', `/oauth2?client_id=${cred.client_id}`);
     assert.equal(res.status, 200, res.text);
@@ -378,7 +378,7 @@ describe('Kong §7.13 admin API: oauth2 tokens', () => {
   });
 });
 
-describe('runtime entities persist across restarts (INTERFACE §6)', () => {
+describe('runtime entities persist across restarts', () => {
   it('AD41 a consumer and credential created at runtime are there after a restart', async () => {
     const upstream = fx.upstream;
     const first = await startGateway(adminConfig(upstream.url));

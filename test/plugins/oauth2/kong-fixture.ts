@@ -1,5 +1,5 @@
 /**
- * The fixture of Kong's `spec/03-plugins/25-oauth2/03-access_spec.lua` (reference/kong-oauth2.md §7.1), as a
+ * The fixture of Kong's `spec/03-plugins/25-oauth2/03-access_spec.lua`, as a
  * gateway.yaml-shaped object, plus the request helpers Kong's spec uses (PC, PT, RT, PKCE) and the shared
  * assertions ("TOK200", "CC200", "NC", "WWW-INV"). Every `kong-*.test.ts` file starts its own gateway on it.
  *

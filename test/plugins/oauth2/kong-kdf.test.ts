@@ -103,7 +103,7 @@ describe('Kong §7.16 KDF', () => {
     assertTokenResponse(await clientCredentials('legacy', 'legacy-secret'), { refresh: false });
   });
 
-  it('KD04 codes, access tokens and refresh tokens are stored hashed (INTERFACE §4)', async () => {
+  it('KD04 codes, access tokens and refresh tokens are stored hashed', async () => {
     const pendingCode = await client.provisionCode();
     const { verifier, challenge } = pkcePair();
     const codeGrant = await client.provisionToken({ clientId: 'clientid11211', secret: null, challenge, verifier });

@@ -1,5 +1,5 @@
 /**
- * Kong's plugin config schema cases (reference §7.14): errors through `npm run check` (INTERFACE §1), defaults
+ * Kong's plugin config schema cases (reference §7.14): errors through `npm run check`, defaults
  * through the admin API's `GET /plugins`.
  */
 import assert from 'node:assert/strict';

@@ -149,7 +149,7 @@ describe('Kong §7.4 token endpoint: client_credentials', () => {
     assertTokenResponse(await fx.client.send('/oauth2/token', { ...ON, body: { form: VALID } }), { refresh: false });
   });
 
-  it('CC21 public clients are refused: unauthorized_client (INTERFACE §4; Kong issues them a token)', async () => {
+  it('CC21 public clients are refused: unauthorized_client (RFC 6749 §4.4; Kong issues them a token)', async () => {
     const res = await token({ client_id: 'clientid11211', scope: 'email', grant_type: 'client_credentials' });
     assertOAuthError(res, 400, 'unauthorized_client');
   });
