@@ -108,7 +108,9 @@ function nodeInfo(state: AdminState) {
     node_version: process.version,
     plugins: { available_on_server: available, enabled_in_cluster: [...new Set(config.plugins.filter((p) => p.enabled).map((p) => p.name))] },
     configuration: {
-      database: 'off',
+      database: gateway.database,
+      worker_processes: gateway.worker_processes,
+      db_update_frequency: gateway.db_update_frequency,
       declarative_config: config.file,
       proxy_listen: gateway.proxy_listen,
       admin_listen: gateway.admin_listen,

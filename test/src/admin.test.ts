@@ -42,7 +42,7 @@ after(async () => {
 
 const admin = (path: string, options?: Parameters<typeof request>[1]) => request(gw.admin + path, options);
 
-test('GET / describes the node: version, a node id stable across restarts, plugins available and in use', async () => {
+test('GET / describes the node: version, a node id stable across restarts, plugins available and in use, its database', async () => {
   const reply = await admin('/');
   assert.equal(reply.status, 200);
   const info = reply.json();
@@ -54,7 +54,8 @@ test('GET / describes the node: version, a node id stable across restarts, plugi
   ]);
   assert.equal(info.plugins.available_on_server.oauth2.priority, 1400);
   assert.deepEqual(info.plugins.enabled_in_cluster, ['oauth2']);
-  assert.equal(info.configuration.database, 'off');
+  assert.equal(info.configuration.database, 'leveldb');
+  assert.equal(info.configuration.db_update_frequency, 1);
   assert.equal(info.configuration.declarative_config, gw.configFile);
   assert.equal(typeof info.hostname, 'string');
 });

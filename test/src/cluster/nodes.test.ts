@@ -44,12 +44,13 @@ describe('nodes on one PostgreSQL', { skip }, () => {
     return [await node(schema, extra), await node(schema, extra)];
   };
 
-  test('each node keeps its own node_id', async () => {
+  test('each node keeps its own node_id, and says it runs on PostgreSQL', async () => {
     const [a, b] = await nodes();
-    const idA = (await request(a.admin + '/')).json().node_id;
+    const infoA = (await request(a.admin + '/')).json();
     const idB = (await request(b.admin + '/')).json().node_id;
-    assert.match(idA, /^[0-9a-f-]{36}$/);
-    assert.notEqual(idA, idB);
+    assert.match(infoA.node_id, /^[0-9a-f-]{36}$/);
+    assert.notEqual(infoA.node_id, idB);
+    assert.equal(infoA.configuration.database, 'postgres');
   });
 
   test('a consumer created on one node is served by the other, and its deletion too', async () => {
