@@ -5,18 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startGateway, type TestGateway } from '../../../helpers/gateway.ts';
-import { afterStart, assertProblem, BillingApi, billingConfig, key, unitCard, until } from './support.ts';
+import { type TestGateway } from '../../../helpers/gateway.ts';
+import { afterStart, assertProblem, BillingApi, key, unitCard, until, startBillingGateway } from './support.ts';
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
 let gateway: TestGateway;
 let api: BillingApi;
-
-before(async () => {
-  gateway = await startGateway(billingConfig());
-  api = await BillingApi.connect(gateway.https);
-});
+before(async () => ({ gateway, api } = await startBillingGateway()));
 after(() => gateway?.stop());
 
 /** A published plan with a metered entitlement on api_calls (limit 100) priced by unit. */

@@ -6,16 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startGateway, type TestGateway } from '../../../helpers/gateway.ts';
-import { afterStart, anchorEndingIn, assertProblem, BillingApi, billingConfig, key, sleep, unitCard, until } from './support.ts';
+import { type TestGateway } from '../../../helpers/gateway.ts';
+import { afterStart, anchorEndingIn, assertProblem, BillingApi, key, sleep, unitCard, until, startBillingGateway } from './support.ts';
 
 let gateway: TestGateway;
 let api: BillingApi;
-
-before(async () => {
-  gateway = await startGateway(billingConfig());
-  api = await BillingApi.connect(gateway.https);
-});
+before(async () => ({ gateway, api } = await startBillingGateway()));
 after(() => gateway?.stop());
 
 /** A customer subscribed to a plan with a metered entitlement on api_calls. */

@@ -11,8 +11,8 @@ import { alignedPeriod, parseCadence, parseInstant } from '../../../../plugins/m
 import { currencyOf, Decimal, formatDecimal, type Currency } from '../../../../plugins/metering/billing/money.ts';
 import type { Price } from '../../../../plugins/metering/billing/plan-model.ts';
 import { rateFlat, rateUsage } from '../../../../plugins/metering/billing/rating.ts';
-import { request, startGateway, type TestGateway } from '../../../helpers/gateway.ts';
-import { afterStart, anchorEndingIn, assertProblem, BillingApi, billingConfig, flatCard, key, planBody, sleep, unitCard } from './support.ts';
+import { request, type TestGateway } from '../../../helpers/gateway.ts';
+import { afterStart, anchorEndingIn, assertProblem, BillingApi, flatCard, key, planBody, sleep, unitCard, startBillingGateway } from './support.ts';
 
 const USD = currencyOf('USD') as Currency;
 
@@ -103,11 +103,7 @@ describe('rating: tier math against hand-computed tables', () => {
 
 let gateway: TestGateway;
 let api: BillingApi;
-
-before(async () => {
-  gateway = await startGateway(billingConfig());
-  api = await BillingApi.connect(gateway.https);
-});
+before(async () => ({ gateway, api } = await startBillingGateway()));
 after(() => gateway?.stop());
 
 /** Subscribes a new customer to `cards` with a first period ending in `endsInMs`. */

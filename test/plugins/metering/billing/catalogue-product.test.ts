@@ -5,16 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startGateway, type TestGateway } from '../../../helpers/gateway.ts';
-import { assertProblem, BillingApi, billingConfig, flatCard, key, planBody, unitCard } from './support.ts';
+import { type TestGateway } from '../../../helpers/gateway.ts';
+import { assertProblem, BillingApi, flatCard, key, planBody, unitCard, startBillingGateway } from './support.ts';
 
 let gateway: TestGateway;
 let api: BillingApi;
-
-before(async () => {
-  gateway = await startGateway(billingConfig());
-  api = await BillingApi.connect(gateway.https);
-});
+before(async () => ({ gateway, api } = await startBillingGateway()));
 after(() => gateway?.stop());
 
 /** A 400 whose invalid_parameters carry `code`. */

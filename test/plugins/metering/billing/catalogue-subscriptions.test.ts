@@ -7,16 +7,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { boundary, parseCadence, parseInstant, periodIndexAt } from '../../../../plugins/metering/billing/calendar.ts';
-import { startGateway, type TestGateway } from '../../../helpers/gateway.ts';
-import { afterStart, anchorEndingIn, assertProblem, BillingApi, billingConfig, flatCard, key, planBody, unitCard } from './support.ts';
+import { type TestGateway } from '../../../helpers/gateway.ts';
+import { afterStart, anchorEndingIn, assertProblem, BillingApi, flatCard, key, planBody, unitCard, startBillingGateway } from './support.ts';
 
 let gateway: TestGateway;
 let api: BillingApi;
-
-before(async () => {
-  gateway = await startGateway(billingConfig());
-  api = await BillingApi.connect(gateway.https);
-});
+before(async () => ({ gateway, api } = await startBillingGateway()));
 after(() => gateway?.stop());
 
 const cancel = (id: string, body: unknown) => api.post(`/subscriptions/${id}/cancel`, body);

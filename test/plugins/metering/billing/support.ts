@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { startGateway, type TestGateway } from '../../../helpers/gateway.ts';
 import { MeteringApi, meteringConfig, sleep, type Reply } from '../catalogue-support.ts';
 
 export { assertProblem, sleep, unique } from '../catalogue-support.ts';
@@ -62,6 +63,12 @@ export function planBody(planKey: string, cards: Card[], fields: Record<string, 
 }
 
 /** The billing API under the metering route. */
+/** A gateway with billing (billingConfig) and a client of its billing API. */
+export async function startBillingGateway(options: BillingFixtureOptions = {}): Promise<{ gateway: TestGateway; api: BillingApi }> {
+  const gateway = await startGateway(billingConfig(options));
+  return { gateway, api: await BillingApi.connect(gateway.https) };
+}
+
 export class BillingApi extends MeteringApi {
   static override async connect(httpsBase: string): Promise<BillingApi> {
     const api = await MeteringApi.connect(httpsBase);
