@@ -39,12 +39,15 @@ export async function run(): Promise<void> {
     const node = await startTollgate(config(2), 2);
     try {
       const url = node.urls[0];
-      const workerRows: [string, LoadResult][] = [
-        ['2 workers, no plugin', await load({ url: `${url}/open/hello` })],
-        ['2 workers, policy local (compare-and-set in the primary)', await load({ url: `${url}/limited/hello` })],
-        ['2 workers, policy cluster (compare-and-set in the primary)', await load({ url: `${url}/cluster/hello` })],
+      const targets: [string, string][] = [
+        ['2 workers, no plugin', `${url}/open/hello`],
+        ['2 workers, policy local (compare-and-set in the primary)', `${url}/limited/hello`],
+        ['2 workers, policy cluster (compare-and-set in the primary)', `${url}/cluster/hello`],
       ];
-      printTable('rate-limiting on a node of 2 worker processes, LevelDB (ratio to the route without plugin)', workerRows, workerRows[0][1]);
+      const results: LoadResult[][] = targets.map(() => []);
+      for (let round = 0; round < 2; round++) for (const [i, [, target]] of targets.entries()) results[i].push(await load({ url: target }));
+      const workerRows = targets.map(([name], i): [string, LoadResult] => [name, results[i].reduce((a, b) => (b.requestsPerSecond > a.requestsPerSecond ? b : a))]);
+      printTable('rate-limiting on a node of 2 worker processes, LevelDB, best of 2 alternating rounds (ratio to the route without plugin)', workerRows, workerRows[0][1]);
     } finally {
       await node.stop();
     }
