@@ -3,9 +3,11 @@
  * with and without the plugin, alternating rounds, best of each (the issue aims at a ratio ≥ 0.85). Beside
  * them, the counts kept in the store and admitted by compare-and-set: the cluster policy on one process, and
  * on a node of two worker processes both policies (the counts then in the primary's LevelDB, over IPC).
+ * With PostgreSQL, two nodes on one database, loaded at once, the cluster policy counting over both.
  * Every request of a run has one identifier (one client address): the worst case for the compare-and-set,
  * each round of a process admitting the requests that waited for it.
  */
+import { postgresSkipReason, startPostgres } from '../test/helpers/postgres.ts';
 import { load, printTable, startChild, type LoadResult } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
@@ -51,7 +53,31 @@ export async function run(): Promise<void> {
     } finally {
       await node.stop();
     }
+    await twoPostgresNodes(config(1));
   } finally {
     await Promise.all([upstream.stop(), tollgate.stop()]);
+  }
+}
+
+/** Both nodes loaded at once (25 connections each); their requests per second added. */
+async function twoPostgresNodes(config: { gateway: Record<string, unknown>; services: unknown[] }): Promise<void> {
+  const skip = postgresSkipReason();
+  if (skip) return console.log(`\n## rate-limiting on two PostgreSQL nodes: ${skip}`);
+  const pg = await startPostgres();
+  const onDatabase = { ...config, gateway: { ...config.gateway, ...pg.settings({ pg_schema: 'bench_rate_limiting' }) } };
+  const nodes = [await startTollgate(onDatabase, 2), await startTollgate(onDatabase, 2)];
+  try {
+    const both = async (path: string): Promise<LoadResult> => {
+      const [a, b] = await Promise.all(nodes.map((node) => load({ url: node.urls[0] + path, connections: 25 })));
+      return { ...a, requestsPerSecond: a.requestsPerSecond + b.requestsPerSecond, p50: Math.max(a.p50, b.p50), p99: Math.max(a.p99, b.p99), errors: a.errors + b.errors, non2xx: a.non2xx + b.non2xx };
+    };
+    const rows: [string, LoadResult][] = [
+      ['2 nodes, no plugin', await both('/open/hello')],
+      ['2 nodes, policy cluster (compare-and-set in PostgreSQL)', await both('/cluster/hello')],
+    ];
+    printTable('rate-limiting on two nodes of one PostgreSQL, loaded at once, one identifier (ratio to the route without plugin)', rows, rows[0][1]);
+  } finally {
+    await Promise.all(nodes.map((node) => node.stop()));
+    await pg.stop();
   }
 }

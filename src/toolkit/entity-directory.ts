@@ -338,9 +338,9 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
   /** The compare-and-set that writes `entity`: its unique values must be free or already its own. */
   private writeOf(entity: T, previous: T | undefined, expiresAt: number | undefined): { expectations: Expectation[]; ops: BatchOp[] } {
     const ttlMs = expiresAt === undefined ? undefined : Math.max(1, expiresAt - Date.now());
-    const expectations: Expectation[] = [];
+    // The record must still be the version this write replaces (absent for a new one).
+    const expectations: Expectation[] = [{ key: this.keyPrefix + entity.id, value: previous && storedForm(previous) }];
     const ops: BatchOp[] = [{ type: 'put', key: this.keyPrefix + entity.id, value: storedForm(entity), ttlMs }];
-    expectations.push({ key: this.keyPrefix + entity.id, value: previous && storedForm(previous) });
     const before = previous ? this.claimsOf(previous) : new Map<string, string>();
     const after = this.claimsOf(entity);
     for (const [field, value] of after) {
