@@ -441,7 +441,9 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     const loaded = new Map<string, T>();
     for await (const [, value] of this.store.scan({ prefix: this.keyPrefix })) {
       const entity = JSON.parse(value) as T;
-      loaded.set(entity.id, entity);
+      const current = this.runtime.byId.get(entity.id);
+      // An unchanged entity stays the same object: what is remembered per object (a verified secret) stays valid.
+      loaded.set(entity.id, current && storedForm(current) === value ? current : entity);
     }
     // What this process changed during the scan is newer than what the scan read.
     const changedMeanwhile = (id: string) => this.localVersions.get(id) !== versions.get(id);
@@ -451,6 +453,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     for (const entity of loaded.values()) {
       if (changedMeanwhile(entity.id)) continue;
       const current = this.runtime.byId.get(entity.id);
+      if (current === entity) continue;
       if (current) this.removeFrom(this.runtime, current);
       this.addTo(this.runtime, entity);
     }
