@@ -14,7 +14,8 @@
  *   record's claims with it: a write made from a version another process replaced meanwhile fails
  *   (ConcurrentChangeError) and changes nothing, so claims always name the one record holding the value.
  * - A parent knows its children's directories: deleting a consumer deletes its runtime children of every
- *   type first (Kong's `on_delete = "cascade"`).
+ *   type first (Kong's `on_delete = "cascade"`), and every other process that hears of the deletion deletes
+ *   those it knows too (created there before the news of them reached the deleting process).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -257,8 +258,23 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     if (byThisProcess) {
       this.touch(entity.id);
       this.store.notices.publish(this.topic, entity.id);
+    } else {
+      for (const child of this.children) void child.removeOrphansOf(entity.id);
     }
     return this.announceRemoved(current, byThisProcess);
+  }
+
+  /**
+   * A parent deleted by another process: the children this process knows that the deleting one did not
+   * yet (created here just before) are deleted too, so none outlives its parent with its values claimed.
+   * Children the deleting process removed already are found gone on the way.
+   */
+  private async removeOrphansOf(parentId: string): Promise<void> {
+    try {
+      await this.removeAll(this.runtimeChildrenOf(parentId));
+    } catch (err) {
+      this.options.log?.error({ err, entity: this.definition.name, parent: parentId }, 'deleting the children of a deleted parent failed');
+    }
   }
 
   /** Calls the listeners at once (so caches drop the entity before anything else runs); resolves when their cleanups end. */

@@ -4,7 +4,8 @@
  * by one is seen by the other, a unique value is claimed once across them, deleting a parent deletes its
  * children of every type, declared entities win lookups and are never persisted, expired ones vanish,
  * a store read that a local change overtook never brings back what was deleted, and an update or deletion
- * made from a version the other process replaced never leaves a unique value claimed by the wrong record.
+ * made from a version the other process replaced never leaves a unique value claimed by the wrong record,
+ * nor does a child created by one process just before another deletes its parent.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -121,6 +122,28 @@ describe('two processes on one store', () => {
     await waitFor(() => a.keys.byId(first.id) === undefined, 'the deletion to reach the first process');
     await a.keys.save({ id: crypto.randomUUID(), key: stored('new'), consumer: { id: owner.id } });
     await a.keys.save({ id: crypto.randomUUID(), key: stored('old'), consumer: { id: owner.id } });
+  });
+
+  it('a child the deleting process had not heard of is deleted by the process that knows it, and its values freed', async () => {
+    const ns = fresh();
+    const [a, b] = [await processOn(ns), await processOn(ns)];
+    const owner = await a.consumers.save({ id: crypto.randomUUID(), username: 'grace' } as never);
+    await waitFor(() => b.consumers.byId(owner.id) !== undefined, 'the other process to see the consumer');
+    // A's key directory hears nothing more: it stands for a process the news of B's key has not reached yet.
+    a.keys.close();
+    const key = await b.keys.save({ id: crypto.randomUUID(), key: b.keys.storedValue('key', 'late-key'), consumer: { id: owner.id } });
+    await a.consumers.remove(owner);
+    await waitFor(() => b.keys.byId(key.id) === undefined && b.consumers.byId(owner.id) === undefined, 'the other process to drop the consumer and its key');
+    const heir = await b.consumers.save({ id: crypto.randomUUID(), username: 'heidi' } as never);
+    await waitFor(async () => {
+      try {
+        await b.keys.save({ id: crypto.randomUUID(), key: b.keys.storedValue('key', 'late-key'), consumer: { id: heir.id } });
+        return true;
+      } catch (err) {
+        if (err instanceof UniqueViolationError) return false;
+        throw err;
+      }
+    }, 'the orphan key to be deleted from the store');
   });
 
   it('a group name is unique per consumer only', async () => {
