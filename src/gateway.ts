@@ -2,6 +2,7 @@
  * The gateway process: loads the config, opens the store, creates the plugins, opens the listeners,
  * swaps configurations on reload and shuts down gracefully.
  */
+import cluster from 'node:cluster';
 import { access, constants } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { certificateAdminRoutes } from './admin/certificate-routes.ts';
@@ -10,6 +11,7 @@ import { AdminRouter } from './admin/router.ts';
 import { coreAdminRoutes } from './admin/routes.ts';
 import { upstreamAdminRoutes } from './admin/upstream-routes.ts';
 import type { HealthChange } from './balancer/balancers.ts';
+import { workerCount } from './config/entities.ts';
 import { parseListenList } from './config/listen.ts';
 import { ConfigError, loadConfigFile, type PluginRegistry } from './config/load.ts';
 import type { GatewayConfig } from './config/types.ts';
@@ -199,6 +201,8 @@ export class Gateway {
         consumers: this.consumers,
         dataDir: config.gateway.data_dir,
         nodeId: this.nodeId,
+        // A node of several processes runs each gateway in a cluster worker; anything else is alone.
+        processesOnNode: cluster.isWorker ? workerCount(config.gateway.worker_processes) : 1,
         services,
         metrics: this.metrics.plugins,
       });

@@ -7,6 +7,7 @@ const acl: PluginDefinition<AclConfig> = {
   name: 'acl',
   version: '0.1.0',
   priority: 950,
+  multiProcess: true,
   noConsumer: true,
   configSchema,
   entities: [aclEntity],

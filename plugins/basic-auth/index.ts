@@ -7,6 +7,7 @@ const basicAuth: PluginDefinition<BasicAuthConfig> = {
   name: 'basic-auth',
   version: '0.1.0',
   priority: 1100,
+  multiProcess: true,
   noConsumer: true,
   authenticates: true,
   configSchema,

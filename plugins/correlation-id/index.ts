@@ -8,6 +8,7 @@ const correlationId: PluginDefinition<CorrelationIdConfig> = {
   version: '0.1.0',
   // Kong's PRIORITY: first of all, so every other plugin and every answer sees the id.
   priority: 100001,
+  multiProcess: true,
   configSchema,
   create: createRuntime,
 };

@@ -8,6 +8,7 @@ const cors: PluginDefinition<CorsConfig> = {
   version: '0.1.0',
   // Kong's PRIORITY: before authentication, so that preflights (which carry no credentials) are answered.
   priority: 2000,
+  multiProcess: true,
   noConsumer: true,
   configSchema,
   create: createRuntime,

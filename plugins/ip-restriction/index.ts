@@ -8,6 +8,7 @@ const ipRestriction: PluginDefinition<IpRestrictionConfig> = {
   version: '0.1.0',
   // Kong's PRIORITY: after authentication (so consumer-scoped lists apply), before rate limiting.
   priority: 990,
+  multiProcess: true,
   configSchema,
   create: createRuntime,
 };

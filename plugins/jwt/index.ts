@@ -7,6 +7,7 @@ const jwt: PluginDefinition<JwtConfig> = {
   name: 'jwt',
   version: '0.1.0',
   priority: 1450,
+  multiProcess: true,
   noConsumer: true,
   authenticates: true,
   configSchema,

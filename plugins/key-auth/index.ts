@@ -7,6 +7,7 @@ const keyAuth: PluginDefinition<KeyAuthConfig> = {
   name: 'key-auth',
   version: '0.1.0',
   priority: 1250,
+  multiProcess: true,
   noConsumer: true,
   authenticates: true,
   configSchema,

@@ -1,21 +1,27 @@
 /**
- * Request counters per (plugin scope, identifier, period window), behind one interface for both policies:
- * `local` counts in this process's memory; `cluster` in the gateway's shared store, where each process
- * writes only its own count per window and the usage is the sum over every process (a grow-only counter:
- * plain last-writer-wins puts stay correct because no key has two writers).
+ * Request counters per (plugin scope, identifier, period window), behind one interface for every policy:
+ *
+ * - `MemoryCounters`: Kong's `local` policy when this process is its node's only one (nginx's shared dict
+ *   is per node; here the node is one process).
+ * - `StoreCounters`: counts kept in the gateway's store and admitted with its compare-and-set, so that no
+ *   increment is lost and no more than the limit is admitted, whatever the number of processes counting.
+ *   Kong's `cluster` policy counts over every node sharing the store; `local` on a node of several worker
+ *   processes counts under the node's own keys, shared by its workers (LevelDB: in the primary that owns
+ *   the database; PostgreSQL: in the database, keyed by node).
+ *
+ * Each call admits one request when every window is below its limit and counts it; refused requests are
+ * not counted (Kong's handler adds only what it lets through).
  */
-import { randomUUID } from 'node:crypto';
-import type { Logger } from 'pino';
 import type { Store } from '../../src/pipeline/plugin-api.ts';
 import { windowEnd, windowStart, type Period } from './periods.ts';
 
 export interface Counters {
-  /** Requests counted so far in the windows holding `now`, one per period, in the given order. */
-  usage(key: string, periods: readonly Period[], now: number): number[] | Promise<number[]>;
-  /** Counts one more request in those windows. */
-  add(key: string, periods: readonly Period[], now: number): void;
-  /** Writes out what is still held (the store closes after this). */
-  close(): Promise<void>;
+  /**
+   * Counts one request in the windows of `periods` holding now, unless one of them has reached its limit
+   * (`limits`, one per period). Answers each window's count before this request: the request is admitted
+   * when every count is below its limit.
+   */
+  consume(key: string, periods: readonly Period[], limits: readonly number[], now: number): number[] | Promise<number[]>;
 }
 
 /**
@@ -29,23 +35,20 @@ interface Window {
   counts: Map<string, number>;
 }
 
-/** Kong's `local` policy: one process's memory; each gateway process counts on its own. */
-export class LocalCounters implements Counters {
+/** Kong's `local` policy on a node of one process: that process's memory. */
+export class MemoryCounters implements Counters {
   private readonly windows = new Map<Period, Window>();
 
-  usage(key: string, periods: readonly Period[], now: number): number[] {
-    return periods.map((period) => this.window(period, now).counts.get(key) ?? 0);
-  }
-
-  add(key: string, periods: readonly Period[], now: number): void {
-    for (const period of periods) {
-      const { counts } = this.window(period, now);
+  consume(key: string, periods: readonly Period[], limits: readonly number[], now: number): number[] {
+    const windows = periods.map((period) => this.window(period, now).counts);
+    const usage = windows.map((counts) => counts.get(key) ?? 0);
+    if (!admits(usage, limits)) return usage;
+    for (const counts of windows) {
       counts.set(key, (counts.get(key) ?? 0) + 1);
       if (counts.size > MAX_KEYS_PER_WINDOW) counts.delete(counts.keys().next().value!);
     }
+    return usage;
   }
-
-  async close(): Promise<void> {}
 
   /** Windows are calendar-aligned for every key alike: a new window replaces the old one whole. */
   private window(period: Period, now: number): Window {
@@ -56,126 +59,79 @@ export class LocalCounters implements Counters {
   }
 }
 
-/** A window's counts in the store: the other processes' sum, and this process's own stored copy. */
-interface StoredCounts {
-  others: number;
-  mine: number;
+interface Waiter {
+  resolve(usage: number[]): void;
+  reject(err: unknown): void;
 }
 
-interface OwnCount {
-  count: number;
-  /** When the window ends: the stored count expires then. */
-  end: number;
+/** The requests of one counter key and limits waiting in this process for the next compare-and-set. */
+interface Queue {
+  key: string;
+  periods: readonly Period[];
+  limits: readonly number[];
+  waiters: Waiter[];
+  /** A round is under way (new waiters join the next one). */
+  draining: boolean;
 }
 
 /**
- * Kong's `cluster` policy on the gateway's store. This process's counts are exact at once (held here and
- * written behind, coalesced per event-loop turn); the other processes' reach it with their writes, so
- * what several processes admit beyond a limit is bounded by the requests in flight between a write and
- * the next read.
+ * Counts in the store, one entry per window (`<period>|<window start>|<key>` → count, expiring with its
+ * window), changed only by `commitIf` from the count just read. Requests for one key that arrive while a
+ * compare-and-set is under way in this process wait and go together in the next one, which admits as many
+ * of them as the limits leave room for: under load a process costs two store calls per round, not per
+ * request, and a round's conflicts are with other processes only.
  */
 export class StoreCounters implements Counters {
-  /** This process's name in the keys: each process owns its own counter per window. */
-  private readonly processId = randomUUID();
-  private readonly own = new Map<string, OwnCount>();
-  private readonly dirty = new Set<string>();
-  /** Store reads under way, by window prefix: requests arriving meanwhile share one (a busy key costs one scan, not one per request). */
-  private readonly reading = new Map<string, Promise<StoredCounts>>();
-  private flushScheduled = false;
-  private flushing: Promise<void> = Promise.resolve();
+  private readonly queues = new Map<string, Queue>();
 
-  constructor(
-    private readonly store: Store,
-    private readonly log: Logger,
-  ) {}
+  constructor(private readonly store: Store) {}
 
-  async usage(key: string, periods: readonly Period[], now: number): Promise<number[]> {
-    const prefixes = periods.map((period) => windowPrefix(key, period, now));
-    const stored = await Promise.all(prefixes.map((prefix) => this.stored(prefix)));
-    // This process's part is taken from memory after the read: requests it admitted meanwhile count.
-    return prefixes.map((prefix, i) => {
-      let own = this.own.get(prefix);
-      // A count forgotten from memory (see forgetOldest) resumes from its stored copy.
-      if (!own && stored[i].mine > 0) this.remember(prefix, (own = { count: stored[i].mine, end: windowEnd(periods[i], windowStart(periods[i], now)) }));
-      return stored[i].others + (own?.count ?? 0);
-    });
+  consume(key: string, periods: readonly Period[], limits: readonly number[]): Promise<number[]> {
+    const id = `${key}#${periods.join(',')}#${limits.join(',')}`;
+    const queue = this.queues.get(id) ?? { key, periods, limits, waiters: [], draining: false };
+    this.queues.set(id, queue);
+    const usage = new Promise<number[]>((resolve, reject) => queue.waiters.push({ resolve, reject }));
+    if (!queue.draining) void this.drain(id, queue);
+    return usage;
   }
 
-  add(key: string, periods: readonly Period[], now: number): void {
-    for (const period of periods) {
-      const prefix = windowPrefix(key, period, now);
-      let own = this.own.get(prefix);
-      if (!own) this.remember(prefix, (own = { count: 0, end: windowEnd(period, windowStart(period, now)) }));
-      own.count++;
-      this.dirty.add(prefix);
+  /** Rounds until nobody waits; the queue then leaves memory, so idle keys cost nothing. */
+  private async drain(id: string, queue: Queue): Promise<void> {
+    queue.draining = true;
+    while (queue.waiters.length > 0) {
+      const waiters = queue.waiters.splice(0);
+      try {
+        const usages = await this.admit(queue, waiters.length);
+        waiters.forEach((waiter, i) => waiter.resolve(usages[i]));
+      } catch (err) {
+        for (const waiter of waiters) waiter.reject(err);
+      }
     }
-    this.scheduleFlush();
+    this.queues.delete(id);
   }
 
-  async close(): Promise<void> {
-    await this.flushing;
-    await this.flush();
-  }
-
-  private stored(prefix: string): Promise<StoredCounts> {
-    let read = this.reading.get(prefix);
-    if (!read) {
-      read = this.storedSum(prefix).finally(() => this.reading.delete(prefix));
-      this.reading.set(prefix, read);
+  /**
+   * Admits up to `requests` at once: reads the windows' counts and adds what fits under every limit, if no
+   * one changed them meanwhile (else reads again). Answers each request's usage before it, in order.
+   */
+  private async admit({ key, periods, limits }: Queue, requests: number): Promise<number[][]> {
+    for (;;) {
+      const now = Date.now();
+      const keys = periods.map((period) => `${period}|${windowStart(period, now)}|${key}`);
+      const stored = await this.store.getMany(keys);
+      const counts = stored.map((value) => Number(value ?? 0) || 0);
+      const room = Math.max(0, Math.min(requests, ...limits.map((limit, i) => limit - counts[i])));
+      // The n-th request sees the n-1 admitted before it; those past the room see a full window.
+      const usages = Array.from({ length: requests }, (_, n) => counts.map((count) => count + Math.min(n, room)));
+      if (room === 0) return usages;
+      const expectations = keys.map((k, i) => ({ key: k, value: stored[i] }));
+      const writes = keys.map((k, i) => ({ type: 'put' as const, key: k, value: String(counts[i] + room), ttlMs: windowEnd(periods[i], windowStart(periods[i], now)) - now }));
+      if (await this.store.commitIf(expectations, writes)) return usages;
     }
-    return read;
-  }
-
-  private async storedSum(prefix: string): Promise<StoredCounts> {
-    const mineKey = prefix + this.processId;
-    let others = 0;
-    let mine = 0;
-    for await (const [k, v] of this.store.scan({ prefix })) {
-      if (k === mineKey) mine = Number(v) || 0;
-      else others += Number(v) || 0;
-    }
-    return { others, mine };
-  }
-
-  private scheduleFlush(): void {
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(() => {
-      this.flushScheduled = false;
-      this.flushing = this.flushing.then(() => this.flush());
-    });
-  }
-
-  /** Writes every changed count whole (not a delta), so a failed write heals with the next one. */
-  private async flush(): Promise<void> {
-    if (this.dirty.size === 0) return;
-    const now = Date.now();
-    const ops = [...this.dirty].flatMap((prefix) => {
-      const own = this.own.get(prefix);
-      if (!own || own.end <= now) return [];
-      return [{ type: 'put' as const, key: prefix + this.processId, value: String(own.count), ttlMs: own.end - now }];
-    });
-    this.dirty.clear();
-    for (const [prefix, own] of this.own) if (own.end <= now) this.own.delete(prefix);
-    if (ops.length === 0) return;
-    try {
-      await this.store.batch(ops);
-    } catch (err) {
-      this.log.error({ err }, 'rate-limiting: could not write the cluster counters');
-    }
-  }
-
-  /** Keeps a count in memory; past the bound the oldest leaves (its stored copy stays counted as `mine`). */
-  private remember(prefix: string, own: OwnCount): void {
-    this.own.set(prefix, own);
-    if (this.own.size <= MAX_KEYS_PER_WINDOW) return;
-    const oldest = this.own.keys().next().value!;
-    this.own.delete(oldest);
-    this.dirty.delete(oldest);
   }
 }
 
-/** `<period>|<window start>|<counter key>|`: every process's count of one window shares it. */
-function windowPrefix(key: string, period: Period, now: number): string {
-  return `${period}|${windowStart(period, now)}|${key}|`;
+/** Whether a request is admitted with these counts: every window below its limit. */
+function admits(usage: readonly number[], limits: readonly number[]): boolean {
+  return usage.every((count, i) => count < limits[i]);
 }

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PluginApi, PluginEntity, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { LocalCounters, StoreCounters, type Counters } from './counters.ts';
+import { MemoryCounters, StoreCounters, type Counters } from './counters.ts';
 import { PERIOD_SECONDS, PERIODS, windowStart, type Period } from './periods.ts';
 import type { RateLimitingConfig } from './schema.ts';
 
@@ -31,23 +31,23 @@ interface Limits {
 const limitsByConfig = new WeakMap<RateLimitingConfig, Limits>();
 
 export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig> {
-  const policies: Record<'local' | 'cluster', Counters> = { local: new LocalCounters(), cluster: new StoreCounters(api.store, api.log) };
+  const policies: Record<'local' | 'cluster', Counters> = {
+    // Kong's `local` counts per node: a node of several processes shares its counts through the store, under keys of its own.
+    local: api.processesOnNode > 1 ? new StoreCounters(api.store.namespace(`node-${api.nodeId}`)) : new MemoryCounters(),
+    cluster: new StoreCounters(api.store.namespace('cluster')),
+  };
   return {
     access(ctx, config, plugin) {
       const counters = policies[config.policy === 'cluster' ? 'cluster' : 'local'];
       const limits = limitsOf(config);
-      const { periods } = limits;
       const key = counterKey(plugin, identifierOf(ctx, config));
       const now = Date.now();
-      const usage = counters.usage(key, periods, now);
-      if (!(usage instanceof Promise)) return decide(ctx, config, counters, key, limits, usage, now);
+      const usage = counters.consume(key, limits.periods, limits.values, now);
+      if (!(usage instanceof Promise)) return decide(ctx, config, limits, usage, now);
       return usage.then(
-        (counted) => decide(ctx, config, counters, key, limits, counted, now),
+        (counted) => decide(ctx, config, limits, counted, now),
         (err) => unavailable(ctx, config, api.log, err),
       );
-    },
-    close: async () => {
-      await Promise.all(Object.values(policies).map((p) => p.close()));
     },
   };
 }
@@ -95,7 +95,8 @@ function counterKey(plugin: PluginEntity, identifier: string): string {
   return `${plugin.route?.id ?? EMPTY_UUID}|${plugin.service?.id ?? EMPTY_UUID}|${id}`;
 }
 
-function decide(ctx: RequestContext, config: RateLimitingConfig, counters: Counters, key: string, limits: Limits, usage: number[], now: number): void {
+/** Headers, and the refusal when a window was full (the counters have not counted this request then). */
+function decide(ctx: RequestContext, config: RateLimitingConfig, limits: Limits, usage: number[], now: number): void {
   const { periods, values } = limits;
   let stop = -1;
   for (let i = 0; i < periods.length; i++) if (values[i] - usage[i] <= 0) stop = i;
@@ -104,7 +105,6 @@ function decide(ctx: RequestContext, config: RateLimitingConfig, counters: Count
     if (!config.hide_client_headers) ctx.setResponseHeader('retry-after', String(reset));
     return ctx.error(config.error_code, config.error_message);
   }
-  counters.add(key, periods, now);
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * Kong's `rate-limiting` plugin: requests per second…year for each consumer, credential, client address,
- * service, header value or path, counted in each process (`policy: local`) or across every process and
- * node sharing the gateway's store (`policy: cluster`).
+ * service, header value or path, counted per node (`policy: local`: in memory, or in the store under the
+ * node's keys when the node has several worker processes) or across every node sharing the gateway's store
+ * (`policy: cluster`), never admitting more than the limit.
  */
 import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
 import { createRuntime } from './handler.ts';
@@ -12,6 +13,7 @@ const rateLimiting: PluginDefinition<RateLimitingConfig> = {
   version: '0.1.0',
   // Kong's PRIORITY: after authentication (910 < 1250 key-auth), so limits can be per consumer.
   priority: 910,
+  multiProcess: true,
   configSchema,
   checkConfig,
   create: createRuntime,

@@ -98,5 +98,5 @@ function checkLimitBy(c: Record<string, any>): Issue[] {
 /** Checks beyond the schema: what Tollgate cannot do is refused where the file says it. */
 export function checkConfig(config: RateLimitingConfig, _scope: PluginScope): Issue[] {
   if (config.policy !== 'redis') return [];
-  return [{ path: ['policy'], message: "the 'redis' policy is not available in Tollgate: use 'local' (counters in each gateway process) or 'cluster' (counters in the gateway's shared store)" }];
+  return [{ path: ['policy'], message: "the 'redis' policy is not available in Tollgate: use 'local' (counters per node) or 'cluster' (counters in the gateway's shared store)" }];
 }

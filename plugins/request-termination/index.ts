@@ -8,6 +8,7 @@ const requestTermination: PluginDefinition<RequestTerminationConfig> = {
   version: '0.1.0',
   // Kong's PRIORITY: after every other plugin, so authentication and rate limits still apply first.
   priority: 2,
+  multiProcess: true,
   configSchema,
   create: createRuntime,
 };

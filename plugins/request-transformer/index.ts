@@ -8,6 +8,7 @@ const requestTransformer: PluginDefinition<RequestTransformerConfig> = {
   version: '0.1.0',
   // Kong's PRIORITY: after authentication and rate limiting, so they see the request as the client sent it.
   priority: 801,
+  multiProcess: true,
   configSchema,
   create: createRuntime,
 };

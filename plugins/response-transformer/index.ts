@@ -8,6 +8,7 @@ const responseTransformer: PluginDefinition<ResponseTransformerConfig> = {
   version: '0.1.0',
   // Kong's PRIORITY: its response phase runs after request-transformer's neighbours, before logging plugins.
   priority: 800,
+  multiProcess: true,
   configSchema,
   create: createRuntime,
 };

@@ -106,6 +106,11 @@ export interface PluginApi {
   dataDir: string;
   /** This node's id, the same across restarts on one data directory (Kong's `kong.node.get_id()`). */
   nodeId: string;
+  /**
+   * How many gateway processes serve this node (`worker_processes`; 1 when this process is alone). State
+   * meant to be shared by a node's processes (Kong's per-node shared dicts) goes through the store when above 1.
+   */
+  processesOnNode: number;
   /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
   services: PluginServices;
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */

@@ -121,6 +121,19 @@ export class InvalidOffsetError extends AdminError {
   }
 }
 
+/**
+ * Kong's `database_error` code, for a write that kept meeting another process's change of the same
+ * entity (each attempt starts again from the stored version): the client may simply try again.
+ */
+export class ConcurrentChangeError extends AdminError {
+  readonly code = 8;
+  readonly name = 'database error';
+
+  constructor(readonly id: string) {
+    super(409, `the entity '${id}' was changed by another request meanwhile: try again`);
+  }
+}
+
 /** Kong's `invalid_size`: `size` is not a number, or not an integer within the page limits. */
 export class InvalidSizeError extends AdminError {
   readonly code = 9;

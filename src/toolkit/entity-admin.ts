@@ -9,8 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { isUuid } from '../config/entities.ts';
 import { validate, type FieldSchema, type Issue, type RecordSchema } from '../config/schema.ts';
 import type { AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
-import { declaredEntityReadOnly, ForeignKeyViolationError, NotFoundError, SchemaViolationError, type WriteMethod } from './admin-errors.ts';
-import type { Entity, EntityDirectory, ParentDirectory } from './entity-directory.ts';
+import { ConcurrentChangeError, declaredEntityReadOnly, ForeignKeyViolationError, NotFoundError, SchemaViolationError, type WriteMethod } from './admin-errors.ts';
+import { MAX_WRITE_ATTEMPTS, type Entity, type EntityDirectory, type ParentDirectory } from './entity-directory.ts';
 import { page } from './paging.ts';
 
 export interface EntityAdminOptions<T extends Entity> {
@@ -215,7 +215,25 @@ class EntityAdmin<T extends Entity> {
     return req.form ? inferFormTypes(req.body, this.definition.schema) : { ...req.body };
   }
 
+  /**
+   * A write made from an entity another process changed meanwhile starts again from the stored version
+   * (a PATCH applies its fields to that one): concurrent updates end as one of them, last writer wins, as
+   * in Kong on a database.
+   */
   private async write(body: Record<string, any>, context: WriteContext<T>, status: number): Promise<AdminReply> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.writeOnce(body, context, status);
+      } catch (err) {
+        if (!(err instanceof ConcurrentChangeError) || !context.existing || attempt === MAX_WRITE_ATTEMPTS) throw err;
+        const current = await this.directory.reread(context.existing.id);
+        if (!current) throw new NotFoundError();
+        context = { ...context, existing: current };
+      }
+    }
+  }
+
+  private async writeOnce(body: Record<string, any>, context: WriteContext<T>, status: number): Promise<AdminReply> {
     const { existing, method } = context;
     if (existing && this.directory.isDeclared(existing)) throw declaredEntityReadOnly(this.definition.name, method);
     const { id, created_at, ttl, [this.parentField ?? '']: parentRef, ...given } = body;

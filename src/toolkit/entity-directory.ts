@@ -10,14 +10,18 @@
  *   `unique:<entity>:<field>:<value>` (two nodes creating the same key at once: one gets 409), and every
  *   change is announced on the `entities:<entity>` notice topic, on which each process re-reads that entity
  *   (all of them on `null`), one refresh after the other so that a slow read never overwrites a newer one.
+ * - An update or a deletion is a compare-and-set against the stored record this process knows, moving the
+ *   record's claims with it: a write made from a version another process replaced meanwhile fails
+ *   (ConcurrentChangeError) and changes nothing, so claims always name the one record holding the value.
  * - A parent knows its children's directories: deleting a consumer deletes its runtime children of every
- *   type first (Kong's `on_delete = "cascade"`).
+ *   type first (Kong's `on_delete = "cascade"`), and every other process that hears of the deletion deletes
+ *   those it knows too (created there before the news of them reached the deleting process).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { EntityDefinition } from '../pipeline/plugin-api.ts';
 import type { BatchOp, Expectation, Store } from '../store/store.ts';
-import { PrimaryKeyViolationError, UniqueViolationError } from './admin-errors.ts';
+import { ConcurrentChangeError, PrimaryKeyViolationError, UniqueViolationError } from './admin-errors.ts';
 import { tokenDigest } from './secrets.ts';
 
 export interface Entity {
@@ -31,6 +35,8 @@ const EXPIRES_AT = '_expires_at';
 const PRUNE_INTERVAL_MS = 60_000;
 /** Longer unique values are claimed under their digest, so a claim key stays small whatever was sent. */
 const MAX_PLAIN_CLAIM = 128;
+/** Tries of a write whose entities other processes keep changing, before the client is told to retry. */
+export const MAX_WRITE_ATTEMPTS = 5;
 
 export type RemovedListener<T> = (entity: T, byThisProcess: boolean) => void | Promise<void>;
 
@@ -97,7 +103,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
 
   /** Reads the runtime entities and starts following other processes' changes. */
   async load(): Promise<void> {
-    this.unsubscribe ??= this.store.notices.subscribe(this.topic, (id) => this.queueRefresh(() => (id === null ? this.reloadRuntime() : this.refresh(id))));
+    this.unsubscribe ??= this.store.notices.subscribe(this.topic, (id) => void this.queueRefresh(() => (id === null ? this.reloadRuntime() : this.refresh(id))));
     if (this.definition.ttl) this.pruner ??= setInterval(() => this.pruneExpired(), PRUNE_INTERVAL_MS).unref();
     await this.reloadRuntime();
     await this.claimUnclaimed();
@@ -203,12 +209,29 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     await this.removeAll([entity]);
   }
 
-  /** Deletes runtime entities in one write; resolves once the cleanups of their removal have run. */
+  /**
+   * Deletes runtime entities in one write, each as this process last read it; when another process changed
+   * one meanwhile, they are read again and the deletion retried. Resolves once the cleanups of their removal
+   * have run.
+   */
   private async removeAll(entities: T[]): Promise<void> {
-    if (entities.length === 0) return;
-    await this.store.commitIf([], entities.flatMap((entity) => this.deletionOps(entity)), { sync: true });
+    for (let attempt = 1; entities.length > 0; attempt++) {
+      const expectations = entities.map((entity) => ({ key: this.keyPrefix + entity.id, value: storedForm(entity) }));
+      if (await this.store.commitIf(expectations, entities.flatMap((entity) => this.deletionOps(entity)), { sync: true })) break;
+      if (attempt === MAX_WRITE_ATTEMPTS) throw new ConcurrentChangeError(entities[0].id);
+      entities = (await Promise.all(entities.map((entity) => this.reread(entity.id)))).filter((entity) => entity !== undefined);
+    }
     // Once the admin API has answered, nothing that belonged to them is usable any more, anywhere.
     await Promise.all(entities.map((entity) => this.forget(entity, true)));
+  }
+
+  /**
+   * The runtime entity as the store holds it now (after every refresh queued before): what a write that
+   * met a concurrent change starts again from. Undefined when it is gone.
+   */
+  async reread(id: string): Promise<T | undefined> {
+    await this.queueRefresh(() => this.refresh(id));
+    return this.runtime.byId.get(id);
   }
 
   /** The stored form of a unique field's value: a digest for digested fields, scoped to the parent for `uniqueInParent`. */
@@ -235,8 +258,23 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     if (byThisProcess) {
       this.touch(entity.id);
       this.store.notices.publish(this.topic, entity.id);
+    } else {
+      for (const child of this.children) void child.removeOrphansOf(entity.id);
     }
     return this.announceRemoved(current, byThisProcess);
+  }
+
+  /**
+   * A parent deleted by another process: the children this process knows that the deleting one did not
+   * yet (created here just before) are deleted too, so none outlives its parent with its values claimed.
+   * Children the deleting process removed already are found gone on the way.
+   */
+  private async removeOrphansOf(parentId: string): Promise<void> {
+    try {
+      await this.removeAll(this.runtimeChildrenOf(parentId));
+    } catch (err) {
+      this.options.log?.error({ err, entity: this.definition.name, parent: parentId }, 'deleting the children of a deleted parent failed');
+    }
   }
 
   /** Calls the listeners at once (so caches drop the entity before anything else runs); resolves when their cleanups end. */
@@ -316,9 +354,9 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
   /** The compare-and-set that writes `entity`: its unique values must be free or already its own. */
   private writeOf(entity: T, previous: T | undefined, expiresAt: number | undefined): { expectations: Expectation[]; ops: BatchOp[] } {
     const ttlMs = expiresAt === undefined ? undefined : Math.max(1, expiresAt - Date.now());
-    const expectations: Expectation[] = [];
-    const ops: BatchOp[] = [{ type: 'put', key: this.keyPrefix + entity.id, value: JSON.stringify(entity), ttlMs }];
-    if (!previous) expectations.push({ key: this.keyPrefix + entity.id, value: undefined });
+    // The record must still be the version this write replaces (absent for a new one).
+    const expectations: Expectation[] = [{ key: this.keyPrefix + entity.id, value: previous && storedForm(previous) }];
+    const ops: BatchOp[] = [{ type: 'put', key: this.keyPrefix + entity.id, value: storedForm(entity), ttlMs }];
     const before = previous ? this.claimsOf(previous) : new Map<string, string>();
     const after = this.claimsOf(entity);
     for (const [field, value] of after) {
@@ -337,8 +375,8 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
       if (owner !== undefined && owner !== entity.id) return this.uniqueViolation(field, entity);
     }
     if (!previous) return new PrimaryKeyViolationError(entity.id);
-    // Our own claim changed under us (the entity was deleted or rewritten elsewhere meanwhile).
-    return new UniqueViolationError({ id: entity.id });
+    // The record was rewritten or deleted elsewhere after this process read it.
+    return new ConcurrentChangeError(entity.id);
   }
 
   private deletionOps(entity: T): BatchOp[] {
@@ -380,9 +418,9 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     return typeof id === 'string' ? id : undefined;
   }
 
-  private queueRefresh(refresh: () => Promise<void>): void {
+  private queueRefresh(refresh: () => Promise<void>): Promise<void> {
     this.pendingRefreshes++;
-    this.refreshing = this.refreshing
+    return (this.refreshing = this.refreshing
       .then(refresh)
       .catch((err) => {
         // The store is unreachable: the next notice (or the `null` after a reconnect) refreshes again.
@@ -391,7 +429,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
       .finally(() => {
         // No read in flight: no version needs remembering.
         if (--this.pendingRefreshes === 0) this.localVersions.clear();
-      });
+      }));
   }
 
   private touch(id: string): void {
@@ -408,7 +446,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
       if (current) await this.forget(current, false);
       return;
     }
-    if (current && JSON.stringify(current) === value) return;
+    if (current && storedForm(current) === value) return;
     if (current) this.removeFrom(this.runtime, current);
     this.addTo(this.runtime, JSON.parse(value) as T);
   }
@@ -419,7 +457,9 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     const loaded = new Map<string, T>();
     for await (const [, value] of this.store.scan({ prefix: this.keyPrefix })) {
       const entity = JSON.parse(value) as T;
-      loaded.set(entity.id, entity);
+      const current = this.runtime.byId.get(entity.id);
+      // An unchanged entity stays the same object: what is remembered per object (a verified secret) stays valid.
+      loaded.set(entity.id, current && storedForm(current) === value ? current : entity);
     }
     // What this process changed during the scan is newer than what the scan read.
     const changedMeanwhile = (id: string) => this.localVersions.get(id) !== versions.get(id);
@@ -429,6 +469,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     for (const entity of loaded.values()) {
       if (changedMeanwhile(entity.id)) continue;
       const current = this.runtime.byId.get(entity.id);
+      if (current === entity) continue;
       if (current) this.removeFrom(this.runtime, current);
       this.addTo(this.runtime, entity);
     }
@@ -455,6 +496,11 @@ export function withDigests(definition: EntityDefinition, entity: Record<string,
   const out = { ...entity };
   for (const field of definition.digested) if (typeof out[field] === 'string') out[field] = tokenDigest(out[field]);
   return out;
+}
+
+/** A runtime entity as its record is stored: what a compare-and-set expects to find. */
+function storedForm(entity: Entity): string {
+  return JSON.stringify(entity);
 }
 
 /** A `uniqueInParent` value as it is indexed and claimed: scoped to its parent. */

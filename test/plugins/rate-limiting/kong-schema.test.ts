@@ -34,7 +34,7 @@ test('sync_rate can only be used with the redis policy', async () => {
 });
 test('the redis settings of a Kong file are accepted as fields; the redis policy is refused with what to use instead', async () => {
   const errors = await check({ second: 10, policy: 'redis', redis: { host: 'localhost', port: 6379, database: 1, timeout: 2000, ssl: false } });
-  assert.deepEqual(errors, ["config.policy: the 'redis' policy is not available in Tollgate: use 'local' (counters in each gateway process) or 'cluster' (counters in the gateway's shared store)"]);
+  assert.deepEqual(errors, ["config.policy: the 'redis' policy is not available in Tollgate: use 'local' (counters per node) or 'cluster' (counters in the gateway's shared store)"]);
   assert.deepEqual(await check({ second: 10, policy: 'local', redis: { host: 'localhost', port: 6379 } }), []);
 });
 test('unknown limit_by and policy values are refused', async () => {

@@ -3,14 +3,16 @@
  * processes (the store's notices reach both, as they reach every process sharing a store): a change made
  * by one is seen by the other, a unique value is claimed once across them, deleting a parent deletes its
  * children of every type, declared entities win lookups and are never persisted, expired ones vanish,
- * and a store read that a local change overtook never brings back what was deleted.
+ * a store read that a local change overtook never brings back what was deleted, and an update or deletion
+ * made from a version the other process replaced never leaves a unique value claimed by the wrong record,
+ * nor does a child created by one process just before another deletes its parent.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Consumers } from '../../../src/consumers.ts';
 import { LevelStore } from '../../../src/store/level.ts';
-import { PrimaryKeyViolationError, UniqueViolationError } from '../../../src/toolkit/admin-errors.ts';
+import { ConcurrentChangeError, PrimaryKeyViolationError, UniqueViolationError } from '../../../src/toolkit/admin-errors.ts';
 import { EntityDirectory, type Entity } from '../../../src/toolkit/entity-directory.ts';
 import type { EntityDefinition } from '../../../src/pipeline/plugin-api.ts';
 import { tempDir } from '../../helpers/gateway.ts';
@@ -89,6 +91,59 @@ describe('two processes on one store', () => {
     // The key is free again, in the store too.
     const heir = await a.consumers.save({ id: crypto.randomUUID(), username: 'dave' } as never);
     await a.keys.save({ id: crypto.randomUUID(), key: a.keys.storedValue('key', 'secret-key'), consumer: { id: heir.id } });
+  });
+
+  it('an update made from a version the other process replaced changes nothing; the claims stay with the stored record', async () => {
+    const ns = fresh();
+    const [a, b] = [await processOn(ns), await processOn(ns)];
+    const owner = await a.consumers.save({ id: crypto.randomUUID(), username: 'erin' } as never);
+    const stored = (plain: string) => a.keys.storedValue('key', plain);
+    const first = await a.keys.save({ id: crypto.randomUUID(), key: stored('first'), consumer: { id: owner.id } });
+    await a.keys.save({ ...first, key: stored('second') }, first);
+    // B writes from the version A replaced, as a node that has not heard of A's change yet would.
+    await assert.rejects(b.keys.save({ ...first, key: stored('third') }, first), ConcurrentChangeError);
+    await waitFor(() => b.keys.byId(first.id)?.key === stored('second'), 'the other process to see the update');
+    // 'first' and 'third' are free, 'second' is the record's.
+    await a.keys.save({ id: crypto.randomUUID(), key: stored('first'), consumer: { id: owner.id } });
+    await a.keys.save({ id: crypto.randomUUID(), key: stored('third'), consumer: { id: owner.id } });
+    await assert.rejects(a.keys.save({ id: crypto.randomUUID(), key: stored('second'), consumer: { id: owner.id } }), UniqueViolationError);
+  });
+
+  it('a deletion from a version the other process replaced deletes the stored record and frees its values', async () => {
+    const ns = fresh();
+    const [a, b] = [await processOn(ns), await processOn(ns)];
+    const owner = await a.consumers.save({ id: crypto.randomUUID(), username: 'frank' } as never);
+    const stored = (plain: string) => a.keys.storedValue('key', plain);
+    const first = await a.keys.save({ id: crypto.randomUUID(), key: stored('old'), consumer: { id: owner.id } });
+    await waitFor(() => b.keys.byId(first.id) !== undefined, 'the other process to see the key');
+    const staleInB = b.keys.byId(first.id)!;
+    await a.keys.save({ ...first, key: stored('new') }, first);
+    await b.keys.remove(staleInB);
+    await waitFor(() => a.keys.byId(first.id) === undefined, 'the deletion to reach the first process');
+    await a.keys.save({ id: crypto.randomUUID(), key: stored('new'), consumer: { id: owner.id } });
+    await a.keys.save({ id: crypto.randomUUID(), key: stored('old'), consumer: { id: owner.id } });
+  });
+
+  it('a child the deleting process had not heard of is deleted by the process that knows it, and its values freed', async () => {
+    const ns = fresh();
+    const [a, b] = [await processOn(ns), await processOn(ns)];
+    const owner = await a.consumers.save({ id: crypto.randomUUID(), username: 'grace' } as never);
+    await waitFor(() => b.consumers.byId(owner.id) !== undefined, 'the other process to see the consumer');
+    // A's key directory hears nothing more: it stands for a process the news of B's key has not reached yet.
+    a.keys.close();
+    const key = await b.keys.save({ id: crypto.randomUUID(), key: b.keys.storedValue('key', 'late-key'), consumer: { id: owner.id } });
+    await a.consumers.remove(owner);
+    await waitFor(() => b.keys.byId(key.id) === undefined && b.consumers.byId(owner.id) === undefined, 'the other process to drop the consumer and its key');
+    const heir = await b.consumers.save({ id: crypto.randomUUID(), username: 'heidi' } as never);
+    await waitFor(async () => {
+      try {
+        await b.keys.save({ id: crypto.randomUUID(), key: b.keys.storedValue('key', 'late-key'), consumer: { id: heir.id } });
+        return true;
+      } catch (err) {
+        if (err instanceof UniqueViolationError) return false;
+        throw err;
+      }
+    }, 'the orphan key to be deleted from the store');
   });
 
   it('a group name is unique per consumer only', async () => {
