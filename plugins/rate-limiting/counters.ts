@@ -120,7 +120,8 @@ export class StoreCounters implements Counters {
       const keys = periods.map((period) => `${period}|${windowStart(period, now)}|${key}`);
       const stored = await this.store.getMany(keys);
       const counts = stored.map((value) => Number(value ?? 0) || 0);
-      const room = Math.max(0, Math.min(requests, ...limits.map((limit, i) => limit - counts[i])));
+      // A limit need not be whole (Kong's is a number): a count below it admits one more.
+      const room = Math.max(0, Math.min(requests, ...limits.map((limit, i) => Math.ceil(limit - counts[i]))));
       // The n-th request sees the n-1 admitted before it; those past the room see a full window.
       const usages = Array.from({ length: requests }, (_, n) => counts.map((count) => count + Math.min(n, room)));
       if (room === 0) return usages;

@@ -65,7 +65,7 @@ function validateHeaders(h: Sequence, checkHour = false): void {
 
 /**
  * Kong's retry: the counts belong to the current minute, so a run that crossed a minute boundary is run
- * once more (in the new minute, whose counters are fresh).
+ * once more, from the start of the minute after (the one it crossed into holds its last requests already).
  */
 async function inOneMinute(run: (round: number) => Promise<void>): Promise<void> {
   const minute = () => Math.floor(Date.now() / 60_000);
@@ -74,6 +74,7 @@ async function inOneMinute(run: (round: number) => Promise<void>): Promise<void>
     await run(0);
   } catch (err) {
     if (minute() === started) throw err;
+    await new Promise((resolve) => setTimeout(resolve, 60_000 - (Date.now() % 60_000)));
     await run(1);
   }
 }
