@@ -162,6 +162,22 @@ class CountingStore implements Store {
   }
 }
 
+/** Reads the real store at once but answers only when released: a read a concurrent write overtakes. */
+class LateAnswers extends CountingStore {
+  private released: Promise<void> = Promise.resolve();
+  release = () => {};
+
+  hold(): void {
+    this.released = new Promise((resolve) => (this.release = resolve));
+  }
+
+  override get(key: string) {
+    const value = super.get(key);
+    const released = this.released;
+    return released.then(() => value);
+  }
+}
+
 describe('token store on LevelDB', () => {
   let level: LevelStore;
   let store: CountingStore;
@@ -243,6 +259,26 @@ describe('token store on LevelDB', () => {
       assert.equal(results.filter(Boolean).length, 1);
       for (const tokens of instances) tokens.close();
     }
+  });
+
+  it('a lookup that a change of its token overtook is not cached: the token created meanwhile is found next time', async () => {
+    const late = new LateAnswers(store);
+    const reader = new TokenStore(late);
+    const chosen = 'chosen-while-looked-up';
+    late.hold();
+    const lookup = reader.findByAccessToken(chosen);
+    await new TokenStore(store).issue({ ...request, accessToken: chosen });
+    late.release();
+    assert.equal(await lookup, undefined, 'the read was made before the token existed');
+    assert.ok(await reader.findByAccessToken(chosen), 'and its answer was not kept');
+  });
+
+  it('a change made through one token store reaches the cache of another on the same store', async () => {
+    const [writer, reader] = [new TokenStore(store), new TokenStore(store)];
+    const issued = await writer.issue(request);
+    assert.ok(await reader.findByAccessToken(issued.accessToken));
+    await writer.revoke(issued.row);
+    assert.equal(await reader.findByAccessToken(issued.accessToken), undefined);
   });
 
   it('rows without a refresh token expire with their access token; with one, after refresh_token_ttl', async () => {
