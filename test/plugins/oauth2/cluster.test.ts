@@ -4,11 +4,12 @@
  * credential's or a consumer's deletion on one node are refused on another within db_update_frequency;
  * an authorization code and a refresh token are redeemed once whichever nodes are asked at once; a client
  * created on one node works on another; and a token created with a chosen value through the admin API
- * becomes valid on a node that had looked it up (and found nothing) before.
+ * becomes valid on a node that had looked it up (and found nothing) before. And the worker processes of
+ * one node on LevelDB (the primary owns the store): a token deleted through one worker is refused by all.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { request, startGateway, startUpstream, type Reply, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { request, spawnGateway, startGateway, startUpstream, type Reply, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
 import { waitFor } from '../../src/support.ts';
 
@@ -19,6 +20,13 @@ const REDIRECT_URI = 'https://app.test/cb';
 const CLIENT = { client_id: 'app', client_secret: 'app-secret' };
 /** Notices reach every node within db_update_frequency (0.2 s here); waits allow for a loaded machine. */
 const WINDOW_MS = 5000;
+
+/** One route protected by oauth2, and the client `app` of consumer alice. */
+const oauth2Config = (upstream: Upstream, gateway: Record<string, unknown>, oauth2: Record<string, unknown> = {}) => ({
+  gateway,
+  services: [{ name: 'api', url: upstream.url, routes: [{ name: 'api', paths: ['/api'], plugins: [{ name: 'oauth2', config: { ...OAUTH2, ...oauth2 } }] }] }],
+  consumers: [{ username: 'alice', oauth2_credentials: [{ name: 'App', ...CLIENT, redirect_uris: [REDIRECT_URI] }] }],
+});
 
 const OAUTH2 = {
   scopes: ['read'],
@@ -47,11 +55,7 @@ describe('oauth2 on nodes sharing one PostgreSQL', { skip }, () => {
 
   /** `count` nodes on a fresh schema, one after the other (each migrates under the lock on start). */
   const nodes = async (count: number, oauth2: Record<string, unknown> = {}): Promise<TestGateway[]> => {
-    const config = {
-      gateway: pg.settings({ pg_schema: `oauth2_${++schemas}`, db_update_frequency: 0.2 }),
-      services: [{ name: 'api', url: upstream.url, routes: [{ name: 'api', paths: ['/api'], plugins: [{ name: 'oauth2', config: { ...OAUTH2, ...oauth2 } }] }] }],
-      consumers: [{ username: 'alice', oauth2_credentials: [{ name: 'App', ...CLIENT, redirect_uris: [REDIRECT_URI] }] }],
-    };
+    const config = oauth2Config(upstream, pg.settings({ pg_schema: `oauth2_${++schemas}`, db_update_frequency: 0.2 }), oauth2);
     const started: TestGateway[] = [];
     for (let i = 0; i < count; i++) started.push(await startGateway(config));
     gateways.push(...started);
@@ -186,4 +190,28 @@ describe('oauth2 on nodes sharing one PostgreSQL', { skip }, () => {
     assert.equal(created.status, 201, created.text);
     await waitFor(async () => (await use(b, chosen)) === 200, 'B to accept the created token', WINDOW_MS);
   });
+});
+
+test('worker processes on LevelDB: a token deleted through one worker is refused by every worker', async () => {
+  const upstream = await startUpstream();
+  // log_level info: spawnGateway learns the listeners from the log.
+  const gw = await spawnGateway(oauth2Config(upstream, { worker_processes: 2, db_update_frequency: 0.2, log_level: 'info' }));
+  try {
+    const issued = await request(gw.https + '/api/oauth2/token', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ ...CLIENT, grant_type: 'client_credentials', scope: 'read' }).toString(),
+    });
+    assert.equal(issued.status, 200, issued.text);
+    const token = issued.json().access_token;
+    // Each request opens its own connection, and the primary hands connections to the workers in turn.
+    const statuses = () => Promise.all(Array.from({ length: 8 }, async () => (await request(gw.http + '/api/hello', { headers: { authorization: `Bearer ${token}` } })).status));
+    assert.deepEqual(await statuses(), Array(8).fill(200), 'every worker accepts (and caches) the token');
+    assert.equal((await request(gw.admin + '/oauth2_tokens/' + token, { method: 'DELETE' })).status, 204);
+    await waitFor(async () => (await statuses()).every((status) => status === 401), 'every worker to refuse the deleted token', WINDOW_MS);
+  } finally {
+    gw.kill('SIGTERM');
+    await gw.exited;
+    await upstream.close();
+  }
 });
