@@ -3,12 +3,17 @@
  * without the plugin (the ratio the issue aims at: ≥ 0.85), requests with bad tokens (one repeated,
  * and a fresh one every request), token issuance (client_credentials, plain and PBKDF2-hashed secret), and
  * token issuance while anonymous callers flood the token endpoint with wrong secrets of hashed clients
- * (PBKDF2 once ran on libuv's threads, which the store's writes wait for too).
+ * (PBKDF2 once ran on libuv's threads, which the store's writes wait for too). On PostgreSQL, two nodes:
+ * the latency of a token check on the node that did not issue the token, its first request (a store read)
+ * and the cached ones after it.
  * The gateway runs as a child process; token requests use plain HTTP from a trusted proxy address with
  * `X-Forwarded-Proto: https` (accept_http_if_already_terminated), so TLS cost stays out of the figures.
  */
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { request } from '../test/helpers/gateway.ts';
+import { postgresSkipReason, startPostgres } from '../test/helpers/postgres.ts';
 import { load, printTable, startChild, type LoadResult } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
@@ -85,6 +90,81 @@ export async function run(): Promise<void> {
   } finally {
     await Promise.all([upstream.stop(), tollgate.stop()]);
   }
+  await tokenChecksOnAnotherNode();
+}
+
+/** Tokens issued on node A, each then used on node B: once (not cached there yet) and again (cached). */
+const CROSS_NODE_TOKENS = 2000;
+const CACHED_USES = 5;
+
+async function tokenChecksOnAnotherNode(): Promise<void> {
+  const title = 'oauth2: token check latency on a node that did not issue the token (two nodes on PostgreSQL)';
+  const skip = postgresSkipReason();
+  if (skip) {
+    console.log(`\n## ${title}: ${skip}`);
+    return;
+  }
+  const postgres = await startPostgres({ fsync: true });
+  const upstream = await startChild('servers/upstream.ts');
+  const config = benchConfig(upstream.urls[0]);
+  config.gateway = { ...config.gateway, ...postgres.settings({ pg_schema: 'bench_oauth2' }) };
+  const a = await startTollgate(config, 2);
+  const b = await startTollgate(config, 2);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    const tokens = await issueTokens(a.urls[0], CROSS_NODE_TOKENS);
+    const first: number[] = [];
+    const cached: number[] = [];
+    for (const token of tokens) {
+      first.push(await timedCheck(agent, b.urls[0], token));
+      for (let i = 0; i < CACHED_USES; i++) cached.push(await timedCheck(agent, b.urls[0], token));
+    }
+    console.log(`\n## ${title}`);
+    console.log(`${CROSS_NODE_TOKENS} tokens issued on A; each used on B once, then ${CACHED_USES} times more; one keep-alive connection, one request at a time`);
+    console.log('| request on B | requests | p50 ms | p99 ms |');
+    console.log('|---|---|---|---|');
+    for (const [name, samples] of [['first use of the token (store read)', first], ['later uses (cached)', cached]] as const) {
+      console.log(`| ${name} | ${samples.length} | ${percentile(samples, 50).toFixed(2)} | ${percentile(samples, 99).toFixed(2)} |`);
+    }
+  } finally {
+    agent.destroy();
+    await Promise.all([upstream.stop(), a.stop(), b.stop()]);
+    await postgres.stop();
+  }
+}
+
+/** `count` client_credentials tokens from `proxy`, 20 requests at a time. */
+async function issueTokens(proxy: string, count: number): Promise<string[]> {
+  const tokens: string[] = [];
+  while (tokens.length < count) {
+    const replies = await Promise.all(
+      Array.from({ length: Math.min(20, count - tokens.length) }, () =>
+        request(`${proxy}/protected/oauth2/token`, { method: 'POST', headers: TOKEN_HEADERS, body: tokenBody('bench-app') }),
+      ),
+    );
+    for (const reply of replies) {
+      if (reply.status !== 200) throw new Error(`token request failed: ${reply.status} ${reply.text}`);
+      tokens.push(reply.json().access_token);
+    }
+  }
+  return tokens;
+}
+
+/** Milliseconds for one protected GET with `token`; throws unless it is accepted. */
+function timedCheck(agent: http.Agent, proxy: string, token: string): Promise<number> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${proxy}/protected/hello`, { agent, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - started) : reject(new Error(`token refused on B: ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+  });
+}
+
+function percentile(samples: number[], p: number): number {
+  const sorted = [...samples].sort((x, y) => x - y);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
 /** Every request carries a token never seen before: each one is a cache miss and a store read. */

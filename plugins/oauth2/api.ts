@@ -24,7 +24,7 @@ import {
 } from '../../src/pipeline/plugin-api.ts';
 import type { CredentialDirectory } from './credentials.ts';
 import { scopeTokenProblem } from './schema.ts';
-import type { TokenRow, TokenStore } from './tokens.ts';
+import { TokenValueTakenError, type TokenRow, type TokenStore } from './tokens.ts';
 
 export interface AdminDeps {
   credentials: CredentialDirectory;
@@ -98,6 +98,16 @@ function tokenView(row: TokenRow, values: { access_token?: string; refresh_token
   };
 }
 
+/** Kong's unique_violation when a chosen token value belongs to another token. */
+async function uniqueValues<T>(values: Record<string, any>, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (err instanceof TokenValueTakenError) throw new UniqueViolationError({ [err.field]: values[err.field] });
+    throw err;
+  }
+}
+
 class TokenAdmin {
   constructor(private readonly deps: AdminDeps) {}
 
@@ -132,11 +142,8 @@ class TokenAdmin {
     if (issues.length) throw new SchemaViolationError(issues);
     const credential = this.deps.credentials.byId(referenceOf(value.credential) ?? '');
     if (!credential) throw new ForeignKeyViolationError('credential', 'oauth2_credentials', String(referenceOf(value.credential)));
-    if (value.access_token && (await this.deps.tokens.findByAccessToken(value.access_token))) {
-      throw new UniqueViolationError({ access_token: value.access_token });
-    }
     const service = referenceOf(value.service);
-    const issued = await this.deps.tokens.issue({
+    const issued = await uniqueValues(value, () => this.deps.tokens.issue({
       credential: credential.id,
       binding: service ? `service:${service}` : null,
       scope: value.scope ?? null,
@@ -146,7 +153,7 @@ class TokenAdmin {
       refreshTokenTtl: 0,
       accessToken: value.access_token,
       refreshToken: value.refresh_token,
-    });
+    }));
     return { status: 201, body: tokenView(issued.row, { access_token: issued.accessToken, refresh_token: issued.refreshToken }) };
   }
 
@@ -162,7 +169,8 @@ class TokenAdmin {
     if (value.access_token !== undefined) changes.access_digest = tokenDigest(value.access_token);
     if (value.refresh_token !== undefined) changes.refresh_digest = tokenDigest(value.refresh_token);
     if (value.service !== undefined) changes.binding = referenceOf(value.service) ? `service:${referenceOf(value.service)}` : null;
-    const updated = await this.deps.tokens.update(row, changes);
+    const updated = await uniqueValues(value, () => this.deps.tokens.update(row, changes));
+    if (!updated) throw new NotFoundError();
     return { status: 200, body: tokenView(updated, { access_token: value.access_token, refresh_token: value.refresh_token }) };
   }
 

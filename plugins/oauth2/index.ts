@@ -13,6 +13,7 @@ const oauth2: PluginDefinition<OAuth2Config> = {
   priority: 1400,
   noConsumer: true,
   authenticates: true,
+  multiProcess: true,
   configSchema,
   entities: [credentialEntity],
   create: createRuntime,

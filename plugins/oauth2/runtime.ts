@@ -1,6 +1,6 @@
 /** The plugin's runtime: one per gateway process, holding the credential directory and token store. */
 import { createHmac, randomBytes } from 'node:crypto';
-import { alphanumericFrom, type PluginApi, type PluginRuntime, type RequestContext, type Store } from '../../src/pipeline/plugin-api.ts';
+import { alphanumericFrom, putIfAbsent, type PluginApi, type PluginRuntime, type RequestContext, type Store } from '../../src/pipeline/plugin-api.ts';
 import { adminRoutes } from './api.ts';
 import { authorizeEndpoint } from './authorize.ts';
 import { CREDENTIALS_ENTITY } from './credential-schema.ts';
@@ -14,6 +14,7 @@ import { tokenEndpoint } from './token-endpoint.ts';
 import { TokenStore } from './tokens.ts';
 
 const ENDPOINT_MARKER = '/oauth2/';
+const PROVISION_SECRET_KEY = 'meta:provision-secret';
 
 export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth2Config>> {
   const credentials = new CredentialDirectory(api.store, api.consumers, api.log);
@@ -60,6 +61,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
     adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers, hashSecret: (credential) => credentials.withHashedSecret(credential) }),
     async close() {
       await Promise.allSettled([...cleanups]);
+      tokens.close();
       await credentials.close();
     },
   };
@@ -91,13 +93,16 @@ function answerNoOpenIdConfiguration(ctx: RequestContext): void {
   ctx.error(404, `Not found: no OpenID Connect discovery here; the OAuth 2.0 authorization server metadata (RFC 8414) is at ${metadata}`);
 }
 
-/** A random secret kept in the store: provision keys derived from it survive restarts. */
+/**
+ * A random secret kept in the store: provision keys derived from it survive restarts and are the same on
+ * every node. Nodes starting together on an empty store each propose one; the first written is everyone's.
+ */
 async function loadProvisionSecret(store: Store): Promise<string> {
-  const existing = await store.get('meta:provision-secret');
+  const existing = await store.get(PROVISION_SECRET_KEY);
   if (existing) return existing;
-  const secret = randomBytes(32).toString('base64url');
-  await store.put('meta:provision-secret', secret, { sync: true });
-  return secret;
+  const proposed = randomBytes(32).toString('base64url');
+  if (await putIfAbsent(store, PROVISION_SECRET_KEY, proposed)) return proposed;
+  return (await store.get(PROVISION_SECRET_KEY))!;
 }
 
 /** 32 alphanumerics from HMAC-SHA512(secret, plugin id): stable per plugin, unguessable without the secret. */

@@ -9,7 +9,7 @@ import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrie
 import { readParams, userIdParam } from './params.ts';
 import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
-import type { CodeRow, IssuedToken, TokenRow } from './tokens.ts';
+import type { CodeRow, IssuedToken, IssueRequest, TokenRow } from './tokens.ts';
 
 /** An error answer: 400, or 401 with a Basic challenge when the client authenticated through the header. */
 export interface Failure extends OAuthError {
@@ -118,17 +118,20 @@ async function checkTokenRequest(
 }
 
 /** A new token, bound here (or, for a refresh, where the refreshed token was bound: a refresh never widens it). */
-function issue(
-  request: GrantRequest,
-  fields: { scope: string | null; authenticatedUserid: string | null; withRefreshToken: boolean; binding?: string | null },
-): Promise<IssuedToken> {
-  return request.deps.tokens.issue({
+function issue(request: GrantRequest, fields: TokenFields): Promise<IssuedToken> {
+  return request.deps.tokens.issue(issueRequest(request, fields));
+}
+
+type TokenFields = { scope: string | null; authenticatedUserid: string | null; withRefreshToken: boolean; binding?: string | null };
+
+function issueRequest(request: GrantRequest, fields: TokenFields): IssueRequest {
+  return {
     credential: request.client!.id,
     binding: bindingOf(request.ctx, request.config),
     expiresIn: request.config.token_expiration,
     refreshTokenTtl: request.config.refresh_token_ttl,
     ...fields,
-  });
+  };
 }
 
 async function clientCredentialsGrant(request: GrantRequest): Promise<Outcome> {
@@ -220,30 +223,30 @@ function checkCodeRedemption(request: GrantRequest, row: CodeRow): Refusal | und
   return undefined;
 }
 
+/**
+ * A refresh token is redeemed once cluster-wide: the redemption replaces (or, with `reuse_refresh_token`,
+ * renews) the row it read in one compare-and-set, so of concurrent redemptions exactly one succeeds and the
+ * others are `invalid_grant`, as an already used token is.
+ */
 async function refreshToken(request: GrantRequest): Promise<Outcome> {
   const { ctx, config, params, deps } = request;
   const client = request.client!;
   const refresh = params.refresh_token;
   if (typeof refresh !== 'string' || refresh === '') return failWith('invalid_request', 'Invalid refresh_token');
-  const outcome = await deps.tokens.redeemOnce(refresh, async (): Promise<Outcome> => {
-    const row = await deps.tokens.findByRefreshToken(refresh);
-    // RFC 6749 §5.2: unknown, foreign or another client's refresh tokens are `invalid_grant`. Foreign as for
-    // access tokens: a global plugin takes global tokens and its own service's, never another service's (Kong
-    // skips that check and would turn the grant into a global token, good on every global service).
-    if (!row || !isBoundHere(row, ctx, config) || row.credential !== client.id) {
-      return failWith('invalid_grant', 'Invalid refresh_token');
-    }
-    if (!scopeStillAllowed(row, config)) return failWith('invalid_scope', 'Scope mismatch');
-    if (!withinGrantedScope(params.scope, row)) return failWith('invalid_scope', 'The requested scope exceeds the scope granted by the resource owner');
-    if (config.reuse_refresh_token) {
-      const renewed = await deps.tokens.renewAccessToken(row, config.token_expiration, config.refresh_token_ttl);
-      return { body: tokenResponse(renewed, refresh) };
-    }
-    const issued = await issue(request, { scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true, binding: row.binding });
-    await deps.tokens.revoke(row);
-    return { body: tokenResponse(issued) };
-  });
-  return outcome ?? failWith('invalid_grant', 'Invalid refresh_token');
+  const row = await deps.tokens.findByRefreshToken(refresh);
+  // RFC 6749 §5.2: unknown, foreign or another client's refresh tokens are `invalid_grant`. Foreign as for
+  // access tokens: a global plugin takes global tokens and its own service's, never another service's (Kong
+  // skips that check and would turn the grant into a global token, good on every global service).
+  if (!row || !isBoundHere(row, ctx, config) || row.credential !== client.id) return failWith('invalid_grant', 'Invalid refresh_token');
+  if (!scopeStillAllowed(row, config)) return failWith('invalid_scope', 'Scope mismatch');
+  if (!withinGrantedScope(params.scope, row)) return failWith('invalid_scope', 'The requested scope exceeds the scope granted by the resource owner');
+  if (config.reuse_refresh_token) {
+    const renewed = await deps.tokens.renewAccessToken(row, config.token_expiration, config.refresh_token_ttl);
+    return renewed ? { body: tokenResponse(renewed, refresh) } : failWith('invalid_grant', 'Invalid refresh_token');
+  }
+  const fields = { scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true, binding: row.binding };
+  const exchanged = await deps.tokens.exchange(row, issueRequest(request, fields));
+  return exchanged ? { body: tokenResponse(exchanged) } : failWith('invalid_grant', 'Invalid refresh_token');
 }
 
 /**

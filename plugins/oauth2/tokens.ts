@@ -3,17 +3,33 @@
  *   acc:<digest(access token)>  → token row (JSON)
  *   ref:<digest(refresh token)> → access digest
  *   tid:<token id>              → access digest
- *   code:<digest(code)>         → code row (JSON), 5 minutes, single use: written and taken only through
- *                                 the store's compare-and-set (commitIf), so one redemption wins cluster-wide
+ *   code:<digest(code)>         → code row (JSON), 5 minutes
  * every key of a token with the row's TTL, so the store's sweeper removes them together.
  *
- * Validation on protected requests reads through two LRU caches (found rows, and digests known not to
- * exist, so a flood of bad tokens never reaches the store); concurrent misses on one digest share one
- * store read. Every change to a row goes through here and updates or drops its cache entry.
+ * Several processes and nodes share the store. Every write of a token's keys is a compare-and-set
+ * (commitIf) on the row as it was read, and the keys it adds must be free; so of two concurrent changes of
+ * one row exactly one applies: a refresh token is redeemed once cluster-wide (the redemption replaces or
+ * renews the row it read), and a revocation racing a renewal retries on the renewed row instead of missing
+ * it. Codes are written and taken only through commitIf too (putIfAbsent, take): one redemption wins.
+ *
+ * What this plugin holds in memory, and how another process or node stays in step with it:
+ * - `found` and `missing` (below): LRU caches of rows and of digests known not to exist, so a warm token or
+ *   a flood of bad ones never reaches the store. Every change of a row publishes its access digest(s) on the
+ *   `tokens` notice topic and every process drops them (all of both caches on a `null` notice); a read
+ *   that such a notice overtook is not cached. A chosen token value (admin API) is announced when created,
+ *   so a process that looked it up before forgets that it was missing; a random one needs no notice, as no
+ *   process can have looked it up before it was handed out.
+ * - `pending`: store reads in flight, shared by concurrent misses on one digest; confined to one lookup.
+ * - `storedForms`: the stored JSON of rows read here, the value a compare-and-set expects; weak, per row object.
+ * - The credential directory (credentials.ts): the toolkit's entity directory, refreshed on its own
+ *   notices; a credential removed in any process drops its rows from `found` (runtime.ts).
+ * - Per-process by design: the secret verifier's remembered digests and failure windows (its own comment
+ *   says why), the cleanups runtime.ts waits for on close, and what gateway.yaml configures (metadata
+ *   routes, provision keys derived from the plugin id and a secret every node reads from the store).
  */
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { putIfAbsent, randomToken, take, tokenDigest, type BatchOp, type Store } from '../../src/pipeline/plugin-api.ts';
+import { putIfAbsent, randomToken, take, tokenDigest, type BatchOp, type Expectation, type Store } from '../../src/pipeline/plugin-api.ts';
 
 export interface TokenRow {
   id: string;
@@ -68,6 +84,8 @@ export interface IssuedToken {
 }
 
 const CODE_TTL_MS = 5 * 60 * 1000;
+/** The notice topic on which changed access digests are announced (space-separated). */
+const CHANGES_TOPIC = 'tokens';
 const CACHE_SIZE = 100_000;
 const NEGATIVE_TTL_MS = 10 * 60 * 1000;
 
@@ -75,14 +93,40 @@ export function isExpired(row: TokenRow, now = Date.now()): boolean {
   return row.expires_in > 0 && now - row.issued_at > row.expires_in * 1000;
 }
 
+/** A chosen token value (admin API) belongs to another token already. */
+export class TokenValueTakenError extends Error {
+  override readonly name = 'TokenValueTakenError';
+  readonly code = 'OAUTH2_TOKEN_VALUE_TAKEN';
+
+  constructor(readonly field: 'access_token' | 'refresh_token') {
+    super(`the ${field} value belongs to another token`);
+  }
+}
+
+/** A cache miss being read from the store; `overtaken` once a change of its digest was announced meanwhile. */
+interface PendingRead {
+  row: Promise<TokenRow | undefined>;
+  overtaken: boolean;
+}
+
 export class TokenStore {
   private readonly found = new LRUCache<string, TokenRow>({ max: CACHE_SIZE });
   private readonly missing = new LRUCache<string, true>({ max: CACHE_SIZE, ttl: NEGATIVE_TTL_MS });
-  private readonly pending = new Map<string, Promise<TokenRow | undefined>>();
-  /** Refresh tokens being redeemed right now: a concurrent second use fails. */
-  private readonly redeeming = new Set<string>();
+  private readonly pending = new Map<string, PendingRead>();
+  private readonly storedForms = new WeakMap<TokenRow, string>();
+  private readonly unsubscribe: () => void;
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: Store) {
+    this.unsubscribe = store.notices.subscribe(CHANGES_TOPIC, (message) => {
+      if (message === null) this.forgetAll();
+      else for (const digest of message.split(' ')) this.forget(digest);
+    });
+  }
+
+  /** Stops following other processes' changes (the gateway is closing). */
+  close(): void {
+    this.unsubscribe();
+  }
 
   /** The live row of an access token, or undefined. No store read once the digest is cached. */
   async findByAccessToken(accessToken: string): Promise<TokenRow | undefined> {
@@ -99,12 +143,7 @@ export class TokenStore {
     const cached = this.found.get(digest);
     if (cached) return this.alive(cached, digest);
     if (this.missing.has(digest)) return undefined;
-    let read = this.pending.get(digest);
-    if (!read) {
-      read = this.readRow(digest).finally(() => this.pending.delete(digest));
-      this.pending.set(digest, read);
-    }
-    return read;
+    return (this.pending.get(digest) ?? this.startRead(digest)).row;
   }
 
   async findById(id: string): Promise<TokenRow | undefined> {
@@ -112,35 +151,35 @@ export class TokenStore {
     return digest ? this.findByDigest(digest) : undefined;
   }
 
+  /** The live row of a refresh token, read from the store (not the cache): what a redemption must go by. */
   async findByRefreshToken(refreshToken: string): Promise<TokenRow | undefined> {
     const digest = await this.store.get('ref:' + tokenDigest(refreshToken));
-    return digest ? this.findByDigest(digest) : undefined;
+    return digest ? this.readLive(digest) : undefined;
   }
 
+  /** A new token; TokenValueTakenError when a chosen value belongs to another token. */
   async issue(request: IssueRequest): Promise<IssuedToken> {
-    const now = Date.now();
-    const accessToken = request.accessToken ?? randomToken();
-    const refreshToken = request.refreshToken ?? (request.withRefreshToken && request.expiresIn > 0 ? randomToken() : null);
-    const row: TokenRow = {
-      id: randomUUID(),
-      created_at: Math.floor(now / 1000),
-      issued_at: now,
-      credential: request.credential,
-      binding: request.binding,
-      token_type: 'bearer',
-      expires_in: request.expiresIn,
-      scope: request.scope,
-      authenticated_userid: request.authenticatedUserid,
-      access_digest: tokenDigest(accessToken),
-      refresh_digest: refreshToken ? tokenDigest(refreshToken) : null,
-      row_expires_at: rowExpiry(now, request, refreshToken !== null),
-    };
-    await this.write(row);
-    return { row, accessToken, refreshToken };
+    const issued = newToken(request);
+    if (!(await this.commit(undefined, issued.row, request.accessToken !== undefined))) {
+      throw new TokenValueTakenError(await this.takenField(undefined, issued.row));
+    }
+    return issued;
   }
 
-  /** `reuse_refresh_token`: the same row (and refresh token) gets a new access token and a new lifetime. */
-  async renewAccessToken(row: TokenRow, expiresIn: number, refreshTokenTtl: number): Promise<IssuedToken> {
+  /**
+   * A refresh token's redemption without `reuse_refresh_token`: a new token replaces `row` in one step.
+   * Undefined when the row changed since it was read (another redemption, a revocation): it was not redeemed.
+   */
+  async exchange(row: TokenRow, request: IssueRequest): Promise<IssuedToken | undefined> {
+    const issued = newToken(request);
+    return (await this.commit(row, issued.row)) ? issued : undefined;
+  }
+
+  /**
+   * A redemption with `reuse_refresh_token`: the same row (and refresh token) gets a new access token and a
+   * new lifetime. Undefined when the row changed since it was read (a concurrent redemption won).
+   */
+  async renewAccessToken(row: TokenRow, expiresIn: number, refreshTokenTtl: number): Promise<IssuedToken | undefined> {
     const now = Date.now();
     const accessToken = randomToken();
     const renewed: TokenRow = {
@@ -151,29 +190,31 @@ export class TokenStore {
       access_digest: tokenDigest(accessToken),
       row_expires_at: rowExpiry(now, { expiresIn, refreshTokenTtl }, true),
     };
-    await this.write(renewed, [{ type: 'del', key: 'acc:' + row.access_digest }]);
-    this.forget(row.access_digest);
-    return { row: renewed, accessToken, refreshToken: null };
+    return (await this.commit(row, renewed)) ? { row: renewed, accessToken, refreshToken: null } : undefined;
   }
 
-  /** Replaces a row's fields (admin PATCH); a new access token value re-keys it. */
-  async update(row: TokenRow, changes: Partial<TokenRow>): Promise<TokenRow> {
-    const updated = { ...row, ...changes, id: row.id };
-    const extra: BatchOp[] = updated.access_digest !== row.access_digest ? [{ type: 'del', key: 'acc:' + row.access_digest }] : [];
-    if (row.refresh_digest && updated.refresh_digest !== row.refresh_digest) extra.push({ type: 'del', key: 'ref:' + row.refresh_digest });
-    await this.write(updated, extra);
-    if (updated.access_digest !== row.access_digest) this.forget(row.access_digest);
-    return updated;
+  /**
+   * Replaces a row's fields (admin PATCH) on its current version; a new access token value re-keys it.
+   * Undefined when the token is gone; TokenValueTakenError when a new value belongs to another token.
+   */
+  async update(row: TokenRow, changes: Partial<TokenRow>): Promise<TokenRow | undefined> {
+    let current: TokenRow | undefined = row;
+    while (current) {
+      const updated: TokenRow = { ...current, ...changes, id: current.id };
+      if (await this.commit(current, updated, updated.access_digest !== current.access_digest)) return updated;
+      const latest = await this.readById(row.id);
+      // Unchanged, so what failed is a new value's key: another token holds it.
+      if (latest && this.storedForm(latest) === this.storedForm(current)) throw new TokenValueTakenError(await this.takenField(current, updated));
+      current = latest;
+    }
+    return undefined;
   }
 
+  /** Deletes the token, in whatever version it is now (a renewal may have re-keyed it since it was read). */
   async revoke(row: TokenRow): Promise<void> {
-    const ops: BatchOp[] = [
-      { type: 'del', key: 'acc:' + row.access_digest },
-      { type: 'del', key: 'tid:' + row.id },
-    ];
-    if (row.refresh_digest) ops.push({ type: 'del', key: 'ref:' + row.refresh_digest });
-    await this.store.batch(ops, { sync: true });
-    this.forget(row.access_digest);
+    for (let current: TokenRow | undefined = row; current; current = await this.readById(row.id)) {
+      if (await this.commit(current, undefined)) return;
+    }
   }
 
   /** Live rows in digest order, starting at `fromDigest` (the admin API's pagination offset). */
@@ -181,7 +222,7 @@ export class TokenStore {
     const now = Date.now();
     const gte = fromDigest !== undefined ? 'acc:' + fromDigest : undefined;
     for await (const [, value] of this.store.scan({ prefix: 'acc:', gte })) {
-      const row = JSON.parse(value) as TokenRow;
+      const row = this.parseRow(value);
       if (row.row_expires_at === null || row.row_expires_at > now) yield row;
     }
   }
@@ -220,30 +261,51 @@ export class TokenStore {
     }
   }
 
-  /**
-   * Runs `use` while holding a refresh token exclusively: a concurrent redemption of the same value gets
-   * `undefined` instead of running, so each is redeemed at most once (in this process).
-   */
-  async redeemOnce<T>(secret: string, use: () => Promise<T>): Promise<T | undefined> {
-    const key = tokenDigest(secret);
-    if (this.redeeming.has(key)) return undefined;
-    this.redeeming.add(key);
-    try {
-      return await use();
-    } finally {
-      this.redeeming.delete(key);
-    }
-  }
-
-  /** Drops a digest from both caches (the row changed or is gone). */
-  forget(digest: string): void {
-    this.found.delete(digest);
-    this.missing.delete(digest);
-  }
-
   /** Drops cached rows of a credential (deleted credential or consumer). */
   forgetCredential(credentialId: string): void {
     for (const [digest, row] of this.found.entries()) if (row.credential === credentialId) this.found.delete(digest);
+  }
+
+  /** Drops a digest from both caches (the row changed or is gone); a read in flight for it will not be cached. */
+  private forget(digest: string): void {
+    this.found.delete(digest);
+    this.missing.delete(digest);
+    const read = this.pending.get(digest);
+    if (read) {
+      read.overtaken = true;
+      this.pending.delete(digest);
+    }
+  }
+
+  /** Notices may have been lost: nothing cached can be trusted. */
+  private forgetAll(): void {
+    this.found.clear();
+    this.missing.clear();
+    for (const read of this.pending.values()) read.overtaken = true;
+    this.pending.clear();
+  }
+
+  /** Forgets the digests here at once and in every other process within `db_update_frequency`. */
+  private announce(digests: string[]): void {
+    for (const digest of digests) this.forget(digest);
+    this.store.notices.publish(CHANGES_TOPIC, digests.join(' '));
+  }
+
+  private startRead(digest: string): PendingRead {
+    const read: PendingRead = { row: Promise.resolve(undefined), overtaken: false };
+    read.row = this.readRow(digest)
+      .then((row) => {
+        if (!read.overtaken) {
+          if (row) this.found.set(digest, row);
+          else this.missing.set(digest, true);
+        }
+        return row && this.alive(row, digest);
+      })
+      .finally(() => {
+        if (this.pending.get(digest) === read) this.pending.delete(digest);
+      });
+    this.pending.set(digest, read);
+    return read;
   }
 
   private alive(row: TokenRow, digest: string): TokenRow | undefined {
@@ -254,29 +316,99 @@ export class TokenStore {
     return row;
   }
 
+  /** The row of an access digest as stored now, live or not (no cache). */
   private async readRow(digest: string): Promise<TokenRow | undefined> {
     const value = await this.store.get('acc:' + digest);
-    if (value === undefined) {
-      this.missing.set(digest, true);
-      return undefined;
-    }
-    const row = JSON.parse(value) as TokenRow;
-    this.found.set(digest, row);
-    return this.alive(row, digest);
+    return value === undefined ? undefined : this.parseRow(value);
   }
 
-  private async write(row: TokenRow, extra: BatchOp[] = []): Promise<void> {
-    const ttlMs = row.row_expires_at === null ? undefined : row.row_expires_at - Date.now();
+  private async readLive(digest: string): Promise<TokenRow | undefined> {
+    const row = await this.readRow(digest);
+    return row && this.alive(row, digest);
+  }
+
+  /** The current version of a token (renewals re-key it), read from the store. */
+  private async readById(id: string): Promise<TokenRow | undefined> {
+    const digest = await this.store.get('tid:' + id);
+    return digest === undefined ? undefined : this.readRow(digest);
+  }
+
+  private parseRow(value: string): TokenRow {
+    const row = JSON.parse(value) as TokenRow;
+    this.storedForms.set(row, value);
+    return row;
+  }
+
+  private storedForm(row: TokenRow): string {
+    let form = this.storedForms.get(row);
+    if (form === undefined) this.storedForms.set(row, (form = JSON.stringify(row)));
+    return form;
+  }
+
+  /**
+   * Replaces `current` (undefined: a new token) by `next` (undefined: deleted) in one compare-and-set:
+   * `current` must still be stored as it was read, and every key `next` adds must be free. False when
+   * another change came first. Announces the replaced digest, and `next`'s when its value was chosen (it may
+   * have been looked up, and found missing, anywhere before); `next` is cached here.
+   */
+  private async commit(current: TokenRow | undefined, next: TokenRow | undefined, nextChosen = false): Promise<boolean> {
+    const before = current ? tokenKeys(current) : [];
+    const after = next ? tokenKeys(next) : [];
+    const expectations: Expectation[] = after.filter((key) => !before.includes(key)).map((key) => ({ key, value: undefined }));
+    const ops: BatchOp[] = before.filter((key) => !after.includes(key)).map((key) => ({ type: 'del', key }));
+    if (current) expectations.push({ key: 'acc:' + current.access_digest, value: this.storedForm(current) });
+    if (next) ops.push(...this.putsOf(next));
+    // A change of an existing row is synced: a crash must not bring back a redeemed or revoked token.
+    if (!(await this.store.commitIf(expectations, ops, { sync: current !== undefined }))) return false;
+    const changed = [...(current ? [current.access_digest] : []), ...(next && nextChosen ? [next.access_digest] : [])];
+    if (changed.length > 0) this.announce(changed);
+    if (next) this.found.set(next.access_digest, next);
+    return true;
+  }
+
+  private putsOf(row: TokenRow): BatchOp[] {
+    const ttlMs = row.row_expires_at === null ? undefined : Math.max(1, row.row_expires_at - Date.now());
     const ops: BatchOp[] = [
-      ...extra,
-      { type: 'put', key: 'acc:' + row.access_digest, value: JSON.stringify(row), ttlMs },
+      { type: 'put', key: 'acc:' + row.access_digest, value: this.storedForm(row), ttlMs },
       { type: 'put', key: 'tid:' + row.id, value: row.access_digest, ttlMs },
     ];
     if (row.refresh_digest) ops.push({ type: 'put', key: 'ref:' + row.refresh_digest, value: row.access_digest, ttlMs });
-    await this.store.batch(ops);
-    this.missing.delete(row.access_digest);
-    this.found.set(row.access_digest, row);
+    return ops;
   }
+
+  /** Which chosen value made a write of `next` fail: its access token's key is taken, else its refresh token's. */
+  private async takenField(current: TokenRow | undefined, next: TokenRow): Promise<'access_token' | 'refresh_token'> {
+    const accessMoved = next.access_digest !== current?.access_digest;
+    return accessMoved && (await this.store.get('acc:' + next.access_digest)) !== undefined ? 'access_token' : 'refresh_token';
+  }
+}
+
+/** The store keys of a token. */
+function tokenKeys(row: TokenRow): string[] {
+  const keys = ['acc:' + row.access_digest, 'tid:' + row.id];
+  if (row.refresh_digest) keys.push('ref:' + row.refresh_digest);
+  return keys;
+}
+
+function newToken(request: IssueRequest): IssuedToken {
+  const now = Date.now();
+  const accessToken = request.accessToken ?? randomToken();
+  const refreshToken = request.refreshToken ?? (request.withRefreshToken && request.expiresIn > 0 ? randomToken() : null);
+  const row: TokenRow = {
+    id: randomUUID(),
+    created_at: Math.floor(now / 1000),
+    issued_at: now,
+    credential: request.credential,
+    binding: request.binding,
+    token_type: 'bearer',
+    expires_in: request.expiresIn,
+    scope: request.scope,
+    authenticated_userid: request.authenticatedUserid,
+    access_digest: tokenDigest(accessToken),
+    refresh_digest: refreshToken ? tokenDigest(refreshToken) : null,
+    row_expires_at: rowExpiry(now, request, refreshToken !== null),
+  };
+  return { row, accessToken, refreshToken };
 }
 
 function codeKey(code: string): string {

@@ -169,6 +169,35 @@ describe('oauth2 admin API', () => {
     assert.deepEqual(missing.json().fields, { credential: 'required field missing', expires_in: 'required field missing' });
   });
 
+  it('a chosen value another token holds is refused (409), by POST and by PATCH, and that token is left as it was', async () => {
+    const declared = (await admin('GET', '/oauth2/declared-app')).json();
+    const service = (await admin('GET', '/services/orders')).json();
+    const create = (access_token: string, refresh_token: string) =>
+      admin('POST', '/oauth2_tokens', { credential: { id: declared.id }, service: { id: service.id }, expires_in: 60, scope: 'read', access_token, refresh_token });
+    const holder = await create('held-access', 'held-refresh');
+    assert.equal(holder.status, 201, holder.text);
+    const other = (await create('other-access', 'other-refresh')).json();
+    const refused = [
+      await create('held-access', 'fresh-refresh'),
+      await create('fresh-access', 'held-refresh'),
+      await admin('PATCH', `/oauth2_tokens/${other.id}`, { access_token: 'held-access' }),
+      await admin('PATCH', `/oauth2_tokens/${other.id}`, { refresh_token: 'held-refresh' }),
+    ];
+    assert.deepEqual(
+      refused.map((r) => [r.status, r.json().fields]),
+      [
+        [409, { access_token: 'held-access' }],
+        [409, { refresh_token: 'held-refresh' }],
+        [409, { access_token: 'held-access' }],
+        [409, { refresh_token: 'held-refresh' }],
+      ],
+    );
+    assert.equal((await admin('GET', '/oauth2_tokens/held-access')).json().id, holder.json().id);
+    assert.equal((await callOrders('held-access')).status, 200);
+    assert.equal((await callOrders('other-access')).status, 200);
+    assert.equal((await callOrders('fresh-access')).status, 401, 'nothing of a refused creation was written');
+  });
+
   it('DELETE /oauth2_tokens?credential= revokes all tokens of a client (a filter is required)', async () => {
     const a = (await token('declared-app', 'declared-secret')).json().access_token;
     const b = (await token('declared-app', 'declared-secret')).json().access_token;

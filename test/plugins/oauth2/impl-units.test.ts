@@ -10,7 +10,7 @@ import { composeRedirectUri, luaEscape } from '../../../plugins/oauth2/redirect.
 import type { RequestLimitError } from '../../../src/pipeline/plugin-api.ts';
 import { KdfPool } from '../../../src/toolkit/kdf-pool.ts';
 import { hashSecret, hashSecretAsync, needsRehash, verifySecret, verifySecretAsync } from '../../../src/toolkit/secrets.ts';
-import { TokenStore, type IssueRequest } from '../../../plugins/oauth2/tokens.ts';
+import { TokenStore, type IssueRequest, type TokenRow } from '../../../plugins/oauth2/tokens.ts';
 import { validate } from '../../../src/pipeline/plugin-api.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import type { BatchOp, Expectation, PutOptions, ScanOptions, Store, WriteOptions } from '../../../src/store/store.ts';
@@ -162,6 +162,22 @@ class CountingStore implements Store {
   }
 }
 
+/** Reads the real store at once but answers only when released: a read a concurrent write overtakes. */
+class LateAnswers extends CountingStore {
+  private released: Promise<void> = Promise.resolve();
+  release = () => {};
+
+  hold(): void {
+    this.released = new Promise((resolve) => (this.release = resolve));
+  }
+
+  override get(key: string) {
+    const value = super.get(key);
+    const released = this.released;
+    return released.then(() => value);
+  }
+}
+
 describe('token store on LevelDB', () => {
   let level: LevelStore;
   let store: CountingStore;
@@ -221,7 +237,7 @@ describe('token store on LevelDB', () => {
     assert.ok(await tokens.findByAccessToken(issued.accessToken));
     const row = await tokens.findByRefreshToken(issued.refreshToken!);
     assert.equal(row?.id, issued.row.id);
-    const renewed = await tokens.renewAccessToken(row!, 60, 3600);
+    const renewed = (await tokens.renewAccessToken(row!, 60, 3600))!;
     assert.equal(await tokens.findByAccessToken(issued.accessToken), undefined);
     assert.equal((await tokens.findByAccessToken(renewed.accessToken))?.id, issued.row.id);
     assert.equal((await tokens.findByRefreshToken(issued.refreshToken!))?.id, issued.row.id);
@@ -231,20 +247,38 @@ describe('token store on LevelDB', () => {
     assert.equal(await new TokenStore(store).findById(issued.row.id), undefined);
   });
 
-  it('a code or refresh token is redeemed at most once under concurrency', async () => {
-    const tokens = new TokenStore(store);
-    let runs = 0;
-    const results = await Promise.all(
-      Array.from({ length: 5 }, () =>
-        tokens.redeemOnce('the-code', async () => {
-          runs++;
-          await new Promise((r) => setImmediate(r));
-          return 'redeemed';
-        }),
-      ),
-    );
-    assert.equal(runs, 1);
-    assert.deepEqual(results.filter(Boolean), ['redeemed']);
+  it('a refresh token is redeemed at most once under concurrency, renewed or exchanged, whichever store instance redeems it', async () => {
+    for (const redeem of [
+      (tokens: TokenStore, row: TokenRow) => tokens.renewAccessToken(row, 60, 3600),
+      (tokens: TokenStore, row: TokenRow) => tokens.exchange(row, request),
+    ]) {
+      const issued = await new TokenStore(store).issue(request);
+      const instances = Array.from({ length: 5 }, () => new TokenStore(store));
+      const rows = await Promise.all(instances.map((tokens) => tokens.findByRefreshToken(issued.refreshToken!)));
+      const results = await Promise.all(instances.map((tokens, i) => redeem(tokens, rows[i]!)));
+      assert.equal(results.filter(Boolean).length, 1);
+      for (const tokens of instances) tokens.close();
+    }
+  });
+
+  it('a lookup that a change of its token overtook is not cached: the token created meanwhile is found next time', async () => {
+    const late = new LateAnswers(store);
+    const reader = new TokenStore(late);
+    const chosen = 'chosen-while-looked-up';
+    late.hold();
+    const lookup = reader.findByAccessToken(chosen);
+    await new TokenStore(store).issue({ ...request, accessToken: chosen });
+    late.release();
+    assert.equal(await lookup, undefined, 'the read was made before the token existed');
+    assert.ok(await reader.findByAccessToken(chosen), 'and its answer was not kept');
+  });
+
+  it('a change made through one token store reaches the cache of another on the same store', async () => {
+    const [writer, reader] = [new TokenStore(store), new TokenStore(store)];
+    const issued = await writer.issue(request);
+    assert.ok(await reader.findByAccessToken(issued.accessToken));
+    await writer.revoke(issued.row);
+    assert.equal(await reader.findByAccessToken(issued.accessToken), undefined);
   });
 
   it('rows without a refresh token expire with their access token; with one, after refresh_token_ttl', async () => {

@@ -7,9 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
+import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
-import { waitFor } from '../support.ts';
+import { startWithRegistry, waitFor } from '../support.ts';
 
 const skip = postgresSkipReason();
 
@@ -94,12 +96,21 @@ describe('nodes on one PostgreSQL', { skip }, () => {
   });
 
   test('a plugin that keeps state in one node lets one node run on the database, and the next after it stops', async () => {
-    const schema = `sole_${++schemas}`;
-    const withOauth2 = { plugins: [{ name: 'oauth2', config: { enable_client_credentials: true } }] };
-    const first = await node(schema, withOauth2);
-    await assert.rejects(startGateway(config(schema, withOauth2)), /another gateway node is running on this database, and plugin 'oauth2' keeps state in one node/);
-    await first.stop();
-    const second = await node(schema, withOauth2);
-    assert.equal((await request(second.admin + '/status/ready')).status, 200);
+    // A plugin of the test's own: the bundled ones become multi-process one after the other.
+    const single: PluginDefinition = { name: 'single-node', version: '1', priority: 1, configSchema: { type: 'record', fields: {} }, create: () => ({}) };
+    const registry = new Map([...bundledPlugins, [single.name, single]]);
+    const withSingle = config(`sole_${++schemas}`, { plugins: [{ name: single.name }] });
+    const first = await startWithRegistry(withSingle, registry);
+    try {
+      await assert.rejects(startWithRegistry(withSingle, registry), /another gateway node is running on this database, and plugin 'single-node' keeps state in one node/);
+    } finally {
+      await first.stop();
+    }
+    const second = await startWithRegistry(withSingle, registry);
+    try {
+      assert.equal((await request(second.admin + '/status/ready')).status, 200);
+    } finally {
+      await second.stop();
+    }
   });
 });

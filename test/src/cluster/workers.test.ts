@@ -93,8 +93,8 @@ test('LevelDB: the primary owns the store and two workers serve from it', async 
 });
 
 test('several workers are refused while a configured plugin keeps its state in one process', async () => {
-  const gw = spawnGateway({ gateway: listeners, services: services('/one'), plugins: [{ name: 'oauth2', config: { enable_client_credentials: true } }] });
-  await assert.rejects(gw, /plugin 'oauth2' keeps state in one process: it runs with worker_processes: 1 only/);
+  const gw = spawnGateway({ gateway: listeners, services: services('/one'), plugins: [{ name: 'metering', config: {} }] });
+  await assert.rejects(gw, /plugin 'metering' keeps state in one process: it runs with worker_processes: 1 only/);
 });
 
 const skip = postgresSkipReason();
