@@ -86,6 +86,8 @@ export class Gateway {
   /** The reload in progress: reloads run one after the other, so the last file read is the one that stays. */
   private reloading: Promise<unknown> = Promise.resolve();
   private nodeId = '';
+  /** The store came from the process that started this one (GatewayOptions.store). */
+  private storeHandedIn = false;
   private logLevelOverride: string | undefined;
   private processes: () => { master: number; workers: number[] } = () => ({ master: process.pid, workers: [process.pid] });
   /** Held while plugins that keep state in one process run on PostgreSQL: no second node meanwhile. */
@@ -129,6 +131,7 @@ export class Gateway {
     const consumers = new Consumers(store.namespace('core'), log.child({ component: 'consumers' }));
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
     gateway.logLevelOverride = options.logLevel;
+    gateway.storeHandedIn = options.store !== undefined;
     if (options.processes) gateway.processes = options.processes;
     try {
       await consumers.load();
@@ -199,6 +202,8 @@ export class Gateway {
         consumers: this.consumers,
         dataDir: config.gateway.data_dir,
         nodeId: this.nodeId,
+        // A store handed in is a worker's link to its node's primary: other workers write it too.
+        sharedStore: config.gateway.database === 'postgres' || this.storeHandedIn,
         services,
         metrics: this.metrics.plugins,
       });

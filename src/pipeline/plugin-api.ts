@@ -106,6 +106,11 @@ export interface PluginApi {
   dataDir: string;
   /** This node's id, the same across restarts on one data directory (Kong's `kong.node.get_id()`). */
   nodeId: string;
+  /**
+   * Whether other processes write the same store too (this process is a worker of several, or the store
+   * is PostgreSQL, where other nodes may run): state kept in memory is then no longer the only truth.
+   */
+  sharedStore: boolean;
   /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
   services: PluginServices;
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */
