@@ -106,7 +106,7 @@ export class Lease {
     if (!(await this.store.commitIf([{ key: this.key, value: current }], [{ type: 'put', key: this.key, value: next, ttlMs: this.ttlMs }]))) return 'lost';
     this.held = next;
     this.renewedAt = askedAt;
-    return current === held ? 'renewed' : 'taken';
+    return held !== undefined && current === held ? 'renewed' : 'taken';
   }
 
   /** True while the last renewal is recent enough that no other process can have taken the lease. */
