@@ -16,7 +16,8 @@ describe('metering on one LevelDB node with two worker processes', () => {
   });
 
   test('events ingested concurrently through both workers: exact totals from either', async () => {
-    node = await spawnGateway(config({ worker_processes: 2 }));
+    // The node prints its listeners through its log (info), once for all workers.
+    node = await spawnGateway(config({ worker_processes: 2, proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', access_log: false }));
     const events = makeEvents('workers', 6_000);
     // Every event twice, over many connections (the workers share the listening socket).
     const batches = [...batchesOf(events, 100), ...batchesOf(shuffled(events, 3), 150)];
