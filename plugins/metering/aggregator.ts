@@ -97,13 +97,15 @@ export class Lease {
    */
   async hold(): Promise<'renewed' | 'taken' | 'lost'> {
     // Measured before asking: the lease's expiry in the store is set later, so this errs on the safe side.
+    // While this runs, the holder keeps writing: `mayWrite` judges by the time of the last renewal.
     const askedAt = performance.now();
-    const current = await this.store.get(this.key);
     const held = this.held;
-    this.held = undefined;
-    if (current !== undefined && current !== held) return 'lost';
+    const current = await this.store.get(this.key);
     const next = `${this.holder}#${++this.renewals}`;
-    if (!(await this.store.commitIf([{ key: this.key, value: current }], [{ type: 'put', key: this.key, value: next, ttlMs: this.ttlMs }]))) return 'lost';
+    if ((current !== undefined && current !== held) || !(await this.store.commitIf([{ key: this.key, value: current }], [{ type: 'put', key: this.key, value: next, ttlMs: this.ttlMs }]))) {
+      this.held = undefined;
+      return 'lost';
+    }
     this.held = next;
     this.renewedAt = askedAt;
     return held !== undefined && current === held ? 'renewed' : 'taken';
@@ -296,12 +298,12 @@ export class Aggregator {
       try {
         lease = await this.lease.hold();
       } catch (err) {
+        // Whether it was renewed is unknown; the fence stops this process's writes in time if it was not.
         this.log.warn({ err }, 'metering: renewing the aggregator lease failed');
-        // Unknown whether it was renewed: held no longer, as far as this process knows.
-        lease = 'lost';
+        return;
       }
       if (lease !== 'renewed' && this.term) await this.endTerm('metering: this process stopped aggregating (the lease passed or lapsed)');
-      if (lease === 'taken') await this.begin();
+      if (lease !== 'lost' && !this.term) await this.begin();
     });
     return this.electing;
   }
