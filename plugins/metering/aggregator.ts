@@ -47,8 +47,12 @@ import type { PreparedEvent } from './events.ts';
 import { AGGREGATOR_LEASE_KEY, escapePart, INBOX_PREFIX, inboxBodyKey, inboxKey } from './keys.ts';
 import type { Inbox, Writer } from './writer.ts';
 
-/** The lease lasts this long after its last renewal; another process takes over only after it. */
-export const LEASE_TTL_MS = 3_000;
+/**
+ * The lease lasts this long after its last renewal; another process takes over only after it. Its
+ * holder stops writing after half of it without a renewal, so a loaded machine whose event loop
+ * stalls for a second must not trip it; a fail-over takes this long plus the rebuild.
+ */
+export const LEASE_TTL_MS = 6_000;
 const RENEW_EVERY_MS = 1_000;
 /** Notice topic: an inbox entry was written (the aggregator drains at once instead of at its next poll). */
 const INBOX_TOPIC = 'metering-inbox';
@@ -58,8 +62,8 @@ const POLL_MS = 50;
 const ROUND_ENTRIES = 1_000;
 /** Events per drain round, in batches of the writer's batch size: enough to keep its pipeline full. */
 const ROUND_BATCHES = 4;
-/** How long a read waits for acknowledged events to be aggregated (longer than a fail-over). */
-export const DRAIN_WAIT_MS = 15_000;
+/** How long a read waits for acknowledged events to be aggregated (well beyond a fail-over). */
+export const DRAIN_WAIT_MS = 30_000;
 
 export class LeaseLostError extends Error {
   readonly code = 'METERING_LEASE_LOST';
@@ -335,7 +339,8 @@ export class Aggregator {
       try {
         drained = await this.drainRound(term.writer);
       } catch (err) {
-        if (!(err instanceof LeaseLostError)) this.log.error({ err }, 'metering: aggregating inbox entries failed; retrying');
+        if (err instanceof LeaseLostError) this.log.warn('metering: a batch was not written: the aggregator lease was not renewed in time');
+        else this.log.error({ err }, 'metering: aggregating inbox entries failed; retrying');
         await sleep(POLL_MS);
       }
       if (drained === 0 && this.term === term) await new Promise<void>((resolve) => {
