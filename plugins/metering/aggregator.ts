@@ -56,8 +56,9 @@ export const LEASE_TTL_MS = 6_000;
 const RENEW_EVERY_MS = 1_000;
 /** Notice topic: an inbox entry was written (the aggregator drains at once instead of at its next poll). */
 const INBOX_TOPIC = 'metering-inbox';
-/** The aggregator looks at the inbox this often when no notice came. */
+/** The aggregator looks at the inbox this often when no notice came, backing off to IDLE_POLL_MS while it stays empty. */
 const POLL_MS = 50;
+const IDLE_POLL_MS = 1_000;
 /** Inbox entries read per drain round. */
 const ROUND_ENTRIES = 1_000;
 /** Events per drain round, in batches of the writer's batch size: enough to keep its pipeline full. */
@@ -334,6 +335,7 @@ export class Aggregator {
   }
 
   private async drainWhileHeld(term: Term): Promise<void> {
+    let idlePoll = POLL_MS;
     while (this.term === term) {
       let drained = 0;
       try {
@@ -343,9 +345,10 @@ export class Aggregator {
         else this.log.error({ err }, 'metering: aggregating inbox entries failed; retrying');
         await sleep(POLL_MS);
       }
+      idlePoll = drained > 0 ? POLL_MS : Math.min(idlePoll * 2, IDLE_POLL_MS);
       if (drained === 0 && this.term === term) await new Promise<void>((resolve) => {
         this.wake = resolve;
-        setTimeout(resolve, POLL_MS).unref();
+        setTimeout(resolve, idlePoll).unref();
       });
       this.wake = null;
     }

@@ -278,7 +278,7 @@ export class MeteringService {
       this.local.writer.options = this.writer.options;
       this.local.maintenance.retentionDays = this.retentionDays;
     }
-    await this.changeMeters({ op: 'sync', entities: view.entities('meters') });
+    await this.syncDeclaredMeters(view.entities('meters'));
   }
 
   // ---- events ----
@@ -384,7 +384,7 @@ export class MeteringService {
 
   // ---- meters ----
 
-  private newRecord(def: MeterDefinition, id: string, origin: MeterRecord['origin'], gen = 1, retired: number[] = []): MeterRecord {
+  private newRecord(def: MeterDefinition, id: string, origin: MeterRecord['origin'], gen = 1, retired: number[] = [], backfill = this.backfillFromHere()): MeterRecord {
     const now = new Date().toISOString();
     return {
       id,
@@ -394,7 +394,7 @@ export class MeteringService {
       deleted_at: null,
       origin,
       gen,
-      backfill: this.backfillFromHere(),
+      backfill,
       retired,
     };
   }
@@ -418,6 +418,18 @@ export class MeteringService {
     for (const r of records) this.meters.set(r);
     if (this.aggregator) this.store.notices.publish(METERS_TOPIC, '');
     maintenance.kick();
+  }
+
+  /**
+   * Makes the stored meters match gateway.yaml's. On a shared store every process's configure asks,
+   * so only a process that sees a difference hands the change to the aggregator (which may be down).
+   */
+  private async syncDeclaredMeters(entities: Record<string, any>[]): Promise<void> {
+    if (this.commands) {
+      await this.refreshMeters();
+      if (this.declaredChanges(entities, () => null, false).length === 0) return;
+    }
+    await this.changeMeters({ op: 'sync', entities });
   }
 
   /** A meter change: made here when this process is alone on its store, else by the aggregator (meter-commands.ts). */
@@ -530,32 +542,38 @@ export class MeteringService {
 
   /** Makes the stored meters of gateway.yaml match the file (create, change, soft-delete). */
   private syncDeclaredMetersHere(entities: Record<string, any>[]): Promise<void> {
-    return this.here().writer.exclusive(async () => {
-      const changes: MeterRecord[] = [];
-      const declared = new Set<string>();
-      for (const entity of entities) {
-        const def = meterDefinitionFrom(entity);
-        const id = configMeterId(def.key);
-        const clash = this.meters.liveByKey(def.key);
-        if (clash && clash.id !== id) {
-          this.log.error({ meter: def.key }, 'metering: a meter created through the API already uses this key; the gateway.yaml meter is ignored');
-          continue;
-        }
-        declared.add(id);
-        const current = this.meters.get(id);
-        if (!current) changes.push(this.newRecord(def, id, 'config'));
-        else if (current.deleted_at) changes.push({ ...this.newRecord(def, id, 'config', current.gen + 1, current.retired), created_at: current.created_at });
-        else if (!sameAggregation(current, def)) {
-          changes.push({ ...current, ...def, updated_at: new Date().toISOString(), gen: current.gen + 1, backfill: this.backfillFromHere(), retired: [...current.retired, current.gen] });
-        } else if (current.name !== def.name || current.description !== def.description || JSON.stringify(current.labels) !== JSON.stringify(def.labels)) {
-          changes.push({ ...current, name: def.name, description: def.description, labels: def.labels, updated_at: new Date().toISOString() });
-        }
+    return this.here().writer.exclusive(() => this.save(this.declaredChanges(entities, () => this.backfillFromHere(), true)));
+  }
+
+  /**
+   * The meter records that make the stored meters match gateway.yaml's (create, change, soft-delete).
+   * `backfill`: where a new aggregate generation starts (only the writer knows; a mere check passes any).
+   */
+  private declaredChanges(entities: Record<string, any>[], backfill: () => MeterRecord['backfill'], report: boolean): MeterRecord[] {
+    const changes: MeterRecord[] = [];
+    const declared = new Set<string>();
+    for (const entity of entities) {
+      const def = meterDefinitionFrom(entity);
+      const id = configMeterId(def.key);
+      const clash = this.meters.liveByKey(def.key);
+      if (clash && clash.id !== id) {
+        if (report) this.log.error({ meter: def.key }, 'metering: a meter created through the API already uses this key; the gateway.yaml meter is ignored');
+        continue;
       }
-      for (const record of this.meters.live()) {
-        if (record.origin === 'config' && !declared.has(record.id)) changes.push(this.retire(record));
+      declared.add(id);
+      const current = this.meters.get(id);
+      if (!current) changes.push(this.newRecord(def, id, 'config', 1, [], backfill()));
+      else if (current.deleted_at) changes.push({ ...this.newRecord(def, id, 'config', current.gen + 1, current.retired, backfill()), created_at: current.created_at });
+      else if (!sameAggregation(current, def)) {
+        changes.push({ ...current, ...def, updated_at: new Date().toISOString(), gen: current.gen + 1, backfill: backfill(), retired: [...current.retired, current.gen] });
+      } else if (current.name !== def.name || current.description !== def.description || JSON.stringify(current.labels) !== JSON.stringify(def.labels)) {
+        changes.push({ ...current, name: def.name, description: def.description, labels: def.labels, updated_at: new Date().toISOString() });
       }
-      await this.save(changes);
-    });
+    }
+    for (const record of this.meters.live()) {
+      if (record.origin === 'config' && !declared.has(record.id)) changes.push(this.retire(record));
+    }
+    return changes;
   }
 
   // ---- queries ----
