@@ -67,6 +67,7 @@ const ROUND_BATCHES = 4;
 export const DRAIN_WAIT_MS = 30_000;
 
 export class LeaseLostError extends Error {
+  override readonly name = 'LeaseLostError';
   readonly code = 'METERING_LEASE_LOST';
   constructor() {
     super('this process is no longer the metering aggregator');
@@ -74,6 +75,7 @@ export class LeaseLostError extends Error {
 }
 
 export class AggregationLagError extends Error {
+  override readonly name = 'AggregationLagError';
   readonly code = 'METERING_AGGREGATION_LAG';
   constructor() {
     super('events acknowledged earlier are still being aggregated; retry later');

@@ -31,6 +31,7 @@ const POLL_MAX_MS = 50;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 export class MeterCommandTimeout extends Error {
+  override readonly name = 'MeterCommandTimeout';
   readonly code = 'METERING_COMMAND_TIMEOUT';
   constructor() {
     super('no metering aggregator answered in time; the meter change may or may not have been made, retry later');
