@@ -7,7 +7,9 @@
  * - the embedded store reached by a worker: in-process LevelDB and this repo's IPC protocol;
  * - PostgreSQL (a throwaway cluster with fsync on): a plain multi-row INSERT of metering-shaped
  *   records in one transaction per batch (the reference for the metering plugin on PostgreSQL), and
- *   the store's WriteBatch of the same records (event, time index, dedupe key) with sync.
+ *   the store's WriteBatch of the same records (event, time index, dedupe key) with sync, and the
+ *   metering plugin's own path on it (inbox + aggregator): acknowledged and counted events per second;
+ * - the same plugin path on LevelDB, alone (the single writer) and as a shared store.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -20,6 +22,12 @@ import pg from 'pg';
 import { NoticeHub, RemoteStore, serveStore } from '../src/store/ipc.ts';
 import { LevelStore } from '../src/store/level.ts';
 import { PostgresStore } from '../src/store/postgres.ts';
+import pino from 'pino';
+import { awaitDrained } from '../plugins/metering/aggregator.ts';
+import type { MeteringConfig } from '../plugins/metering/schema.ts';
+import { MeteringService } from '../plugins/metering/service.ts';
+import type { ConfigView } from '../src/pipeline/plugin-api.ts';
+import type { Store } from '../src/store/store.ts';
 import { tempDir } from '../test/helpers/gateway.ts';
 import { postgresSkipReason, startPostgres } from '../test/helpers/postgres.ts';
 import { load as autocannonLoad, printTable, startChild, type LoadResult } from './lib.ts';
@@ -284,15 +292,93 @@ async function postgresIngest(): Promise<void> {
   console.log('|---|---|---|---|');
   console.log(`| plain multi-row INSERT into a 4-column table, one transaction per batch | ${Math.round(mean(rawRates))} | ${rawRates.map(Math.round).join(', ')} | 1.00 |`);
   console.log(`| store WriteBatch (event, time index, dedupe key: 3 rows per event), sync | ${Math.round(mean(storeRates))} | ${storeRates.map(Math.round).join(', ')} | ${(mean(storeRates) / mean(rawRates)).toFixed(2)} |`);
-  console.log('  (the reference for the metering plugin on PostgreSQL: its batched ingest should reach ≥ 0.5 of the raw rate)');
+  const plugin = await pluginIngest(store.namespace('plugin.metering-bench'), true);
+  const row = (name: string, rounds: number[]) => console.log(`| ${name} | ${Math.round(mean(rounds))} | ${rounds.map(Math.round).join(', ')} | ${(mean(rounds) / mean(rawRates)).toFixed(2)} |`);
+  row(`metering plugin (inbox + aggregator, ${PRODUCERS} producers), acknowledged (durable in the inbox)`, plugin.acknowledgedRounds);
+  row(`metering plugin (inbox + aggregator, ${PRODUCERS} producers), counted (aggregated, queryable)`, plugin.countedRounds);
+  console.log('  (aim: the metering plugin\'s batched ingest on PostgreSQL ≥ 0.5 of the raw rate)');
   await raw.end();
   await store.close();
   await cluster.stop();
 }
 
-const SECTIONS = { proxy: proxyScaling, ipc: storeIpc, postgres: postgresIngest };
+interface PluginRate {
+  acknowledged: number;
+  counted: number;
+  acknowledgedRounds: number[];
+  countedRounds: number[];
+}
 
-/** Every section, or those named (`tsx bench/cluster.ts ipc postgres`). */
+const PRODUCERS = 4;
+
+/**
+ * The metering plugin's own path (LocalIngest: validation, the writer's group commit, and on a shared
+ * store the inbox and the aggregator) with two meters, PRODUCERS producers of BATCH events each. Per
+ * round: events acknowledged per second, and events counted per second (until the last acknowledged
+ * one is aggregated).
+ */
+async function pluginIngest(store: Store, sharedStore: boolean): Promise<PluginRate> {
+  // The plugin's own timers do not hold a process open (a gateway's listeners do): this bench does.
+  const keepAlive = setInterval(() => undefined, 1_000);
+  const service = new MeteringService({ store, log: pino({ level: 'silent' }), sharedStore, nodeId: 'bench' });
+  await service.open();
+  const config = { batch_max_events: 5_000, batch_max_wait_ms: 1, queue_max_events: 100_000, retention_days: 730 };
+  const meters = [
+    { key: 'bench_requests', name: 'Requests', event_type: 'request', aggregation: 'count' },
+    { key: 'bench_bytes', name: 'Bytes', event_type: 'request', aggregation: 'sum', value_property: '$.bytes', dimensions: { route: '$.route' } },
+  ];
+  await service.configure({ instances: [{ config }], entities: () => meters } as unknown as ConfigView<MeteringConfig>);
+  const run = randomUUID().slice(0, 8);
+  let seq = 0;
+  const events = () =>
+    Array.from({ length: BATCH }, () => {
+      const n = ++seq;
+      return { specversion: '1.0', id: `${run}-${n}`, source: 'bench', type: 'request', subject: `customer-${n % 20}`, time: new Date().toISOString(), data: { route: '/orders', bytes: n % 997 } };
+    });
+  const round = async () => {
+    let acknowledged = 0;
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: PRODUCERS }, async () => {
+        while (performance.now() - started < ROUND_MS) {
+          await service.ingestLocal(events());
+          acknowledged += BATCH;
+        }
+      }),
+    );
+    const ingested = (performance.now() - started) / 1000;
+    if (sharedStore) await awaitDrained(store, 120_000);
+    return { acknowledged: acknowledged / ingested, counted: acknowledged / ((performance.now() - started) / 1000) };
+  };
+  await round();
+  const rounds = [];
+  for (let i = 0; i < INGEST_ROUNDS; i++) rounds.push(await round());
+  await service.close();
+  clearInterval(keepAlive);
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const acknowledgedRounds = rounds.map((r) => r.acknowledged);
+  const countedRounds = rounds.map((r) => r.counted);
+  return { acknowledged: mean(acknowledgedRounds), counted: mean(countedRounds), acknowledgedRounds, countedRounds };
+}
+
+/** The same plugin path on LevelDB: one process (the writer commits straight away), and as a shared store (inbox + aggregator). */
+async function levelIngest(): Promise<void> {
+  console.log(`\n## cluster: metering batched ingest on LevelDB (fsync), the same plugin path: ${PRODUCERS} producers of ${BATCH} events, ${INGEST_ROUNDS} ${ROUND_MS / 1000}-s rounds`);
+  console.log('| store | acknowledged events/s (mean) | counted events/s (mean) | counted per round |');
+  console.log('|---|---|---|---|');
+  for (const shared of [false, true]) {
+    const level = new LevelStore(join(tempDir(), 'store'));
+    await level.open();
+    const r = await pluginIngest(level.namespace('plugin.metering'), shared);
+    const name = shared ? 'LevelDB as a shared store (worker_processes > 1: inbox + aggregator, here in one process)' : 'LevelDB, one process (the single writer)';
+    console.log(`| ${name} | ${Math.round(r.acknowledged)} | ${Math.round(r.counted)} | ${r.countedRounds.map(Math.round).join(', ')} |`);
+    await level.close();
+  }
+}
+
+const SECTIONS = { proxy: proxyScaling, ipc: storeIpc, postgres: postgresIngest, metering: levelIngest };
+
+/** Every section, or those named (`tsx bench/cluster.ts ipc postgres metering`). */
 export async function run(only: string[] = []): Promise<void> {
   for (const [name, section] of Object.entries(SECTIONS)) if (only.length === 0 || only.includes(name)) await section();
 }

@@ -88,6 +88,8 @@ export class Gateway {
   /** The reload in progress: reloads run one after the other, so the last file read is the one that stays. */
   private reloading: Promise<unknown> = Promise.resolve();
   private nodeId = '';
+  /** The store came from the process that started this one (GatewayOptions.store). */
+  private storeHandedIn = false;
   private logLevelOverride: string | undefined;
   private processes: () => { master: number; workers: number[] } = () => ({ master: process.pid, workers: [process.pid] });
   /** Held while plugins that keep state in one process run on PostgreSQL: no second node meanwhile. */
@@ -131,6 +133,7 @@ export class Gateway {
     const consumers = new Consumers(store.namespace('core'), log.child({ component: 'consumers' }));
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
     gateway.logLevelOverride = options.logLevel;
+    gateway.storeHandedIn = options.store !== undefined;
     if (options.processes) gateway.processes = options.processes;
     try {
       await consumers.load();
@@ -203,6 +206,8 @@ export class Gateway {
         nodeId: this.nodeId,
         // A node of several processes runs each gateway in a cluster worker; anything else is alone.
         processesOnNode: cluster.isWorker ? workerCount(config.gateway.worker_processes) : 1,
+        // A store handed in is a worker's link to its node's primary: other workers write it too.
+        sharedStore: config.gateway.database === 'postgres' || this.storeHandedIn,
         services,
         metrics: this.metrics.plugins,
       });

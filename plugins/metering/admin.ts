@@ -93,7 +93,9 @@ function adminExchange(method: AdminMethod, path: string, req: AdminRequest): { 
 function meteringStatus(service: MeteringService, config: MeteringConfig) {
   return {
     queue: { events: service.writer.queuedEvents, max_events: config.queue_max_events },
-    dedupe_filter: service.writer.dedupeFilter.size,
+    dedupe_filter: service.dedupeFilterSize,
+    // On a store shared by several processes: whether this one aggregates everyone's events now.
+    aggregating: service.aggregatingWriter !== null,
     meters: service.meters.live().length,
     backfills: service.meters.pendingBackfills().map(({ id, key, backfill }) => ({
       meter: { id, key },

@@ -37,7 +37,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
     help: 'Events per committed batch (group commit: one fsync for the whole batch)',
     buckets: [1, 10, 100, 500, 1000, 2000, 5000],
   });
-  service.writer.committedListeners.add((events) => {
+  service.committedListeners.add((events) => {
     ingested.inc(events.length);
     batchEvents.observe(events.length);
   });
@@ -49,12 +49,12 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   api.metrics.gauge({
     name: 'tollgate_metering_dedupe_filter_hashes',
     help: 'Stored (source, id) hashes the in-memory dedupe filter holds',
-    read: () => [{ value: service.writer.dedupeFilter.size.hashes }],
+    read: () => [{ value: service.dedupeFilterSize.hashes }],
   });
   api.metrics.gauge({
     name: 'tollgate_metering_dedupe_filter_bytes',
     help: 'Memory of the in-memory dedupe filter, in bytes',
-    read: () => [{ value: service.writer.dedupeFilter.size.bytes }],
+    read: () => [{ value: service.dedupeFilterSize.bytes }],
   });
   api.metrics.gauge({
     name: 'tollgate_metering_backfill_progress_ratio',

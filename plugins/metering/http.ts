@@ -16,6 +16,7 @@ import type { MeteringConfig } from './schema.ts';
 import { ServiceError, type EventFilters, type MeteringService } from './service.ts';
 import { parseRfc3339 } from './time.ts';
 import { QueueFullError, WriterClosedError } from './writer.ts';
+import { AggregationLagError, LeaseLostError } from './aggregator.ts';
 
 /**
  * What the metering API reads of a request and how it answers: the proxy's MeteringRequest, or the admin
@@ -160,6 +161,7 @@ export function toProblem(err: unknown): Problem {
   if (err instanceof ServiceError) return new Problem(err.status, err.message, undefined, err.headers);
   if (err instanceof QueueFullError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
   if (err instanceof WriterClosedError) return new Problem(503, err.message, undefined, { 'retry-after': '5' });
+  if (err instanceof AggregationLagError || err instanceof LeaseLostError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
   if (err instanceof HttpError) return new Problem(err.status, err.message);
   return new Problem(500, 'internal error');
 }
@@ -191,6 +193,8 @@ export class MeteringHttp {
     const allow = (methods: string[]) => {
       if (!methods.includes(method)) throw new Problem(405, `method ${method} not allowed here`, undefined, { allow: methods.join(', ') });
     };
+    // On a shared store, meters another process changed are served at once (ingest needs no meter).
+    if (!(method === 'POST' && parts.at(-1) === 'events')) await this.service.refreshMeters();
     if (sub === '/events') {
       allow(['GET', 'POST']);
       if (method === 'POST') return this.ingest(ctx, config);

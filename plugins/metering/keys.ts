@@ -13,6 +13,12 @@
  *                                             buckets whose row overflows)
  *   r/<meter>.<gen>/<level>/<bucket>          every series of a bucket in one value (levels above minutes)
  *   u/<meter>.<gen>/<level>/<bucket>/<series>/<value>   distinct values (unique_count, see distinctPart)
+ *
+ * On a store several processes share (aggregator.ts):
+ *   i/<ms>/<process>/<n>                      inbox entry acknowledged, not yet aggregated -> its event count
+ *   ib/<ms>/<process>/<n>                     its events: one line each, "<dedupe hash> <event JSON>"
+ *   lease/aggregator                          the aggregator's lease (expires)
+ *   cmd/<process>/<n>, cmdr/<process>/<n>     a meter change for the aggregator to make, and its answer
  */
 import { createHash, hash } from 'node:crypto';
 import { MAX_IDENTIFIER_LENGTH } from './limits.ts';
@@ -56,6 +62,15 @@ export function distinctPart(text: string): string {
 }
 
 export const meterKey = (id: string) => `m/${id}`;
+
+export const INBOX_PREFIX = 'i/';
+/** An inbox entry's key: time first, so that entries drain roughly in the order they were acknowledged. */
+export const inboxKey = (ms: number, process: string, n: number) => `${INBOX_PREFIX}${String(ms).padStart(15, '0')}/${process}/${padSeq(n)}`;
+/** The key holding the events of the inbox entry `key`. */
+export const inboxBodyKey = (key: string) => 'ib/' + key.slice(INBOX_PREFIX.length);
+export const AGGREGATOR_LEASE_KEY = 'lease/aggregator';
+export const COMMAND_PREFIX = 'cmd/';
+export const commandReplyKey = (commandKey: string) => 'cmdr/' + commandKey.slice(COMMAND_PREFIX.length);
 export const METER_PREFIX = 'm/';
 
 export const eventTypePrefix = (typeEscaped: string) => `e/${typeEscaped}/`;

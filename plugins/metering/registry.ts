@@ -53,12 +53,22 @@ export class MeterRegistry {
   private readonly compiled = new Map<string, CompiledMeter>();
   private readonly readyWaiters = new Map<string, (() => void)[]>();
 
+  /** Every stored meter record. */
+  static async read(store: Store): Promise<MeterRecord[]> {
+    const records: MeterRecord[] = [];
+    for await (const [, value] of store.scan({ prefix: METER_PREFIX })) records.push(JSON.parse(value) as MeterRecord);
+    return records;
+  }
+
   async load(store: Store): Promise<void> {
-    for await (const [, value] of store.scan({ prefix: METER_PREFIX })) {
-      const record = JSON.parse(value) as MeterRecord;
-      this.records.set(record.id, record);
-    }
+    this.replace(await MeterRegistry.read(store));
+  }
+
+  /** The stored records, as a process that does not write them learns them (waiters of finished backfills are released). */
+  replace(records: MeterRecord[]): void {
+    for (const record of records) this.records.set(record.id, record);
     this.reindex();
+    for (const record of records) if (!record.backfill || record.deleted_at) this.release(record.id);
   }
 
   all(): MeterRecord[] {

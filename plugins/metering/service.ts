@@ -16,7 +16,9 @@ import type { MeteringConfig } from './schema.ts';
 import { BodyError, prepareEvents, type PreparedEvent, type StoredEvent } from './events.ts';
 import { formatUtc } from './time.ts';
 import { eventProblem } from './values.ts';
-import { Writer } from './writer.ts';
+import { Writer, type CommittedListener, type WriterOptions } from './writer.ts';
+import { Aggregator, awaitDrained, LeaseLostError, ProcessInbox, type Term } from './aggregator.ts';
+import { MeterCommands, MeterCommandTimeout, type MeterCommand, type MeterReply } from './meter-commands.ts';
 
 export class ServiceError extends Error {
   constructor(
@@ -62,44 +64,166 @@ export interface RefusedEvent {
   reason: string;
 }
 
+export interface ServiceOptions {
+  purgeIntervalMs?: number;
+  backfillChunk?: number;
+  dedupeFilterCapacity?: number;
+}
+
+/** The single writer and what works beside it on the aggregates: one per process alone on its store, one per aggregator term on a shared one. */
+interface Aggregation {
+  /** The store it writes (on a shared store: fenced by the aggregator's lease). */
+  store: Store;
+  writer: Writer;
+  ledger: AggregateLedger;
+  maintenance: Maintenance;
+}
+
+const REFRESH_METERS_EVERY_MS = 1_000;
+const METERS_TOPIC = 'metering-meters';
+
 export class MeteringService {
   readonly meters = new MeterRegistry();
+  /** Where ingest puts events: the single writer, or on a shared store this process's inbox. */
   readonly writer: Writer;
-  readonly maintenance: Maintenance;
-  private readonly ledger: AggregateLedger;
+  /** Called with each batch of events committed by this process's single writer (never on other processes). */
+  readonly committedListeners = new Set<CommittedListener>();
   private readonly engine: QueryEngine;
   private readonly store: Store;
   private readonly log: Logger;
   /** Events waiting for their commit beyond which local producers are refused (the largest of the routes' `queue_max_events`). */
   private localQueueLimit = DEFAULTS.queueMaxEvents;
+  /** Events older than this many days are refused and purged (the longest retention of any metering instance). */
+  private retentionDays = DEFAULTS.retentionDays;
+  /** Alone on the store: the aggregation, for good. Shared: the current term's while this process aggregates. */
+  private local: Aggregation | null = null;
+  /** Shared store only. */
+  private readonly aggregator: Aggregator | null = null;
+  private readonly commands: MeterCommands | null = null;
+  private meterRefresh: NodeJS.Timeout | undefined;
+  private unsubscribeMeters: () => void = () => undefined;
+  /** The registry reload in flight, and whether another must follow it (a read asked after it started). */
+  private reloading: Promise<void> | null = null;
+  private reloadAgain: Promise<void> | null = null;
 
-  constructor(api: Pick<PluginApi, 'store' | 'log'>, options: { purgeIntervalMs?: number; backfillChunk?: number; dedupeFilterCapacity?: number } = {}) {
+  constructor(
+    api: Pick<PluginApi, 'store' | 'log'> & Partial<Pick<PluginApi, 'sharedStore' | 'nodeId'>>,
+    private readonly options: ServiceOptions = {},
+  ) {
     this.store = api.store;
     this.log = api.log;
-    this.ledger = new AggregateLedger(this.store);
-    this.writer = new Writer(
-      this.store,
-      this.ledger,
-      this.meters,
-      this.log,
-      { batchMaxEvents: DEFAULTS.batchMaxEvents, batchMaxWaitMs: DEFAULTS.batchMaxWaitMs },
-      options.dedupeFilterCapacity,
-    );
-    this.maintenance = new Maintenance(this.store, this.writer, this.ledger, this.meters, this.log, {
-      backfillChunk: options.backfillChunk ?? 5_000,
-      deleteChunk: 5_000,
-      purgeIntervalMs: options.purgeIntervalMs ?? 60_000,
-    });
     this.engine = new QueryEngine(this.store);
+    if (!api.sharedStore) {
+      this.local = this.aggregation(this.store);
+      this.writer = this.local.writer;
+      return;
+    }
+    const processId = `${api.nodeId ?? 'node'}.${process.pid}.${ulid()}`;
+    this.writer = new Writer(this.store, new AggregateLedger(this.store), this.meters, this.log, this.writerOptions(), undefined, undefined, new ProcessInbox(this.store, processId));
+    this.commands = new MeterCommands(this.store, processId, this.log);
+    this.aggregator = new Aggregator(this.store, processId, (fenced) => this.startTerm(fenced), this.log, () => this.writer.options.batchMaxEvents);
+  }
+
+  private writerOptions(): WriterOptions {
+    return this.writer?.options ?? { batchMaxEvents: DEFAULTS.batchMaxEvents, batchMaxWaitMs: DEFAULTS.batchMaxWaitMs };
+  }
+
+  private aggregation(store: Store): Aggregation {
+    const ledger = new AggregateLedger(store);
+    const writer = new Writer(store, ledger, this.meters, this.log, this.writerOptions(), this.options.dedupeFilterCapacity, this.committedListeners);
+    const maintenance = new Maintenance(store, writer, ledger, this.meters, this.log, {
+      backfillChunk: this.options.backfillChunk ?? 5_000,
+      deleteChunk: 5_000,
+      purgeIntervalMs: this.options.purgeIntervalMs ?? 60_000,
+    });
+    maintenance.retentionDays = this.retentionDays;
+    return { store, writer, ledger, maintenance };
+  }
+
+  /** The single writer of this process, when it has one now (alone on its store, or aggregating a shared one). */
+  get aggregatingWriter(): Writer | null {
+    return this.local?.writer ?? null;
+  }
+
+  /** The dedupe filter of this process's single writer (none on a shared store's other processes). */
+  get dedupeFilterSize(): { hashes: number; bytes: number } {
+    return this.aggregatingWriter?.dedupeFilter.size ?? { hashes: 0, bytes: 0 };
   }
 
   async open(): Promise<void> {
     await this.meters.load(this.store);
-    await this.writer.open();
-    this.maintenance.start();
-    const pending = this.meters.pendingBackfills();
-    if (pending.length) this.log.info({ meters: pending.map((m) => m.key) }, 'metering: resuming backfills');
+    if (this.local) {
+      await this.local.writer.open();
+      this.local.maintenance.start();
+      const pending = this.meters.pendingBackfills();
+      if (pending.length) this.log.info({ meters: pending.map((m) => m.key) }, 'metering: resuming backfills');
+    } else {
+      this.unsubscribeMeters = this.store.notices.subscribe(METERS_TOPIC, () => void this.refreshMeters().catch(() => undefined));
+      this.meterRefresh = setInterval(() => void this.refreshMeters().catch((err) => this.log.warn({ err }, 'metering: reloading meters failed')), REFRESH_METERS_EVERY_MS);
+      this.meterRefresh.unref();
+      await this.aggregator!.start();
+    }
     this.subjectsIndexed = this.indexStoredSubjects().catch((err) => this.log.error({ err }, 'metering: indexing the subjects of stored events failed'));
+  }
+
+  /**
+   * Shared store: this process took the aggregator's lease. Everything the single writer keeps in
+   * memory is rebuilt from the store, on the fenced view of it (aggregator.ts lists that state).
+   */
+  private async startTerm(fenced: Store): Promise<Term> {
+    const term = this.aggregation(fenced);
+    this.local = term;
+    let stopServing: () => Promise<void> = async () => undefined;
+    try {
+      await this.meters.load(fenced);
+      await term.writer.open();
+      term.maintenance.start();
+      stopServing = this.commands!.serve(fenced, (command) => this.execute(command));
+    } catch (err) {
+      this.local = null;
+      await term.maintenance.stop();
+      await term.writer.close();
+      throw err;
+    }
+    return {
+      writer: term.writer,
+      end: async () => {
+        await stopServing();
+        await term.maintenance.stop();
+        await term.writer.close();
+        if (this.local === term) this.local = null;
+      },
+    };
+  }
+
+  /**
+   * Shared store: the meters as the store has them now (what the aggregator committed). The
+   * aggregator's own registry is the truth and is never overwritten from the store. A call made while
+   * a reload is in flight waits for the next one, which starts after the call.
+   */
+  refreshMeters(): Promise<void> {
+    if (!this.aggregator) return Promise.resolve();
+    if (!this.reloading) {
+      this.reloading = this.reloadMeters().finally(() => (this.reloading = null));
+      return this.reloading;
+    }
+    this.reloadAgain ??= this.reloading.catch(() => undefined).then(() => {
+      this.reloadAgain = null;
+      return this.refreshMeters();
+    });
+    return this.reloadAgain;
+  }
+
+  private async reloadMeters(): Promise<void> {
+    if (this.local) return;
+    const records = await MeterRegistry.read(this.store);
+    if (!this.local) this.meters.replace(records);
+  }
+
+  /** Read-your-writes on a shared store: every event acknowledged before this call is aggregated after it. */
+  private async caughtUp(): Promise<void> {
+    if (!this.aggregator) return;
+    await awaitDrained(this.store);
   }
 
   /** Resolves once the subjects of events stored before the subject index existed are in it. */
@@ -120,6 +244,7 @@ export class MeteringService {
 
   /** Every subject a stored event names (OpenMeter's v1 subject list), in key order. */
   async subjects(): Promise<string[]> {
+    await this.caughtUp();
     await this.subjectsIndexed;
     const out: string[] = [];
     for await (const [key] of this.store.scan({ prefix: SUBJECT_PREFIX })) out.push(unescapePart(key.slice(SUBJECT_PREFIX.length)));
@@ -129,8 +254,14 @@ export class MeteringService {
   async close(): Promise<void> {
     await this.subjectsIndexed;
     await this.writer.close();
-    await this.maintenance.stop();
-    await this.writer.idle();
+    clearInterval(this.meterRefresh);
+    this.unsubscribeMeters();
+    await this.aggregator?.stop();
+    await this.reloading?.catch(() => undefined);
+    if (this.local) {
+      await this.local.maintenance.stop();
+      await this.local.writer.idle();
+    }
   }
 
   /** Applies the settings of every metering instance and the meters of gateway.yaml. */
@@ -142,7 +273,11 @@ export class MeteringService {
     };
     this.localQueueLimit = configs.length ? Math.max(...configs.map((c) => c.queue_max_events)) : DEFAULTS.queueMaxEvents;
     // Purge only what no route still promises to keep.
-    this.maintenance.retentionDays = configs.length ? Math.max(...configs.map((c) => c.retention_days)) : DEFAULTS.retentionDays;
+    this.retentionDays = configs.length ? Math.max(...configs.map((c) => c.retention_days)) : DEFAULTS.retentionDays;
+    if (this.local) {
+      this.local.writer.options = this.writer.options;
+      this.local.maintenance.retentionDays = this.retentionDays;
+    }
     await this.syncDeclaredMeters(view.entities('meters'));
   }
 
@@ -155,7 +290,7 @@ export class MeteringService {
   /** LocalIngest: events produced in this process, each validated alone. */
   ingestLocal(events: readonly unknown[]): Promise<RefusedEvent[]> {
     const now = Date.now();
-    const retentionDays = this.maintenance.retentionDays;
+    const retentionDays = this.retentionDays;
     const context = { now, retentionStart: Math.floor(now / 1000) - retentionDays * 86_400, retentionDays, metersOf: (type: string) => this.meters.aggregating(type) };
     let prepared: PreparedEvent[] = [];
     const refused: RefusedEvent[] = [];
@@ -179,6 +314,7 @@ export class MeteringService {
 
   /** Stored events, newest event time first, `after` = cursor of the previous page. */
   async listEvents(filters: EventFilters, size: number, after?: string): Promise<EventPage> {
+    await this.caughtUp();
     const lower = TIME_PREFIX + padTime(Math.max(filters.from ?? 0, this.retentionStart()));
     let upper = TIME_PREFIX + (filters.to === undefined ? '\u{10FFFF}' : padTime(filters.to));
     if (after) {
@@ -248,7 +384,7 @@ export class MeteringService {
 
   // ---- meters ----
 
-  private newRecord(def: MeterDefinition, id: string, origin: MeterRecord['origin'], gen = 1, retired: number[] = []): MeterRecord {
+  private newRecord(def: MeterDefinition, id: string, origin: MeterRecord['origin'], gen = 1, retired: number[] = [], backfill = this.backfillFromHere()): MeterRecord {
     const now = new Date().toISOString();
     return {
       id,
@@ -258,25 +394,97 @@ export class MeteringService {
       deleted_at: null,
       origin,
       gen,
-      backfill: this.backfillFromHere(),
+      backfill,
       retired,
     };
   }
 
+  /** The aggregation of this process; meter changes are made only where it is (on a shared store: by the aggregator). */
+  private here(): Aggregation {
+    if (!this.local) throw new LeaseLostError();
+    return this.local;
+  }
+
   /** A new aggregate generation covers every event committed so far through the backfill. */
   private backfillFromHere(): MeterRecord['backfill'] {
-    return this.writer.lastSeq > 0 ? { upTo: this.writer.lastSeq, cursor: 0, aggregated: 0 } : null;
+    const lastSeq = this.here().writer.lastSeq;
+    return lastSeq > 0 ? { upTo: lastSeq, cursor: 0, aggregated: 0 } : null;
   }
 
   private async save(records: MeterRecord[]): Promise<void> {
     if (records.length === 0) return;
-    await this.store.batch(records.map((r) => ({ type: 'put' as const, key: meterKey(r.id), value: JSON.stringify(r) })), { sync: true });
+    const { store, maintenance } = this.here();
+    await store.batch(records.map((r) => ({ type: 'put' as const, key: meterKey(r.id), value: JSON.stringify(r) })), { sync: true });
     for (const r of records) this.meters.set(r);
-    this.maintenance.kick();
+    if (this.aggregator) this.store.notices.publish(METERS_TOPIC, '');
+    maintenance.kick();
   }
 
-  createMeter(def: MeterDefinition): Promise<MeterRecord> {
-    return this.writer.exclusive(async () => {
+  /**
+   * Makes the stored meters match gateway.yaml's. On a shared store every process's configure asks,
+   * so only a process that sees a difference hands the change to the aggregator (which may be down).
+   */
+  private async syncDeclaredMeters(entities: Record<string, any>[]): Promise<void> {
+    if (this.commands) {
+      await this.refreshMeters();
+      if (this.declaredChanges(entities, () => null, false).length === 0) return;
+    }
+    await this.changeMeters({ op: 'sync', entities });
+  }
+
+  /** A meter change: made here when this process is alone on its store, else by the aggregator (meter-commands.ts). */
+  private async changeMeters(command: MeterCommand): Promise<MeterRecord | null> {
+    if (!this.commands) return this.makeChange(command);
+    let reply: MeterReply;
+    try {
+      reply = await this.commands.send(command);
+    } catch (err) {
+      if (err instanceof MeterCommandTimeout) throw new ServiceError(503, err.message, { 'retry-after': '5' });
+      throw err;
+    }
+    if ('error' in reply) throw new ServiceError(reply.error.status, reply.error.message, reply.error.headers);
+    // This process serves the change from now on.
+    await this.refreshMeters();
+    return reply.record;
+  }
+
+  private makeChange(command: MeterCommand): Promise<MeterRecord | null> {
+    switch (command.op) {
+      case 'create':
+        return this.createMeterHere(command.def);
+      case 'update':
+        return this.updateMeterHere(command.idOrKey, command.body);
+      case 'delete':
+        return this.deleteMeterHere(command.idOrKey).then(() => null);
+      case 'sync':
+        return this.syncDeclaredMetersHere(command.entities).then(() => null);
+    }
+  }
+
+  /** The aggregator's side of a meter change handed over by any process; refusals are answers, other failures are retried. */
+  private async execute(command: MeterCommand): Promise<MeterReply> {
+    try {
+      return { record: await this.makeChange(command) };
+    } catch (err) {
+      if (!(err instanceof ServiceError)) throw err;
+      return { error: { status: err.status, message: err.message, headers: err.headers } };
+    }
+  }
+
+  async createMeter(def: MeterDefinition): Promise<MeterRecord> {
+    return (await this.changeMeters({ op: 'create', def }))!;
+  }
+
+  async updateMeter(idOrKey: string, body: Record<string, any>): Promise<MeterRecord> {
+    return (await this.changeMeters({ op: 'update', idOrKey, body }))!;
+  }
+
+  async deleteMeter(idOrKey: string): Promise<void> {
+    await this.changeMeters({ op: 'delete', idOrKey });
+  }
+
+  private createMeterHere(def: MeterDefinition): Promise<MeterRecord> {
+    return this.here().writer.exclusive(async () => {
       if (this.meters.liveByKey(def.key)) throw new ServiceError(409, 'conflict error: meter with the same slug already exists');
       const record = this.newRecord(def, ulid(), 'api');
       await this.save([record]);
@@ -300,8 +508,8 @@ export class MeteringService {
   }
 
   /** Name, description, labels and dimensions; new dimensions rebuild the aggregates from stored events. */
-  updateMeter(idOrKey: string, body: Record<string, any>): Promise<MeterRecord> {
-    return this.writer.exclusive(async () => {
+  private updateMeterHere(idOrKey: string, body: Record<string, any>): Promise<MeterRecord> {
+    return this.here().writer.exclusive(async () => {
       const current = this.mutable(idOrKey);
       const dimensions = body.dimensions ?? {};
       let next: MeterRecord = {
@@ -320,8 +528,8 @@ export class MeteringService {
     });
   }
 
-  deleteMeter(idOrKey: string): Promise<void> {
-    return this.writer.exclusive(async () => {
+  private deleteMeterHere(idOrKey: string): Promise<void> {
+    return this.here().writer.exclusive(async () => {
       const current = this.mutable(idOrKey);
       await this.save([this.retire(current)]);
     });
@@ -333,38 +541,45 @@ export class MeteringService {
   }
 
   /** Makes the stored meters of gateway.yaml match the file (create, change, soft-delete). */
-  private syncDeclaredMeters(entities: Record<string, any>[]): Promise<void> {
-    return this.writer.exclusive(async () => {
-      const changes: MeterRecord[] = [];
-      const declared = new Set<string>();
-      for (const entity of entities) {
-        const def = meterDefinitionFrom(entity);
-        const id = configMeterId(def.key);
-        const clash = this.meters.liveByKey(def.key);
-        if (clash && clash.id !== id) {
-          this.log.error({ meter: def.key }, 'metering: a meter created through the API already uses this key; the gateway.yaml meter is ignored');
-          continue;
-        }
-        declared.add(id);
-        const current = this.meters.get(id);
-        if (!current) changes.push(this.newRecord(def, id, 'config'));
-        else if (current.deleted_at) changes.push({ ...this.newRecord(def, id, 'config', current.gen + 1, current.retired), created_at: current.created_at });
-        else if (!sameAggregation(current, def)) {
-          changes.push({ ...current, ...def, updated_at: new Date().toISOString(), gen: current.gen + 1, backfill: this.backfillFromHere(), retired: [...current.retired, current.gen] });
-        } else if (current.name !== def.name || current.description !== def.description || JSON.stringify(current.labels) !== JSON.stringify(def.labels)) {
-          changes.push({ ...current, name: def.name, description: def.description, labels: def.labels, updated_at: new Date().toISOString() });
-        }
+  private syncDeclaredMetersHere(entities: Record<string, any>[]): Promise<void> {
+    return this.here().writer.exclusive(() => this.save(this.declaredChanges(entities, () => this.backfillFromHere(), true)));
+  }
+
+  /**
+   * The meter records that make the stored meters match gateway.yaml's (create, change, soft-delete).
+   * `backfill`: where a new aggregate generation starts (only the writer knows; a mere check passes any).
+   */
+  private declaredChanges(entities: Record<string, any>[], backfill: () => MeterRecord['backfill'], report: boolean): MeterRecord[] {
+    const changes: MeterRecord[] = [];
+    const declared = new Set<string>();
+    for (const entity of entities) {
+      const def = meterDefinitionFrom(entity);
+      const id = configMeterId(def.key);
+      const clash = this.meters.liveByKey(def.key);
+      if (clash && clash.id !== id) {
+        if (report) this.log.error({ meter: def.key }, 'metering: a meter created through the API already uses this key; the gateway.yaml meter is ignored');
+        continue;
       }
-      for (const record of this.meters.live()) {
-        if (record.origin === 'config' && !declared.has(record.id)) changes.push(this.retire(record));
+      declared.add(id);
+      const current = this.meters.get(id);
+      if (!current) changes.push(this.newRecord(def, id, 'config', 1, [], backfill()));
+      else if (current.deleted_at) changes.push({ ...this.newRecord(def, id, 'config', current.gen + 1, current.retired, backfill()), created_at: current.created_at });
+      else if (!sameAggregation(current, def)) {
+        changes.push({ ...current, ...def, updated_at: new Date().toISOString(), gen: current.gen + 1, backfill: backfill(), retired: [...current.retired, current.gen] });
+      } else if (current.name !== def.name || current.description !== def.description || JSON.stringify(current.labels) !== JSON.stringify(def.labels)) {
+        changes.push({ ...current, name: def.name, description: def.description, labels: def.labels, updated_at: new Date().toISOString() });
       }
-      await this.save(changes);
-    });
+    }
+    for (const record of this.meters.live()) {
+      if (record.origin === 'config' && !declared.has(record.id)) changes.push(this.retire(record));
+    }
+    return changes;
   }
 
   // ---- queries ----
 
   async query(record: MeterRecord, query: MeterQuery, waitMs: number): Promise<QueryResult> {
+    await this.caughtUp();
     if (!(await this.meters.whenReady(record.id, waitMs))) {
       const progress = this.meters.get(record.id)?.backfill;
       const percent = progress && progress.upTo > 0 ? Math.floor((progress.cursor / progress.upTo) * 100) : 0;
@@ -379,6 +594,6 @@ export class MeteringService {
    * on a schedule, and a roll-up bucket is only dropped once all of it has expired.
    */
   private retentionStart(): number {
-    return Math.floor(Date.now() / 1000) - this.maintenance.retentionDays * 86_400;
+    return Math.floor(Date.now() / 1000) - this.retentionDays * 86_400;
   }
 }

@@ -58,7 +58,7 @@ export class MeterUsage implements UsageSource {
         }
       }
     };
-    this.service.writer.committedListeners.add(onBatch);
-    return () => this.service.writer.committedListeners.delete(onBatch);
+    this.service.committedListeners.add(onBatch);
+    return () => this.service.committedListeners.delete(onBatch);
   }
 }

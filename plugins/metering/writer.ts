@@ -16,12 +16,22 @@
  * `exclusive`, after every pending write has settled, so the read-merge-write of aggregates never races.
  */
 import type { Logger } from 'pino';
-import type { Store } from '../../src/pipeline/plugin-api.ts';
+import type { Store, WriteBatch } from '../../src/pipeline/plugin-api.ts';
 import type { PreparedEvent } from './events.ts';
 import { dedupeKey, eventKey, padSeq, SEQ_KEY, subjectKey, timeIndexValue, timeKey } from './keys.ts';
 import { DedupeFilter } from './dedupe-filter.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
 import type { MeterRegistry } from './registry.ts';
+
+export type CommittedListener = (events: readonly PreparedEvent[]) => void;
+
+/** Where the processes of a shared store put their events for the aggregator (aggregator.ts). */
+export interface Inbox {
+  /** Puts one inbox entry holding `events` into `batch`. */
+  fill(batch: WriteBatch, events: readonly PreparedEvent[]): void;
+  /** An entry was committed (the aggregator is told). */
+  written(): void;
+}
 
 export class QueueFullError extends Error {
   constructor() {
@@ -42,6 +52,8 @@ export interface WriterOptions {
 
 interface Waiting {
   events: PreparedEvent[];
+  /** Inbox keys the events were drained from, deleted in the same batch (the aggregator's drain). */
+  inboxKeys?: readonly string[];
   resolve(): void;
   reject(err: unknown): void;
 }
@@ -75,7 +87,7 @@ export class Writer {
   /** Last sequence number committed. */
   lastSeq = 0;
   /** Called with each batch of events once it is committed (e.g. billing's entitlement usage); must not throw. */
-  readonly committedListeners = new Set<(events: readonly PreparedEvent[]) => void>();
+  readonly committedListeners: Set<CommittedListener>;
   /** Last sequence number handed out (≥ lastSeq while batches are in flight). */
   private preparedSeq = 0;
 
@@ -86,8 +98,12 @@ export class Writer {
     private readonly log: Logger,
     public options: WriterOptions,
     dedupeFilterCapacity?: number,
+    committedListeners = new Set<CommittedListener>(),
+    /** Set on the processes of a shared store: batches go to this process's inbox instead (see aggregator.ts). */
+    private readonly inbox: Inbox | null = null,
   ) {
     this.dedupeFilter = new DedupeFilter(store, log, dedupeFilterCapacity);
+    this.committedListeners = committedListeners;
   }
 
   async open(): Promise<void> {
@@ -131,11 +147,11 @@ export class Writer {
    * Resolves once every event is durably committed (or was a duplicate). Throws QueueFullError when
    * `queueLimit` events already wait (a lone request larger than the limit still gets through).
    */
-  submit(events: PreparedEvent[], queueLimit: number): Promise<void> {
+  submit(events: PreparedEvent[], queueLimit: number, inboxKeys?: readonly string[]): Promise<void> {
     if (this.closed) return Promise.reject(new WriterClosedError());
     if (this.waitingEvents > 0 && this.waitingEvents + events.length > queueLimit) return Promise.reject(new QueueFullError());
     return new Promise<void>((resolve, reject) => {
-      this.waiting.push({ events, resolve, reject });
+      this.waiting.push({ events, inboxKeys, resolve, reject });
       this.waitingEvents += events.length;
       this.schedule();
     });
@@ -171,7 +187,9 @@ export class Writer {
       this.log.error({ err }, 'metering: committing events failed');
       group.forEach((w) => w.reject(err));
     };
-    this.serial(() => this.prepareAndLaunch(group.flatMap((w) => w.events))).then(
+    const events = group.flatMap((w) => w.events);
+    const inboxKeys = group.flatMap((w) => w.inboxKeys ?? []);
+    this.serial(() => (this.inbox ? this.launchIntoInbox(events) : this.prepareAndLaunch(events, inboxKeys))).then(
       ({ written }) => {
         this.preparing = false;
         this.writesInFlight++;
@@ -195,7 +213,7 @@ export class Writer {
    * Prepares the batch of `events` on top of every launched write and launches its write after
    * them. First of each (source, id) wins; known ones are skipped. Serial section only.
    */
-  private async prepareAndLaunch(events: PreparedEvent[]): Promise<{ written: Promise<void> }> {
+  private async prepareAndLaunch(events: PreparedEvent[], inboxKeys: readonly string[]): Promise<{ written: Promise<void> }> {
     if (this.chainBroken) await this.settleWrites();
     const fresh: PreparedEvent[] = [];
     const seen = new Set<string>();
@@ -207,7 +225,7 @@ export class Writer {
     const accepted = await this.withoutStored(fresh);
     // Only duplicates: done when their originals are (a failure of the last write may be spurious
     // for them, which is safe: a retry is acknowledged as a duplicate).
-    if (accepted.length === 0) return { written: this.lastWrite };
+    if (accepted.length === 0 && inboxKeys.length === 0) return { written: this.lastWrite };
     const storedAt = Date.now();
     // Filled now, while the previous batch is being written: only the write itself waits for it.
     const batch = this.store.writeBatch();
@@ -226,6 +244,7 @@ export class Writer {
         for (const m of this.meters.aggregating(e.record.type)) addEvent(delta, m, seq, e.record);
       }
       for (const subject of subjects) batch.put(subjectKey(subject), '');
+      for (const key of inboxKeys) batch.del(key);
       batch.put(SEQ_KEY, padSeq(seq));
       ({ committed } = await this.ledger.prepare(delta, batch));
     } catch (err) {
@@ -240,6 +259,16 @@ export class Writer {
       this.dedupeFilter.add(hash);
     }
     this.dedupeFilter.growIfFull(this.inFlightDedupe);
+    return this.launch(batch, () => {
+      this.lastSeq = seq;
+      committed();
+      if (accepted.length > 0) for (const listener of this.committedListeners) listener(accepted);
+      for (const hash of hashes) this.inFlightDedupe.delete(hash);
+    });
+  }
+
+  /** Writes `batch` (durably) after every launched write; a failure breaks the chain. Serial section only. */
+  private launch(batch: WriteBatch, afterCommit: () => void): { written: Promise<void> } {
     const written = this.writeTail.then(async () => {
       if (this.chainBroken) {
         await batch.discard();
@@ -251,14 +280,20 @@ export class Writer {
         this.chainBroken = true;
         throw err;
       }
-      this.lastSeq = seq;
-      committed();
-      for (const listener of this.committedListeners) listener(accepted);
-      for (const hash of hashes) this.inFlightDedupe.delete(hash);
+      afterCommit();
     });
     this.lastWrite = written;
     this.writeTail = written.catch(() => undefined);
     return { written };
+  }
+
+  /** Writes the events into this process's inbox as one entry, durably; the aggregator counts them later. */
+  private async launchIntoInbox(events: PreparedEvent[]): Promise<{ written: Promise<void> }> {
+    if (this.chainBroken) await this.settleWrites();
+    const inbox = this.inbox!;
+    const batch = this.store.writeBatch();
+    inbox.fill(batch, events);
+    return this.launch(batch, () => inbox.written());
   }
 
   /** The events whose dedupe keys are not stored, asking the store only where the filter cannot tell. */

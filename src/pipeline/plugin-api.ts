@@ -111,6 +111,11 @@ export interface PluginApi {
    * meant to be shared by a node's processes (Kong's per-node shared dicts) goes through the store when above 1.
    */
   processesOnNode: number;
+  /**
+   * Whether other processes write the same store too (this process is a worker of several, or the store
+   * is PostgreSQL, where other nodes may run): state kept in memory is then no longer the only truth.
+   */
+  sharedStore: boolean;
   /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
   services: PluginServices;
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */

@@ -1,0 +1,389 @@
+/**
+ * Metering on a store several processes share (worker_processes above 1, or PostgreSQL with several
+ * nodes): an inbox per process and one elected aggregator, the shape of OpenMeter's sink worker
+ * (ingest acknowledges once the events are durable; one consumer folds them into aggregates in order).
+ *
+ * - Ingest: each process's writer group-commits validated events into its inbox (`i/` entry + `ib/`
+ *   events, one atomic durable write) and acknowledges; no dedupe at this step.
+ * - Aggregation: the process holding the lease (a store key with a TTL, renewed every second through
+ *   commitIf) runs the single writer of writer.ts over the inbox: dedupe, events, time index,
+ *   aggregates, and the deletion of the drained inbox entries, all in the same atomic batch. A crash
+ *   re-drains at most what was not committed; the dedupe keys make that re-drain count nothing twice.
+ * - Reads are read-your-writes: a query first waits until every inbox entry that existed when it
+ *   started is drained (bounded; see awaitDrained), so an event acknowledged before is counted.
+ * - Meter changes and the maintenance of aggregates (backfill, clean-up, purge) run in the aggregator
+ *   only: other processes hand meter changes over through the store (meter-commands.ts).
+ *
+ * The in-memory state of the single writer, and how a second process or node shares it:
+ * - sequence number (Writer.lastSeq/preparedSeq): the aggregator's only; read from `meta/seq` when it
+ *   takes the lease;
+ * - dedupe Bloom filter and in-flight dedupe keys (DedupeFilter, Writer.inFlightDedupe): the
+ *   aggregator's only; the filter is reloaded from the `d/` keys when it takes the lease (every hash is
+ *   looked up in the store until then), the in-flight set starts empty;
+ * - aggregate cache (AggregateLedger): the aggregator's only, starts empty with each lease;
+ * - meter registry (MeterRegistry, with backfill progress): the aggregator's is the truth (loaded when
+ *   it takes the lease, changed only by it); every other process reloads it from the store on the
+ *   aggregator's notice, every second, and before every read;
+ * - backfill readiness waiters: per process, released when that process's registry sees the backfill
+ *   done;
+ * - the ingest queue (Writer.waiting): per process, in front of its own inbox;
+ * - committed listeners (billing's local usage, ingest metrics): fire in the aggregator's process
+ *   only; billing's access cache in the other processes re-reads usage every second;
+ * - maintenance timers (purge, backfill loop): run in the aggregator only.
+ *
+ * Fencing: an aggregator that could not renew its lease for half the TTL writes nothing more (every
+ * write of its term goes through FencedStore), while another process takes the lease over only once
+ * the TTL has passed. What remains is an assumption on time: the clocks of the processes may differ by
+ * less than half the TTL (expiry is judged by the reader's clock), and a write that passed the check
+ * must reach the store within the rest of that half (a process paused longer between the check and the
+ * store could still commit one batch late; its dedupe keys were read before, so that batch could count
+ * events the new aggregator counts too).
+ */
+import type { Logger } from 'pino';
+import type { BatchOp, Expectation, Store, WriteBatch } from '../../src/pipeline/plugin-api.ts';
+
+type WriteOptions = Parameters<Store['batch']>[1];
+import type { PreparedEvent } from './events.ts';
+import { AGGREGATOR_LEASE_KEY, escapePart, INBOX_PREFIX, inboxBodyKey, inboxKey } from './keys.ts';
+import type { Inbox, Writer } from './writer.ts';
+
+/**
+ * The lease lasts this long after its last renewal; another process takes over only after it. Its
+ * holder stops writing after half of it without a renewal, so a loaded machine whose event loop
+ * stalls for a second must not trip it; a fail-over takes this long plus the rebuild.
+ */
+export const LEASE_TTL_MS = 6_000;
+const RENEW_EVERY_MS = 1_000;
+/** Notice topic: an inbox entry was written (the aggregator drains at once instead of at its next poll). */
+const INBOX_TOPIC = 'metering-inbox';
+/** The aggregator looks at the inbox this often when no notice came, backing off to IDLE_POLL_MS while it stays empty. */
+const POLL_MS = 50;
+const IDLE_POLL_MS = 1_000;
+/** Inbox entries read per drain round. */
+const ROUND_ENTRIES = 1_000;
+/** Events per drain round, in batches of the writer's batch size: enough to keep its pipeline full. */
+const ROUND_BATCHES = 4;
+/** How long a read waits for acknowledged events to be aggregated (well beyond a fail-over). */
+export const DRAIN_WAIT_MS = 30_000;
+
+export class LeaseLostError extends Error {
+  override readonly name = 'LeaseLostError';
+  readonly code = 'METERING_LEASE_LOST';
+  constructor() {
+    super('this process is no longer the metering aggregator');
+  }
+}
+
+export class AggregationLagError extends Error {
+  override readonly name = 'AggregationLagError';
+  readonly code = 'METERING_AGGREGATION_LAG';
+  constructor() {
+    super('events acknowledged earlier are still being aggregated; retry later');
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+
+/** A lease on one key, renewed through commitIf; `mayWrite` is the fence every write of the holder checks. */
+export class Lease {
+  private held: string | undefined;
+  private renewedAt = -Infinity;
+  private renewals = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly key: string,
+    private readonly holder: string,
+    private readonly ttlMs = LEASE_TTL_MS,
+  ) {}
+
+  /**
+   * Renews the lease, or takes it when it is free. 'taken' means it was not held continuously up to
+   * now (it expired, maybe another process held it meanwhile): whatever was kept in memory under the
+   * earlier lease must be rebuilt.
+   */
+  async hold(): Promise<'renewed' | 'taken' | 'lost'> {
+    // Measured before asking: the lease's expiry in the store is set later, so this errs on the safe side.
+    // While this runs, the holder keeps writing: `mayWrite` judges by the time of the last renewal.
+    const askedAt = performance.now();
+    const held = this.held;
+    const current = await this.store.get(this.key);
+    const next = `${this.holder}#${++this.renewals}`;
+    if ((current !== undefined && current !== held) || !(await this.store.commitIf([{ key: this.key, value: current }], [{ type: 'put', key: this.key, value: next, ttlMs: this.ttlMs }]))) {
+      this.held = undefined;
+      return 'lost';
+    }
+    this.held = next;
+    this.renewedAt = askedAt;
+    return held !== undefined && current === held ? 'renewed' : 'taken';
+  }
+
+  /** True while the last renewal is recent enough that no other process can have taken the lease. */
+  mayWrite(): boolean {
+    return this.held !== undefined && performance.now() - this.renewedAt < this.ttlMs / 2;
+  }
+
+  /** Hands the lease over at once (a graceful stop), instead of making the next holder wait for the TTL. */
+  async release(): Promise<void> {
+    const held = this.held;
+    this.held = undefined;
+    if (held !== undefined) await this.store.commitIf([{ key: this.key, value: held }], [{ type: 'del', key: this.key }]);
+  }
+}
+
+/** The store as the aggregator writes it: every write refused once the lease may have passed to another process. */
+export class FencedStore implements Store {
+  constructor(
+    private readonly inner: Store,
+    private readonly lease: Lease,
+  ) {}
+
+  get notices() {
+    return this.inner.notices;
+  }
+
+  private check(): void {
+    if (!this.lease.mayWrite()) throw new LeaseLostError();
+  }
+
+  get(key: string) {
+    return this.inner.get(key);
+  }
+
+  getMany(keys: string[]) {
+    return this.inner.getMany(keys);
+  }
+
+  scan(options: Parameters<Store['scan']>[0]) {
+    return this.inner.scan(options);
+  }
+
+  async put(key: string, value: string, options?: Parameters<Store['put']>[2]): Promise<void> {
+    this.check();
+    await this.inner.put(key, value, options);
+  }
+
+  async del(key: string, options?: WriteOptions): Promise<void> {
+    this.check();
+    await this.inner.del(key, options);
+  }
+
+  async batch(ops: BatchOp[], options?: WriteOptions): Promise<void> {
+    this.check();
+    await this.inner.batch(ops, options);
+  }
+
+  async commitIf(expectations: Expectation[], ops: BatchOp[], options?: WriteOptions): Promise<boolean> {
+    this.check();
+    return this.inner.commitIf(expectations, ops, options);
+  }
+
+  writeBatch(): WriteBatch {
+    const batch = this.inner.writeBatch();
+    return {
+      put: (key, value) => batch.put(key, value),
+      del: (key) => batch.del(key),
+      write: async (options) => {
+        if (!this.lease.mayWrite()) {
+          await batch.discard();
+          throw new LeaseLostError();
+        }
+        await batch.write(options);
+      },
+      discard: () => batch.discard(),
+    };
+  }
+
+  namespace(name: string): Store {
+    return new FencedStore(this.inner.namespace(name), this.lease);
+  }
+}
+
+/** This process's inbox: each group commit of its writer becomes one entry. */
+export class ProcessInbox implements Inbox {
+  private entries = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly processId: string,
+  ) {}
+
+  fill(batch: WriteBatch, events: readonly PreparedEvent[]): void {
+    const key = inboxKey(Date.now(), this.processId, ++this.entries);
+    let lines = '';
+    for (const e of events) lines += (lines ? '\n' : '') + e.dedupe + ' ' + e.json;
+    batch.put(key, String(events.length));
+    batch.put(inboxBodyKey(key), lines);
+  }
+
+  written(): void {
+    this.store.notices.publish(INBOX_TOPIC, '');
+  }
+}
+
+/** The events of an inbox entry's body (JSON never holds a raw newline, so lines split it). */
+function eventsOf(body: string | undefined): PreparedEvent[] {
+  if (!body) return [];
+  return body.split('\n').map((line) => {
+    const space = line.indexOf(' ');
+    const json = line.slice(space + 1);
+    const record = JSON.parse(json);
+    return { record, json, typeEscaped: escapePart(record.type), dedupe: line.slice(0, space) };
+  });
+}
+
+/**
+ * Read-your-writes: resolves once every inbox entry that exists now has been drained. Entries drain
+ * in key order and keys start with their time, so it is enough to watch the first remaining key pass
+ * the last one seen now. Throws AggregationLagError after DRAIN_WAIT_MS (no aggregator, or far behind).
+ */
+export async function awaitDrained(store: Store, waitMs = DRAIN_WAIT_MS): Promise<void> {
+  let last: string | undefined;
+  for await (const [key] of store.scan({ prefix: INBOX_PREFIX, reverse: true, limit: 1 })) last = key;
+  if (last === undefined) return;
+  const deadline = performance.now() + waitMs;
+  for (let pause = 2; ; pause = Math.min(pause * 2, POLL_MS)) {
+    let pending = false;
+    for await (const _ of store.scan({ prefix: INBOX_PREFIX, lt: last + '\u0000', limit: 1 })) pending = true;
+    if (!pending) return;
+    if (performance.now() > deadline) throw new AggregationLagError();
+    await sleep(pause);
+  }
+}
+
+/** What a process does while it holds the lease: built anew for each term, on the fenced store. */
+export interface Term {
+  /** The single writer of this term (opened, i.e. its state rebuilt from the store). */
+  writer: Writer;
+  /** Commits what is in flight and stops the term's background work. */
+  end(): Promise<void>;
+}
+
+/**
+ * Takes part in the election of the store's aggregator and, while elected, drains every process's
+ * inbox through the term's writer.
+ */
+export class Aggregator {
+  private readonly lease: Lease;
+  private term: Term | null = null;
+  private draining: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private electing: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private wake: (() => void) | null = null;
+  private unsubscribe: () => void = () => undefined;
+
+  constructor(
+    private readonly store: Store,
+    processId: string,
+    /** Starts a term on the fenced store (the registry reloaded, the writer opened, maintenance started). */
+    private readonly startTerm: (fenced: Store) => Promise<Term>,
+    private readonly log: Logger,
+    private readonly batchEvents: () => number,
+  ) {
+    this.lease = new Lease(store, AGGREGATOR_LEASE_KEY, processId);
+  }
+
+  /** The term's writer while this process aggregates, else null. */
+  get writer(): Writer | null {
+    return this.term?.writer ?? null;
+  }
+
+  /** Runs for the lease now and then every second. */
+  async start(): Promise<void> {
+    this.unsubscribe = this.store.notices.subscribe(INBOX_TOPIC, () => this.wake?.());
+    await this.elect();
+    this.timer = setInterval(() => void this.elect(), RENEW_EVERY_MS);
+    this.timer.unref();
+  }
+
+  /** Renews or takes the lease; starts or ends this process's term accordingly (one at a time). */
+  private elect(): Promise<void> {
+    this.electing = this.electing.then(async () => {
+      if (this.stopped) return;
+      let lease: 'renewed' | 'taken' | 'lost';
+      try {
+        lease = await this.lease.hold();
+      } catch (err) {
+        // Whether it was renewed is unknown; the fence stops this process's writes in time if it was not.
+        this.log.warn({ err }, 'metering: renewing the aggregator lease failed');
+        return;
+      }
+      if (lease !== 'renewed' && this.term) await this.endTerm('metering: this process stopped aggregating (the lease passed or lapsed)');
+      if (lease !== 'lost' && !this.term) await this.begin();
+    });
+    return this.electing;
+  }
+
+  private async begin(): Promise<void> {
+    try {
+      this.term = await this.startTerm(new FencedStore(this.store, this.lease));
+    } catch (err) {
+      this.log.error({ err }, 'metering: starting aggregation failed; retrying');
+      await this.lease.release().catch(() => undefined);
+      return;
+    }
+    this.log.info('metering: this process aggregates the events of every process');
+    this.draining = this.drainWhileHeld(this.term);
+  }
+
+  private async endTerm(message: string): Promise<void> {
+    const term = this.term!;
+    this.term = null;
+    this.wake?.();
+    await this.draining;
+    await term.end().catch((err) => this.log.warn({ err }, 'metering: ending aggregation'));
+    this.log.info(message);
+  }
+
+  private async drainWhileHeld(term: Term): Promise<void> {
+    let idlePoll = POLL_MS;
+    while (this.term === term) {
+      let drained = 0;
+      try {
+        drained = await this.drainRound(term.writer);
+      } catch (err) {
+        if (err instanceof LeaseLostError) this.log.warn('metering: a batch was not written: the aggregator lease was not renewed in time');
+        else this.log.error({ err }, 'metering: aggregating inbox entries failed; retrying');
+        await sleep(POLL_MS);
+      }
+      idlePoll = drained > 0 ? POLL_MS : Math.min(idlePoll * 2, IDLE_POLL_MS);
+      if (drained === 0 && this.term === term) await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, idlePoll).unref();
+      });
+      this.wake = null;
+    }
+  }
+
+  /** Drains the oldest inbox entries (a few batches' worth) through the writer; returns how many. */
+  private async drainRound(writer: Writer): Promise<number> {
+    const budget = ROUND_BATCHES * this.batchEvents();
+    const keys: string[] = [];
+    let events = 0;
+    for await (const [key, count] of this.store.scan({ prefix: INBOX_PREFIX, limit: ROUND_ENTRIES })) {
+      keys.push(key);
+      events += Number(count);
+      if (events >= budget) break;
+    }
+    if (keys.length === 0) return 0;
+    const bodies = await this.store.getMany(keys.map(inboxBodyKey));
+    // Every submit settles before the next round reads the inbox again: none is drained twice at once.
+    const results = await Promise.allSettled(keys.map((key, i) => writer.submit(eventsOf(bodies[i]), Infinity, [key, inboxBodyKey(key)])));
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    return keys.length;
+  }
+
+  /** Ends this process's part: the term (handing the lease over) and the election. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.unsubscribe();
+    await this.electing;
+    if (this.term) {
+      await this.endTerm('metering: aggregation stopped');
+      await this.lease.release().catch(() => undefined);
+    }
+  }
+}

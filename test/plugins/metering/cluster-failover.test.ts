@@ -1,0 +1,63 @@
+/**
+ * kill -9 of the node that aggregates the events of two nodes sharing PostgreSQL, in the middle of
+ * ingestion, with producers retrying whatever was not acknowledged against the survivor: nothing
+ * acknowledged is lost, nothing is counted twice, and the survivor takes aggregation over.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { spawnGateway, startGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
+import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { crash, inParallel } from './catalogue-support.ts';
+import { aggregating, apiOf, batchesOf, config, expectedOf, makeEvents, post, postUntilAcknowledged, TYPE, usageOn } from './cluster-support.ts';
+
+describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgresSkipReason() }, () => {
+  let pg: ThrowawayPostgres;
+  const stops: (() => Promise<unknown>)[] = [];
+
+  before(async () => {
+    pg = await startPostgres();
+  });
+  after(async () => {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    await pg.stop();
+  });
+
+  test('kill -9 of the aggregating node mid-ingest, producers retrying against the survivor: exact totals, the survivor aggregates', async (t) => {
+    const schema = 'failover';
+    const first: SpawnedGateway = await spawnGateway(config(pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    stops.push(() => crash(first));
+    assert.ok(await aggregating(first.admin), 'the first node aggregates');
+    const survivor = await startGateway(config(pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    stops.push(() => survivor.stop());
+    assert.equal(await aggregating(survivor.admin), false);
+
+    const events = makeEvents('kill', 4_000);
+    const batches = batchesOf(events, 40).map((batch) => ({ events: batch, acknowledged: false }));
+    let acknowledged = 0;
+    let killed: Promise<void> | undefined;
+    await inParallel(batches, 8, async (batch) => {
+      if (killed) return;
+      batch.acknowledged = await post(apiOf(first), batch.events);
+      if (batch.acknowledged && ++acknowledged === 30) killed = crash(first);
+    });
+    assert.ok(killed, 'the aggregating node was killed during ingestion');
+    await killed;
+    const ackedBefore = batches.filter((b) => b.acknowledged);
+    assert.ok(ackedBefore.length < batches.length, 'some batches were left unacknowledged by the kill');
+
+    // Every event the dead node acknowledged is served by the survivor, before any retry.
+    const stored = new Set((await apiOf(survivor).listAllEvents({ type: TYPE })).map((item) => item.event.id));
+    const lost = ackedBefore.flatMap((b) => b.events).filter((e) => !stored.has(e.id));
+    assert.deepEqual(lost.map((e) => e.id), [], 'acknowledged events lost by kill -9');
+    t.diagnostic(`${ackedBefore.length}/${batches.length} batches acknowledged before kill -9`);
+
+    // Producers retry every unacknowledged batch, and every third acknowledged one, against the survivor.
+    const retries = batches.filter((b, i) => !b.acknowledged || i % 3 === 0);
+    await inParallel(retries, 8, (batch) => postUntilAcknowledged(apiOf(survivor), batch.events));
+    const usage = await usageOn(apiOf(survivor));
+    assert.deepEqual(usage.totals, expectedOf(events));
+    assert.ok(await aggregating(survivor.admin), 'the survivor took aggregation over');
+    const listed = await apiOf(survivor).listAllEvents({ type: TYPE });
+    assert.equal(listed.length, events.length, 'each event stored once');
+  });
+});

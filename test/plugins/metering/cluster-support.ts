@@ -1,0 +1,101 @@
+/**
+ * Shared by the metering cluster tests: a gateway.yaml with the metering plugin on an open route and
+ * three meters (count, sum, unique_count) over one event type, deterministic events, and the usage a
+ * node answers.
+ */
+import assert from 'node:assert/strict';
+import { request } from '../../helpers/gateway.ts';
+import { event, MeteringApi, ROUTE_PATH, sleep, totalOf, type Reply } from './catalogue-support.ts';
+
+export const TYPE = 'cluster';
+const METERS = [
+  { key: 'cluster_count', name: 'Cluster count', event_type: TYPE, aggregation: 'count' },
+  { key: 'cluster_sum', name: 'Cluster sum', event_type: TYPE, aggregation: 'sum', value_property: '$.value' },
+  { key: 'cluster_unique', name: 'Cluster unique', event_type: TYPE, aggregation: 'unique_count', value_property: '$.user' },
+];
+
+export function config(gateway: Record<string, unknown>): Record<string, unknown> {
+  return {
+    gateway,
+    routes: [
+      {
+        name: 'metering',
+        paths: [ROUTE_PATH],
+        strip_path: false,
+        plugins: [{ name: 'metering', config: { allow_unauthenticated: true } }],
+      },
+    ],
+    meters: METERS,
+  };
+}
+
+/** The metering API of a node over plain HTTP (the route needs no token). */
+export const apiOf = (node: { http: string }) => new MeteringApi(node.http + ROUTE_PATH, 'unused');
+
+/** `count` distinct events of TYPE: id `<prefix>-<i>`, value 1..97, one of 13 subjects, one of 50 users. */
+export function makeEvents(prefix: string, count: number): Record<string, any>[] {
+  const base = Date.now() - count * 1000;
+  return Array.from({ length: count }, (_, i) =>
+    event({ id: `${prefix}-${i}`, source: 'cluster-test', type: TYPE, subject: `customer-${i % 13}`, time: new Date(base + i * 1000).toISOString(), data: { value: (i % 97) + 1, user: `user-${i % 50}` } }),
+  );
+}
+
+export function batchesOf<T>(items: T[], size: number): T[][] {
+  return Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
+}
+
+/** Deterministic shuffle (a linear congruential generator), so a failure can be replayed. */
+export function shuffled<T>(items: T[], seed: number): T[] {
+  const out = [...items];
+  let state = seed;
+  for (let i = out.length - 1; i > 0; i--) {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+    const j = state % (i + 1);
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}
+
+export interface Expected {
+  count: number;
+  sum: number;
+  unique: number;
+}
+
+export function expectedOf(events: Record<string, any>[]): Expected {
+  return { count: events.length, sum: events.reduce((s, e) => s + e.data.value, 0), unique: new Set(events.map((e) => e.data.user)).size };
+}
+
+/** The three totals and the per-subject sums a node answers (a query waits for acknowledged events itself). */
+export async function usageOn(api: MeteringApi): Promise<{ totals: Expected; bySubject: Record<string, string> }> {
+  const totals = { count: totalOf(await api.queryOk('cluster_count')), sum: totalOf(await api.queryOk('cluster_sum')), unique: totalOf(await api.queryOk('cluster_unique')) };
+  const grouped = await api.queryOk('cluster_sum', { group_by_dimensions: ['subject'] });
+  const bySubject = Object.fromEntries(grouped.data.map((row: any) => [row.subject ?? row.dimensions?.subject, row.value]).sort());
+  return { totals, bySubject };
+}
+
+/** Posts a batch; true when acknowledged. A transport error or a 503 is not an acknowledgement. */
+export async function post(api: MeteringApi, events: Record<string, any>[]): Promise<boolean> {
+  let res: Reply;
+  try {
+    res = await api.ingest(events);
+  } catch {
+    return false;
+  }
+  if (res.status === 503) return false;
+  assert.equal(res.status, 202, `ingest answered ${res.status}: ${res.text}`);
+  return true;
+}
+
+export async function postUntilAcknowledged(api: MeteringApi, events: Record<string, any>[]): Promise<void> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    if (await post(api, events)) return;
+    await sleep(100);
+  }
+  assert.fail('a batch was never acknowledged');
+}
+
+export async function aggregating(admin: string): Promise<boolean> {
+  return (await request(admin + '/metering/status')).json().aggregating;
+}
+
