@@ -54,6 +54,18 @@ export class ConfigLoadError extends Error {
 /** A start-up failure with a message meant for the operator (taken port, unreadable data dir). */
 export class StartupError extends Error {}
 
+/**
+ * A worker of a node of several processes was given a file that needs one process (worker_processes
+ * left at its default, with a plugin that keeps state in one process): it keeps its configuration.
+ */
+export class OneProcessConfigError extends StartupError {
+  readonly code = 'ONE_PROCESS_CONFIG';
+  constructor(reason: string) {
+    super(`${reason}; this node runs several: restart it to apply this file`);
+    this.name = 'OneProcessConfigError';
+  }
+}
+
 /** What to tell the operator when a start fails: every line of it. */
 export function startFailureLines(err: unknown, configFile: string): string[] {
   if (err instanceof ConfigLoadError) return [...err.errors.map(String), `${configFile}: invalid configuration, not starting`];
@@ -88,6 +100,8 @@ export class Gateway {
   private nodeId = '';
   private logLevelOverride: string | undefined;
   private processes: () => { master: number; workers: number[] } = () => ({ master: process.pid, workers: [process.pid] });
+  /** A worker of a node of several processes (the primary supervises it). */
+  private inNodeOfSeveral = false;
   /** Held while plugins that keep state in one process run on PostgreSQL: no second node meanwhile. */
   private soleNode: SoleNodeLock | undefined;
   readonly lifecycle: Lifecycle;
@@ -130,7 +144,9 @@ export class Gateway {
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
     gateway.logLevelOverride = options.logLevel;
     if (options.processes) gateway.processes = options.processes;
+    gateway.inNodeOfSeveral = options.processes !== undefined;
     try {
+      gateway.refuseOneProcessConfig(config);
       await consumers.load();
       gateway.followTargetHealth();
       // Only the embedded store is this node's own: an id found in a shared database belongs to another node.
@@ -160,6 +176,10 @@ export class Gateway {
     if (!(await startupStep(() => this.soleNode!.acquire()))) {
       throw new StartupError(`another gateway node is running on this database, and plugin ${singleProcess.map((n) => `'${n}'`).join(', ')} keeps state in one node: stop that node first`);
     }
+  }
+
+  private refuseOneProcessConfig(config: GatewayConfig): void {
+    if (this.inNodeOfSeveral && config.oneProcessBecause) throw new OneProcessConfigError(config.oneProcessBecause);
   }
 
   /** Health set through any process's admin API applies in this one (Kong broadcasts it to its cluster). */
@@ -365,6 +385,7 @@ export class Gateway {
       this.log.error(`configuration invalid (${count}): keeping the current one`);
       return loaded;
     }
+    this.refuseOneProcessConfig(loaded.config);
     const before = this.snapshot.config.gateway;
     const after = loaded.config.gateway;
     const changed = RESTART_SETTINGS.filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key]));

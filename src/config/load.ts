@@ -222,7 +222,7 @@ class ConfigBuilder implements BuildContext {
   build(raw: unknown): GatewayConfig {
     const empty: GatewayConfig = {
       file: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {},
-      upstreams: [], targets: [], certificates: [], snis: [], ca_certificates: [], warnings: [],
+      upstreams: [], targets: [], certificates: [], snis: [], ca_certificates: [], warnings: [], oneProcessBecause: null,
     };
     if (!isPlainObject(raw)) {
       this.issue([], 'failed parsing declarative configuration: expected an object');
@@ -250,25 +250,35 @@ class ConfigBuilder implements BuildContext {
       this.eachEntry(raw, def.name, (e, path) => this.addPluginEntity(def, e, path, undefined));
     }
     const plugins = this.buildPlugins();
-    this.checkProcessModel(gateway, plugins);
+    const explicitWorkers = isPlainObject(raw.gateway) && raw.gateway.worker_processes != null;
+    const oneProcessBecause = this.checkProcessModel(gateway, plugins, explicitWorkers);
     const balancing = buildBalancing(raw, this, this.tls.certificates);
-    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities, ...this.tls, ...balancing };
+    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities, ...this.tls, ...balancing, oneProcessBecause };
   }
 
   /**
    * Several worker processes only with plugins whose state stays correct across processes. A plugin is
-   * in use when an instance is enabled or the file declares its entities (e.g. meters it syncs).
+   * in use when an instance is enabled or the file declares its entities (e.g. meters it syncs). Asked
+   * for explicitly, several processes are refused; left at the default, the node runs one process and
+   * the reason is returned (so that a default never makes a valid file invalid).
    */
-  private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[]): void {
-    if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return;
+  private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[], explicit: boolean): string | null {
+    if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return null;
     const inUse = new Set(plugins.filter((p) => p.enabled).map((p) => p.name));
     for (const plugin of this.registry.values()) {
       if ((plugin.entities ?? []).some((e) => (this.entities[e.name] ?? []).length > 0)) inUse.add(plugin.name);
     }
     const singleProcess = [...inUse].filter((name) => !this.registry.get(name)?.multiProcess);
+    if (singleProcess.length === 0) return null;
+    if (!explicit) {
+      gateway.worker_processes = 1;
+      const names = singleProcess.map((n) => `'${n}'`).join(', ');
+      return `one worker process instead of worker_processes: auto (the default): plugin ${names} ${singleProcess.length === 1 ? 'keeps' : 'keep'} state in one process`;
+    }
     for (const name of singleProcess) {
       this.issue(['gateway', 'worker_processes'], `plugin '${name}' keeps state in one process: it runs with worker_processes: 1 only`);
     }
+    return null;
   }
 
   eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
