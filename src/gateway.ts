@@ -31,6 +31,7 @@ import { openStore, postgresSettings } from './store/open.ts';
 import { SoleNodeLock } from './store/postgres.ts';
 import type { StoreAdapter } from './store/store.ts';
 import { loadTlsMaterial } from './tls.ts';
+import { pluginsKeepingOneProcess } from './config/process-model.ts';
 
 const SWEEP_INTERVAL_MS = 60_000;
 /** GET /status and /status/ready answer within this even when the database does not. */
@@ -170,7 +171,7 @@ export class Gateway {
    */
   private async claimSoleNode(config: GatewayConfig): Promise<void> {
     if (config.gateway.database !== 'postgres') return;
-    const singleProcess = [...new Set(config.plugins.filter((p) => p.enabled && !this.registry.get(p.name)?.multiProcess).map((p) => p.name))];
+    const singleProcess = pluginsKeepingOneProcess(this.registry, config.plugins, config.entities);
     if (singleProcess.length === 0 || this.soleNode?.held) return;
     this.soleNode ??= new SoleNodeLock(postgresSettings(config.gateway), (message, err) => this.log.error({ err }, message));
     if (!(await startupStep(() => this.soleNode!.acquire()))) {

@@ -19,6 +19,7 @@ import { consumerSchema, ID, isStreamRoute, isUuid, nodeSettingsSchema, pluginEn
 import { withDigests } from '../toolkit/entity-directory.ts';
 import { parseListenList } from './listen.ts';
 import { enabledPlugins } from './plugin-setting.ts';
+import { pluginsKeepingOneProcess } from './process-model.ts';
 import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
 import { buildBalancing } from './upstream-builder.ts';
@@ -257,18 +258,13 @@ class ConfigBuilder implements BuildContext {
   }
 
   /**
-   * Several worker processes only with plugins whose state stays correct across processes. A plugin is
-   * in use when an instance is enabled or the file declares its entities (e.g. meters it syncs). Asked
+   * Several worker processes only with plugins whose state stays correct across processes. Asked
    * for explicitly, several processes are refused; left at the default, the node runs one process and
    * the reason is returned (so that a default never makes a valid file invalid).
    */
   private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[], explicit: boolean): string | null {
     if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return null;
-    const inUse = new Set(plugins.filter((p) => p.enabled).map((p) => p.name));
-    for (const plugin of this.registry.values()) {
-      if ((plugin.entities ?? []).some((e) => (this.entities[e.name] ?? []).length > 0)) inUse.add(plugin.name);
-    }
-    const singleProcess = [...inUse].filter((name) => !this.registry.get(name)?.multiProcess);
+    const singleProcess = pluginsKeepingOneProcess(this.registry, plugins, this.entities);
     if (singleProcess.length === 0) return null;
     if (!explicit) {
       gateway.worker_processes = 1;

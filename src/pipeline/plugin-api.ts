@@ -49,6 +49,11 @@ export interface PluginDefinition<Config = any> {
    * `worker_processes` above 1, and with PostgreSQL a second node on the same database.
    */
   multiProcess?: boolean;
+  /**
+   * Plugins whose services this one calls (`api.services.get`): where it is in use, so are they, and it
+   * runs on several processes only when they do too.
+   */
+  uses?: string[];
   /** Builds the plugin's runtime once per gateway process. */
   create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
 }
