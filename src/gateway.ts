@@ -32,6 +32,7 @@ import { SoleNodeLock } from './store/postgres.ts';
 import type { StoreAdapter } from './store/store.ts';
 import { loadTlsMaterial } from './tls.ts';
 import { pluginsKeepingOneProcess } from './config/process-model.ts';
+import { LocalExchange, type NodeExchange } from './process/exchange.ts';
 
 const SWEEP_INTERVAL_MS = 60_000;
 /** GET /status and /status/ready answer within this even when the database does not. */
@@ -86,6 +87,8 @@ export interface GatewayOptions {
   sweep?: boolean;
   /** The node's processes, for `GET /` (default: this one alone). */
   processes?: () => { master: number; workers: number[] };
+  /** What the node's processes share on demand (default: this process alone). */
+  exchange?: NodeExchange;
 }
 
 export class Gateway {
@@ -101,6 +104,7 @@ export class Gateway {
   private nodeId = '';
   private logLevelOverride: string | undefined;
   private processes: () => { master: number; workers: number[] } = () => ({ master: process.pid, workers: [process.pid] });
+  private exchange: NodeExchange = new LocalExchange();
   /** A worker of a node of several processes (the primary supervises it). */
   private inNodeOfSeveral = false;
   /** Held while plugins that keep state in one process run on PostgreSQL: no second node meanwhile. */
@@ -145,6 +149,7 @@ export class Gateway {
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
     gateway.logLevelOverride = options.logLevel;
     if (options.processes) gateway.processes = options.processes;
+    if (options.exchange) gateway.exchange = options.exchange;
     gateway.inNodeOfSeveral = options.processes !== undefined;
     try {
       gateway.refuseOneProcessConfig(config);
@@ -222,6 +227,7 @@ export class Gateway {
         nodeId: this.nodeId,
         services,
         metrics: this.metrics.plugins,
+        node: this.exchange,
       });
       this.runtimes.set(definition.name, runtime);
     }

@@ -78,7 +78,7 @@ export class Metrics {
     },
   };
   /** Text plugins render themselves at each scrape. */
-  private readonly expositions: (() => string)[] = [];
+  private readonly expositions: (() => string | Promise<string>)[] = [];
   connectionsActive = 0;
   connectionsAccepted = 0;
 
@@ -163,7 +163,7 @@ export class Metrics {
       `tollgate_connections_accepted_total ${this.connectionsAccepted}`,
     );
     for (const render of this.expositions) {
-      const text = render().trimEnd();
+      const text = (await render()).trimEnd();
       if (text) out.push(text);
     }
     return out.join('\n') + '\n' + (await this.processRegistry.metrics());

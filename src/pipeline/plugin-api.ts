@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { Issue, RecordSchema } from '../config/schema.ts';
 import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
+import type { NodeExchange } from '../process/exchange.ts';
 import type { ParentDirectory } from '../toolkit/entity-directory.ts';
 
 export type { FieldSchema, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
@@ -115,6 +116,11 @@ export interface PluginApi {
   services: PluginServices;
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */
   metrics: PluginMetrics;
+  /**
+   * What the processes of this node share on demand (Kong's shared dictionaries): offer a value under a
+   * topic, gather every process's. One process alone gathers its own.
+   */
+  node: NodeExchange;
 }
 
 /**
@@ -132,7 +138,7 @@ export interface PluginMetrics {
    * series under a name family of their own (Kong's `kong_*`), which a registered metric would cost a
    * label hash per observation. Every name `render` writes starts with `prefix`, which is not `tollgate_`.
    */
-  exposition(prefix: string, render: () => string): void;
+  exposition(prefix: string, render: () => string | Promise<string>): void;
 }
 
 export interface MetricSpec {

@@ -23,6 +23,7 @@ import { parseListenList } from '../config/listen.ts';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
 import { Gateway, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
+import { LocalExchange } from './exchange.ts';
 import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
 import { createLogging, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
@@ -42,8 +43,27 @@ const RESTART_DELAY_MS = [100, 500, 1_000, 5_000, 10_000];
 /** Beyond the configured shutdown_timeout, how long a worker may take to close before it is killed. */
 const STOP_GRACE_MS = 10_000;
 
-type ToWorker = { type: 'reload' } | { type: 'stop' } | { type: 'pids'; master: number; workers: number[] };
-type ToPrimary = { type: 'listening'; lines: string[] } | { type: 'reloaded'; ok: boolean; errors: number; refused?: string };
+/** How long the primary waits for the workers' values of a gathered topic; a worker that has not answered by then is left out. */
+const GATHER_TIMEOUT_MS = 2_000;
+
+type ToWorker =
+  | { type: 'reload' }
+  | { type: 'stop' }
+  | { type: 'pids'; master: number; workers: number[] }
+  | { type: 'collect'; id: number; topic: string }
+  | { type: 'gathered'; id: number; values: unknown[] };
+type ToPrimary =
+  | { type: 'listening'; lines: string[] }
+  | { type: 'reloaded'; ok: boolean; errors: number; refused?: string }
+  | { type: 'gather'; id: number; topic: string }
+  | { type: 'collected'; id: number; value: unknown };
+
+/** A gather the primary relays: the workers still to answer, and the values so far. */
+interface Collection {
+  waiting: Set<Worker>;
+  values: unknown[];
+  done: () => void;
+}
 
 /**
  * Runs this process's part of a multi-process node and resolves with its exit code once the node has
@@ -82,6 +102,8 @@ class Primary {
   private exitCode = 0;
   private pidFile: string | undefined;
   private stopped: (code: number) => void = () => {};
+  private readonly collections = new Map<number, Collection>();
+  private collectionSeq = 0;
 
   constructor(
     private readonly configFile: string,
@@ -148,6 +170,8 @@ class Primary {
   }
 
   private received(slot: Slot, message: ToPrimary): void {
+    if (message.type === 'gather') return this.gatherFor(slot.worker!, message.id, message.topic);
+    if (message.type === 'collected') return this.collected(slot.worker!, message.id, message.value);
     if (message.type !== 'listening') return;
     slot.listening = true;
     // Only now: a worker hears messages once it has started (earlier ones would be lost).
@@ -167,7 +191,33 @@ class Primary {
     );
   }
 
+  /** Asks every listening worker for its value of `topic` and answers `requester` with them all. */
+  private gatherFor(requester: Worker, requestId: number, topic: string): void {
+    const id = ++this.collectionSeq;
+    const workers = this.slots.flatMap((s) => (s.listening && s.worker?.isConnected() ? [s.worker] : []));
+    const collection: Collection = { waiting: new Set(workers), values: [], done: () => {} };
+    const timer = setTimeout(() => collection.done(), GATHER_TIMEOUT_MS);
+    collection.done = () => {
+      clearTimeout(timer);
+      this.collections.delete(id);
+      if (requester.isConnected()) requester.send({ type: 'gathered', id: requestId, values: collection.values } satisfies ToWorker);
+    };
+    this.collections.set(id, collection);
+    for (const worker of workers) worker.send({ type: 'collect', id, topic } satisfies ToWorker);
+    if (workers.length === 0) collection.done();
+  }
+
+  private collected(worker: Worker, id: number, value: unknown): void {
+    const collection = this.collections.get(id);
+    if (!collection?.waiting.delete(worker)) return;
+    if (value !== undefined) collection.values.push(value);
+    if (collection.waiting.size === 0) collection.done();
+  }
+
   private exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
+    for (const collection of this.collections.values()) {
+      if (collection.waiting.delete(worker) && collection.waiting.size === 0) collection.done();
+    }
     if (slot.worker !== worker) return;
     slot.worker = null;
     this.broadcastPids();
@@ -260,6 +310,7 @@ async function runWorker(configFile: string): Promise<number> {
   let processes = { master: process.ppid, workers: [process.pid] };
   let gateway: Gateway | undefined;
   let stopping = false;
+  const exchange = new WorkerExchange();
   let exited: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => (exited = resolve));
   const stop = () => {
@@ -277,6 +328,7 @@ async function runWorker(configFile: string): Promise<number> {
     if (message.type === 'pids') processes = { master: message.master, workers: message.workers };
     else if (message.type === 'stop') stop();
     else if (message.type === 'reload') void reloadWorker(gateway);
+    else exchange.received(message);
   });
   // The primary coordinates these for the whole node; a worker's own SIGTERM stops it (and it is replaced).
   process.on('SIGHUP', () => {});
@@ -293,6 +345,7 @@ async function runWorker(configFile: string): Promise<number> {
       // The primary sweeps the embedded store; on PostgreSQL the first worker of each node does.
       sweep: !store && number === 1,
       processes: () => processes,
+      exchange,
     });
   } catch (err) {
     for (const line of startFailureLines(err, configFile)) console.error(line);
@@ -303,6 +356,35 @@ async function runWorker(configFile: string): Promise<number> {
   process.on('unhandledRejection', (err) => started.log.error({ err }, 'unhandled rejection'));
   process.send!({ type: 'listening', lines: started.listenerLines() } satisfies ToPrimary);
   return done;
+}
+
+/** A worker's side of the node's exchange: gathers go through the primary, which asks every worker. */
+class WorkerExchange extends LocalExchange {
+  private readonly pending = new Map<number, (values: unknown[]) => void>();
+  private gatherSeq = 0;
+
+  override gather(topic: string): Promise<unknown[]> {
+    if (!process.connected) return super.gather(topic);
+    const id = ++this.gatherSeq;
+    return new Promise((resolve) => {
+      // The primary answers within its own timeout; without an answer (it is going away) this process's value stands alone.
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        resolve(super.gather(topic));
+      }, GATHER_TIMEOUT_MS * 2);
+      this.pending.set(id, (values) => {
+        clearTimeout(timer);
+        this.pending.delete(id);
+        resolve(values);
+      });
+      process.send!({ type: 'gather', id, topic } satisfies ToPrimary);
+    });
+  }
+
+  received(message: ToWorker & { type: 'collect' | 'gathered' }): void {
+    if (message.type === 'gathered') return this.pending.get(message.id)?.(message.values);
+    if (process.connected) process.send!({ type: 'collected', id: message.id, value: this.read(message.topic) } satisfies ToPrimary);
+  }
 }
 
 async function reloadWorker(gateway: Gateway | undefined): Promise<void> {
