@@ -25,7 +25,7 @@ import type { GatewayConfig } from '../config/types.ts';
 import { Gateway, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
 import { LocalExchange } from './exchange.ts';
 import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
-import { createLogging, type Logger } from '../log.ts';
+import { createLogger, createLogging, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
 import { bundledPlugins } from '../plugins.ts';
 import { NoticeHub, RemoteStore, serveStore } from '../store/ipc.ts';
@@ -93,6 +93,8 @@ interface Slot {
 class Primary {
   private readonly slots: Slot[];
   private readonly log: Logger;
+  /** The lines `tollgate start` prints whatever log_level says (listeners, started, shutting down), as one process does. */
+  private readonly announce: Logger;
   private store: LevelStore | undefined;
   private hub: NoticeHub | undefined;
   private nodeId = '';
@@ -112,6 +114,7 @@ class Primary {
     private readonly pidFileOption: string | undefined,
   ) {
     this.log = createLogging(config.gateway.log_level).log.child({ process: 'primary' });
+    this.announce = createLogger('info').child({ process: 'primary' });
     this.slots = Array.from({ length: count }, (_, i) => ({ number: i + 1, worker: null, startedAt: 0, crashes: 0, listening: false, stopRequested: false }));
   }
 
@@ -184,8 +187,8 @@ class Primary {
       console.error(`tollgate: ${(err as Error).message}`);
       return this.stop('no pid file', 1);
     }
-    for (const line of message.lines) this.log.info(line);
-    this.log.info(
+    for (const line of message.lines) this.announce.info(line);
+    this.announce.info(
       { config: this.configFile, pid_file: this.pidFile, workers: this.slots.length },
       `started, pid ${process.pid} (in ${this.pidFile}) with ${this.slots.length} worker processes: SIGHUP reloads ${this.configFile}, SIGTERM stops`,
     );
@@ -273,7 +276,7 @@ class Primary {
     if (this.stopping) return;
     this.stopping = true;
     this.exitCode = exitCode;
-    this.log.info({ reason }, 'shutting down');
+    this.announce.info({ reason }, 'shutting down');
     clearInterval(this.sweeper);
     const live = this.slots.filter((s) => s.worker !== null);
     if (live.length === 0) {
@@ -300,6 +303,7 @@ class Primary {
     }
     if (this.pidFile) removePidFile(this.pidFile);
     this.log.flush();
+    this.announce.flush();
     this.stopped(this.exitCode);
   }
 }

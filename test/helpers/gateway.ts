@@ -107,7 +107,7 @@ const NODE_KEPT_CONFIG = /"msg":"(?:configuration invalid \(\d+ errors?\): keepi
  * Info lines (the primary's outcome of a reload) are needed; the access log is not.
  */
 async function startWorkerNode(config: Record<string, any>, options: StartOptions, workers: number): Promise<TestGateway> {
-  const withWorkers = (c: Record<string, any>) => ({ ...c, gateway: { log_level: 'info', access_log: false, ...c.gateway, worker_processes: workers } });
+  const withWorkers = (c: Record<string, any>) => ({ ...c, gateway: { access_log: false, ...c.gateway, log_level: 'info', worker_processes: workers } });
   const node = await spawnGateway(withWorkers(config), options);
   const outcomes = () => node.output().split(NODE_RELOADED).length - 1 + (node.output().match(NODE_KEPT_CONFIG)?.length ?? 0);
   let reloading = Promise.resolve(true);
