@@ -14,7 +14,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import { Gateway } from '../../src/gateway.ts';
+import { loadConfigFile } from '../../src/config/load.ts';
+import { ConfigLoadError, Gateway } from '../../src/gateway.ts';
+import { bundledPlugins } from '../../src/plugins.ts';
 
 export interface GatewayUrls {
   /** Plain HTTP/1.1 proxy listener. */
@@ -108,6 +110,9 @@ const NODE_KEPT_CONFIG = /"msg":"(?:configuration invalid \(\d+ errors?\): keepi
  */
 async function startWorkerNode(config: Record<string, any>, options: StartOptions, workers: number): Promise<TestGateway> {
   const withWorkers = (c: Record<string, any>) => ({ ...c, gateway: { access_log: false, ...c.gateway, log_level: 'info', worker_processes: workers } });
+  // An invalid file is refused as the in-process start refuses it: with the same error.
+  const loaded = await loadConfigFile(writeConfig(withWorkers(config), options.dataDir ?? tempDir()), bundledPlugins);
+  if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
   const node = await spawnGateway(withWorkers(config), options);
   const outcomes = () => node.output().split(NODE_RELOADED).length - 1 + (node.output().match(NODE_KEPT_CONFIG)?.length ?? 0);
   let reloading = Promise.resolve(true);
