@@ -150,6 +150,7 @@ export class Gateway {
     gateway.logLevelOverride = options.logLevel;
     if (options.processes) gateway.processes = options.processes;
     if (options.exchange) gateway.exchange = options.exchange;
+    gateway.metrics.shareThrough(gateway.exchange);
     gateway.inNodeOfSeveral = options.processes !== undefined;
     try {
       gateway.refuseOneProcessConfig(config);

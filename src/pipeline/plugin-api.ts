@@ -124,7 +124,8 @@ export interface PluginApi {
 }
 
 /**
- * Prometheus metrics of a plugin, registered once in `create`. Names start with `tollgate_` (e.g.
+ * Prometheus metrics of a plugin, registered once in `create`; a scrape of any process reports the node's
+ * figures (each process's summed, gauges as their `aggregate` says). Names start with `tollgate_` (e.g.
  * `tollgate_metering_queue_events`). Meant for per-batch or per-scrape figures: per-request series
  * are the core's (route, service, consumer, status).
  */
@@ -151,6 +152,12 @@ export type MetricLabels = Record<string, string | number>;
 
 export interface GaugeSpec extends MetricSpec {
   read?(): { labels?: MetricLabels; value: number }[];
+  /**
+   * How the values of the node's processes combine at a scrape: `sum` (default: each process holds its
+   * own share, e.g. events in its memory), `max` or `min` (each process sees the same shared thing),
+   * `average` (e.g. a progress ratio).
+   */
+  aggregate?: 'sum' | 'max' | 'min' | 'average';
 }
 
 export interface HistogramSpec extends MetricSpec {

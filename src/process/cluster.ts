@@ -387,7 +387,12 @@ class WorkerExchange extends LocalExchange {
 
   received(message: ToWorker & { type: 'collect' | 'gathered' }): void {
     if (message.type === 'gathered') return this.pending.get(message.id)?.(message.values);
-    if (process.connected) process.send!({ type: 'collected', id: message.id, value: this.read(message.topic) } satisfies ToPrimary);
+    // A value that cannot be read is left out (undefined), not left waiting for the primary's timeout.
+    void this.read(message.topic)
+      .catch(() => undefined)
+      .then((value) => {
+        if (process.connected) process.send!({ type: 'collected', id: message.id, value } satisfies ToPrimary);
+      });
   }
 }
 

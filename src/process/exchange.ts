@@ -4,7 +4,7 @@
  * prometheus plugin sums its counters so that a scrape of any worker reports the node's totals).
  */
 export interface NodeExchange {
-  /** Offers this process's value of `topic`; `read` is called each time another process gathers it. */
+  /** Offers this process's value of `topic`; `read` (which may resolve later) is called each time a process gathers it. */
   offer(topic: string, read: () => unknown): void;
   /** The value of `topic` of every process of the node that answered (this one's included). */
   gather(topic: string): Promise<unknown[]>;
@@ -20,11 +20,11 @@ export class LocalExchange implements NodeExchange {
   }
 
   /** This process's value of `topic` (undefined when it offers none). */
-  read(topic: string): unknown {
+  async read(topic: string): Promise<unknown> {
     return this.offered.get(topic)?.();
   }
 
-  gather(topic: string): Promise<unknown[]> {
-    return Promise.resolve(this.offered.has(topic) ? [this.read(topic)] : []);
+  async gather(topic: string): Promise<unknown[]> {
+    return this.offered.has(topic) ? [await this.read(topic)] : [];
   }
 }
