@@ -168,13 +168,13 @@ class Primary {
     const worker = cluster.fork({ TOLLGATE_WORKER: String(slot.number), TOLLGATE_NODE_ID: this.nodeId, TOLLGATE_STORE: this.store ? 'ipc' : '' });
     Object.assign(slot, { worker, startedAt: Date.now(), listening: false, stopRequested: false });
     if (this.store) serveStore(this.store, this.hub!, worker.process.stdio![STORE_FD] as unknown as Duplex);
-    worker.on('message', (message: ToPrimary) => this.received(slot, message));
+    worker.on('message', (message: ToPrimary) => this.received(slot, worker, message));
     worker.on('exit', (code, signal) => this.exited(slot, worker, code, signal));
   }
 
-  private received(slot: Slot, message: ToPrimary): void {
-    if (message.type === 'gather') return this.gatherFor(slot.worker!, message.id, message.topic);
-    if (message.type === 'collected') return this.collected(slot.worker!, message.id, message.value);
+  private received(slot: Slot, worker: Worker, message: ToPrimary): void {
+    if (message.type === 'gather') return this.gatherFor(worker, message.id, message.topic);
+    if (message.type === 'collected') return this.collected(worker, message.id, message.value);
     if (message.type !== 'listening') return;
     slot.listening = true;
     // Only now: a worker hears messages once it has started (earlier ones would be lost).
