@@ -33,6 +33,8 @@ import { openStore, postgresSettings } from './store/open.ts';
 import { SoleNodeLock } from './store/postgres.ts';
 import type { StoreAdapter } from './store/store.ts';
 import { loadTlsMaterial } from './tls.ts';
+import { pluginsKeepingOneProcess } from './config/process-model.ts';
+import { LocalExchange, type NodeExchange } from './process/exchange.ts';
 
 const SWEEP_INTERVAL_MS = 60_000;
 /** GET /status and /status/ready answer within this even when the database does not. */
@@ -56,6 +58,18 @@ export class ConfigLoadError extends Error {
 /** A start-up failure with a message meant for the operator (taken port, unreadable data dir). */
 export class StartupError extends Error {}
 
+/**
+ * A worker of a node of several processes was given a file that needs one process (worker_processes
+ * left at its default, with a plugin that keeps state in one process): it keeps its configuration.
+ */
+export class OneProcessConfigError extends StartupError {
+  readonly code = 'ONE_PROCESS_CONFIG';
+  constructor(reason: string) {
+    super(`${reason}; this node runs several: restart it to apply this file`);
+    this.name = 'OneProcessConfigError';
+  }
+}
+
 /** What to tell the operator when a start fails: every line of it. */
 export function startFailureLines(err: unknown, configFile: string): string[] {
   if (err instanceof ConfigLoadError) return [...err.errors.map(String), `${configFile}: invalid configuration, not starting`];
@@ -75,6 +89,8 @@ export interface GatewayOptions {
   sweep?: boolean;
   /** The node's processes, for `GET /` (default: this one alone). */
   processes?: () => { master: number; workers: number[] };
+  /** What the node's processes share on demand (default: this process alone). */
+  exchange?: NodeExchange;
 }
 
 export class Gateway {
@@ -92,6 +108,9 @@ export class Gateway {
   private storeHandedIn = false;
   private logLevelOverride: string | undefined;
   private processes: () => { master: number; workers: number[] } = () => ({ master: process.pid, workers: [process.pid] });
+  private exchange: NodeExchange = new LocalExchange();
+  /** A worker of a node of several processes (the primary supervises it). */
+  private inNodeOfSeveral = false;
   /** Held while plugins that keep state in one process run on PostgreSQL: no second node meanwhile. */
   private soleNode: SoleNodeLock | undefined;
   readonly lifecycle: Lifecycle;
@@ -135,7 +154,11 @@ export class Gateway {
     gateway.logLevelOverride = options.logLevel;
     gateway.storeHandedIn = options.store !== undefined;
     if (options.processes) gateway.processes = options.processes;
+    if (options.exchange) gateway.exchange = options.exchange;
+    gateway.metrics.shareThrough(gateway.exchange);
+    gateway.inNodeOfSeveral = options.processes !== undefined;
     try {
+      gateway.refuseOneProcessConfig(config);
       await consumers.load();
       gateway.followTargetHealth();
       // Only the embedded store is this node's own: an id found in a shared database belongs to another node.
@@ -159,12 +182,16 @@ export class Gateway {
    */
   private async claimSoleNode(config: GatewayConfig): Promise<void> {
     if (config.gateway.database !== 'postgres') return;
-    const singleProcess = [...new Set(config.plugins.filter((p) => p.enabled && !this.registry.get(p.name)?.multiProcess).map((p) => p.name))];
+    const singleProcess = pluginsKeepingOneProcess(this.registry, config.plugins, config.entities);
     if (singleProcess.length === 0 || this.soleNode?.held) return;
     this.soleNode ??= new SoleNodeLock(postgresSettings(config.gateway), (message, err) => this.log.error({ err }, message));
     if (!(await startupStep(() => this.soleNode!.acquire()))) {
       throw new StartupError(`another gateway node is running on this database, and plugin ${singleProcess.map((n) => `'${n}'`).join(', ')} keeps state in one node: stop that node first`);
     }
+  }
+
+  private refuseOneProcessConfig(config: GatewayConfig): void {
+    if (this.inNodeOfSeveral && config.oneProcessBecause) throw new OneProcessConfigError(config.oneProcessBecause);
   }
 
   /** Health set through any process's admin API applies in this one (Kong broadcasts it to its cluster). */
@@ -210,6 +237,7 @@ export class Gateway {
         sharedStore: config.gateway.database === 'postgres' || this.storeHandedIn,
         services,
         metrics: this.metrics.plugins,
+        node: this.exchange,
       });
       this.runtimes.set(definition.name, runtime);
     }
@@ -374,6 +402,7 @@ export class Gateway {
       this.log.error(`configuration invalid (${count}): keeping the current one`);
       return loaded;
     }
+    this.refuseOneProcessConfig(loaded.config);
     const before = this.snapshot.config.gateway;
     const after = loaded.config.gateway;
     const changed = RESTART_SETTINGS.filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key]));

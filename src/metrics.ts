@@ -6,7 +6,8 @@
  * label set on every observation (even through `labels()` children): a series lookup here is one Map
  * get per request, and the text is rendered only when scraped.
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram as PromHistogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram as PromHistogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { LocalExchange, type NodeExchange } from './process/exchange.ts';
 import type { GaugeSpec, HistogramSpec, MetricSpec, PluginMetrics } from './pipeline/plugin-api.ts';
 
 const LATENCY_BUCKETS_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000];
@@ -63,6 +64,9 @@ export interface RequestCounts {
   consumers: { consumer: string; requests: Record<string, number> }[];
 }
 
+/** Each process's registered series, summed at a scrape. */
+const REGISTRY_TOPIC = 'metrics.registry';
+
 export class Metrics {
   private readonly processRegistry = new Registry();
   private readonly series = new Map<string, Series>();
@@ -78,12 +82,23 @@ export class Metrics {
     },
   };
   /** Text plugins render themselves at each scrape. */
-  private readonly expositions: (() => string)[] = [];
+  private readonly expositions: (() => string | Promise<string>)[] = [];
   connectionsActive = 0;
   connectionsAccepted = 0;
+  private exchange: NodeExchange = new LocalExchange();
 
   constructor() {
     collectDefaultMetrics({ register: this.processRegistry, prefix: 'tollgate_' });
+  }
+
+  /**
+   * The registered series (plugins' and the process's) of every process of the node, summed at each
+   * scrape as prom-client's AggregatorRegistry sums cluster workers: whichever worker answers, the
+   * figures are the node's.
+   */
+  shareThrough(exchange: NodeExchange): void {
+    this.exchange = exchange;
+    exchange.offer(REGISTRY_TOPIC, () => this.processRegistry.getMetricsAsJSON());
   }
 
   get contentType(): string {
@@ -100,6 +115,7 @@ export class Metrics {
     return new Gauge({
       ...this.checked(spec),
       registers: [this.processRegistry],
+      aggregator: spec.aggregate ?? 'sum',
       // Read when scraped: the gauge shows the state at that moment, for no cost in between.
       collect: read && function (this: Gauge) {
         this.reset();
@@ -163,9 +179,11 @@ export class Metrics {
       `tollgate_connections_accepted_total ${this.connectionsAccepted}`,
     );
     for (const render of this.expositions) {
-      const text = render().trimEnd();
+      const text = (await render()).trimEnd();
       if (text) out.push(text);
     }
-    return out.join('\n') + '\n' + (await this.processRegistry.metrics());
+    const registries = (await this.exchange.gather(REGISTRY_TOPIC)) as MetricObjectWithValues<MetricValue<string>>[][];
+    const registered = registries.length > 0 ? AggregatorRegistry.aggregate(registries) : this.processRegistry;
+    return out.join('\n') + '\n' + (await registered.metrics());
   }
 }

@@ -13,6 +13,9 @@ const entitlementEnforcement: PluginDefinition<EnforcementConfig> = {
   priority: 915,
   configSchema,
   checkConfig,
+  // Keeps nothing of its own: every decision is billing's (the metering plugin's service).
+  multiProcess: true,
+  uses: ['metering'],
   create: createRuntime,
 };
 

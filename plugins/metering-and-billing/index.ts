@@ -16,6 +16,10 @@ const meteringAndBilling: PluginDefinition<RequestMeteringConfig> = {
   priority: 12,
   configSchema,
   checkConfig,
+  // Its own state is each process's batch in the making, and the on-disk queue in the store (claims
+  // taken with commitIf, leases any process takes over); the local path writes through metering.
+  multiProcess: true,
+  uses: ['metering'],
   create: createRuntime,
 };
 

@@ -1,4 +1,4 @@
-/** The plugin's series on `GET /metrics`, registered once per process; `queue` is the queue's name (bounded by the config). */
+/** The plugin's series on `GET /metrics`, registered once per process and summed over the node's; `queue` is the queue's name (bounded by the config). */
 import type { PluginMetrics } from '../../src/pipeline/plugin-api.ts';
 
 export interface QueueDepth {
@@ -44,8 +44,10 @@ export class RequestMeteringMetrics {
     });
     metrics.gauge({
       name: 'tollgate_request_metering_queue_events',
-      help: 'Events waiting to be handed over, in memory and in the on-disk queue',
+      help: 'Events waiting to be handed over, in memory (the fullest process) and in the on-disk queue (shared by the processes of the node)',
       labelNames: ['queue', 'where'],
+      // Every process counts the one shared on-disk queue: the node's figure is the largest count, not their sum.
+      aggregate: 'max',
       read: () =>
         depths().flatMap((d) => [
           { labels: { queue: d.queue, where: 'memory' }, value: d.memory },

@@ -9,6 +9,8 @@ const prometheus: PluginDefinition<PrometheusConfig> = {
   // Kong's PRIORITY: among the last, as a logging plugin.
   priority: 13,
   configSchema,
+  // Its counters are each process's, summed over the node at every scrape; per node, as Kong's.
+  multiProcess: true,
   create: createRuntime,
 };
 

@@ -1,6 +1,8 @@
 /**
  * Kong's per-request Prometheus series (kong/plugins/prometheus/exporter.lua), kept in maps keyed by their
- * label values (one lookup per observation) and rendered in the text format when scraped.
+ * label values (one lookup per observation) and rendered in the text format when scraped. Each process
+ * counts its own requests; a scrape sums the snapshots of every process of the node, as Kong's workers
+ * count into one shared dictionary.
  */
 
 /** Kong's buckets, in ms. */
@@ -18,13 +20,20 @@ function labels(pairs: [string, string][]): string {
   return pairs.map(([k, v]) => `${k}="${labelValue(v)}"`).join(',');
 }
 
-class Histogram {
-  readonly counts: Float64Array;
+/** A histogram's figures: counts per bucket (not cumulative), sum and count. */
+export interface HistogramData {
+  counts: number[];
+  sum: number;
+  count: number;
+}
+
+class Histogram implements HistogramData {
+  readonly counts: number[];
   sum = 0;
   count = 0;
 
   constructor(private readonly buckets: number[]) {
-    this.counts = new Float64Array(buckets.length);
+    this.counts = buckets.map(() => 0);
   }
 
   observe(value: number): void {
@@ -33,16 +42,37 @@ class Histogram {
     const at = this.buckets.findIndex((b) => value <= b);
     if (at !== -1) this.counts[at]++;
   }
-
-  render(name: string, labelText: string, out: string[]): void {
-    let cumulative = 0;
-    for (let i = 0; i < this.buckets.length; i++) {
-      cumulative += this.counts[i];
-      out.push(`${name}_bucket{${labelText},le="${this.buckets[i]}"} ${cumulative}`);
-    }
-    out.push(`${name}_bucket{${labelText},le="+Inf"} ${this.count}`, `${name}_sum{${labelText}} ${this.sum}`, `${name}_count{${labelText}} ${this.count}`);
-  }
 }
+
+/** A copy of a histogram's figures. */
+function figures(h: HistogramData): HistogramData {
+  return { counts: [...h.counts], sum: h.sum, count: h.count };
+}
+
+function addHistogram(into: HistogramData, more: HistogramData): void {
+  for (let i = 0; i < into.counts.length; i++) into.counts[i] += more.counts[i] ?? 0;
+  into.sum += more.sum;
+  into.count += more.count;
+}
+
+function renderHistogram(h: HistogramData, buckets: number[], name: string, labelText: string, out: string[]): void {
+  let cumulative = 0;
+  for (let i = 0; i < buckets.length; i++) {
+    cumulative += h.counts[i];
+    out.push(`${name}_bucket{${labelText},le="${buckets[i]}"} ${cumulative}`);
+  }
+  out.push(`${name}_bucket{${labelText},le="+Inf"} ${h.count}`, `${name}_sum{${labelText}} ${h.sum}`, `${name}_count{${labelText}} ${h.count}`);
+}
+
+/** One process's series as plain data (what the node's processes exchange), by label text. */
+export interface SeriesSnapshot {
+  requests: [string, number][];
+  bandwidth: [string, number][];
+  latencies: [string, { kong: HistogramData; upstream: HistogramData; request: HistogramData }][];
+}
+
+type LatencyKind = 'kong' | 'upstream' | 'request';
+const LATENCY_BUCKETS: Record<LatencyKind, number[]> = { kong: KONG_LATENCY_BUCKETS, upstream: UPSTREAM_LATENCY_BUCKETS, request: UPSTREAM_LATENCY_BUCKETS };
 
 interface Counted {
   labels: string;
@@ -102,31 +132,54 @@ export class KongSeries {
     c.value += bytes;
   }
 
-  render(): string {
+  snapshot(): SeriesSnapshot {
+    return {
+      requests: [...this.requests.values()].map((c) => [c.labels, c.value]),
+      bandwidth: [...this.bandwidth.values()].map((c) => [c.labels, c.value]),
+      latencies: [...this.latencies.values()].map((l) => [l.labels, { kong: figures(l.kong), upstream: figures(l.upstream), request: figures(l.request) }]),
+    };
+  }
+
+  /** The text of the series summed over `snapshots` (one per process of the node). */
+  render(snapshots: SeriesSnapshot[]): string {
+    const requests = sumCounters(snapshots.map((s) => s.requests));
+    const bandwidth = sumCounters(snapshots.map((s) => s.bandwidth));
+    const latencies = new Map<string, Record<LatencyKind, HistogramData>>();
+    for (const [labelText, part] of snapshots.flatMap((s) => s.latencies)) {
+      const sum = latencies.get(labelText);
+      if (!sum) latencies.set(labelText, { kong: figures(part.kong), upstream: figures(part.upstream), request: figures(part.request) });
+      else for (const kind of ['kong', 'upstream', 'request'] as const) addHistogram(sum[kind], part[kind]);
+    }
     const out: string[] = [
       '# HELP kong_node_info Kong Node metadata information',
       '# TYPE kong_node_info gauge',
       `kong_node_info{${labels([['node_id', this.nodeId], ['version', this.version]])}} 1`,
     ];
-    if (this.requests.size > 0) {
+    if (requests.size > 0) {
       out.push('# HELP kong_http_requests_total HTTP status codes per consumer/service/route in Kong', '# TYPE kong_http_requests_total counter');
-      for (const c of this.requests.values()) out.push(`kong_http_requests_total{${c.labels}} ${c.value}`);
+      for (const [labelText, value] of requests) out.push(`kong_http_requests_total{${labelText}} ${value}`);
     }
-    if (this.latencies.size > 0) {
-      const histograms: [string, string, keyof Omit<Latencies, 'labels'>][] = [
+    if (latencies.size > 0) {
+      const histograms: [string, string, LatencyKind][] = [
         ['kong_kong_latency_ms', 'Latency added by Kong and enabled plugins for each service/route in Kong', 'kong'],
         ['kong_upstream_latency_ms', 'Latency added by upstream response for each service/route in Kong', 'upstream'],
         ['kong_request_latency_ms', 'Total latency incurred during requests for each service/route in Kong', 'request'],
       ];
-      for (const [name, help, which] of histograms) {
+      for (const [name, help, kind] of histograms) {
         out.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`);
-        for (const l of this.latencies.values()) if (l[which].count > 0) l[which].render(name, l.labels, out);
+        for (const [labelText, l] of latencies) if (l[kind].count > 0) renderHistogram(l[kind], LATENCY_BUCKETS[kind], name, labelText, out);
       }
     }
-    if (this.bandwidth.size > 0) {
+    if (bandwidth.size > 0) {
       out.push('# HELP kong_bandwidth_bytes Total bandwidth (ingress/egress) throughput in bytes', '# TYPE kong_bandwidth_bytes counter');
-      for (const c of this.bandwidth.values()) out.push(`kong_bandwidth_bytes{${c.labels}} ${c.value}`);
+      for (const [labelText, value] of bandwidth) out.push(`kong_bandwidth_bytes{${labelText}} ${value}`);
     }
     return out.join('\n');
   }
+}
+
+function sumCounters(parts: [string, number][][]): Map<string, number> {
+  const sums = new Map<string, number>();
+  for (const [labelText, value] of parts.flat()) sums.set(labelText, (sums.get(labelText) ?? 0) + value);
+  return sums;
 }

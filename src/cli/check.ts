@@ -14,6 +14,7 @@ export const check: CommandDefinition = {
     const result = await loadConfigFile(file, bundledPlugins);
     if (result.ok) {
       console.log(`${file}: configuration is valid`);
+      if (result.config.oneProcessBecause) console.log(`${file}: ${result.config.oneProcessBecause}`);
       return EXIT.ok;
     }
     for (const error of result.errors) console.error(String(error));

@@ -46,6 +46,7 @@ async function runGateway(file: string, pidFileOption: string | undefined): Prom
     await gateway.stop();
     return EXIT.failure;
   }
+  if (gateway.config.oneProcessBecause) log.info({ worker_processes: 1 }, gateway.config.oneProcessBecause);
   for (const l of gateway.proxyListeners) log.info({ url: l.url, listen: l.spec.text }, `proxy listening on ${l.url} (${l.spec.text})`);
   for (const l of gateway.adminListeners) log.info({ url: l.url, listen: l.spec.text }, `admin listening on ${l.url} (${l.spec.text})`);
   log.info({ config: file, pid_file: pidFile }, `started, pid ${process.pid} (in ${pidFile}): SIGHUP reloads ${file}, SIGTERM stops`);

@@ -19,6 +19,7 @@ import { consumerSchema, ID, isStreamRoute, isUuid, nodeSettingsSchema, pluginEn
 import { withDigests } from '../toolkit/entity-directory.ts';
 import { parseListenList } from './listen.ts';
 import { enabledPlugins } from './plugin-setting.ts';
+import { pluginsKeepingOneProcess } from './process-model.ts';
 import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
 import { buildBalancing } from './upstream-builder.ts';
@@ -222,7 +223,7 @@ class ConfigBuilder implements BuildContext {
   build(raw: unknown): GatewayConfig {
     const empty: GatewayConfig = {
       file: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {},
-      upstreams: [], targets: [], certificates: [], snis: [], ca_certificates: [], warnings: [],
+      upstreams: [], targets: [], certificates: [], snis: [], ca_certificates: [], warnings: [], oneProcessBecause: null,
     };
     if (!isPlainObject(raw)) {
       this.issue([], 'failed parsing declarative configuration: expected an object');
@@ -250,25 +251,30 @@ class ConfigBuilder implements BuildContext {
       this.eachEntry(raw, def.name, (e, path) => this.addPluginEntity(def, e, path, undefined));
     }
     const plugins = this.buildPlugins();
-    this.checkProcessModel(gateway, plugins);
+    const explicitWorkers = isPlainObject(raw.gateway) && raw.gateway.worker_processes != null;
+    const oneProcessBecause = this.checkProcessModel(gateway, plugins, explicitWorkers);
     const balancing = buildBalancing(raw, this, this.tls.certificates);
-    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities, ...this.tls, ...balancing };
+    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities, ...this.tls, ...balancing, oneProcessBecause };
   }
 
   /**
-   * Several worker processes only with plugins whose state stays correct across processes. A plugin is
-   * in use when an instance is enabled or the file declares its entities (e.g. meters it syncs).
+   * Several worker processes only with plugins whose state stays correct across processes. Asked
+   * for explicitly, several processes are refused; left at the default, the node runs one process and
+   * the reason is returned (so that a default never makes a valid file invalid).
    */
-  private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[]): void {
-    if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return;
-    const inUse = new Set(plugins.filter((p) => p.enabled).map((p) => p.name));
-    for (const plugin of this.registry.values()) {
-      if ((plugin.entities ?? []).some((e) => (this.entities[e.name] ?? []).length > 0)) inUse.add(plugin.name);
+  private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[], explicit: boolean): string | null {
+    if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return null;
+    const singleProcess = pluginsKeepingOneProcess(this.registry, plugins, this.entities);
+    if (singleProcess.length === 0) return null;
+    if (!explicit) {
+      gateway.worker_processes = 1;
+      const names = singleProcess.map((n) => `'${n}'`).join(', ');
+      return `one worker process instead of worker_processes: auto (the default): plugin ${names} ${singleProcess.length === 1 ? 'keeps' : 'keep'} state in one process`;
     }
-    const singleProcess = [...inUse].filter((name) => !this.registry.get(name)?.multiProcess);
     for (const name of singleProcess) {
       this.issue(['gateway', 'worker_processes'], `plugin '${name}' keeps state in one process: it runs with worker_processes: 1 only`);
     }
+    return null;
   }
 
   eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {

@@ -219,4 +219,9 @@ export interface GatewayConfig {
   warnings: string[];
   /** Entities declared by plugins (e.g. oauth2_credentials, meters), by top-level key. */
   entities: Record<string, Record<string, any>[]>;
+  /**
+   * Why the node runs one process although worker_processes was left at its default (`auto`): a plugin
+   * in use keeps state in one process. Null when the setting is followed as written.
+   */
+  oneProcessBecause: string | null;
 }

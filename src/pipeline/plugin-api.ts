@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { Issue, RecordSchema } from '../config/schema.ts';
 import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
+import type { NodeExchange } from '../process/exchange.ts';
 import type { ParentDirectory } from '../toolkit/entity-directory.ts';
 
 export type { FieldSchema, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
@@ -49,6 +50,11 @@ export interface PluginDefinition<Config = any> {
    * `worker_processes` above 1, and with PostgreSQL a second node on the same database.
    */
   multiProcess?: boolean;
+  /**
+   * Plugins whose services this one calls (`api.services.get`): where it is in use, so are they, and it
+   * runs on several processes only when they do too.
+   */
+  uses?: string[];
   /** Builds the plugin's runtime once per gateway process. */
   create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
 }
@@ -120,10 +126,16 @@ export interface PluginApi {
   services: PluginServices;
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */
   metrics: PluginMetrics;
+  /**
+   * What the processes of this node share on demand (Kong's shared dictionaries): offer a value under a
+   * topic, gather every process's. One process alone gathers its own.
+   */
+  node: NodeExchange;
 }
 
 /**
- * Prometheus metrics of a plugin, registered once in `create`. Names start with `tollgate_` (e.g.
+ * Prometheus metrics of a plugin, registered once in `create`; a scrape of any process reports the node's
+ * figures (each process's summed, gauges as their `aggregate` says). Names start with `tollgate_` (e.g.
  * `tollgate_metering_queue_events`). Meant for per-batch or per-scrape figures: per-request series
  * are the core's (route, service, consumer, status).
  */
@@ -137,7 +149,7 @@ export interface PluginMetrics {
    * series under a name family of their own (Kong's `kong_*`), which a registered metric would cost a
    * label hash per observation. Every name `render` writes starts with `prefix`, which is not `tollgate_`.
    */
-  exposition(prefix: string, render: () => string): void;
+  exposition(prefix: string, render: () => string | Promise<string>): void;
 }
 
 export interface MetricSpec {
@@ -150,6 +162,12 @@ export type MetricLabels = Record<string, string | number>;
 
 export interface GaugeSpec extends MetricSpec {
   read?(): { labels?: MetricLabels; value: number }[];
+  /**
+   * How the values of the node's processes combine at a scrape: `sum` (default: each process holds its
+   * own share, e.g. events in its memory), `max` or `min` (each process sees the same shared thing),
+   * `average` (e.g. a progress ratio).
+   */
+  aggregate?: 'sum' | 'max' | 'min' | 'average';
 }
 
 export interface HistogramSpec extends MetricSpec {

@@ -23,8 +23,9 @@ import { parseListenList } from '../config/listen.ts';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
 import { Gateway, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
+import { LocalExchange } from './exchange.ts';
 import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
-import { createLogging, type Logger } from '../log.ts';
+import { createLogger, createLogging, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
 import { bundledPlugins } from '../plugins.ts';
 import { NoticeHub, RemoteStore, serveStore } from '../store/ipc.ts';
@@ -42,8 +43,27 @@ const RESTART_DELAY_MS = [100, 500, 1_000, 5_000, 10_000];
 /** Beyond the configured shutdown_timeout, how long a worker may take to close before it is killed. */
 const STOP_GRACE_MS = 10_000;
 
-type ToWorker = { type: 'reload' } | { type: 'stop' } | { type: 'pids'; master: number; workers: number[] };
-type ToPrimary = { type: 'listening'; lines: string[] } | { type: 'reloaded'; ok: boolean; errors: number; refused?: string };
+/** How long the primary waits for the workers' values of a gathered topic; a worker that has not answered by then is left out. */
+const GATHER_TIMEOUT_MS = 2_000;
+
+type ToWorker =
+  | { type: 'reload' }
+  | { type: 'stop' }
+  | { type: 'pids'; master: number; workers: number[] }
+  | { type: 'collect'; id: number; topic: string }
+  | { type: 'gathered'; id: number; values: unknown[] };
+type ToPrimary =
+  | { type: 'listening'; lines: string[] }
+  | { type: 'reloaded'; ok: boolean; errors: number; refused?: string }
+  | { type: 'gather'; id: number; topic: string }
+  | { type: 'collected'; id: number; value: unknown };
+
+/** A gather the primary relays: the workers still to answer, and the values so far. */
+interface Collection {
+  waiting: Set<Worker>;
+  values: unknown[];
+  done: () => void;
+}
 
 /**
  * Runs this process's part of a multi-process node and resolves with its exit code once the node has
@@ -73,6 +93,8 @@ interface Slot {
 class Primary {
   private readonly slots: Slot[];
   private readonly log: Logger;
+  /** The lines `tollgate start` prints whatever log_level says (listeners, started, shutting down), as one process does. */
+  private readonly announce: Logger;
   private store: LevelStore | undefined;
   private hub: NoticeHub | undefined;
   private nodeId = '';
@@ -82,6 +104,8 @@ class Primary {
   private exitCode = 0;
   private pidFile: string | undefined;
   private stopped: (code: number) => void = () => {};
+  private readonly collections = new Map<number, Collection>();
+  private collectionSeq = 0;
 
   constructor(
     private readonly configFile: string,
@@ -90,6 +114,7 @@ class Primary {
     private readonly pidFileOption: string | undefined,
   ) {
     this.log = createLogging(config.gateway.log_level).log.child({ process: 'primary' });
+    this.announce = createLogger('info').child({ process: 'primary' });
     this.slots = Array.from({ length: count }, (_, i) => ({ number: i + 1, worker: null, startedAt: 0, crashes: 0, listening: false, stopRequested: false }));
   }
 
@@ -143,11 +168,13 @@ class Primary {
     const worker = cluster.fork({ TOLLGATE_WORKER: String(slot.number), TOLLGATE_NODE_ID: this.nodeId, TOLLGATE_STORE: this.store ? 'ipc' : '' });
     Object.assign(slot, { worker, startedAt: Date.now(), listening: false, stopRequested: false });
     if (this.store) serveStore(this.store, this.hub!, worker.process.stdio![STORE_FD] as unknown as Duplex);
-    worker.on('message', (message: ToPrimary) => this.received(slot, message));
+    worker.on('message', (message: ToPrimary) => this.received(slot, worker, message));
     worker.on('exit', (code, signal) => this.exited(slot, worker, code, signal));
   }
 
-  private received(slot: Slot, message: ToPrimary): void {
+  private received(slot: Slot, worker: Worker, message: ToPrimary): void {
+    if (message.type === 'gather') return this.gatherFor(worker, message.id, message.topic);
+    if (message.type === 'collected') return this.collected(worker, message.id, message.value);
     if (message.type !== 'listening') return;
     slot.listening = true;
     // Only now: a worker hears messages once it has started (earlier ones would be lost).
@@ -160,14 +187,40 @@ class Primary {
       console.error(`tollgate: ${(err as Error).message}`);
       return this.stop('no pid file', 1);
     }
-    for (const line of message.lines) this.log.info(line);
-    this.log.info(
+    for (const line of message.lines) this.announce.info(line);
+    this.announce.info(
       { config: this.configFile, pid_file: this.pidFile, workers: this.slots.length },
       `started, pid ${process.pid} (in ${this.pidFile}) with ${this.slots.length} worker processes: SIGHUP reloads ${this.configFile}, SIGTERM stops`,
     );
   }
 
+  /** Asks every listening worker for its value of `topic` and answers `requester` with them all. */
+  private gatherFor(requester: Worker, requestId: number, topic: string): void {
+    const id = ++this.collectionSeq;
+    const workers = this.slots.flatMap((s) => (s.listening && s.worker?.isConnected() ? [s.worker] : []));
+    const collection: Collection = { waiting: new Set(workers), values: [], done: () => {} };
+    const timer = setTimeout(() => collection.done(), GATHER_TIMEOUT_MS);
+    collection.done = () => {
+      clearTimeout(timer);
+      this.collections.delete(id);
+      if (requester.isConnected()) requester.send({ type: 'gathered', id: requestId, values: collection.values } satisfies ToWorker);
+    };
+    this.collections.set(id, collection);
+    for (const worker of workers) worker.send({ type: 'collect', id, topic } satisfies ToWorker);
+    if (workers.length === 0) collection.done();
+  }
+
+  private collected(worker: Worker, id: number, value: unknown): void {
+    const collection = this.collections.get(id);
+    if (!collection?.waiting.delete(worker)) return;
+    if (value !== undefined) collection.values.push(value);
+    if (collection.waiting.size === 0) collection.done();
+  }
+
   private exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
+    for (const collection of this.collections.values()) {
+      if (collection.waiting.delete(worker) && collection.waiting.size === 0) collection.done();
+    }
     if (slot.worker !== worker) return;
     slot.worker = null;
     this.broadcastPids();
@@ -223,7 +276,7 @@ class Primary {
     if (this.stopping) return;
     this.stopping = true;
     this.exitCode = exitCode;
-    this.log.info({ reason }, 'shutting down');
+    this.announce.info({ reason }, 'shutting down');
     clearInterval(this.sweeper);
     const live = this.slots.filter((s) => s.worker !== null);
     if (live.length === 0) {
@@ -250,6 +303,7 @@ class Primary {
     }
     if (this.pidFile) removePidFile(this.pidFile);
     this.log.flush();
+    this.announce.flush();
     this.stopped(this.exitCode);
   }
 }
@@ -260,6 +314,7 @@ async function runWorker(configFile: string): Promise<number> {
   let processes = { master: process.ppid, workers: [process.pid] };
   let gateway: Gateway | undefined;
   let stopping = false;
+  const exchange = new WorkerExchange();
   let exited: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => (exited = resolve));
   const stop = () => {
@@ -277,6 +332,7 @@ async function runWorker(configFile: string): Promise<number> {
     if (message.type === 'pids') processes = { master: message.master, workers: message.workers };
     else if (message.type === 'stop') stop();
     else if (message.type === 'reload') void reloadWorker(gateway);
+    else exchange.received(message);
   });
   // The primary coordinates these for the whole node; a worker's own SIGTERM stops it (and it is replaced).
   process.on('SIGHUP', () => {});
@@ -293,6 +349,7 @@ async function runWorker(configFile: string): Promise<number> {
       // The primary sweeps the embedded store; on PostgreSQL the first worker of each node does.
       sweep: !store && number === 1,
       processes: () => processes,
+      exchange,
     });
   } catch (err) {
     for (const line of startFailureLines(err, configFile)) console.error(line);
@@ -303,6 +360,40 @@ async function runWorker(configFile: string): Promise<number> {
   process.on('unhandledRejection', (err) => started.log.error({ err }, 'unhandled rejection'));
   process.send!({ type: 'listening', lines: started.listenerLines() } satisfies ToPrimary);
   return done;
+}
+
+/** A worker's side of the node's exchange: gathers go through the primary, which asks every worker. */
+class WorkerExchange extends LocalExchange {
+  private readonly pending = new Map<number, (values: unknown[]) => void>();
+  private gatherSeq = 0;
+
+  override gather(topic: string): Promise<unknown[]> {
+    if (!process.connected) return super.gather(topic);
+    const id = ++this.gatherSeq;
+    return new Promise((resolve) => {
+      // The primary answers within its own timeout; without an answer (it is going away) this process's value stands alone.
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        resolve(super.gather(topic));
+      }, GATHER_TIMEOUT_MS * 2);
+      this.pending.set(id, (values) => {
+        clearTimeout(timer);
+        this.pending.delete(id);
+        resolve(values);
+      });
+      process.send!({ type: 'gather', id, topic } satisfies ToPrimary);
+    });
+  }
+
+  received(message: ToWorker & { type: 'collect' | 'gathered' }): void {
+    if (message.type === 'gathered') return this.pending.get(message.id)?.(message.values);
+    // A value that cannot be read is left out (undefined), not left waiting for the primary's timeout.
+    void this.read(message.topic)
+      .catch(() => undefined)
+      .then((value) => {
+        if (process.connected) process.send!({ type: 'collected', id: message.id, value } satisfies ToPrimary);
+      });
+  }
 }
 
 async function reloadWorker(gateway: Gateway | undefined): Promise<void> {

@@ -1,6 +1,10 @@
 /**
  * Test helpers: a real gateway (in-process or as a child process) on loopback ports, a real echo
  * upstream, and a small HTTP/1.1 client that accepts the gateway's self-signed certificate.
+ *
+ * Worker mode: with TOLLGATE_TEST_WORKERS=N in the environment, startGateway starts a node of N worker
+ * processes instead (a child process, as `tollgate start` with `worker_processes: N`), so that a suite
+ * written against one process runs unchanged against several sharing the store.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
@@ -10,7 +14,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import { Gateway } from '../../src/gateway.ts';
+import { loadConfigFile } from '../../src/config/load.ts';
+import { ConfigLoadError, Gateway } from '../../src/gateway.ts';
+import { bundledPlugins } from '../../src/plugins.ts';
 
 export interface GatewayUrls {
   /** Plain HTTP/1.1 proxy listener. */
@@ -25,6 +31,7 @@ export interface GatewayUrls {
 }
 
 export interface TestGateway extends GatewayUrls {
+  /** The in-process gateway; in worker mode (TOLLGATE_TEST_WORKERS) reading it throws. */
   gateway: Gateway;
   /** Rewrites the config file and reloads (as SIGHUP does); returns whether it was accepted. */
   reload(config: Record<string, any>): Promise<boolean>;
@@ -61,7 +68,18 @@ export function tempDir(prefix = 'tollgate-test-'): string {
   return dir;
 }
 
+/** Worker processes per gateway that startGateway starts (TOLLGATE_TEST_WORKERS), or 0: one in-process gateway. */
+export const TEST_WORKERS = testWorkers(process.env.TOLLGATE_TEST_WORKERS);
+
+function testWorkers(setting: string | undefined): number {
+  if (setting === undefined || setting === '') return 0;
+  const count = Number(setting);
+  if (!Number.isInteger(count) || count < 1) throw new Error(`TOLLGATE_TEST_WORKERS: expected a number of worker processes, got '${setting}'`);
+  return count;
+}
+
 export async function startGateway(config: Record<string, any>, options: StartOptions = {}): Promise<TestGateway> {
+  if (TEST_WORKERS > 0) return startWorkerNode(config, options, TEST_WORKERS);
   const dataDir = options.dataDir ?? tempDir();
   const configFile = writeConfig(config, dataDir);
   const gateway = await Gateway.start(configFile);
@@ -79,6 +97,53 @@ export async function startGateway(config: Record<string, any>, options: StartOp
       return (await gateway.reload()).ok;
     },
     stop: () => gateway.stop(),
+  };
+}
+
+/** What the primary logs once every worker answered a SIGHUP: reloaded, or kept the configuration. */
+const NODE_RELOADED = '"msg":"configuration reloaded on every worker"';
+const NODE_KEPT_CONFIG = /"msg":"(?:configuration invalid \(\d+ errors?\): keeping the current one|reload refused: keeping the current configuration)"/g;
+
+/**
+ * startGateway's worker mode: a node of `workers` processes, with the in-process TestGateway's shape.
+ * Info lines (the primary's outcome of a reload) are needed; the access log is not.
+ */
+async function startWorkerNode(config: Record<string, any>, options: StartOptions, workers: number): Promise<TestGateway> {
+  const withWorkers = (c: Record<string, any>) => ({ ...c, gateway: { access_log: false, ...c.gateway, log_level: 'info', worker_processes: workers } });
+  // An invalid file is refused as the in-process start refuses it: with the same error.
+  const loaded = await loadConfigFile(writeConfig(withWorkers(config), options.dataDir ?? tempDir()), bundledPlugins);
+  if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
+  const node = await spawnGateway(withWorkers(config), options);
+  const outcomes = () => node.output().split(NODE_RELOADED).length - 1 + (node.output().match(NODE_KEPT_CONFIG)?.length ?? 0);
+  let reloading = Promise.resolve(true);
+  const reloadOnce = async (next: Record<string, any>) => {
+    writeConfig(withWorkers(next), node.dataDir, node.configFile);
+    const before = outcomes();
+    const reloaded = node.output().split(NODE_RELOADED).length - 1;
+    node.kill('SIGHUP');
+    while (outcomes() === before) {
+      if (node.child.exitCode !== null || node.child.signalCode !== null) throw new Error(`the gateway exited during a reload:\n${node.output()}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return node.output().split(NODE_RELOADED).length - 1 > reloaded;
+  };
+  return {
+    get gateway(): Gateway {
+      throw new Error('TestGateway.gateway: the in-process gateway does not exist in worker mode (TOLLGATE_TEST_WORKERS); drive the node over HTTP');
+    },
+    http: node.http,
+    https: node.https,
+    h2c: node.h2c,
+    admin: node.admin,
+    dataDir: node.dataDir,
+    configFile: node.configFile,
+    // One at a time, as the in-process reloads: each SIGHUP's outcome is the next line of the primary.
+    reload: (next) => (reloading = reloading.then(() => reloadOnce(next), () => reloadOnce(next))),
+    async stop() {
+      if (node.child.exitCode === null && node.child.signalCode === null) node.kill('SIGTERM');
+      const code = await node.exited;
+      if (code !== 0) throw new Error(`the gateway stopped with exit code ${code}:\n${node.output()}`);
+    },
   };
 }
 

@@ -38,7 +38,7 @@ test('a lone request’s access line is written within moments, not held back un
   const entry = JSON.parse(line()!);
   assert.equal(entry.level, 'info');
   assert.match(entry.time, ISO_TIME);
-  assert.equal(entry.pid, gw.child.pid);
+  assert.ok((await request(`${gw.admin}/`)).json().pids.workers.includes(entry.pid), 'the pid of the process that served it');
   assert.equal(entry.msg, 'request');
   assert.equal(entry.method, 'POST');
   assert.equal(entry.path, '/echo/quiet');
@@ -132,8 +132,9 @@ test('an authenticated request names its consumer and credential in the access l
 test('off a terminal, stdout is JSON lines only; a reload is logged once, an invalid one with its error count', async (t) => {
   const upstream = await startUpstream();
   t.after(() => upstream.close());
+  // One process: with several, each worker also logs its own reload beside the node's line.
   const config = {
-    gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info' },
+    gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', worker_processes: 1 },
     services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'echo', paths: ['/echo'] }] }],
   };
   const gw = await spawnGateway(config);

@@ -1,7 +1,7 @@
 /**
  * A node of several worker processes (real processes, `worker_processes: 2`): one set of listener
  * lines, one node_id, every worker serving; runtime consumers seen by every worker; a worker killed
- * with SIGKILL is replaced while the node keeps serving; SIGHUP reloads every worker; SIGTERM stops
+ * with SIGKILL under load is replaced while the other serves every request sent meanwhile; SIGHUP reloads every worker; SIGTERM stops
  * the whole node with exit 0. With LevelDB (the primary owns the database) and with PostgreSQL (every
  * worker a client). Several workers are refused while a plugin keeps its state in one process.
  */
@@ -38,6 +38,51 @@ function servingPids(gw: SpawnedGateway, path: string): Set<number> {
   return new Set(lines.map((l) => JSON.parse(l).pid as number));
 }
 
+/**
+ * Four clients send requests without pause (a new connection each) while the first of `workers` is
+ * killed with SIGKILL. Requests it held may fail; every request sent once it is gone must succeed,
+ * served by the other worker until the replacement listens. Returns the replacement's pid.
+ */
+async function killWorkerUnderLoad(gw: SpawnedGateway, workers: number[]): Promise<number> {
+  const victim = workers[0];
+  let victimGone = false;
+  let loading = true;
+  let servedSinceKill = 0;
+  const failedSinceKill: string[] = [];
+  const client = async () => {
+    while (loading) {
+      const sentAfterKill = victimGone;
+      const outcome = await request(gw.http + '/one/load').then((r) => (r.status === 200 ? 'ok' : `status ${r.status}`), (err: Error) => err.message);
+      if (!sentAfterKill) continue;
+      if (outcome === 'ok') servedSinceKill++;
+      else failedSinceKill.push(outcome);
+    }
+  };
+  const load = Promise.all([1, 2, 3, 4].map(client));
+  try {
+    await waitFor(() => servingPids(gw, '/one/load').size === 2, 'both workers to serve the load', 10_000);
+    process.kill(victim, 'SIGKILL');
+    await waitFor(() => !alive(victim), 'the killed worker to be gone');
+    victimGone = true;
+    const before = servedSinceKill;
+    await waitFor(() => servedSinceKill > before + 20, 'requests served after the kill', 10_000);
+    let now: number[] = [];
+    await waitFor(async () => {
+      now = (await nodeInfo(gw)).pids.workers;
+      return now.length === 2 && !now.includes(victim);
+    }, 'a replacement worker', 20_000);
+    const after = servedSinceKill;
+    await waitFor(() => servedSinceKill > after + 20, 'requests served with the replacement', 10_000);
+    loading = false;
+    await load;
+    assert.deepEqual(failedSinceKill, [], 'no request sent after the kill fails');
+    return now.find((pid) => !workers.includes(pid))!;
+  } finally {
+    loading = false;
+    await load;
+  }
+}
+
 /** Both workers serve, share the store and go on serving when one of them dies; then SIGHUP and SIGTERM act on all. */
 async function exerciseNode(gw: SpawnedGateway, settings: Record<string, unknown>): Promise<void> {
   assert.equal(gw.output().match(/admin listening on/g)?.length, 1, 'the listeners are printed once for the node');
@@ -57,13 +102,9 @@ async function exerciseNode(gw: SpawnedGateway, settings: Record<string, unknown
   await waitFor(everyWorkerKnows, 'every worker to know the consumer', 1000);
   for (let i = 0; i < 4; i++) assert.equal((await request(gw.admin + '/consumers', { method: 'POST', body: { username: 'shared' } })).status, 409);
 
-  // A worker killed outright: the other keeps serving and a new one takes its place.
-  process.kill(workers[0], 'SIGKILL');
-  for (let i = 0; i < 6; i++) assert.equal((await request(gw.http + '/one/y')).status, 200, 'the node keeps serving');
-  await waitFor(async () => {
-    const now: number[] = (await nodeInfo(gw)).pids.workers;
-    return now.length === 2 && !now.includes(workers[0]);
-  }, 'a replacement worker', 20_000);
+  // A worker killed outright under load: the other keeps serving and a new one takes its place.
+  const replacement = await killWorkerUnderLoad(gw, workers);
+  await waitFor(() => servingPids(gw, '/one/load').has(replacement), 'the replacement to serve', 10_000);
   assert.ok(await everyWorkerKnows(), 'the replacement loaded the consumers');
 
   // SIGHUP: every worker switches to the new file.

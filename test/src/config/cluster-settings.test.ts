@@ -30,10 +30,11 @@ function errorsOf(...lines: string[]): string[] {
   return result.ok ? [] : result.errors.map(String);
 }
 
-test('defaults: embedded LevelDB, one process, changes seen within a second; PostgreSQL settings with their defaults', () => {
-  const { gateway } = load('_format_version: "3.0"');
+test('defaults: embedded LevelDB, a process per core, changes seen within a second; PostgreSQL settings with their defaults', () => {
+  const { gateway, oneProcessBecause } = load('_format_version: "3.0"');
   assert.equal(gateway.database, 'leveldb');
-  assert.equal(gateway.worker_processes, 1);
+  assert.equal(gateway.worker_processes, 'auto');
+  assert.equal(oneProcessBecause, null);
   assert.equal(gateway.db_update_frequency, 1);
   assert.deepEqual(
     [gateway.pg_host, gateway.pg_port, gateway.pg_user, gateway.pg_password, gateway.pg_database, gateway.pg_schema, gateway.pg_ssl, gateway.pg_ssl_verify],
@@ -107,4 +108,31 @@ test('several worker processes are refused while a configured plugin keeps its s
   // Declared entities of such a plugin count as using it (the metering plugin syncs declared meters).
   const withMeters = loadWith(bundledPlugins, '_format_version: "3.0"', 'gateway:', '  worker_processes: 2', 'meters:', '  - { key: calls, name: Calls, event_type: request, aggregation: count }');
   assert.deepEqual(withMeters.ok ? [] : withMeters.errors.map(String), ["gw.yaml:3:21: gateway.worker_processes: plugin 'metering' keeps state in one process: it runs with worker_processes: 1 only"]);
+});
+
+test('left at its default, worker_processes comes down to 1 while a plugin in use keeps state in one process, and says why', { skip: availableParallelism() === 1 && 'one core: auto is one process anyway' }, () => {
+  const single: PluginDefinition = { name: 'single', version: '1', priority: 1, configSchema: { type: 'record', fields: {} }, create: () => ({}) };
+  const shared: PluginDefinition = { ...single, name: 'shared', multiProcess: true };
+  // Multi-process itself, but it calls the services of 'single': where it runs, 'single' is in use.
+  const caller: PluginDefinition = { ...single, name: 'caller', multiProcess: true, uses: ['single'] };
+  const registry = new Map([single, shared, caller].map((p) => [p.name, p]));
+  const config = (...plugins: string[]) => ['_format_version: "3.0"', 'plugins:', ...plugins.map((p) => `  - name: ${p}`)];
+  const loaded = (...lines: string[]) => {
+    const result = loadWith(registry, ...lines);
+    assert.equal(result.ok, true, result.ok ? '' : result.errors.join('\n'));
+    return result.ok ? result.config : assert.fail();
+  };
+
+  const withSingle = loaded(...config('single', 'shared'));
+  assert.equal(withSingle.gateway.worker_processes, 1);
+  assert.equal(withSingle.oneProcessBecause, "one worker process instead of worker_processes: auto (the default): plugin 'single' keeps state in one process");
+  const withCaller = loaded(...config('caller'));
+  assert.equal(withCaller.gateway.worker_processes, 1);
+  assert.match(withCaller.oneProcessBecause ?? '', /plugin 'single' keeps state in one process/);
+  const withShared = loaded(...config('shared'));
+  assert.deepEqual([withShared.gateway.worker_processes, withShared.oneProcessBecause], ['auto', null]);
+
+  // Asked for explicitly, several processes are still refused, a plugin used through another's services included.
+  const explicit = loadWith(registry, '_format_version: "3.0"', 'gateway:', '  worker_processes: auto', 'plugins:', '  - name: caller');
+  assert.deepEqual(explicit.ok ? [] : explicit.errors.map(String), ["gw.yaml:3:21: gateway.worker_processes: plugin 'single' keeps state in one process: it runs with worker_processes: 1 only"]);
 });

@@ -1,0 +1,68 @@
+/**
+ * The plugin suites written against one in-process gateway, run again against nodes of two worker
+ * processes sharing the store (TOLLGATE_TEST_WORKERS=2: startGateway starts a real multi-process node),
+ * each in a child `node --test`. A group runs once every plugin it exercises declares `multiProcess`
+ * (read from the plugin definitions): until then it is skipped, saying which plugin it waits for.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { test } from 'node:test';
+import { bundledPlugins } from '../../../src/plugins.ts';
+
+const ROOT = resolve(import.meta.dirname, '../../..');
+const WORKERS = 2;
+/** A whole group in worker mode; each of its tests keeps the usual per-test limit. */
+const GROUP_TIMEOUT_MS = 25 * 60_000;
+
+interface SuiteGroup {
+  /** Folders under test/plugins whose *.test.ts files run. */
+  folders: string[];
+  /** The plugins the suites exercise (their fixtures included). */
+  plugins: string[];
+}
+
+const GROUPS: SuiteGroup[] = [
+  { folders: ['oauth2', 'metering'], plugins: ['oauth2', 'metering'] },
+  { folders: ['metering-and-billing', 'entitlement-enforcement'], plugins: ['metering-and-billing', 'entitlement-enforcement', 'oauth2'] },
+  { folders: ['prometheus'], plugins: ['prometheus', 'oauth2'] },
+];
+
+/** The plugins of `names` (and those whose services they call) that do not declare multiProcess yet. */
+function notYetMultiProcess(names: string[]): string[] {
+  const needed = new Set(names);
+  for (const name of needed) for (const used of bundledPlugins.get(name)?.uses ?? []) needed.add(used);
+  return [...needed].filter((name) => !bundledPlugins.get(name)?.multiProcess);
+}
+
+function suiteFiles(folder: string): string[] {
+  const dir = join(ROOT, 'test/plugins', folder);
+  return readdirSync(dir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => relative(ROOT, join(dir, f)));
+}
+
+/** Runs `files` in a child `node --test` in worker mode; resolves with its exit code and output. */
+function runInWorkerMode(files: string[]): Promise<{ code: number | null; output: string }> {
+  // Without the parent runner's context, the child reports for itself instead of to this runner.
+  const { NODE_TEST_CONTEXT: _, ...env } = process.env;
+  const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=180000', '--test-reporter=tap', ...files], {
+    cwd: ROOT,
+    env: { ...env, TOLLGATE_TEST_WORKERS: String(WORKERS) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (c) => (output += c));
+  child.stderr.on('data', (c) => (output += c));
+  return new Promise((resolvePromise) => child.once('close', (code) => resolvePromise({ code, output })));
+}
+
+for (const group of GROUPS) {
+  const waiting = notYetMultiProcess(group.plugins);
+  const name = `the ${group.folders.join(' and ')} suites pass on nodes of ${WORKERS} worker processes`;
+  const skip = waiting.length > 0 && `waits for plugin ${waiting.map((n) => `'${n}'`).join(', ')} to declare multiProcess`;
+  test(name, { skip, timeout: GROUP_TIMEOUT_MS }, async () => {
+    const { code, output } = await runInWorkerMode(group.folders.flatMap(suiteFiles));
+    const failed = output.split('\n').filter((line) => /^\s*not ok \d+ - /.test(line) && !/# SKIP/.test(line));
+    assert.equal(code, 0, `failed in worker mode:\n${failed.join('\n')}\n\n${output.slice(-4000)}`);
+  });
+}
