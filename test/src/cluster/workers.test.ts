@@ -133,11 +133,6 @@ test('LevelDB: the primary owns the store and two workers serve from it', async 
   }
 });
 
-test('several workers are refused while a configured plugin keeps its state in one process', async () => {
-  const gw = spawnGateway({ gateway: listeners, services: services('/one'), plugins: [{ name: 'metering', config: {} }] });
-  await assert.rejects(gw, /plugin 'metering' keeps state in one process: it runs with worker_processes: 1 only/);
-});
-
 const skip = postgresSkipReason();
 describe('PostgreSQL', { skip }, () => {
   let pg: ThrowawayPostgres;

@@ -105,9 +105,10 @@ test('several worker processes are refused while a configured plugin keeps its s
   assert.equal(loadWith(registry, ...config('2', 'shared')).ok, true, 'a plugin that declares multiProcess runs on several');
   assert.equal(loadWith(registry, ...config('1', 'single')).ok, true, 'one process is always fine');
   assert.equal(loadWith(registry, ...config('2'), '  - { name: single, enabled: false }').ok, true, 'a disabled instance keeps nothing');
-  // Declared entities of such a plugin count as using it (the metering plugin syncs declared meters).
-  const withMeters = loadWith(bundledPlugins, '_format_version: "3.0"', 'gateway:', '  worker_processes: 2', 'meters:', '  - { key: calls, name: Calls, event_type: request, aggregation: count }');
-  assert.deepEqual(withMeters.ok ? [] : withMeters.errors.map(String), ["gw.yaml:3:21: gateway.worker_processes: plugin 'metering' keeps state in one process: it runs with worker_processes: 1 only"]);
+  // Declared entities of such a plugin count as using it (as the metering plugin syncs declared meters).
+  const keeper: PluginDefinition = { ...single, name: 'keeper', entities: [{ name: 'keepers', schema: { type: 'record', fields: { name: { type: 'string' } } } }] };
+  const withEntities = loadWith(new Map([[keeper.name, keeper]]), '_format_version: "3.0"', 'gateway:', '  worker_processes: 2', 'keepers:', '  - { name: one }');
+  assert.deepEqual(withEntities.ok ? [] : withEntities.errors.map(String), ["gw.yaml:3:21: gateway.worker_processes: plugin 'keeper' keeps state in one process: it runs with worker_processes: 1 only"]);
 });
 
 test('left at its default, worker_processes comes down to 1 while a plugin in use keeps state in one process, and says why', { skip: availableParallelism() === 1 && 'one core: auto is one process anyway' }, () => {
