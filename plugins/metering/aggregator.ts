@@ -284,11 +284,6 @@ export class Aggregator {
     this.lease = new Lease(store, AGGREGATOR_LEASE_KEY, processId);
   }
 
-  /** The term's writer while this process aggregates, else null. */
-  get writer(): Writer | null {
-    return this.term?.writer ?? null;
-  }
-
   /** Runs for the lease now and then every second. */
   async start(): Promise<void> {
     this.unsubscribe = this.store.notices.subscribe(INBOX_TOPIC, () => this.wake?.());

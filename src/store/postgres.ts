@@ -287,6 +287,10 @@ export class PostgresStore implements StoreAdapter, PrefixedRoot {
   private async transaction<T>(sync: boolean, body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.connect();
     let broken: Error | undefined;
+    // A checked-out client has no listener of the pool's: its connection dying between two statements
+    // would otherwise be an uncaught 'error' event (the next statement fails with it anyway).
+    const lost = (err: Error) => (broken ??= err);
+    client.on('error', lost);
     try {
       await client.query(sync ? 'BEGIN; SET LOCAL synchronous_commit TO on' : 'BEGIN');
       try {
@@ -301,6 +305,7 @@ export class PostgresStore implements StoreAdapter, PrefixedRoot {
       broken ??= isConnectionError(err) ? (err as Error) : undefined;
       throw err;
     } finally {
+      client.off('error', lost);
       client.release(broken);
     }
   }
