@@ -1,9 +1,10 @@
 /**
  * A node of several worker processes (real processes, `worker_processes: 2`): one set of listener
  * lines, one node_id, every worker serving; runtime consumers seen by every worker; a worker killed
- * with SIGKILL under load is replaced while the other serves every request sent meanwhile; SIGHUP reloads every worker; SIGTERM stops
- * the whole node with exit 0. With LevelDB (the primary owns the database) and with PostgreSQL (every
- * worker a client). Several workers are refused while a plugin keeps its state in one process.
+ * with SIGKILL under load is replaced while the other serves every request sent meanwhile; SIGHUP
+ * reloads every worker; SIGTERM stops the whole node with exit 0. With LevelDB (the primary owns the
+ * database) and with PostgreSQL (every worker a client). Several workers are refused while a plugin
+ * keeps its state in one process.
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
