@@ -338,8 +338,13 @@ async function runWorker(configFile: string): Promise<number> {
   process.on('SIGHUP', () => {});
   process.on('SIGINT', () => {});
   process.once('SIGTERM', stop);
-  // The primary is gone: nothing supervises this worker any more.
-  process.once('disconnect', stop);
+  // The primary is gone: nothing supervises this worker any more. Its stop may wait for what only the
+  // primary answers (closing a shared listening socket, the store): past the usual bound it exits anyway.
+  process.once('disconnect', () => {
+    stop();
+    const bound = (gateway?.config.gateway.shutdown_timeout ?? 0) + STOP_GRACE_MS;
+    setTimeout(() => exited(1), bound).unref();
+  });
 
   const store = process.env.TOLLGATE_STORE === 'ipc' ? new RemoteStore(new Socket({ fd: STORE_FD, readable: true, writable: true })) : undefined;
   try {

@@ -55,11 +55,40 @@ function writeConfig(config: Record<string, any>, dataDir: string, file?: string
 }
 
 const tempDirs: string[] = [];
-// Removed when the test file's (or the bench's) process ends: data directories of a bench run hold
-// hundreds of MB, and every run would leave its own behind.
+/**
+ * Spawned gateways still running, each the leader of its own process group: none outlives this process,
+ * a node's workers included (a worker whose primary and stdout reader are gone at once may never exit).
+ */
+const running = new Set<ChildProcess>();
+const killRunning = () => {
+  for (const child of running) {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+};
+// When the test file's (or the bench's) process ends: first the gateways go (they write in the data
+// directories), then the directories (those of a bench run hold hundreds of MB, and every run would
+// leave its own behind).
 process.once('exit', () => {
-  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+  killRunning();
+  for (const dir of tempDirs) {
+    try {
+      rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // A process of another test still writing there: the system's temp cleaning takes it.
+    }
+  }
 });
+// The test runner stops a file that ran out of time with a signal, which skips 'exit'.
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    killRunning();
+    process.kill(process.pid, signal);
+  });
+}
 
 /** A fresh directory under the system's temp dir, removed when this process exits. */
 export function tempDir(prefix = 'tollgate-test-'): string {
@@ -167,9 +196,13 @@ export async function spawnGateway(config: Record<string, any>, options: StartOp
   const child = spawn(process.execPath, ['--max-semi-space-size=64', '--import', 'tsx', CLI, 'start', '--config', configFile], {
     cwd: resolve(import.meta.dirname, '../..'),
     stdio: ['ignore', 'pipe', 'pipe'],
+    // A process group of its own (the node's workers join it): killRunning ends them all.
+    detached: true,
   });
   let out = '';
+  running.add(child);
   const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+  void exited.then(() => running.delete(child));
   const urls = await new Promise<string[]>((res, rej) => {
     const expected = (config.gateway?.proxy_listen ?? DEFAULT_LISTENERS.proxy_listen).length + (config.gateway?.admin_listen ?? DEFAULT_LISTENERS.admin_listen).length;
     const onData = (chunk: Buffer) => {
