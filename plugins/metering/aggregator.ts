@@ -251,6 +251,25 @@ export async function awaitDrained(store: Store, waitMs = DRAIN_WAIT_MS): Promis
   }
 }
 
+/** Drains the oldest inbox entries (a few batches of `batchEvents`) through `writer`; returns how many. */
+export async function drainInboxRound(store: Store, writer: Writer, batchEvents: number): Promise<number> {
+  const budget = ROUND_BATCHES * batchEvents;
+  const keys: string[] = [];
+  let events = 0;
+  for await (const [key, count] of store.scan({ prefix: INBOX_PREFIX, limit: ROUND_ENTRIES })) {
+    keys.push(key);
+    events += Number(count);
+    if (events >= budget) break;
+  }
+  if (keys.length === 0) return 0;
+  const bodies = await store.getMany(keys.map(inboxBodyKey));
+  // Every submit settles before the next round reads the inbox again: none is drained twice at once.
+  const results = await Promise.allSettled(keys.map((key, i) => writer.submit(eventsOf(bodies[i]), Infinity, [key, inboxBodyKey(key)])));
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return keys.length;
+}
+
 /** What a process does while it holds the lease: built anew for each term, on the fenced store. */
 export interface Term {
   /** The single writer of this term (opened, i.e. its state rebuilt from the store). */
@@ -351,23 +370,8 @@ export class Aggregator {
     }
   }
 
-  /** Drains the oldest inbox entries (a few batches' worth) through the writer; returns how many. */
-  private async drainRound(writer: Writer): Promise<number> {
-    const budget = ROUND_BATCHES * this.batchEvents();
-    const keys: string[] = [];
-    let events = 0;
-    for await (const [key, count] of this.store.scan({ prefix: INBOX_PREFIX, limit: ROUND_ENTRIES })) {
-      keys.push(key);
-      events += Number(count);
-      if (events >= budget) break;
-    }
-    if (keys.length === 0) return 0;
-    const bodies = await this.store.getMany(keys.map(inboxBodyKey));
-    // Every submit settles before the next round reads the inbox again: none is drained twice at once.
-    const results = await Promise.allSettled(keys.map((key, i) => writer.submit(eventsOf(bodies[i]), Infinity, [key, inboxBodyKey(key)])));
-    const failed = results.find((r) => r.status === 'rejected');
-    if (failed) throw failed.reason;
-    return keys.length;
+  private drainRound(writer: Writer): Promise<number> {
+    return drainInboxRound(this.store, writer, this.batchEvents());
   }
 
   /** Ends this process's part: the term (handing the lease over) and the election. */

@@ -17,7 +17,7 @@ import { BodyError, prepareEvents, type PreparedEvent, type StoredEvent } from '
 import { formatUtc } from './time.ts';
 import { eventProblem } from './values.ts';
 import { Writer, type CommittedListener, type WriterOptions } from './writer.ts';
-import { Aggregator, awaitDrained, LeaseLostError, ProcessInbox, type Term } from './aggregator.ts';
+import { Aggregator, awaitDrained, drainInboxRound, LeaseLostError, ProcessInbox, type Term } from './aggregator.ts';
 import { MeterCommands, MeterCommandTimeout, type MeterCommand, type MeterReply } from './meter-commands.ts';
 
 export class ServiceError extends Error {
@@ -154,6 +154,7 @@ export class MeteringService {
     await this.meters.load(this.store);
     if (this.local) {
       await this.local.writer.open();
+      await this.drainLeftInbox(this.local.writer);
       this.local.maintenance.start();
       const pending = this.meters.pendingBackfills();
       if (pending.length) this.log.info({ meters: pending.map((m) => m.key) }, 'metering: resuming backfills');
@@ -164,6 +165,16 @@ export class MeteringService {
       await this.aggregator!.start();
     }
     this.subjectsIndexed = this.indexStoredSubjects().catch((err) => this.log.error({ err }, 'metering: indexing the subjects of stored events failed'));
+  }
+
+  /**
+   * Events an earlier run on this store with several processes acknowledged into an inbox and did not
+   * aggregate before it stopped (worker_processes turned down to 1): counted before anything else.
+   */
+  private async drainLeftInbox(writer: Writer): Promise<void> {
+    let drained = 0;
+    for (let round; (round = await drainInboxRound(this.store, writer, writer.options.batchMaxEvents)) > 0; ) drained += round;
+    if (drained > 0) this.log.info({ entries: drained }, 'metering: aggregated the inbox entries an earlier run with several processes left');
   }
 
   /**

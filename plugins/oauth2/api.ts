@@ -140,7 +140,7 @@ class TokenAdmin {
   async create(body: Record<string, any>): Promise<AdminReply> {
     const { value, issues } = validate<Record<string, any>>(tokenCreateSchema, body);
     if (issues.length) throw new SchemaViolationError(issues);
-    const credential = this.deps.credentials.byId(referenceOf(value.credential) ?? '');
+    const credential = await this.deps.credentials.currentById(referenceOf(value.credential) ?? '');
     if (!credential) throw new ForeignKeyViolationError('credential', 'oauth2_credentials', String(referenceOf(value.credential)));
     const service = referenceOf(value.service);
     const issued = await uniqueValues(value, () => this.deps.tokens.issue({

@@ -58,6 +58,11 @@ export class CredentialDirectory {
     return this.entities.byId(id);
   }
 
+  /** `byId`, or what the store holds when another process created it a moment ago (admin API). */
+  currentById(id: string): Promise<OAuth2Credential | undefined> {
+    return this.entities.currentById(id);
+  }
+
   /** By the admin API's key: an id when UUID-shaped, else a client_id (Kong's endpoint-key rule). */
   find(idOrClientId: string): OAuth2Credential | undefined {
     return isUuid(idOrClientId) ? this.byId(idOrClientId) : this.byClientId(idOrClientId);

@@ -68,10 +68,10 @@ class EntityAdmin<T extends Entity> {
     const routes: AdminRoute[] = [
       { method: 'GET', path: top, handler: (req) => this.list(req) },
       { method: 'POST', path: top, handler: (req) => this.create(req) },
-      { method: 'GET', path: `${top}/:key`, handler: (req) => this.show(this.existing(req.params.key)) },
+      { method: 'GET', path: `${top}/:key`, handler: async (req) => this.show(await this.existing(req.params.key)) },
       { method: 'PUT', path: `${top}/:key`, handler: (req) => this.put(req) },
-      { method: 'PATCH', path: `${top}/:key`, handler: (req) => this.patch(req, this.existing(req.params.key)) },
-      { method: 'DELETE', path: `${top}/:key`, handler: (req) => this.delete(this.find(req.params.key), true) },
+      { method: 'PATCH', path: `${top}/:key`, handler: async (req) => this.patch(req, await this.existing(req.params.key)) },
+      { method: 'DELETE', path: `${top}/:key`, handler: async (req) => this.delete(await this.find(req.params.key), true) },
     ];
     if (!this.parent || !this.parentField) return routes;
     const parentName = this.parent.definition.admin?.name ?? this.parent.definition.name;
@@ -79,19 +79,19 @@ class EntityAdmin<T extends Entity> {
     routes.push(
       // The credential's owner.
       { method: 'GET', path: `${top}/:key/${this.parentField}`, handler: (req) => this.owner(req.params.key) },
-      { method: 'GET', path: nested, handler: (req) => this.list(req, this.parentOf(req)) },
-      { method: 'POST', path: nested, handler: (req) => this.create(req, this.parentOf(req)) },
-      { method: 'GET', path: `${nested}/:key`, handler: (req) => this.show(this.nestedExisting(req)) },
-      { method: 'PUT', path: `${nested}/:key`, handler: (req) => this.put(req, this.parentOf(req)) },
-      { method: 'PATCH', path: `${nested}/:key`, handler: (req) => this.patch(req, this.nestedExisting(req), this.parentOf(req)) },
-      { method: 'DELETE', path: `${nested}/:key`, handler: (req) => this.delete(this.nestedExisting(req), false) },
+      { method: 'GET', path: nested, handler: async (req) => this.list(req, await this.parentOf(req)) },
+      { method: 'POST', path: nested, handler: async (req) => this.create(req, await this.parentOf(req)) },
+      { method: 'GET', path: `${nested}/:key`, handler: async (req) => this.show(await this.nestedExisting(req)) },
+      { method: 'PUT', path: `${nested}/:key`, handler: async (req) => this.put(req, await this.parentOf(req)) },
+      { method: 'PATCH', path: `${nested}/:key`, handler: async (req) => this.patch(req, await this.nestedExisting(req), await this.parentOf(req)) },
+      { method: 'DELETE', path: `${nested}/:key`, handler: async (req) => this.delete(await this.nestedExisting(req), false) },
     );
     return routes;
   }
 
   // -- reads ------------------------------------------------------------------------------------------
 
-  private list(req: AdminRequest, parent?: Entity): AdminReply {
+  private async list(req: AdminRequest, parent?: Entity): Promise<AdminReply> {
     // `?username=…`, `?custom_id=…`, `?key=…`: the entity a unique field names, as a list of one (or none).
     const field = this.lookupFields().find((f) => req.query.has(f));
     if (field) return this.lookup(field, req.query.get(field)!, parent);
@@ -105,8 +105,8 @@ class EntityAdmin<T extends Entity> {
   }
 
   /** `?<unique field>=<value>`: the one match (or none) as a list. */
-  private lookup(field: string, value: string, parent: Entity | undefined): AdminReply {
-    const found = this.directory.find(field, value);
+  private async lookup(field: string, value: string, parent: Entity | undefined): Promise<AdminReply> {
+    const found = await this.directory.currentBy(field, value);
     const owner = found ? this.directory.parentOf(found) : undefined;
     const matches = found && (!parent || owner?.id === parent.id);
     const shown = matches ? { ...this.view(found), ...(this.options.expandParentOnLookup && owner ? { [this.parentField!]: owner } : {}) } : undefined;
@@ -118,8 +118,8 @@ class EntityAdmin<T extends Entity> {
     return { status: 200, body: this.view(entity) };
   }
 
-  private owner(key: string): AdminReply {
-    const entity = this.find(key);
+  private async owner(key: string): Promise<AdminReply> {
+    const entity = await this.find(key);
     const owner = entity ? this.directory.parentOf(entity) : undefined;
     if (!owner) throw new NotFoundError();
     return { status: 200, body: owner };
@@ -137,36 +137,39 @@ class EntityAdmin<T extends Entity> {
 
   // -- lookups ----------------------------------------------------------------------------------------
 
-  /** By id when the key is UUID-shaped, else by the endpoint key (Kong's rule); only that one field. */
-  private find(key: string): T | undefined {
-    if (isUuid(key)) return this.directory.byId(key);
+  /**
+   * By id when the key is UUID-shaped, else by the endpoint key (Kong's rule); only that one field. What
+   * another process wrote a moment ago is found too (the directory reads the store on a miss).
+   */
+  private find(key: string): Promise<T | undefined> {
+    if (isUuid(key)) return this.directory.currentById(key);
     const endpointKey = this.definition.endpointKey;
-    return endpointKey ? this.directory.find(endpointKey, key) : undefined;
+    return endpointKey ? this.directory.currentBy(endpointKey, key) : Promise.resolve(undefined);
   }
 
-  private existing(key: string): T {
-    const found = this.find(key);
+  private async existing(key: string): Promise<T> {
+    const found = await this.find(key);
     if (!found) throw new NotFoundError();
     return found;
   }
 
   /** The parent the URL names; 404 when there is none. */
-  private parentOf(req: AdminRequest): Entity {
-    const parent = referenced(this.parent!, req.params.parent);
+  private async parentOf(req: AdminRequest): Promise<Entity> {
+    const parent = await referenced(this.parent!, req.params.parent);
     if (!parent) throw new NotFoundError();
     return parent;
   }
 
   /** A child under `/consumers/{c}/...`: by id or endpoint key, or by its `uniqueInParent` value; it must be that parent's. */
-  private nestedFind(req: AdminRequest): T | undefined {
-    const parent = this.parentOf(req);
+  private async nestedFind(req: AdminRequest): Promise<T | undefined> {
+    const parent = await this.parentOf(req);
     const key = req.params.key;
-    const found = this.find(key) ?? (isUuid(key) ? undefined : this.directory.findInParent(parent.id, key));
+    const found = (await this.find(key)) ?? (isUuid(key) ? undefined : await this.directory.currentInParent(parent.id, key));
     return found && this.directory.parentOf(found)?.id === parent.id ? found : undefined;
   }
 
-  private nestedExisting(req: AdminRequest): T {
-    const found = this.nestedFind(req);
+  private async nestedExisting(req: AdminRequest): Promise<T> {
+    const found = await this.nestedFind(req);
     if (!found) throw new NotFoundError();
     return found;
   }
@@ -180,7 +183,7 @@ class EntityAdmin<T extends Entity> {
   /** Kong's upsert: the URL's key is the id when UUID-shaped, else the endpoint key (or, nested, the child's name). */
   private async put(req: AdminRequest, parent?: Entity): Promise<AdminReply> {
     const key = req.params.key;
-    const existing = parent ? this.nestedFind(req) : this.find(key);
+    const existing = parent ? await this.nestedFind(req) : await this.find(key);
     return this.write({ ...this.bodyOf(req), [this.fieldNamedBy(key, parent !== undefined)]: key }, { method: 'PUT', parent, existing }, 200);
   }
 
@@ -238,7 +241,7 @@ class EntityAdmin<T extends Entity> {
     if (existing && this.directory.isDeclared(existing)) throw declaredEntityReadOnly(this.definition.name, method);
     const { id, created_at, ttl, [this.parentField ?? '']: parentRef, ...given } = body;
     const issues: Issue[] = [];
-    const parent = this.resolveParent(context, parentRef, issues);
+    const parent = await this.resolveParent(context, parentRef, issues);
     const fields = method === 'PATCH' && existing ? { ...this.fieldsOf(existing), ...given } : given;
     const validated = validate<Record<string, any>>(this.definition.schema, fields);
     issues.push(...validated.issues, ...validate(CREATED_AT, created_at, ['created_at']).issues);
@@ -258,7 +261,7 @@ class EntityAdmin<T extends Entity> {
    * The parent of a written child: the URL's, else the body's reference (required when creating, kept when
    * a PATCH names none). A missing one is a schema violation, an unknown one a foreign key violation.
    */
-  private resolveParent(context: WriteContext<T>, ref: unknown, issues: Issue[]): Entity | undefined {
+  private async resolveParent(context: WriteContext<T>, ref: unknown, issues: Issue[]): Promise<Entity | undefined> {
     if (!this.parent || !this.parentField) return undefined;
     if (context.parent) return context.parent;
     if (ref === undefined || ref === null) {
@@ -266,7 +269,7 @@ class EntityAdmin<T extends Entity> {
       if (this.definition.parent?.required !== false) issues.unshift({ path: [this.parentField], message: 'required field missing' });
       return undefined;
     }
-    const parent = referenced(this.parent, ref);
+    const parent = await referenced(this.parent, ref);
     if (!parent) throw new ForeignKeyViolationError(this.parentField, this.parent.definition.name, referenceText(ref));
     return parent;
   }
@@ -312,14 +315,14 @@ class EntityAdmin<T extends Entity> {
  * plain string the id when UUID-shaped and the endpoint key otherwise (Kong's rule). Never both, or an
  * entity named like another's id would stand in for it.
  */
-export function referenced(directory: ParentDirectory, ref: unknown): Entity | undefined {
+export async function referenced(directory: ParentDirectory, ref: unknown): Promise<Entity | undefined> {
   const endpointKey = directory.definition.endpointKey;
-  if (typeof ref === 'string') return isUuid(ref) ? directory.byId(ref) : endpointKey ? directory.find(endpointKey, ref) : undefined;
+  if (typeof ref === 'string') return isUuid(ref) ? directory.currentById(ref) : endpointKey ? directory.currentBy(endpointKey, ref) : undefined;
   if (typeof ref !== 'object' || ref === null) return undefined;
   const { id } = ref as Record<string, unknown>;
-  if (typeof id === 'string') return directory.byId(id);
+  if (typeof id === 'string') return directory.currentById(id);
   const key = endpointKey ? (ref as Record<string, unknown>)[endpointKey] : undefined;
-  return typeof key === 'string' ? directory.find(endpointKey!, key) : undefined;
+  return typeof key === 'string' ? directory.currentBy(endpointKey!, key) : undefined;
 }
 
 function referenceText(ref: unknown): string {

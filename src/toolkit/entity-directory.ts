@@ -45,6 +45,8 @@ export interface ParentDirectory {
   readonly definition: EntityDefinition;
   byId(id: string): Entity | undefined;
   find(field: string, value: string): Entity | undefined;
+  currentById(id: string): Promise<Entity | undefined>;
+  currentBy(field: string, value: string): Promise<Entity | undefined>;
   adopt(child: EntityDirectory): void;
 }
 
@@ -157,6 +159,29 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
   findInParent(parentId: string, value: string): T | undefined {
     const field = this.definition.uniqueInParent;
     return field ? this.find(field, inParent(parentId, value)) : undefined;
+  }
+
+  /**
+   * `byId`, or when this process does not know the id, the record the store holds now: another process
+   * may have created it a moment ago, before its notice arrived here. For the admin API, whose client's
+   * next request may reach another worker or node than the one that wrote.
+   */
+  async currentById(id: string): Promise<T | undefined> {
+    return this.byId(id) ?? (await this.reread(id));
+  }
+
+  /** `find`, or on a miss the entity the store's claim of that value names (see `currentById`). */
+  async currentBy(field: string, value: string): Promise<T | undefined> {
+    const found = this.find(field, value);
+    if (found) return found;
+    const owner = await this.store.get(this.claimKey(field, this.storedValue(field, value)));
+    return owner === undefined ? undefined : this.currentById(owner);
+  }
+
+  /** `findInParent`, or on a miss what the store holds (see `currentById`). */
+  async currentInParent(parentId: string, value: string): Promise<T | undefined> {
+    const field = this.definition.uniqueInParent;
+    return field ? this.currentBy(field, inParent(parentId, value)) : undefined;
   }
 
   /** Every live entity: the declared ones in file order, then the runtime ones. */

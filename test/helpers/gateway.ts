@@ -180,6 +180,10 @@ export interface SpawnedGateway extends GatewayUrls {
   child: ChildProcess;
   /** Resolves with the exit code (null when killed by a signal). */
   exited: Promise<number | null>;
+  /**
+   * Signals the node: its primary (which coordinates its workers), except SIGKILL, which reaches every
+   * process of the node at once, as a crash of its machine or `systemctl kill -s KILL` would.
+   */
   kill(signal?: NodeJS.Signals): void;
   output(): string;
 }
@@ -226,7 +230,14 @@ export async function spawnGateway(config: Record<string, any>, options: StartOp
     dataDir,
     configFile,
     exited,
-    kill: (signal = 'SIGTERM') => void child.kill(signal),
+    kill: (signal = 'SIGTERM') => {
+      if (signal !== 'SIGKILL') return void child.kill(signal);
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // The group is gone already.
+      }
+    },
     output: () => out,
   };
 }
