@@ -110,6 +110,8 @@ test('kill -9 mid-traffic with a remote endpoint: after a restart every answered
   // A short request timeout keeps the lease of a batch in flight at the kill short (timeout + 2 s).
   const config = fixtureConfig({
     upstream: upstream.url,
+    // One process: the drained queue is read from /metrics (see remote.test.ts).
+    gateway: { worker_processes: 1 },
     plugin: {
       ingest_endpoint: `${receiver.https}${ROUTE_PATH}/events`, api_token: receiverApi.token, ssl_verify: false, timeout: 1000,
       queue: { max_batch_size: 50, max_coalescing_delay: 0.05 },

@@ -177,7 +177,9 @@ test('a full queue drops its oldest events, counted and logged as Kong does', as
   await receiver.stop();
   const sender = await spawnGateway(fixtureConfig({
     upstream: upstream.url,
-    gateway: { log_level: 'info' },
+    // One process: the queue's counts are read from /metrics while they move (a node of several
+    // workers answers a scrape with each worker's last report).
+    gateway: { log_level: 'info', worker_processes: 1 },
     plugin: remotePlugin(`https://127.0.0.1:${port}${ROUTE_PATH}/events`, token, { max_entries: 5, max_batch_size: 5, max_coalescing_delay: 3600, max_retry_time: 600 }),
   }));
   try {
