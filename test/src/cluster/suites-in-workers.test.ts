@@ -1,8 +1,9 @@
 /**
  * The plugin suites written against one in-process gateway, run again against nodes of two worker
  * processes sharing the store (TOLLGATE_TEST_WORKERS=2: startGateway starts a real multi-process node),
- * each in a child `node --test`. A group runs once every plugin it exercises declares `multiProcess`
- * (read from the plugin definitions): until then it is skipped, saying which plugin it waits for.
+ * each in a child `node --test`, when TOLLGATE_WORKER_SUITES=1 is set (they take as long as the rest of
+ * the suite). A group runs once every plugin it exercises declares `multiProcess` (read from the plugin
+ * definitions): until then it is skipped, saying which plugin it waits for.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -59,7 +60,9 @@ function runInWorkerMode(files: string[]): Promise<{ code: number | null; output
 for (const group of GROUPS) {
   const waiting = notYetMultiProcess(group.plugins);
   const name = `the ${group.folders.join(' and ')} suites pass on nodes of ${WORKERS} worker processes`;
-  const skip = waiting.length > 0 && `waits for plugin ${waiting.map((n) => `'${n}'`).join(', ')} to declare multiProcess`;
+  const skip = waiting.length > 0
+    ? `waits for plugin ${waiting.map((n) => `'${n}'`).join(', ')} to declare multiProcess`
+    : !process.env.TOLLGATE_WORKER_SUITES && 'runs with TOLLGATE_WORKER_SUITES=1 (the suites again on worker nodes: about a quarter of an hour)';
   test(name, { skip, timeout: GROUP_TIMEOUT_MS }, async () => {
     const { code, output } = await runInWorkerMode(group.folders.flatMap(suiteFiles));
     const failed = output.split('\n').filter((line) => /^\s*not ok \d+ - /.test(line) && !/# SKIP/.test(line));
