@@ -103,7 +103,8 @@ test('an authenticated request names its consumer and credential in the access l
   const issuer = tokenIssuerConfig();
   const gw = await spawnGateway({
     ...issuer,
-    gateway: { log_level: 'info' },
+    // One process: the core's request counters on /metrics are the answering worker's.
+    gateway: { log_level: 'info', worker_processes: 1 },
     services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'private', paths: ['/private'], plugins: [oauth2Plugin()] }] }],
   });
   t.after(() => gw.kill('SIGKILL'));
