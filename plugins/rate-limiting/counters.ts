@@ -15,13 +15,20 @@
 import type { Store } from '../../src/pipeline/plugin-api.ts';
 import { windowEnd, windowStart, type Period } from './periods.ts';
 
+/** The windows a configuration limits and their limits (one per period); `id` names the pair, made once per configuration. */
+export interface WindowLimits {
+  periods: readonly Period[];
+  values: readonly number[];
+  id: string;
+}
+
 export interface Counters {
   /**
-   * Counts one request in the windows of `periods` holding now, unless one of them has reached its limit
-   * (`limits`, one per period). Answers each window's count before this request: the request is admitted
-   * when every count is below its limit.
+   * Counts one request in the windows of `limits.periods` holding now, unless one of them has reached its
+   * limit. Answers each window's count before this request: the request is admitted when every count is
+   * below its limit.
    */
-  consume(key: string, periods: readonly Period[], limits: readonly number[], now: number): number[] | Promise<number[]>;
+  consume(key: string, limits: WindowLimits, now: number): number[] | Promise<number[]>;
 }
 
 /**
@@ -39,10 +46,10 @@ interface Window {
 export class MemoryCounters implements Counters {
   private readonly windows = new Map<Period, Window>();
 
-  consume(key: string, periods: readonly Period[], limits: readonly number[], now: number): number[] {
+  consume(key: string, { periods, values }: WindowLimits, now: number): number[] {
     const windows = periods.map((period) => this.window(period, now).counts);
     const usage = windows.map((counts) => counts.get(key) ?? 0);
-    if (!admits(usage, limits)) return usage;
+    if (!admits(usage, values)) return usage;
     for (const counts of windows) {
       counts.set(key, (counts.get(key) ?? 0) + 1);
       if (counts.size > MAX_KEYS_PER_WINDOW) counts.delete(counts.keys().next().value!);
@@ -67,8 +74,7 @@ interface Waiter {
 /** The requests of one counter key and limits waiting in this process for the next compare-and-set. */
 interface Queue {
   key: string;
-  periods: readonly Period[];
-  limits: readonly number[];
+  limits: WindowLimits;
   waiters: Waiter[];
   /** A round is under way (new waiters join the next one). */
   draining: boolean;
@@ -86,9 +92,9 @@ export class StoreCounters implements Counters {
 
   constructor(private readonly store: Store) {}
 
-  consume(key: string, periods: readonly Period[], limits: readonly number[]): Promise<number[]> {
-    const id = `${key}#${periods.join(',')}#${limits.join(',')}`;
-    const queue = this.queues.get(id) ?? { key, periods, limits, waiters: [], draining: false };
+  consume(key: string, limits: WindowLimits): Promise<number[]> {
+    const id = `${key}#${limits.id}`;
+    const queue = this.queues.get(id) ?? { key, limits, waiters: [], draining: false };
     this.queues.set(id, queue);
     const usage = new Promise<number[]>((resolve, reject) => queue.waiters.push({ resolve, reject }));
     if (!queue.draining) void this.drain(id, queue);
@@ -114,7 +120,7 @@ export class StoreCounters implements Counters {
    * Admits up to `requests` at once: reads the windows' counts and adds what fits under every limit, if no
    * one changed them meanwhile (else reads again). Answers each request's usage before it, in order.
    */
-  private async admit({ key, periods, limits }: Queue, requests: number): Promise<number[][]> {
+  private async admit({ key, limits: { periods, values: limits } }: Queue, requests: number): Promise<number[][]> {
     for (;;) {
       const now = Date.now();
       const keys = periods.map((period) => `${period}|${windowStart(period, now)}|${key}`);

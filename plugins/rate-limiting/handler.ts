@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PluginApi, PluginEntity, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { MemoryCounters, StoreCounters, type Counters } from './counters.ts';
+import { MemoryCounters, StoreCounters, type Counters, type WindowLimits } from './counters.ts';
 import { PERIOD_SECONDS, PERIODS, windowStart, type Period } from './periods.ts';
 import type { RateLimitingConfig } from './schema.ts';
 
@@ -22,7 +22,7 @@ const HEADER = {
 };
 
 /** The limits of one config, computed once per configuration object. */
-interface Limits {
+interface Limits extends WindowLimits {
   periods: Period[];
   values: number[];
   /** The values as header text. */
@@ -42,7 +42,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig>
       const limits = limitsOf(config);
       const key = counterKey(plugin, identifierOf(ctx, config));
       const now = Date.now();
-      const usage = counters.consume(key, limits.periods, limits.values, now);
+      const usage = counters.consume(key, limits, now);
       if (!(usage instanceof Promise)) return decide(ctx, config, limits, usage, now);
       return usage.then(
         (counted) => decide(ctx, config, limits, counted, now),
@@ -57,7 +57,7 @@ function limitsOf(config: RateLimitingConfig): Limits {
   if (!limits) {
     const periods = PERIODS.filter((p) => typeof config[p] === 'number');
     const values = periods.map((p) => config[p] as number);
-    limits = { periods, values, texts: values.map(String) };
+    limits = { periods, values, id: `${periods.join(',')}#${values.join(',')}`, texts: values.map(String) };
     limitsByConfig.set(config, limits);
   }
   return limits;
