@@ -12,6 +12,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { after, before } from 'node:test';
 import pg from 'pg';
 
 export interface ThrowawayPostgres {
@@ -111,6 +112,37 @@ function watchdog(pid: number, dir: string, dataDir: string): void {
   const stop = [file, ...argv].map((a) => `'${a}'`).join(' ');
   const script = `while kill -0 ${pid} 2>/dev/null; do sleep 1; done; ${stop} >/dev/null 2>&1; rm -rf '${dir}'`;
   spawn('sh', ['-c', script], { detached: true, stdio: 'ignore' }).unref();
+}
+
+export interface PostgresSuite {
+  /** The suite's cluster (started before its tests). */
+  readonly pg: ThrowawayPostgres;
+  /** Stops `stop`'s node after the suite's tests, before the cluster (the last tracked first). */
+  track(stop: () => Promise<unknown>): void;
+  /** A fresh schema name: nodes on it share a store of their own. */
+  schema(prefix: string): string;
+}
+
+/** For a describe block of gateway nodes on one throwaway cluster (see PostgresSuite). */
+export function postgresForSuite(): PostgresSuite {
+  let cluster: ThrowawayPostgres | undefined;
+  const stops: (() => Promise<unknown>)[] = [];
+  let schemas = 0;
+  before(async () => {
+    cluster = await startPostgres();
+  });
+  after(async () => {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    await cluster?.stop();
+  });
+  return {
+    get pg() {
+      if (!cluster) throw new Error('the cluster starts before the suite\'s tests');
+      return cluster;
+    },
+    track: (stop) => void stops.push(stop),
+    schema: (prefix) => `${prefix}_${++schemas}`,
+  };
 }
 
 export async function startPostgres(options: PostgresOptions = {}): Promise<ThrowawayPostgres> {

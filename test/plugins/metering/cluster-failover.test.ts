@@ -4,31 +4,22 @@
  * acknowledged is lost, nothing is counted twice, and the survivor takes aggregation over.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { spawnGateway, startGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
-import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
 import { crash, inParallel } from './catalogue-support.ts';
 import { aggregating, apiOf, batchesOf, config, expectedOf, makeEvents, post, postUntilAcknowledged, TYPE, usageOn } from './cluster-support.ts';
 
 describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgresSkipReason() }, () => {
-  let pg: ThrowawayPostgres;
-  const stops: (() => Promise<unknown>)[] = [];
-
-  before(async () => {
-    pg = await startPostgres();
-  });
-  after(async () => {
-    for (const stop of stops.reverse()) await stop().catch(() => undefined);
-    await pg.stop();
-  });
+  const suite = postgresForSuite();
 
   test('kill -9 of the aggregating node mid-ingest, producers retrying against the survivor: exact totals, the survivor aggregates', async (t) => {
     const schema = 'failover';
-    const first: SpawnedGateway = await spawnGateway(config(pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
-    stops.push(() => crash(first));
+    const first: SpawnedGateway = await spawnGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    suite.track(() => crash(first));
     assert.ok(await aggregating(first.admin), 'the first node aggregates');
-    const survivor = await startGateway(config(pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
-    stops.push(() => survivor.stop());
+    const survivor = await startGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    suite.track(() => survivor.stop());
     assert.equal(await aggregating(survivor.admin), false);
 
     const events = makeEvents('kill', 4_000);

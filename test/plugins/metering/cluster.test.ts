@@ -4,33 +4,22 @@
  * same moment counts once; a meter created on one node is served by the other at once.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { startGateway, type TestGateway } from '../../helpers/gateway.ts';
-import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
 import { totalOf, inParallel } from './catalogue-support.ts';
 import { apiOf, batchesOf, config, expectedOf, makeEvents, shuffled, TYPE, usageOn } from './cluster-support.ts';
 
 describe('metering on nodes sharing PostgreSQL', { skip: postgresSkipReason() }, () => {
-  let pg: ThrowawayPostgres;
-  let schemas = 0;
-  const stops: (() => Promise<unknown>)[] = [];
-
-  before(async () => {
-    pg = await startPostgres();
-  });
-  after(async () => {
-    for (const stop of stops.reverse()) await stop().catch(() => undefined);
-    await pg.stop();
-  });
-
-  const settings = (schema: string) => pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 });
+  const suite = postgresForSuite();
+  const settings = (schema: string) => suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 });
 
   async function twoNodes(): Promise<[TestGateway, TestGateway]> {
-    const schema = `metering_${++schemas}`;
+    const schema = suite.schema('metering');
     const a = await startGateway(config(settings(schema)));
-    stops.push(() => a.stop());
+    suite.track(() => a.stop());
     const b = await startGateway(config(settings(schema)));
-    stops.push(() => b.stop());
+    suite.track(() => b.stop());
     return [a, b];
   }
 

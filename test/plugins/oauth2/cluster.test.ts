@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request, spawnGateway, startGateway, startUpstream, type Reply, type SpawnedGateway, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
 import { waitFor } from '../../src/support.ts';
 
 const skip = postgresSkipReason();
@@ -38,27 +38,19 @@ const OAUTH2 = {
 };
 
 describe('oauth2 on nodes sharing one PostgreSQL', { skip }, () => {
-  let pg: ThrowawayPostgres;
+  const suite = postgresForSuite();
   let upstream: Upstream;
-  const gateways: TestGateway[] = [];
-  let schemas = 0;
-
   before(async () => {
-    pg = await startPostgres();
     upstream = await startUpstream();
   });
-  after(async () => {
-    for (const g of gateways) await g.stop().catch(() => undefined);
-    await upstream.close();
-    await pg.stop();
-  });
+  after(() => upstream.close());
 
   /** `count` nodes on a fresh schema, one after the other (each migrates under the lock on start). */
   const nodes = async (count: number, oauth2: Record<string, unknown> = {}): Promise<TestGateway[]> => {
-    const config = oauth2Config(upstream, pg.settings({ pg_schema: `oauth2_${++schemas}`, db_update_frequency: 0.2 }), oauth2);
+    const config = oauth2Config(upstream, suite.pg.settings({ pg_schema: suite.schema('oauth2'), db_update_frequency: 0.2 }), oauth2);
     const started: TestGateway[] = [];
     for (let i = 0; i < count; i++) started.push(await startGateway(config));
-    gateways.push(...started);
+    for (const gw of started) suite.track(() => gw.stop());
     return started;
   };
 

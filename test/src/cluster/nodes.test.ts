@@ -9,40 +9,32 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
-import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { request, startGateway, startUpstream, type Upstream } from '../../helpers/gateway.ts';
+import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
 import { startWithRegistry, waitFor } from '../support.ts';
 
 const skip = postgresSkipReason();
 
 describe('nodes on one PostgreSQL', { skip }, () => {
-  let pg: ThrowawayPostgres;
+  const suite = postgresForSuite();
   let upstream: Upstream;
-  const gateways: TestGateway[] = [];
-  let schemas = 0;
-
   before(async () => {
-    pg = await startPostgres();
     upstream = await startUpstream();
   });
-  after(async () => {
-    for (const g of gateways) await g.stop().catch(() => undefined);
-    await upstream.close();
-    await pg.stop();
-  });
+  after(() => upstream.close());
 
   const config = (schema: string, extra: Record<string, unknown> = {}) => ({
-    gateway: pg.settings({ pg_schema: schema, db_update_frequency: 0.2 }),
+    gateway: suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2 }),
     services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'echo', paths: ['/echo'] }] }],
     ...extra,
   });
   const node = async (schema: string, extra?: Record<string, unknown>) => {
     const gw = await startGateway(config(schema, extra));
-    gateways.push(gw);
+    suite.track(() => gw.stop());
     return gw;
   };
   const nodes = async (extra?: Record<string, unknown>) => {
-    const schema = `nodes_${++schemas}`;
+    const schema = suite.schema('nodes');
     return [await node(schema, extra), await node(schema, extra)];
   };
 
@@ -82,7 +74,7 @@ describe('nodes on one PostgreSQL', { skip }, () => {
     const status = (await request(a.admin + '/status')).json();
     assert.deepEqual(status.database, { reachable: true });
     assert.equal((await request(a.admin + '/status/ready')).status, 200);
-    await pg.pause();
+    await suite.pg.pause();
     try {
       assert.deepEqual((await request(a.admin + '/status')).json().database, { reachable: false });
       const ready = await request(a.admin + '/status/ready');
@@ -90,7 +82,7 @@ describe('nodes on one PostgreSQL', { skip }, () => {
       assert.equal(ready.json().message, 'failed to connect to database');
       assert.equal((await request(a.http + '/echo/x')).status, 200, 'a route that needs no store is still proxied');
     } finally {
-      await pg.resume();
+      await suite.pg.resume();
     }
     await waitFor(async () => (await request(a.admin + '/status/ready')).status === 200, 'ready again', 10_000);
   });
@@ -99,7 +91,7 @@ describe('nodes on one PostgreSQL', { skip }, () => {
     // A plugin of the test's own: the bundled ones become multi-process one after the other.
     const single: PluginDefinition = { name: 'single-node', version: '1', priority: 1, configSchema: { type: 'record', fields: {} }, create: () => ({}) };
     const registry = new Map([...bundledPlugins, [single.name, single]]);
-    const withSingle = config(`sole_${++schemas}`, { plugins: [{ name: single.name }] });
+    const withSingle = config(suite.schema('sole'), { plugins: [{ name: single.name }] });
     const first = await startWithRegistry(withSingle, registry);
     try {
       await assert.rejects(startWithRegistry(withSingle, registry), /another gateway node is running on this database, and plugin 'single-node' keeps state in one node/);
