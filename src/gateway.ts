@@ -30,7 +30,7 @@ import { WebSocketProxy } from './proxy/websocket.ts';
 import { Snapshot } from './runtime.ts';
 import { StoreError } from './store/errors.ts';
 import { openStore, postgresSettings } from './store/open.ts';
-import { SoleNodeLock } from './store/postgres.ts';
+import { PostgresStore, SoleNodeLock } from './store/postgres.ts';
 import type { StoreAdapter } from './store/store.ts';
 import { loadTlsMaterial } from './tls.ts';
 import { pluginsKeepingOneProcess } from './config/process-model.ts';
@@ -157,6 +157,8 @@ export class Gateway {
     if (options.exchange) gateway.exchange = options.exchange;
     gateway.metrics.shareThrough(gateway.exchange);
     gateway.inNodeOfSeveral = options.processes !== undefined;
+    // Each worker on PostgreSQL has its own connection: admin changes reach its siblings through the primary.
+    if (gateway.inNodeOfSeveral && store instanceof PostgresStore) store.notices.shareWithinNode(gateway.exchange);
     try {
       gateway.refuseOneProcessConfig(config);
       await consumers.load();

@@ -164,7 +164,7 @@ export class Collectors {
     private readonly log: Logger,
   ) {
     // Another process created or deleted one (or notices were lost): read them again.
-    this.unsubscribe = store.notices.subscribe(TOPIC, () => void this.reload().catch((err) => log.error({ err }, 'metering: reloading collectors failed')));
+    this.unsubscribe = store.notices.subscribe(TOPIC, () => this.reload().catch((err) => log.error({ err }, 'metering: reloading collectors failed')));
   }
 
   async open(): Promise<void> {
@@ -227,8 +227,7 @@ export class Collectors {
     if (this.compiled.has(definition.name)) return undefined;
     const record: CollectorRecord = { name: definition.name, description: definition.description ?? null, mapping: definition.mapping, match: definition.match ?? null, origin: 'api', created_at: new Date().toISOString() };
     if (!(await putIfAbsent(this.store, KEY_PREFIX + definition.name, JSON.stringify(record)))) return undefined;
-    this.store.notices.publish(TOPIC, definition.name);
-    await this.reload();
+    await this.store.notices.publishAndWait(TOPIC, definition.name);
     return record;
   }
 
@@ -238,8 +237,7 @@ export class Collectors {
     const value = await this.store.get(key);
     if (value === undefined) return false;
     if (!(await this.store.commitIf([{ key, value }], [{ type: 'del', key }]))) return false;
-    this.store.notices.publish(TOPIC, name);
-    await this.reload();
+    await this.store.notices.publishAndWait(TOPIC, name);
     return true;
   }
 

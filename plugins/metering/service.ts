@@ -159,7 +159,7 @@ export class MeteringService {
       const pending = this.meters.pendingBackfills();
       if (pending.length) this.log.info({ meters: pending.map((m) => m.key) }, 'metering: resuming backfills');
     } else {
-      this.unsubscribeMeters = this.store.notices.subscribe(METERS_TOPIC, () => void this.refreshMeters().catch(() => undefined));
+      this.unsubscribeMeters = this.store.notices.subscribe(METERS_TOPIC, () => this.refreshMeters().catch(() => undefined));
       this.meterRefresh = setInterval(() => void this.refreshMeters().catch((err) => this.log.warn({ err }, 'metering: reloading meters failed')), REFRESH_METERS_EVERY_MS);
       this.meterRefresh.unref();
       await this.aggregator!.start();
@@ -427,8 +427,9 @@ export class MeteringService {
     const { store, maintenance } = this.here();
     await store.batch(records.map((r) => ({ type: 'put' as const, key: meterKey(r.id), value: JSON.stringify(r) })), { sync: true });
     for (const r of records) this.meters.set(r);
-    if (this.aggregator) this.store.notices.publish(METERS_TOPIC, '');
     maintenance.kick();
+    // The change is answered once every process of this node serves it.
+    if (this.aggregator) await this.store.notices.publishAndWait(METERS_TOPIC, '');
   }
 
   /**

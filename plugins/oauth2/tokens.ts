@@ -285,10 +285,10 @@ export class TokenStore {
     this.pending.clear();
   }
 
-  /** Forgets the digests here at once and in every other process within `db_update_frequency`. */
-  private announce(digests: string[]): void {
+  /** Forgets the digests here at once, in this node's other processes before it resolves, and on other nodes within `db_update_frequency`. */
+  private announce(digests: string[]): Promise<void> {
     for (const digest of digests) this.forget(digest);
-    this.store.notices.publish(CHANGES_TOPIC, digests.join(' '));
+    return this.store.notices.publishAndWait(CHANGES_TOPIC, digests.join(' '));
   }
 
   private startRead(digest: string): PendingRead {
@@ -361,7 +361,7 @@ export class TokenStore {
     // A change of an existing row is synced: a crash must not bring back a redeemed or revoked token.
     if (!(await this.store.commitIf(expectations, ops, { sync: current !== undefined }))) return false;
     const changed = [...(current ? [current.access_digest] : []), ...(next && nextChosen ? [next.access_digest] : [])];
-    if (changed.length > 0) this.announce(changed);
+    if (changed.length > 0) await this.announce(changed);
     if (next) this.found.set(next.access_digest, next);
     return true;
   }

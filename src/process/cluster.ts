@@ -50,12 +50,12 @@ type ToWorker =
   | { type: 'reload' }
   | { type: 'stop' }
   | { type: 'pids'; master: number; workers: number[] }
-  | { type: 'collect'; id: number; topic: string }
+  | { type: 'collect'; id: number; topic: string; argument?: string }
   | { type: 'gathered'; id: number; values: unknown[] };
 type ToPrimary =
   | { type: 'listening'; lines: string[] }
   | { type: 'reloaded'; ok: boolean; errors: number; refused?: string }
-  | { type: 'gather'; id: number; topic: string }
+  | { type: 'gather'; id: number; topic: string; argument?: string }
   | { type: 'collected'; id: number; value: unknown };
 
 /** A gather the primary relays: the workers still to answer, and the values so far. */
@@ -173,7 +173,7 @@ class Primary {
   }
 
   private received(slot: Slot, worker: Worker, message: ToPrimary): void {
-    if (message.type === 'gather') return this.gatherFor(worker, message.id, message.topic);
+    if (message.type === 'gather') return this.gatherFor(worker, message.id, message.topic, message.argument);
     if (message.type === 'collected') return this.collected(worker, message.id, message.value);
     if (message.type !== 'listening') return;
     slot.listening = true;
@@ -195,7 +195,7 @@ class Primary {
   }
 
   /** Asks every listening worker for its value of `topic` and answers `requester` with them all. */
-  private gatherFor(requester: Worker, requestId: number, topic: string): void {
+  private gatherFor(requester: Worker, requestId: number, topic: string, argument: string | undefined): void {
     const id = ++this.collectionSeq;
     const workers = this.slots.flatMap((s) => (s.listening && s.worker?.isConnected() ? [s.worker] : []));
     const collection: Collection = { waiting: new Set(workers), values: [], done: () => {} };
@@ -206,7 +206,7 @@ class Primary {
       if (requester.isConnected()) requester.send({ type: 'gathered', id: requestId, values: collection.values } satisfies ToWorker);
     };
     this.collections.set(id, collection);
-    for (const worker of workers) worker.send({ type: 'collect', id, topic } satisfies ToWorker);
+    for (const worker of workers) worker.send({ type: 'collect', id, topic, argument } satisfies ToWorker);
     if (workers.length === 0) collection.done();
   }
 
@@ -372,28 +372,28 @@ class WorkerExchange extends LocalExchange {
   private readonly pending = new Map<number, (values: unknown[]) => void>();
   private gatherSeq = 0;
 
-  override gather(topic: string): Promise<unknown[]> {
-    if (!process.connected) return super.gather(topic);
+  override gather(topic: string, argument?: string): Promise<unknown[]> {
+    if (!process.connected) return super.gather(topic, argument);
     const id = ++this.gatherSeq;
     return new Promise((resolve) => {
       // The primary answers within its own timeout; without an answer (it is going away) this process's value stands alone.
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        resolve(super.gather(topic));
+        resolve(super.gather(topic, argument));
       }, GATHER_TIMEOUT_MS * 2);
       this.pending.set(id, (values) => {
         clearTimeout(timer);
         this.pending.delete(id);
         resolve(values);
       });
-      process.send!({ type: 'gather', id, topic } satisfies ToPrimary);
+      process.send!({ type: 'gather', id, topic, argument } satisfies ToPrimary);
     });
   }
 
   received(message: ToWorker & { type: 'collect' | 'gathered' }): void {
     if (message.type === 'gathered') return this.pending.get(message.id)?.(message.values);
     // A value that cannot be read is left out (undefined), not left waiting for the primary's timeout.
-    void this.read(message.topic)
+    void this.read(message.topic, message.argument)
       .catch(() => undefined)
       .then((value) => {
         if (process.connected) process.send!({ type: 'collected', id: message.id, value } satisfies ToPrimary);

@@ -12,15 +12,17 @@
  * socket write.
  *
  * commitIf runs in the owner, so it is serialised with every worker's as LevelStore serialises its
- * own. Notices published by a worker reach the owner's subscribers and every other worker.
+ * own. Notices published by a worker reach the owner's subscribers and every other worker; for
+ * `publishAndWait` each worker confirms once it applied the notice, and the owner tells the publisher
+ * when all have (id 0 frames: `publish`/`publishAndWait`/`applied` to the owner, `notice`/`settled` back).
  */
 import type { Duplex } from 'node:stream';
 import { StoreClosedError, StoreError } from './errors.ts';
 import type { LevelStore } from './level.ts';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
-import { LocalNotices } from './notices.ts';
+import { atMost, LocalNotices, SETTLE_TIMEOUT_MS } from './notices.ts';
 import { pagedScan } from './order.ts';
-import type { BatchOp, Expectation, Notices, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
+import type { BatchOp, Expectation, NoticeListener, Notices, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
 
 const NOTICE = 0;
 /** A frame larger than this is refused: nothing the store contract carries comes near it. */
@@ -95,23 +97,50 @@ class FrameChannel {
   }
 }
 
-/** Notices of the owner: its own subscribers plus every connected worker. */
+/**
+ * Notices of the owner: its own subscribers plus every connected worker. For `publishAndWait` it also
+ * collects each worker's word that it applied the notice, and answers the publisher once all have.
+ */
 export class NoticeHub implements Notices {
   private readonly channels = new Set<FrameChannel>();
+  /** Notices being applied, by sequence number: the channels still to confirm. */
+  private readonly settling = new Map<number, { waiting: Set<FrameChannel>; allApplied: () => void }>();
+  private sequence = 0;
 
   constructor(private readonly local: LocalNotices) {}
 
   add(channel: FrameChannel): () => void {
     this.channels.add(channel);
-    return () => this.channels.delete(channel);
+    return () => {
+      this.channels.delete(channel);
+      for (const seq of [...this.settling.keys()]) this.applied(channel, seq);
+    };
   }
 
   publish(topic: string, message: string | null, from?: FrameChannel): void {
-    this.local.deliver(topic, message);
-    for (const channel of this.channels) if (channel !== from) channel.send([NOTICE, topic, message]);
+    void this.local.deliver(topic, message);
+    for (const channel of this.channels) if (channel !== from) channel.send([NOTICE, 'notice', topic, message, 0]);
   }
 
-  subscribe(topic: string, listener: (message: string | null) => void): () => void {
+  publishAndWait(topic: string, message: string, from?: FrameChannel): Promise<void> {
+    const seq = ++this.sequence;
+    const waiting = new Set([...this.channels].filter((channel) => channel !== from));
+    const allApplied = new Promise<void>((resolve) => this.settling.set(seq, { waiting, allApplied: resolve }));
+    for (const channel of waiting) channel.send([NOTICE, 'notice', topic, message, seq]);
+    if (waiting.size === 0) this.applied(undefined, seq);
+    const everywhere = Promise.all([this.local.deliver(topic, message), allApplied]).then(() => undefined);
+    return atMost(everywhere, SETTLE_TIMEOUT_MS).finally(() => this.settling.delete(seq));
+  }
+
+  /** `channel` applied notice `seq` (or is gone). */
+  applied(channel: FrameChannel | undefined, seq: number): void {
+    const settling = this.settling.get(seq);
+    if (!settling) return;
+    if (channel) settling.waiting.delete(channel);
+    if (settling.waiting.size === 0) settling.allApplied();
+  }
+
+  subscribe(topic: string, listener: NoticeListener): () => void {
     return this.local.subscribe(topic, listener);
   }
 }
@@ -122,8 +151,11 @@ export function serveStore(store: LevelStore, hub: NoticeHub, stream: Duplex): v
   const remove = hub.add(channel);
   const answer = async ([id, method, ...args]: Message) => {
     if (id === NOTICE) {
-      const [topic, message] = args as [string, string | null];
-      if (method === 'publish' && typeof topic === 'string') hub.publish(topic, message, channel);
+      const [topic, message, seq] = args as [string, string | null, number];
+      if (method === 'applied') hub.applied(channel, args[0] as number);
+      else if (typeof topic !== 'string') return;
+      else if (method === 'publish') hub.publish(topic, message, channel);
+      else if (method === 'publishAndWait' && message !== null) void hub.publishAndWait(topic, message, channel).then(() => channel.send([NOTICE, 'settled', seq]));
       return;
     }
     try {
@@ -206,19 +238,31 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
   private readonly pending = new Map<number, { resolve(value: unknown): void; reject(err: Error): void }>();
   private nextId = 1;
   private readonly local = new LocalNotices();
+  /** publishAndWait calls waiting for the owner's word that every other worker applied their notice. */
+  private readonly settling = new Map<number, () => void>();
+  private nextSettle = 1;
   readonly notices: Notices;
 
   constructor(stream: Duplex) {
     this.channel = new FrameChannel(stream, (m) => this.received(m), (err) => this.lost(err));
-    const channel = this.channel;
-    const local = this.local;
     this.notices = {
-      publish(topic, message) {
-        local.deliver(topic, message);
-        channel.send([NOTICE, 'publish', topic, message]);
+      publish: (topic, message) => {
+        void this.local.deliver(topic, message);
+        this.channel.send([NOTICE, 'publish', topic, message]);
       },
-      subscribe: (topic, listener) => local.subscribe(topic, listener),
+      publishAndWait: (topic, message) => this.publishAndWait(topic, message),
+      subscribe: (topic, listener) => this.local.subscribe(topic, listener),
     };
+  }
+
+  private publishAndWait(topic: string, message: string): Promise<void> {
+    const id = this.nextSettle++;
+    const elsewhere = new Promise<void>((resolve) => this.settling.set(id, resolve));
+    this.channel.send([NOTICE, 'publishAndWait', topic, message, id]);
+    if (this.channel.closed) this.settling.get(id)!();
+    const everywhere = Promise.all([this.local.deliver(topic, message), elsewhere]).then(() => undefined);
+    // The owner answers within its own bound; this one only matters if it never does.
+    return atMost(everywhere, 2 * SETTLE_TIMEOUT_MS).finally(() => this.settling.delete(id));
   }
 
   call(method: string, ...args: unknown[]): Promise<any> {
@@ -232,8 +276,12 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
 
   private received([id, ...rest]: Message): void {
     if (id === NOTICE) {
-      const [topic, message] = rest as [string, string | null];
-      this.local.deliver(topic, message);
+      const [kind, topic, message, seq] = rest as [string, string, string | null, number];
+      if (kind === 'settled') this.settling.get(rest[1] as number)?.();
+      else if (kind === 'notice') {
+        const applied = this.local.deliver(topic, message);
+        if (seq) void applied.then(() => this.channel.send([NOTICE, 'applied', seq]));
+      }
       return;
     }
     const waiting = this.pending.get(id);
@@ -248,6 +296,7 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
     const closed = new StoreClosedError(`the process that owns the store is gone${err ? `: ${err.message}` : ''}`);
     for (const waiting of this.pending.values()) waiting.reject(closed);
     this.pending.clear();
+    for (const settled of this.settling.values()) settled();
     this.local.deliverLoss();
   }
 

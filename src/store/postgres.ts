@@ -21,10 +21,11 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { StoreClosedError, StoreUnavailableError } from './errors.ts';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
-import { LocalNotices } from './notices.ts';
+import { atMost, LocalNotices, SETTLE_TIMEOUT_MS } from './notices.ts';
 import { pagedScan } from './order.ts';
 import { lockKey, migrate, schemaNames, type MigrationResult, type SchemaNames } from './postgres-schema.ts';
-import type { BatchOp, Expectation, Notices, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
+import type { BatchOp, Expectation, NoticeListener, Notices, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
+import type { NodeExchange } from '../process/exchange.ts';
 
 export interface PostgresSettings {
   host: string;
@@ -50,6 +51,8 @@ const QUERY_TIMEOUT_MS = 30_000;
 const MAX_ATTEMPTS = 5;
 const RETRIED_CODES = new Set(['40P01', '40001']);
 const SWEEP_LIMIT = 10_000;
+/** The node exchange's topic carrying notices between a node's worker processes. */
+const NODE_NOTICE_TOPIC = 'store-notice';
 /** NOTIFY payloads are limited to 8000 bytes; a longer notice is sent as `null` (drop the topic's cache). */
 const MAX_NOTICE_BYTES = 7_900;
 /** Notices waiting while the connection is down; beyond, they collapse into one `null` per topic. */
@@ -429,6 +432,8 @@ export class PostgresNotices implements Notices {
   /** The connection whose liveness check has not answered yet. */
   private pinging: pg.Client | null = null;
   private connecting: Promise<void> | null = null;
+  /** Hands a notice to the node's other processes and resolves once they applied it (see shareWithinNode). */
+  private withinNode: (topic: string, message: string) => Promise<void> = () => Promise.resolve();
 
   constructor(
     private readonly settings: PostgresSettings,
@@ -458,8 +463,30 @@ export class PostgresNotices implements Notices {
     await client?.end().catch(() => undefined);
   }
 
+  /**
+   * The node's other worker processes (when there are) hear this process's `publishAndWait` notices
+   * through `exchange` at once and confirm they applied them; NOTIFY still carries them to other nodes.
+   */
+  shareWithinNode(exchange: NodeExchange): void {
+    exchange.offer(NODE_NOTICE_TOPIC, (argument) => {
+      const [pid, topic, message] = JSON.parse(argument ?? '[]') as [number, string, string];
+      return pid === process.pid || typeof topic !== 'string' ? undefined : this.local.deliver(topic, message);
+    });
+    this.withinNode = (topic, message) => exchange.gather(NODE_NOTICE_TOPIC, JSON.stringify([process.pid, topic, message])).then(() => undefined);
+  }
+
+  publishAndWait(topic: string, message: string): Promise<void> {
+    const here = this.local.deliver(topic, message);
+    this.send(topic, message);
+    return atMost(Promise.all([here, this.withinNode(topic, message)]).then(() => undefined), SETTLE_TIMEOUT_MS);
+  }
+
   publish(topic: string, message: string): void {
-    this.local.deliver(topic, message);
+    void this.local.deliver(topic, message);
+    this.send(topic, message);
+  }
+
+  private send(topic: string, message: string): void {
     let payload = JSON.stringify([this.sender, topic, message]);
     if (Buffer.byteLength(payload) > MAX_NOTICE_BYTES) payload = JSON.stringify([this.sender, topic, null]);
     this.outbox.push(payload);
@@ -467,7 +494,7 @@ export class PostgresNotices implements Notices {
     void this.flush();
   }
 
-  subscribe(topic: string, listener: (message: string | null) => void): () => void {
+  subscribe(topic: string, listener: NoticeListener): () => void {
     return this.local.subscribe(topic, listener);
   }
 
@@ -526,7 +553,7 @@ export class PostgresNotices implements Notices {
     } catch {
       return;
     }
-    if (sender !== this.sender && typeof topic === 'string') this.local.deliver(topic, message);
+    if (sender !== this.sender && typeof topic === 'string') void this.local.deliver(topic, message);
   }
 
   /** The notice connection failed: caches drop what notices keep fresh, and a reconnect is due. */

@@ -20,6 +20,8 @@
  * - `notices` reach every process sharing the store (the publisher's too), within the cluster's
  *   `db_update_frequency`. They are for cache invalidation only, never for truth: a listener that is
  *   called with `null` may have missed notices and must drop everything it caches from that topic.
+ *   `publishAndWait` also waits until every process of the publisher's node has applied the notice:
+ *   within a node, an admin change is read-your-writes for the proxy path too.
  * - Expiry (`ttlMs`) is judged by the reader's clock; expired entries read as absent everywhere,
  *   `commitIf` expectations included.
  */
@@ -68,12 +70,25 @@ export interface Expectation {
   value: string | undefined;
 }
 
+/**
+ * What a listener does with a notice. It may return a promise (a re-read of what changed): the
+ * notice counts as applied in its process once that settles.
+ */
+export type NoticeListener = (message: string | null) => unknown;
+
 /** Messages between the processes sharing a store, for cache invalidation (see the contract above). */
 export interface Notices {
   /** Delivered to every subscriber of `topic` in every process, this one included. */
   publish(topic: string, message: string): void;
+  /**
+   * Publishes, and resolves once every process of this node has applied the notice (bounded by a few
+   * seconds, so a stuck process cannot hold the caller). An admin change awaits it, so the node's next
+   * request is decided on the new state whichever worker answers it; other nodes hear it within
+   * `db_update_frequency`.
+   */
+  publishAndWait(topic: string, message: string): Promise<void>;
   /** `message` null: notices may have been lost (e.g. a reconnect); drop what the topic's notices keep fresh. */
-  subscribe(topic: string, listener: (message: string | null) => void): () => void;
+  subscribe(topic: string, listener: NoticeListener): () => void;
 }
 
 export interface Store {

@@ -105,7 +105,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
 
   /** Reads the runtime entities and starts following other processes' changes. */
   async load(): Promise<void> {
-    this.unsubscribe ??= this.store.notices.subscribe(this.topic, (id) => void this.queueRefresh(() => (id === null ? this.reloadRuntime() : this.refresh(id))));
+    this.unsubscribe ??= this.store.notices.subscribe(this.topic, (id) => this.queueRefresh(() => (id === null ? this.reloadRuntime() : this.refresh(id))));
     if (this.definition.ttl) this.pruner ??= setInterval(() => this.pruneExpired(), PRUNE_INTERVAL_MS).unref();
     await this.reloadRuntime();
     await this.claimUnclaimed();
@@ -220,7 +220,8 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     if (previous) this.removeFrom(this.runtime, previous);
     this.addTo(this.runtime, record);
     this.touch(record.id);
-    this.store.notices.publish(this.topic, record.id);
+    // The admin API answers once every process of this node serves the new version.
+    await this.store.notices.publishAndWait(this.topic, record.id);
     return record;
   }
 
@@ -282,11 +283,10 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     this.removeFrom(this.runtime, current);
     if (byThisProcess) {
       this.touch(entity.id);
-      this.store.notices.publish(this.topic, entity.id);
-    } else {
-      for (const child of this.children) void child.removeOrphansOf(entity.id);
+      return Promise.all([this.store.notices.publishAndWait(this.topic, entity.id), this.announceRemoved(current, true)]).then(() => undefined);
     }
-    return this.announceRemoved(current, byThisProcess);
+    for (const child of this.children) void child.removeOrphansOf(entity.id);
+    return this.announceRemoved(current, false);
   }
 
   /**

@@ -133,7 +133,7 @@ export class BillingStore {
       const result = await work(tx);
       if (tx.empty) return result;
       if (await tx.commit()) {
-        this.store.notices.publish(CHANGES_TOPIC, announce);
+        await this.store.notices.publishAndWait(CHANGES_TOPIC, announce);
         return result;
       }
       // Spread the retries of racing writers apart.
