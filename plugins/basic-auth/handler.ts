@@ -33,7 +33,7 @@ interface Given {
 
 export async function createRuntime(api: PluginApi): Promise<PluginRuntime<BasicAuthConfig>> {
   const credentials = new EntityDirectory<BasicCredential>(api.store, credentialEntity, { parent: api.consumers, log: api.log });
-  const secrets = new SecretVerifier();
+  const secrets = new SecretVerifier(api.store);
   await credentials.load();
   const challenges = new WeakMap<BasicAuthConfig, Record<string, string>>();
   const refusal = (config: BasicAuthConfig): AuthenticationFailure => {

@@ -58,7 +58,7 @@ export function meteringAdminRoutes(deps: AdminDeps): AdminRoute[] {
       return exchange.reply();
     },
   }));
-  const status: AdminRoute = { method: 'GET', path: `${ADMIN_PREFIX}/status`, handler: () => ({ status: 200, body: meteringStatus(deps.service, operatorConfig()) }) };
+  const status: AdminRoute = { method: 'GET', path: `${ADMIN_PREFIX}/status`, handler: async () => ({ status: 200, body: await meteringStatus(deps.service, operatorConfig()) }) };
   return [status, ...mounted];
 }
 
@@ -90,10 +90,10 @@ function adminExchange(method: AdminMethod, path: string, req: AdminRequest): { 
 }
 
 /** The ingest queue, the dedupe filter and each backfill in progress. */
-function meteringStatus(service: MeteringService, config: MeteringConfig) {
+async function meteringStatus(service: MeteringService, config: MeteringConfig) {
   return {
     queue: { events: service.writer.queuedEvents, max_events: config.queue_max_events },
-    dedupe_filter: service.dedupeFilterSize,
+    dedupe_filter: await service.writerDedupeFilterSize(),
     // On a store shared by several processes: whether this one aggregates everyone's events now.
     aggregating: service.aggregatingWriter !== null,
     meters: service.meters.live().length,

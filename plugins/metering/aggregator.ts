@@ -44,7 +44,7 @@ import type { BatchOp, Expectation, Store, WriteBatch } from '../../src/pipeline
 
 type WriteOptions = Parameters<Store['batch']>[1];
 import type { PreparedEvent } from './events.ts';
-import { AGGREGATOR_LEASE_KEY, escapePart, INBOX_PREFIX, inboxBodyKey, inboxKey } from './keys.ts';
+import { AGGREGATOR_LEASE_KEY, AGGREGATOR_STATUS_KEY, escapePart, INBOX_PREFIX, inboxBodyKey, inboxKey } from './keys.ts';
 import type { Inbox, Writer } from './writer.ts';
 
 /**
@@ -294,7 +294,7 @@ export class Aggregator {
 
   constructor(
     private readonly store: Store,
-    processId: string,
+    private readonly processId: string,
     /** Starts a term on the fenced store (the registry reloaded, the writer opened, maintenance started). */
     private readonly startTerm: (fenced: Store) => Promise<Term>,
     private readonly log: Logger,
@@ -352,10 +352,11 @@ export class Aggregator {
 
   private async drainWhileHeld(term: Term): Promise<void> {
     let idlePoll = POLL_MS;
-    while (this.term === term) {
+    for (let first = true; this.term === term; first = false) {
       let drained = 0;
       try {
         drained = await this.drainRound(term.writer);
+        if (drained > 0 || first) await this.report(term.writer);
       } catch (err) {
         if (err instanceof LeaseLostError) this.log.warn('metering: a batch was not written: the aggregator lease was not renewed in time');
         else this.log.error({ err }, 'metering: aggregating inbox entries failed; retrying');
@@ -368,6 +369,11 @@ export class Aggregator {
       });
       this.wake = null;
     }
+  }
+
+  /** Says what the other processes' /metering/status shows of the aggregator (written after each round that drained). */
+  private report(writer: Writer): Promise<void> {
+    return this.store.put(AGGREGATOR_STATUS_KEY, JSON.stringify({ process: this.processId, dedupe_filter: writer.dedupeFilter.size }));
   }
 
   private drainRound(writer: Writer): Promise<number> {

@@ -68,6 +68,8 @@ export const INBOX_PREFIX = 'i/';
 export const inboxKey = (ms: number, process: string, n: number) => `${INBOX_PREFIX}${String(ms).padStart(15, '0')}/${process}/${padSeq(n)}`;
 /** The key holding the events of the inbox entry `key`. */
 export const inboxBodyKey = (key: string) => 'ib/' + key.slice(INBOX_PREFIX.length);
+/** What the aggregator last reported of itself (its dedupe filter), for /metering/status on the other processes. */
+export const AGGREGATOR_STATUS_KEY = 'aggregator-status';
 export const AGGREGATOR_LEASE_KEY = 'lease/aggregator';
 export const COMMAND_PREFIX = 'cmd/';
 export const commandReplyKey = (commandKey: string) => 'cmdr/' + commandKey.slice(COMMAND_PREFIX.length);

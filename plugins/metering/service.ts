@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { ConfigView, PluginApi, Store } from '../../src/pipeline/plugin-api.ts';
-import { SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, TIME_PREFIX, eventKey, meterKey, padTime, parseTimeIndexValue, parseTimeKey, escapePart, subjectKey, unescapePart } from './keys.ts';
+import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, TIME_PREFIX, eventKey, meterKey, padTime, parseTimeIndexValue, parseTimeKey, escapePart, subjectKey, unescapePart } from './keys.ts';
 import { AggregateLedger } from './ledger.ts';
 import { Maintenance } from './maintenance.ts';
 import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
@@ -145,9 +145,20 @@ export class MeteringService {
     return this.local?.writer ?? null;
   }
 
-  /** The dedupe filter of this process's single writer (none on a shared store's other processes). */
+  /** The dedupe filter of this process's single writer (none on a shared store's other processes: their metrics sum to the aggregator's). */
   get dedupeFilterSize(): { hashes: number; bytes: number } {
     return this.aggregatingWriter?.dedupeFilter.size ?? { hashes: 0, bytes: 0 };
+  }
+
+  /**
+   * The dedupe filter of the single writer: this process's, or on a shared store the aggregator's as it
+   * reported after the round that drained what was acknowledged before this call.
+   */
+  async writerDedupeFilterSize(): Promise<{ hashes: number; bytes: number }> {
+    if (this.aggregatingWriter || !this.aggregator) return this.dedupeFilterSize;
+    await this.caughtUp();
+    const reported = await this.store.get(AGGREGATOR_STATUS_KEY);
+    return reported === undefined ? { hashes: 0, bytes: 0 } : JSON.parse(reported).dedupe_filter;
   }
 
   async open(): Promise<void> {

@@ -22,13 +22,14 @@ const CREDENTIAL_PREFIX = 'cred:';
 
 export class CredentialDirectory {
   readonly entities: EntityDirectory<OAuth2Credential>;
-  private readonly secrets = new SecretVerifier();
+  private readonly secrets: SecretVerifier;
 
   constructor(
     store: Store,
     private readonly consumers: ConsumerDirectory,
     log: Logger,
   ) {
+    this.secrets = new SecretVerifier(store);
     this.entities = new EntityDirectory<OAuth2Credential>(store, credentialEntity, { keyPrefix: CREDENTIAL_PREFIX, parent: consumers, log });
   }
 

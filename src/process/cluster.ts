@@ -24,6 +24,7 @@ import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
 import { Gateway, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
 import { LocalExchange } from './exchange.ts';
+import { nodeSecretEnvironment } from './node-secret.ts';
 import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
 import { createLogger, createLogging, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
@@ -165,7 +166,7 @@ class Primary {
   }
 
   private fork(slot: Slot): void {
-    const worker = cluster.fork({ TOLLGATE_WORKER: String(slot.number), TOLLGATE_NODE_ID: this.nodeId, TOLLGATE_STORE: this.store ? 'ipc' : '' });
+    const worker = cluster.fork({ TOLLGATE_WORKER: String(slot.number), TOLLGATE_NODE_ID: this.nodeId, TOLLGATE_STORE: this.store ? 'ipc' : '', ...nodeSecretEnvironment() });
     Object.assign(slot, { worker, startedAt: Date.now(), listening: false, stopRequested: false });
     if (this.store) serveStore(this.store, this.hub!, worker.process.stdio![STORE_FD] as unknown as Duplex);
     worker.on('message', (message: ToPrimary) => this.received(slot, worker, message));

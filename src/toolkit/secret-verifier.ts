@@ -4,24 +4,37 @@
  *
  * - PBKDF2 runs on the process's bounded worker pool (KdfPool), never on libuv's threads that the store
  *   needs, and the pool is shared by every plugin that hashes.
- * - A secret that verified is remembered per credential object as a keyed SHA-256 digest, so a caller's
- *   next requests in this process cost no key derivation.
+ * - A secret that verified is remembered per credential object as a digest keyed with the node's secret
+ *   (HMAC-SHA-256), so a caller's next requests in this process cost no key derivation; it is also put in
+ *   the store, where the node's other processes find it while the credential is locked (below). Keyed
+ *   with a secret that only the running node holds, the stored digest gives nothing to whoever reads the
+ *   store.
  * - After MAX_FAILURES failed checks of one credential within FAILURE_WINDOW_MS, no key is derived for it
  *   until that window ends: the remembered secret is still accepted, anything else is refused at once with
  *   RequestLimitError.credentialLocked. So a flood of guesses for one credential costs ten derivations a
  *   minute, and its owner keeps working.
  *
- * The failure counts are kept per process, not in the store: what they protect, this process's hashing
- * workers, is per process, and a store write per failed attempt would itself put anonymous load on the
- * store. With P processes a guesser gets P times the attempts, no real gain against a random secret.
+ * The failure counts are kept in the store, so the limit holds for the whole node (every worker) and for
+ * every node sharing the store: a guesser gets ten attempts a minute, whichever process answers. A
+ * failed attempt costs one compare-and-set (after a key derivation that costs far more), and a locked
+ * credential is remembered here until its window ends, so a flood against it reaches the store once.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { nodeSecret } from '../process/node-secret.ts';
+import type { Store } from '../store/store.ts';
 import { KdfPool } from './kdf-pool.ts';
 import { RequestLimitError } from './limits.ts';
 import { hashSecretAsync, needsRehash, verifySecretAsync } from './secrets.ts';
 
 const MAX_FAILURES = 10;
 const FAILURE_WINDOW_MS = 60_000;
+/** Compare-and-set rounds of one failure count before it is left uncounted (only a storm of failures races so). */
+const MAX_COUNT_ATTEMPTS = 5;
+const FAILURES_PREFIX = 'secret-failures:';
+/** A secret that verified on a node, per credential; the node's key is part of the name (nodes sharing a store have their own). */
+const VERIFIED_PREFIX = 'secret-verified:';
+/** Rewritten by every process's first verification of a credential; outlives any node run that matters. */
+const VERIFIED_TTL_MS = 24 * 3600_000;
 
 interface FailureWindow {
   count: number;
@@ -47,11 +60,17 @@ export class SecretVerifier {
   private readonly pool = acquirePool();
   private readonly derive = this.pool.derive.bind(this.pool);
   private closed = false;
-  /** Per-process key of the remembered digests: they are worthless outside this process. */
-  private readonly digestKey = randomBytes(32);
+  /** The node's key of the remembered digests: they are worthless outside the running node. */
+  private readonly digestKey = nodeSecret();
+  /** Where this node's remembered digests are stored (one name per node key). */
+  private readonly verifiedPrefix = VERIFIED_PREFIX + createHash('sha256').update(this.digestKey).digest('base64url').slice(0, 12) + ':';
   /** Keyed by the credential object: a changed credential (a new secret) is a new object, remembering nothing. */
   private readonly verified = new WeakMap<object, Buffer>();
-  private readonly failures = new Map<string, FailureWindow>();
+  /** Credentials known to be locked: until when, and the digest the node remembers for it (read once per lock). */
+  private readonly locked = new Map<string, { until: number; remembered: Buffer | undefined }>();
+
+  /** `store`: where failures are counted (the plugin's own, shared by every process using it). */
+  constructor(private readonly store: Store) {}
 
   /**
    * True when `given` is the secret whose PHC hash is `hash`, for `credential` (whose `id` keys the failure
@@ -59,12 +78,31 @@ export class SecretVerifier {
    */
   async verify(credential: { id: string }, hash: string, given: string): Promise<boolean> {
     if (this.remembers(credential, given)) return true;
-    this.refuseWhileLocked(credential.id);
     const digest = this.digestOf(given);
+    const rememberedKey = this.rememberedKey(credential.id, hash);
+    const lock = await this.lockOf(credential.id, rememberedKey);
+    if (lock) {
+      // The node's other processes may have verified this very secret: its owner keeps working.
+      if (lock.remembered?.equals(digest)) return this.remember(credential, digest);
+      throw RequestLimitError.credentialLocked(Math.ceil((lock.until - Date.now()) / 1000));
+    }
     const matches = await verifySecretAsync(given, hash, this.derive);
-    if (matches) this.verified.set(credential, digest);
-    else this.countFailure(credential.id);
-    return matches;
+    if (!matches) {
+      await this.countFailure(credential.id);
+      return false;
+    }
+    await this.store.put(rememberedKey, digest.toString('base64'), { ttlMs: VERIFIED_TTL_MS });
+    return this.remember(credential, digest);
+  }
+
+  private remember(credential: object, digest: Buffer): true {
+    this.verified.set(credential, digest);
+    return true;
+  }
+
+  /** Where the node remembers the secret that verified against `hash`: a new hash (a changed secret) is a new key. */
+  private rememberedKey(credentialId: string, hash: string): string {
+    return `${this.verifiedPrefix}${credentialId}:${createHash('sha256').update(hash).digest('base64url').slice(0, 16)}`;
   }
 
   /** True when `given` verified for this very credential object before, in this process: no derivation, no waiting. */
@@ -93,24 +131,35 @@ export class SecretVerifier {
     await releasePool(this.pool);
   }
 
-  private refuseWhileLocked(credentialId: string): void {
-    const window = this.currentWindow(credentialId);
-    if (window && window.count >= MAX_FAILURES) throw RequestLimitError.credentialLocked(Math.ceil((window.endsAt - Date.now()) / 1000));
-  }
-
-  private countFailure(credentialId: string): void {
-    const window = this.currentWindow(credentialId);
-    if (window) window.count++;
-    else this.failures.set(credentialId, { count: 1, endsAt: Date.now() + FAILURE_WINDOW_MS });
-  }
-
-  /** The failure window still open for a credential, if any (a closed one is forgotten). */
-  private currentWindow(credentialId: string): FailureWindow | undefined {
-    const window = this.failures.get(credentialId);
-    if (window && window.endsAt <= Date.now()) {
-      this.failures.delete(credentialId);
-      return undefined;
+  /** The credential's lock when it is locked now (read from the store once per lock). */
+  private async lockOf(credentialId: string, rememberedKey: string): Promise<{ until: number; remembered: Buffer | undefined } | undefined> {
+    let lock = this.locked.get(credentialId);
+    if (!lock) {
+      const [failures, remembered] = await this.store.getMany([FAILURES_PREFIX + credentialId, rememberedKey]);
+      const window = parseWindow(failures);
+      if (!window || window.count < MAX_FAILURES) return undefined;
+      lock = { until: window.endsAt, remembered: remembered === undefined ? undefined : Buffer.from(remembered, 'base64') };
+      this.locked.set(credentialId, lock);
     }
-    return window;
+    if (lock.until > Date.now()) return lock;
+    this.locked.delete(credentialId);
+    return undefined;
   }
+
+  /** One more failure in the credential's open window (a new window when none is open). */
+  private async countFailure(credentialId: string): Promise<void> {
+    const key = FAILURES_PREFIX + credentialId;
+    for (let attempt = 0; attempt < MAX_COUNT_ATTEMPTS; attempt++) {
+      const stored = await this.store.get(key);
+      const now = Date.now();
+      const open = parseWindow(stored);
+      const window = open && open.endsAt > now ? { count: open.count + 1, endsAt: open.endsAt } : { count: 1, endsAt: now + FAILURE_WINDOW_MS };
+      const ttlMs = Math.max(1, window.endsAt - now);
+      if (await this.store.commitIf([{ key, value: stored }], [{ type: 'put', key, value: JSON.stringify(window), ttlMs }])) return;
+    }
+  }
+}
+
+function parseWindow(stored: string | undefined): FailureWindow | undefined {
+  return stored === undefined ? undefined : (JSON.parse(stored) as FailureWindow);
 }

@@ -5,7 +5,8 @@
  * an authorization code and a refresh token are redeemed once whichever nodes are asked at once; a client
  * created on one node works on another; and a token created with a chosen value through the admin API
  * becomes valid on a node that had looked it up (and found nothing) before. And the worker processes of
- * one node on LevelDB (the primary owns the store): a token deleted through one worker is refused by all.
+ * one node on LevelDB (the primary owns the store): a token deleted through one worker is refused by all
+ * as soon as the admin API answers, and ten failed secrets lock a hashed client whichever worker checks them.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -195,10 +196,12 @@ function latestStatuses(gw: SpawnedGateway, path: string, from = 0): Map<number,
   return latest;
 }
 
-test('worker processes on LevelDB: a token deleted through one worker is refused by every worker', async () => {
+test('worker processes on LevelDB: a token deleted through one worker is refused by every worker; failed secrets lock a client for the node', async () => {
   const upstream = await startUpstream();
   // log_level info: spawnGateway learns the listeners from the log, and the access log names the worker.
-  const gw = await spawnGateway(oauth2Config(upstream, { worker_processes: 2, db_update_frequency: 0.2, log_level: 'info' }));
+  const config = oauth2Config(upstream, { worker_processes: 2, db_update_frequency: 0.2, log_level: 'info' });
+  config.consumers[0].oauth2_credentials.push({ name: 'Hashed', client_id: 'hashed-app', client_secret: 'right-secret', hash_secret: true, redirect_uris: [REDIRECT_URI] } as any);
+  const gw = await spawnGateway(config);
   try {
     const issued = await request(gw.https + '/api/oauth2/token', {
       method: 'POST',
@@ -217,7 +220,21 @@ test('worker processes on LevelDB: a token deleted through one worker is refused
     await waitFor(workersAnswering(200), 'both workers to accept (and cache) the token', WINDOW_MS);
     const mark = gw.output().split('\n').length - 1;
     assert.equal((await request(gw.admin + '/oauth2_tokens/' + token, { method: 'DELETE' })).status, 204);
-    await waitFor(workersAnswering(401, mark), 'both workers to refuse the deleted token', WINDOW_MS);
+    // Answered once every worker dropped it: refused at once, whichever worker answers.
+    assert.deepEqual((await useFromEveryWorker()).map((r) => r.status), [401, 401, 401, 401]);
+    await waitFor(() => latestStatuses(gw, '/api/hello', mark).size === 2, 'both workers to have refused it (their access log lines)', WINDOW_MS);
+
+    // Wrong secrets of a hashed client: ten failures for the whole node, whichever worker checks them.
+    const guess = () =>
+      request(gw.https + '/api/oauth2/token', {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ client_id: 'hashed-app', client_secret: 'wrong', grant_type: 'client_credentials' }).toString(),
+      });
+    const statuses: number[] = [];
+    for (let i = 0; i < 14; i++) statuses.push((await guess()).status);
+    assert.deepEqual(statuses, [...Array(10).fill(400), ...Array(4).fill(429)], 'locked after ten failures over both workers');
+    await waitFor(() => latestStatuses(gw, '/api/oauth2/token').size === 2, 'both workers to have checked secrets (their access log lines)', WINDOW_MS);
   } finally {
     gw.kill('SIGTERM');
     await gw.exited;

@@ -210,13 +210,16 @@ describe('one process', () => {
     const consumers = new Consumers(gated);
     await consumers.load();
     holding = true;
-    const created = await consumers.save({ id: crypto.randomUUID(), username: 'heidi' } as never);
+    const id = crypto.randomUUID();
+    // The save answers once its notice is applied: the deletion comes from a concurrent request.
+    const saving = consumers.save({ id, username: 'heidi' } as never);
     await waitFor(() => held.length === 1, "the save's notice read");
-    await consumers.remove(created);
+    const removing = consumers.remove(consumers.byId(id)!);
     held.shift()!();
     await waitFor(() => held.length === 1, "the deletion's notice read");
-    assert.equal(consumers.byId(created.id), undefined, 'the stale read brought it back');
+    assert.equal(consumers.byId(id), undefined, 'the stale read brought it back');
     holding = false;
     held.shift()!();
+    await Promise.all([saving, removing]);
   });
 });

@@ -1,0 +1,20 @@
+/**
+ * A random key shared by the processes of one node and never written anywhere: the primary makes it
+ * and hands it to each worker it starts (in its environment), a node of one process makes its own.
+ * What is keyed with it (a remembered secret's digest in the store) is worthless outside the running node.
+ */
+import { randomBytes } from 'node:crypto';
+
+const VARIABLE = 'TOLLGATE_NODE_SECRET';
+
+let secret: Buffer | undefined;
+
+export function nodeSecret(): Buffer {
+  secret ??= process.env[VARIABLE] ? Buffer.from(process.env[VARIABLE], 'base64') : randomBytes(32);
+  return secret;
+}
+
+/** The environment a worker needs to share this process's node secret. */
+export function nodeSecretEnvironment(): Record<string, string> {
+  return { [VARIABLE]: nodeSecret().toString('base64') };
+}
