@@ -83,7 +83,7 @@ export class SecretVerifier {
     const lock = await this.lockOf(credential.id, rememberedKey);
     if (lock) {
       // The node's other processes may have verified this very secret: its owner keeps working.
-      if (lock.remembered?.equals(digest)) return this.remember(credential, digest);
+      if (lock.remembered?.length === digest.length && timingSafeEqual(lock.remembered, digest)) return this.remember(credential, digest);
       throw RequestLimitError.credentialLocked(Math.ceil((lock.until - Date.now()) / 1000));
     }
     const matches = await verifySecretAsync(given, hash, this.derive);
