@@ -27,6 +27,8 @@
  * - backfill readiness waiters: per process, released when that process's registry sees the backfill
  *   done;
  * - the ingest queue (Writer.waiting): per process, in front of its own inbox;
+ * - the inbox backlog (ProcessInbox.undrained): per process, its own entries not yet drained, checked
+ *   against the store; ingest is refused past ten times queue_max_events;
  * - committed listeners (billing's local usage, ingest metrics): fire in the aggregator's process
  *   only; billing's access cache in the other processes re-reads usage every second;
  * - maintenance timers (purge, backfill loop): run in the aggregator only.
@@ -58,6 +60,8 @@ const RENEW_EVERY_MS = 1_000;
 const INBOX_TOPIC = 'metering-inbox';
 /** The aggregator looks at the inbox this often when no notice came, backing off to IDLE_POLL_MS while it stays empty. */
 const POLL_MS = 50;
+/** How often a process looks whether its oldest inbox entries were drained (only while it has some). */
+const BACKLOG_CHECK_MS = 100;
 const IDLE_POLL_MS = 1_000;
 /** Inbox entries read per drain round. */
 const ROUND_ENTRIES = 1_000;
@@ -199,14 +203,27 @@ export class FencedStore implements Store {
   }
 }
 
-/** This process's inbox: each group commit of its writer becomes one entry. */
+/**
+ * This process's inbox: each group commit of its writer becomes one entry. It keeps its entries not yet
+ * drained (oldest first, as the aggregator drains them) to bound the backlog: whether the oldest are
+ * gone is checked at most every BACKLOG_CHECK_MS while there are some.
+ */
 export class ProcessInbox implements Inbox {
   private entries = 0;
+  private readonly undrained: { key: string; events: number }[] = [];
+  private undrainedEvents = 0;
+  private checking = false;
+  private checkedAt = 0;
 
   constructor(
     private readonly store: Store,
     private readonly processId: string,
   ) {}
+
+  get backlog(): number {
+    if (this.undrained.length > 0 && !this.checking && performance.now() - this.checkedAt >= BACKLOG_CHECK_MS) void this.checkDrained();
+    return this.undrainedEvents;
+  }
 
   fill(batch: WriteBatch, events: readonly PreparedEvent[]): void {
     const key = inboxKey(Date.now(), this.processId, ++this.entries);
@@ -214,6 +231,25 @@ export class ProcessInbox implements Inbox {
     for (const e of events) lines += (lines ? '\n' : '') + e.dedupe + ' ' + e.json;
     batch.put(key, String(events.length));
     batch.put(inboxBodyKey(key), lines);
+    this.undrained.push({ key, events: events.length });
+    this.undrainedEvents += events.length;
+  }
+
+  /** Forgets the oldest entries that are gone (drained, or never written: their batch failed). */
+  private async checkDrained(): Promise<void> {
+    this.checking = true;
+    try {
+      const oldest = this.undrained.slice(0, ROUND_ENTRIES);
+      const stored = await this.store.getMany(oldest.map((entry) => entry.key));
+      let gone = 0;
+      while (gone < oldest.length && stored[gone] === undefined) this.undrainedEvents -= oldest[gone++].events;
+      this.undrained.splice(0, gone);
+    } catch {
+      // Checked again on the next ingest.
+    } finally {
+      this.checking = false;
+      this.checkedAt = performance.now();
+    }
   }
 
   written(): void {

@@ -27,11 +27,16 @@ export type CommittedListener = (events: readonly PreparedEvent[]) => void;
 
 /** Where the processes of a shared store put their events for the aggregator (aggregator.ts). */
 export interface Inbox {
+  /** Events of this process's entries the aggregator has not drained yet (as last checked). */
+  readonly backlog: number;
   /** Puts one inbox entry holding `events` into `batch`. */
   fill(batch: WriteBatch, events: readonly PreparedEvent[]): void;
   /** An entry was committed (the aggregator is told). */
   written(): void;
 }
+
+/** A process's inbox may hold this many times queue_max_events not yet aggregated before ingest answers 503. */
+const INBOX_BACKLOG_FACTOR = 10;
 
 export class QueueFullError extends Error {
   constructor() {
@@ -150,6 +155,8 @@ export class Writer {
   submit(events: PreparedEvent[], queueLimit: number, inboxKeys?: readonly string[]): Promise<void> {
     if (this.closed) return Promise.reject(new WriterClosedError());
     if (this.waitingEvents > 0 && this.waitingEvents + events.length > queueLimit) return Promise.reject(new QueueFullError());
+    // Acknowledged events the aggregator has not counted yet are bounded too (it is down, or far behind).
+    if (this.inbox && this.inbox.backlog > 0 && this.inbox.backlog + events.length > INBOX_BACKLOG_FACTOR * queueLimit) return Promise.reject(new QueueFullError());
     return new Promise<void>((resolve, reject) => {
       this.waiting.push({ events, inboxKeys, resolve, reject });
       this.waitingEvents += events.length;

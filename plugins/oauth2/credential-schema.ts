@@ -2,7 +2,7 @@
  * The `oauth2_credentials` entity (Kong's admin API name `oauth2`): its schema, shared by gateway.yaml
  * and the admin API, and the `hash_secret` transformation.
  */
-import { hashSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type Entity, type EntityDefinition, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { hashDeclaredSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type Entity, type EntityDefinition, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
 export const CREDENTIALS_ENTITY = 'oauth2_credentials';
 
@@ -49,11 +49,15 @@ export const credentialSchema: RecordSchema = {
   },
 };
 
-/** Kong's transformation: with `hash_secret`, the stored secret is its PBKDF2 hash (kept when already one). */
+/**
+ * Kong's transformation: with `hash_secret`, the stored secret is its PBKDF2 hash (kept when already one).
+ * Declared credentials are hashed by every process of the node as it loads gateway.yaml, each to the
+ * same hash (see hashDeclaredSecret).
+ */
 export function applySecretHashing<T extends Record<string, any>>(credential: T): T {
   if (!credential.hash_secret || typeof credential.client_secret !== 'string') return credential;
   if (isHashedSecret(credential.client_secret)) return credential;
-  return { ...credential, client_secret: hashSecret(credential.client_secret) };
+  return { ...credential, client_secret: hashDeclaredSecret(credential.client_secret, String(credential.client_id)) };
 }
 
 export const credentialEntity: EntityDefinition = {

@@ -4,7 +4,8 @@
  * between Kong and Tollgate), and the sha256 digests under which bearer values (tokens, codes, API keys)
  * are stored.
  */
-import { createHash, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { nodeSecret } from '../process/node-secret.ts';
 
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 /** 248 = 4 × 62: bytes from 248 up are skipped so that every character is equally likely. */
@@ -74,6 +75,16 @@ export type Derive = (job: Pbkdf2Job) => Promise<Buffer>;
 export function hashSecret(secret: string, salt: Buffer = randomBytes(PBKDF2_SALT_LENGTH)): string {
   const job = newHashJob(secret, salt);
   return formatHash(job, pbkdf2Sync(job.secret, job.salt, job.iterations, job.keyLength, job.digest));
+}
+
+/**
+ * The hash of a secret declared in gateway.yaml, which every process of the node derives as it loads the
+ * file: its salt is keyed with the node's secret (from `scope` and the secret), so every worker holds
+ * the same hash, and a secret one worker remembers as verified is known to the others to be for this
+ * very secret (SecretVerifier). A new secret, or another node, gets another salt.
+ */
+export function hashDeclaredSecret(secret: string, scope: string): string {
+  return hashSecret(secret, createHmac('sha256', nodeSecret()).update(`${scope}\0${secret}`).digest().subarray(0, PBKDF2_SALT_LENGTH));
 }
 
 /** `hashSecret` with the derivation done by `derive`. */

@@ -1,11 +1,14 @@
 /**
  * Metering on one LevelDB node with two worker processes (the primary owns the database, the workers
  * reach it over IPC): events ingested concurrently through both workers, each twice, give exact totals
- * whichever worker answers.
+ * whichever worker answers. An aggregator that stops (SIGSTOP) leaves the other worker's inbox filling:
+ * its ingest answers 503 once ten times queue_max_events wait there, and every event it acknowledged is
+ * counted once aggregation resumes.
  */
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { request, spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
+import { waitFor } from '../../src/support.ts';
 import { crash, inParallel } from './catalogue-support.ts';
 import { apiOf, batchesOf, config, expectedOf, makeEvents, shuffled, usageOn } from './cluster-support.ts';
 
@@ -27,5 +30,42 @@ describe('metering on one LevelDB node with two worker processes', () => {
     for (let i = 0; i < 6; i++) assert.deepEqual((await usageOn(apiOf(node))).totals, expected);
     const pids = (await request(node.admin + '/')).json().pids;
     assert.equal(pids.workers.length, 2, 'two workers serve');
+  });
+
+  test('an aggregator that stops: the backlog of acknowledged events is bounded, and all of them are counted once it resumes', async () => {
+    if (node) await crash(node);
+    const settings = config({ worker_processes: 2, proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', access_log: false }) as any;
+    const queueMaxEvents = 20;
+    settings.routes[0].plugins[0].config.queue_max_events = queueMaxEvents;
+    node = await spawnGateway(settings);
+    const spawned = node;
+    let line: string | undefined;
+    await waitFor(() => (line = spawned.output().split('\n').find((l) => l.includes('this process aggregates the events'))) !== undefined, 'an aggregator');
+    const aggregator = JSON.parse(line!).pid as number;
+    const api = apiOf(node);
+    const events = makeEvents('stalled', 400);
+    const acknowledged: Record<string, any>[] = [];
+    const refusals: string[] = [];
+    process.kill(aggregator, 'SIGSTOP');
+    try {
+      // Sent one after the other, so each is answered by the worker that still runs: nothing drains its inbox.
+      for (const batch of batchesOf(events, 10)) {
+        const res = await api.ingest(batch);
+        if (res.status === 503) refusals.push(String(res.headers['retry-after']));
+        else if (res.status < 300) acknowledged.push(...batch);
+        else assert.fail(`ingest answered ${res.status}: ${res.text}`);
+      }
+    } finally {
+      process.kill(aggregator, 'SIGCONT');
+    }
+    assert.ok(refusals.length > 0, 'ingest refuses once the backlog is full');
+    assert.ok(refusals.every((r) => r === '1'), 'with Retry-After');
+    assert.ok(acknowledged.length <= 10 * queueMaxEvents, `${acknowledged.length} events acknowledged while nothing aggregated`);
+    // Resumed (or taken over): every acknowledged event counted, once; and ingest is open again.
+    assert.deepEqual((await usageOn(api)).totals, expectedOf(acknowledged));
+    const late = events.slice(0, 10);
+    await waitFor(async () => (await api.ingest(late)).status < 300, 'ingest to accept events again');
+    const counted = [...acknowledged, ...late.filter((e) => !acknowledged.includes(e))];
+    assert.deepEqual((await usageOn(api)).totals, expectedOf(counted));
   });
 });
