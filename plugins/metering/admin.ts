@@ -91,11 +91,13 @@ function adminExchange(method: AdminMethod, path: string, req: AdminRequest): { 
 
 /** The ingest queue, the dedupe filter and each backfill in progress. */
 async function meteringStatus(service: MeteringService, config: MeteringConfig) {
+  const { aggregator, dedupe_filter } = await service.aggregatorStatus();
   return {
     queue: { events: service.writer.queuedEvents, max_events: config.queue_max_events },
-    dedupe_filter: await service.writerDedupeFilterSize(),
-    // On a store shared by several processes: whether this one aggregates everyone's events now.
+    dedupe_filter,
+    // On a store shared by several processes: whether this one aggregates everyone's events now, and which does.
     aggregating: service.aggregatingWriter !== null,
+    aggregator,
     meters: service.meters.live().length,
     backfills: service.meters.pendingBackfills().map(({ id, key, backfill }) => ({
       meter: { id, key },

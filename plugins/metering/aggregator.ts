@@ -306,6 +306,18 @@ export async function drainInboxRound(store: Store, writer: Writer, batchEvents:
   return keys.length;
 }
 
+/** What /metering/status shows of the aggregator on every process. */
+export interface AggregatorStatus {
+  aggregator: { node_id: string; pid: number };
+  dedupe_filter: { hashes: number; bytes: number };
+}
+
+/** The node and pid of a process id (`<node id>.<pid>.<ulid>`, see MeteringService). */
+export function processOf(processId: string): { node_id: string; pid: number } {
+  const [nodeId, pid] = processId.split('.');
+  return { node_id: nodeId, pid: Number(pid) };
+}
+
 /** What a process does while it holds the lease: built anew for each term, on the fenced store. */
 export interface Term {
   /** The single writer of this term (opened, i.e. its state rebuilt from the store). */
@@ -407,9 +419,10 @@ export class Aggregator {
     }
   }
 
-  /** Says what the other processes' /metering/status shows of the aggregator (written after each round that drained). */
+  /** Says what the other processes' /metering/status shows of the aggregator (written when its term starts and after each round that drained). */
   private report(writer: Writer): Promise<void> {
-    return this.store.put(AGGREGATOR_STATUS_KEY, JSON.stringify({ process: this.processId, dedupe_filter: writer.dedupeFilter.size }));
+    const status: AggregatorStatus = { aggregator: processOf(this.processId), dedupe_filter: writer.dedupeFilter.size };
+    return this.store.put(AGGREGATOR_STATUS_KEY, JSON.stringify(status));
   }
 
   private drainRound(writer: Writer): Promise<number> {

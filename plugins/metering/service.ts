@@ -17,7 +17,7 @@ import { BodyError, prepareEvents, type PreparedEvent, type StoredEvent } from '
 import { formatUtc } from './time.ts';
 import { eventProblem } from './values.ts';
 import { Writer, type CommittedListener, type WriterOptions } from './writer.ts';
-import { Aggregator, awaitDrained, drainInboxRound, LeaseLostError, ProcessInbox, type Term } from './aggregator.ts';
+import { Aggregator, awaitDrained, drainInboxRound, LeaseLostError, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregator.ts';
 import { MeterCommands, MeterCommandTimeout, type MeterCommand, type MeterReply } from './meter-commands.ts';
 
 export class ServiceError extends Error {
@@ -97,6 +97,7 @@ export class MeteringService {
   private retentionDays = DEFAULTS.retentionDays;
   /** Alone on the store: the aggregation, for good. Shared: the current term's while this process aggregates. */
   private local: Aggregation | null = null;
+  private readonly processId: string;
   /** Shared store only. */
   private readonly aggregator: Aggregator | null = null;
   private readonly commands: MeterCommands | null = null;
@@ -113,12 +114,14 @@ export class MeteringService {
     this.store = api.store;
     this.log = api.log;
     this.engine = new QueryEngine(this.store);
+    // Names this process in the inboxes, meter commands and the aggregator's lease and status.
+    this.processId = `${api.nodeId ?? 'node'}.${process.pid}.${ulid()}`;
     if (!api.sharedStore) {
       this.local = this.aggregation(this.store);
       this.writer = this.local.writer;
       return;
     }
-    const processId = `${api.nodeId ?? 'node'}.${process.pid}.${ulid()}`;
+    const processId = this.processId;
     this.writer = new Writer(this.store, new AggregateLedger(this.store), this.meters, this.log, this.writerOptions(), undefined, undefined, new ProcessInbox(this.store, processId));
     this.commands = new MeterCommands(this.store, processId, this.log);
     this.aggregator = new Aggregator(this.store, processId, (fenced) => this.startTerm(fenced), this.log, () => this.writer.options.batchMaxEvents);
@@ -151,14 +154,14 @@ export class MeteringService {
   }
 
   /**
-   * The dedupe filter of the single writer: this process's, or on a shared store the aggregator's as it
-   * reported after the round that drained what was acknowledged before this call.
+   * Which process aggregates (null: none yet) and its dedupe filter: this process's, or on a shared store
+   * the aggregator's as it reported after the round that drained what was acknowledged before this call.
    */
-  async writerDedupeFilterSize(): Promise<{ hashes: number; bytes: number }> {
-    if (this.aggregatingWriter || !this.aggregator) return this.dedupeFilterSize;
+  async aggregatorStatus(): Promise<AggregatorStatus | { aggregator: null; dedupe_filter: { hashes: number; bytes: number } }> {
+    if (this.aggregatingWriter || !this.aggregator) return { aggregator: processOf(this.processId), dedupe_filter: this.dedupeFilterSize };
     await this.caughtUp();
     const reported = await this.store.get(AGGREGATOR_STATUS_KEY);
-    return reported === undefined ? { hashes: 0, bytes: 0 } : JSON.parse(reported).dedupe_filter;
+    return reported === undefined ? { aggregator: null, dedupe_filter: { hashes: 0, bytes: 0 } } : (JSON.parse(reported) as AggregatorStatus);
   }
 
   async open(): Promise<void> {

@@ -5,14 +5,14 @@
  *   is per node; here the node is one process).
  * - `StoreCounters`: counts kept in the gateway's store and admitted with its compare-and-set, so that no
  *   increment is lost and no more than the limit is admitted, whatever the number of processes counting.
- *   Kong's `cluster` policy counts over every node sharing the store; `local` on a node of several worker
- *   processes counts under the node's own keys, shared by its workers (LevelDB: in the primary that owns
- *   the database; PostgreSQL: in the database, keyed by node).
+ *   Kong's `cluster` policy counts over every node sharing the store.
+ * - `NodeCounters`: Kong's `local` policy on a node of several worker processes: the node's counters in
+ *   its primary process (nginx's shared dict, which its workers share), whatever the store.
  *
  * Each call admits one request when every window is below its limit and counts it; refused requests are
  * not counted (Kong's handler adds only what it lets through).
  */
-import type { Store } from '../../src/pipeline/plugin-api.ts';
+import type { NodeExchange, Store } from '../../src/pipeline/plugin-api.ts';
 import { windowEnd, windowStart, type Period } from './periods.ts';
 
 /** The windows a configuration limits and their limits (one per period); `id` names the pair, made once per configuration. */
@@ -71,7 +71,7 @@ interface Waiter {
   reject(err: unknown): void;
 }
 
-/** The requests of one counter key and limits waiting in this process for the next compare-and-set. */
+/** The requests of one counter key and limits waiting in this process for the next round. */
 interface Queue {
   key: string;
   limits: WindowLimits;
@@ -81,16 +81,12 @@ interface Queue {
 }
 
 /**
- * Counts in the store, one entry per window (`<period>|<window start>|<key>` → count, expiring with its
- * window), changed only by `commitIf` from the count just read. Requests for one key that arrive while a
- * compare-and-set is under way in this process wait and go together in the next one, which admits as many
- * of them as the limits leave room for: under load a process costs two store calls per round, not per
- * request, and a round's conflicts are with other processes only.
+ * Counters kept outside this process, counted in rounds: requests for one key that arrive while a round
+ * is under way wait and go together in the next one, which admits as many of them as the limits leave
+ * room for. Under load a process costs one round per key at a time, not one per request.
  */
-export class StoreCounters implements Counters {
+abstract class RoundCounters implements Counters {
   private readonly queues = new Map<string, Queue>();
-
-  constructor(private readonly store: Store) {}
 
   consume(key: string, limits: WindowLimits): Promise<number[]> {
     const id = `${key}#${limits.id}`;
@@ -101,40 +97,76 @@ export class StoreCounters implements Counters {
     return usage;
   }
 
+  /**
+   * Admits up to `requests` at once in the windows of `limits` holding now: each window's count before,
+   * and how many were counted.
+   */
+  protected abstract admit(key: string, limits: WindowLimits, requests: number): Promise<{ counts: number[]; admitted: number }>;
+
   /** Rounds until nobody waits; the queue then leaves memory, so idle keys cost nothing. */
   private async drain(id: string, queue: Queue): Promise<void> {
     queue.draining = true;
     while (queue.waiters.length > 0) {
       const waiters = queue.waiters.splice(0);
       try {
-        const usages = await this.admit(queue, waiters.length);
-        waiters.forEach((waiter, i) => waiter.resolve(usages[i]));
+        const { counts, admitted } = await this.admit(queue.key, queue.limits, waiters.length);
+        // The n-th request sees the n-1 admitted before it; those past the room see a full window.
+        waiters.forEach((waiter, n) => waiter.resolve(counts.map((count) => count + Math.min(n, admitted))));
       } catch (err) {
         for (const waiter of waiters) waiter.reject(err);
       }
     }
     this.queues.delete(id);
   }
+}
 
-  /**
-   * Admits up to `requests` at once: reads the windows' counts and adds what fits under every limit, if no
-   * one changed them meanwhile (else reads again). Answers each request's usage before it, in order.
-   */
-  private async admit({ key, limits: { periods, values: limits } }: Queue, requests: number): Promise<number[][]> {
+/** Each window's counter key (`<period>|<window start>|<key>`) and how long it has left, now. */
+function windowsOf(key: string, periods: readonly Period[], now: number): { keys: string[]; ttlsMs: number[] } {
+  const starts = periods.map((period) => windowStart(period, now));
+  return { keys: periods.map((period, i) => `${period}|${starts[i]}|${key}`), ttlsMs: periods.map((period, i) => windowEnd(period, starts[i]) - now) };
+}
+
+/**
+ * Counts in the store, one entry per window (expiring with its window), changed only by `commitIf` from
+ * the count just read: a round costs two store calls, and its conflicts are with other processes only.
+ */
+export class StoreCounters extends RoundCounters {
+  constructor(private readonly store: Store) {
+    super();
+  }
+
+  /** Reads the windows' counts and adds what fits under every limit, if no one changed them meanwhile (else reads again). */
+  protected async admit(key: string, { periods, values: limits }: WindowLimits, requests: number): Promise<{ counts: number[]; admitted: number }> {
     for (;;) {
-      const now = Date.now();
-      const keys = periods.map((period) => `${period}|${windowStart(period, now)}|${key}`);
+      const { keys, ttlsMs } = windowsOf(key, periods, Date.now());
       const stored = await this.store.getMany(keys);
       const counts = stored.map((value) => Number(value ?? 0) || 0);
       // A limit need not be whole (Kong's is a number): a count below it admits one more.
-      const room = Math.max(0, Math.min(requests, ...limits.map((limit, i) => Math.ceil(limit - counts[i]))));
-      // The n-th request sees the n-1 admitted before it; those past the room see a full window.
-      const usages = Array.from({ length: requests }, (_, n) => counts.map((count) => count + Math.min(n, room)));
-      if (room === 0) return usages;
+      const admitted = Math.max(0, Math.min(requests, ...limits.map((limit, i) => Math.ceil(limit - counts[i]))));
+      if (admitted === 0) return { counts, admitted };
       const expectations = keys.map((k, i) => ({ key: k, value: stored[i] }));
-      const writes = keys.map((k, i) => ({ type: 'put' as const, key: k, value: String(counts[i] + room), ttlMs: windowEnd(periods[i], windowStart(periods[i], now)) - now }));
-      if (await this.store.commitIf(expectations, writes)) return usages;
+      const writes = keys.map((k, i) => ({ type: 'put' as const, key: k, value: String(counts[i] + admitted), ttlMs: ttlsMs[i] }));
+      if (await this.store.commitIf(expectations, writes)) return { counts, admitted };
     }
+  }
+}
+
+/**
+ * Kong's `local` policy on a node of several worker processes: the node's counters, kept in its primary
+ * process (as nginx keeps a shared dictionary for its workers); a round is one message there and back.
+ */
+export class NodeCounters extends RoundCounters {
+  constructor(
+    private readonly node: NodeExchange,
+    /** Keeps these counters apart from other users of the node's. */
+    private readonly prefix: string,
+  ) {
+    super();
+  }
+
+  protected admit(key: string, { periods, values }: WindowLimits, requests: number): Promise<{ counts: number[]; admitted: number }> {
+    const { keys, ttlsMs } = windowsOf(this.prefix + key, periods, Date.now());
+    return this.node.admit(keys, [...values], ttlsMs, requests);
   }
 }
 

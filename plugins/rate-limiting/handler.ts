@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PluginApi, PluginEntity, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { MemoryCounters, StoreCounters, type Counters, type WindowLimits } from './counters.ts';
+import { MemoryCounters, NodeCounters, StoreCounters, type Counters, type WindowLimits } from './counters.ts';
 import { PERIOD_SECONDS, PERIODS, windowStart, type Period } from './periods.ts';
 import type { RateLimitingConfig } from './schema.ts';
 
@@ -32,8 +32,8 @@ const limitsByConfig = new WeakMap<RateLimitingConfig, Limits>();
 
 export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig> {
   const policies: Record<'local' | 'cluster', Counters> = {
-    // Kong's `local` counts per node: a node of several processes shares its counts through the store, under keys of its own.
-    local: api.processesOnNode > 1 ? new StoreCounters(api.store.namespace(`node-${api.nodeId}`)) : new MemoryCounters(),
+    // Kong's `local` counts per node: a node of several processes counts in its primary, which every worker asks.
+    local: api.processesOnNode > 1 ? new NodeCounters(api.node, 'rate-limiting|') : new MemoryCounters(),
     cluster: new StoreCounters(api.store.namespace('cluster')),
   };
   return {

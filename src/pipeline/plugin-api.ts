@@ -20,6 +20,7 @@ export type { FieldSchema, Issue, Path, RecordSchema, StringSchema, Validated } 
 export { atLeastOneOf, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
+export type { Admission, NodeExchange } from '../process/exchange.ts';
 export { putIfAbsent, take } from '../store/store.ts';
 export { consumerByReference } from '../consumers.ts';
 export { compileRouteRegex } from '../router/validate.ts';
@@ -127,8 +128,8 @@ export interface PluginApi {
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */
   metrics: PluginMetrics;
   /**
-   * What the processes of this node share on demand (Kong's shared dictionaries): offer a value under a
-   * topic, gather every process's. One process alone gathers its own.
+   * What the processes of this node share (Kong's shared dictionaries): offer a value under a topic,
+   * gather every process's; counters that are the node's (`admit`). One process alone keeps its own.
    */
   node: NodeExchange;
 }

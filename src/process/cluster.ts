@@ -23,7 +23,8 @@ import { parseListenList } from '../config/listen.ts';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
 import { Gateway, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
-import { LocalExchange } from './exchange.ts';
+import { LocalExchange, type Admission } from './exchange.ts';
+import { WindowCounters } from './window-counters.ts';
 import { nodeSecretEnvironment } from './node-secret.ts';
 import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
 import { createLogger, createLogging, type Logger } from '../log.ts';
@@ -52,12 +53,14 @@ type ToWorker =
   | { type: 'stop' }
   | { type: 'pids'; master: number; workers: number[] }
   | { type: 'collect'; id: number; topic: string; argument?: string }
-  | { type: 'gathered'; id: number; values: unknown[] };
+  | { type: 'gathered'; id: number; values: unknown[] }
+  | { type: 'admitted'; id: number; admission: Admission };
 type ToPrimary =
   | { type: 'listening'; lines: string[] }
   | { type: 'reloaded'; ok: boolean; errors: number; refused?: string }
   | { type: 'gather'; id: number; topic: string; argument?: string }
-  | { type: 'collected'; id: number; value: unknown };
+  | { type: 'collected'; id: number; value: unknown }
+  | { type: 'admit'; id: number; keys: string[]; limits: number[]; ttlsMs: number[]; requests: number };
 
 /** A gather the primary relays: the workers still to answer, and the values so far. */
 interface Collection {
@@ -107,6 +110,8 @@ class Primary {
   private stopped: (code: number) => void = () => {};
   private readonly collections = new Map<number, Collection>();
   private collectionSeq = 0;
+  /** The node's counters (NodeExchange.admit): here, where every worker reaches them. */
+  private readonly counters = new WindowCounters();
 
   constructor(
     private readonly configFile: string,
@@ -176,6 +181,11 @@ class Primary {
   private received(slot: Slot, worker: Worker, message: ToPrimary): void {
     if (message.type === 'gather') return this.gatherFor(worker, message.id, message.topic, message.argument);
     if (message.type === 'collected') return this.collected(worker, message.id, message.value);
+    if (message.type === 'admit') {
+      const admission = this.counters.admit(message.keys, message.limits, message.ttlsMs, message.requests);
+      if (worker.isConnected()) worker.send({ type: 'admitted', id: message.id, admission } satisfies ToWorker);
+      return;
+    }
     if (message.type !== 'listening') return;
     slot.listening = true;
     // Only now: a worker hears messages once it has started (earlier ones would be lost).
@@ -342,6 +352,7 @@ async function runWorker(configFile: string): Promise<number> {
   // The primary is gone: nothing supervises this worker any more. Its stop may wait for what only the
   // primary answers (closing a shared listening socket, the store): past the usual bound it exits anyway.
   process.once('disconnect', () => {
+    exchange.disconnected();
     stop();
     const bound = (gateway?.config.gateway.shutdown_timeout ?? 0) + STOP_GRACE_MS;
     setTimeout(() => exited(1), bound).unref();
@@ -372,6 +383,24 @@ async function runWorker(configFile: string): Promise<number> {
 class WorkerExchange extends LocalExchange {
   private readonly pending = new Map<number, (values: unknown[]) => void>();
   private gatherSeq = 0;
+  private readonly admissions = new Map<number, { resolve(admission: Admission): void; reject(err: Error): void }>();
+  private admitSeq = 0;
+
+  /** Counted in the primary; when it is gone (the node is stopping) this process's own counters stand in. */
+  override admit(keys: string[], limits: number[], ttlsMs: number[], requests: number): Promise<Admission> {
+    if (!process.connected) return super.admit(keys, limits, ttlsMs, requests);
+    const id = ++this.admitSeq;
+    return new Promise((resolve, reject) => {
+      this.admissions.set(id, { resolve, reject });
+      process.send!({ type: 'admit', id, keys, limits, ttlsMs, requests } satisfies ToPrimary);
+    });
+  }
+
+  /** The primary went away: its answers will not come. */
+  disconnected(): void {
+    for (const waiting of this.admissions.values()) waiting.reject(new Error('the node\'s primary process is gone'));
+    this.admissions.clear();
+  }
 
   override gather(topic: string, argument?: string): Promise<unknown[]> {
     if (!process.connected) return super.gather(topic, argument);
@@ -391,7 +420,12 @@ class WorkerExchange extends LocalExchange {
     });
   }
 
-  received(message: ToWorker & { type: 'collect' | 'gathered' }): void {
+  received(message: ToWorker & { type: 'collect' | 'gathered' | 'admitted' }): void {
+    if (message.type === 'admitted') {
+      this.admissions.get(message.id)?.resolve(message.admission);
+      this.admissions.delete(message.id);
+      return;
+    }
     if (message.type === 'gathered') return this.pending.get(message.id)?.(message.values);
     // A value that cannot be read is left out (undefined), not left waiting for the primary's timeout.
     void this.read(message.topic, message.argument)

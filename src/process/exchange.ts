@@ -1,7 +1,12 @@
+import { WindowCounters, type Admission } from './window-counters.ts';
+
+export type { Admission } from './window-counters.ts';
+
 /**
- * What the processes of one node share on demand, as Kong's workers share a dictionary: each process
- * offers a value under a topic (read when asked), and any of them gathers every process's value (the
- * prometheus plugin sums its counters so that a scrape of any worker reports the node's totals).
+ * What the processes of one node share, as Kong's workers share a dictionary: each process offers a
+ * value under a topic (read when asked), and any of them gathers every process's value (the prometheus
+ * plugin sums its counters so that a scrape of any worker reports the node's totals); and counters that
+ * are the node's (rate-limiting's `local` policy), kept where every process reaches them.
  */
 export interface NodeExchange {
   /**
@@ -11,11 +16,17 @@ export interface NodeExchange {
   offer(topic: string, read: (argument?: string) => unknown): void;
   /** The value of `topic` of every process of the node that answered (this one's included). */
   gather(topic: string, argument?: string): Promise<unknown[]>;
+  /**
+   * Counts up to `requests` on each of the node's counters `keys` in one step, as many as every limit
+   * leaves room for (see WindowCounters.admit); a new counter expires after its `ttlsMs`.
+   */
+  admit(keys: string[], limits: number[], ttlsMs: number[], requests: number): Promise<Admission>;
 }
 
 /** One process: its own values are the node's. */
 export class LocalExchange implements NodeExchange {
   private readonly offered = new Map<string, (argument?: string) => unknown>();
+  private readonly counters = new WindowCounters();
 
   offer(topic: string, read: (argument?: string) => unknown): void {
     if (this.offered.has(topic)) throw new Error(`exchange topic ${topic} is offered twice`);
@@ -29,5 +40,9 @@ export class LocalExchange implements NodeExchange {
 
   async gather(topic: string, argument?: string): Promise<unknown[]> {
     return this.offered.has(topic) ? [await this.read(topic, argument)] : [];
+  }
+
+  async admit(keys: string[], limits: number[], ttlsMs: number[], requests: number): Promise<Admission> {
+    return this.counters.admit(keys, limits, ttlsMs, requests);
   }
 }

@@ -169,6 +169,9 @@ describe('metering on the admin API', () => {
     assert.deepEqual(status.queue, { events: 0, max_events: QUEUE_MAX });
     assert.ok(status.dedupe_filter.hashes >= 4, JSON.stringify(status));
     assert.ok(status.dedupe_filter.bytes > 0);
+    // The aggregating process, as GET / names its node (and with workers, whichever process answers).
+    assert.equal(status.aggregator.node_id, (await admin('/')).json().node_id);
+    assert.ok(Number.isInteger(status.aggregator.pid) && status.aggregator.pid > 0, JSON.stringify(status.aggregator));
     assert.equal(status.meters, METERS.length + 1);
     // A meter created over stored events is backfilled; each backfill shows its share done, until it is complete.
     for (const backfill of status.backfills) {

@@ -95,7 +95,9 @@ export async function postUntilAcknowledged(api: MeteringApi, events: Record<str
   assert.fail('a batch was never acknowledged');
 }
 
+/** Whether a process of the node behind `admin` aggregates (whichever of its workers answers). */
 export async function aggregating(admin: string): Promise<boolean> {
-  return (await request(admin + '/metering/status')).json().aggregating;
+  const { aggregator } = (await request(admin + '/metering/status')).json();
+  return aggregator !== null && aggregator.node_id === (await request(admin + '/')).json().node_id;
 }
 
