@@ -2,7 +2,8 @@
  * The rate-limiting plugin's cost (policy local, limits high enough never to refuse): the same route shape
  * with and without the plugin, alternating rounds, best of each (the issue aims at a ratio ≥ 0.85). Beside
  * them, the counts kept in the store and admitted by compare-and-set: the cluster policy on one process, and
- * on a node of two worker processes both policies (the counts then in the primary's LevelDB, over IPC).
+ * on a node of two worker processes both policies (local: the node's counters in the primary's memory;
+ * cluster: the primary's LevelDB, over IPC).
  * With PostgreSQL, two nodes on one database, loaded at once, the cluster policy counting over both.
  * Every request of a run has one identifier (one client address): the worst case for the compare-and-set,
  * each round of a process admitting the requests that waited for it.
