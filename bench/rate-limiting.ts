@@ -44,7 +44,7 @@ export async function run(): Promise<void> {
       const url = node.urls[0];
       const targets: [string, string][] = [
         ['2 workers, no plugin', `${url}/open/hello`],
-        ['2 workers, policy local (the node's counters in the primary)', `${url}/limited/hello`],
+        ['2 workers, policy local (the node counters in the primary)', `${url}/limited/hello`],
         ['2 workers, policy cluster (compare-and-set in the store, owned by the primary)', `${url}/cluster/hello`],
       ];
       const results: LoadResult[][] = targets.map(() => []);

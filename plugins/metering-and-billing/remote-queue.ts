@@ -293,11 +293,24 @@ export class RemoteQueue implements EventQueue {
           void this.track(this.send(claim)).then(() => this.inFlight--);
         }
         await this.deliverNext();
+        await this.recountShared();
       } catch (err) {
         this.log.error({ queue: this.name, err }, 'request metering: polling the queue failed');
       }
       if (!this.closed) this.pollTimer = setTimeout(() => this.poll(), POLL_MS);
     })();
+  }
+
+  /**
+   * The node's other processes claim and drop entries this one counted: its tally is counted again while
+   * it says there is something (at most every RECOUNT_MS), once no write of this process is under way.
+   */
+  private async recountShared(): Promise<void> {
+    if (this.depthOnDisk.events === 0 || Date.now() - this.countedAt < RECOUNT_MS) return;
+    await this.persisting;
+    if (this.persistScheduled) return;
+    this.depthOnDisk = await this.disk.count();
+    this.countedAt = Date.now();
   }
 
   async close(): Promise<void> {
