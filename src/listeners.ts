@@ -103,16 +103,42 @@ function guardRequests(next: ListenerHandlers['request'], maxHeaderSize: number,
         const raw = req.rawHeaders;
         for (let i = 0; i < raw.length; i += 2) size += raw[i].length + raw[i + 1].length + 32;
         if (size > maxHeaderSize) return refuseHeaderSize(req, res as Http2ServerResponse);
-      } else if (!speaksHttp1(req)) {
-        return refuse(res, 505, VERSION_NOT_SUPPORTED, true);
-      } else if (lacksHost(req)) {
-        return refuse(res, 400, MISSING_HOST);
+      } else {
+        lingerOnEarlyClose(req);
+        if (!speaksHttp1(req)) return refuse(res, 505, VERSION_NOT_SUPPORTED, true);
+        if (lacksHost(req)) return refuse(res, 400, MISSING_HOST);
       }
       next(req, res);
     } catch (err) {
       events.failed(err);
       answerFailure(res);
     }
+  };
+}
+
+/** How long a connection closed after an early answer keeps reading what its client still sends (nginx: lingering_time). */
+const LINGER_MS = 5_000;
+/** Each HTTP/1 connection's latest request: whether its body was read whole decides how the connection closes. */
+const latestRequest = new WeakMap<Socket, IncomingMessage>();
+
+/**
+ * nginx's lingering close. A connection that closes after an answer given before its request body was
+ * read whole (a 413, a refusal of a `Connection: close` request) would be closed under a client that is
+ * still writing that body: its next write meets a reset, which can discard the answer before the client
+ * reads it. Such a connection is half-closed instead (the answer, then FIN) and what the client still
+ * sends is read and dropped (Node's parser discards an unread body) until it closes, for at most LINGER_MS.
+ */
+function lingerOnEarlyClose(req: IncomingMessage): void {
+  const socket = req.socket;
+  const known = latestRequest.has(socket);
+  latestRequest.set(socket, req);
+  if (known) return;
+  const destroySoon = socket.destroySoon.bind(socket);
+  socket.destroySoon = () => {
+    if (latestRequest.get(socket)?.complete !== false) return destroySoon();
+    socket.end();
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+    socket.once('close', () => clearTimeout(timer));
   };
 }
 

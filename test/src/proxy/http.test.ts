@@ -361,6 +361,23 @@ describe('bodies', () => {
     assert.equal(reply.headers['x-request-sha256'], sha256(Buffer.concat(pieces)));
   });
 
+  /** Declares a body of `size` bytes with `Connection: close`, reads the answer and the server's FIN, then writes the body: the status line, and how the writing ended. */
+  async function bodyAfterAnswer(base: string, size: number): Promise<{ status: string; body: string }> {
+    // Half-open allowed: this client goes on writing after the server's FIN, as clients that stream a body do.
+    const socket = net.connect({ port: Number(new URL(base).port), host: '127.0.0.1', allowHalfOpen: true });
+    socket.write(`POST /limited HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: ${size}\r\n\r\n`);
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk));
+    // The answer, then the server's end of the connection.
+    await new Promise((resolve) => socket.once('end', resolve));
+    const body = await new Promise<string>((resolve) => {
+      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+      socket.end(Buffer.alloc(size, 'a'), (err?: NodeJS.ErrnoException | null) => resolve(err ? (err.code ?? err.message) : 'written'));
+    });
+    socket.destroy();
+    return { status: received.split('\r\n')[0], body };
+  }
+
   test('413 over the body limit, by Content-Length (never sent upstream) and by counting a chunked body', async () => {
     const small = await startGateway({
       gateway: { proxy_listen: ['127.0.0.1:0'], client_max_body_size: 1024, max_header_size: 2048 },
@@ -377,6 +394,9 @@ describe('bodies', () => {
       assert.equal(echo.requests.length, before, 'the upstream never saw it');
       // A client still writing a large declared body reads the 413 (the rest is read and dropped), not EPIPE.
       for (let i = 0; i < 3; i++) assert.equal((await request(`${small.http}/limited`, { method: 'POST', body: Buffer.alloc(20 * 1024 * 1024, 'a') })).status, 413);
+      // Also when the answer is out before the client writes its body, on a connection it asked to close:
+      // the connection lingers (reads and drops the body) instead of resetting under the client.
+      assert.deepEqual(await bodyAfterAnswer(small.http, 64 * 1024 * 1024), { status: 'HTTP/1.1 413 Payload Too Large', body: 'written' });
 
       const fits = await request(`${small.http}/limited`, { method: 'POST', body: Buffer.alloc(1024, 'a') });
       assert.equal(fits.status, 200, 'exactly the limit is allowed');
