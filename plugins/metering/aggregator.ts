@@ -5,9 +5,10 @@
  *
  * - Ingest: each process's writer group-commits validated events into its inbox (`i/` entry + `ib/`
  *   events, one atomic durable write) and acknowledges; no dedupe at this step.
- * - Aggregation: the process holding the lease (a store key with a TTL, renewed every second through
- *   commitIf) runs the single writer of writer.ts over the inbox: dedupe, events, time index,
- *   aggregates, and the deletion of the drained inbox entries, all in the same atomic batch. A crash
+ * - Aggregation: the processes that use metering (a metering route, a declared meter, events from
+ *   another plugin) take part in an election; the one holding the lease (a store key with a TTL, renewed
+ *   every second through commitIf) runs the single writer of writer.ts over the inbox: dedupe, events,
+ *   time index, aggregates, and the deletion of the drained inbox entries, all in one atomic batch. A crash
  *   re-drains at most what was not committed; the dedupe keys make that re-drain count nothing twice.
  * - Reads are read-your-writes: a query first waits until every inbox entry that existed when it
  *   started is drained (bounded; see awaitDrained), so an event acknowledged before is counted.
@@ -353,6 +354,7 @@ export class Aggregator {
 
   /** Runs for the lease now and then every second. */
   async start(): Promise<void> {
+    if (this.stopped) return;
     this.unsubscribe = this.store.notices.subscribe(INBOX_TOPIC, () => this.wake?.());
     await this.elect();
     this.timer = setInterval(() => void this.elect(), RENEW_EVERY_MS);

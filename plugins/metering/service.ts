@@ -100,6 +100,8 @@ export class MeteringService {
   private readonly processId: string;
   /** Shared store only. */
   private readonly aggregator: Aggregator | null = null;
+  /** Set once this process takes part in the aggregator's election (see joinElection). */
+  private electionJoined: Promise<void> | null = null;
   private readonly commands: MeterCommands | null = null;
   private meterRefresh: NodeJS.Timeout | undefined;
   private unsubscribeMeters: () => void = () => undefined;
@@ -176,7 +178,6 @@ export class MeteringService {
       this.unsubscribeMeters = this.store.notices.subscribe(METERS_TOPIC, () => this.refreshMeters().catch(() => undefined));
       this.meterRefresh = setInterval(() => void this.refreshMeters().catch((err) => this.log.warn({ err }, 'metering: reloading meters failed')), REFRESH_METERS_EVERY_MS);
       this.meterRefresh.unref();
-      await this.aggregator!.start();
     }
     this.subjectsIndexed = this.indexStoredSubjects().catch((err) => this.log.error({ err }, 'metering: indexing the subjects of stored events failed'));
   }
@@ -292,6 +293,7 @@ export class MeteringService {
   /** Applies the settings of every metering instance and the meters of gateway.yaml. */
   async configure(view: ConfigView<MeteringConfig>): Promise<void> {
     const configs = view.instances.map((i) => i.config);
+    if (configs.length > 0 || view.entities('meters').length > 0) await this.joinElection();
     this.writer.options = {
       batchMaxEvents: configs.length ? Math.max(...configs.map((c) => c.batch_max_events)) : DEFAULTS.batchMaxEvents,
       batchMaxWaitMs: configs.length ? Math.min(...configs.map((c) => c.batch_max_wait_ms)) : DEFAULTS.batchMaxWaitMs,
@@ -312,8 +314,19 @@ export class MeteringService {
     return this.writer.submit(events, config.queue_max_events);
   }
 
+  /**
+   * Shared store: takes part in the election of the aggregator once metering is used here (a metering
+   * route, a declared meter, events from another plugin), not before: a node that meters nothing runs no
+   * election and takes no lease.
+   */
+  private joinElection(): Promise<void> {
+    if (!this.aggregator) return Promise.resolve();
+    return (this.electionJoined ??= this.aggregator.start());
+  }
+
   /** LocalIngest: events produced in this process, each validated alone. */
   ingestLocal(events: readonly unknown[]): Promise<RefusedEvent[]> {
+    void this.joinElection();
     const now = Date.now();
     const retentionDays = this.retentionDays;
     const context = { now, retentionStart: Math.floor(now / 1000) - retentionDays * 86_400, retentionDays, metersOf: (type: string) => this.meters.aggregating(type) };

@@ -98,6 +98,7 @@ async function killWorkerUnderLoad(gw: SpawnedGateway, workers: number[]): Promi
 /** Both workers serve, share the store and go on serving when one of them dies; then SIGHUP and SIGTERM act on all. */
 async function exerciseNode(gw: SpawnedGateway, settings: Record<string, unknown>): Promise<void> {
   assert.equal(gw.output().match(/admin listening on/g)?.length, 1, 'the listeners are printed once for the node');
+  assert.doesNotMatch(gw.output(), /aggregates the events/, 'a node that meters nothing elects no metering aggregator');
   await waitFor(async () => (await nodeInfo(gw)).pids.workers.length === 2, 'both workers to be listed');
   const info = await nodeInfo(gw);
   assert.equal(info.pids.master, gw.child.pid);
