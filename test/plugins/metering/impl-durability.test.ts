@@ -229,6 +229,8 @@ describe('metering durability', () => {
     const at = (s: number) => new Date(minute.getTime() + s * 1000).toISOString();
     const events = [ce({ type: 'legacy', time: at(1), data: { value: 3 } }), ce({ type: 'legacy', time: at(2), data: { value: '5.001' } })];
     assert.equal((await post(gw.http, '/events', events, 'application/cloudevents-batch+json')).status, 202);
+    // Read once, so that the states are stored (on worker nodes, acknowledged events wait in an inbox until aggregated).
+    assert.equal(await total(gw.http, 'legacy_sum'), 8.001);
     await gw.stop();
     // What the float states held: the sum 5.001 + 3 in binary floating point, the values as JSON numbers.
     const store = new LevelStore(`${dataDir}/store`);
