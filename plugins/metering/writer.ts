@@ -156,7 +156,8 @@ export class Writer {
     if (this.closed) return Promise.reject(new WriterClosedError());
     if (this.waitingEvents > 0 && this.waitingEvents + events.length > queueLimit) return Promise.reject(new QueueFullError());
     // Acknowledged events the aggregator has not counted yet are bounded too (it is down, or far behind).
-    if (this.inbox && this.inbox.backlog > 0 && this.inbox.backlog + events.length > INBOX_BACKLOG_FACTOR * queueLimit) return Promise.reject(new QueueFullError());
+    const backlog = this.inbox?.backlog ?? 0;
+    if (backlog > 0 && backlog + events.length > INBOX_BACKLOG_FACTOR * queueLimit) return Promise.reject(new QueueFullError());
     return new Promise<void>((resolve, reject) => {
       this.waiting.push({ events, inboxKeys, resolve, reject });
       this.waitingEvents += events.length;

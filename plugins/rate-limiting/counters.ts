@@ -166,7 +166,7 @@ export class NodeCounters extends RoundCounters {
 
   protected admit(key: string, { periods, values }: WindowLimits, requests: number): Promise<{ counts: number[]; admitted: number }> {
     const { keys, ttlsMs } = windowsOf(this.prefix + key, periods, Date.now());
-    return this.node.admit(keys, [...values], ttlsMs, requests);
+    return this.node.admit(keys, values, ttlsMs, requests);
   }
 }
 

@@ -60,7 +60,7 @@ type ToPrimary =
   | { type: 'reloaded'; ok: boolean; errors: number; refused?: string }
   | { type: 'gather'; id: number; topic: string; argument?: string }
   | { type: 'collected'; id: number; value: unknown }
-  | { type: 'admit'; id: number; keys: string[]; limits: number[]; ttlsMs: number[]; requests: number };
+  | { type: 'admit'; id: number; keys: readonly string[]; limits: readonly number[]; ttlsMs: readonly number[]; requests: number };
 
 /** A gather the primary relays: the workers still to answer, and the values so far. */
 interface Collection {
@@ -387,7 +387,7 @@ class WorkerExchange extends LocalExchange {
   private admitSeq = 0;
 
   /** Counted in the primary; when it is gone (the node is stopping) this process's own counters stand in. */
-  override admit(keys: string[], limits: number[], ttlsMs: number[], requests: number): Promise<Admission> {
+  override admit(keys: readonly string[], limits: readonly number[], ttlsMs: readonly number[], requests: number): Promise<Admission> {
     if (!process.connected) return super.admit(keys, limits, ttlsMs, requests);
     const id = ++this.admitSeq;
     return new Promise((resolve, reject) => {

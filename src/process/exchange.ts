@@ -20,7 +20,7 @@ export interface NodeExchange {
    * Counts up to `requests` on each of the node's counters `keys` in one step, as many as every limit
    * leaves room for (see WindowCounters.admit); a new counter expires after its `ttlsMs`.
    */
-  admit(keys: string[], limits: number[], ttlsMs: number[], requests: number): Promise<Admission>;
+  admit(keys: readonly string[], limits: readonly number[], ttlsMs: readonly number[], requests: number): Promise<Admission>;
 }
 
 /** One process: its own values are the node's. */
@@ -42,7 +42,7 @@ export class LocalExchange implements NodeExchange {
     return this.offered.has(topic) ? [await this.read(topic, argument)] : [];
   }
 
-  async admit(keys: string[], limits: number[], ttlsMs: number[], requests: number): Promise<Admission> {
+  async admit(keys: readonly string[], limits: readonly number[], ttlsMs: readonly number[], requests: number): Promise<Admission> {
     return this.counters.admit(keys, limits, ttlsMs, requests);
   }
 }

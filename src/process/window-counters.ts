@@ -27,7 +27,7 @@ export class WindowCounters {
     this.sweep(now);
     const counts = keys.map((key) => this.countOf(key, now));
     const admitted = Math.max(0, Math.min(requests, ...limits.map((limit, i) => Math.ceil(limit - counts[i]))));
-    if (admitted > 0) keys.forEach((key, i) => this.add(key, admitted, now + ttlsMs[i]));
+    if (admitted > 0) keys.forEach((key, i) => this.add(key, admitted, now, now + ttlsMs[i]));
     return { counts, admitted };
   }
 
@@ -36,9 +36,9 @@ export class WindowCounters {
     return entry && entry.expiresAt > now ? entry.count : 0;
   }
 
-  private add(key: string, by: number, expiresAt: number): void {
+  private add(key: string, by: number, now: number, expiresAt: number): void {
     const entry = this.entries.get(key);
-    if (entry && entry.expiresAt > Date.now()) entry.count += by;
+    if (entry && entry.expiresAt > now) entry.count += by;
     else {
       this.entries.delete(key);
       this.entries.set(key, { count: by, expiresAt });

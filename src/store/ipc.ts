@@ -151,11 +151,11 @@ export function serveStore(store: LevelStore, hub: NoticeHub, stream: Duplex): v
   const remove = hub.add(channel);
   const answer = async ([id, method, ...args]: Message) => {
     if (id === NOTICE) {
-      const [topic, message, seq] = args as [string, string | null, number];
-      if (method === 'applied') hub.applied(channel, args[0] as number);
-      else if (typeof topic !== 'string') return;
-      else if (method === 'publish') hub.publish(topic, message, channel);
-      else if (method === 'publishAndWait' && message !== null) void hub.publishAndWait(topic, message, channel).then(() => channel.send([NOTICE, 'settled', seq]));
+      if (method === 'applied') return hub.applied(channel, args[0] as number);
+      const [topic, message, settleId] = args as [string, string | null, number];
+      if (typeof topic !== 'string') return;
+      if (method === 'publish') hub.publish(topic, message, channel);
+      else if (method === 'publishAndWait' && message !== null) void hub.publishAndWait(topic, message, channel).then(() => channel.send([NOTICE, 'settled', settleId]));
       return;
     }
     try {
@@ -276,12 +276,13 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
 
   private received([id, ...rest]: Message): void {
     if (id === NOTICE) {
-      const [kind, topic, message, seq] = rest as [string, string, string | null, number];
-      if (kind === 'settled') this.settling.get(rest[1] as number)?.();
-      else if (kind === 'notice') {
-        const applied = this.local.deliver(topic, message);
-        if (seq) void applied.then(() => this.channel.send([NOTICE, 'applied', seq]));
-      }
+      const [kind, ...notice] = rest;
+      if (kind === 'settled') return this.settling.get(notice[0] as number)?.();
+      if (kind !== 'notice') return;
+      const [topic, message, seq] = notice as [string, string | null, number];
+      const applied = this.local.deliver(topic, message);
+      // seq 0: a plain publish, nobody waits for this process's word.
+      if (seq) void applied.then(() => this.channel.send([NOTICE, 'applied', seq]));
       return;
     }
     const waiting = this.pending.get(id);
