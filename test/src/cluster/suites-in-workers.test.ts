@@ -62,7 +62,7 @@ for (const group of GROUPS) {
   const name = `the ${group.folders.join(' and ')} suites pass on nodes of ${WORKERS} worker processes`;
   const skip = waiting.length > 0
     ? `waits for plugin ${waiting.map((n) => `'${n}'`).join(', ')} to declare multiProcess`
-    : !process.env.TOLLGATE_WORKER_SUITES && 'runs with TOLLGATE_WORKER_SUITES=1 (the suites again on worker nodes: about a quarter of an hour)';
+    : !process.env.TOLLGATE_WORKER_SUITES && 'runs with TOLLGATE_WORKER_SUITES=1, as in CI (the suites again on worker nodes: about as long as the rest)';
   test(name, { skip, timeout: GROUP_TIMEOUT_MS }, async () => {
     const { code, output } = await runInWorkerMode(group.folders.flatMap(suiteFiles));
     const failed = output.split('\n').filter((line) => /^\s*not ok \d+ - /.test(line) && !/# SKIP/.test(line));
