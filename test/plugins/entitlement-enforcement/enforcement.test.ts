@@ -132,7 +132,12 @@ describe('entitlement-enforcement', () => {
     // needed. On a node of several workers (TOLLGATE_TEST_WORKERS) another worker may answer: it re-reads
     // usage every second.
     const counted = (what: string, probe: () => Promise<Reply>, done: (r: Reply) => boolean) =>
-      TEST_WORKERS ? until(what, async () => ((r) => (done(r) ? r : undefined))(await probe())) : probe();
+      TEST_WORKERS
+        ? until(what, async () => {
+            const r = await probe();
+            return done(r) ? r : undefined;
+          })
+        : probe();
     await api.usage('acme', 'request', 2, { route: '/api' });
     const two = await counted('usage of 2', () => call('/api/hello', acmeToken), (r) => r.headers['x-usage-remaining'] === '1');
     assert.equal(two.status, 200);
