@@ -210,7 +210,7 @@ test('worker processes on LevelDB: a token deleted through one worker is refused
     });
     assert.equal(issued.status, 200, issued.text);
     const token = issued.json().access_token;
-    // Each request opens its own connection, and the primary hands connections to the workers in turn.
+    // Each request opens its own connection, which either worker may take from the shared socket.
     const useFromEveryWorker = () => Promise.all([1, 2, 3, 4].map(() => request(gw.http + '/api/hello', { headers: { authorization: `Bearer ${token}` } })));
     const workersAnswering = (status: number, from = 0) => async () => {
       await useFromEveryWorker();
