@@ -34,13 +34,13 @@
  *   only; billing's access cache in the other processes re-reads usage every second;
  * - maintenance timers (purge, backfill loop): run in the aggregator only.
  *
- * Fencing: an aggregator that could not renew its lease for half the TTL writes nothing more (every
- * write of its term goes through FencedStore), while another process takes the lease over only once
- * the TTL has passed. What remains is an assumption on time: the clocks of the processes may differ by
- * less than half the TTL (expiry is judged by the reader's clock), and a write that passed the check
- * must reach the store within the rest of that half (a process paused longer between the check and the
- * store could still commit one batch late; its dedupe keys were read before, so that batch could count
- * events the new aggregator counts too).
+ * Fencing: every write of a term is made under the lease (Lease.fence): the store checks that the lease
+ * still holds this term's value in the same atomic step as the write (a fenced write batch, see the
+ * store contract), serialised with the renewals and take-overs that change it. A write that arrives
+ * after the lease expired or passed to another process (its process was paused, or PostgreSQL held
+ * the statement) is refused whole, so two aggregators never both commit: no assumption on clocks or
+ * pauses is needed for exactly-once. Clocks only decide when a lease counts as expired (by the
+ * reader's clock), i.e. how soon a fail-over starts.
  */
 import type { Logger } from 'pino';
 import type { BatchOp, Expectation, Store, WriteBatch } from '../../src/pipeline/plugin-api.ts';
@@ -51,9 +51,9 @@ import { AGGREGATOR_LEASE_KEY, AGGREGATOR_STATUS_KEY, escapePart, INBOX_PREFIX, 
 import type { Inbox, Writer } from './writer.ts';
 
 /**
- * The lease lasts this long after its last renewal; another process takes over only after it. Its
- * holder stops writing after half of it without a renewal, so a loaded machine whose event loop
- * stalls for a second must not trip it; a fail-over takes this long plus the rebuild.
+ * The lease lasts this long after its last renewal; another process takes over only after it. A loaded
+ * machine whose event loop stalls for a few seconds must not lose it; a fail-over takes this long plus
+ * the rebuild.
  */
 export const LEASE_TTL_MS = 6_000;
 const RENEW_EVERY_MS = 1_000;
@@ -89,11 +89,13 @@ export class AggregationLagError extends Error {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
-/** A lease on one key, renewed through commitIf; `mayWrite` is the fence every write of the holder checks. */
+/**
+ * A lease on one key, renewed through commitIf. Its value names the holder and the term, and stays the
+ * same while the holder renews it: `fence` is the expectation each write of the term is made under.
+ */
 export class Lease {
   private held: string | undefined;
-  private renewedAt = -Infinity;
-  private renewals = 0;
+  private terms = 0;
 
   constructor(
     private readonly store: Store,
@@ -108,24 +110,25 @@ export class Lease {
    * earlier lease must be rebuilt.
    */
   async hold(): Promise<'renewed' | 'taken' | 'lost'> {
-    // Measured before asking: the lease's expiry in the store is set later, so this errs on the safe side.
-    // While this runs, the holder keeps writing: `mayWrite` judges by the time of the last renewal.
-    const askedAt = performance.now();
     const held = this.held;
     const current = await this.store.get(this.key);
-    const next = `${this.holder}#${++this.renewals}`;
-    if ((current !== undefined && current !== held) || !(await this.store.commitIf([{ key: this.key, value: current }], [{ type: 'put', key: this.key, value: next, ttlMs: this.ttlMs }]))) {
+    const renewing = held !== undefined && current === held;
+    const next = renewing ? held : `${this.holder}#${++this.terms}`;
+    if ((current !== undefined && !renewing) || !(await this.store.commitIf([{ key: this.key, value: current }], [{ type: 'put', key: this.key, value: next, ttlMs: this.ttlMs }]))) {
       this.held = undefined;
       return 'lost';
     }
     this.held = next;
-    this.renewedAt = askedAt;
-    return held !== undefined && current === held ? 'renewed' : 'taken';
+    return renewing ? 'renewed' : 'taken';
   }
 
-  /** True while the last renewal is recent enough that no other process can have taken the lease. */
-  mayWrite(): boolean {
-    return this.held !== undefined && performance.now() - this.renewedAt < this.ttlMs / 2;
+  /**
+   * The expectation that the current term still holds the lease: checked by the store in the same step
+   * as each write it guards, so no write lands once the lease expired or passed on, however late.
+   */
+  fence(): Expectation {
+    if (this.held === undefined) throw new LeaseLostError();
+    return { key: this.key, value: this.held };
   }
 
   /** Hands the lease over at once (a graceful stop), instead of making the next holder wait for the TTL. */
@@ -136,19 +139,20 @@ export class Lease {
   }
 }
 
-/** The store as the aggregator writes it: every write refused once the lease may have passed to another process. */
+/**
+ * The store as the aggregator writes it during one term: every write is made under the term's fence (a
+ * fenced write batch, or commitIf with the fence among its expectations) and fails with LeaseLostError
+ * once the lease is no longer the term's. It has no namespaces: the fence is a key of its own.
+ */
 export class FencedStore implements Store {
   constructor(
     private readonly inner: Store,
-    private readonly lease: Lease,
+    /** The term's: a later term of the same process has another value, so a stale write is refused too. */
+    private readonly fence: Expectation,
   ) {}
 
   get notices() {
     return this.inner.notices;
-  }
-
-  private check(): void {
-    if (!this.lease.mayWrite()) throw new LeaseLostError();
   }
 
   get(key: string) {
@@ -163,44 +167,54 @@ export class FencedStore implements Store {
     return this.inner.scan(options);
   }
 
-  async put(key: string, value: string, options?: Parameters<Store['put']>[2]): Promise<void> {
-    this.check();
-    await this.inner.put(key, value, options);
+  put(key: string, value: string, options: Parameters<Store['put']>[2] = {}): Promise<void> {
+    return this.batch([{ type: 'put', key, value, ttlMs: options.ttlMs }], options);
   }
 
-  async del(key: string, options?: WriteOptions): Promise<void> {
-    this.check();
-    await this.inner.del(key, options);
+  del(key: string, options?: WriteOptions): Promise<void> {
+    return this.batch([{ type: 'del', key }], options);
   }
 
   async batch(ops: BatchOp[], options?: WriteOptions): Promise<void> {
-    this.check();
-    await this.inner.batch(ops, options);
+    const batch = this.writeBatch();
+    for (const op of ops) {
+      if (op.type === 'put') batch.put(op.key, op.value, { ttlMs: op.ttlMs });
+      else batch.del(op.key);
+    }
+    await batch.write(options);
   }
 
   async commitIf(expectations: Expectation[], ops: BatchOp[], options?: WriteOptions): Promise<boolean> {
-    this.check();
-    return this.inner.commitIf(expectations, ops, options);
+    if (await this.inner.commitIf([this.fence, ...expectations], ops, options)) return true;
+    await this.checkFence();
+    return false;
+  }
+
+  /** After a refused write: LeaseLostError if the fence is what failed. */
+  private async checkFence(): Promise<void> {
+    if ((await this.inner.get(this.fence.key)) !== this.fence.value) throw new LeaseLostError();
   }
 
   writeBatch(): WriteBatch {
     const batch = this.inner.writeBatch();
+    const writeIf = async (expectations: Expectation[], options?: WriteOptions) => {
+      if (await batch.writeIf([this.fence, ...expectations], options)) return true;
+      await this.checkFence();
+      return false;
+    };
     return {
-      put: (key, value) => batch.put(key, value),
+      put: (key, value, options) => batch.put(key, value, options),
       del: (key) => batch.del(key),
       write: async (options) => {
-        if (!this.lease.mayWrite()) {
-          await batch.discard();
-          throw new LeaseLostError();
-        }
-        await batch.write(options);
+        if (!(await writeIf([], options))) throw new LeaseLostError();
       },
+      writeIf,
       discard: () => batch.discard(),
     };
   }
 
-  namespace(name: string): Store {
-    return new FencedStore(this.inner.namespace(name), this.lease);
+  namespace(): Store {
+    throw new Error('the aggregator\'s fenced store has no namespaces: its fence is a key of its own namespace');
   }
 }
 
@@ -369,7 +383,7 @@ export class Aggregator {
       try {
         lease = await this.lease.hold();
       } catch (err) {
-        // Whether it was renewed is unknown; the fence stops this process's writes in time if it was not.
+        // Whether it was renewed is unknown; if it was not, the store refuses this term's writes.
         this.log.warn({ err }, 'metering: renewing the aggregator lease failed');
         return;
       }
@@ -381,7 +395,7 @@ export class Aggregator {
 
   private async begin(): Promise<void> {
     try {
-      this.term = await this.startTerm(new FencedStore(this.store, this.lease));
+      this.term = await this.startTerm(new FencedStore(this.store, this.lease.fence()));
     } catch (err) {
       this.log.error({ err }, 'metering: starting aggregation failed; retrying');
       await this.lease.release().catch(() => undefined);
@@ -408,7 +422,7 @@ export class Aggregator {
         drained = await this.drainRound(term.writer);
         if (drained > 0 || first) await this.report(term.writer);
       } catch (err) {
-        if (err instanceof LeaseLostError) this.log.warn('metering: a batch was not written: the aggregator lease was not renewed in time');
+        if (err instanceof LeaseLostError) this.log.warn('metering: a batch was not written: this process no longer holds the aggregator lease');
         else this.log.error({ err }, 'metering: aggregating inbox entries failed; retrying');
         await sleep(POLL_MS);
       }

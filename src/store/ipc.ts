@@ -211,9 +211,9 @@ class RemoteWriteBatch implements WriteBatch {
     return this.ops;
   }
 
-  put(key: string, value: string): void {
+  put(key: string, value: string, options: PutOptions = {}): void {
     checkStrings(key, value);
-    this.open().push({ type: 'put', key: this.base + key, value });
+    this.open().push({ type: 'put', key: this.base + key, value, ttlMs: options.ttlMs });
   }
 
   del(key: string): void {
@@ -225,6 +225,13 @@ class RemoteWriteBatch implements WriteBatch {
     const ops = this.open();
     this.ops = null;
     if (ops.length > 0) await this.store.call('batch', ops, options.sync ?? false);
+  }
+
+  /** The owner's commitIf: LevelDB serialises every conditional write, so it is this batch's fenced write. */
+  async writeIf(expectations: Expectation[], options: WriteOptions = {}): Promise<boolean> {
+    const ops = this.open();
+    this.ops = null;
+    return this.store.call('commitIf', expectedUnder(this.base, expectations), ops, options.sync ?? false);
   }
 
   async discard(): Promise<void> {
@@ -350,8 +357,7 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
   }
 
   commitIfUnder(base: string, expectations: Expectation[], ops: BatchOp[], options: WriteOptions): Promise<boolean> {
-    const expected = expectations.map((e) => ({ key: base + e.key, value: e.value ?? null }));
-    return this.call('commitIf', expected, prefixed(base, ops), options.sync ?? false);
+    return this.call('commitIf', expectedUnder(base, expectations), prefixed(base, ops), options.sync ?? false);
   }
 
   scan(options: ScanOptions): AsyncIterable<[string, string]> {
@@ -369,6 +375,11 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
   sweepExpired(now = Date.now()): Promise<number> {
     return this.call('sweep', now);
   }
+}
+
+/** Expectations with their keys below `base`, an absent value sent as null (JSON has no undefined). */
+function expectedUnder(base: string, expectations: Expectation[]): { key: string; value: string | null }[] {
+  return expectations.map((e) => ({ key: base + e.key, value: e.value ?? null }));
 }
 
 /** Operations with their keys below `base`, checked before anything is sent (a bad one fails the whole batch). */

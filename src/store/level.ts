@@ -44,16 +44,28 @@ function ttlIndexKey(expiresAt: number, key: string): string {
   return TTL_PREFIX + String(expiresAt).padStart(EXPIRY_DIGITS, '0') + '!' + key;
 }
 
+/** Puts `key` into `batch` with its header, and its expiry index entry when it expires. */
+function putStored(batch: ChainedBatch, key: string, value: string, ttlMs: number | undefined, now: number): void {
+  if (ttlMs === undefined || ttlMs <= 0) {
+    batch.put(key, PERMANENT + value);
+    return;
+  }
+  const expiresAt = now + ttlMs;
+  batch.put(key, EXPIRING + String(expiresAt).padStart(EXPIRY_DIGITS, '0') + value);
+  batch.put(ttlIndexKey(expiresAt, key), '');
+}
+
 /** A classic-level chained batch below `base` (a namespace's prefix). */
 class LevelWriteBatch implements WriteBatch {
   constructor(
+    private readonly store: LevelStore,
     private readonly batch: ChainedBatch,
     private readonly base: string,
   ) {}
 
-  put(key: string, value: string): void {
+  put(key: string, value: string, options: PutOptions = {}): void {
     checkStrings(key, value);
-    this.batch.put(this.base + key, PERMANENT + value);
+    putStored(this.batch, this.base + key, value, options.ttlMs, Date.now());
   }
 
   del(key: string): void {
@@ -63,6 +75,12 @@ class LevelWriteBatch implements WriteBatch {
 
   async write(options: WriteOptions = {}): Promise<void> {
     await this.batch.write({ sync: options.sync ?? false });
+  }
+
+  async writeIf(expectations: Expectation[], options: WriteOptions = {}): Promise<boolean> {
+    const written = await this.store.conditionally(this.base, expectations, () => this.write(options));
+    if (!written) await this.discard();
+    return written;
   }
 
   async discard(): Promise<void> {
@@ -122,14 +140,8 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     const now = Date.now();
     const batch: ChainedBatch = this.db.batch();
     for (const op of ops) {
-      const key = base + op.key;
-      if (op.type === 'del') batch.del(key);
-      else if (op.ttlMs === undefined || op.ttlMs <= 0) batch.put(key, PERMANENT + op.value);
-      else {
-        const expiresAt = now + op.ttlMs;
-        batch.put(key, EXPIRING + String(expiresAt).padStart(EXPIRY_DIGITS, '0') + op.value);
-        batch.put(ttlIndexKey(expiresAt, key), '');
-      }
+      if (op.type === 'del') batch.del(base + op.key);
+      else putStored(batch, base + op.key, op.value, op.ttlMs, now);
     }
     await batch.write({ sync: options.sync ?? false });
   }
@@ -143,18 +155,28 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
   }
 
   commitIfUnder(base: string, expectations: Expectation[], ops: BatchOp[], options: WriteOptions): Promise<boolean> {
-    const run = this.conditional.then(async () => {
+    return this.conditionally(base, expectations, () => this.batchUnder(base, ops, options));
+  }
+
+  /** Runs `write` if every expectation (keys below `base`) holds, one conditional write after the other. */
+  conditionally(base: string, expectations: Expectation[], write: () => Promise<void>): Promise<boolean> {
+    return this.serialised(async () => {
       const current = await this.getMany(expectations.map((e) => base + e.key));
       if (expectations.some((e, i) => current[i] !== e.value)) return false;
-      await this.batchUnder(base, ops, options);
+      await write();
       return true;
     });
+  }
+
+  /** Conditional writes, one at a time in call order: this process is the database's only writer. */
+  private serialised<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.conditional.then(work);
     this.conditional = run.catch(() => undefined);
     return run;
   }
 
   writeBatchUnder(base: string): WriteBatch {
-    return new LevelWriteBatch(this.db.batch(), base);
+    return new LevelWriteBatch(this, this.db.batch(), base);
   }
 
   scan(options: ScanOptions): AsyncIterable<[string, string]> {

@@ -69,6 +69,11 @@ export function decodeText(text: string): string {
   return text.replace(/\u0001([\u0001\u0002])/g, (_, c) => (c === '\u0001' ? '\u0000' : '\u0001'));
 }
 
+/** The expiry column of an entry written at `now` (null: never expires). */
+function expiryAt(ttlMs: number | undefined, now: number): number | null {
+  return ttlMs !== undefined && ttlMs > 0 ? now + ttlMs : null;
+}
+
 /** The rows a set of operations leaves, by key: the last operation on a key wins. */
 class Changes {
   /** Encoded key -> encoded value with expiry, or null for a delete. */
@@ -90,7 +95,7 @@ class Changes {
     for (const op of ops) checkStrings(op.key, op.type === 'put' ? op.value : '');
     for (const op of ops) {
       if (op.type === 'del') this.del(base + op.key);
-      else this.put(base + op.key, op.value, op.ttlMs !== undefined && op.ttlMs > 0 ? now + op.ttlMs : null);
+      else this.put(base + op.key, op.value, expiryAt(op.ttlMs, now));
     }
   }
 
@@ -123,9 +128,9 @@ class PostgresWriteBatch implements WriteBatch {
     return this.changes;
   }
 
-  put(key: string, value: string): void {
+  put(key: string, value: string, options: PutOptions = {}): void {
     checkStrings(key, value);
-    this.open().put(this.base + key, value, null);
+    this.open().put(this.base + key, value, expiryAt(options.ttlMs, Date.now()));
   }
 
   del(key: string): void {
@@ -137,6 +142,12 @@ class PostgresWriteBatch implements WriteBatch {
     const changes = this.open();
     this.changes = null;
     await this.store.writeChanges(changes, options);
+  }
+
+  async writeIf(expectations: Expectation[], options: WriteOptions = {}): Promise<boolean> {
+    const changes = this.open();
+    this.changes = null;
+    return this.store.writeChangesIf(this.base, expectations, changes, [], options);
   }
 
   async discard(): Promise<void> {
@@ -268,11 +279,19 @@ export class PostgresStore implements StoreAdapter, PrefixedRoot {
     return this.commitIfUnder('', expectations, ops, options);
   }
 
-  async commitIfUnder(base: string, expectations: Expectation[], ops: BatchOp[], options: WriteOptions): Promise<boolean> {
+  commitIfUnder(base: string, expectations: Expectation[], ops: BatchOp[], options: WriteOptions): Promise<boolean> {
     const changes = new Changes();
     changes.addAll(base, ops, Date.now());
+    return this.writeChangesIf(base, expectations, changes, ops.map((op) => base + op.key), options);
+  }
+
+  /**
+   * Checks the expectations and writes `changes` in one transaction, under advisory locks on the
+   * expectation keys and on `alsoLocked` (commitIf: every key it writes; a fenced write: none).
+   */
+  async writeChangesIf(base: string, expectations: Expectation[], changes: Changes, alsoLocked: string[], options: WriteOptions): Promise<boolean> {
     const expected = expectations.map((e) => ({ key: base + e.key, value: e.value }));
-    const touched = new Set([...expected.map((e) => e.key), ...ops.map((op) => base + op.key)]);
+    const touched = new Set([...expected.map((e) => e.key), ...alsoLocked]);
     // Locks taken in one global order (sorted numerically), so two commitIf calls never wait on each other in a cycle.
     const locks = [...new Set([...touched].map((k) => lockKey(`${this.settings.schema}\u0000${k}`)))].sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
     return this.retried(() =>

@@ -17,6 +17,10 @@
  *   touches one of the same keys (calls on disjoint keys commute, so they may overlap). Single-use
  *   values (take), insert-if-absent (dedupe keys, invoice numbers) and leases are built on it. A key
  *   that is ever guarded by `commitIf` must only be changed through `commitIf`.
+ * - `writeBatch().writeIf` is a fenced write: its expectations are checked and the whole batch applied
+ *   as one step, serialised with every `commitIf` that touches an expectation key. Only those keys are
+ *   serialised, so a batch may be large (the metering aggregator's, fenced by its lease), but its own
+ *   keys must not be ones guarded by `commitIf`.
  * - `notices` reach every process sharing the store (the publisher's too), within the cluster's
  *   `db_update_frequency`. They are for cache invalidation only, never for truth: a listener that is
  *   called with `null` may have missed notices and must drop everything it caches from that topic.
@@ -56,10 +60,15 @@ export interface ScanOptions {
  * fills the next batch while the previous one is being written) and keeps no operation objects.
  */
 export interface WriteBatch {
-  put(key: string, value: string): void;
+  put(key: string, value: string, options?: PutOptions): void;
   del(key: string): void;
   /** Applies every operation; the batch is spent afterwards. */
   write(options?: WriteOptions): Promise<void>;
+  /**
+   * Applies every operation if, at that moment, every expectation holds; resolves false and writes
+   * nothing otherwise (see the contract above). The batch is spent afterwards.
+   */
+  writeIf(expectations: Expectation[], options?: WriteOptions): Promise<boolean>;
   /** Drops the operations unwritten; the batch is spent afterwards. */
   discard(): Promise<void>;
 }

@@ -295,6 +295,32 @@ export function storeContract(subject: ContractSubject): void {
       assert.equal(await s.get('lease'), 'b');
     });
 
+    test('a fenced write batch applies whole while its expectations hold, and nothing once another instance changed them', async () => {
+      const s = store.namespace('fenced');
+      const p = peer.namespace('fenced');
+      await s.put('lease', 'term-1');
+      await s.put('gone', 'x');
+      const kept = s.writeBatch();
+      kept.put('a', '1');
+      kept.put('short', 'y', { ttlMs: 30 });
+      kept.del('gone');
+      assert.equal(await kept.writeIf([{ key: 'lease', value: 'term-1' }, { key: 'free', value: undefined }], { sync: true }), true);
+      assert.deepEqual(await p.getMany(['a', 'short', 'gone']), ['1', 'y', undefined]);
+      assert.equal(await store.namespace('other').get('a'), undefined, 'inside its namespace only');
+
+      // The lease passes on through the other instance: a batch made under the old value writes nothing.
+      assert.equal(await p.commitIf([{ key: 'lease', value: 'term-1' }], [{ type: 'put', key: 'lease', value: 'term-2' }]), true);
+      const late = s.writeBatch();
+      late.put('b', '2');
+      late.del('a');
+      assert.equal(await late.writeIf([{ key: 'lease', value: 'term-1' }], { sync: true }), false);
+      assert.deepEqual(await p.getMany(['a', 'b']), ['1', undefined]);
+      assert.throws(() => late.put('c', '3'), 'the batch is spent either way');
+
+      await sleep(60);
+      assert.equal(await s.get('short'), undefined, 'a write batch entry with a ttl expires');
+    });
+
     test('notices reach the subscribers of their namespace and topic only, in every instance', async () => {
       const a = store.namespace('na');
       const b = store.namespace('nb');

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { StoreSchemaError, StoreUnavailableError } from '../../../src/store/errors.ts';
 import { PostgresStore, type PostgresSettings } from '../../../src/store/postgres.ts';
 import { SCHEMA_VERSION } from '../../../src/store/postgres-schema.ts';
@@ -120,6 +121,52 @@ describe('PostgreSQL adapter', { skip }, () => {
     await store.close();
     await cluster!.sql(`UPDATE from_the_future.tollgate_meta SET value = '99' WHERE name = 'schema_version'`);
     await assert.rejects(openStore(settings), (err: Error) => err instanceof StoreSchemaError && /version 99, newer than this gateway knows/.test(err.message));
+  });
+
+  /** A transaction of another client holding a write lock on `key`'s row until `release` commits it. */
+  async function rowHeld(schema: string, update: string, key: string, values: unknown[] = []) {
+    const c = cluster!;
+    const client = new pg.Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+    await client.connect();
+    await client.query('BEGIN');
+    await client.query(`UPDATE ${schema}.tollgate_store SET ${update} WHERE key = $1`, [key, ...values]);
+    return async () => {
+      await client.query('COMMIT');
+      await client.end();
+    };
+  }
+
+  const waitingForLocks = (n: number) =>
+    waitFor(async () => Number((await cluster!.sql('SELECT count(*) AS n FROM pg_locks WHERE NOT granted'))[0].n) >= n, `${n} statements waiting for a lock`);
+
+  test('a fenced write held up inside PostgreSQL holds its fence: the fence changes only after it committed', async () => {
+    const settings = settingsFor(cluster!, 'fence_race');
+    const a = await open(settings);
+    const b = await open(settings);
+    await a.batch([
+      { type: 'put', key: 'lease', value: 'term-1' },
+      { type: 'put', key: 'busy', value: '' },
+    ]);
+    // Another transaction holds the row the fenced batch writes: the batch waits inside PostgreSQL.
+    const release = await rowHeld('fence_race', "value = 'other'", 'busy');
+    const order: string[] = [];
+    const batch = a.writeBatch();
+    batch.put('busy', 'written under term-1');
+    const written = batch.writeIf([{ key: 'lease', value: 'term-1' }], { sync: true }).then((ok) => (order.push('fenced write'), ok));
+    await waitingForLocks(1);
+    // The other node takes the lease over meanwhile: it must wait for the fenced write to finish.
+    const taken = b.commitIf([{ key: 'lease', value: 'term-1' }], [{ type: 'put', key: 'lease', value: 'term-2' }]).then((ok) => (order.push('lease taken'), ok));
+    await waitingForLocks(2);
+    await release();
+    assert.equal(await written, true);
+    assert.equal(await taken, true);
+    assert.deepEqual(order, ['fenced write', 'lease taken']);
+    assert.deepEqual(await b.getMany(['busy', 'lease']), ['written under term-1', 'term-2']);
+    // Under the old term now, a write is refused whole.
+    const late = a.writeBatch();
+    late.put('busy', 'late');
+    assert.equal(await late.writeIf([{ key: 'lease', value: 'term-1' }], { sync: true }), false);
+    assert.equal(await b.get('busy'), 'written under term-1');
   });
 
   test('reachable() follows the database going away and coming back', async () => {
