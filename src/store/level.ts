@@ -168,7 +168,7 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     });
   }
 
-  /** Conditional writes, one at a time in call order: this process is the database's only writer. */
+  /** Conditional writes and the sweep, one at a time in call order: this process is the database's only writer. */
   private serialised<T>(work: () => Promise<T>): Promise<T> {
     const run = this.conditional.then(work);
     this.conditional = run.catch(() => undefined);
@@ -225,22 +225,29 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     }
   }
 
-  async sweepExpired(now = Date.now()): Promise<number> {
-    let removed = 0;
-    const batch: ChainedBatch = this.db.batch();
-    const end = TTL_PREFIX + String(now).padStart(EXPIRY_DIGITS, '0') + '"';
-    for await (const indexKey of this.db.keys({ gte: TTL_PREFIX, lt: end, limit: 10_000 })) {
-      const expiresAt = Number(indexKey.slice(TTL_PREFIX.length, TTL_PREFIX.length + EXPIRY_DIGITS));
-      const key = indexKey.slice(TTL_PREFIX.length + EXPIRY_DIGITS + 1);
-      batch.del(indexKey);
-      const stored = await this.db.get(key);
-      // The key may have been re-written since with another expiry (or none): keep it then.
-      if (stored !== undefined && expiryOf(stored) === expiresAt) {
-        batch.del(key);
-        removed++;
-      }
-    }
-    await batch.write();
-    return removed;
+  /**
+   * Serialised with conditional writes: a lease or counter that commitIf renews while the sweep runs
+   * is read again after the renewal and kept (read before it, it would be deleted with the new value).
+   */
+  sweepExpired(now = Date.now()): Promise<number> {
+    return this.serialised(async () => {
+      const end = TTL_PREFIX + String(now).padStart(EXPIRY_DIGITS, '0') + '"';
+      const indexKeys = await this.db.keys({ gte: TTL_PREFIX, lt: end, limit: 10_000 }).all();
+      const keys = indexKeys.map((indexKey) => indexKey.slice(TTL_PREFIX.length + EXPIRY_DIGITS + 1));
+      const stored = await this.db.getMany(keys);
+      const batch: ChainedBatch = this.db.batch();
+      let removed = 0;
+      indexKeys.forEach((indexKey, i) => {
+        batch.del(indexKey);
+        // The key may have been re-written since with another expiry (or none): keep it then.
+        const expiresAt = Number(indexKey.slice(TTL_PREFIX.length, TTL_PREFIX.length + EXPIRY_DIGITS));
+        if (stored[i] !== undefined && expiryOf(stored[i]!) === expiresAt) {
+          batch.del(keys[i]);
+          removed++;
+        }
+      });
+      await batch.write();
+      return removed;
+    });
   }
 }

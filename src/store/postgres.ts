@@ -393,7 +393,8 @@ function statements(n: SchemaNames) {
       ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at`,
     scan: `SELECT key, value FROM ${n.store} WHERE key >= $1 AND key < $2 AND (expires_at IS NULL OR expires_at > $3) ORDER BY key LIMIT $4`,
     scanReverse: `SELECT key, value FROM ${n.store} WHERE key >= $1 AND key < $2 AND (expires_at IS NULL OR expires_at > $3) ORDER BY key DESC LIMIT $4`,
-    sweep: `DELETE FROM ${n.store} WHERE key IN (SELECT key FROM ${n.store} WHERE expires_at <= $1 LIMIT $2)`,
+    // The outer expiry test is evaluated again on a row a concurrent write renewed meanwhile: it is kept.
+    sweep: `DELETE FROM ${n.store} WHERE key IN (SELECT key FROM ${n.store} WHERE expires_at <= $1 LIMIT $2) AND expires_at <= $1`,
   };
 }
 

@@ -321,6 +321,21 @@ export function storeContract(subject: ContractSubject): void {
       assert.equal(await s.get('short'), undefined, 'a write batch entry with a ttl expires');
     });
 
+    test('the sweep keeps an entry that commitIf renewed while the sweep ran', async () => {
+      const s = store.namespace('sweep-race');
+      await s.put('lease', 'old', { ttlMs: 1 });
+      await sleep(5);
+      // Many entries expiring after the lease, so the sweep is still at work when the renewal arrives.
+      await s.batch(Array.from({ length: 5_000 }, (_, i) => ({ type: 'put' as const, key: `filler/${i}`, value: 'x', ttlMs: 10 })));
+      await sleep(20);
+      const swept = store.sweepExpired();
+      await sleep(2);
+      const renewed = peer.namespace('sweep-race').commitIf([{ key: 'lease', value: undefined }], [{ type: 'put', key: 'lease', value: 'new', ttlMs: 60_000 }]);
+      assert.equal(await renewed, true);
+      await swept;
+      assert.equal(await s.get('lease'), 'new');
+    });
+
     test('notices reach the subscribers of their namespace and topic only, in every instance', async () => {
       const a = store.namespace('na');
       const b = store.namespace('nb');

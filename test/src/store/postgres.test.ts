@@ -139,6 +139,18 @@ describe('PostgreSQL adapter', { skip }, () => {
   const waitingForLocks = (n: number) =>
     waitFor(async () => Number((await cluster!.sql('SELECT count(*) AS n FROM pg_locks WHERE NOT granted'))[0].n) >= n, `${n} statements waiting for a lock`);
 
+  test('the sweep keeps a row that another node renewed while the sweep waited for it', async () => {
+    const store = await open(settingsFor(cluster!, 'sweep_race'));
+    await store.put('lease', 'old', { ttlMs: 1 });
+    await new Promise((r) => setTimeout(r, 5));
+    const release = await rowHeld('sweep_race', "value = 'new', expires_at = $2", 'lease', [Date.now() + 60_000]);
+    const swept = store.sweepExpired();
+    await waitingForLocks(1);
+    await release();
+    await swept;
+    assert.equal(await store.get('lease'), 'new');
+  });
+
   test('a fenced write held up inside PostgreSQL holds its fence: the fence changes only after it committed', async () => {
     const settings = settingsFor(cluster!, 'fence_race');
     const a = await open(settings);
