@@ -4,7 +4,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
-import { HttpError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { HttpError, StoreClosedError, StoreUnavailableError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import { CollectorError } from './collectors.ts';
 import { BodyError } from './events.ts';
 import type { Ingestion } from './ingest.ts';
@@ -15,7 +15,7 @@ import { publicMeter, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import { ServiceError, type EventFilters, type MeteringService } from './service.ts';
 import { parseRfc3339 } from './time.ts';
-import { QueueFullError, WriterClosedError } from './writer.ts';
+import { EarlierBatchFailedError, QueueFullError, WriterClosedError } from './writer.ts';
 import { AggregationLagError, LeaseLostError } from './aggregator.ts';
 
 /**
@@ -161,7 +161,9 @@ export function toProblem(err: unknown): Problem {
   if (err instanceof ServiceError) return new Problem(err.status, err.message, undefined, err.headers);
   if (err instanceof QueueFullError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
   if (err instanceof WriterClosedError) return new Problem(503, err.message, undefined, { 'retry-after': '5' });
-  if (err instanceof AggregationLagError || err instanceof LeaseLostError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
+  if (err instanceof AggregationLagError || err instanceof LeaseLostError || err instanceof EarlierBatchFailedError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
+  // The database is down or restarting: nothing of the request was stored, the producer retries.
+  if (err instanceof StoreUnavailableError || err instanceof StoreClosedError) return new Problem(503, 'the store is unavailable; retry later', undefined, { 'retry-after': '1' });
   if (err instanceof HttpError) return new Problem(err.status, err.message);
   return new Problem(500, 'internal error');
 }

@@ -44,6 +44,15 @@ export class QueueFullError extends Error {
   }
 }
 
+/** A batch was not written because one before it failed (it was prepared on top of it); nothing of it is stored. */
+export class EarlierBatchFailedError extends Error {
+  override readonly name = 'EarlierBatchFailedError';
+  readonly code = 'METERING_EARLIER_BATCH_FAILED';
+  constructor() {
+    super('an earlier batch failed to commit; retry later');
+  }
+}
+
 export class WriterClosedError extends Error {
   constructor() {
     super('the gateway is shutting down');
@@ -280,7 +289,7 @@ export class Writer {
     const written = this.writeTail.then(async () => {
       if (this.chainBroken) {
         await batch.discard();
-        throw new Error('an earlier batch failed to commit');
+        throw new EarlierBatchFailedError();
       }
       try {
         await batch.write({ sync: true });

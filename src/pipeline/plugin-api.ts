@@ -22,6 +22,7 @@ export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../c
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export type { Admission, NodeExchange } from '../process/exchange.ts';
 export { putIfAbsent, take } from '../store/store.ts';
+export { StoreClosedError, StoreUnavailableError } from '../store/errors.ts';
 export { consumerByReference } from '../consumers.ts';
 export { compileRouteRegex } from '../router/validate.ts';
 export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH } from '../config/entities.ts';

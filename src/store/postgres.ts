@@ -218,7 +218,16 @@ export class PostgresStore implements StoreAdapter, PrefixedRoot {
 
   private async query<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>> {
     if (this.closed) throw new StoreClosedError('the store is closed');
-    return this.pool.query<R>(config);
+    try {
+      return await this.pool.query<R>(config);
+    } catch (err) {
+      throw this.unavailableIfLost(err);
+    }
+  }
+
+  /** A failure of the connection (not of the statement) as StoreUnavailableError: callers answer 503, not 500. */
+  private unavailableIfLost(err: unknown): unknown {
+    return isConnectionError(err) && !(err instanceof StoreUnavailableError) ? unreachable(this.settings, err, 'reach') : err;
   }
 
   async get(key: string): Promise<string | undefined> {
@@ -325,7 +334,7 @@ export class PostgresStore implements StoreAdapter, PrefixedRoot {
       }
     } catch (err) {
       broken ??= isConnectionError(err) ? (err as Error) : undefined;
-      throw err;
+      throw this.unavailableIfLost(err);
     } finally {
       client.off('error', lost);
       client.release(broken);

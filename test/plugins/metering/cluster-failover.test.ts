@@ -1,9 +1,10 @@
 /**
- * kill -9 of the node that aggregates the events of two nodes sharing PostgreSQL, in the middle of
- * ingestion, with producers retrying whatever was not acknowledged against the survivor: nothing
- * acknowledged is lost, nothing is counted twice, and the survivor takes aggregation over.
+ * Failures under two nodes sharing PostgreSQL, in the middle of ingestion, with producers retrying
+ * whatever was not acknowledged: kill -9 of the aggregating node, and the database restarting. Nothing acknowledged is lost, nothing is
+ * counted twice, and both nodes answer the same usage afterwards.
  */
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, test } from 'node:test';
 import { spawnGateway, startGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
@@ -50,5 +51,27 @@ describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgres
     assert.ok(await aggregating(survivor.admin), 'the survivor took aggregation over');
     const listed = await apiOf(survivor).listAllEvents({ type: TYPE });
     assert.equal(listed.length, events.length, 'each event stored once');
+  });
+  test('the database restarts mid-ingest: every acknowledged event is counted once, on both nodes', async () => {
+    const schema = 'restart';
+    const nodes = [
+      await startGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }))),
+      await startGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }))),
+    ];
+    for (const node of nodes) suite.track(() => node.stop());
+    const events = makeEvents('restart', 3_000);
+    let acknowledged = 0;
+    let restarted: Promise<void> | undefined;
+    await inParallel(batchesOf(events, 30), 6, async (batch, i) => {
+      await postUntilAcknowledged(apiOf(nodes[i % 2]), batch);
+      if (++acknowledged === 20) restarted = suite.pg.pause().then(() => sleep(1_500)).then(() => suite.pg.resume());
+    });
+    assert.ok(restarted, 'the database was stopped during ingestion');
+    await restarted;
+    const expected = expectedOf(events);
+    const onA = await usageOn(apiOf(nodes[0]));
+    assert.deepEqual(onA.totals, expected);
+    assert.deepEqual(await usageOn(apiOf(nodes[1])), onA, 'both nodes answer the same');
+    assert.equal((await apiOf(nodes[0]).listAllEvents({ type: TYPE })).length, events.length, 'each event stored once');
   });
 });
