@@ -47,6 +47,13 @@ const DEFAULT_POOL_SIZE = 10;
 const CONNECT_TIMEOUT_MS = 5_000;
 /** A statement that takes longer is abandoned by the client (the request that made it fails; nothing hangs for ever). */
 const QUERY_TIMEOUT_MS = 30_000;
+/**
+ * The server ends a session left idle inside a transaction this long: a process paused (SIGSTOP, a
+ * frozen VM) in the middle of a transaction releases its locks instead of holding every other node
+ * (a fenced write holds the metering lease's lock) until it wakes. This gateway never waits on anything
+ * but the database inside a transaction.
+ */
+const IDLE_IN_TRANSACTION_MS = 5_000;
 /** Deadlocks between plain batches (e.g. two writers of overlapping aggregates) are retried this often. */
 const MAX_ATTEMPTS = 5;
 const RETRIED_CODES = new Set(['40P01', '40001']);
@@ -418,7 +425,7 @@ export function connectionConfig(s: PostgresSettings): pg.ClientConfig {
     ssl: s.ssl ? { rejectUnauthorized: s.sslVerify } : false,
     application_name: 'tollgate',
     // Writes without `sync` commit asynchronously; `sync` ones switch it on for their transaction.
-    options: '-c synchronous_commit=off',
+    options: `-c synchronous_commit=off -c idle_in_transaction_session_timeout=${IDLE_IN_TRANSACTION_MS}`,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     query_timeout: QUERY_TIMEOUT_MS,
     keepAlive: true,

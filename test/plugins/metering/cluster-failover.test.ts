@@ -1,6 +1,7 @@
 /**
  * Failures under two nodes sharing PostgreSQL, in the middle of ingestion, with producers retrying
- * whatever was not acknowledged: kill -9 of the aggregating node, and the database restarting. Nothing acknowledged is lost, nothing is
+ * whatever was not acknowledged: kill -9 of the aggregating node, the aggregating node paused for
+ * longer than its lease, and the database restarting. Nothing acknowledged is lost, nothing is
  * counted twice, and both nodes answer the same usage afterwards.
  */
 import assert from 'node:assert/strict';
@@ -52,6 +53,38 @@ describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgres
     const listed = await apiOf(survivor).listAllEvents({ type: TYPE });
     assert.equal(listed.length, events.length, 'each event stored once');
   });
+  test('the aggregating node paused longer than its lease mid-ingest: the other node takes over, the paused one writes nothing late', async (t) => {
+    const schema = 'paused';
+    const paused: SpawnedGateway = await spawnGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    suite.track(() => crash(paused));
+    assert.ok(await aggregating(paused.admin), 'the first node aggregates');
+    const other = await startGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    suite.track(() => other.stop());
+
+    const events = makeEvents('pause', 3_000);
+    const batches = batchesOf(events, 30);
+    const signal = (name: NodeJS.Signals) => process.kill(-paused.child.pid!, name);
+    // A third of the batches to both nodes; the aggregating node is paused as soon as they are all
+    // acknowledged (it is still aggregating them), and the rest go to the other node.
+    await inParallel(batches.slice(0, 34), 6, (batch, i) => postUntilAcknowledged(apiOf(i % 2 === 0 ? paused : other), batch));
+    signal('SIGSTOP');
+    await inParallel(batches.slice(34), 6, (batch) => postUntilAcknowledged(apiOf(other), batch));
+    // The other node counts everything acknowledged so far once the lease has passed to it.
+    const whilePaused = await usageOn(apiOf(other));
+    assert.ok(await aggregating(other.admin), 'the other node took aggregation over');
+    signal('SIGCONT');
+    // Awake again (it answers), the paused node finds at its next renewal that its lease is gone; what it
+    // had under way is refused.
+    await aggregating(paused.admin);
+    await sleep(2_000);
+    const expected = expectedOf(events);
+    assert.deepEqual(whilePaused.totals, expected, 'counted while the first node was paused');
+    assert.deepEqual((await usageOn(apiOf(other))).totals, expected, 'nothing counted late');
+    assert.deepEqual((await usageOn(apiOf(paused))).totals, expected, 'the resumed node answers the same');
+    assert.equal((await apiOf(other).listAllEvents({ type: TYPE })).length, events.length, 'each event stored once');
+    t.diagnostic(`aggregating after the pause: ${(await aggregating(other.admin)) ? 'the other node' : 'the resumed node'}`);
+  });
+
   test('the database restarts mid-ingest: every acknowledged event is counted once, on both nodes', async () => {
     const schema = 'restart';
     const nodes = [
