@@ -33,7 +33,7 @@ import { postgresSkipReason, startPostgres } from '../test/helpers/postgres.ts';
 import { load as autocannonLoad, printTable, startChild, type LoadResult } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
-const ROUNDS = 3;
+const ROUNDS = 5;
 const SECONDS = 5;
 const CONNECTIONS = 50;
 
@@ -69,8 +69,22 @@ function treeCpuMs(pid: number): number {
   return total;
 }
 
-/** wrk when installed (little CPU of its own); autocannon otherwise. CPU per request over `pid`'s whole process tree. */
-async function load(url: string, pid: number): Promise<LoadResult> {
+/** CPU time (user + system) of this process's finished children (wrk runs as one), in ms. */
+function childrenCpuMs(): number {
+  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[13]) + Number(fields[14])) * 10;
+}
+
+interface ProxyLoad extends LoadResult {
+  /** CPU per request of the rest of the machine's work: the load generator and the upstream (wrk only). */
+  aroundCpuPerRequest?: number;
+}
+
+/**
+ * wrk when installed (little CPU of its own); autocannon otherwise. CPU per request over `pid`'s whole
+ * process tree, and over wrk and the upstream's tree (`upstreamPid`).
+ */
+async function load(url: string, pid: number, upstreamPid: number): Promise<ProxyLoad> {
   const wrk = which('wrk');
   if (!wrk) {
     const before = treeCpuMs(pid);
@@ -79,8 +93,10 @@ async function load(url: string, pid: number): Promise<LoadResult> {
   }
   spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, '-d1s', url]);
   const before = treeCpuMs(pid);
+  const aroundBefore = treeCpuMs(upstreamPid) + childrenCpuMs();
   const out = spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', url], { encoding: 'utf8' }).stdout;
   const cpu = treeCpuMs(pid) - before;
+  const around = treeCpuMs(upstreamPid) + childrenCpuMs() - aroundBefore;
   const number = (re: RegExp) => Number(re.exec(out)?.[1] ?? NaN);
   const ms = (re: RegExp) => {
     const m = re.exec(out);
@@ -91,6 +107,7 @@ async function load(url: string, pid: number): Promise<LoadResult> {
   return {
     requestsPerSecond: number(/Requests\/sec:\s+([\d.]+)/),
     cpuPerRequest: (cpu * 1000) / total,
+    aroundCpuPerRequest: (around * 1000) / total,
     p50: ms(/50%\s+([\d.]+)(us|ms|s)/),
     p99: ms(/99%\s+([\d.]+)(us|ms|s)/),
     errors: number(/Socket errors: connect (\d+)/) || 0,
@@ -146,21 +163,34 @@ async function proxyScaling(): Promise<void> {
       [`tollgate, worker_processes: auto (${availableParallelism()})`, auto.urls[0], auto.process.pid!],
     ];
     if (reference) targets.push(['nginx 1.22, worker_processes auto (reference)', reference.url, reference.process.pid!]);
-    const rounds = new Map<string, LoadResult[]>(targets.map(([name]) => [name, []]));
+    const rounds = new Map<string, ProxyLoad[]>(targets.map(([name]) => [name, []]));
     for (let round = 0; round < ROUNDS; round++) {
-      for (const [name, url, pid] of targets) rounds.get(name)!.push(await load(url + '/hello', pid));
+      for (const [name, url, pid] of targets) rounds.get(name)!.push(await load(url + '/hello', pid, upstream.process.pid!));
     }
-    const mean = (list: LoadResult[]): LoadResult => {
-      const avg = (f: (r: LoadResult) => number) => list.reduce((a, r) => a + f(r), 0) / list.length;
-      return { requestsPerSecond: avg((r) => r.requestsPerSecond), cpuPerRequest: avg((r) => r.cpuPerRequest ?? 0), p50: avg((r) => r.p50), p99: avg((r) => r.p99), errors: avg((r) => r.errors), non2xx: avg((r) => r.non2xx) };
+    // Medians: one round disturbed by the machine's other work does not move the figure.
+    const median = (list: LoadResult[]): LoadResult => {
+      const mid = (f: (r: LoadResult) => number) => {
+        const sorted = list.map(f).sort((a, b) => a - b);
+        const half = sorted.length >> 1;
+        return sorted.length % 2 === 1 ? sorted[half] : (sorted[half - 1] + sorted[half]) / 2;
+      };
+      return { requestsPerSecond: mid((r) => r.requestsPerSecond), cpuPerRequest: mid((r) => r.cpuPerRequest ?? 0), p50: mid((r) => r.p50), p99: mid((r) => r.p99), errors: mid((r) => r.errors), non2xx: mid((r) => r.non2xx) };
     };
-    const rows: [string, LoadResult][] = targets.map(([name]) => [name, mean(rounds.get(name)!)]);
+    const rows: [string, LoadResult][] = targets.map(([name]) => [name, median(rounds.get(name)!)]);
     printTable(
-      `cluster: proxy, small GET, ${CONNECTIONS} keep-alive connections, ${ROUNDS} alternating ${SECONDS}-s rounds each, mean (load: ${which('wrk') ? 'wrk' : 'autocannon'}; upstream: ${hasNginx ? 'nginx, 1 worker' : 'Node'}; CPU of the whole process tree; ratio to one worker)`,
+      `cluster: proxy, small GET, ${CONNECTIONS} keep-alive connections, ${ROUNDS} alternating ${SECONDS}-s rounds each, median (load: ${which('wrk') ? 'wrk' : 'autocannon'}; upstream: ${hasNginx ? 'nginx, 1 worker' : 'Node'}; CPU of the whole process tree; ratio to one worker)`,
       rows,
       rows[0][1],
     );
     for (const [name] of targets) console.log(`  ${name}: rounds ${rounds.get(name)!.map((r) => Math.round(r.requestsPerSecond)).join(', ')} req/s`);
+    const ratios = rounds.get(targets[1][0])!.map((r, i) => (r.requestsPerSecond / rounds.get(targets[0][0])![i].requestsPerSecond).toFixed(2));
+    console.log(`  auto / one worker, round by round: ${ratios.join(', ')}`);
+    // The cores are shared: g µs of gateway CPU and w µs of load generator and upstream per request
+    // bound two busy cores to 2/(g + w) requests a second, one worker to 1/g: auto can reach 2g/(g + w).
+    const single = rounds.get(targets[0][0])!;
+    const g = median(single).cpuPerRequest!;
+    const w = single.map((r) => r.aroundCpuPerRequest).filter((x) => x !== undefined).sort((a, b) => a - b)[single.length >> 1];
+    if (w !== undefined) console.log(`  ceiling of auto / one worker here: 2g/(g + w) = ${((2 * g) / (g + w)).toFixed(2)} (gateway g = ${g.toFixed(1)} µs/req; wrk and upstream w = ${w.toFixed(1)} µs/req)`);
     if (!reference) console.log('  nginx: skipped (not installed; Debian: apt-get install nginx)');
     console.log('  (aim: auto ≥ 1.6× one worker on 2 cores; the load generator and the upstream run on the same 2 cores)');
   } finally {

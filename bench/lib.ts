@@ -94,6 +94,7 @@ export function printTable(title: string, rows: [string, LoadResult][], baseline
   for (const [name, r] of rows) {
     const cpuCell = cpu ? ` ${r.cpuPerRequest === undefined ? '' : r.cpuPerRequest.toFixed(1)} |` : '';
     const ratio = baseline ? ` ${(r.requestsPerSecond / baseline.requestsPerSecond).toFixed(2)} |` : '';
-    console.log(`| ${name} | ${Math.round(r.requestsPerSecond)} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} |${cpuCell}${ratio}`);
+    const ms = (value: number) => String(Number(value.toFixed(2)));
+    console.log(`| ${name} | ${Math.round(r.requestsPerSecond)} | ${ms(r.p50)} | ${ms(r.p99)} | ${r.errors} | ${r.non2xx} |${cpuCell}${ratio}`);
   }
 }
