@@ -14,13 +14,14 @@ import { aggregating, apiOf, batchesOf, config, expectedOf, makeEvents, post, po
 
 describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgresSkipReason() }, () => {
   const suite = postgresForSuite();
+  const nodeConfig = (schema: string) => config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }));
 
   test('kill -9 of the aggregating node mid-ingest, producers retrying against the survivor: exact totals, the survivor aggregates', async (t) => {
     const schema = 'failover';
-    const first: SpawnedGateway = await spawnGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    const first: SpawnedGateway = await spawnGateway(nodeConfig(schema));
     suite.track(() => crash(first));
     assert.ok(await aggregating(first.admin), 'the first node aggregates');
-    const survivor = await startGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    const survivor = await startGateway(nodeConfig(schema));
     suite.track(() => survivor.stop());
     assert.equal(await aggregating(survivor.admin), false);
 
@@ -55,10 +56,10 @@ describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgres
   });
   test('the aggregating node paused longer than its lease mid-ingest: the other node takes over, the paused one writes nothing late', async (t) => {
     const schema = 'paused';
-    const paused: SpawnedGateway = await spawnGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    const paused: SpawnedGateway = await spawnGateway(nodeConfig(schema));
     suite.track(() => crash(paused));
     assert.ok(await aggregating(paused.admin), 'the first node aggregates');
-    const other = await startGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 })));
+    const other = await startGateway(nodeConfig(schema));
     suite.track(() => other.stop());
 
     const events = makeEvents('pause', 3_000);
@@ -88,8 +89,8 @@ describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgres
   test('the database restarts mid-ingest: every acknowledged event is counted once, on both nodes', async () => {
     const schema = 'restart';
     const nodes = [
-      await startGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }))),
-      await startGateway(config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }))),
+      await startGateway(nodeConfig(schema)),
+      await startGateway(nodeConfig(schema)),
     ];
     for (const node of nodes) suite.track(() => node.stop());
     const events = makeEvents('restart', 3_000);
