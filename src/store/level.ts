@@ -78,9 +78,14 @@ class LevelWriteBatch implements WriteBatch {
   }
 
   async writeIf(expectations: Expectation[], options: WriteOptions = {}): Promise<boolean> {
-    const written = await this.store.conditionally(this.base, expectations, () => this.write(options));
-    if (!written) await this.discard();
-    return written;
+    let written = false;
+    try {
+      written = await this.store.conditionally(this.base, expectations, () => this.write(options));
+      return written;
+    } finally {
+      // Refused, or the check failed: the batch is spent all the same (a failed write closed it already).
+      if (!written) await this.discard().catch(() => undefined);
+    }
   }
 
   async discard(): Promise<void> {
