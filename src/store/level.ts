@@ -11,7 +11,7 @@ import { PRIVATE_DIR_MODE } from '../data-dir.ts';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
 import { LocalNotices } from './notices.ts';
 import { byteOrder, SCAN_FIRST_BATCH, SCAN_MAX_BATCH, scanBounds } from './order.ts';
-import type { BatchOp, Expectation, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
+import { expiryFor, type BatchOp, type Expectation, type PutOptions, type ScanOptions, type Store, type StoreAdapter, type WriteBatch, type WriteOptions } from './store.ts';
 
 const TTL_PREFIX = '!ttl!';
 const EXPIRY_DIGITS = 13;
@@ -45,12 +45,11 @@ function ttlIndexKey(expiresAt: number, key: string): string {
 }
 
 /** Puts `key` into `batch` with its header, and its expiry index entry when it expires. */
-function putStored(batch: ChainedBatch, key: string, value: string, ttlMs: number | undefined, now: number): void {
-  if (ttlMs === undefined || ttlMs <= 0) {
+function putStored(batch: ChainedBatch, key: string, value: string, expiresAt: number | null): void {
+  if (expiresAt === null) {
     batch.put(key, PERMANENT + value);
     return;
   }
-  const expiresAt = now + ttlMs;
   batch.put(key, EXPIRING + String(expiresAt).padStart(EXPIRY_DIGITS, '0') + value);
   batch.put(ttlIndexKey(expiresAt, key), '');
 }
@@ -65,7 +64,7 @@ class LevelWriteBatch implements WriteBatch {
 
   put(key: string, value: string, options: PutOptions = {}): void {
     checkStrings(key, value);
-    putStored(this.batch, this.base + key, value, options.ttlMs, Date.now());
+    putStored(this.batch, this.base + key, value, expiryFor(options.ttlMs));
   }
 
   del(key: string): void {
@@ -146,7 +145,7 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     const batch: ChainedBatch = this.db.batch();
     for (const op of ops) {
       if (op.type === 'del') batch.del(base + op.key);
-      else putStored(batch, base + op.key, op.value, op.ttlMs, now);
+      else putStored(batch, base + op.key, op.value, expiryFor(op.ttlMs, now));
     }
     await batch.write({ sync: options.sync ?? false });
   }

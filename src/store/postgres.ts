@@ -24,7 +24,7 @@ import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot }
 import { atMost, LocalNotices, SETTLE_TIMEOUT_MS } from './notices.ts';
 import { pagedScan } from './order.ts';
 import { lockKey, migrate, schemaNames, type MigrationResult, type SchemaNames } from './postgres-schema.ts';
-import type { BatchOp, Expectation, NoticeListener, Notices, PutOptions, ScanOptions, Store, StoreAdapter, WriteBatch, WriteOptions } from './store.ts';
+import { expiryFor, type BatchOp, type Expectation, type NoticeListener, type Notices, type PutOptions, type ScanOptions, type Store, type StoreAdapter, type WriteBatch, type WriteOptions } from './store.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 
 export interface PostgresSettings {
@@ -76,11 +76,6 @@ export function decodeText(text: string): string {
   return text.replace(/\u0001([\u0001\u0002])/g, (_, c) => (c === '\u0001' ? '\u0000' : '\u0001'));
 }
 
-/** The expiry column of an entry written at `now` (null: never expires). */
-function expiryAt(ttlMs: number | undefined, now: number): number | null {
-  return ttlMs !== undefined && ttlMs > 0 ? now + ttlMs : null;
-}
-
 /** The rows a set of operations leaves, by key: the last operation on a key wins. */
 class Changes {
   /** Encoded key -> encoded value with expiry, or null for a delete. */
@@ -102,7 +97,7 @@ class Changes {
     for (const op of ops) checkStrings(op.key, op.type === 'put' ? op.value : '');
     for (const op of ops) {
       if (op.type === 'del') this.del(base + op.key);
-      else this.put(base + op.key, op.value, expiryAt(op.ttlMs, now));
+      else this.put(base + op.key, op.value, expiryFor(op.ttlMs, now));
     }
   }
 
@@ -137,7 +132,7 @@ class PostgresWriteBatch implements WriteBatch {
 
   put(key: string, value: string, options: PutOptions = {}): void {
     checkStrings(key, value);
-    this.open().put(this.base + key, value, expiryAt(options.ttlMs, Date.now()));
+    this.open().put(this.base + key, value, expiryFor(options.ttlMs));
   }
 
   del(key: string): void {

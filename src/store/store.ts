@@ -133,6 +133,14 @@ export interface StoreAdapter extends Store {
   close(): Promise<void>;
 }
 
+/**
+ * When an entry written with `ttlMs` expires (ms since the epoch; null: never). The clock is read only
+ * for an expiring entry, unless a batch passes the `now` it read once.
+ */
+export function expiryFor(ttlMs: number | undefined, now?: number): number | null {
+  return ttlMs !== undefined && ttlMs > 0 ? (now ?? Date.now()) + ttlMs : null;
+}
+
 /** Reads and deletes `key` in one step: of several concurrent takers exactly one gets the value. */
 export async function take(store: Store, key: string): Promise<string | undefined> {
   for (;;) {
