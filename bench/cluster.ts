@@ -51,6 +51,11 @@ function freePort(): Promise<number> {
   });
 }
 
+/** The fields of /proc/<pid>/stat after the command name: [11] + [12] its own CPU, [13] + [14] its waited-for children's, in ticks of 10 ms. */
+function statFields(pid: number | 'self'): string[] {
+  return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+}
+
 /** CPU time (user + system) of a process and all its descendants, in ms, from /proc (Linux). */
 function treeCpuMs(pid: number): number {
   let total = 0;
@@ -58,7 +63,7 @@ function treeCpuMs(pid: number): number {
   while (stack.length > 0) {
     const p = stack.pop()!;
     try {
-      const fields = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ');
+      const fields = statFields(p);
       total += (Number(fields[11]) + Number(fields[12])) * 10;
       const children = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim();
       if (children) stack.push(...children.split(' ').map(Number));
@@ -71,7 +76,7 @@ function treeCpuMs(pid: number): number {
 
 /** CPU time (user + system) of this process's finished children (wrk runs as one), in ms. */
 function childrenCpuMs(): number {
-  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
+  const fields = statFields('self');
   return (Number(fields[13]) + Number(fields[14])) * 10;
 }
 

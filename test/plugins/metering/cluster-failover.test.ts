@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, test } from 'node:test';
-import { spawnGateway, startGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
+import { spawnGateway, startGateway, type SpawnedGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
 import { crash, inParallel } from './catalogue-support.ts';
 import { aggregating, apiOf, batchesOf, config, expectedOf, makeEvents, post, postUntilAcknowledged, TYPE, usageOn } from './cluster-support.ts';
@@ -16,14 +16,19 @@ describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgres
   const suite = postgresForSuite();
   const nodeConfig = (schema: string) => config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }));
 
-  test('kill -9 of the aggregating node mid-ingest, producers retrying against the survivor: exact totals, the survivor aggregates', async (t) => {
-    const schema = 'failover';
-    const first: SpawnedGateway = await spawnGateway(nodeConfig(schema));
+  /** A node in a process of its own that aggregates, then a second node on the same schema that does not. */
+  async function aggregatingAndOther(schema: string): Promise<[SpawnedGateway, TestGateway]> {
+    const first = await spawnGateway(nodeConfig(schema));
     suite.track(() => crash(first));
     assert.ok(await aggregating(first.admin), 'the first node aggregates');
-    const survivor = await startGateway(nodeConfig(schema));
-    suite.track(() => survivor.stop());
-    assert.equal(await aggregating(survivor.admin), false);
+    const other = await startGateway(nodeConfig(schema));
+    suite.track(() => other.stop());
+    assert.equal(await aggregating(other.admin), false, 'the second node does not');
+    return [first, other];
+  }
+
+  test('kill -9 of the aggregating node mid-ingest, producers retrying against the survivor: exact totals, the survivor aggregates', async (t) => {
+    const [first, survivor] = await aggregatingAndOther('failover');
 
     const events = makeEvents('kill', 4_000);
     const batches = batchesOf(events, 40).map((batch) => ({ events: batch, acknowledged: false }));
@@ -55,12 +60,7 @@ describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgres
     assert.equal(listed.length, events.length, 'each event stored once');
   });
   test('the aggregating node paused longer than its lease mid-ingest: the other node takes over, the paused one writes nothing late', async (t) => {
-    const schema = 'paused';
-    const paused: SpawnedGateway = await spawnGateway(nodeConfig(schema));
-    suite.track(() => crash(paused));
-    assert.ok(await aggregating(paused.admin), 'the first node aggregates');
-    const other = await startGateway(nodeConfig(schema));
-    suite.track(() => other.stop());
+    const [paused, other] = await aggregatingAndOther('paused');
 
     const events = makeEvents('pause', 3_000);
     const batches = batchesOf(events, 30);
