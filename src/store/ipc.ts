@@ -211,9 +211,9 @@ class RemoteWriteBatch implements WriteBatch {
     return this.ops;
   }
 
-  put(key: string, value: string, options: PutOptions = {}): void {
+  put(key: string, value: string, options?: PutOptions): void {
     checkStrings(key, value);
-    this.open().push({ type: 'put', key: this.base + key, value, ttlMs: options.ttlMs });
+    this.open().push({ type: 'put', key: this.base + key, value, ttlMs: options?.ttlMs });
   }
 
   del(key: string): void {

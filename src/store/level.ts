@@ -62,9 +62,9 @@ class LevelWriteBatch implements WriteBatch {
     private readonly base: string,
   ) {}
 
-  put(key: string, value: string, options: PutOptions = {}): void {
+  put(key: string, value: string, options?: PutOptions): void {
     checkStrings(key, value);
-    putStored(this.batch, this.base + key, value, expiryFor(options.ttlMs));
+    putStored(this.batch, this.base + key, value, expiryFor(options?.ttlMs));
   }
 
   del(key: string): void {

@@ -130,9 +130,9 @@ class PostgresWriteBatch implements WriteBatch {
     return this.changes;
   }
 
-  put(key: string, value: string, options: PutOptions = {}): void {
+  put(key: string, value: string, options?: PutOptions): void {
     checkStrings(key, value);
-    this.open().put(this.base + key, value, expiryFor(options.ttlMs));
+    this.open().put(this.base + key, value, expiryFor(options?.ttlMs));
   }
 
   del(key: string): void {
