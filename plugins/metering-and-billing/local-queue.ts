@@ -13,6 +13,7 @@
  */
 import type { Logger } from 'pino';
 import type { LocalIngest } from '../metering/service.ts';
+import { AggregationLagError } from '../metering/aggregator.ts';
 import { QueueFullError } from '../metering/writer.ts';
 import type { MeteringEvent } from './events.ts';
 import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';
@@ -115,7 +116,8 @@ export class LocalQueue implements EventQueue {
       this.log.error({ queue: this.name, err }, `queue ${this.name}: could not send entries, giving up after ${this.failures} retries. ${batch.length} queue entries were lost`);
     } else {
       this.waiting.unshift(...batch);
-      if (!(err instanceof QueueFullError)) this.log.warn({ queue: this.name, err }, `queue ${this.name}: handler could not process entries`);
+      // A full queue or a lagging aggregator asks for a later retry: the retries metric tells, not a line each.
+      if (!(err instanceof QueueFullError || err instanceof AggregationLagError)) this.log.warn({ queue: this.name, err }, `queue ${this.name}: handler could not process entries`);
     }
     this.metrics.retries.inc({ queue: this.name });
     const delay = retryDelayMs(this.queue, this.failures++);

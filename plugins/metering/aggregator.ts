@@ -29,7 +29,8 @@
  *   done;
  * - the ingest queue (Writer.waiting): per process, in front of its own inbox;
  * - the inbox backlog (ProcessInbox.undrained): per process, its own entries not yet drained, checked
- *   against the store; ingest is refused past ten times queue_max_events;
+ *   against the store; ingest is refused past ten times queue_max_events, or while the oldest has
+ *   waited MAX_LAG_MS;
  * - committed listeners (billing's local usage, ingest metrics): fire in the aggregator's process
  *   only; billing's access cache in the other processes re-reads usage every second;
  * - maintenance timers (purge, backfill loop): run in the aggregator only.
@@ -48,7 +49,7 @@ import type { BatchOp, Expectation, Store, WriteBatch } from '../../src/pipeline
 type WriteOptions = Parameters<Store['batch']>[1];
 import type { PreparedEvent } from './events.ts';
 import { AGGREGATOR_LEASE_KEY, AGGREGATOR_STATUS_KEY, escapePart, INBOX_PREFIX, inboxBodyKey, inboxKey } from './keys.ts';
-import type { Inbox, Writer } from './writer.ts';
+import { QueueFullError, type Inbox, type Writer } from './writer.ts';
 
 /**
  * The lease lasts this long after its last renewal; another process takes over only after it. A loaded
@@ -70,6 +71,15 @@ const ROUND_ENTRIES = 1_000;
 const ROUND_BATCHES = 4;
 /** How long a read waits for acknowledged events to be aggregated (well beyond a fail-over). */
 export const DRAIN_WAIT_MS = 30_000;
+/**
+ * Ingest is refused while a process's oldest acknowledged entry has waited this long to be aggregated.
+ * A read waits until what was acknowledged before it is aggregated: about this lag times the ratio of
+ * the ingest rate to the aggregation rate (some 2–3 on PostgreSQL), which must stay well below
+ * DRAIN_WAIT_MS. During a fail-over (LEASE_TTL_MS and a rebuild) ingest is refused for the rest.
+ */
+export const MAX_LAG_MS = 5_000;
+/** A process's inbox may hold this many times queue_max_events not yet aggregated before ingest answers 503. */
+const INBOX_BACKLOG_FACTOR = 10;
 
 export class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError';
@@ -225,7 +235,8 @@ export class FencedStore implements Store {
  */
 export class ProcessInbox implements Inbox {
   private entries = 0;
-  private readonly undrained: { key: string; events: number }[] = [];
+  /** Oldest first; `at`: when it was filled (performance.now()). */
+  private readonly undrained: { key: string; events: number; at: number }[] = [];
   private undrainedEvents = 0;
   private checking = false;
   private checkedAt = 0;
@@ -235,9 +246,13 @@ export class ProcessInbox implements Inbox {
     private readonly processId: string,
   ) {}
 
-  get backlog(): number {
-    if (this.undrained.length > 0 && !this.checking && performance.now() - this.checkedAt >= BACKLOG_CHECK_MS) void this.checkDrained();
-    return this.undrainedEvents;
+  refusal(adding: number, queueLimit: number): Error | undefined {
+    if (this.undrained.length === 0) return undefined;
+    const now = performance.now();
+    if (!this.checking && now - this.checkedAt >= BACKLOG_CHECK_MS) void this.checkDrained();
+    if (this.undrainedEvents + adding > INBOX_BACKLOG_FACTOR * queueLimit) return new QueueFullError();
+    if (now - this.undrained[0].at > MAX_LAG_MS) return new AggregationLagError();
+    return undefined;
   }
 
   fill(batch: WriteBatch, events: readonly PreparedEvent[]): void {
@@ -246,7 +261,7 @@ export class ProcessInbox implements Inbox {
     for (const e of events) lines += (lines ? '\n' : '') + e.dedupe + ' ' + e.json;
     batch.put(key, String(events.length));
     batch.put(inboxBodyKey(key), lines);
-    this.undrained.push({ key, events: events.length });
+    this.undrained.push({ key, events: events.length, at: performance.now() });
     this.undrainedEvents += events.length;
   }
 

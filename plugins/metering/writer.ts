@@ -27,16 +27,16 @@ export type CommittedListener = (events: readonly PreparedEvent[]) => void;
 
 /** Where the processes of a shared store put their events for the aggregator (aggregator.ts). */
 export interface Inbox {
-  /** Events of this process's entries the aggregator has not drained yet (as last checked). */
-  readonly backlog: number;
+  /**
+   * Why `adding` more events must be refused now, because the events this process acknowledged are
+   * not being aggregated fast enough (the aggregator is down, or slower than ingest), or undefined.
+   */
+  refusal(adding: number, queueLimit: number): Error | undefined;
   /** Puts one inbox entry holding `events` into `batch`. */
   fill(batch: WriteBatch, events: readonly PreparedEvent[]): void;
   /** An entry was committed (the aggregator is told). */
   written(): void;
 }
-
-/** A process's inbox may hold this many times queue_max_events not yet aggregated before ingest answers 503. */
-const INBOX_BACKLOG_FACTOR = 10;
 
 export class QueueFullError extends Error {
   constructor() {
@@ -164,9 +164,8 @@ export class Writer {
   submit(events: PreparedEvent[], queueLimit: number, inboxKeys?: readonly string[]): Promise<void> {
     if (this.closed) return Promise.reject(new WriterClosedError());
     if (this.waitingEvents > 0 && this.waitingEvents + events.length > queueLimit) return Promise.reject(new QueueFullError());
-    // Acknowledged events the aggregator has not counted yet are bounded too (it is down, or far behind).
-    const backlog = this.inbox?.backlog ?? 0;
-    if (backlog > 0 && backlog + events.length > INBOX_BACKLOG_FACTOR * queueLimit) return Promise.reject(new QueueFullError());
+    const refusal = this.inbox?.refusal(events.length, queueLimit);
+    if (refusal) return Promise.reject(refusal);
     return new Promise<void>((resolve, reject) => {
       this.waiting.push({ events, inboxKeys, resolve, reject });
       this.waitingEvents += events.length;

@@ -2,14 +2,15 @@
  * Metering on one LevelDB node with two worker processes (the primary owns the database, the workers
  * reach it over IPC): events ingested concurrently through both workers, each twice, give exact totals
  * whichever worker answers. An aggregator that stops (SIGSTOP) leaves the other worker's inbox filling:
- * its ingest answers 503 once ten times queue_max_events wait there, and every event it acknowledged is
- * counted once aggregation resumes.
+ * its ingest answers 503 once ten times queue_max_events wait there, or once the oldest has waited
+ * MAX_LAG_MS, and every event it acknowledged is counted once aggregation resumes.
  */
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
+import { MAX_LAG_MS } from '../../../plugins/metering/aggregator.ts';
 import { request, spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { waitFor } from '../../src/support.ts';
-import { crash, inParallel } from './catalogue-support.ts';
+import { crash, inParallel, sleep } from './catalogue-support.ts';
 import { apiOf, batchesOf, config, expectedOf, makeEvents, shuffled, usageOn } from './cluster-support.ts';
 
 describe('metering on one LevelDB node with two worker processes', () => {
@@ -32,17 +33,21 @@ describe('metering on one LevelDB node with two worker processes', () => {
     assert.equal(pids.workers.length, 2, 'two workers serve');
   });
 
-  test('an aggregator that stops: the backlog of acknowledged events is bounded, and all of them are counted once it resumes', async () => {
+  /** A fresh node of two workers with `queue_max_events`, and the pid of its aggregating worker. */
+  async function nodeWithAggregator(queueMaxEvents: number): Promise<number> {
     if (node) await crash(node);
     const settings = config({ worker_processes: 2, proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', access_log: false }) as any;
-    const queueMaxEvents = 20;
     settings.routes[0].plugins[0].config.queue_max_events = queueMaxEvents;
-    node = await spawnGateway(settings);
-    const spawned = node;
+    const spawned = (node = await spawnGateway(settings));
     let line: string | undefined;
     await waitFor(() => (line = spawned.output().split('\n').find((l) => l.includes('this process aggregates the events'))) !== undefined, 'an aggregator');
-    const aggregator = JSON.parse(line!).pid as number;
-    const api = apiOf(node);
+    return JSON.parse(line!).pid as number;
+  }
+
+  test('an aggregator that stops: the backlog of acknowledged events is bounded, and all of them are counted once it resumes', async () => {
+    const queueMaxEvents = 20;
+    const aggregator = await nodeWithAggregator(queueMaxEvents);
+    const api = apiOf(node!);
     const events = makeEvents('stalled', 400);
     const acknowledged: Record<string, any>[] = [];
     const refusals: string[] = [];
@@ -67,5 +72,37 @@ describe('metering on one LevelDB node with two worker processes', () => {
     await waitFor(async () => (await api.ingest(late)).status < 300, 'ingest to accept events again');
     const counted = [...acknowledged, ...late.filter((e) => !acknowledged.includes(e))];
     assert.deepEqual((await usageOn(api)).totals, expectedOf(counted));
+  });
+
+  test('an aggregator that stops: ingest is refused once an acknowledged event has waited MAX_LAG_MS, though few wait; all are counted once it resumes', async () => {
+    const aggregator = await nodeWithAggregator(100_000);
+    const api = apiOf(node!);
+    const events = makeEvents('lagging', 2_000);
+    const acknowledged: Record<string, any>[] = [];
+    let firstAcknowledged: number | undefined;
+    let refused: { after: number; retryAfter: string; detail: string } | undefined;
+    process.kill(aggregator, 'SIGSTOP');
+    try {
+      for (const batch of batchesOf(events, 5)) {
+        const res = await api.ingest(batch);
+        if (res.status === 503) {
+          refused = { after: performance.now() - firstAcknowledged!, retryAfter: String(res.headers['retry-after']), detail: res.json().detail };
+          break;
+        }
+        assert.ok(res.status < 300, `ingest answered ${res.status}: ${res.text}`);
+        firstAcknowledged ??= performance.now();
+        acknowledged.push(...batch);
+        await sleep(20);
+      }
+    } finally {
+      process.kill(aggregator, 'SIGCONT');
+    }
+    assert.ok(refused, `ingest refused nothing while ${acknowledged.length} events waited`);
+    assert.match(refused.detail, /still being aggregated/);
+    assert.equal(refused.retryAfter, '1');
+    assert.ok(refused.after >= MAX_LAG_MS, `refused ${Math.round(refused.after)} ms after the first acknowledgement`);
+    assert.ok(acknowledged.length < 100_000, 'far fewer than the backlog bound in events');
+    assert.deepEqual((await usageOn(api)).totals, expectedOf(acknowledged));
+    await waitFor(async () => (await api.ingest(events.slice(0, 5))).status < 300, 'ingest to accept events again');
   });
 });
