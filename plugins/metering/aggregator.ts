@@ -238,7 +238,7 @@ export class ProcessInbox implements Inbox {
   /** Oldest first; `at`: when it was filled (performance.now()). */
   private readonly undrained: { key: string; events: number; at: number }[] = [];
   private undrainedEvents = 0;
-  private checking = false;
+  private checking: Promise<void> | undefined;
   private checkedAt = 0;
 
   constructor(
@@ -246,12 +246,22 @@ export class ProcessInbox implements Inbox {
     private readonly processId: string,
   ) {}
 
-  refusal(adding: number, queueLimit: number): Error | undefined {
+  async refusal(adding: number, queueLimit: number): Promise<Error | undefined> {
     if (this.undrained.length === 0) return undefined;
-    const now = performance.now();
-    if (!this.checking && now - this.checkedAt >= BACKLOG_CHECK_MS) void this.checkDrained();
+    const stale = performance.now() - this.checkedAt >= BACKLOG_CHECK_MS;
+    if (!this.exceeded(adding, queueLimit)) {
+      if (stale) void this.checkDrained();
+      return undefined;
+    }
+    // Refuse on what the store holds now: after a quiet spell the entries may be long drained.
+    if (stale) await this.checkDrained();
+    return this.exceeded(adding, queueLimit);
+  }
+
+  private exceeded(adding: number, queueLimit: number): Error | undefined {
+    if (this.undrained.length === 0) return undefined;
     if (this.undrainedEvents + adding > INBOX_BACKLOG_FACTOR * queueLimit) return new QueueFullError();
-    if (now - this.undrained[0].at > MAX_LAG_MS) return new AggregationLagError();
+    if (performance.now() - this.undrained[0].at > MAX_LAG_MS) return new AggregationLagError();
     return undefined;
   }
 
@@ -265,21 +275,23 @@ export class ProcessInbox implements Inbox {
     this.undrainedEvents += events.length;
   }
 
-  /** Forgets the oldest entries that are gone (drained, or never written: their batch failed). */
-  private async checkDrained(): Promise<void> {
-    this.checking = true;
-    try {
-      const oldest = this.undrained.slice(0, ROUND_ENTRIES);
-      const stored = await this.store.getMany(oldest.map((entry) => entry.key));
-      let gone = 0;
-      while (gone < oldest.length && stored[gone] === undefined) this.undrainedEvents -= oldest[gone++].events;
-      this.undrained.splice(0, gone);
-    } catch {
-      // Checked again on the next ingest.
-    } finally {
-      this.checking = false;
-      this.checkedAt = performance.now();
-    }
+  /** Forgets the oldest entries that are gone (drained, or never written: their batch failed); one check at a time. */
+  private checkDrained(): Promise<void> {
+    this.checking ??= (async () => {
+      try {
+        const oldest = this.undrained.slice(0, ROUND_ENTRIES);
+        const stored = await this.store.getMany(oldest.map((entry) => entry.key));
+        let gone = 0;
+        while (gone < oldest.length && stored[gone] === undefined) this.undrainedEvents -= oldest[gone++].events;
+        this.undrained.splice(0, gone);
+      } catch {
+        // Checked again on the next ingest.
+      } finally {
+        this.checking = undefined;
+        this.checkedAt = performance.now();
+      }
+    })();
+    return this.checking;
   }
 
   written(): void {

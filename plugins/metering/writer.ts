@@ -31,7 +31,7 @@ export interface Inbox {
    * Why `adding` more events must be refused now, because the events this process acknowledged are
    * not being aggregated fast enough (the aggregator is down, or slower than ingest), or undefined.
    */
-  refusal(adding: number, queueLimit: number): Error | undefined;
+  refusal(adding: number, queueLimit: number): Promise<Error | undefined>;
   /** Puts one inbox entry holding `events` into `batch`. */
   fill(batch: WriteBatch, events: readonly PreparedEvent[]): void;
   /** An entry was committed (the aggregator is told). */
@@ -161,11 +161,14 @@ export class Writer {
    * Resolves once every event is durably committed (or was a duplicate). Throws QueueFullError when
    * `queueLimit` events already wait (a lone request larger than the limit still gets through).
    */
-  submit(events: PreparedEvent[], queueLimit: number, inboxKeys?: readonly string[]): Promise<void> {
-    if (this.closed) return Promise.reject(new WriterClosedError());
-    if (this.waitingEvents > 0 && this.waitingEvents + events.length > queueLimit) return Promise.reject(new QueueFullError());
-    const refusal = this.inbox?.refusal(events.length, queueLimit);
-    if (refusal) return Promise.reject(refusal);
+  async submit(events: PreparedEvent[], queueLimit: number, inboxKeys?: readonly string[]): Promise<void> {
+    if (this.closed) throw new WriterClosedError();
+    if (this.waitingEvents > 0 && this.waitingEvents + events.length > queueLimit) throw new QueueFullError();
+    if (this.inbox) {
+      const refusal = await this.inbox.refusal(events.length, queueLimit);
+      if (refusal) throw refusal;
+      if (this.closed) throw new WriterClosedError();
+    }
     return new Promise<void>((resolve, reject) => {
       this.waiting.push({ events, inboxKeys, resolve, reject });
       this.waitingEvents += events.length;
