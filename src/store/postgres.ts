@@ -445,8 +445,9 @@ export async function connectedClient(settings: PostgresSettings): Promise<pg.Cl
 
 function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: string }).code;
-  // Class 08 (connection exception), 57P01-03 (shutdown), or a Node socket error.
-  return code === undefined || code.startsWith('08') || code.startsWith('57P') || code.startsWith('E');
+  // Class 08 (connection exception), 57P01-03 (shutdown), class 53 (insufficient resources: too many
+  // connections, disk full, out of memory; retrying later is right), or a Node socket error.
+  return code === undefined || code.startsWith('08') || code.startsWith('57P') || code.startsWith('53') || code.startsWith('E');
 }
 
 /** Notices over LISTEN/NOTIFY, on a connection that is watched and re-established when lost. */

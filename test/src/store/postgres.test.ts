@@ -181,6 +181,34 @@ describe('PostgreSQL adapter', { skip }, () => {
     assert.equal(await b.get('busy'), 'written under term-1');
   });
 
+  test('a database refusing more connections (too many for the role) is unavailable, as when it is down', async () => {
+    await cluster!.sql("CREATE ROLE limited LOGIN PASSWORD 'limited-password'; GRANT CREATE ON DATABASE tollgate TO limited");
+    const store = await open(settingsFor(cluster!, 'limited', { user: 'limited', password: 'limited-password' }));
+    await store.put('k', 'v', { sync: true });
+    await cluster!.sql("ALTER ROLE limited CONNECTION LIMIT 0; SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'limited'");
+    try {
+      // The pool's connections were ended; every new one is refused (53300).
+      await waitFor(async () => {
+        const err = await store.get('k').then(() => undefined, (e: unknown) => e);
+        if (!err) return false;
+        assert.ok(err instanceof StoreUnavailableError, `${(err as Error).name}: ${(err as Error).message}`);
+        return /too many connections/.test((err as Error).message);
+      }, 'a refused connection');
+    } finally {
+      await cluster!.sql('ALTER ROLE limited CONNECTION LIMIT -1');
+    }
+    await waitFor(async () => (await store.get('k').catch(() => undefined)) === 'v', 'the store to serve again');
+  });
+
+  test('a store opens at most poolSize connections for its queries, plus one for notices', async () => {
+    await cluster!.sql("CREATE ROLE pooled LOGIN PASSWORD 'pooled-password'; GRANT CREATE ON DATABASE tollgate TO pooled");
+    const store = await open(settingsFor(cluster!, 'pooled', { user: 'pooled', password: 'pooled-password', poolSize: 2 }));
+    await Promise.all(Array.from({ length: 50 }, (_, i) => store.put(`k${i}`, 'v', { sync: true })));
+    const [{ count }] = await cluster!.sql("SELECT count(*)::int AS count FROM pg_stat_activity WHERE usename = 'pooled'");
+    assert.ok(count <= 3, `${count} connections`);
+    assert.equal((await store.getMany(['k0', 'k49'])).join(), 'v,v');
+  });
+
   test('reachable() follows the database going away and coming back', async () => {
     const store = await open(settingsFor(cluster!, 'reachability'));
     assert.equal(await store.reachable(), true);
