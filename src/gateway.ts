@@ -46,7 +46,8 @@ const TARGET_HEALTH_TOPIC = 'target-health';
 const RESTART_SETTINGS = [
   'proxy_listen', 'admin_listen', 'data_dir', 'ssl_cert', 'ssl_cert_key', 'max_header_size', 'client_timeout',
   'upstream_keepalive_pool_size', 'upstream_keepalive_idle_timeout', 'database', 'pg_host', 'pg_port', 'pg_user',
-  'pg_password', 'pg_database', 'pg_schema', 'pg_ssl', 'pg_ssl_verify', 'worker_processes', 'db_update_frequency',
+  'pg_password', 'pg_database', 'pg_schema', 'pg_ssl', 'pg_ssl_verify', 'pg_pool_size',
+  'worker_processes', 'db_update_frequency',
 ] as const;
 
 export class ConfigLoadError extends Error {

@@ -266,6 +266,7 @@ export const nodeSettingsSchema: RecordSchema = {
     pg_schema: { type: 'string', match: PG_IDENTIFIER, match_message: 'expected a PostgreSQL identifier: a letter or _, then letters, digits or _ (at most 63)', default: 'public' },
     pg_ssl: { type: 'boolean', default: false },
     pg_ssl_verify: { type: 'boolean', default: true },
+    pg_pool_size: { type: 'integer', between: [1, 1000], default: 10 },
     // Left unset, a plugin in use that keeps state in one process brings it down to 1 (ConfigBuilder).
     worker_processes: { type: 'any', custom: checkWorkerProcesses, default: 'auto' },
     db_update_frequency: { type: 'number', between: [0.05, 3600], default: 1 },

@@ -102,6 +102,8 @@ export interface NodeSettings {
   pg_schema: string;
   pg_ssl: boolean;
   pg_ssl_verify: boolean;
+  /** Connections to PostgreSQL each process of the node may open for its queries (plus one for notices). */
+  pg_pool_size: number;
   /** Processes serving this node: 'auto' = one per core. */
   worker_processes: number | 'auto';
   /** Seconds within which a change made by another process or node reaches this one's caches. */

@@ -16,6 +16,7 @@ export function postgresSettings(g: NodeSettings): PostgresSettings {
     schema: g.pg_schema,
     ssl: g.pg_ssl,
     sslVerify: g.pg_ssl_verify,
+    poolSize: g.pg_pool_size,
     updateFrequencyMs: g.db_update_frequency * 1000,
   };
 }

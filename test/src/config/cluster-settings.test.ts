@@ -11,6 +11,7 @@ import { loadConfigText } from '../../../src/config/load.ts';
 import type { GatewayConfig } from '../../../src/config/types.ts';
 import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
+import { postgresSettings } from '../../../src/store/open.ts';
 
 const FILE = 'gw.yaml';
 
@@ -37,8 +38,8 @@ test('defaults: embedded LevelDB, a process per core, changes seen within a seco
   assert.equal(oneProcessBecause, null);
   assert.equal(gateway.db_update_frequency, 1);
   assert.deepEqual(
-    [gateway.pg_host, gateway.pg_port, gateway.pg_user, gateway.pg_password, gateway.pg_database, gateway.pg_schema, gateway.pg_ssl, gateway.pg_ssl_verify],
-    ['127.0.0.1', 5432, 'tollgate', null, 'tollgate', 'public', false, true],
+    [gateway.pg_host, gateway.pg_port, gateway.pg_user, gateway.pg_password, gateway.pg_database, gateway.pg_schema, gateway.pg_ssl, gateway.pg_ssl_verify, gateway.pg_pool_size],
+    ['127.0.0.1', 5432, 'tollgate', null, 'tollgate', 'public', false, true, 10],
   );
 });
 
@@ -54,6 +55,7 @@ test('PostgreSQL settings and worker processes as an operator writes them', () =
     '  pg_database: gateway',
     '  pg_schema: tollgate_1',
     '  pg_ssl: true',
+    '  pg_pool_size: 4',
     '  worker_processes: auto',
     '  db_update_frequency: 0.5',
   );
@@ -62,6 +64,7 @@ test('PostgreSQL settings and worker processes as an operator writes them', () =
   assert.equal(gateway.pg_port, 6432);
   assert.equal(gateway.pg_password, 's3cret');
   assert.equal(gateway.pg_schema, 'tollgate_1');
+  assert.equal(postgresSettings(gateway).poolSize, 4, 'the store opens at most pg_pool_size connections for queries');
   assert.equal(gateway.worker_processes, 'auto');
   assert.equal(workerCount(gateway.worker_processes), availableParallelism());
   assert.equal(gateway.db_update_frequency, 0.5);
