@@ -74,8 +74,9 @@ export const DRAIN_WAIT_MS = 30_000;
 /**
  * Ingest is refused while a process's oldest acknowledged entry has waited this long to be aggregated.
  * A read waits until what was acknowledged before it is aggregated: about this lag times the ratio of
- * the ingest rate to the aggregation rate (some 2–3 on PostgreSQL), which must stay well below
- * DRAIN_WAIT_MS. During a fail-over (LEASE_TTL_MS and a rebuild) ingest is refused for the rest.
+ * the ingest rate to the aggregation rate (up to 2–3 on PostgreSQL), which must stay well below
+ * DRAIN_WAIT_MS. A fail-over takes longer (LEASE_TTL_MS and a rebuild): producers are asked to retry
+ * (503, Retry-After) for the rest of it, as they are while a loaded machine aggregates slowly.
  */
 export const MAX_LAG_MS = 5_000;
 /** A process's inbox may hold this many times queue_max_events not yet aggregated before ingest answers 503. */

@@ -87,10 +87,12 @@ export async function post(api: MeteringApi, events: Record<string, any>[]): Pro
   return true;
 }
 
+/** Posts a batch as a producer does: again after a transport error or a 503 (the node is busy or failing over), for up to a minute. */
 export async function postUntilAcknowledged(api: MeteringApi, events: Record<string, any>[]): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt++) {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
     if (await post(api, events)) return;
-    await sleep(100);
+    await sleep(200);
   }
   assert.fail('a batch was never acknowledged');
 }

@@ -11,7 +11,7 @@ import { MAX_LAG_MS } from '../../../plugins/metering/aggregator.ts';
 import { request, spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { waitFor } from '../../src/support.ts';
 import { crash, inParallel, sleep } from './catalogue-support.ts';
-import { apiOf, batchesOf, config, expectedOf, makeEvents, shuffled, usageOn } from './cluster-support.ts';
+import { apiOf, batchesOf, config, expectedOf, makeEvents, postUntilAcknowledged, shuffled, usageOn } from './cluster-support.ts';
 
 describe('metering on one LevelDB node with two worker processes', () => {
   let node: SpawnedGateway | undefined;
@@ -25,7 +25,7 @@ describe('metering on one LevelDB node with two worker processes', () => {
     const events = makeEvents('workers', 6_000);
     // Every event twice, over many connections (the workers share the listening socket).
     const batches = [...batchesOf(events, 100), ...batchesOf(shuffled(events, 3), 150)];
-    await inParallel(batches, 12, async (batch) => void (await apiOf(node!).ingestOk(batch)));
+    await inParallel(batches, 12, (batch) => postUntilAcknowledged(apiOf(node!), batch));
     const expected = expectedOf(events);
     // Several queries, each answered by whichever worker takes the connection: all the same.
     for (let i = 0; i < 6; i++) assert.deepEqual((await usageOn(apiOf(node))).totals, expected);
@@ -77,7 +77,9 @@ describe('metering on one LevelDB node with two worker processes', () => {
   test('an aggregator that stops: ingest is refused once an acknowledged event has waited MAX_LAG_MS, though few wait; all are counted once it resumes', async () => {
     const aggregator = await nodeWithAggregator(100_000);
     const api = apiOf(node!);
-    const events = makeEvents('lagging', 2_000);
+    // More than the bound lets through at a batch every 25 ms or so; it refuses before the other worker
+    // takes the stopped one's lease over (LEASE_TTL_MS).
+    const events = makeEvents('lagging', 4_000);
     const acknowledged: Record<string, any>[] = [];
     // Taken before the first request: its events cannot have waited longer than this.
     let firstSent: number | undefined;
@@ -93,7 +95,7 @@ describe('metering on one LevelDB node with two worker processes', () => {
         }
         assert.ok(res.status < 300, `ingest answered ${res.status}: ${res.text}`);
         acknowledged.push(...batch);
-        await sleep(20);
+        await sleep(25);
       }
     } finally {
       process.kill(aggregator, 'SIGCONT');

@@ -8,7 +8,7 @@ import { describe, test } from 'node:test';
 import { startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
 import { totalOf, inParallel } from './catalogue-support.ts';
-import { apiOf, batchesOf, config, expectedOf, makeEvents, shuffled, TYPE, usageOn } from './cluster-support.ts';
+import { apiOf, batchesOf, config, expectedOf, makeEvents, postUntilAcknowledged, shuffled, TYPE, usageOn } from './cluster-support.ts';
 
 describe('metering on nodes sharing PostgreSQL', { skip: postgresSkipReason() }, () => {
   const suite = postgresForSuite();
@@ -30,8 +30,8 @@ describe('metering on nodes sharing PostgreSQL', { skip: postgresSkipReason() },
     const toA = batchesOf(events, 100).map((batch) => [...batch, ...batch.filter((_, i) => i % 10 === 0)]);
     const toB = batchesOf(shuffled(events, 7), 250);
     await Promise.all([
-      inParallel(toA, 4, async (batch) => void (await apiOf(a).ingestOk(batch))),
-      inParallel(toB, 4, async (batch) => void (await apiOf(b).ingestOk(batch))),
+      inParallel(toA, 4, (batch) => postUntilAcknowledged(apiOf(a), batch)),
+      inParallel(toB, 4, (batch) => postUntilAcknowledged(apiOf(b), batch)),
     ]);
     const expected = expectedOf(events);
     const onA = await usageOn(apiOf(a));
