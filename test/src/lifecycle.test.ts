@@ -63,15 +63,17 @@ async function signalAndWait(gw: GatewayProcess, signal: NodeJS.Signals, text: s
 test('SIGHUP reloads atomically, ignores an invalid file; SIGTERM drains in-flight requests and exits 0', async () => {
   const echo = await startUpstream();
   const hold = await holdingUpstream();
+  // One process: its own "configuration reloaded" line is the node's (with workers, the first worker's
+  // line comes before the others have reloaded; test/src/cluster/workers.test.ts covers SIGHUP there).
   const first = {
-    gateway: { log_level: 'info' },
+    gateway: { log_level: 'info', worker_processes: 1 },
     services: [
       { name: 'echo', url: echo.url, routes: [{ name: 'ra', paths: ['/a'] }] },
       { name: 'hold', url: hold.upstream.url, routes: [{ name: 'slow-old', paths: ['/slow'] }] },
     ],
   };
   const second = {
-    gateway: { log_level: 'info' },
+    gateway: { log_level: 'info', worker_processes: 1 },
     services: [
       { name: 'echo', url: echo.url, routes: [{ name: 'rb', paths: ['/b'] }] },
       { name: 'hold', url: hold.upstream.url, routes: [{ name: 'slow-new', paths: ['/slow2'] }] },
