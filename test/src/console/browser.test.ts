@@ -213,7 +213,7 @@ describe('the console in headless Chromium', () => {
     if (!haveChromium) return t.skip(NO_CHROMIUM);
     const { tab } = await openConsole(t);
     await showUsage(tab, { groupBy: 'route' });
-    const legend = () => tab.$$eval('.u-legend .u-series .u-label', (labels) => labels.map((l) => l.textContent));
+    const legend = () => tab.$$eval('#usage-chart .u-legend .u-series .u-label', (labels) => labels.map((l) => l.textContent));
     assert.deepEqual((await legend()).slice(1).sort(), ['/orders', MARKUP_DIMENSION].sort());
     const byRoute = new Map<string, number>();
     for (const [, group, value] of await usageRows(tab)) byRoute.set(group, (byRoute.get(group) ?? 0) + Number(value));
