@@ -94,6 +94,13 @@ export interface GatewayOptions {
   exchange?: NodeExchange;
 }
 
+/** What a reload of an invalid file logs: each error on a line of its own, then the outcome. */
+export function logRefusedConfiguration(log: Logger, errors: readonly ConfigError[]): void {
+  for (const e of errors) log.error({ error: String(e) }, 'invalid configuration');
+  const count = errors.length === 1 ? '1 error' : `${errors.length} errors`;
+  log.error(`configuration invalid (${count}): keeping the current one`);
+}
+
 export class Gateway {
   readonly proxyListeners: Listener[] = [];
   readonly adminListeners: Listener[] = [];
@@ -400,9 +407,7 @@ export class Gateway {
   private async reloadNow(): Promise<{ ok: true } | { ok: false; errors: ConfigError[] }> {
     const loaded = await loadConfigFile(this.configFile, this.registry);
     if (!loaded.ok) {
-      for (const e of loaded.errors) this.log.error({ error: String(e) }, 'invalid configuration');
-      const count = loaded.errors.length === 1 ? '1 error' : `${loaded.errors.length} errors`;
-      this.log.error(`configuration invalid (${count}): keeping the current one`);
+      logRefusedConfiguration(this.log, loaded.errors);
       return loaded;
     }
     this.refuseOneProcessConfig(loaded.config);

@@ -22,7 +22,7 @@ import { workerCount } from '../config/entities.ts';
 import { parseListenList } from '../config/listen.ts';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
-import { Gateway, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
+import { Gateway, logRefusedConfiguration, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
 import { LocalExchange, type Admission } from './exchange.ts';
 import { WindowCounters } from './window-counters.ts';
 import { nodeSecretEnvironment } from './node-secret.ts';
@@ -139,7 +139,7 @@ class Primary {
     for (const slot of this.slots) this.fork(slot);
     process.once('SIGTERM', () => this.stop('SIGTERM'));
     process.once('SIGINT', () => this.stop('SIGINT'));
-    process.on('SIGHUP', () => this.reload());
+    process.on('SIGHUP', () => void this.reload());
     stopWhenNpmExits(() => this.stop('npm exited'));
     process.on('uncaughtException', (err) => this.log.error({ err }, 'uncaught exception'));
     process.on('unhandledRejection', (err) => this.log.error({ err }, 'unhandled rejection'));
@@ -259,7 +259,10 @@ class Primary {
   }
 
   /** Every worker re-reads the file; one line says how it went (each worker logs the details). */
-  private reload(): void {
+  private async reload(): Promise<void> {
+    // Checked here first: an invalid file is reported once for the node, not once by every worker.
+    const loaded = await loadConfigFile(this.configFile, bundledPlugins);
+    if (!loaded.ok) return logRefusedConfiguration(this.log, loaded.errors);
     const workers = this.slots.flatMap((s) => (s.worker?.isConnected() ? [s.worker] : []));
     const answers = workers.map(
       (worker) =>
@@ -275,7 +278,7 @@ class Primary {
         }),
     );
     void Promise.all(answers).then((results) => {
-      // Each worker logs its own details (every error of an invalid file); this is the node's outcome.
+      // A worker that failed anyway (the file changed meanwhile) logged its own details; this is the node's outcome.
       const failed = results.find((r) => !r.ok);
       if (!failed) this.log.info({ workers: results.length }, 'configuration reloaded on every worker');
       else if (failed.refused) this.log.error({ reason: failed.refused }, 'reload refused: keeping the current configuration');

@@ -173,6 +173,41 @@ test('off a terminal, stdout is JSON lines only; a reload is logged once, an inv
   assert.ok(!messages.some((m) => m.includes('dedupe filter')), 'no metering line without metering');
 });
 
+test('a node of two workers reports an invalid reload once, not once per worker', async (t) => {
+  const upstream = await startUpstream();
+  t.after(() => upstream.close());
+  const config = {
+    gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', access_log: false, worker_processes: 2 },
+    services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'echo', paths: ['/echo'] }] }],
+  };
+  const gw = await spawnGateway(config);
+  t.after(() => gw.kill('SIGKILL'));
+  const broken = [
+    { name: 'broken', host: 'example.com', port: 99999 },
+    { name: 'also-broken', host: 'example.com', port: -1 },
+  ];
+  writeFileSync(gw.configFile, stringify({ _format_version: '3.0', gateway: config.gateway, services: broken }));
+  gw.kill('SIGHUP');
+  await waitFor(() => gw.output().includes('configuration invalid'), 'the refused reload');
+  // A valid reload after it: whatever a worker said of the invalid one would come before the node's line of this one.
+  writeFileSync(gw.configFile, stringify({ _format_version: '3.0', ...config }));
+  gw.kill('SIGHUP');
+  await waitFor(() => gw.output().includes('configuration reloaded on every worker'), 'the reload');
+  assert.equal((await request(`${gw.http}/echo/1`)).status, 200);
+  gw.kill('SIGTERM');
+  assert.equal(await gw.exited, 0);
+
+  const lines = jsonLines(gw.output()).filter((l) => /invalid/.test(l.msg));
+  assert.deepEqual(
+    lines.map((l) => [l.process, l.msg]),
+    [
+      ['primary', 'invalid configuration'],
+      ['primary', 'invalid configuration'],
+      ['primary', 'configuration invalid (2 errors): keeping the current one'],
+    ],
+  );
+});
+
 /** Runs the command under a pseudo-terminal (util-linux `script`), so its stdout is a TTY. */
 function onTerminal(command: string, cwd: string, until: (output: string) => boolean): Promise<string> {
   return new Promise((resolvePromise, reject) => {
