@@ -25,7 +25,7 @@ interface SuiteGroup {
 }
 
 const GROUPS: SuiteGroup[] = [
-  { folders: ['oauth2', 'metering'], plugins: ['oauth2', 'metering'] },
+  { folders: ['oauth2', 'metering', 'metering/billing'], plugins: ['oauth2', 'metering'] },
   { folders: ['metering-and-billing', 'entitlement-enforcement'], plugins: ['metering-and-billing', 'entitlement-enforcement', 'oauth2'] },
   { folders: ['prometheus'], plugins: ['prometheus', 'oauth2'] },
 ];
