@@ -1,7 +1,6 @@
 /**
- * Billing on two nodes sharing one PostgreSQL (INTERFACE.md §10: "meters, usage queries, entitlements
- * and invoices are the same whichever node answers"; §7: "issuing happens once even with several
- * processes or nodes"). Customers, plans and subscriptions made on one node are served by the other;
+ * Billing on two nodes sharing one PostgreSQL: entitlements and invoices are the same whichever node
+ * answers, and each invoice is issued once although every node runs the scheduler. Customers, plans and subscriptions made on one node are served by the other;
  * one customer subscribed on both at once gets one subscription; usage sent to both nodes gives the
  * same entitlement access and invoices on both, each period issued once; a limit used up through one
  * node is enforced by the other.
