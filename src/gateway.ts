@@ -51,6 +51,8 @@ const RESTART_SETTINGS = [
 ] as const;
 
 export class ConfigLoadError extends Error {
+  override readonly name = 'ConfigLoadError';
+  readonly code = 'TOLLGATE_ERR_CONFIG';
   constructor(readonly errors: ConfigError[]) {
     super(errors.map(String).join('\n'));
   }

@@ -13,8 +13,7 @@
  */
 import type { Logger } from 'pino';
 import type { LocalIngest } from '../metering/service.ts';
-import { AggregationLagError } from '../metering/aggregator.ts';
-import { QueueFullError } from '../metering/writer.ts';
+import { AggregationLagError, QueueFullError } from '../metering/errors.ts';
 import type { MeteringEvent } from './events.ts';
 import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';
 import { FullQueueLog, retryDelayMs, type EventQueue } from './queue.ts';

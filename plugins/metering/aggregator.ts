@@ -49,7 +49,8 @@ import type { BatchOp, Expectation, Store, WriteBatch } from '../../src/pipeline
 type WriteOptions = Parameters<Store['batch']>[1];
 import type { PreparedEvent } from './events.ts';
 import { AGGREGATOR_LEASE_KEY, AGGREGATOR_STATUS_KEY, escapePart, INBOX_PREFIX, inboxBodyKey, inboxKey } from './keys.ts';
-import { QueueFullError, type Inbox, type Writer } from './writer.ts';
+import { AggregationLagError, LeaseLostError, QueueFullError } from './errors.ts';
+import type { Inbox, Writer } from './writer.ts';
 
 /**
  * The lease lasts this long after its last renewal; another process takes over only after it. A loaded
@@ -81,22 +82,6 @@ export const DRAIN_WAIT_MS = 30_000;
 export const MAX_LAG_MS = 5_000;
 /** A process's inbox may hold this many times queue_max_events not yet aggregated before ingest answers 503. */
 const INBOX_BACKLOG_FACTOR = 10;
-
-export class LeaseLostError extends Error {
-  override readonly name = 'LeaseLostError';
-  readonly code = 'METERING_LEASE_LOST';
-  constructor() {
-    super('this process is no longer the metering aggregator');
-  }
-}
-
-export class AggregationLagError extends Error {
-  override readonly name = 'AggregationLagError';
-  readonly code = 'METERING_AGGREGATION_LAG';
-  constructor() {
-    super('events acknowledged earlier are still being aggregated; retry later');
-  }
-}
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 

@@ -11,6 +11,7 @@
  * Collectors made through the API live in the store (`col/<name>`), created and deleted with commitIf
  * and announced with a notice, so every process sharing the store serves the same ones.
  */
+import { CollectorError } from './errors.ts';
 import { createHash } from 'node:crypto';
 import jsonata from 'jsonata';
 import type { Logger } from 'pino';
@@ -28,20 +29,6 @@ export interface CollectorDefinition {
 export interface CollectorRecord extends CollectorDefinition {
   origin: 'api' | 'config';
   created_at: string;
-}
-
-/** Why a collector refused a request; always the whole request (HTTP 400). */
-export type CollectorErrorCode = 'COLLECTOR_MAPPING_FAILED' | 'COLLECTOR_TIMEOUT' | 'COLLECTOR_INVALID_EVENT' | 'COLLECTOR_INVALID_RESULT';
-
-export class CollectorError extends Error {
-  override readonly name = 'CollectorError';
-  constructor(
-    readonly code: CollectorErrorCode,
-    readonly collector: string,
-    message: string,
-  ) {
-    super(`collector ${collector}: ${message}`);
-  }
 }
 
 /** The largest mapping accepted: its compilation and its AST stay small. */

@@ -2,6 +2,7 @@
  * Ingest request bodies: content types, CloudEvents 1.0 validation (every problem of every event,
  * OpenMeter v3's sealed `MeteringEvent`), and the record each valid event is stored as.
  */
+import { BodyError } from './errors.ts';
 import { isUtf8 } from 'node:buffer';
 import { mediaType } from '../../src/pipeline/plugin-api.ts';
 import { dedupeHash, escapePart } from './keys.ts';
@@ -32,16 +33,6 @@ export interface PreparedEvent {
   json: string;
   typeEscaped: string;
   dedupe: string;
-}
-
-export class BodyError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly invalidParameters: InvalidParameter[] = [],
-  ) {
-    super(message);
-  }
 }
 
 type BodyShape = 'one' | 'batch' | 'either';

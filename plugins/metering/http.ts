@@ -5,18 +5,15 @@
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
 import { HttpError, StoreClosedError, StoreUnavailableError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
-import { CollectorError } from './collectors.ts';
-import { BodyError } from './events.ts';
+import { MeteringError } from './errors.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
 import { toCsv } from './csv.ts';
 import { parseQuery } from './query.ts';
 import { publicMeter, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
-import { ServiceError, type EventFilters, type MeteringService } from './service.ts';
+import type { EventFilters, MeteringService } from './service.ts';
 import { parseRfc3339 } from './time.ts';
-import { EarlierBatchFailedError, QueueFullError, WriterClosedError } from './writer.ts';
-import { AggregationLagError, LeaseLostError } from './aggregator.ts';
 
 /**
  * What the metering API reads of a request and how it answers: the proxy's MeteringRequest, or the admin
@@ -37,18 +34,7 @@ const PROBLEM_TYPES: Record<number, [string, string]> = {
   503: ['service-unavailable', 'Service Unavailable'],
 };
 
-export class Problem extends Error {
-  constructor(
-    readonly status: number,
-    detail: string,
-    readonly invalidParameters?: InvalidParameter[],
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(detail);
-  }
-}
-
-export function sendProblem(ctx: MeteringRequest, p: Problem): void {
+export function sendProblem(ctx: MeteringRequest, p: MeteringError): void {
   const [slug, title] = PROBLEM_TYPES[p.status] ?? ['error', 'Error'];
   const body: Record<string, unknown> = {
     type: `https://kongapi.info/konnect/${slug}`,
@@ -65,9 +51,9 @@ export function sendProblem(ctx: MeteringRequest, p: Problem): void {
 const SELF_DESCRIBING_RULES = new Set(['invalid', 'required', 'invalid_group_by', 'invalid_dimension_filter', 'invalid_window_size', 'invalid_time_zone', 'unsupported_filter_operator', 'reserved_dimension']);
 
 /** 400 whose detail reads as OpenMeter's (`validation error: invalid group by: unknown`); generic reasons keep their field. */
-export function validationProblem(problems: InvalidParameter[]): Problem {
+export function validationProblem(problems: InvalidParameter[]): MeteringError {
   const described = problems.map((p) => (!p.field || SELF_DESCRIBING_RULES.has(p.rule ?? '') ? p.reason : `${p.field}: ${p.reason}`));
-  return new Problem(400, `validation error: ${described.join('; ')}`, problems);
+  return new MeteringError(400, `validation error: ${described.join('; ')}`, { invalidParameters: problems });
 }
 
 /** Resources answered under the same route by another mapping (billing, collectors, OpenMeter's v1 API); false when the path is not theirs. */
@@ -80,22 +66,22 @@ type Operation = 'ingest' | 'manage' | 'read' | 'billing';
 export function requireScope(ctx: MeteringRequest, config: MeteringConfig, operation: Operation): void {
   const needed = config.scopes?.[operation];
   if (!needed) return;
-  if (!ctx.credential?.scopes?.includes(needed)) throw new Problem(403, `this operation requires the scope '${needed}'`);
+  if (!ctx.credential?.scopes?.includes(needed)) throw new MeteringError(403, `this operation requires the scope '${needed}'`);
 }
 
 export async function readJson(ctx: MeteringRequest, limit: number): Promise<unknown> {
   const body = await readLimited(ctx, limit);
   if (body.length === 0) return undefined;
-  if (!isUtf8(body)) throw new Problem(400, 'the body is not valid UTF-8', [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }]);
+  if (!isUtf8(body)) throw new MeteringError(400, 'the body is not valid UTF-8', { invalidParameters: [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }] });
   try {
     return JSON.parse(body.toString('utf8'));
   } catch (err) {
-    throw new Problem(400, `malformed JSON: ${(err as Error).message}`, [{ field: 'body', reason: 'malformed JSON', rule: 'type', source: 'body' }]);
+    throw new MeteringError(400, `malformed JSON: ${(err as Error).message}`, { invalidParameters: [{ field: 'body', reason: 'malformed JSON', rule: 'type', source: 'body' }] });
   }
 }
 
 async function readLimited(ctx: MeteringRequest, limit: number): Promise<Buffer> {
-  const tooLarge = () => new Problem(413, `request body is larger than ${limit} bytes`);
+  const tooLarge = () => new MeteringError(413, `request body is larger than ${limit} bytes`);
   if (Number(ctx.headers['content-length']) > limit) throw tooLarge();
   let body: Buffer;
   try {
@@ -114,9 +100,9 @@ export async function ingestRequest(ctx: MeteringRequest, config: MeteringConfig
   const body = await readLimited(ctx, config.max_body_size);
   if (ctx.headers['ce-specversion'] !== undefined) {
     // The cloudevents SDK's default emitter: attributes in headers, the data alone as the body (as OpenMeter, not accepted).
-    throw new Problem(400, 'invalid event: binary content mode (ce-* headers) is not supported; send the event in structured mode as application/cloudevents+json', [
+    throw new MeteringError(400, 'invalid event: binary content mode (ce-* headers) is not supported; send the event in structured mode as application/cloudevents+json', { invalidParameters: [
       { field: 'ce-specversion', reason: 'binary content mode is not supported', rule: 'content_mode', source: 'header' },
-    ]);
+    ] });
   }
   await ingestion.events(ctx.headers['content-type'], body, config);
 }
@@ -154,18 +140,12 @@ function prefersCsv(accept: string | string[] | undefined): boolean {
 }
 
 /** The problem a failure of any metering domain is answered with. */
-export function toProblem(err: unknown): Problem {
-  if (err instanceof Problem) return err;
-  if (err instanceof BodyError) return new Problem(err.status, err.message, err.invalidParameters.length ? err.invalidParameters : undefined);
-  if (err instanceof CollectorError) return new Problem(400, err.message, [{ field: 'collector', reason: err.message, rule: err.code, collector: err.collector }]);
-  if (err instanceof ServiceError) return new Problem(err.status, err.message, undefined, err.headers);
-  if (err instanceof QueueFullError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
-  if (err instanceof WriterClosedError) return new Problem(503, err.message, undefined, { 'retry-after': '5' });
-  if (err instanceof AggregationLagError || err instanceof LeaseLostError || err instanceof EarlierBatchFailedError) return new Problem(503, err.message, undefined, { 'retry-after': '1' });
+export function toProblem(err: unknown): MeteringError {
+  if (err instanceof MeteringError) return err;
   // The database is down or restarting: nothing of the request was stored, the producer retries.
-  if (err instanceof StoreUnavailableError || err instanceof StoreClosedError) return new Problem(503, 'the store is unavailable; retry later', undefined, { 'retry-after': '1' });
-  if (err instanceof HttpError) return new Problem(err.status, err.message);
-  return new Problem(500, 'internal error');
+  if (err instanceof StoreUnavailableError || err instanceof StoreClosedError) return new MeteringError(503, 'the store is unavailable; retry later', { code: err.code, headers: { 'retry-after': '1' } });
+  if (err instanceof HttpError) return new MeteringError(err.status, err.message);
+  return new MeteringError(500, 'internal error');
 }
 
 export class MeteringHttp {
@@ -189,11 +169,11 @@ export class MeteringHttp {
     try {
       parts = sub.split('/').slice(1).map((p) => decodeURIComponent(p));
     } catch {
-      throw new Problem(400, 'malformed percent-encoding in the path');
+      throw new MeteringError(400, 'malformed percent-encoding in the path');
     }
     const method = ctx.method;
     const allow = (methods: string[]) => {
-      if (!methods.includes(method)) throw new Problem(405, `method ${method} not allowed here`, undefined, { allow: methods.join(', ') });
+      if (!methods.includes(method)) throw new MeteringError(405, `method ${method} not allowed here`, { headers: { allow: methods.join(', ') } });
     };
     // On a shared store, meters another process changed are served at once (ingest needs no meter).
     if (!(method === 'POST' && parts.at(-1) === 'events')) await this.service.refreshMeters();
@@ -223,7 +203,7 @@ export class MeteringHttp {
       return this.query(ctx, config, parts[1]);
     }
     for (const sub of this.subRoutes) if (await sub.route(ctx, config, parts)) return;
-    throw new Problem(404, `no metering resource at ${ctx.path}`);
+    throw new MeteringError(404, `no metering resource at ${ctx.path}`);
   }
 
   private async ingest(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
@@ -318,7 +298,7 @@ export class MeteringHttp {
   private async query(ctx: MeteringRequest, config: MeteringConfig, idOrKey: string): Promise<void> {
     requireScope(ctx, config, 'read');
     const record: MeterRecord = this.service.find(idOrKey);
-    if (record.deleted_at) throw new Problem(404, `not found error: meter not found: ${idOrKey}`);
+    if (record.deleted_at) throw new MeteringError(404, `not found error: meter not found: ${idOrKey}`);
     const body = await readJson(ctx, config.max_body_size);
     const { query, problems } = parseQuery(body, this.service.meters.compiledOf(record));
     if (!query) throw validationProblem(problems);

@@ -3,8 +3,9 @@
  * `POST /collectors/{name}/events`): bodies decoded, events passed through the collectors that match
  * them, validated, and committed by the writer. Nothing of a request is stored unless all of it is valid.
  */
-import { BodyError, decodeEvents, prepareEvents, type PreparedEvent, type ValidationContext } from './events.ts';
-import { CollectorError, runMapping, type Collectors, type CompiledCollector } from './collectors.ts';
+import { decodeEvents, prepareEvents, type PreparedEvent, type ValidationContext } from './events.ts';
+import { BodyError, CollectorError } from './errors.ts';
+import { runMapping, type Collectors, type CompiledCollector } from './collectors.ts';
 import type { InvalidParameter } from './meter-model.ts';
 import type { MeteringConfig } from './schema.ts';
 import type { MeteringService } from './service.ts';
@@ -85,7 +86,7 @@ export class Ingestion {
         prepared.push(...prepareEvents([event], false, context));
       } catch (err) {
         if (!(err instanceof BodyError)) throw err;
-        for (const p of err.invalidParameters) {
+        for (const p of err.invalidParameters ?? []) {
           const field = `${batch ? `[${index}]` : ''}${collector ? `(collector ${collector})` : ''}${p.field === 'body' ? '' : `${batch || collector ? '.' : ''}${p.field}`}`;
           const problem = { ...p, field, index };
           problems.push(problem);

@@ -8,7 +8,8 @@
  * SUM|COUNT|..., eventType, valueProperty, groupBy, ...}`, query rows `{value, windowStart, windowEnd,
  * subject, groupBy}` with numeric values, events listed as `{event, ingestedAt, storedAt, validationError}`.
  */
-import { ingestRequest, readJson, requireScope, toProblem, validationProblem, Problem, type MeteringRequest, type SubRoutes } from './http.ts';
+import { MeteringError } from './errors.ts';
+import { ingestRequest, readJson, requireScope, toProblem, validationProblem, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
 import { parseQuery } from './query.ts';
@@ -102,7 +103,7 @@ export class OpenMeterV1Http implements SubRoutes {
   private async v1(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<void> {
     const method = ctx.method;
     const allow = (methods: string[]) => {
-      if (!methods.includes(method)) throw new Problem(405, `method ${method} not allowed here`, undefined, { allow: methods.join(', ') });
+      if (!methods.includes(method)) throw new MeteringError(405, `method ${method} not allowed here`, { headers: { allow: methods.join(', ') } });
     };
     const [resource, id, sub, ...rest] = parts;
     if (resource === 'events' && parts.length === 1) {
@@ -141,7 +142,7 @@ export class OpenMeterV1Http implements SubRoutes {
       allow(['GET', 'POST']);
       return this.query(ctx, config, id);
     }
-    throw new Problem(404, `no OpenMeter v1 resource at ${ctx.path}`);
+    throw new MeteringError(404, `no OpenMeter v1 resource at ${ctx.path}`);
   }
 
   private async createMeter(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
@@ -197,9 +198,9 @@ export class OpenMeterV1Http implements SubRoutes {
   private async query(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string): Promise<void> {
     requireScope(ctx, config, 'read');
     const record = this.service.find(idOrSlug);
-    if (record.deleted_at) throw new Problem(404, `not found error: meter not found: ${idOrSlug}`);
+    if (record.deleted_at) throw new MeteringError(404, `not found error: meter not found: ${idOrSlug}`);
     const request = ctx.method === 'GET' ? fromQueryString(ctx.query) : ((await readJson(ctx, config.max_body_size)) ?? {});
-    if (typeof request !== 'object' || request === null || Array.isArray(request)) throw new Problem(400, 'the body must be a JSON object');
+    if (typeof request !== 'object' || request === null || Array.isArray(request)) throw new MeteringError(400, 'the body must be a JSON object');
     const v1 = request as Record<string, any>;
     const windowSize = v1.windowSize;
     const subjects: string[] = asList(v1.subject);

@@ -13,22 +13,13 @@ import { configMeterId, ulid } from './ids.ts';
 import { QueryEngine, type MeterQuery, type QueryResult } from './query.ts';
 import { MeterRegistry, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
-import { BodyError, prepareEvents, type PreparedEvent, type StoredEvent } from './events.ts';
+import { prepareEvents, type PreparedEvent, type StoredEvent } from './events.ts';
 import { formatUtc } from './time.ts';
 import { eventProblem } from './values.ts';
 import { Writer, type CommittedListener, type WriterOptions } from './writer.ts';
-import { Aggregator, awaitDrained, drainInboxRound, LeaseLostError, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregator.ts';
+import { BodyError, LeaseLostError, ServiceError } from './errors.ts';
+import { Aggregator, awaitDrained, drainInboxRound, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregator.ts';
 import { MeterCommands, MeterCommandTimeout, type MeterCommand, type MeterReply } from './meter-commands.ts';
-
-export class ServiceError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers?: Record<string, string>,
-  ) {
-    super(message);
-  }
-}
 
 export interface EventFilters {
   subject?: string;

@@ -20,6 +20,7 @@ import type { Store, WriteBatch } from '../../src/pipeline/plugin-api.ts';
 import type { PreparedEvent } from './events.ts';
 import { dedupeKey, eventKey, padSeq, SEQ_KEY, subjectKey, timeIndexValue, timeKey } from './keys.ts';
 import { DedupeFilter } from './dedupe-filter.ts';
+import { EarlierBatchFailedError, QueueFullError, WriterClosedError } from './errors.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
 import type { MeterRegistry } from './registry.ts';
 
@@ -36,27 +37,6 @@ export interface Inbox {
   fill(batch: WriteBatch, events: readonly PreparedEvent[]): void;
   /** An entry was committed (the aggregator is told). */
   written(): void;
-}
-
-export class QueueFullError extends Error {
-  constructor() {
-    super('the ingest queue is full, retry later');
-  }
-}
-
-/** A batch was not written because one before it failed (it was prepared on top of it); nothing of it is stored. */
-export class EarlierBatchFailedError extends Error {
-  override readonly name = 'EarlierBatchFailedError';
-  readonly code = 'METERING_EARLIER_BATCH_FAILED';
-  constructor() {
-    super('an earlier batch failed to commit; retry later');
-  }
-}
-
-export class WriterClosedError extends Error {
-  constructor() {
-    super('the gateway is shutting down');
-  }
 }
 
 export interface WriterOptions {

@@ -26,6 +26,8 @@ export type { FailureKind };
 export type FailureStage = 'connect' | 'early' | 'exchange';
 
 export class UpstreamFailure extends Error {
+  override readonly name = 'UpstreamFailure';
+  readonly code = 'TOLLGATE_ERR_UPSTREAM';
   constructor(
     readonly kind: FailureKind,
     message: string,

@@ -3,7 +3,8 @@
  * pagination, and billing errors turned into the metering routes' problem+json answers. The domain
  * services know nothing of HTTP.
  */
-import { Problem, readJson, requireScope, type MeteringRequest, type SubRoutes } from '../http.ts';
+import { MeteringError } from '../errors.ts';
+import { readJson, requireScope, type MeteringRequest, type SubRoutes } from '../http.ts';
 import type { InvalidParameter } from '../meter-model.ts';
 import type { MeteringConfig } from '../schema.ts';
 import type { Billing } from './billing.ts';
@@ -118,13 +119,13 @@ export class BillingHttp implements SubRoutes {
     const methods = this.routes[pattern];
     if (!methods) return false;
     const handler = methods[ctx.method];
-    if (!handler) throw new Problem(405, `method ${ctx.method} not allowed here`, undefined, { allow: Object.keys(methods).join(', ') });
+    if (!handler) throw new MeteringError(405, `method ${ctx.method} not allowed here`, { headers: { allow: Object.keys(methods).join(', ') } });
     const access = pattern.includes('entitlement-access');
     requireScope(ctx, config, access ? 'read' : 'billing');
     try {
       await handler.call(this, ctx, config, parts.filter((_, i) => i % 2 === 1));
     } catch (err) {
-      if (err instanceof BillingError) throw new Problem(err.status, err.message, err.invalidParameters);
+      if (err instanceof BillingError) throw new MeteringError(err.status, err.message, { invalidParameters: err.invalidParameters });
       throw err;
     }
     return true;
