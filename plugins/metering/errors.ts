@@ -45,9 +45,6 @@ export class MeteringError extends Error {
   }
 }
 
-/** Asked to come back soon: nothing of the request was stored. */
-const RETRY_SOON = { 'retry-after': '1' };
-
 /** A rule of the metering service refused the request (unknown meter, duplicate key, read-only meter, …). */
 export class ServiceError extends MeteringError {
   override name = 'ServiceError';
@@ -80,38 +77,22 @@ export class CollectorError extends MeteringError {
   }
 }
 
-export class QueueFullError extends MeteringError {
-  override name = 'QueueFullError';
-  constructor() {
-    super(503, 'the ingest queue is full, retry later', { code: 'METERING_QUEUE_FULL', headers: RETRY_SOON });
-  }
+/**
+ * A 503 of its own kind (the producer or reader retries; nothing of the request was stored), with a
+ * stable code and name: a class each, so that callers can tell them apart.
+ */
+function unavailable(name: string, code: string, message: string, retryAfterSeconds = 1) {
+  return class extends MeteringError {
+    override name = name;
+    constructor() {
+      super(503, message, { code, headers: { 'retry-after': String(retryAfterSeconds) } });
+    }
+  };
 }
 
-/** A batch was not written because one before it failed (it was prepared on top of it); nothing of it is stored. */
-export class EarlierBatchFailedError extends MeteringError {
-  override name = 'EarlierBatchFailedError';
-  constructor() {
-    super(503, 'an earlier batch failed to commit; retry later', { code: 'METERING_EARLIER_BATCH_FAILED', headers: RETRY_SOON });
-  }
-}
-
-export class WriterClosedError extends MeteringError {
-  override name = 'WriterClosedError';
-  constructor() {
-    super(503, 'the gateway is shutting down', { code: 'METERING_SHUTTING_DOWN', headers: { 'retry-after': '5' } });
-  }
-}
-
-export class LeaseLostError extends MeteringError {
-  override name = 'LeaseLostError';
-  constructor() {
-    super(503, 'this process is no longer the metering aggregator', { code: 'METERING_LEASE_LOST', headers: RETRY_SOON });
-  }
-}
-
-export class AggregationLagError extends MeteringError {
-  override name = 'AggregationLagError';
-  constructor() {
-    super(503, 'events acknowledged earlier are still being aggregated; retry later', { code: 'METERING_AGGREGATION_LAG', headers: RETRY_SOON });
-  }
-}
+export const QueueFullError = unavailable('QueueFullError', 'METERING_QUEUE_FULL', 'the ingest queue is full, retry later');
+/** A batch was not written because one before it failed (it was prepared on top of it). */
+export const EarlierBatchFailedError = unavailable('EarlierBatchFailedError', 'METERING_EARLIER_BATCH_FAILED', 'an earlier batch failed to commit; retry later');
+export const WriterClosedError = unavailable('WriterClosedError', 'METERING_SHUTTING_DOWN', 'the gateway is shutting down', 5);
+export const LeaseLostError = unavailable('LeaseLostError', 'METERING_LEASE_LOST', 'this process is no longer the metering aggregator');
+export const AggregationLagError = unavailable('AggregationLagError', 'METERING_AGGREGATION_LAG', 'events acknowledged earlier are still being aggregated; retry later');
