@@ -2,6 +2,7 @@
  * Meters: their shape, and the create/update validation rules of OpenMeter's meter service with its
  * messages (reference §3.2), shared by the HTTP API and the `meters:` entity of gateway.yaml.
  */
+import { isPlainObject } from '../../src/pipeline/plugin-api.ts';
 import { compileJsonPath } from './jsonpath.ts';
 import { MAX_DIMENSIONS, MAX_IDENTIFIER_LENGTH, MAX_JSONPATH_LENGTH, MAX_NAME_LENGTH } from './limits.ts';
 import { formatUtc, isPrintable, parseRfc3339, PRINTABLE_FROM, PRINTABLE_TO } from './time.ts';
@@ -45,10 +46,6 @@ export interface InvalidParameter {
 
 const CREATE_FIELDS = ['key', 'name', 'description', 'labels', 'aggregation', 'event_type', 'events_from', 'value_property', 'dimensions'];
 const UPDATE_FIELDS = ['name', 'description', 'labels', 'dimensions'];
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function problem(field: string, reason: string, rule = 'invalid'): InvalidParameter {
   return { field, reason, rule, source: 'body' };

@@ -17,7 +17,7 @@ import type { ParentDirectory } from '../toolkit/entity-directory.ts';
 
 export type { FieldSchema, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
 /** Schema validation with Kong's messages, for plugin configs and entities. */
-export { atLeastOneOf, validate } from '../config/schema.ts';
+export { atLeastOneOf, isPlainObject, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export type { Admission, NodeExchange } from '../process/exchange.ts';

@@ -3,6 +3,7 @@
  * its problem in the Konnect `invalid_parameters` shape and returning the value when usable. The same
  * checks run for API bodies and for gateway.yaml entities, so both get the same messages.
  */
+import { isPlainObject } from '../../../src/pipeline/plugin-api.ts';
 import type { InvalidParameter } from '../meter-model.ts';
 import { KEY_PATTERN } from '../meter-model.ts';
 import { invalid } from './errors.ts';
@@ -12,7 +13,7 @@ export type Problems = InvalidParameter[];
 export type Body = Record<string, unknown>;
 
 export function isObject(v: unknown): v is Body {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+  return isPlainObject(v);
 }
 
 const present = (v: unknown) => v !== undefined && v !== null;
