@@ -27,7 +27,7 @@ import { LocalExchange, type Admission } from './exchange.ts';
 import { WindowCounters } from './window-counters.ts';
 import { nodeSecretEnvironment } from './node-secret.ts';
 import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
-import { createLogger, createLogging, type Logger } from '../log.ts';
+import { createLogger, createLogging, flushLogs, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
 import { bundledPlugins } from '../plugins.ts';
 import { NoticeHub, RemoteStore, serveStore } from '../store/ipc.ts';
@@ -352,13 +352,13 @@ async function runWorker(configFile: string): Promise<number> {
   process.on('SIGHUP', () => {});
   process.on('SIGINT', () => {});
   process.once('SIGTERM', stop);
-  // The primary is gone: nothing supervises this worker any more. Its stop may wait for what only the
-  // primary answers (closing a shared listening socket, the store): past the usual bound it exits anyway.
-  process.once('disconnect', () => {
-    exchange.disconnected();
-    stop();
-    const bound = (gateway?.config.gateway.shutdown_timeout ?? 0) + STOP_GRACE_MS;
-    setTimeout(() => exited(1), bound).unref();
+  // The primary is gone (killed): nothing supervises this worker any more, and Node's cluster module
+  // ends it at once (its own 'disconnect' listener exits the process), so no graceful stop can run; the
+  // line says why the worker went.
+  process.prependOnceListener('disconnect', () => {
+    if (stopping) return;
+    gateway?.log.error({ primary: processes.master }, "the node's primary process is gone: this worker exits");
+    flushLogs();
   });
 
   const store = process.env.TOLLGATE_STORE === 'ipc' ? new RemoteStore(new Socket({ fd: STORE_FD, readable: true, writable: true })) : undefined;
@@ -397,12 +397,6 @@ class WorkerExchange extends LocalExchange {
       this.admissions.set(id, { resolve, reject });
       process.send!({ type: 'admit', id, keys, limits, ttlsMs, requests } satisfies ToPrimary);
     });
-  }
-
-  /** The primary went away: its answers will not come. */
-  disconnected(): void {
-    for (const waiting of this.admissions.values()) waiting.reject(new Error('the node\'s primary process is gone'));
-    this.admissions.clear();
   }
 
   override gather(topic: string, argument?: string): Promise<unknown[]> {

@@ -3,7 +3,8 @@
  * lines, one node_id, every worker serving; runtime consumers, credentials and acl groups applied by
  * every worker before the admin API answers; a worker killed
  * with SIGKILL under load is replaced while the other serves every request sent meanwhile; SIGHUP
- * reloads every worker; SIGTERM stops the whole node with exit 0. With LevelDB (the primary owns the
+ * reloads every worker; SIGTERM stops the whole node with exit 0; a killed primary takes its workers
+ * with it. With LevelDB (the primary owns the
  * database) and with PostgreSQL (every worker a client).
  */
 import assert from 'node:assert/strict';
@@ -172,6 +173,21 @@ test('LevelDB: the primary owns the store and two workers serve from it', async 
   const gw = await spawnGateway({ gateway: listeners, services: services('/one') });
   try {
     await exerciseNode(gw, { ...listeners, data_dir: gw.dataDir });
+  } finally {
+    gw.kill('SIGKILL');
+  }
+});
+
+test('a node whose primary is killed: each worker says why and exits at once, and the ports are free', async () => {
+  const gw = await spawnGateway({ gateway: listeners, services: services('/one') });
+  try {
+    await servedByBoth(gw, '/one');
+    const workers = servingPids(gw, '/one');
+    process.kill(gw.child.pid!, 'SIGKILL'); // the primary alone (gw.kill would end the whole group)
+    await waitFor(() => [...workers].every((pid) => !alive(pid)), 'both workers to exit');
+    const said = gw.output().split('\n').filter((l) => l.includes("the node's primary process is gone: this worker exits"));
+    assert.deepEqual(new Set(said.map((l) => JSON.parse(l).pid)), workers);
+    await assert.rejects(request(`${gw.http}/one`), 'nothing listens on the proxy port any more');
   } finally {
     gw.kill('SIGKILL');
   }
