@@ -27,7 +27,7 @@ import { bundledPlugins } from './plugins.ts';
 import { GrpcProxy } from './proxy/grpc.ts';
 import { HttpEngine } from './proxy/http-engine.ts';
 import { WebSocketProxy } from './proxy/websocket.ts';
-import { Snapshot } from './runtime.ts';
+import { Snapshot } from './snapshot.ts';
 import { StoreError } from './store/errors.ts';
 import { openStore, postgresSettings } from './store/open.ts';
 import { PostgresStore, SoleNodeLock } from './store/postgres.ts';

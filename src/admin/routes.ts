@@ -8,7 +8,7 @@ import type { AdminRoute } from '../pipeline/plugin-api.ts';
 import { entityWriteUnsupported, NotFoundError, type WriteMethod } from '../toolkit/admin-errors.ts';
 import { entityAdminRoutes } from '../toolkit/entity-admin.ts';
 import { page } from '../toolkit/paging.ts';
-import type { Snapshot } from '../runtime.ts';
+import type { Snapshot } from '../snapshot.ts';
 import { SERVER_TOKEN } from '../proxy/respond.ts';
 
 export const VERSION = SERVER_TOKEN.split('/')[1];

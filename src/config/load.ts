@@ -38,15 +38,20 @@ const CORE_KEYS = new Set([
 
 export type PluginRegistry = ReadonlyMap<string, PluginDefinition>;
 
-export class ConfigError {
+/** One problem of a configuration file, and where it is (`file:line:col: path: message`). */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly code = 'TOLLGATE_ERR_CONFIG_INVALID';
   constructor(
     readonly file: string,
     readonly line: number,
     readonly col: number,
     readonly path: string,
-    readonly message: string,
-  ) {}
-  toString(): string {
+    message: string,
+  ) {
+    super(message);
+  }
+  override toString(): string {
     return `${this.file}:${this.line}:${this.col}: ${this.path || '(root)'}: ${this.message}`;
   }
 }

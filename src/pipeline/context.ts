@@ -7,7 +7,7 @@ import type { PeerSource } from '../balancer/peers.ts';
 import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
-import type { Snapshot } from '../runtime.ts';
+import type { Snapshot } from '../snapshot.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
 import { HttpError, type AuthenticatedCredential, type BodyObserver, type PluginRuntime, type RequestContext, type RequestOutcome, type ResponseSource } from './plugin-api.ts';
 import { rewriteBody, runResponsePhase } from './response-phase.ts';

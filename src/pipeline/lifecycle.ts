@@ -18,7 +18,7 @@ import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders } from '
 import { HttpEngine } from '../proxy/http-engine.ts';
 import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
-import type { Snapshot } from '../runtime.ts';
+import type { Snapshot } from '../snapshot.ts';
 import type { Metrics } from '../metrics.ts';
 import { RewritingSink, type BodyRewrite } from './response-phase.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
