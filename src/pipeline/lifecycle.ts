@@ -340,7 +340,7 @@ export class Lifecycle {
       trusted: ctx.trusted,
       listenerPort: listener.port,
       rawHost: ctx.rawHost,
-      strippedPrefix: ctx.match.matchedPrefix,
+      strippedPrefix: ctx.match.strippedPrefix,
       rawPath: ctx.rawPath,
       peerHost: ctx.peers?.first.hostHeader,
     });

@@ -31,7 +31,7 @@ export interface RouteMatch {
   /** Kong-normalized request path. */
   normalizedPath: string;
   /** The stripped prefix when strip_path stripped one and it is not '/', else '' (for X-Forwarded-Prefix). */
-  matchedPrefix: string;
+  strippedPrefix: string;
   /** Path to send upstream (service path + strip_path + path_handling), escaped as Kong does, without query. */
   upstreamPath: string;
   /** Regex path captures: "0" the whole match, numbered ("1", "2", …) and named (Kong's uri_captures). Only for a regex path match. */
@@ -214,7 +214,7 @@ function buildMatch(matcher: Matcher, path: string, matchedPath: string | null, 
     route,
     service: matcher.service,
     normalizedPath: path,
-    matchedPrefix: stripped ? matchedPath! : '',
+    strippedPrefix: stripped ? matchedPath! : '',
     upstreamPath: escapeUpstreamPath(upstreamPath),
   };
   if (captures !== undefined) result.captures = captures;

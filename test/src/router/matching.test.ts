@@ -102,7 +102,7 @@ test('regex paths are anchored at the start only; numbered and named captures', 
   const match = new Router([r], [upstream]).match(request({ path: '/version/1/users/john/x' }));
   assert.ok(match);
   assert.deepEqual({ ...match.captures }, { '0': '/version/1/users/john', '1': '1', '2': 'john', version: '1' });
-  assert.equal(match.matchedPrefix, '/version/1/users/john');
+  assert.equal(match.strippedPrefix, '/version/1/users/john');
   assert.equal(match.upstreamPath, '/svc/x');
   assert.ok(!matches(r, { path: '/x/version/1/users/john' }), 'anchored at start');
   assert.ok(matches(route({ paths: ['~/(?P<id>\\d+)$'] }), { path: '/42' }), 'PCRE (?P<name>) syntax accepted');
@@ -130,19 +130,19 @@ test('a malformed percent-escape matches nothing', () => {
   assert.equal(new Router([route({ paths: ['/'] })], [upstream]).match(request({ path: '/a%4' })), null);
 });
 
-test('match result: service, matchedPrefix for X-Forwarded-Prefix, escaped upstream path', () => {
+test('match result: service, strippedPrefix for X-Forwarded-Prefix, escaped upstream path', () => {
   const r = route({ paths: ['/api'], service: { id: upstream.id } });
   const match = new Router([r], [upstream]).match(request({ path: '/api/a%20b/%c3%a9' }));
   assert.ok(match);
   assert.equal(match.service, upstream);
-  assert.equal(match.matchedPrefix, '/api');
+  assert.equal(match.strippedPrefix, '/api');
   assert.equal(match.normalizedPath, '/api/a%20b/%C3%A9');
   assert.equal(match.upstreamPath, '/svc/a%20b/%C3%A9');
   assert.ok(Object.isFrozen(match));
   const notStripped = new Router([route({ paths: ['/api'], strip_path: false })], [upstream]).match(request({ path: '/api/x' }));
-  assert.equal(notStripped?.matchedPrefix, '');
+  assert.equal(notStripped?.strippedPrefix, '');
   const root = new Router([route({ paths: ['/'] })], [upstream]).match(request({ path: '/x' }));
-  assert.equal(root?.matchedPrefix, '');
+  assert.equal(root?.strippedPrefix, '');
   assert.equal(root?.upstreamPath, '/x', 'no service: base /');
 });
 
