@@ -21,7 +21,7 @@ import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { nodeIdOf } from './node-id.ts';
-import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
+import { Lifecycle, type ListenerInfo, type ProtocolProxy } from './pipeline/lifecycle.ts';
 import type { ConfigView, PluginRuntime, PluginServices } from './pipeline/plugin-api.ts';
 import { bundledPlugins } from './plugins.ts';
 import { GrpcProxy } from './proxy/grpc.ts';
@@ -137,10 +137,9 @@ export class Gateway {
     private readonly registry: PluginRegistry,
   ) {
     this.engine = new HttpEngine({ poolSize: config.gateway.upstream_keepalive_pool_size, idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout });
-    this.lifecycle = new Lifecycle(() => this.snapshot, this.engine, this.metrics, log, accessLog);
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
-    this.lifecycle.protocols = {
+    const protocols: ProtocolProxy = {
       grpc: (ctx, headers, destination, end) => grpc.proxy(ctx, headers, destination, end),
       upgrade: (ctx, socket, head, headers, destination, end) => websocket.proxy(ctx, socket, head, headers, destination, end),
       close: () => {
@@ -148,6 +147,7 @@ export class Gateway {
         websocket.close();
       },
     };
+    this.lifecycle = new Lifecycle(() => this.snapshot, this.engine, protocols, this.metrics, log, accessLog);
     this.accessLog.enabled = config.gateway.access_log;
   }
 
@@ -452,7 +452,7 @@ export class Gateway {
     }
     this.snapshot?.balancers.stop();
     this.engine.close();
-    this.lifecycle.protocols.close?.();
+    this.lifecycle.protocols.close();
     await this.soleNode?.release();
     await this.store.close();
     this.accessLog.flush();

@@ -75,10 +75,10 @@ export function contained<A extends unknown[]>(end: ProxyEnd, callback: (...args
 
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
-  grpc?(ctx: Context, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
-  upgrade?(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
+  grpc(ctx: Context, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
+  upgrade(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
-  close?(): void;
+  close(): void;
 }
 
 const SLASH = 47;
@@ -88,11 +88,11 @@ const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)([^#]*)$/i;
 
 export class Lifecycle {
   readonly stats: Stats = { totalRequests: 0 };
-  protocols: ProtocolProxy = {};
 
   constructor(
     private readonly current: () => Snapshot,
     readonly engine: HttpEngine,
+    readonly protocols: ProtocolProxy,
     private readonly metrics: Metrics,
     private readonly log: Logger,
     private readonly accessLog: AccessLog,
@@ -131,7 +131,6 @@ export class Lifecycle {
         const destination = this.destination(ctx);
         if (!destination) return;
         const headers = this.upstreamHeaders(ctx, listener);
-        if (!this.protocols.upgrade) return ctx.error(501, 'WebSocket proxying is not available');
         ctx.status = 101;
         this.protocols.upgrade(ctx, socket, head, headers as Record<string, unknown>, destination, this.endOf(ctx));
       }),
@@ -312,7 +311,6 @@ export class Lifecycle {
     const headers = this.upstreamHeaders(ctx, listener);
     const protocol = ctx.service.protocol;
     if (protocol === 'grpc' || protocol === 'grpcs') {
-      if (!this.protocols.grpc) return ctx.error(501, 'gRPC proxying is not available');
       return this.protocols.grpc(ctx, headers as Record<string, unknown>, destination, this.endOf(ctx));
     }
     this.proxyHttp(ctx, req, res, headers, destination);
