@@ -1,7 +1,7 @@
 /** The admin API's HTTP plumbing: path patterns, body parsing, JSON replies, typed errors. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log.ts';
-import { readWhole } from '../pipeline/context.ts';
+import { readWhole } from '../pipeline/request-body.ts';
 import { HttpError } from '../pipeline/http-error.ts';
 import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
 import { parseArgs, type Params } from '../toolkit/params.ts';
