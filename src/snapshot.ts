@@ -9,7 +9,7 @@ import { PluginsIndex } from './pipeline/plugins-index.ts';
 import type { PluginRuntime } from './pipeline/plugin-api.ts';
 import { AddressRanges } from './address-ranges.ts';
 import { Router } from './router/index.ts';
-import type { PluginRegistry } from './config/load.ts';
+import type { PluginRegistry } from './pipeline/plugin-api.ts';
 import { CertificateIndex } from './tls/certificates.ts';
 import { upstreamTls, type UpstreamTls } from './tls/upstream-tls.ts';
 

@@ -1,7 +1,7 @@
 /** The core's admin endpoints, in the shapes of Kong's admin API (kong/api/routes/kong.lua, health.lua). */
 import { hostname } from 'node:os';
 import type { Consumers } from '../consumers.ts';
-import type { PluginRegistry } from '../config/load.ts';
+import type { PluginRegistry } from '../pipeline/plugin-api.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import type { Metrics } from '../metrics.ts';
 import type { AdminRoute } from '../pipeline/plugin-api.ts';

@@ -9,7 +9,7 @@ import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { didYouMean } from '../did-you-mean.ts';
-import type { EntityDefinition, PluginDefinition } from '../pipeline/plugin-api.ts';
+import type { EntityDefinition, PluginDefinition, PluginRegistry } from '../pipeline/plugin-api.ts';
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
 import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
@@ -35,8 +35,6 @@ const CORE_KEYS = new Set([
   // Kong's own settings (the cluster id) in a file exported from its database: nothing to apply here.
   'parameters',
 ]);
-
-export type PluginRegistry = ReadonlyMap<string, PluginDefinition>;
 
 /** One problem of a configuration file, and where it is (`file:line:col: path: message`). */
 export class ConfigError extends Error {

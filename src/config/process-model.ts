@@ -4,7 +4,7 @@
  * (e.g. meters it syncs), and so is every plugin whose services an in-use plugin calls (`uses`): their
  * state is then written from every process too.
  */
-import type { PluginRegistry } from './load.ts';
+import type { PluginRegistry } from '../pipeline/plugin-api.ts';
 import type { PluginEntity } from './types.ts';
 
 export function pluginsKeepingOneProcess(registry: PluginRegistry, plugins: PluginEntity[], entities: Record<string, Record<string, any>[]>): string[] {

@@ -61,6 +61,9 @@ export interface PluginDefinition<Config = any> {
   create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
 }
 
+/** The plugins a gateway knows, by name. */
+export type PluginRegistry = ReadonlyMap<string, PluginDefinition>;
+
 export interface PluginScope {
   route: Route | null;
   service: Service | null;

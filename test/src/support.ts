@@ -10,7 +10,7 @@ import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import type { PluginRegistry } from '../../src/config/load.ts';
+import type { PluginRegistry } from '../../src/pipeline/plugin-api.ts';
 import { Gateway } from '../../src/gateway.ts';
 import { tempDir } from '../helpers/gateway.ts';
 
