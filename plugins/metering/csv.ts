@@ -2,7 +2,8 @@
  * Query results as CSV (`Accept: text/csv`), in OpenMeter v3's column order
  * (api/v3/handlers/meters/query_csv.go), safe to open in a spreadsheet.
  */
-import type { MeterQuery, QueryResult } from './query.ts';
+import type { QueryResult } from './query.ts';
+import type { MeterQuery } from './query-request.ts';
 
 function csvField(text: string): string {
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;

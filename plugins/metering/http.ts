@@ -9,7 +9,7 @@ import { MeteringError } from './errors.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
 import { toCsv } from './csv.ts';
-import { parseQuery } from './query.ts';
+import { parseQuery } from './query-request.ts';
 import { publicMeter, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import type { EventFilters, MeteringService } from './service.ts';

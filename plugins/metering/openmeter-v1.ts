@@ -12,7 +12,7 @@ import { MeteringError } from './errors.ts';
 import { ingestRequest, readJson, requireScope, toProblem, validationProblem, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
-import { parseQuery } from './query.ts';
+import { parseQuery } from './query-request.ts';
 import type { MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import type { MeteringService } from './service.ts';

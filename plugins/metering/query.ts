@@ -1,44 +1,16 @@
 /**
- * Usage queries (`POST /meters/{id}/query`, reference §4.8): request validation with OpenMeter's
- * codes, then windows covered by roll-up buckets (see windows.ts), sub-minute edges of `from`/`to`
- * read from raw events, groups by subject and dimensions, dimension filters; rows as JSON (CSV: csv.ts).
+ * Answering usage queries (the request is validated in query-request.ts): windows covered by roll-up
+ * buckets (see windows.ts), sub-minute edges of `from`/`to` read from raw events, groups by subject and
+ * dimensions, dimension filters; rows as JSON (CSV: csv.ts).
  */
 import type { Store } from '../../src/pipeline/plugin-api.ts';
 import { BASE_SIZE, emptyState, eventState, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, type State, type StoredState } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import { aggregatePrefix, bucketOf, distinctPart, escapePart, eventKey, padTime, parseTimeIndexValue, parseTimeKey, rowPrefix, seriesOf, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
-import type { InvalidParameter } from './meter-model.ts';
-import { formatInZone, formatUtc, isPrintable, isValidTimeZone, parseRfc3339, PRINTABLE_FROM, PRINTABLE_TO } from './time.ts';
+import { matches, type MeterQuery } from './query-request.ts';
+import { formatInZone } from './time.ts';
 import { boundedText, readEvent, type CompiledMeter } from './values.ts';
-import { ceilMinute, coverSpan, floorMinute, GRANULARITIES, windowEnd, windowStart, type Granularity, type LevelRange } from './windows.ts';
-
-const FILTER_OPERATORS = ['exists', 'eq', 'neq', 'in', 'nin', 'contains', 'ncontains', 'and', 'or'];
-/** Levels of `and`/`or` a filter may hold (OpenMeter's maxGroupByFilterComplexityDepth). */
-const MAX_FILTER_DEPTH = 2;
-/** Values of one `in`/`nin` (OpenMeter's `@maxItems(100)`, api/spec/packages/aip/src/shared/filters.tsp). */
-const MAX_FILTER_VALUES = 100;
-
-interface Filter {
-  exists?: boolean;
-  eq?: string;
-  neq?: string;
-  in?: string[];
-  nin?: string[];
-  contains?: string;
-  ncontains?: string;
-  and?: Filter[];
-  or?: Filter[];
-}
-
-export interface MeterQuery {
-  from?: number;
-  to?: number;
-  granularity?: Granularity;
-  timeZone: string;
-  /** Requested groupings, `subject` and/or dimension names, in request order. */
-  groupBy: string[];
-  filters: Record<string, Filter>;
-}
+import { ceilMinute, coverSpan, floorMinute, windowEnd, windowStart, type Granularity, type LevelRange } from './windows.ts';
 
 export interface QueryRow {
   value: string;
@@ -51,127 +23,6 @@ export interface QueryResult {
   from?: string;
   to?: string;
   data: QueryRow[];
-}
-
-function bad(field: string, reason: string, rule: string): InvalidParameter {
-  return { field, reason, rule, source: 'body' };
-}
-
-/** `depth`: how many `and`/`or` levels hold this filter, plus one. */
-function checkFilter(value: unknown, field: string, depth: number, onlyEqIn: boolean, out: InvalidParameter[]): void {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return void out.push(bad(field, 'must be an object', 'type'));
-  for (const [op, operand] of Object.entries(value)) {
-    const f = `${field}.${op}`;
-    if (!FILTER_OPERATORS.includes(op)) out.push(bad(f, `unknown filter operator: ${op}`, 'unsupported_filter_operator'));
-    else if (onlyEqIn && op !== 'eq' && op !== 'in') out.push(bad(f, `unsupported filter operator for this dimension: ${op} (only eq and in)`, 'unsupported_filter_operator'));
-    else if (op === 'exists') {
-      if (typeof operand !== 'boolean') out.push(bad(f, 'must be a boolean', 'type'));
-    } else if (op === 'in' || op === 'nin') {
-      if (!Array.isArray(operand) || operand.some((x) => typeof x !== 'string')) out.push(bad(f, 'must be an array of strings', 'type'));
-      else if (operand.length > MAX_FILTER_VALUES) out.push({ ...bad(f, `at most ${MAX_FILTER_VALUES} values`, 'max_items'), maximum: MAX_FILTER_VALUES });
-    } else if (op === 'and' || op === 'or') {
-      if (depth > MAX_FILTER_DEPTH) out.push(bad(f, `filter complexity exceeds maximum allowed depth (${MAX_FILTER_DEPTH} levels of and/or)`, 'max_depth'));
-      else if (!Array.isArray(operand)) out.push(bad(f, 'must be an array of filters', 'type'));
-      else operand.forEach((item, i) => checkFilter(item, `${f}[${i}]`, depth + 1, false, out));
-    } else if (typeof operand !== 'string') out.push(bad(f, 'must be a string', 'is_string'));
-  }
-}
-
-/** Validates a query body against a meter; returns the query or every problem. */
-export function parseQuery(body: unknown, meter: CompiledMeter): { query?: MeterQuery; problems: InvalidParameter[] } {
-  const problems: InvalidParameter[] = [];
-  if (body === undefined || body === null) body = {};
-  if (typeof body !== 'object' || Array.isArray(body)) return { problems: [bad('body', 'must be a JSON object', 'type')] };
-  const b = body as Record<string, unknown>;
-  for (const k of Object.keys(b)) {
-    if (!['from', 'to', 'granularity', 'time_zone', 'group_by_dimensions', 'filters'].includes(k)) problems.push(bad(k, 'unknown property', 'unknown_property'));
-  }
-  const instant = (name: 'from' | 'to'): number | undefined => {
-    const v = b[name];
-    if (v === undefined || v === null) return undefined;
-    const t = typeof v === 'string' ? parseRfc3339(v) : undefined;
-    if (t === undefined) problems.push(bad(name, 'must be an RFC 3339 date-time', 'is_date_time'));
-    else if (!isPrintable(t)) problems.push(bad(name, `must be between ${formatUtc(PRINTABLE_FROM)} and ${formatUtc(PRINTABLE_TO)}`, 'range'));
-    else return t;
-    return undefined;
-  };
-  const from = instant('from');
-  const to = instant('to');
-  if (from !== undefined && to !== undefined) {
-    if (from === to) problems.push(bad('to', 'from and to cannot be equal', 'invalid'));
-    else if (from > to) problems.push(bad('from', 'from must be before to', 'invalid'));
-  }
-  let granularity: Granularity | undefined;
-  if (b.granularity !== undefined && b.granularity !== null) {
-    if ((GRANULARITIES as readonly unknown[]).includes(b.granularity)) granularity = b.granularity as Granularity;
-    else problems.push({ ...bad('granularity', `invalid window size: ${String(b.granularity)}`, 'invalid_window_size'), choices: GRANULARITIES });
-  }
-  let timeZone = 'UTC';
-  if (b.time_zone !== undefined && b.time_zone !== null) {
-    if (typeof b.time_zone === 'string' && isValidTimeZone(b.time_zone)) timeZone = b.time_zone;
-    else problems.push(bad('time_zone', `invalid time zone: ${String(b.time_zone)}`, 'invalid_time_zone'));
-  }
-  const groupBy: string[] = [];
-  const known = (name: string) => name === 'subject' || meter.dimensionNames.includes(name);
-  if (b.group_by_dimensions !== undefined && b.group_by_dimensions !== null) {
-    if (!Array.isArray(b.group_by_dimensions)) problems.push(bad('group_by_dimensions', 'must be an array of strings', 'type'));
-    else if (b.group_by_dimensions.length > 100) problems.push(bad('group_by_dimensions', 'at most 100 items', 'max_items'));
-    else {
-      b.group_by_dimensions.forEach((name, i) => {
-        if (typeof name !== 'string' || !known(name)) problems.push(bad(`group_by_dimensions[${i}]`, `invalid group by: ${String(name)}`, 'invalid_group_by'));
-        else if (!groupBy.includes(name)) groupBy.push(name);
-      });
-    }
-  }
-  const filters: Record<string, Filter> = {};
-  if (b.filters !== undefined && b.filters !== null) {
-    const f = b.filters as Record<string, unknown>;
-    if (typeof f !== 'object' || Array.isArray(f)) problems.push(bad('filters', 'must be an object', 'type'));
-    else {
-      for (const k of Object.keys(f)) if (k !== 'dimensions') problems.push(bad(`filters.${k}`, 'unknown property', 'unknown_property'));
-      const dims = f.dimensions as Record<string, unknown> | undefined | null;
-      if (dims !== undefined && dims !== null) {
-        if (typeof dims !== 'object' || Array.isArray(dims)) problems.push(bad('filters.dimensions', 'must be an object', 'type'));
-        else if (Object.keys(dims).length > 10) problems.push(bad('filters.dimensions', 'at most 10 dimensions', 'max_items'));
-        else {
-          for (const [name, filter] of Object.entries(dims)) {
-            const field = `filters.dimensions.${name}`;
-            if (!known(name)) problems.push(bad(field, `invalid dimension filter: ${name}`, 'invalid_dimension_filter'));
-            else {
-              const before = problems.length;
-              checkFilter(filter, field, 1, name === 'subject', problems);
-              if (problems.length === before && (name !== 'subject' || namesSubjects(filter as Filter))) filters[name] = filter as Filter;
-            }
-          }
-        }
-      }
-    }
-  }
-  // Filtering by subject also groups by it (OpenMeter v3).
-  if (filters.subject && !groupBy.includes('subject')) groupBy.unshift('subject');
-  if (problems.length > 0) return { problems };
-  return { query: { from, to, granularity, timeZone, groupBy, filters }, problems };
-}
-
-/** A subject filter applies (and groups by subject) only when it names a subject, as OpenMeter's. */
-function namesSubjects(f: Filter): boolean {
-  return f.eq !== undefined || (f.in !== undefined && f.in.length > 0);
-}
-
-/** contains/ncontains ignore case: OpenMeter compares LOWER(value) LIKE LOWER('%text%'). */
-const containsFolded = (value: string, text: string) => value.toLowerCase().includes(text.toLowerCase());
-
-function matches(value: string, f: Filter): boolean {
-  if (f.exists !== undefined && (value !== '') !== f.exists) return false;
-  if (f.eq !== undefined && value !== f.eq) return false;
-  if (f.neq !== undefined && value === f.neq) return false;
-  if (f.in && !f.in.includes(value)) return false;
-  if (f.nin && f.nin.includes(value)) return false;
-  if (f.contains !== undefined && !containsFolded(value, f.contains)) return false;
-  if (f.ncontains !== undefined && containsFolded(value, f.ncontains)) return false;
-  if (f.and && !f.and.every((g) => matches(value, g))) return false;
-  if (f.or && !f.or.some((g) => matches(value, g))) return false;
-  return true;
 }
 
 interface Group {

@@ -11,7 +11,7 @@ import pino from 'pino';
 import { request, startGateway, tempDir } from '../../helpers/gateway.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import { decodeEvents, prepareEvents } from '../../../plugins/metering/events.ts';
-import { parseQuery } from '../../../plugins/metering/query.ts';
+import { parseQuery } from '../../../plugins/metering/query-request.ts';
 import { MeteringService } from '../../../plugins/metering/service.ts';
 import { meterDefinitionFrom } from '../../../plugins/metering/meter-model.ts';
 

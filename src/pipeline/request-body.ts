@@ -1,0 +1,82 @@
+/**
+ * Reading a downstream request body: whole and bounded (plugins, the admin API), or its head only,
+ * with the rest left unread to be streamed on after it (the proxy).
+ */
+import type { IncomingMessage } from 'node:http';
+import { Readable } from 'node:stream';
+import { MESSAGES } from '../proxy/respond.ts';
+import type { DownstreamRequest } from './context.ts';
+import { HttpError } from './http-error.ts';
+
+/** Reads a request body into memory, refusing more than `limit` bytes (0 = no limit). */
+export async function readWhole(req: DownstreamRequest, limit: number, head?: BodyHead): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (limit > 0 && declared > limit) throw new HttpError(413, MESSAGES.bodyTooLarge);
+  const read = await collect(req, limit > 0 ? limit : Infinity, head);
+  if (!read.ended) {
+    // Drained without being kept, so that the connection can carry the 413.
+    req.resume();
+    throw new HttpError(413, MESSAGES.bodyTooLarge);
+  }
+  return read.chunks.length === 1 ? read.chunks[0] : Buffer.concat(read.chunks, read.size);
+}
+
+/** What was read of a body: all of it (`ended`), or its first chunks when it proved larger than wanted. */
+export interface BodyHead {
+  chunks: Buffer[];
+  size: number;
+  ended: boolean;
+}
+
+/**
+ * Reads until the body ends or holds more than `limit` bytes; in the second case the stream is left
+ * paused with the rest unread, and what was read is returned to be sent on ahead of it.
+ */
+export function collect(req: DownstreamRequest, limit: number, head: BodyHead = { chunks: [], size: 0, ended: false }): Promise<BodyHead> {
+  return new Promise((resolve, reject) => {
+    const chunks = [...head.chunks];
+    let size = head.size;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      chunks.push(chunk);
+      if (size <= limit) return;
+      cleanup();
+      req.pause();
+      resolve({ chunks, size, ended: false });
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve({ chunks, size, ended: true });
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(new HttpError(400, `could not read the request body: ${err.message}`));
+    };
+    const onClose = () => {
+      if (!(req as IncomingMessage).complete) onError(new Error('client closed the connection'));
+    };
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+    // A body left paused by an earlier collect does not flow again by itself.
+    req.resume();
+  });
+}
+
+/** The chunks already read, then the rest of the stream, as one stream (destroying it destroys `rest`). */
+export function prepend(head: Buffer[], rest: DownstreamRequest): Readable {
+  return Readable.from(
+    (async function* () {
+      yield* head;
+      yield* rest;
+    })(),
+    { objectMode: false },
+  );
+}
