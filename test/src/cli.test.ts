@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import { request, tempDir } from '../helpers/gateway.ts';
-import { closedPort, waitFor } from './support.ts';
+import { closedPort, isListening, waitFor } from './support.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const VERSION = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;
@@ -54,17 +54,6 @@ function writeYaml(dir: string, lines: string[]): string {
   const file = join(dir, 'gateway.yaml');
   writeFileSync(file, lines.join('\n') + '\n');
   return file;
-}
-
-function isListening(port: number): Promise<boolean> {
-  return new Promise((r) => {
-    const s = net.connect(port, '127.0.0.1');
-    s.once('connect', () => {
-      s.destroy();
-      r(true);
-    });
-    s.once('error', () => r(false));
-  });
 }
 
 const BAD = [

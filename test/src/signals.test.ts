@@ -6,13 +6,12 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { LevelStore } from '../../src/store/level.ts';
 import { request, startUpstream, type Upstream } from '../helpers/gateway.ts';
-import { portOf, spawnGatewayProcess, waitFor, type GatewayProcess } from './support.ts';
+import { isListening, portOf, spawnGatewayProcess, waitFor, type GatewayProcess } from './support.ts';
 
 const LISTENERS = { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'] };
 
@@ -37,17 +36,6 @@ async function ensureStopped(gw: GatewayProcess | undefined): Promise<void> {
   if (!gw) return;
   gw.kill('SIGTERM');
   await gw.exited;
-}
-
-function isListening(port: number): Promise<boolean> {
-  return new Promise((r) => {
-    const s = net.connect(port, '127.0.0.1');
-    s.once('connect', () => {
-      s.destroy();
-      r(true);
-    });
-    s.once('error', () => r(false));
-  });
 }
 
 function rewrite(gw: GatewayProcess, config: Record<string, any>): void {

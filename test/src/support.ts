@@ -218,3 +218,15 @@ export async function spawnGatewayProcess(config: Record<string, any>): Promise<
 }
 
 export type { IncomingHttpHeaders };
+
+/** Whether something accepts connections on 127.0.0.1:`port` now. */
+export function isListening(port: number): Promise<boolean> {
+  return new Promise((r) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      r(true);
+    });
+    s.once('error', () => r(false));
+  });
+}
