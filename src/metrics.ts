@@ -28,6 +28,17 @@ class Histogram {
     }
   }
 
+  /** Adds another process's histogram of the same buckets. */
+  add(other: HistogramSnapshot): void {
+    for (let i = 0; i < this.counts.length; i++) this.counts[i] += other.counts[i] ?? 0;
+    this.sum += other.sum;
+    this.count += other.count;
+  }
+
+  snapshot(): HistogramSnapshot {
+    return { counts: [...this.counts], sum: this.sum, count: this.count };
+  }
+
   render(name: string, labels: string, out: string[]): void {
     let cumulative = 0;
     for (let i = 0; i < LATENCY_BUCKETS_MS.length; i++) {
@@ -36,6 +47,12 @@ class Histogram {
     }
     out.push(`${name}_bucket{${labels},le="+Inf"} ${this.count}`, `${name}_sum{${labels}} ${this.sum}`, `${name}_count{${labels}} ${this.count}`);
   }
+}
+
+interface HistogramSnapshot {
+  counts: number[];
+  sum: number;
+  count: number;
 }
 
 interface Series {
@@ -58,14 +75,76 @@ interface ConsumerSeries {
   codes: Map<number, number>;
 }
 
-/** Requests since start by status code: per route and service (route '' = matched none), and per consumer. */
+/**
+ * Requests by status code, per route and service (route '' = matched none) and per consumer, summed over
+ * `processes` since each started: when one is replaced, the sums start again from its successor's.
+ */
 export interface RequestCounts {
+  /** The process that answered. */
+  pid: number;
+  processes: number[];
   routes: { route: string; service: string; requests: Record<string, number>; latency_ms_sum: number }[];
   consumers: { consumer: string; requests: Record<string, number> }[];
 }
 
 /** Each process's registered series, summed at a scrape. */
 const REGISTRY_TOPIC = 'metrics.registry';
+/** Each process's request series and connections, summed at a scrape. */
+const REQUESTS_TOPIC = 'metrics.requests';
+
+/** One process's request series and connections, as another process reads them. */
+interface RequestSnapshot {
+  pid: number;
+  series: { route: string; service: string; codes: [number, number][]; latency: HistogramSnapshot; upstream: HistogramSnapshot }[];
+  consumers: { consumer: string; codes: [number, number][] }[];
+  connectionsActive: number;
+  connectionsAccepted: number;
+}
+
+/** The request series of several processes added up (a node's, whichever of its workers is scraped). */
+class RequestTotals {
+  readonly pids: number[] = [];
+  readonly series = new Map<string, Series>();
+  readonly consumers = new Map<string, ConsumerSeries>();
+  connectionsActive = 0;
+  connectionsAccepted = 0;
+
+  add(snapshot: RequestSnapshot): void {
+    this.pids.push(snapshot.pid);
+    for (const s of snapshot.series) {
+      const into = routeSeries(this.series, s.route, s.service);
+      addCodes(into.codes, s.codes);
+      into.latency.add(s.latency);
+      into.upstream.add(s.upstream);
+    }
+    for (const c of snapshot.consumers) addCodes(consumerSeries(this.consumers, c.consumer).codes, c.codes);
+    this.connectionsActive += snapshot.connectionsActive;
+    this.connectionsAccepted += snapshot.connectionsAccepted;
+  }
+}
+
+function addCodes(into: Map<number, number>, codes: [number, number][]): void {
+  for (const [code, n] of codes) into.set(code, (into.get(code) ?? 0) + n);
+}
+
+function routeSeries(series: Map<string, Series>, route: string, service: string): Series {
+  const key = route + '\u0000' + service;
+  let s = series.get(key);
+  if (!s) {
+    s = { route, service, labels: `route="${labelValue(route)}",service="${labelValue(service)}"`, codes: new Map(), latency: new Histogram(), upstream: new Histogram() };
+    series.set(key, s);
+  }
+  return s;
+}
+
+function consumerSeries(consumers: Map<string, ConsumerSeries>, consumer: string): ConsumerSeries {
+  let s = consumers.get(consumer);
+  if (!s) {
+    s = { consumer, labels: `consumer="${labelValue(consumer)}"`, codes: new Map() };
+    consumers.set(consumer, s);
+  }
+  return s;
+}
 
 export class Metrics {
   private readonly processRegistry = new Registry();
@@ -92,13 +171,14 @@ export class Metrics {
   }
 
   /**
-   * The registered series (plugins' and the process's) of every process of the node, summed at each
-   * scrape as prom-client's AggregatorRegistry sums cluster workers: whichever worker answers, the
-   * figures are the node's.
+   * The request series and the registered ones (plugins' and the process's) of every process of the
+   * node, summed at each scrape as prom-client's AggregatorRegistry sums cluster workers: whichever
+   * worker answers, the figures are the node's.
    */
   shareThrough(exchange: NodeExchange): void {
     this.exchange = exchange;
     exchange.offer(REGISTRY_TOPIC, () => this.processRegistry.getMetricsAsJSON());
+    exchange.offer(REQUESTS_TOPIC, () => this.requestSnapshot());
   }
 
   get contentType(): string {
@@ -128,55 +208,66 @@ export class Metrics {
   }
 
   observe(route: string, service: string, code: number, latencyMs: number, upstreamMs: number | undefined, consumer?: string): void {
-    if (consumer !== undefined) this.countConsumer(consumer, code);
-    const key = route + '\u0000' + service;
-    let s = this.series.get(key);
-    if (!s) {
-      s = { route, service, labels: `route="${labelValue(route)}",service="${labelValue(service)}"`, codes: new Map(), latency: new Histogram(), upstream: new Histogram() };
-      this.series.set(key, s);
+    if (consumer !== undefined) {
+      const c = consumerSeries(this.consumers, consumer);
+      c.codes.set(code, (c.codes.get(code) ?? 0) + 1);
     }
+    const s = routeSeries(this.series, route, service);
     s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
     s.latency.observe(latencyMs);
     if (upstreamMs !== undefined) s.upstream.observe(upstreamMs);
   }
 
-  private countConsumer(consumer: string, code: number): void {
-    let s = this.consumers.get(consumer);
-    if (!s) {
-      s = { consumer, labels: `consumer="${labelValue(consumer)}"`, codes: new Map() };
-      this.consumers.set(consumer, s);
-    }
-    s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
+  private requestSnapshot(): RequestSnapshot {
+    return {
+      pid: process.pid,
+      series: [...this.series.values()].map((s) => ({ route: s.route, service: s.service, codes: [...s.codes], latency: s.latency.snapshot(), upstream: s.upstream.snapshot() })),
+      consumers: [...this.consumers.values()].map((c) => ({ consumer: c.consumer, codes: [...c.codes] })),
+      connectionsActive: this.connectionsActive,
+      connectionsAccepted: this.connectionsAccepted,
+    };
   }
 
-  /** The request counters as JSON (what the console turns into rates and error ratios between two reads). */
-  requestCounts(): RequestCounts {
+  /** The request series of every process of the node, added up (this process's alone before shareThrough). */
+  private async nodeTotals(): Promise<RequestTotals> {
+    const snapshots = (await this.exchange.gather(REQUESTS_TOPIC)) as RequestSnapshot[];
+    const totals = new RequestTotals();
+    for (const snapshot of snapshots.length > 0 ? snapshots : [this.requestSnapshot()]) totals.add(snapshot);
+    return totals;
+  }
+
+  /** The node's request counters as JSON (what the console turns into rates and error ratios between two reads). */
+  async requestCounts(): Promise<RequestCounts> {
+    const totals = await this.nodeTotals();
     const codes = (m: Map<number, number>) => Object.fromEntries(m);
     return {
-      routes: [...this.series.values()].map((s) => ({ route: s.route, service: s.service, requests: codes(s.codes), latency_ms_sum: s.latency.sum })),
-      consumers: [...this.consumers.values()].map((s) => ({ consumer: s.consumer, requests: codes(s.codes) })),
+      pid: process.pid,
+      processes: [...totals.pids].sort((a, b) => a - b),
+      routes: [...totals.series.values()].map((s) => ({ route: s.route, service: s.service, requests: codes(s.codes), latency_ms_sum: s.latency.sum })),
+      consumers: [...totals.consumers.values()].map((s) => ({ consumer: s.consumer, requests: codes(s.codes) })),
     };
   }
 
   async render(): Promise<string> {
+    const totals = await this.nodeTotals();
     const out: string[] = [
       '# HELP tollgate_http_requests_total HTTP requests by route, service and status code',
       '# TYPE tollgate_http_requests_total counter',
     ];
-    for (const s of this.series.values()) for (const [code, n] of s.codes) out.push(`tollgate_http_requests_total{${s.labels},code="${code}"} ${n}`);
+    for (const s of totals.series.values()) for (const [code, n] of s.codes) out.push(`tollgate_http_requests_total{${s.labels},code="${code}"} ${n}`);
     out.push('# HELP tollgate_consumer_requests_total Requests of authenticated consumers by consumer (username, else id) and status code', '# TYPE tollgate_consumer_requests_total counter');
-    for (const s of this.consumers.values()) for (const [code, n] of s.codes) out.push(`tollgate_consumer_requests_total{${s.labels},code="${code}"} ${n}`);
+    for (const s of totals.consumers.values()) for (const [code, n] of s.codes) out.push(`tollgate_consumer_requests_total{${s.labels},code="${code}"} ${n}`);
     out.push('# HELP tollgate_request_latency_ms Time from the first byte of the request to the end of the response, in ms', '# TYPE tollgate_request_latency_ms histogram');
-    for (const s of this.series.values()) s.latency.render('tollgate_request_latency_ms', s.labels, out);
+    for (const s of totals.series.values()) s.latency.render('tollgate_request_latency_ms', s.labels, out);
     out.push('# HELP tollgate_upstream_latency_ms Time the upstream took to send the first byte of its response, in ms', '# TYPE tollgate_upstream_latency_ms histogram');
-    for (const s of this.series.values()) if (s.upstream.count > 0) s.upstream.render('tollgate_upstream_latency_ms', s.labels, out);
+    for (const s of totals.series.values()) if (s.upstream.count > 0) s.upstream.render('tollgate_upstream_latency_ms', s.labels, out);
     out.push(
       '# HELP tollgate_connections_active Open downstream connections',
       '# TYPE tollgate_connections_active gauge',
-      `tollgate_connections_active ${this.connectionsActive}`,
+      `tollgate_connections_active ${totals.connectionsActive}`,
       '# HELP tollgate_connections_accepted_total Accepted downstream connections',
       '# TYPE tollgate_connections_accepted_total counter',
-      `tollgate_connections_accepted_total ${this.connectionsAccepted}`,
+      `tollgate_connections_accepted_total ${totals.connectionsAccepted}`,
     );
     for (const render of this.expositions) {
       const text = (await render()).trimEnd();

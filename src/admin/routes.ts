@@ -56,7 +56,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       },
     },
     // The counters are this process's since it started: `pid` tells a reader when they are another's.
-    { method: 'GET', path: '/status/traffic', handler: () => ({ status: 200, body: { pid: process.pid, ...state.metrics.requestCounts() } }) },
+    { method: 'GET', path: '/status/traffic', handler: async () => ({ status: 200, body: await state.metrics.requestCounts() }) },
     {
       method: 'GET',
       path: '/metrics',

@@ -80,5 +80,6 @@ test('GET /status/traffic gives the request counters as JSON: per route and serv
   assert.ok(shop.latency_ms_sum > 0);
   assert.deepEqual(counts.routes.find((r: any) => r.route === '').requests, { 404: 1 }, 'requests that matched no route');
   assert.deepEqual(counts.consumers, []);
-  assert.equal(counts.pid, process.pid, 'whose counters they are (the in-process gateway of this test)');
+  assert.equal(counts.pid, process.pid, 'the process that answered (the in-process gateway of this test)');
+  assert.deepEqual(counts.processes, [process.pid], 'whose counts they sum');
 });

@@ -33,7 +33,7 @@ function add(into, t) {
   into.server += t.server;
 }
 
-/** One read of the counters: when, whose (the process), and tallies by route label, by service label, and overall. */
+/** One read of the counters: when, whose (the node's processes), and tallies by route label, by service label, and overall. */
 function sample(counts) {
   const routes = new Map();
   const services = new Map();
@@ -46,7 +46,7 @@ function sample(counts) {
     }
     add(all, t);
   }
-  return { at: Date.now(), pid: counts.pid, routes, services, all };
+  return { at: Date.now(), processes: counts.processes.join(','), routes, services, all };
 }
 
 /** Rate (per second), 4xx and 5xx ratios between two tallies; undefined where nothing happened. */
@@ -124,8 +124,8 @@ export function startTraffic(root) {
   const poll = async () => {
     try {
       const next = sample(await getJson('/status/traffic'));
-      // Counters are per process: after a restart, or from another worker process, they are not comparable.
-      if (samples.length && next.pid !== samples[samples.length - 1].pid) samples = [];
+      // The node's sums: once one of its processes was replaced, they are not comparable with earlier ones.
+      if (samples.length && next.processes !== samples[samples.length - 1].processes) samples = [];
       samples.push(next);
       samples = samples.filter((s) => s.at >= next.at - HISTORY_MS);
       render();

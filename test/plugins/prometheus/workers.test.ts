@@ -42,7 +42,11 @@ test('a scrape of any worker reports the requests of every worker', async () => 
   for (let i = 0; i < 200 && answeredBy.size < 2; i++) {
     const info = (await request(`${gw.admin}/status/traffic`)).json();
     answeredBy.add(info.pid);
+    assert.equal(info.processes.length, 2, 'the counts of both workers');
+    assert.deepEqual(info.routes.find((r: any) => r.route === 'counted').requests, { 200: REQUESTS });
     const text = (await request(`${gw.admin}/metrics`)).text;
+    assert.ok(text.includes(`tollgate_http_requests_total{route="counted",service="echo",code="200"} ${REQUESTS}`), 'the core\'s counters are summed too');
+    assert.ok(text.includes(`tollgate_request_latency_ms_count{route="counted",service="echo"} ${REQUESTS}`));
     assert.ok(text.includes(`kong_http_requests_total{service="echo",route="counted",code="200",source="service",workspace="default",consumer=""} ${REQUESTS}`), text);
     assert.ok(text.includes(`kong_request_latency_ms_count{service="echo",route="counted",workspace="default"} ${REQUESTS}`), 'histograms are summed too');
     assert.ok(text.includes(`kong_request_latency_ms_bucket{service="echo",route="counted",workspace="default",le="+Inf"} ${REQUESTS}`));
