@@ -375,8 +375,6 @@ export class Gateway {
       processes: () => this.processes(),
       ready: () => !this.draining,
       databaseReachable: () => this.databaseReachable(),
-      connections: () => ({ active: this.metrics.connectionsActive, accepted: this.metrics.connectionsAccepted }),
-      totalRequests: () => this.lifecycle.stats.totalRequests,
     };
   }
 

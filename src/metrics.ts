@@ -99,6 +99,7 @@ interface RequestSnapshot {
   consumers: { consumer: string; codes: [number, number][] }[];
   connectionsActive: number;
   connectionsAccepted: number;
+  requestsStarted: number;
 }
 
 /** The request series of several processes added up (a node's, whichever of its workers is scraped). */
@@ -108,6 +109,7 @@ class RequestTotals {
   readonly consumers = new Map<string, ConsumerSeries>();
   connectionsActive = 0;
   connectionsAccepted = 0;
+  requestsStarted = 0;
 
   add(snapshot: RequestSnapshot): void {
     this.pids.push(snapshot.pid);
@@ -120,6 +122,7 @@ class RequestTotals {
     for (const c of snapshot.consumers) addCodes(consumerSeries(this.consumers, c.consumer).codes, c.codes);
     this.connectionsActive += snapshot.connectionsActive;
     this.connectionsAccepted += snapshot.connectionsAccepted;
+    this.requestsStarted += snapshot.requestsStarted;
   }
 }
 
@@ -164,6 +167,8 @@ export class Metrics {
   private readonly expositions: (() => string | Promise<string>)[] = [];
   connectionsActive = 0;
   connectionsAccepted = 0;
+  /** Requests begun (counted on arrival; the series count them once answered). */
+  requestsStarted = 0;
   private exchange: NodeExchange = new LocalExchange();
 
   constructor() {
@@ -225,6 +230,7 @@ export class Metrics {
       consumers: [...this.consumers.values()].map((c) => ({ consumer: c.consumer, codes: [...c.codes] })),
       connectionsActive: this.connectionsActive,
       connectionsAccepted: this.connectionsAccepted,
+      requestsStarted: this.requestsStarted,
     };
   }
 
@@ -234,6 +240,12 @@ export class Metrics {
     const totals = new RequestTotals();
     for (const snapshot of snapshots.length > 0 ? snapshots : [this.requestSnapshot()]) totals.add(snapshot);
     return totals;
+  }
+
+  /** The node's connections and requests, as Kong's /status reports its server's. */
+  async serverCounts(): Promise<{ active: number; accepted: number; totalRequests: number }> {
+    const totals = await this.nodeTotals();
+    return { active: totals.connectionsActive, accepted: totals.connectionsAccepted, totalRequests: totals.requestsStarted };
   }
 
   /** The node's request counters as JSON (what the console turns into rates and error ratios between two reads). */

@@ -22,8 +22,6 @@ export interface AdminState {
   processes(): { master: number; workers: number[] };
   ready(): boolean;
   databaseReachable(): Promise<boolean>;
-  connections(): { active: number; accepted: number };
-  totalRequests(): number;
 }
 
 /** 405 for a write to entities that only gateway.yaml declares, with Kong's DB-less error, which tools written for Kong recognise. */
@@ -44,7 +42,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
   const cfg = () => state.snapshot().config;
   const routes: AdminRoute[] = [
     { method: 'GET', path: '/', handler: () => ({ status: 200, body: nodeInfo(state) }) },
-    { method: 'GET', path: '/status', handler: async () => ({ status: 200, body: status(state, await state.databaseReachable()) }) },
+    { method: 'GET', path: '/status', handler: async () => ({ status: 200, body: await status(state, await state.databaseReachable()) }) },
     {
       method: 'GET',
       path: '/status/ready',
@@ -124,8 +122,9 @@ function nodeInfo(state: AdminState) {
   };
 }
 
-function status(state: AdminState, databaseReachable: boolean) {
-  const { active, accepted } = state.connections();
+/** Kong's /status; the server's figures are the node's (every worker's, summed). */
+async function status(state: AdminState, databaseReachable: boolean) {
+  const { active, accepted, totalRequests } = await state.metrics.serverCounts();
   const memory = process.memoryUsage();
   return {
     server: {
@@ -135,7 +134,7 @@ function status(state: AdminState, databaseReachable: boolean) {
       connections_reading: 0,
       connections_writing: active,
       connections_waiting: 0,
-      total_requests: state.totalRequests(),
+      total_requests: totalRequests,
     },
     database: { reachable: databaseReachable },
     memory: { heap_used: memory.heapUsed, rss: memory.rss },

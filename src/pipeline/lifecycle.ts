@@ -44,10 +44,6 @@ interface ObservedRequest {
   responseBytes: number;
 }
 
-export interface Stats {
-  totalRequests: number;
-}
-
 /** Where a request goes upstream: the peer of each try, and the TLS settings towards it. */
 export interface Destination {
   peers: PeerSource;
@@ -87,8 +83,6 @@ const BODILESS = new Set([204, 304]);
 const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)([^#]*)$/i;
 
 export class Lifecycle {
-  readonly stats: Stats = { totalRequests: 0 };
-
   constructor(
     private readonly current: () => Snapshot,
     readonly engine: HttpEngine,
@@ -156,7 +150,7 @@ export class Lifecycle {
   /** Routing and protocol checks; null when the request was answered already. */
   private begin(req: DownstreamRequest, res: DownstreamResponse | null, downstream: Downstream, listener: ListenerInfo, isUpgrade: boolean): Context | null {
     const startedAt = performance.now();
-    this.stats.totalRequests++;
+    this.metrics.requestsStarted++;
     const snapshot = this.current();
     const headers = req.headers;
     const http2 = req instanceof Http2ServerRequest;

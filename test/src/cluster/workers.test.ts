@@ -178,6 +178,25 @@ test('LevelDB: the primary owns the store and two workers serve from it', async 
   }
 });
 
+test('/status and /metrics count the requests of every worker, whichever answers', async () => {
+  const gw = await spawnGateway({ gateway: listeners, services: services('/one') });
+  try {
+    await servedByBoth(gw, '/one');
+    const served = async () => Number((await request(`${gw.admin}/metrics`)).text.match(/^tollgate_http_requests_total\{route="one",service="echo",code="200"\} (\d+)$/m)?.[1]);
+    const total = async () => (await request(`${gw.admin}/status`)).json().server.total_requests as number;
+    const before = { served: await served(), total: await total() };
+    // A new connection each: both workers take some.
+    for (let i = 0; i < 8; i++) assert.equal((await request(`${gw.http}/one/${i}`)).status, 200);
+    // Each read may be answered by either worker: every one must see all eight.
+    for (let i = 0; i < 10; i++) {
+      await waitFor(async () => (await served()) === before.served + 8, `${before.served + 8} requests of route one on /metrics`, 5_000);
+      assert.equal(await total(), before.total + 8, '/status counts every worker\'s requests');
+    }
+  } finally {
+    gw.kill('SIGKILL');
+  }
+});
+
 test('a node whose primary is killed: each worker says why and exits at once, and the ports are free', async () => {
   const gw = await spawnGateway({ gateway: listeners, services: services('/one') });
   try {
