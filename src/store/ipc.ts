@@ -27,6 +27,8 @@ import type { BatchOp, Expectation, NoticeListener, Notices, PutOptions, ScanOpt
 const NOTICE = 0;
 /** A frame larger than this is refused: nothing the store contract carries comes near it. */
 const MAX_FRAME_BYTES = 512 * 1024 * 1024;
+/** How long after losing the store's owner this process drops its caches, if it is still running. */
+const OWNER_LOSS_GRACE_MS = 2_000;
 
 type Message = [id: number, ...rest: unknown[]];
 
@@ -305,7 +307,10 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
     for (const waiting of this.pending.values()) waiting.reject(closed);
     this.pending.clear();
     for (const settled of this.settling.values()) settled();
-    this.local.deliverLoss();
+    // The owner is the node's primary: when it dies, Node ends this worker at once (its IPC channel
+    // closed at the same moment). The caches are dropped only if this process goes on, rather than
+    // every cache failing to refresh, and saying so, on the worker's way out.
+    setTimeout(() => this.local.deliverLoss(), OWNER_LOSS_GRACE_MS).unref();
   }
 
   async open(): Promise<void> {}
