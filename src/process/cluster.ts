@@ -258,7 +258,7 @@ class Primary {
     for (const slot of this.slots) if (slot.listening && slot.worker?.isConnected()) slot.worker.send(message);
   }
 
-  /** Every worker re-reads the file; one line says how it went (each worker logs the details). */
+  /** The primary checks the file, then every worker re-reads it; one line says how it went. */
   private async reload(): Promise<void> {
     // Checked here first: an invalid file is reported once for the node, not once by every worker.
     const loaded = await loadConfigFile(this.configFile, bundledPlugins);
