@@ -169,10 +169,12 @@ export class Metrics {
   connectionsAccepted = 0;
   /** Requests begun (counted on arrival; the series count them once answered). */
   requestsStarted = 0;
-  private exchange: NodeExchange = new LocalExchange();
+  private exchange!: NodeExchange;
 
   constructor() {
     collectDefaultMetrics({ register: this.processRegistry, prefix: 'tollgate_' });
+    // Until the gateway shares them with its node, this process's figures are the node's.
+    this.shareThrough(new LocalExchange());
   }
 
   /**
@@ -234,11 +236,11 @@ export class Metrics {
     };
   }
 
-  /** The request series of every process of the node, added up (this process's alone before shareThrough). */
+  /** The request series of every process of the node, added up. */
   private async nodeTotals(): Promise<RequestTotals> {
     const snapshots = (await this.exchange.gather(REQUESTS_TOPIC)) as RequestSnapshot[];
     const totals = new RequestTotals();
-    for (const snapshot of snapshots.length > 0 ? snapshots : [this.requestSnapshot()]) totals.add(snapshot);
+    for (const snapshot of snapshots) totals.add(snapshot);
     return totals;
   }
 
@@ -286,7 +288,6 @@ export class Metrics {
       if (text) out.push(text);
     }
     const registries = (await this.exchange.gather(REGISTRY_TOPIC)) as MetricObjectWithValues<MetricValue<string>>[][];
-    const registered = registries.length > 0 ? AggregatorRegistry.aggregate(registries) : this.processRegistry;
-    return out.join('\n') + '\n' + (await registered.metrics());
+    return out.join('\n') + '\n' + (await AggregatorRegistry.aggregate(registries).metrics());
   }
 }
