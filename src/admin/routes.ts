@@ -53,7 +53,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
         return { status: 200, body: { message: 'ready' } };
       },
     },
-    // The counters are this process's since it started: `pid` tells a reader when they are another's.
+    // The node's counters, summed over `processes`: a reader starts its rates over when that set changes.
     { method: 'GET', path: '/status/traffic', handler: async () => ({ status: 200, body: await state.metrics.requestCounts() }) },
     {
       method: 'GET',
