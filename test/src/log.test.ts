@@ -103,8 +103,8 @@ test('an authenticated request names its consumer and credential in the access l
   const issuer = tokenIssuerConfig();
   const gw = await spawnGateway({
     ...issuer,
-    // One process: the core's request counters on /metrics are the answering worker's.
-    gateway: { log_level: 'info', worker_processes: 1 },
+    // Workers as the default makes them: /metrics counts the consumer's requests whichever one served them.
+    gateway: { log_level: 'info', worker_processes: 2 },
     services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'private', paths: ['/private'], plugins: [oauth2Plugin()] }] }],
   });
   t.after(() => gw.kill('SIGKILL'));
