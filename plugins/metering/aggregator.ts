@@ -209,6 +209,11 @@ export class FencedStore implements Store {
     };
   }
 
+  /** Not fenced: journal appends are every process's, and the aggregator only imports into it what is idempotent. */
+  journal() {
+    return this.inner.journal();
+  }
+
   namespace(): Store {
     throw new Error('the aggregator\'s fenced store has no namespaces: its fence is a key of its own namespace');
   }

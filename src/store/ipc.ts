@@ -377,6 +377,15 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
     return new NamespacedStore(this, name + NAMESPACE_SEPARATOR);
   }
 
+  /** No journals: LevelDB has one writer process, which keeps its events in keys (see Journal). */
+  journal(): null {
+    return null;
+  }
+
+  journalUnder(): null {
+    return null;
+  }
+
   sweepExpired(now = Date.now()): Promise<number> {
     return this.call('sweep', now);
   }

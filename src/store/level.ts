@@ -217,6 +217,15 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     return new NamespacedStore(this, name + NAMESPACE_SEPARATOR);
   }
 
+  /** No journals: LevelDB has one writer process, which keeps its events in keys (see Journal). */
+  journal(): null {
+    return null;
+  }
+
+  journalUnder(): null {
+    return null;
+  }
+
   /**
    * Every entry live at `now` with its expiry (ms, null: never), in key order after `after`; the
    * adapter's own keys ('!…') left out. For moving the store elsewhere (store:copy).

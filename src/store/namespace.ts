@@ -4,7 +4,7 @@
  * while they are written instead of being copied, and stay atomic: they go to the one database.
  */
 import { NamespacedNotices } from './notices.ts';
-import type { BatchOp, Expectation, Notices, PutOptions, ScanOptions, Store, WriteBatch, WriteOptions } from './store.ts';
+import type { BatchOp, Expectation, Journal, Notices, PutOptions, ScanOptions, Store, WriteBatch, WriteOptions } from './store.ts';
 
 export const NAMESPACE_SEPARATOR = ':';
 
@@ -19,6 +19,8 @@ export interface PrefixedRoot {
   commitIfUnder(base: string, expectations: Expectation[], ops: BatchOp[], options: WriteOptions): Promise<boolean>;
   /** Scan below `base`, yielding keys without it. */
   scanRaw(options: ScanOptions, base: string): AsyncIterable<[string, string]>;
+  /** The journal of the namespace `base`, or null on a store without journals. */
+  journalUnder(base: string): Journal | null;
   readonly notices: Notices;
 }
 
@@ -58,6 +60,9 @@ export class NamespacedStore implements Store {
   }
   namespace(name: string): Store {
     return new NamespacedStore(this.root, this.base + name + NAMESPACE_SEPARATOR);
+  }
+  journal() {
+    return this.root.journalUnder(this.base);
   }
 }
 

@@ -7,6 +7,10 @@
  *     COLLATE "C" in a UTF-8 database orders keys by their UTF-8 bytes, as LevelDB does; expires_at is
  *     in ms since the epoch (NULL: never), judged by the reader's clock like every adapter's expiry.
  *   tollgate_meta (name text PRIMARY KEY, value text)
+ *   tollgate_journal (log, seq, key, time, kind, stored_at, value)   journals (store.ts, postgres-journal.ts):
+ *     one per namespace (`log`); (log, seq) the primary key, (log, key) unique, (log, time, seq) indexed
+ *   tollgate_journal_seq (log PRIMARY KEY, last)   the last sequence number each journal handed out; its
+ *     row is locked by each append until it commits, which serialises the appends of a journal
  */
 import { hash } from 'node:crypto';
 import pg from 'pg';
@@ -16,12 +20,14 @@ export interface SchemaNames {
   schema: string;
   store: string;
   meta: string;
+  journal: string;
+  journalSeq: string;
 }
 
 /** Quoted, schema-qualified names (pg_schema is an identifier the operator chose). */
 export function schemaNames(schema: string): SchemaNames {
   const s = pg.escapeIdentifier(schema);
-  return { schema: s, store: `${s}.tollgate_store`, meta: `${s}.tollgate_meta` };
+  return { schema: s, store: `${s}.tollgate_store`, meta: `${s}.tollgate_meta`, journal: `${s}.tollgate_journal`, journalSeq: `${s}.tollgate_journal_seq` };
 }
 
 /** Each step runs in its own transaction, in order; never edit a released step, add one. */
@@ -29,6 +35,13 @@ const MIGRATIONS: ((n: SchemaNames) => string)[] = [
   (n) => `
     CREATE TABLE ${n.store} (key text COLLATE "C" PRIMARY KEY, value text NOT NULL, expires_at bigint);
     CREATE INDEX tollgate_store_expiry ON ${n.store} (expires_at) WHERE expires_at IS NOT NULL;`,
+  (n) => `
+    CREATE TABLE ${n.journal} (
+      log text COLLATE "C" NOT NULL, seq bigint NOT NULL, key text COLLATE "C" NOT NULL, time bigint NOT NULL,
+      kind text COLLATE "C" NOT NULL, stored_at bigint NOT NULL, value text NOT NULL,
+      PRIMARY KEY (log, seq), UNIQUE (log, key));
+    CREATE INDEX tollgate_journal_time ON ${n.journal} (log, time, seq);
+    CREATE TABLE ${n.journalSeq} (log text COLLATE "C" PRIMARY KEY, last bigint NOT NULL);`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -23,8 +23,9 @@ import { StoreClosedError, StoreUnavailableError } from './errors.ts';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
 import { atMost, LocalNotices, SETTLE_TIMEOUT_MS } from './notices.ts';
 import { pagedScan } from './order.ts';
+import { PostgresJournal, type JournalAccess } from './postgres-journal.ts';
 import { lockKey, migrate, schemaNames, type MigrationResult, type SchemaNames } from './postgres-schema.ts';
-import { expiryFor, type BatchOp, type Expectation, type NoticeListener, type Notices, type PutOptions, type ScanOptions, type Store, type StoreAdapter, type WriteBatch, type WriteOptions } from './store.ts';
+import { expiryFor, type BatchOp, type Expectation, type Journal, type NoticeListener, type Notices, type PutOptions, type ScanOptions, type Store, type StoreAdapter, type WriteBatch, type WriteOptions } from './store.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 
 export interface PostgresSettings {
@@ -376,6 +377,21 @@ export class PostgresStore implements StoreAdapter, PrefixedRoot {
   namespace(name: string): Store {
     return new NamespacedStore(this, name + NAMESPACE_SEPARATOR);
   }
+
+  journal(): Journal {
+    return this.journalUnder('');
+  }
+
+  journalUnder(base: string): Journal {
+    return new PostgresJournal(this.journalAccess, this.names, base);
+  }
+
+  private readonly journalAccess: JournalAccess = {
+    query: (config) => this.query(config),
+    durably: (config) => this.retried(() => this.transaction(true, (client) => client.query(config))),
+    encode: encodeText,
+    decode: decodeText,
+  };
 
   /** Deletes up to 10,000 expired rows per call (every node sweeps; that is harmless). */
   async sweepExpired(now = Date.now()): Promise<number> {

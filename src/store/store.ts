@@ -28,6 +28,9 @@
  *   within a node, an admin change is read-your-writes for the proxy path too.
  * - Expiry (`ttlMs`) is judged by the reader's clock; expired entries read as absent everywhere,
  *   `commitIf` expectations included.
+ * - `journal` (PostgreSQL only): appends are serialised per journal and each is one durable
+ *   transaction, so sequence order is commit order, and a key is stored once however many processes
+ *   append it at the same time (see Journal).
  */
 export interface PutOptions {
   /** Milliseconds until the entry expires; an expired entry reads as absent and is swept later. */
@@ -100,6 +103,75 @@ export interface Notices {
   subscribe(topic: string, listener: NoticeListener): () => void;
 }
 
+/** A record of a journal: a unique key, an integer time (e.g. seconds) for ranges, a kind for filters, and its value. */
+export interface JournalRecord {
+  key: string;
+  time: number;
+  kind: string;
+  value: string;
+}
+
+/** A record as the journal stores it: with the sequence number and time (ms) of its append. */
+export interface JournalEntry extends JournalRecord {
+  seq: number;
+  storedAt: number;
+}
+
+/** Entries read in sequence order, and how far the read is complete (see Journal.read). */
+export interface JournalRead {
+  entries: JournalEntry[];
+  /** Every entry with a sequence number up to this one is in `entries` or was never stored (a duplicate key). */
+  through: number;
+}
+
+/** Which entries `Journal.read` returns: sequence numbers in (after, upTo]. */
+export interface JournalReadOptions {
+  limit: number;
+  /** Only entries of this kind; then at most `limit` sequence numbers are looked at, so a rare kind still reads in bounded steps. */
+  kind?: string;
+  upTo?: number;
+}
+
+/** Entries by time: [from, to), kind optional, strictly after `after` ([time, seq]) in the scan's direction. */
+export interface JournalTimeRange {
+  from: number;
+  to?: number;
+  kind?: string;
+  after?: [time: number, seq: number];
+  /** Newest first. */
+  reverse?: boolean;
+  limit: number;
+}
+
+/**
+ * An append-only log of records with unique keys, for what is written once, at a high rate, by every
+ * process, and read in order by one (the metering plugin's events on PostgreSQL): one row per record
+ * instead of a key per access path, and the key's uniqueness checked by the database in the append
+ * itself. Sequence numbers increase with commit order and may have gaps (duplicates take one too).
+ */
+export interface Journal {
+  /**
+   * Appends the records whose key the journal does not hold, in one durable transaction; the others
+   * are skipped. Appends to one journal are serialised, so a reader never sees a later sequence number
+   * before an earlier one.
+   */
+  append(records: readonly JournalRecord[], storedAt: number): Promise<void>;
+  /** Entries in sequence order from `after` on (see JournalReadOptions), and how far that read is complete. */
+  read(after: number, options: JournalReadOptions): Promise<JournalRead>;
+  /** The highest sequence number a committed append used (0: none). */
+  last(): Promise<number>;
+  /** When the first entry after `seq` was appended (ms), or undefined when there is none. */
+  appendedAfter(seq: number): Promise<number | undefined>;
+  byTime(range: JournalTimeRange): Promise<JournalEntry[]>;
+  /** Deletes at most `limit` entries older than `time`; returns how many. */
+  deleteBefore(time: number, limit: number): Promise<number>;
+  /**
+   * Stores entries with the sequence numbers they already have (moving them from elsewhere), skipping
+   * keys the journal holds, and makes later appends number after `floor`.
+   */
+  import(entries: readonly JournalEntry[], floor: number): Promise<void>;
+}
+
 export interface Store {
   get(key: string): Promise<string | undefined>;
   /** Several keys at once, in order; undefined where absent. */
@@ -121,6 +193,8 @@ export interface Store {
   readonly notices: Notices;
   /** A view of this store whose keys are all prefixed by `name` and a separator. */
   namespace(name: string): Store;
+  /** This namespace's journal, on a store that has journals (PostgreSQL); null otherwise. */
+  journal(): Journal | null;
 }
 
 /** The store as the gateway owns it: it opens, sweeps and closes it. */

@@ -160,6 +160,9 @@ class CountingStore implements Store {
   namespace(name: string): Store {
     return new CountingStore(this.inner.namespace(name));
   }
+  journal() {
+    return this.inner.journal();
+  }
 }
 
 /** Reads the real store at once but answers only when released: a read a concurrent write overtakes. */

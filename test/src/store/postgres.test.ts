@@ -223,4 +223,82 @@ describe('PostgreSQL adapter', { skip }, () => {
     await store.put('k', 'v', { sync: true });
     assert.equal(await store.get('k'), 'v');
   });
+
+  describe('journal', () => {
+    const record = (key: string, time = 100, kind = 'request') => ({ key, time, kind, value: `{"key":"${key}"}` });
+
+    test('a key is stored once however many nodes append it at the same time; numbers follow commit order', async () => {
+      const schema = 'journal_race';
+      const [a, b] = [await open(settingsFor(cluster!, schema)), await open(settingsFor(cluster!, schema))];
+      const keys = Array.from({ length: 400 }, (_, i) => `k${i}`);
+      // Both nodes append every key, in overlapping batches of 20, while a reader follows the journal.
+      const batches = (offset: number) => Array.from({ length: 20 }, (_, i) => keys.slice(i * 20, i * 20 + 20 + offset).map((k) => record(k)));
+      const read: string[] = [];
+      let cursor = 0;
+      let appending = true;
+      const reader = (async () => {
+        while (appending) {
+          const page = await a.journal().read(cursor, { limit: 7 });
+          for (const e of page.entries) assert.ok(e.seq > cursor, 'every entry is read after the cursor');
+          read.push(...page.entries.map((e) => e.key));
+          cursor = page.through;
+        }
+      })();
+      await Promise.all([...batches(0).map((batch) => a.journal().append(batch, 1)), ...batches(5).map((batch) => b.journal().append(batch, 2))]);
+      appending = false;
+      await reader;
+      for (let page; (page = await b.journal().read(cursor, { limit: 50 })).through > cursor; cursor = page.through) read.push(...page.entries.map((e) => e.key));
+      assert.deepEqual([...read].sort(), [...keys].sort(), 'the reader saw each key exactly once');
+      assert.equal(cursor, await a.journal().last(), 'the read is complete up to the last number used, duplicates included');
+    });
+
+    test('an append waits for the one before it to commit: a reader never sees a later number first', async () => {
+      const schema = 'journal_order';
+      const store = await open(settingsFor(cluster!, schema));
+      await store.journal().append([record('first')], 1);
+      const release = await rowHeldIn(`${schema}.tollgate_journal_seq`, 'last = last', 'log', '');
+      const appended = store.journal().append([record('second')], 2);
+      await waitingForLocks(1);
+      assert.deepEqual((await store.journal().read(0, { limit: 10 })).entries.map((e) => e.key), ['first']);
+      await release();
+      await appended;
+      const all = await store.journal().read(0, { limit: 10 });
+      assert.deepEqual(all.entries.map((e) => [e.key, e.seq, e.storedAt]), [['first', 1, 1], ['second', 2, 2]]);
+    });
+
+    test('reads by kind, by time both ways, deletes by age, and imports with their numbers', async () => {
+      const store = await open(settingsFor(cluster!, 'journal_reads'));
+      const journal = store.namespace('plugin.x').journal()!;
+      await journal.import([{ ...record('old', 50, 'a'), seq: 7, storedAt: 5 }], 10);
+      await journal.append([record('t100', 100, 'a'), record('t200', 200, 'b'), record('t300', 300, 'a'), record('old', 1, 'a')], 9);
+      assert.equal(await journal.last(), 14, 'appends number after the floor of the import');
+      assert.equal(await store.journal().last(), 0, 'another namespace has a journal of its own');
+      assert.deepEqual((await journal.read(0, { limit: 20, kind: 'a' })).entries.map((e) => e.seq), [7, 11, 13]);
+      const rare = await journal.read(0, { limit: 2, kind: 'b' });
+      assert.deepEqual([rare.entries.length, rare.through], [0, 2], 'a kind filter looks at `limit` numbers per read');
+      assert.deepEqual((await journal.read(7, { limit: 10, upTo: 12 })).entries.map((e) => e.key), ['t100', 't200']);
+      const newest = await journal.byTime({ from: 60, reverse: true, limit: 2 });
+      assert.deepEqual(newest.map((e) => e.key), ['t300', 't200']);
+      const rest = await journal.byTime({ from: 60, reverse: true, after: [newest[1].time, newest[1].seq], limit: 10 });
+      assert.deepEqual(rest.map((e) => e.key), ['t100']);
+      assert.deepEqual((await journal.byTime({ from: 0, to: 300, kind: 'a', limit: 10 })).map((e) => e.key), ['old', 't100']);
+      assert.equal(await journal.appendedAfter(7), 9);
+      assert.equal(await journal.appendedAfter(14), undefined);
+      assert.equal(await journal.deleteBefore(150, 10), 2);
+      assert.deepEqual((await journal.read(0, { limit: 10 })).entries.map((e) => e.key), ['t200', 't300']);
+    });
+  });
+
+  /** A transaction of another client holding a write lock on a row of `table` until `release` commits it. */
+  async function rowHeldIn(table: string, update: string, column: string, value: string) {
+    const c = cluster!;
+    const client = new pg.Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+    await client.connect();
+    await client.query('BEGIN');
+    await client.query(`UPDATE ${table} SET ${update} WHERE ${column} = $1`, [value]);
+    return async () => {
+      await client.query('COMMIT');
+      await client.end();
+    };
+  }
 });
