@@ -8,7 +8,7 @@
  * - PostgreSQL (a throwaway cluster with fsync on): a plain multi-row INSERT of metering-shaped
  *   records in one transaction per batch (the reference for the metering plugin on PostgreSQL), and
  *   the store's WriteBatch of the same records (event, time index, dedupe key) with sync, and the
- *   metering plugin's own path on it (inbox + aggregator): acknowledged and counted events per second;
+ *   metering plugin's own path on it (journal + aggregator): acknowledged and counted events per second;
  * - the same plugin path on LevelDB, alone (the single writer) and as a shared store.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -23,7 +23,6 @@ import { NoticeHub, RemoteStore, serveStore } from '../src/store/ipc.ts';
 import { LevelStore } from '../src/store/level.ts';
 import { PostgresStore } from '../src/store/postgres.ts';
 import pino from 'pino';
-import { awaitDrained } from '../plugins/metering/aggregator.ts';
 import type { MeteringConfig } from '../plugins/metering/schema.ts';
 import { MeteringService } from '../plugins/metering/service.ts';
 import type { ConfigView } from '../src/pipeline/plugin-api.ts';
@@ -329,8 +328,8 @@ async function postgresIngest(): Promise<void> {
   console.log(`| store WriteBatch (event, time index, dedupe key: 3 rows per event), sync | ${Math.round(mean(storeRates))} | ${storeRates.map(Math.round).join(', ')} | ${(mean(storeRates) / mean(rawRates)).toFixed(2)} |`);
   const plugin = await pluginIngest(store.namespace('plugin.metering-bench'), true);
   const row = (name: string, rounds: number[]) => console.log(`| ${name} | ${Math.round(mean(rounds))} | ${rounds.map(Math.round).join(', ')} | ${(mean(rounds) / mean(rawRates)).toFixed(2)} |`);
-  row(`metering plugin (inbox + aggregator, ${PRODUCERS} producers), acknowledged (durable in the inbox)`, plugin.acknowledgedRounds);
-  row(`metering plugin (inbox + aggregator, ${PRODUCERS} producers), counted (aggregated, queryable)`, plugin.countedRounds);
+  row(`metering plugin (journal + aggregator, ${PRODUCERS} producers), acknowledged (durable in the journal)`, plugin.acknowledgedRounds);
+  row(`metering plugin (journal + aggregator, ${PRODUCERS} producers), counted (aggregated, queryable)`, plugin.countedRounds);
   console.log('  (aim: the metering plugin\'s batched ingest on PostgreSQL ≥ 0.5 of the raw rate)');
   await raw.end();
   await store.close();
@@ -382,7 +381,7 @@ async function pluginIngest(store: Store, sharedStore: boolean): Promise<PluginR
       }),
     );
     const ingested = (performance.now() - started) / 1000;
-    if (sharedStore) await awaitDrained(store, 120_000);
+    await service.caughtUp(120_000);
     return { acknowledged: acknowledged / ingested, counted: acknowledged / ((performance.now() - started) / 1000) };
   };
   await round();

@@ -2,6 +2,8 @@
  * Metering on a store several processes share (worker_processes above 1, or PostgreSQL with several
  * nodes): an inbox per process and one elected aggregator, the shape of OpenMeter's sink worker
  * (ingest acknowledges once the events are durable; one consumer folds them into aggregates in order).
+ * This file is the election, the fencing and the inbox of keys (LevelDB shared by a node's workers); on
+ * PostgreSQL the journal is the inbox and the events' storage at once (journal-inbox.ts).
  *
  * - Ingest: each process's writer group-commits validated events into its inbox (`i/` entry + `ib/`
  *   events, one atomic durable write) and acknowledges; no dedupe at this step.
@@ -20,7 +22,8 @@
  *   takes the lease;
  * - dedupe Bloom filter and in-flight dedupe keys (DedupeFilter, Writer.inFlightDedupe): the
  *   aggregator's only; the filter is reloaded from the `d/` keys when it takes the lease (every hash is
- *   looked up in the store until then), the in-flight set starts empty;
+ *   looked up in the store until then), the in-flight set starts empty; on a journal there is none (the
+ *   journal's unique key deduplicates);
  * - aggregate cache (AggregateLedger): the aggregator's only, starts empty with each lease;
  * - meter registry (MeterRegistry, with backfill progress): the aggregator's is the truth (loaded when
  *   it takes the lease, changed only by it); every other process reloads it from the store on the
@@ -28,9 +31,9 @@
  * - backfill readiness waiters: per process, released when that process's registry sees the backfill
  *   done;
  * - the ingest queue (Writer.waiting): per process, in front of its own inbox;
- * - the inbox backlog (ProcessInbox.undrained): per process, its own entries not yet drained, checked
- *   against the store; ingest is refused past ten times queue_max_events, or while the oldest has
- *   waited MAX_LAG_MS;
+ * - the inbox backlog (ProcessInbox.undrained, or JournalInbox.unfolded): per process, what it saw not
+ *   yet aggregated, checked against the store; ingest is refused past ten times queue_max_events, or
+ *   while the oldest has waited MAX_LAG_MS;
  * - committed listeners (billing's local usage, ingest metrics): fire in the aggregator's process
  *   only; billing's access cache in the other processes re-reads usage every second;
  * - maintenance timers (purge, backfill loop): run in the aggregator only.
@@ -60,16 +63,16 @@ import type { Inbox, Writer } from './writer.ts';
 export const LEASE_TTL_MS = 6_000;
 const RENEW_EVERY_MS = 1_000;
 /** Notice topic: an inbox entry was written (the aggregator drains at once instead of at its next poll). */
-const INBOX_TOPIC = 'metering-inbox';
+export const INBOX_TOPIC = 'metering-inbox';
 /** The aggregator looks at the inbox this often when no notice came, backing off to IDLE_POLL_MS while it stays empty. */
-const POLL_MS = 50;
+export const POLL_MS = 50;
 /** How often a process looks whether its oldest inbox entries were drained (only while it has some). */
-const BACKLOG_CHECK_MS = 100;
+export const BACKLOG_CHECK_MS = 100;
 const IDLE_POLL_MS = 1_000;
 /** Inbox entries read per drain round. */
 const ROUND_ENTRIES = 1_000;
 /** Events per drain round, in batches of the writer's batch size: enough to keep its pipeline full. */
-const ROUND_BATCHES = 4;
+export const ROUND_BATCHES = 4;
 /** How long a read waits for acknowledged events to be aggregated (well beyond a fail-over). */
 export const DRAIN_WAIT_MS = 30_000;
 /**
@@ -81,9 +84,9 @@ export const DRAIN_WAIT_MS = 30_000;
  */
 export const MAX_LAG_MS = 5_000;
 /** A process's inbox may hold this many times queue_max_events not yet aggregated before ingest answers 503. */
-const INBOX_BACKLOG_FACTOR = 10;
+export const INBOX_BACKLOG_FACTOR = 10;
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 /**
  * A lease on one key, renewed through commitIf. Its value names the holder and the term, and stays the
@@ -256,14 +259,18 @@ export class ProcessInbox implements Inbox {
     return undefined;
   }
 
-  fill(batch: WriteBatch, events: readonly PreparedEvent[]): void {
+  async put(events: readonly PreparedEvent[]): Promise<void> {
     const key = inboxKey(Date.now(), this.processId, ++this.entries);
     let lines = '';
     for (const e of events) lines += (lines ? '\n' : '') + e.dedupe + ' ' + e.json;
+    const batch = this.store.writeBatch();
     batch.put(key, String(events.length));
     batch.put(inboxBodyKey(key), lines);
+    // Counted before the write: an entry whose write failed is forgotten by the next check.
     this.undrained.push({ key, events: events.length, at: performance.now() });
     this.undrainedEvents += events.length;
+    await batch.write({ sync: true });
+    this.store.notices.publish(INBOX_TOPIC, '');
   }
 
   /** Forgets the oldest entries that are gone (drained, or never written: their batch failed); one check at a time. */
@@ -285,13 +292,10 @@ export class ProcessInbox implements Inbox {
     return this.checking;
   }
 
-  written(): void {
-    this.store.notices.publish(INBOX_TOPIC, '');
-  }
 }
 
 /** The events of an inbox entry's body (JSON never holds a raw newline, so lines split it). */
-function eventsOf(body: string | undefined): PreparedEvent[] {
+export function eventsOf(body: string | undefined): PreparedEvent[] {
   if (!body) return [];
   return body.split('\n').map((line) => {
     const space = line.indexOf(' ');
@@ -333,7 +337,7 @@ export async function drainInboxRound(store: Store, writer: Writer, batchEvents:
   if (keys.length === 0) return 0;
   const bodies = await store.getMany(keys.map(inboxBodyKey));
   // Every submit settles before the next round reads the inbox again: none is drained twice at once.
-  const results = await Promise.allSettled(keys.map((key, i) => writer.submit(eventsOf(bodies[i]), Infinity, [key, inboxBodyKey(key)])));
+  const results = await Promise.allSettled(keys.map((key, i) => writer.submit(eventsOf(bodies[i]), Infinity, { inboxKeys: [key, inboxBodyKey(key)] })));
   const failed = results.find((r) => r.status === 'rejected');
   if (failed) throw failed.reason;
   return keys.length;
@@ -379,7 +383,8 @@ export class Aggregator {
     /** Starts a term on the fenced store (the registry reloaded, the writer opened, maintenance started). */
     private readonly startTerm: (fenced: Store) => Promise<Term>,
     private readonly log: Logger,
-    private readonly batchEvents: () => number,
+    /** Folds the oldest events not yet aggregated through the term's writer; returns how many rounds' worth it found (0: none). */
+    private readonly drainRound: (writer: Writer) => Promise<number>,
   ) {
     this.lease = new Lease(store, AGGREGATOR_LEASE_KEY, processId);
   }
@@ -457,10 +462,6 @@ export class Aggregator {
   private report(writer: Writer): Promise<void> {
     const status: AggregatorStatus = { aggregator: processOf(this.processId), dedupe_filter: writer.dedupeFilter.size };
     return this.store.put(AGGREGATOR_STATUS_KEY, JSON.stringify(status));
-  }
-
-  private drainRound(writer: Writer): Promise<number> {
-    return drainInboxRound(this.store, writer, this.batchEvents());
   }
 
   /** Ends this process's part: the term (handing the lease over) and the election. */

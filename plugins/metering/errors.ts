@@ -96,3 +96,4 @@ export const EarlierBatchFailedError = unavailable('EarlierBatchFailedError', 'M
 export const WriterClosedError = unavailable('WriterClosedError', 'METERING_SHUTTING_DOWN', 'the gateway is shutting down', 5);
 export const LeaseLostError = unavailable('LeaseLostError', 'METERING_LEASE_LOST', 'this process is no longer the metering aggregator');
 export const AggregationLagError = unavailable('AggregationLagError', 'METERING_AGGREGATION_LAG', 'events acknowledged earlier are still being aggregated; retry later');
+export const JournalNotReadyError = unavailable('JournalNotReadyError', 'METERING_JOURNAL_NOT_READY', 'events stored by an earlier version are being moved into the journal; retry later');

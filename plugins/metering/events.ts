@@ -33,6 +33,8 @@ export interface PreparedEvent {
   json: string;
   typeEscaped: string;
   dedupe: string;
+  /** Its number in the journal, once appended there (stored-events.ts): the aggregator folds it under this number. */
+  seq?: number;
 }
 
 type BodyShape = 'one' | 'batch' | 'either';

@@ -18,6 +18,8 @@
  *   i/<ms>/<process>/<n>                      inbox entry acknowledged, not yet aggregated -> its event count
  *   ib/<ms>/<process>/<n>                     its events: one line each, "<dedupe hash> <event JSON>"
  *   lease/aggregator                          the aggregator's lease (expires)
+ *   meta/journal                              on PostgreSQL: events are in the journal (stored-events.ts), none
+ *                                             left in `e/` keys or an inbox
  *   cmd/<process>/<n>, cmdr/<process>/<n>     a meter change for the aggregator to make, and its answer
  */
 import { createHash, hash } from 'node:crypto';
@@ -83,6 +85,7 @@ export const TIME_PREFIX = 't/';
 export const DEDUPE_PREFIX = 'd/';
 export const SUBJECT_PREFIX = 's/';
 export const SUBJECTS_INDEXED_KEY = 'meta/subjects';
+export const JOURNAL_READY_KEY = 'meta/journal';
 export const subjectKey = (subject: string) => SUBJECT_PREFIX + escapePart(subject);
 export const dedupeKey = (hash: string) => DEDUPE_PREFIX + hash;
 

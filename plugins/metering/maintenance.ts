@@ -8,12 +8,10 @@ import type { Logger } from 'pino';
 import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
 import { LEVELS } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
-import {
-  aggregatePrefix, aggregateSpace, dedupeKey, escapePart, eventKey, eventTypePrefix, meterKey, padSeq, padTime,
-  parseSeq, parseTimeIndexValue, parseTimeKey, rowPrefix, TIME_PREFIX, uniquePrefix,
-} from './keys.ts';
+import { aggregatePrefix, aggregateSpace, escapePart, meterKey, padTime, rowPrefix, uniquePrefix } from './keys.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
 import type { MeterRecord, MeterRegistry } from './registry.ts';
+import type { StoredEvents } from './stored-events.ts';
 import type { Writer } from './writer.ts';
 
 export interface MaintenanceOptions {
@@ -38,6 +36,7 @@ export class Maintenance {
 
   constructor(
     private readonly store: Store,
+    private readonly events: StoredEvents,
     private readonly writer: Writer,
     private readonly ledger: AggregateLedger,
     private readonly meters: MeterRegistry,
@@ -102,18 +101,11 @@ export class Maintenance {
     if (!record?.backfill || record.deleted_at) return;
     const progress = record.backfill;
     const compiled = this.meters.compiledOf(record);
-    const prefix = eventTypePrefix(escapePart(record.event_type));
     const delta = newDelta();
-    let cursor = progress.cursor;
-    let scanned = 0;
-    const range = { gte: prefix + padSeq(progress.cursor + 1), lt: prefix + padSeq(progress.upTo + 1), limit: this.options.backfillChunk };
-    for await (const [key, value] of this.store.scan(range)) {
-      cursor = parseSeq(key.slice(prefix.length));
-      addEvent(delta, compiled, cursor, JSON.parse(value) as StoredEvent);
-      scanned++;
-    }
-    const done = scanned < this.options.backfillChunk;
-    const aggregated = progress.aggregated + scanned;
+    const { events, through: cursor } = await this.events.ofType(escapePart(record.event_type), progress.cursor, progress.upTo, this.options.backfillChunk);
+    for (const { seq, json } of events) addEvent(delta, compiled, seq, JSON.parse(json) as StoredEvent);
+    const done = cursor >= progress.upTo;
+    const aggregated = progress.aggregated + events.length;
     const next: MeterRecord = { ...record, backfill: done ? null : { ...progress, cursor, aggregated } };
     const batch = this.store.writeBatch();
     let committed: () => void;
@@ -196,13 +188,7 @@ export class Maintenance {
   private async purgeChunk(cutoff: number): Promise<number> {
     const budget = this.options.deleteChunk;
     const ops: BatchOp[] = [];
-    let deleted = 0;
-    for await (const [key, value] of this.store.scan({ gte: TIME_PREFIX, lt: TIME_PREFIX + padTime(cutoff), limit: budget })) {
-      const { seq } = parseTimeKey(key);
-      const { typeEscaped, dedupe } = parseTimeIndexValue(value);
-      ops.push({ type: 'del', key }, { type: 'del', key: eventKey(typeEscaped, seq) }, { type: 'del', key: dedupeKey(dedupe) });
-      deleted++;
-    }
+    let deleted = await this.events.purge(cutoff, budget, ops);
     const ranges: { gte: string; lt: string }[] = [];
     for (const record of this.meters.all()) {
       const space = aggregateSpace(record.id, record.gen);

@@ -6,8 +6,9 @@
 import type { Store } from '../../src/pipeline/plugin-api.ts';
 import { BASE_SIZE, emptyState, eventState, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, type State, type StoredState } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
-import { aggregatePrefix, bucketOf, distinctPart, escapePart, eventKey, padTime, parseTimeIndexValue, parseTimeKey, rowPrefix, seriesOf, TIME_PREFIX, uniquePrefix, unescapePart } from './keys.ts';
+import { aggregatePrefix, bucketOf, distinctPart, escapePart, padTime, rowPrefix, seriesOf, uniquePrefix, unescapePart } from './keys.ts';
 import { matches, type MeterQuery } from './query-request.ts';
+import type { StoredEvents } from './stored-events.ts';
 import { formatInZone } from './time.ts';
 import { boundedText, readEvent, type CompiledMeter } from './values.ts';
 import { ceilMinute, coverSpan, floorMinute, windowEnd, windowStart, type Granularity, type LevelRange } from './windows.ts';
@@ -159,7 +160,10 @@ function windowIndex(windows: Windows, t: number): number {
 const DAY = 86_400;
 
 export class QueryEngine {
-  constructor(private readonly store: Store) {}
+  constructor(
+    private readonly store: Store,
+    private readonly events: StoredEvents,
+  ) {}
 
   /** First and last minute bucket holding events of the meter, or undefined when none. */
   private async extent(meter: CompiledMeter): Promise<[number, number] | undefined> {
@@ -317,25 +321,18 @@ export class QueryEngine {
 
   /** Aggregates raw events in [a, b) (a sub-minute edge of the range). */
   private async scanRaw(meter: CompiledMeter, acc: Accumulator, a: number, b: number, windowOf: (t: number) => number): Promise<void> {
-    const type = escapePart(meter.meter.event_type);
-    const keys: string[] = [];
-    for await (const [key, value] of this.store.scan({ gte: TIME_PREFIX + padTime(a), lt: TIME_PREFIX + padTime(b) })) {
-      if (parseTimeIndexValue(value).typeEscaped === type) keys.push(eventKey(type, parseTimeKey(key).seq));
-    }
-    const values = await this.store.getMany(keys);
-    values.forEach((stored, i) => {
-      if (stored === undefined) return;
-      const event = JSON.parse(stored) as StoredEvent;
-      if (event.time < meter.eventsFrom) return;
+    const rows = await this.events.inRange({ from: a, to: b, typeEscaped: escapePart(meter.meter.event_type) });
+    for (const { seq, json } of rows) {
+      const event = JSON.parse(json) as StoredEvent;
+      if (event.time < meter.eventsFrom) continue;
       const reading = readEvent(meter, event.data);
       const parts = [boundedText(event.subject), ...reading.dimensions];
       const placement = acc.place(parts.map(escapePart).join('/'), parts);
-      if (!placement) return;
-      const seq = Number.parseInt(keys[i].slice(keys[i].lastIndexOf('/') + 1), 16);
+      if (!placement) continue;
       const group = acc.group(windowOf(event.time), placement);
       merge(group.state, eventState(event.time, seq, reading.numeric));
       if (reading.distinct !== undefined) group.distinct!.add(distinctPart(reading.distinct));
-    });
+    }
   }
 
   private rows(meter: CompiledMeter, query: MeterQuery, acc: Accumulator, windows: Windows): QueryRow[] {

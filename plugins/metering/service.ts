@@ -4,8 +4,8 @@
  * the operations the HTTP layer exposes.
  */
 import type { Logger } from 'pino';
-import type { ConfigView, PluginApi, Store } from '../../src/pipeline/plugin-api.ts';
-import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, TIME_PREFIX, eventKey, meterKey, padTime, parseTimeIndexValue, parseTimeKey, escapePart, subjectKey, unescapePart } from './keys.ts';
+import type { ConfigView, Journal, PluginApi, Store } from '../../src/pipeline/plugin-api.ts';
+import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, meterKey, escapePart, subjectKey, unescapePart } from './keys.ts';
 import { AggregateLedger } from './ledger.ts';
 import { Maintenance } from './maintenance.ts';
 import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
@@ -21,6 +21,8 @@ import { Writer, type CommittedListener, type WriterOptions } from './writer.ts'
 import { BodyError, LeaseLostError, ServiceError } from './errors.ts';
 import { Aggregator, awaitDrained, drainInboxRound, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregator.ts';
 import { MeterCommands, MeterCommandTimeout, type MeterCommand, type MeterReply } from './meter-commands.ts';
+import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './journal-inbox.ts';
+import { JournaledEvents, KeyedEvents, type StoredEvents } from './stored-events.ts';
 
 export interface EventFilters {
   subject?: string;
@@ -83,6 +85,11 @@ export class MeteringService {
   readonly committedListeners = new Set<CommittedListener>();
   private readonly engine: QueryEngine;
   private readonly store: Store;
+  /** The store's journal, where a shared store has one (PostgreSQL): events go there, one row each (journal-inbox.ts). */
+  private readonly journal: Journal | null;
+  private readonly events: StoredEvents;
+  /** The current term's rounds over the journal (journal only). */
+  private journalDrain: JournalDrain | null = null;
   private readonly log: Logger;
   /** Events waiting for their commit beyond which local producers are refused (the largest of the routes' `queue_max_events`). */
   private localQueueLimit = DEFAULTS.queueMaxEvents;
@@ -108,7 +115,9 @@ export class MeteringService {
   ) {
     this.store = api.store;
     this.log = api.log;
-    this.engine = new QueryEngine(this.store);
+    this.journal = api.sharedStore ? this.store.journal() : null;
+    this.events = this.journal ? new JournaledEvents(this.journal) : new KeyedEvents(this.store);
+    this.engine = new QueryEngine(this.store, this.events);
     // Names this process in the inboxes, meter commands and the aggregator's lease and status.
     this.processId = `${api.nodeId ?? 'node'}.${process.pid}.${ulid()}`;
     if (!api.sharedStore) {
@@ -117,9 +126,16 @@ export class MeteringService {
       return;
     }
     const processId = this.processId;
-    this.writer = new Writer(this.store, new AggregateLedger(this.store), this.meters, this.log, this.writerOptions(), undefined, undefined, new ProcessInbox(this.store, processId));
+    const inbox = this.journal ? new JournalInbox(this.store, this.journal) : new ProcessInbox(this.store, processId);
+    this.writer = new Writer(this.store, new AggregateLedger(this.store), this.meters, this.log, this.writerOptions(), { inbox });
     this.commands = new MeterCommands(this.store, processId, this.log);
-    this.aggregator = new Aggregator(this.store, processId, (fenced) => this.startTerm(fenced), this.log, () => this.writer.options.batchMaxEvents);
+    this.aggregator = new Aggregator(this.store, processId, (fenced) => this.startTerm(fenced), this.log, (writer) => this.drainRound(writer));
+  }
+
+  /** The aggregator's round: over the journal, or every process's inbox. */
+  private drainRound(writer: Writer): Promise<number> {
+    const batchEvents = this.writer.options.batchMaxEvents;
+    return this.journalDrain ? this.journalDrain.round(writer, batchEvents) : drainInboxRound(this.store, writer, batchEvents);
   }
 
   private writerOptions(): WriterOptions {
@@ -128,8 +144,11 @@ export class MeteringService {
 
   private aggregation(store: Store): Aggregation {
     const ledger = new AggregateLedger(store);
-    const writer = new Writer(store, ledger, this.meters, this.log, this.writerOptions(), this.options.dedupeFilterCapacity, this.committedListeners);
-    const maintenance = new Maintenance(store, writer, ledger, this.meters, this.log, {
+    const setup = { dedupeFilterCapacity: this.options.dedupeFilterCapacity, committedListeners: this.committedListeners, journaled: this.journal !== null };
+    const writer = new Writer(store, ledger, this.meters, this.log, this.writerOptions(), setup);
+    // Keyed events are purged through the term's store: fenced like its other writes.
+    const events = this.journal ? this.events : new KeyedEvents(store);
+    const maintenance = new Maintenance(store, events, writer, ledger, this.meters, this.log, {
       backfillChunk: this.options.backfillChunk ?? 5_000,
       deleteChunk: 5_000,
       purgeIntervalMs: this.options.purgeIntervalMs ?? 60_000,
@@ -160,6 +179,7 @@ export class MeteringService {
   }
 
   async open(): Promise<void> {
+    if (this.journal) await prepareJournal(this.store, this.journal);
     await this.meters.load(this.store);
     if (this.local) {
       await this.local.writer.open();
@@ -192,6 +212,7 @@ export class MeteringService {
   private async startTerm(fenced: Store): Promise<Term> {
     const term = this.aggregation(fenced);
     this.local = term;
+    if (this.journal) this.journalDrain = new JournalDrain(fenced, this.journal);
     let stopServing: () => Promise<void> = async () => undefined;
     try {
       await this.meters.load(fenced);
@@ -240,9 +261,9 @@ export class MeteringService {
   }
 
   /** Read-your-writes on a shared store: every event acknowledged before this call is aggregated after it. */
-  private async caughtUp(): Promise<void> {
+  async caughtUp(waitMs?: number): Promise<void> {
     if (!this.aggregator) return;
-    await awaitDrained(this.store);
+    await (this.journal ? awaitFolded(this.store, this.journal, waitMs) : awaitDrained(this.store, waitMs));
   }
 
   /** Resolves once the subjects of events stored before the subject index existed are in it. */
@@ -346,41 +367,21 @@ export class MeteringService {
   /** Stored events, newest event time first, `after` = cursor of the previous page. */
   async listEvents(filters: EventFilters, size: number, after?: string): Promise<EventPage> {
     await this.caughtUp();
-    const lower = TIME_PREFIX + padTime(Math.max(filters.from ?? 0, this.retentionStart()));
-    let upper = TIME_PREFIX + (filters.to === undefined ? '\u{10FFFF}' : padTime(filters.to));
-    if (after) {
-      const cursor = TIME_PREFIX + after;
-      if (cursor < upper) upper = cursor;
-    }
-    const type = filters.type === undefined ? undefined : escapePart(filters.type);
-    const items: Record<string, unknown>[] = [];
-    let lastKey: string | undefined;
-    let chunk: { timeKey: string; key: string; storedAt: number }[] = [];
-    const drain = async (): Promise<boolean> => {
-      const values = await this.store.getMany(chunk.map((c) => c.key));
-      for (let i = 0; i < chunk.length; i++) {
-        const stored = values[i];
-        if (stored === undefined) continue;
-        const event = JSON.parse(stored) as StoredEvent;
-        if (filters.subject !== undefined && event.subject !== filters.subject) continue;
-        if (filters.source !== undefined && event.source !== filters.source) continue;
-        if (filters.id !== undefined && event.id !== filters.id) continue;
-        items.push(this.listedEvent(event, chunk[i].storedAt));
-        lastKey = chunk[i].timeKey;
-        if (items.length >= size) return true;
-      }
-      chunk = [];
-      return false;
+    const range = {
+      from: Math.max(filters.from ?? 0, this.retentionStart()),
+      to: filters.to,
+      typeEscaped: filters.type === undefined ? undefined : escapePart(filters.type),
     };
-    for await (const [key, value] of this.store.scan({ gte: lower, lt: upper, reverse: true })) {
-      const { typeEscaped, storedAt } = parseTimeIndexValue(value);
-      if (type !== undefined && typeEscaped !== type) continue;
-      chunk.push({ timeKey: key, key: eventKey(typeEscaped, parseTimeKey(key).seq), storedAt });
-      if (chunk.length >= 256 && (await drain())) break;
+    const items: Record<string, unknown>[] = [];
+    for await (const row of this.events.newestFirst(range, after)) {
+      const event = JSON.parse(row.json) as StoredEvent;
+      if (filters.subject !== undefined && event.subject !== filters.subject) continue;
+      if (filters.source !== undefined && event.source !== filters.source) continue;
+      if (filters.id !== undefined && event.id !== filters.id) continue;
+      items.push(this.listedEvent(event, row.storedAt));
+      if (items.length >= size) return { items, next: row.cursor };
     }
-    if (items.length < size && chunk.length > 0) await drain();
-    const full = items.length >= size;
-    return { items, next: full && lastKey ? lastKey.slice(TIME_PREFIX.length) : null };
+    return { items, next: null };
   }
 
   private listedEvent(event: StoredEvent, storedAt: number): Record<string, unknown> {

@@ -14,6 +14,10 @@
  *
  * Everything else that writes aggregates or meters (backfill, clean-up, purge, meter changes) runs in
  * `exclusive`, after every pending write has settled, so the read-merge-write of aggregates never races.
+ *
+ * On a store with a journal (PostgreSQL) the aggregator's writer is `journaled`: its events were stored
+ * and numbered by the journal, deduplicated there, so it writes only aggregates, subjects and how far
+ * it has folded (`meta/seq`, then the journal's number).
  */
 import type { Logger } from 'pino';
 import type { Store, WriteBatch } from '../../src/pipeline/plugin-api.ts';
@@ -26,17 +30,18 @@ import type { MeterRegistry } from './registry.ts';
 
 export type CommittedListener = (events: readonly PreparedEvent[]) => void;
 
-/** Where the processes of a shared store put their events for the aggregator (aggregator.ts). */
+/**
+ * Where the processes of a shared store put their events for the aggregator: an inbox of keys, or the
+ * journal (aggregator.ts).
+ */
 export interface Inbox {
   /**
-   * Why `adding` more events must be refused now, because the events this process acknowledged are
-   * not being aggregated fast enough (the aggregator is down, or slower than ingest), or undefined.
+   * Why `adding` more events must be refused now, because the events acknowledged are not being
+   * aggregated fast enough (the aggregator is down, or slower than ingest), or undefined.
    */
   refusal(adding: number, queueLimit: number): Promise<Error | undefined>;
-  /** Puts one inbox entry holding `events` into `batch`. */
-  fill(batch: WriteBatch, events: readonly PreparedEvent[]): void;
-  /** An entry was committed (the aggregator is told). */
-  written(): void;
+  /** Stores `events` durably for the aggregator, and tells it. */
+  put(events: readonly PreparedEvent[]): Promise<void>;
 }
 
 export interface WriterOptions {
@@ -44,10 +49,26 @@ export interface WriterOptions {
   batchMaxWaitMs: number;
 }
 
-interface Waiting {
-  events: PreparedEvent[];
-  /** Inbox keys the events were drained from, deleted in the same batch (the aggregator's drain). */
+/** How a writer is set up, beyond its settings (see the class). */
+export interface WriterSetup {
+  dedupeFilterCapacity?: number;
+  committedListeners?: Set<CommittedListener>;
+  /** Set on the processes of a shared store: batches go to the inbox instead (see aggregator.ts). */
+  inbox?: Inbox;
+  /** The aggregator's writer on a store with a journal: it folds journaled events (numbered, unique). */
+  journaled?: boolean;
+}
+
+/** What a drain of the aggregator hands the writer besides events. */
+export interface Drained {
+  /** Inbox keys the events were drained from, deleted in the same batch. */
   inboxKeys?: readonly string[];
+  /** Journaled: every journal number up to this one is in the events or was never stored (a duplicate). */
+  through?: number;
+}
+
+interface Waiting extends Drained {
+  events: PreparedEvent[];
   resolve(): void;
   reject(err: unknown): void;
 }
@@ -84,6 +105,8 @@ export class Writer {
   readonly committedListeners: Set<CommittedListener>;
   /** Last sequence number handed out (≥ lastSeq while batches are in flight). */
   private preparedSeq = 0;
+  private readonly inbox: Inbox | null;
+  private readonly journaled: boolean;
 
   constructor(
     private readonly store: Store,
@@ -91,20 +114,20 @@ export class Writer {
     private readonly meters: MeterRegistry,
     private readonly log: Logger,
     public options: WriterOptions,
-    dedupeFilterCapacity?: number,
-    committedListeners = new Set<CommittedListener>(),
-    /** Set on the processes of a shared store: batches go to this process's inbox instead (see aggregator.ts). */
-    private readonly inbox: Inbox | null = null,
+    setup: WriterSetup = {},
   ) {
-    this.dedupeFilter = new DedupeFilter(store, log, dedupeFilterCapacity);
-    this.committedListeners = committedListeners;
+    this.dedupeFilter = new DedupeFilter(store, log, setup.dedupeFilterCapacity);
+    this.committedListeners = setup.committedListeners ?? new Set();
+    this.inbox = setup.inbox ?? null;
+    this.journaled = setup.journaled ?? false;
   }
 
   async open(): Promise<void> {
     const seq = await this.store.get(SEQ_KEY);
     this.lastSeq = this.preparedSeq = seq === undefined ? 0 : parseInt(seq, 16);
     // Sized for twice the events ever stored (more than are kept): room to grow before a reload.
-    this.dedupeFilter.startLoad(2 * this.lastSeq);
+    // A journaled writer looks up nothing: the journal refused the duplicates.
+    if (!this.journaled) this.dedupeFilter.startLoad(2 * this.lastSeq);
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -141,7 +164,7 @@ export class Writer {
    * Resolves once every event is durably committed (or was a duplicate). Throws QueueFullError when
    * `queueLimit` events already wait (a lone request larger than the limit still gets through).
    */
-  async submit(events: PreparedEvent[], queueLimit: number, inboxKeys?: readonly string[]): Promise<void> {
+  async submit(events: PreparedEvent[], queueLimit: number, drained: Drained = {}): Promise<void> {
     if (this.closed) throw new WriterClosedError();
     if (this.waitingEvents > 0 && this.waitingEvents + events.length > queueLimit) throw new QueueFullError();
     if (this.inbox) {
@@ -150,7 +173,7 @@ export class Writer {
       if (this.closed) throw new WriterClosedError();
     }
     return new Promise<void>((resolve, reject) => {
-      this.waiting.push({ events, inboxKeys, resolve, reject });
+      this.waiting.push({ events, ...drained, resolve, reject });
       this.waitingEvents += events.length;
       this.schedule();
     });
@@ -188,7 +211,8 @@ export class Writer {
     };
     const events = group.flatMap((w) => w.events);
     const inboxKeys = group.flatMap((w) => w.inboxKeys ?? []);
-    this.serial(() => (this.inbox ? this.launchIntoInbox(events) : this.prepareAndLaunch(events, inboxKeys))).then(
+    const through = Math.max(0, ...group.map((w) => w.through ?? 0));
+    this.serial(() => (this.inbox ? this.launchIntoInbox(events) : this.prepareAndLaunch(events, { inboxKeys, through }))).then(
       ({ written }) => {
         this.preparing = false;
         this.writesInFlight++;
@@ -212,19 +236,12 @@ export class Writer {
    * Prepares the batch of `events` on top of every launched write and launches its write after
    * them. First of each (source, id) wins; known ones are skipped. Serial section only.
    */
-  private async prepareAndLaunch(events: PreparedEvent[], inboxKeys: readonly string[]): Promise<{ written: Promise<void> }> {
+  private async prepareAndLaunch(events: PreparedEvent[], drained: Required<Drained>): Promise<{ written: Promise<void> }> {
     if (this.chainBroken) await this.settleWrites();
-    const fresh: PreparedEvent[] = [];
-    const seen = new Set<string>();
-    for (const e of events) {
-      if (seen.has(e.dedupe) || this.inFlightDedupe.has(e.dedupe)) continue;
-      seen.add(e.dedupe);
-      fresh.push(e);
-    }
-    const accepted = await this.withoutStored(fresh);
+    const accepted = this.journaled ? events : await this.withoutStored(this.firstOfEach(events));
     // Only duplicates: done when their originals are (a failure of the last write may be spurious
     // for them, which is safe: a retry is acknowledged as a duplicate).
-    if (accepted.length === 0 && inboxKeys.length === 0) return { written: this.lastWrite };
+    if (accepted.length === 0 && drained.inboxKeys.length === 0 && drained.through <= this.preparedSeq) return { written: this.lastWrite };
     const storedAt = Date.now();
     // Filled now, while the previous batch is being written: only the write itself waits for it.
     const batch = this.store.writeBatch();
@@ -236,14 +253,13 @@ export class Writer {
     try {
       for (const e of accepted) {
         subjects.add(e.record.subject);
-        const padded = padSeq(++seq);
-        batch.put(eventKey(e.typeEscaped, seq, padded), e.json);
-        batch.put(timeKey(e.record.time, seq, padded), timeIndexValue(e.typeEscaped, e.dedupe, storedAt));
-        batch.put(dedupeKey(e.dedupe), padded);
+        if (this.journaled) seq = e.seq!;
+        else this.putEvent(batch, e, ++seq, storedAt);
         for (const m of this.meters.aggregating(e.record.type)) addEvent(delta, m, seq, e.record);
       }
+      if (this.journaled) seq = Math.max(seq, drained.through);
       for (const subject of subjects) batch.put(subjectKey(subject), '');
-      for (const key of inboxKeys) batch.del(key);
+      for (const key of drained.inboxKeys) batch.del(key);
       batch.put(SEQ_KEY, padSeq(seq));
       ({ committed } = await this.ledger.prepare(delta, batch));
     } catch (err) {
@@ -252,12 +268,14 @@ export class Writer {
     }
     // Optimistic from here on: the next batch builds on this one.
     this.preparedSeq = seq;
-    const hashes = accepted.map((e) => e.dedupe);
-    for (const hash of hashes) {
-      this.inFlightDedupe.add(hash);
-      this.dedupeFilter.add(hash);
+    const hashes = this.journaled ? [] : accepted.map((e) => e.dedupe);
+    if (hashes.length > 0) {
+      for (const hash of hashes) {
+        this.inFlightDedupe.add(hash);
+        this.dedupeFilter.add(hash);
+      }
+      this.dedupeFilter.growIfFull(this.inFlightDedupe);
     }
-    this.dedupeFilter.growIfFull(this.inFlightDedupe);
     return this.launch(batch, () => {
       this.lastSeq = seq;
       committed();
@@ -266,8 +284,28 @@ export class Writer {
     });
   }
 
+  /** Each (source, id) once, and none whose write is in flight. */
+  private firstOfEach(events: PreparedEvent[]): PreparedEvent[] {
+    const fresh: PreparedEvent[] = [];
+    const seen = new Set<string>();
+    for (const e of events) {
+      if (seen.has(e.dedupe) || this.inFlightDedupe.has(e.dedupe)) continue;
+      seen.add(e.dedupe);
+      fresh.push(e);
+    }
+    return fresh;
+  }
+
+  /** The event, its time index and its dedupe key (the key layout of stored-events.ts). */
+  private putEvent(batch: WriteBatch, e: PreparedEvent, seq: number, storedAt: number): void {
+    const padded = padSeq(seq);
+    batch.put(eventKey(e.typeEscaped, seq, padded), e.json);
+    batch.put(timeKey(e.record.time, seq, padded), timeIndexValue(e.typeEscaped, e.dedupe, storedAt));
+    batch.put(dedupeKey(e.dedupe), padded);
+  }
+
   /** Writes `batch` (durably) after every launched write; a failure breaks the chain. Serial section only. */
-  private launch(batch: WriteBatch, afterCommit: () => void): { written: Promise<void> } {
+  private launch(batch: Pick<WriteBatch, 'write' | 'discard'>, afterCommit: () => void): { written: Promise<void> } {
     const written = this.writeTail.then(async () => {
       if (this.chainBroken) {
         await batch.discard();
@@ -286,13 +324,11 @@ export class Writer {
     return { written };
   }
 
-  /** Writes the events into this process's inbox as one entry, durably; the aggregator counts them later. */
+  /** Puts the events into the inbox, durably; the aggregator counts them later. */
   private async launchIntoInbox(events: PreparedEvent[]): Promise<{ written: Promise<void> }> {
     if (this.chainBroken) await this.settleWrites();
     const inbox = this.inbox!;
-    const batch = this.store.writeBatch();
-    inbox.fill(batch, events);
-    return this.launch(batch, () => inbox.written());
+    return this.launch({ write: () => inbox.put(events), discard: async () => undefined }, () => undefined);
   }
 
   /** The events whose dedupe keys are not stored, asking the store only where the filter cannot tell. */
