@@ -2,7 +2,9 @@
  * Failures under two nodes sharing PostgreSQL, in the middle of ingestion, with producers retrying
  * whatever was not acknowledged: kill -9 of the aggregating node, the aggregating node paused for
  * longer than its lease, and the database restarting. Nothing acknowledged is lost, nothing is
- * counted twice, and both nodes answer the same usage afterwards.
+ * counted twice, and both nodes answer the same usage afterwards. While the aggregator is stopped, the
+ * other node's ingest answers 503 once ten times queue_max_events wait in the journal, or once one has
+ * waited MAX_LAG_MS.
  */
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,18 +12,18 @@ import { describe, test } from 'node:test';
 import { spawnGateway, startGateway, type SpawnedGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
 import { crash, inParallel } from './catalogue-support.ts';
-import { aggregating, apiOf, batchesOf, config, expectedOf, makeEvents, post, postUntilAcknowledged, TYPE, usageOn } from './cluster-support.ts';
+import { aggregating, apiOf, backlogIsBounded, batchesOf, config, expectedOf, lagIsBounded, makeEvents, post, postUntilAcknowledged, TYPE, usageOn, type StoppableAggregator } from './cluster-support.ts';
 
 describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgresSkipReason() }, () => {
   const suite = postgresForSuite();
-  const nodeConfig = (schema: string) => config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }));
+  const nodeConfig = (schema: string, plugin?: Record<string, unknown>) => config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }), plugin);
 
   /** A node in a process of its own that aggregates, then a second node on the same schema that does not. */
-  async function aggregatingAndOther(schema: string): Promise<[SpawnedGateway, TestGateway]> {
-    const first = await spawnGateway(nodeConfig(schema));
+  async function aggregatingAndOther(schema: string, plugin?: Record<string, unknown>): Promise<[SpawnedGateway, TestGateway]> {
+    const first = await spawnGateway(nodeConfig(schema, plugin));
     suite.track(() => crash(first));
     assert.ok(await aggregating(first.admin), 'the first node aggregates');
-    const other = await startGateway(nodeConfig(schema));
+    const other = await startGateway(nodeConfig(schema, plugin));
     suite.track(() => other.stop());
     assert.equal(await aggregating(other.admin), false, 'the second node does not');
     return [first, other];
@@ -108,4 +110,15 @@ describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgres
     assert.deepEqual(await usageOn(apiOf(nodes[1])), onA, 'both nodes answer the same');
     assert.equal((await apiOf(nodes[0]).listAllEvents({ type: TYPE })).length, events.length, 'each event stored once');
   });
+
+  /** Two nodes on a fresh schema with `queue_max_events`: the aggregating node's process, and the other node's API. */
+  async function stoppableAggregator(queueMaxEvents: number): Promise<StoppableAggregator> {
+    const [first, other] = await aggregatingAndOther(suite.schema('backlog'), { queue_max_events: queueMaxEvents });
+    return { api: apiOf(other), aggregator: first.child.pid! };
+  }
+
+  test('an aggregating node that stops: the backlog in the journal is bounded, and all of it is counted once it resumes', () => backlogIsBounded(stoppableAggregator));
+
+  test('an aggregating node that stops: ingest is refused once an acknowledged event has waited MAX_LAG_MS, though few wait; all are counted once it resumes', () =>
+    lagIsBounded(stoppableAggregator));
 });

@@ -12,9 +12,12 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { keyGroup } from '../../../src/store/copy.ts';
+import { SCHEMA_VERSION } from '../../../src/store/postgres-schema.ts';
 import { LevelStore } from '../../../src/store/level.ts';
+import { prepareEvents } from '../../../plugins/metering/events.ts';
 import { request, startGateway, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { apiOf, config as meteringConfig, expectedOf, makeEvents, postUntilAcknowledged, TYPE, usageOn } from '../../plugins/metering/cluster-support.ts';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 
@@ -68,11 +71,11 @@ describe('with PostgreSQL', { skip }, () => {
     const file = configFile({ gateway: pg.settings({ pg_schema: 'migrated' }) });
     const first = await cli(['migrate', '--config', file]);
     assert.equal(first.code, 0, first.output);
-    assert.match(first.output, /tollgate@127\.0\.0\.1:\d+\/tollgate, schema migrated: created to version 1/);
+    assert.match(first.output, new RegExp(`tollgate@127\\.0\\.0\\.1:\\d+/tollgate, schema migrated: created to version ${SCHEMA_VERSION}`));
     const again = await cli(['migrate', '--config', file]);
-    assert.match(again.output, /schema migrated: up to date \(version 1\)/);
-    const tables = await pg.sql("SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'migrated'");
-    assert.equal(tables[0].n, 2);
+    assert.match(again.output, new RegExp(`schema migrated: up to date \\(version ${SCHEMA_VERSION}\\)`));
+    const tables = await pg.sql("SELECT table_name FROM information_schema.tables WHERE table_schema = 'migrated' ORDER BY table_name");
+    assert.deepEqual(tables.map((t) => t.table_name), ['tollgate_journal', 'tollgate_journal_seq', 'tollgate_meta', 'tollgate_store']);
 
     const level = await cli(['migrate', '--config', configFile({})]);
     assert.equal(level.code, 0);
@@ -144,6 +147,48 @@ describe('with PostgreSQL', { skip }, () => {
       const proxied = await request(onPostgres.http + '/api/hello', { headers: { authorization: `Bearer ${token}` } });
       assert.equal(proxied.status, 200, 'the token issued on LevelDB is accepted');
       assert.equal(JSON.parse(proxied.text).headers['x-consumer-username'], 'acme');
+    } finally {
+      await onPostgres.stop();
+    }
+  });
+
+  test('metering events copied from LevelDB (stored, or left in an inbox) move into the journal on PostgreSQL: listed, counted, and one sent again counts once', async () => {
+    const dataDir = tempDir();
+    const events = makeEvents('copied', 601);
+    const embedded = await startGateway(meteringConfig({ data_dir: dataDir, worker_processes: 1 }));
+    try {
+      await apiOf(embedded).ingestOk(events.slice(0, 400));
+      assert.deepEqual((await usageOn(apiOf(embedded))).totals, expectedOf(events.slice(0, 400)));
+    } finally {
+      await embedded.stop();
+    }
+    // What a node of several workers leaves when stopped before aggregating: an inbox entry, here with
+    // a new event and one already stored.
+    const level = new LevelStore(join(dataDir, 'store'));
+    await level.open();
+    const now = Date.now();
+    const context = { now, retentionStart: 0, retentionDays: 730, metersOf: () => [] };
+    const left = prepareEvents([events[600], events[0]], true, context);
+    const inboxKey = `i/${String(now).padStart(15, '0')}/earlier.1.x/000000000001`;
+    await level.namespace('plugin.metering').batch([
+      { type: 'put', key: inboxKey, value: '2' },
+      { type: 'put', key: 'ib/' + inboxKey.slice(2), value: left.map((e) => `${e.dedupe} ${e.json}`).join('\n') },
+    ]);
+    await level.close();
+    const schema = { ...pg.settings({ pg_schema: 'copied_events' }), db_update_frequency: 0.2, worker_processes: 1 };
+    const copied = await cli(['store:copy', '--from', 'leveldb', '--to', 'postgres', '--config', configFile({ gateway: { ...schema, data_dir: dataDir } })]);
+    assert.equal(copied.code, 0, copied.output);
+
+    const onPostgres = await startGateway(meteringConfig(schema));
+    try {
+      const api = apiOf(onPostgres);
+      // 100 copied events again (duplicates), and 200 new ones; the inbox held the last one.
+      await postUntilAcknowledged(api, events.slice(300, 600));
+      assert.deepEqual((await usageOn(api)).totals, expectedOf(events));
+      const listed = await api.listAllEvents({ type: TYPE });
+      assert.deepEqual(listed.map((item) => item.event.id).sort(), events.map((e) => e.id).sort(), 'each event listed once, copied ones included');
+      const [{ n: keyed }] = await pg.sql("SELECT count(*)::int AS n FROM copied_events.tollgate_store WHERE key ~ '^plugin\\.metering:(e|t|d|i|ib)/'");
+      assert.equal(keyed, 0, 'no event is left in keys or an inbox');
     } finally {
       await onPostgres.stop();
     }
