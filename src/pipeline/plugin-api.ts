@@ -19,7 +19,7 @@ export type { FieldSchema, Issue, Path, RecordSchema, StringSchema, Validated } 
 /** Schema validation with Kong's messages, for plugin configs and entities. */
 export { atLeastOneOf, isPlainObject, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
-export type { BatchOp, Expectation, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
+export type { BatchOp, Expectation, Journal, JournalEntry, JournalRecord, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export type { Admission, NodeExchange } from '../process/exchange.ts';
 export { putIfAbsent, take } from '../store/store.ts';
 export { StoreClosedError, StoreUnavailableError } from '../store/errors.ts';

@@ -74,11 +74,6 @@ export class PostgresJournal implements Journal {
     return rows.length === 0 ? 0 : Number(rows[0].last);
   }
 
-  async appendedAfter(seq: number): Promise<number | undefined> {
-    const { rows } = await this.db.query<{ stored_at: string }>({ name: 'tg_journal_appended_after', text: this.sql.appendedAfter, values: [this.log, seq] });
-    return rows.length === 0 ? undefined : Number(rows[0].stored_at);
-  }
-
   async byTime(range: JournalTimeRange): Promise<JournalEntry[]> {
     const [afterTime, afterSeq] = range.after ?? (range.reverse ? [UNBOUNDED, UNBOUNDED] : [-UNBOUNDED, 0]);
     const { rows } = await this.db.query<EntryRow>({
@@ -139,7 +134,6 @@ function statements(n: SchemaNames) {
         ORDER BY seq LIMIT $5
       ) e ON true`,
     last: `SELECT last FROM ${n.journalSeq} WHERE log = $1`,
-    appendedAfter: `SELECT stored_at FROM ${n.journal} WHERE log = $1 AND seq > $2 ORDER BY seq LIMIT 1`,
     byTime: byTime('ASC', '>'),
     byTimeReverse: byTime('DESC', '<'),
     deleteBefore: `DELETE FROM ${n.journal} WHERE log = $1 AND seq IN (SELECT seq FROM ${n.journal} WHERE log = $1 AND time < $2 LIMIT $3)`,

@@ -160,8 +160,6 @@ export interface Journal {
   read(after: number, options: JournalReadOptions): Promise<JournalRead>;
   /** The highest sequence number a committed append used (0: none). */
   last(): Promise<number>;
-  /** When the first entry after `seq` was appended (ms), or undefined when there is none. */
-  appendedAfter(seq: number): Promise<number | undefined>;
   byTime(range: JournalTimeRange): Promise<JournalEntry[]>;
   /** Deletes at most `limit` entries older than `time`; returns how many. */
   deleteBefore(time: number, limit: number): Promise<number>;
