@@ -5,8 +5,13 @@
  * Worker mode: with TOLLGATE_TEST_WORKERS=N in the environment, startGateway starts a node of N worker
  * processes instead (a child process, as `tollgate start` with `worker_processes: N`), so that a suite
  * written against one process runs unchanged against several sharing the store.
+ *
+ * PostgreSQL mode: with TOLLGATE_TEST_POSTGRES set to a gateway block's `pg_*` settings (JSON), every
+ * gateway whose file names no `database` runs on that PostgreSQL instead of LevelDB, in a schema of its
+ * data directory's own (a gateway restarted on the same directory finds its store again).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -47,8 +52,19 @@ const DEFAULT_LISTENERS = {
   admin_listen: ['127.0.0.1:0'],
 };
 
+/** The `pg_*` settings of PostgreSQL mode (see above), or undefined. */
+const TEST_POSTGRES: Record<string, unknown> | undefined = process.env.TOLLGATE_TEST_POSTGRES ? JSON.parse(process.env.TOLLGATE_TEST_POSTGRES) : undefined;
+/** The store startGateway's gateways run on unless their file names one. */
+export const TEST_DATABASE: 'leveldb' | 'postgres' = TEST_POSTGRES ? 'postgres' : 'leveldb';
+
+/** In PostgreSQL mode, a file without `database` runs on the test's PostgreSQL, in its data directory's schema. */
+function testDatabase(gateway: Record<string, any> | undefined, dataDir: string): Record<string, unknown> {
+  if (!TEST_POSTGRES || gateway?.database !== undefined) return {};
+  return { ...TEST_POSTGRES, database: 'postgres', pg_schema: 'suite_' + createHash('sha256').update(dataDir).digest('hex').slice(0, 16) };
+}
+
 function writeConfig(config: Record<string, any>, dataDir: string, file?: string): string {
-  const full = { _format_version: '3.0', ...config, gateway: { ...DEFAULT_LISTENERS, log_level: 'silent', data_dir: dataDir, ...config.gateway } };
+  const full = { _format_version: '3.0', ...config, gateway: { ...DEFAULT_LISTENERS, log_level: 'silent', data_dir: dataDir, ...testDatabase(config.gateway, dataDir), ...config.gateway } };
   const path = file ?? join(tempDir('tollgate-config-'), 'gateway.yaml');
   writeFileSync(path, stringify(full));
   return path;

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
-import { request, startGateway, tempDir } from '../../helpers/gateway.ts';
+import { request, startGateway, tempDir, TEST_DATABASE } from '../../helpers/gateway.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import { decodeEvents, prepareEvents } from '../../../plugins/metering/events.ts';
 import { parseQuery } from '../../../plugins/metering/query-request.ts';
@@ -46,6 +46,9 @@ async function openService(dir: string, options: ConstructorParameters<typeof Me
   return { store, service };
 }
 
+/** Set where a test writes an earlier version's rows into the LevelDB files itself. */
+const levelFiles = TEST_DATABASE === 'postgres' && 'writes rows of an earlier version into the LevelDB files';
+
 describe('metering durability', () => {
   test('events, meters and dedupe keys survive a restart on the same data directory', async () => {
     const dataDir = tempDir();
@@ -67,7 +70,7 @@ describe('metering durability', () => {
     }
   });
 
-  test('aggregate rows written before rows carried totals are still read and updated right', async () => {
+  test('aggregate rows written before rows carried totals are still read and updated right', { skip: levelFiles }, async () => {
     const dataDir = tempDir();
     // Hourly from 00:30 local time on 2024-03-09 (PST) to 22:30 on 2024-03-10 (PDT): across a DST change, all inside `day`.
     const events = Array.from({ length: 46 }, (_, i) => ce({ time: new Date(Date.UTC(2024, 2, 9, 8, 30) + i * 3_600_000).toISOString(), subject: `s${i % 4}`, data: { n: i } }));
@@ -221,7 +224,7 @@ describe('metering durability', () => {
       await gw.stop();
     }
   });
-  test('aggregates stored as doubles by earlier versions read as before, and exact values add to them', async () => {
+  test('aggregates stored as doubles by earlier versions read as before, and exact values add to them', { skip: levelFiles }, async () => {
     const dataDir = tempDir();
     let gw = await startGateway(gatewayConfig(), { dataDir });
     assert.equal((await post(gw.http, '/meters', { key: 'legacy_sum', name: 'sum', event_type: 'legacy', aggregation: 'sum', value_property: '$.value' })).status, 201);

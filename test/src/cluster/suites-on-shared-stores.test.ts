@@ -1,16 +1,21 @@
 /**
- * The plugin suites written against one in-process gateway, run again against nodes of two worker
- * processes sharing the store (TOLLGATE_TEST_WORKERS=2: startGateway starts a real multi-process node),
- * each in a child `node --test`, when TOLLGATE_WORKER_SUITES=1 is set (they take as long as the rest of
- * the suite). A group runs once every plugin it exercises declares `multiProcess` (read from the plugin
- * definitions): until then it is skipped, saying which plugin it waits for.
+ * The plugin suites written against one in-process gateway, run again on the stores several processes
+ * share, each in a child `node --test`, when TOLLGATE_SHARED_STORE_SUITES=1 is set (they take as long as
+ * the rest of the suite):
+ * - on nodes of two worker processes sharing the primary's LevelDB (TOLLGATE_TEST_WORKERS=2: startGateway
+ *   starts a real multi-process node);
+ * - on PostgreSQL (TOLLGATE_TEST_POSTGRES: startGateway's gateways run on a throwaway cluster, each in a
+ *   schema of its own), where metering keeps its events in the journal.
+ * A group runs once every plugin it exercises declares `multiProcess` (read from the plugin definitions):
+ * until then it is skipped, saying which plugin it waits for.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
-import { test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { bundledPlugins } from '../../../src/plugins.ts';
+import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 const WORKERS = 2;
@@ -47,13 +52,13 @@ function suiteFiles(folder: string): string[] {
   return readdirSync(dir).filter((f) => f.endsWith('.test.ts') && !f.startsWith('cluster')).sort().map((f) => relative(ROOT, join(dir, f)));
 }
 
-/** Runs `files` in a child `node --test` in worker mode; resolves with its exit code and output. */
-function runInWorkerMode(files: string[]): Promise<{ code: number | null; output: string }> {
+/** Runs `files` in a child `node --test` with `mode` in its environment; resolves with its exit code and output. */
+function runIn(mode: Record<string, string>, files: string[]): Promise<{ code: number | null; output: string }> {
   // Without the parent runner's context, the child reports for itself instead of to this runner.
   const { NODE_TEST_CONTEXT: _, ...env } = process.env;
   const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=180000', '--test-reporter=tap', ...files], {
     cwd: ROOT,
-    env: { ...env, TOLLGATE_TEST_WORKERS: String(WORKERS) },
+    env: { ...env, ...mode },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -62,15 +67,28 @@ function runInWorkerMode(files: string[]): Promise<{ code: number | null; output
   return new Promise((resolvePromise) => child.once('close', (code) => resolvePromise({ code, output })));
 }
 
-for (const group of GROUPS) {
-  const waiting = notYetMultiProcess(group.plugins);
-  const name = `the ${group.folders.join(' and ')} suites pass on nodes of ${WORKERS} worker processes`;
-  const skip = waiting.length > 0
-    ? `waits for plugin ${waiting.map((n) => `'${n}'`).join(', ')} to declare multiProcess`
-    : !process.env.TOLLGATE_WORKER_SUITES && 'runs with TOLLGATE_WORKER_SUITES=1, as in CI (the suites again on worker nodes: about as long as the rest)';
-  test(name, { skip, timeout: GROUP_TIMEOUT_MS }, async () => {
-    const { code, output } = await runInWorkerMode(group.folders.flatMap(suiteFiles));
-    const failed = output.split('\n').filter((line) => /^\s*not ok \d+ - /.test(line) && !/# SKIP/.test(line));
-    assert.equal(code, 0, `failed in worker mode:\n${failed.join('\n')}\n\n${output.slice(-4000)}`);
-  });
+const notRequested = !process.env.TOLLGATE_SHARED_STORE_SUITES && 'runs with TOLLGATE_SHARED_STORE_SUITES=1, as in CI (the suites again on shared stores: about as long as the rest)';
+
+/** One test per group, each running the group's suites with the environment `mode()` gives. */
+function suitesOn(topology: string, mode: () => Record<string, string>): void {
+  for (const group of GROUPS) {
+    const waiting = notYetMultiProcess(group.plugins);
+    const skip = waiting.length > 0 ? `waits for plugin ${waiting.map((n) => `'${n}'`).join(', ')} to declare multiProcess` : notRequested;
+    test(`the ${group.folders.join(' and ')} suites pass ${topology}`, { skip, timeout: GROUP_TIMEOUT_MS }, async () => {
+      const { code, output } = await runIn(mode(), group.folders.flatMap(suiteFiles));
+      const failed = output.split('\n').filter((line) => /^\s*not ok \d+ - /.test(line) && !/# SKIP/.test(line));
+      assert.equal(code, 0, `failed ${topology}:\n${failed.join('\n')}\n\n${output.slice(-4000)}`);
+    });
+  }
 }
+
+suitesOn(`on nodes of ${WORKERS} worker processes`, () => ({ TOLLGATE_TEST_WORKERS: String(WORKERS) }));
+
+describe('on PostgreSQL', { skip: notRequested || postgresSkipReason() }, () => {
+  let cluster: ThrowawayPostgres | undefined;
+  before(async () => {
+    cluster = await startPostgres();
+  });
+  after(() => cluster?.stop());
+  suitesOn('on PostgreSQL', () => ({ TOLLGATE_TEST_POSTGRES: JSON.stringify(cluster!.settings()) }));
+});
