@@ -79,7 +79,8 @@ export const configSchema: RecordSchema = {
     accept_http_if_already_terminated: { type: 'boolean', default: false, required: true },
     anonymous: { type: 'string', len_min: 1 },
     global_credentials: { type: 'boolean', default: false, required: true },
-    auth_header_name: { type: 'string', default: 'authorization', len_min: 1, custom: headerNameProblem },
+    // Required (unlike Kong's) so an explicit null is refused: every request reads this header.
+    auth_header_name: { type: 'string', default: 'authorization', required: true, len_min: 1, custom: headerNameProblem },
     refresh_token_ttl: { type: 'number', default: 1_209_600, required: true, between: [0, 100_000_000] },
     reuse_refresh_token: { type: 'boolean', default: false, required: true },
     pkce: { type: 'string', default: 'lax', one_of: ['none', 'lax', 'strict'] },
