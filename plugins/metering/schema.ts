@@ -31,20 +31,21 @@ export interface MeteringConfig {
 
 const scopeName = { type: 'string' as const, len_min: 1 };
 
+// Every setting with a default is required too, as in Kong's schemas: an explicit null is refused, not run with.
 export const configSchema: RecordSchema = {
   type: 'record',
   fields: {
-    retention_days: { type: 'integer', default: 730, between: [1, 36_500] },
-    allow_unauthenticated: { type: 'boolean', default: false },
+    retention_days: { type: 'integer', default: 730, required: true, between: [1, 36_500] },
+    allow_unauthenticated: { type: 'boolean', default: false, required: true },
     scopes: { type: 'record', fields: { ingest: scopeName, manage: scopeName, read: scopeName, billing: scopeName } },
-    billing: { type: 'record', fields: { collection_period: { type: 'string', default: 'PT1H', custom: collectionPeriodProblem } } },
-    max_body_size: { type: 'integer', default: 10 * 1024 * 1024, between: [1024, 1024 * 1024 * 1024] },
-    max_events_per_request: { type: 'integer', default: 10_000, between: [1, 1_000_000] },
-    queue_max_events: { type: 'integer', default: 100_000, between: [1, 10_000_000] },
-    batch_max_events: { type: 'integer', default: 5_000, between: [1, 1_000_000] },
-    batch_max_wait_ms: { type: 'integer', default: 1, between: [0, 10_000] },
-    query_backfill_wait_ms: { type: 'integer', default: 10_000, between: [0, 600_000] },
-    collector_timeout_ms: { type: 'integer', default: 50, between: [1, 10_000] },
+    billing: { type: 'record', required: true, fields: { collection_period: { type: 'string', default: 'PT1H', required: true, custom: collectionPeriodProblem } } },
+    max_body_size: { type: 'integer', default: 10 * 1024 * 1024, required: true, between: [1024, 1024 * 1024 * 1024] },
+    max_events_per_request: { type: 'integer', default: 10_000, required: true, between: [1, 1_000_000] },
+    queue_max_events: { type: 'integer', default: 100_000, required: true, between: [1, 10_000_000] },
+    batch_max_events: { type: 'integer', default: 5_000, required: true, between: [1, 1_000_000] },
+    batch_max_wait_ms: { type: 'integer', default: 1, required: true, between: [0, 10_000] },
+    query_backfill_wait_ms: { type: 'integer', default: 10_000, required: true, between: [0, 600_000] },
+    collector_timeout_ms: { type: 'integer', default: 50, required: true, between: [1, 10_000] },
   },
 };
 

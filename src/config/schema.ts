@@ -137,10 +137,8 @@ function defaultOf(schema: FieldSchema): unknown {
 function check(schema: FieldSchema, input: unknown, path: Path, issues: Issue[]): unknown {
   if (input === undefined) {
     if (schema.default !== undefined) return defaultOf(schema);
-    if (schema.type === 'record' && !schema.required) {
-      // Kong fills nested records with their defaults when absent.
-      return hasDefaults(schema) ? check(schema, {}, path, issues) : undefined;
-    }
+    // Kong fills nested records with their defaults when absent, required ones too.
+    if (schema.type === 'record' && hasDefaults(schema)) return check(schema, {}, path, issues);
     if (schema.required) issues.push({ path, message: 'required field missing' });
     return undefined;
   }
