@@ -240,37 +240,41 @@ export function workerCount(setting: number | 'auto'): number {
   return setting === 'auto' ? Math.min(availableParallelism(), MAX_WORKER_PROCESSES) : setting;
 }
 
+/**
+ * The `gateway:` block. A setting with a default is required too, and so are list entries: an explicit
+ * null (`log_level:` left empty in YAML) is refused, not run with.
+ */
 export const nodeSettingsSchema: RecordSchema = {
   type: 'record',
   fields: {
-    proxy_listen: { type: 'array', elements: { type: 'string' }, default: ['0.0.0.0:8000', '0.0.0.0:8443 ssl http2'] },
-    admin_listen: { type: 'array', elements: { type: 'string' }, default: ['127.0.0.1:8001'] },
+    proxy_listen: { type: 'array', elements: { type: 'string', required: true }, default: ['0.0.0.0:8000', '0.0.0.0:8443 ssl http2'], required: true },
+    admin_listen: { type: 'array', elements: { type: 'string', required: true }, default: ['127.0.0.1:8001'], required: true },
     ssl_cert: { type: 'string' },
     ssl_cert_key: { type: 'string' },
-    data_dir: { type: 'string', len_min: 1, default: './data' },
-    trusted_ips: { type: 'array', elements: { type: 'string' }, default: [] },
-    log_level: { type: 'string', one_of: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info' },
-    access_log: { type: 'boolean', default: true },
-    client_max_body_size: { type: 'integer', between: [0, 2 ** 40], default: 128 * 1024 * 1024 },
-    max_header_size: { type: 'integer', between: [1024, 1024 * 1024], default: 32 * 1024 },
-    client_timeout: { type: 'integer', between: [1000, 2 ** 31 - 2], default: 60000 },
-    shutdown_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 10000 },
-    upstream_keepalive_pool_size: { type: 'integer', between: [0, 100000], default: 512 },
-    upstream_keepalive_idle_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 60 },
-    database: { type: 'string', one_of: ['leveldb', 'postgres'], default: 'leveldb' },
-    pg_host: { type: 'string', len_min: 1, default: '127.0.0.1' },
-    pg_port: { type: 'integer', between: [1, 65535], default: 5432 },
-    pg_user: { type: 'string', len_min: 1, default: 'tollgate' },
+    data_dir: { type: 'string', len_min: 1, default: './data', required: true },
+    trusted_ips: { type: 'array', elements: { type: 'string', required: true }, default: [], required: true },
+    log_level: { type: 'string', one_of: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', required: true },
+    access_log: { type: 'boolean', default: true, required: true },
+    client_max_body_size: { type: 'integer', between: [0, 2 ** 40], default: 128 * 1024 * 1024, required: true },
+    max_header_size: { type: 'integer', between: [1024, 1024 * 1024], default: 32 * 1024, required: true },
+    client_timeout: { type: 'integer', between: [1000, 2 ** 31 - 2], default: 60000, required: true },
+    shutdown_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 10000, required: true },
+    upstream_keepalive_pool_size: { type: 'integer', between: [0, 100000], default: 512, required: true },
+    upstream_keepalive_idle_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 60, required: true },
+    database: { type: 'string', one_of: ['leveldb', 'postgres'], default: 'leveldb', required: true },
+    pg_host: { type: 'string', len_min: 1, default: '127.0.0.1', required: true },
+    pg_port: { type: 'integer', between: [1, 65535], default: 5432, required: true },
+    pg_user: { type: 'string', len_min: 1, default: 'tollgate', required: true },
     pg_password: { type: 'string' },
-    pg_database: { type: 'string', len_min: 1, default: 'tollgate' },
-    pg_schema: { type: 'string', match: PG_IDENTIFIER, match_message: 'expected a PostgreSQL identifier: a letter or _, then letters, digits or _ (at most 63)', default: 'public' },
-    pg_ssl: { type: 'boolean', default: false },
-    pg_ssl_verify: { type: 'boolean', default: true },
-    pg_pool_size: { type: 'integer', between: [1, 1000], default: 10 },
+    pg_database: { type: 'string', len_min: 1, default: 'tollgate', required: true },
+    pg_schema: { type: 'string', match: PG_IDENTIFIER, match_message: 'expected a PostgreSQL identifier: a letter or _, then letters, digits or _ (at most 63)', default: 'public', required: true },
+    pg_ssl: { type: 'boolean', default: false, required: true },
+    pg_ssl_verify: { type: 'boolean', default: true, required: true },
+    pg_pool_size: { type: 'integer', between: [1, 1000], default: 10, required: true },
     // Left unset, a plugin in use that keeps state in one process brings it down to 1 (ConfigBuilder).
-    worker_processes: { type: 'any', custom: checkWorkerProcesses, default: 'auto' },
-    db_update_frequency: { type: 'number', between: [0.05, 3600], default: 1 },
-    plugins: { type: 'array', elements: { type: 'string', len_min: 1 }, default: ['bundled'] },
+    worker_processes: { type: 'any', custom: checkWorkerProcesses, default: 'auto', required: true },
+    db_update_frequency: { type: 'number', between: [0.05, 3600], default: 1, required: true },
+    plugins: { type: 'array', elements: { type: 'string', len_min: 1, required: true }, default: ['bundled'], required: true },
   },
   entity_checks: [
     (g) =>
