@@ -1,52 +1,41 @@
 /** The plugin's `config` schema, its scope check, and the `meters` entity of gateway.yaml. */
-import type { EntityDefinition, Issue, PluginScope, RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import type { EntityDefinition, Infer, Issue, PluginScope, RecordSchema } from '../../src/pipeline/plugin-api.ts';
 import { collectionPeriodProblem } from './billing/entities.ts';
 import { collectorProblems } from './collectors.ts';
 import { AGGREGATIONS, validateMeterCreate } from './meter-model.ts';
 
-export interface MeteringConfig {
-  /** Events older than this are purged, and rejected at ingest. */
-  retention_days: number;
-  /** Serve without an authentication plugin on the route (refused by default). */
-  allow_unauthenticated: boolean;
-  /** Token scopes required per operation group, when set. */
-  scopes: { ingest: string | null; manage: string | null; read: string | null; billing: string | null } | null;
-  /** Billing: how long after a period's end its usage is frozen into the issued invoice (ISO 8601). */
-  billing: { collection_period: string };
-  /** Largest accepted request body, bytes (413 above). */
-  max_body_size: number;
-  /** Most events in one ingest request (413 above). */
-  max_events_per_request: number;
-  /** Events waiting for their commit beyond which producers get 503 + Retry-After. */
-  queue_max_events: number;
-  /** Most events committed in one LevelDB batch. */
-  batch_max_events: number;
-  /** How long the first waiting event may wait for others to join its batch, ms. */
-  batch_max_wait_ms: number;
-  /** How long a query may wait for a meter's backfill before answering 503, ms. */
-  query_backfill_wait_ms: number;
-  /** The time budget of one evaluation of a collector's mapping, ms. */
-  collector_timeout_ms: number;
-}
-
 const scopeName = { type: 'string' as const, len_min: 1 };
 
-export const configSchema: RecordSchema = {
+// Every setting with a default is required too, as in Kong's schemas: an explicit null is refused, not run with.
+export const configSchema = {
   type: 'record',
   fields: {
-    retention_days: { type: 'integer', default: 730, between: [1, 36_500] },
-    allow_unauthenticated: { type: 'boolean', default: false },
+    /** Events older than this are purged, and rejected at ingest. */
+    retention_days: { type: 'integer', default: 730, required: true, between: [1, 36_500] },
+    /** Serve without an authentication plugin on the route (refused by default). */
+    allow_unauthenticated: { type: 'boolean', default: false, required: true },
+    /** Token scopes required per operation group, when set. */
     scopes: { type: 'record', fields: { ingest: scopeName, manage: scopeName, read: scopeName, billing: scopeName } },
-    billing: { type: 'record', fields: { collection_period: { type: 'string', default: 'PT1H', custom: collectionPeriodProblem } } },
-    max_body_size: { type: 'integer', default: 10 * 1024 * 1024, between: [1024, 1024 * 1024 * 1024] },
-    max_events_per_request: { type: 'integer', default: 10_000, between: [1, 1_000_000] },
-    queue_max_events: { type: 'integer', default: 100_000, between: [1, 10_000_000] },
-    batch_max_events: { type: 'integer', default: 5_000, between: [1, 1_000_000] },
-    batch_max_wait_ms: { type: 'integer', default: 1, between: [0, 10_000] },
-    query_backfill_wait_ms: { type: 'integer', default: 10_000, between: [0, 600_000] },
-    collector_timeout_ms: { type: 'integer', default: 50, between: [1, 10_000] },
+    /** Billing: how long after a period's end its usage is frozen into the issued invoice (ISO 8601). */
+    billing: { type: 'record', required: true, fields: { collection_period: { type: 'string', default: 'PT1H', required: true, custom: collectionPeriodProblem } } },
+    /** Largest accepted request body, bytes (413 above). */
+    max_body_size: { type: 'integer', default: 10 * 1024 * 1024, required: true, between: [1024, 1024 * 1024 * 1024] },
+    /** Most events in one ingest request (413 above). */
+    max_events_per_request: { type: 'integer', default: 10_000, required: true, between: [1, 1_000_000] },
+    /** Events waiting for their commit beyond which producers get 503 + Retry-After. */
+    queue_max_events: { type: 'integer', default: 100_000, required: true, between: [1, 10_000_000] },
+    /** Most events committed in one LevelDB batch. */
+    batch_max_events: { type: 'integer', default: 5_000, required: true, between: [1, 1_000_000] },
+    /** How long the first waiting event may wait for others to join its batch, ms. */
+    batch_max_wait_ms: { type: 'integer', default: 1, required: true, between: [0, 10_000] },
+    /** How long a query may wait for a meter's backfill before answering 503, ms. */
+    query_backfill_wait_ms: { type: 'integer', default: 10_000, required: true, between: [0, 600_000] },
+    /** The time budget of one evaluation of a collector's mapping, ms. */
+    collector_timeout_ms: { type: 'integer', default: 50, required: true, between: [1, 10_000] },
   },
-};
+} as const satisfies RecordSchema;
+
+export type MeteringConfig = Infer<typeof configSchema>;
 
 /** Every route the plugin serves must authenticate the caller first (an authentication plugin that runs before it). */
 export function checkConfig(config: MeteringConfig, scope: PluginScope): Issue[] {

@@ -1,27 +1,5 @@
 /** The plugin's `config` schema (Kong's kong/plugins/oauth2/schema.lua, same defaults and messages). */
-import { headerValueProblem, randomAlphanumeric, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
-
-export type PkceMode = 'none' | 'lax' | 'strict';
-
-export interface OAuth2Config {
-  scopes: string[] | null;
-  mandatory_scope: boolean;
-  provision_key: string;
-  token_expiration: number;
-  enable_authorization_code: boolean;
-  enable_implicit_grant: boolean;
-  enable_client_credentials: boolean;
-  enable_password_grant: boolean;
-  hide_credentials: boolean;
-  accept_http_if_already_terminated: boolean;
-  anonymous: string | null;
-  global_credentials: boolean;
-  auth_header_name: string;
-  refresh_token_ttl: number;
-  reuse_refresh_token: boolean;
-  pkce: PkceMode;
-  realm: string | null;
-}
+import { headerValueProblem, randomAlphanumeric, type Infer, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
 /**
  * Provision keys the schema generated (the operator gave none). `configure` swaps each for a key
@@ -64,7 +42,7 @@ function mandatoryScopeNeedsScopes(config: Record<string, any>): Issue[] {
   return [];
 }
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     scopes: { type: 'array', elements: { type: 'string', custom: scopeTokenProblem } },
@@ -79,7 +57,8 @@ export const configSchema: RecordSchema = {
     accept_http_if_already_terminated: { type: 'boolean', default: false, required: true },
     anonymous: { type: 'string', len_min: 1 },
     global_credentials: { type: 'boolean', default: false, required: true },
-    auth_header_name: { type: 'string', default: 'authorization', len_min: 1, custom: headerNameProblem },
+    // Required (unlike Kong's) so an explicit null is refused: every request reads this header.
+    auth_header_name: { type: 'string', default: 'authorization', required: true, len_min: 1, custom: headerNameProblem },
     refresh_token_ttl: { type: 'number', default: 1_209_600, required: true, between: [0, 100_000_000] },
     reuse_refresh_token: { type: 'boolean', default: false, required: true },
     pkce: { type: 'string', default: 'lax', one_of: ['none', 'lax', 'strict'] },
@@ -87,4 +66,6 @@ export const configSchema: RecordSchema = {
     realm: { type: 'string', custom: headerValueProblem },
   },
   entity_checks: [atLeastOneGrantEnabled, mandatoryScopeNeedsScopes],
-};
+} as const satisfies RecordSchema;
+
+export type OAuth2Config = Infer<typeof configSchema>;

@@ -240,37 +240,50 @@ export function workerCount(setting: number | 'auto'): number {
   return setting === 'auto' ? Math.min(availableParallelism(), MAX_WORKER_PROCESSES) : setting;
 }
 
-export const nodeSettingsSchema: RecordSchema = {
+/**
+ * The `gateway:` block (what Kong keeps in kong.conf). A setting with a default is required too, and so
+ * are list entries: an explicit null (`log_level:` left empty in YAML) is refused, not run with.
+ */
+export const nodeSettingsSchema = {
   type: 'record',
   fields: {
-    proxy_listen: { type: 'array', elements: { type: 'string' }, default: ['0.0.0.0:8000', '0.0.0.0:8443 ssl http2'] },
-    admin_listen: { type: 'array', elements: { type: 'string' }, default: ['127.0.0.1:8001'] },
+    proxy_listen: { type: 'array', elements: { type: 'string', required: true }, default: ['0.0.0.0:8000', '0.0.0.0:8443 ssl http2'], required: true },
+    admin_listen: { type: 'array', elements: { type: 'string', required: true }, default: ['127.0.0.1:8001'], required: true },
     ssl_cert: { type: 'string' },
     ssl_cert_key: { type: 'string' },
-    data_dir: { type: 'string', len_min: 1, default: './data' },
-    trusted_ips: { type: 'array', elements: { type: 'string' }, default: [] },
-    log_level: { type: 'string', one_of: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info' },
-    access_log: { type: 'boolean', default: true },
-    client_max_body_size: { type: 'integer', between: [0, 2 ** 40], default: 128 * 1024 * 1024 },
-    max_header_size: { type: 'integer', between: [1024, 1024 * 1024], default: 32 * 1024 },
-    client_timeout: { type: 'integer', between: [1000, 2 ** 31 - 2], default: 60000 },
-    shutdown_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 10000 },
-    upstream_keepalive_pool_size: { type: 'integer', between: [0, 100000], default: 512 },
-    upstream_keepalive_idle_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 60 },
-    database: { type: 'string', one_of: ['leveldb', 'postgres'], default: 'leveldb' },
-    pg_host: { type: 'string', len_min: 1, default: '127.0.0.1' },
-    pg_port: { type: 'integer', between: [1, 65535], default: 5432 },
-    pg_user: { type: 'string', len_min: 1, default: 'tollgate' },
+    data_dir: { type: 'string', len_min: 1, default: './data', required: true },
+    trusted_ips: { type: 'array', elements: { type: 'string', required: true }, default: [], required: true },
+    log_level: { type: 'string', one_of: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', required: true },
+    access_log: { type: 'boolean', default: true, required: true },
+    /** Largest request body the gateway accepts, in bytes (0 = no limit). */
+    client_max_body_size: { type: 'integer', between: [0, 2 ** 40], default: 128 * 1024 * 1024, required: true },
+    /** Largest total size of request headers, in bytes. */
+    max_header_size: { type: 'integer', between: [1024, 1024 * 1024], default: 32 * 1024, required: true },
+    /** Idle timeout for downstream connections, ms. */
+    client_timeout: { type: 'integer', between: [1000, 2 ** 31 - 2], default: 60000, required: true },
+    /** How long SIGTERM waits for in-flight requests before closing connections, ms. */
+    shutdown_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 10000, required: true },
+    upstream_keepalive_pool_size: { type: 'integer', between: [0, 100000], default: 512, required: true },
+    upstream_keepalive_idle_timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 60, required: true },
+    /** The store: LevelDB under data_dir (one node), or PostgreSQL shared by every node of a cluster. */
+    database: { type: 'string', one_of: ['leveldb', 'postgres'], default: 'leveldb', required: true },
+    pg_host: { type: 'string', len_min: 1, default: '127.0.0.1', required: true },
+    pg_port: { type: 'integer', between: [1, 65535], default: 5432, required: true },
+    pg_user: { type: 'string', len_min: 1, default: 'tollgate', required: true },
     pg_password: { type: 'string' },
-    pg_database: { type: 'string', len_min: 1, default: 'tollgate' },
-    pg_schema: { type: 'string', match: PG_IDENTIFIER, match_message: 'expected a PostgreSQL identifier: a letter or _, then letters, digits or _ (at most 63)', default: 'public' },
-    pg_ssl: { type: 'boolean', default: false },
-    pg_ssl_verify: { type: 'boolean', default: true },
-    pg_pool_size: { type: 'integer', between: [1, 1000], default: 10 },
+    pg_database: { type: 'string', len_min: 1, default: 'tollgate', required: true },
+    pg_schema: { type: 'string', match: PG_IDENTIFIER, match_message: 'expected a PostgreSQL identifier: a letter or _, then letters, digits or _ (at most 63)', default: 'public', required: true },
+    pg_ssl: { type: 'boolean', default: false, required: true },
+    pg_ssl_verify: { type: 'boolean', default: true, required: true },
+    /** Connections to PostgreSQL each process of the node may open for its queries (plus one for notices). */
+    pg_pool_size: { type: 'integer', between: [1, 1000], default: 10, required: true },
     // Left unset, a plugin in use that keeps state in one process brings it down to 1 (ConfigBuilder).
-    worker_processes: { type: 'any', custom: checkWorkerProcesses, default: 'auto' },
-    db_update_frequency: { type: 'number', between: [0.05, 3600], default: 1 },
-    plugins: { type: 'array', elements: { type: 'string', len_min: 1 }, default: ['bundled'] },
+    /** Processes serving this node: 'auto' = one per core. */
+    worker_processes: { type: 'any', custom: checkWorkerProcesses, default: 'auto', required: true },
+    /** Seconds within which a change made by another process or node reaches this one's caches. */
+    db_update_frequency: { type: 'number', between: [0.05, 3600], default: 1, required: true },
+    /** Kong's `plugins`: `bundled`, plugin names, or `off`; a plugin not listed cannot be configured. */
+    plugins: { type: 'array', elements: { type: 'string', len_min: 1, required: true }, default: ['bundled'], required: true },
   },
   entity_checks: [
     (g) =>
@@ -278,4 +291,4 @@ export const nodeSettingsSchema: RecordSchema = {
         ? [{ path: [g.ssl_cert ? 'ssl_cert_key' : 'ssl_cert'], message: 'ssl_cert and ssl_cert_key must be set together' }]
         : [],
   ],
-};
+} as const satisfies RecordSchema;

@@ -294,7 +294,8 @@ class ConfigBuilder implements BuildContext {
     const { value, issues } = validate<NodeSettings>(nodeSettingsSchema, raw ?? {}, ['gateway']);
     this.issues.push(...issues);
     for (const key of ['proxy_listen', 'admin_listen'] as const) {
-      if (!Array.isArray(value[key])) continue;
+      // An entry that is not a string was reported by the schema; parsing it would throw.
+      if (!Array.isArray(value[key]) || !value[key].every((entry) => typeof entry === 'string')) continue;
       for (const e of parseListenList(value[key]).errors) this.issue(['gateway', key, e.index], e.message);
     }
     for (const [i, cidr] of (value.trusted_ips ?? []).entries()) {

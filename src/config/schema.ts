@@ -41,13 +41,13 @@ export interface StringSchema extends Common<string> {
 }
 export interface NumberSchema extends Common<number> {
   type: 'integer' | 'number';
-  between?: [number, number];
+  between?: readonly [number, number];
   gt?: number;
 }
 export interface BooleanSchema extends Common<boolean> {
   type: 'boolean';
 }
-export interface ArraySchema extends Common<unknown[]> {
+export interface ArraySchema extends Common<readonly unknown[]> {
   type: 'array' | 'set';
   elements: FieldSchema;
   len_min?: number;
@@ -59,14 +59,58 @@ export interface MapSchema extends Common<Record<string, unknown>> {
 }
 export interface RecordSchema extends Common<Record<string, unknown>> {
   type: 'record';
-  fields: Record<string, FieldSchema>;
+  fields: Readonly<Record<string, FieldSchema>>;
   /** Checks over the whole (defaulted) record, as Kong's entity_checks. */
-  entity_checks?: ((record: Record<string, any>) => Issue[])[];
+  entity_checks?: readonly ((record: Record<string, any>) => Issue[])[];
 }
 export interface AnySchema extends Common<unknown> {
   type: 'any';
 }
 export type FieldSchema = StringSchema | NumberSchema | BooleanSchema | ArraySchema | MapSchema | RecordSchema | AnySchema;
+
+/**
+ * The value `validate` returns for `schema` and a present, non-null input when it reports no issue;
+ * the schema must keep its literal types (`as const satisfies RecordSchema`). It follows `check`
+ * exactly: a required field is there (null is refused); a field with a default is there, but an
+ * explicit null stays null; a record whose fields have defaults is filled in when absent, so it is
+ * there too; any other field may be absent or null. Array elements and map values are checked as
+ * fields: a null one stays unless they are required.
+ */
+export type Infer<S extends FieldSchema> = S extends StringSchema
+  ? S['one_of'] extends readonly (infer L extends string)[] ? L : string
+  : S extends NumberSchema
+    ? number
+    : S extends BooleanSchema
+      ? boolean
+      : S extends ArraySchema
+        ? FieldValue<S['elements']>[]
+        : S extends MapSchema
+          ? Record<string, FieldValue<S['values']>>
+          : S extends RecordSchema
+            ? RecordValue<S['fields']>
+            : unknown;
+
+/** A field's value: `check` returns an explicit null as it is, unless the field is required. */
+type FieldValue<S extends FieldSchema> = S extends { required: true } ? Infer<S> : Infer<S> | null;
+
+type Fields = Readonly<Record<string, FieldSchema>>;
+
+/** Whether `check` always puts the field in its record: required, defaulted, or a record it fills. */
+type AlwaysThere<S extends FieldSchema> = S extends { required: true } ? true : FilledWhenAbsent<S>;
+
+/** `defaultOf`, or `hasDefaults` for a record (where `required` alone does not count). */
+type FilledWhenAbsent<S extends FieldSchema> = S extends { default: {} }
+  ? true
+  : S extends RecordSchema
+    ? true extends { [K in keyof S['fields']]: FilledWhenAbsent<S['fields'][K]> }[keyof S['fields']] ? true : false
+    : false;
+
+type RecordValue<F extends Fields> = Flatten<
+  { -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? K : never]: FieldValue<F[K]> } & {
+    -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? never : K]?: FieldValue<F[K]>;
+  }
+>;
+type Flatten<T> = { [K in keyof T]: T[K] };
 
 export interface Validated<T> {
   value: T;
@@ -93,10 +137,8 @@ function defaultOf(schema: FieldSchema): unknown {
 function check(schema: FieldSchema, input: unknown, path: Path, issues: Issue[]): unknown {
   if (input === undefined) {
     if (schema.default !== undefined) return defaultOf(schema);
-    if (schema.type === 'record' && !schema.required) {
-      // Kong fills nested records with their defaults when absent.
-      return hasDefaults(schema) ? check(schema, {}, path, issues) : undefined;
-    }
+    // Kong fills nested records with their defaults when absent, required ones too.
+    if (schema.type === 'record' && hasDefaults(schema)) return check(schema, {}, path, issues);
     if (schema.required) issues.push({ path, message: 'required field missing' });
     return undefined;
   }

@@ -1,4 +1,6 @@
 /** The validated, defaulted, id-resolved configuration the gateway runs on. */
+import type { nodeSettingsSchema } from './entities.ts';
+import type { Infer } from './schema.ts';
 
 export type RouteProtocol = 'http' | 'https' | 'grpc' | 'grpcs' | 'ws' | 'wss';
 export type ServiceProtocol = 'http' | 'https' | 'grpc' | 'grpcs' | 'ws' | 'wss';
@@ -72,45 +74,14 @@ export interface PluginEntity<Config = Record<string, any>> {
   tags: string[] | null;
 }
 
-/** Node settings: the `gateway:` block (what Kong keeps in kong.conf). */
-export interface NodeSettings {
-  proxy_listen: string[];
-  admin_listen: string[];
-  ssl_cert: string | null;
-  ssl_cert_key: string | null;
-  data_dir: string;
-  trusted_ips: string[];
-  log_level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  access_log: boolean;
-  /** Largest request body the gateway accepts, in bytes (0 = no limit). */
-  client_max_body_size: number;
-  /** Largest total size of request headers, in bytes. */
-  max_header_size: number;
-  /** Idle timeout for downstream connections, ms. */
-  client_timeout: number;
-  /** How long SIGTERM waits for in-flight requests before closing connections, ms. */
-  shutdown_timeout: number;
-  upstream_keepalive_pool_size: number;
-  upstream_keepalive_idle_timeout: number;
-  /** The store: LevelDB under data_dir (one node), or PostgreSQL shared by every node of a cluster. */
-  database: 'leveldb' | 'postgres';
-  pg_host: string;
-  pg_port: number;
-  pg_user: string;
-  pg_password: string | null;
-  pg_database: string;
-  pg_schema: string;
-  pg_ssl: boolean;
-  pg_ssl_verify: boolean;
-  /** Connections to PostgreSQL each process of the node may open for its queries (plus one for notices). */
-  pg_pool_size: number;
-  /** Processes serving this node: 'auto' = one per core. */
-  worker_processes: number | 'auto';
-  /** Seconds within which a change made by another process or node reaches this one's caches. */
-  db_update_frequency: number;
-  /** Kong's `plugins`: `bundled`, plugin names, or `off`; a plugin not listed cannot be configured. */
-  plugins: string[];
-}
+/** A validated record as the loader keeps it: an optional field the file left out reads as null, as in Kong's admin API. */
+type AbsentAsNull<T> = { [K in keyof T]-?: undefined extends T[K] ? Exclude<T[K], undefined> | null : T[K] };
+
+/**
+ * Node settings: the `gateway:` block as validated, with `data_dir` and the certificate paths made
+ * absolute. `worker_processes` is typed here: the schema takes it as `any` (a count or 'auto') and checks it.
+ */
+export type NodeSettings = Omit<AbsentAsNull<Infer<typeof nodeSettingsSchema>>, 'worker_processes'> & { worker_processes: number | 'auto' };
 
 export type BalancingAlgorithm = 'round-robin' | 'consistent-hashing' | 'least-connections' | 'latency';
 export type HashInput = 'none' | 'consumer' | 'ip' | 'header' | 'cookie' | 'path' | 'query_arg' | 'uri_capture';

@@ -1,16 +1,18 @@
 /**
  * The plugin's pure building blocks: RFC 3339 parsing, zone calendars (DST gaps and overlaps,
  * half-hour offsets), window bounds and their cover by roll-up buckets, exact decimal quantities, JSONPath,
- * key escaping and the stored form of events.
+ * key escaping, the stored form of events and the config schema.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { compileJsonPath, jsonValueText, lookup } from '../../../plugins/metering/jsonpath.ts';
 import { storedEventJson, type StoredEvent } from '../../../plugins/metering/events.ts';
 import { escapePart, unescapePart } from '../../../plugins/metering/keys.ts';
+import { configSchema } from '../../../plugins/metering/schema.ts';
 import { addQuantities, decodeQuantity, divideQuantity, formatQuantity, isOutOfRange, OUT_OF_RANGE, parseQuantity, type Quantity } from '../../../plugins/metering/quantity.ts';
 import { formatInZone, fromLocal, parseRfc3339 } from '../../../plugins/metering/time.ts';
 import { coverSpan, windowEnd, windowStart, type Granularity } from '../../../plugins/metering/windows.ts';
+import { validate } from '../../../src/pipeline/plugin-api.ts';
 
 /** Window starts covering [from, to), plus the end of the last one. */
 function windowBounds(from: number, to: number, granularity: Granularity, timeZone: string): number[] {
@@ -120,4 +122,18 @@ test('stored events are the JSON of their record, whatever their strings hold', 
       if (text.includes('\ud800 ')) assert.ok(json.includes('\\ud800'), 'lone surrogates are escaped, as JSON.stringify does');
     }
   }
+});
+
+test('config: settings left out take their defaults; an explicit null is refused, not run with', () => {
+  const filled = validate(configSchema, {});
+  assert.deepEqual(filled.issues, []);
+  assert.equal(filled.value.retention_days, 730);
+  assert.deepEqual(filled.value.billing, { collection_period: 'PT1H' });
+  assert.deepEqual(validate(configSchema, { billing: {} }).value.billing, { collection_period: 'PT1H' });
+  assert.deepEqual(validate(configSchema, { retention_days: null, billing: null, max_body_size: null }).issues, [
+    { path: ['retention_days'], message: 'required field missing' },
+    { path: ['billing'], message: 'required field missing' },
+    { path: ['max_body_size'], message: 'required field missing' },
+  ]);
+  assert.deepEqual(validate(configSchema, { billing: { collection_period: null } }).issues, [{ path: ['billing', 'collection_period'], message: 'required field missing' }]);
 });

@@ -76,6 +76,7 @@ describe('config schema', () => {
       { path: ['persistent_refresh_token'], message: 'unknown field' },
     ]);
     assert.deepEqual(check({ enable_authorization_code: true, pkce: 'plain' }).issues, [{ path: ['pkce'], message: 'expected one of: none, lax, strict' }]);
+    assert.deepEqual(check({ enable_authorization_code: true, auth_header_name: null }).issues, [{ path: ['auth_header_name'], message: 'required field missing' }]);
   });
 
   it("fills Kong's defaults and generates a provision_key", () => {

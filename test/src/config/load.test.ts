@@ -538,6 +538,17 @@ test('the gateway block: listener strings, ssl pair, sizes', () => {
   assert.equal(config.gateway.data_dir, '/var/tg');
 });
 
+test('the gateway block: a setting or list entry given as null is refused, not run with; a listener that is not a string is reported, not parsed', () => {
+  const settings = ['  log_level:', '  client_timeout: null', '  proxy_listen: [null, 8000]', '  trusted_ips: [null]'];
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'gateway:', ...settings)), [
+    'gw.yaml:3:13: gateway.log_level: required field missing',
+    'gw.yaml:4:19: gateway.client_timeout: required field missing',
+    'gw.yaml:5:18: gateway.proxy_listen[0]: required field missing',
+    'gw.yaml:5:24: gateway.proxy_listen[1]: expected a string',
+    'gw.yaml:6:17: gateway.trusted_ips[0]: required field missing',
+  ]);
+});
+
 test('the plugin config is validated by its own schema: unknown keys, types, entity checks', () => {
   const errors = errorsOf(
     yaml(
