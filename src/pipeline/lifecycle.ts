@@ -14,13 +14,13 @@ import type { AccessLog, Logger } from '../log.ts';
 import { parseRequestHost } from '../config/hostnames.ts';
 import type { Route } from '../config/types.ts';
 import { peerAddress } from '../address-ranges.ts';
-import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders } from '../proxy/headers.ts';
+import { buildUpstreamHeaders, downstreamHeaders } from '../proxy/headers.ts';
 import { HttpEngine } from '../proxy/http-engine.ts';
 import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import type { Metrics } from '../metrics.ts';
-import { RewritingSink, type BodyRewrite } from './response-phase.ts';
+import { finishResponseHeaders, RewritingSink, type BodyRewrite } from './response-phase.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
 import { HttpError, type UnmatchedRequest } from './plugin-api.ts';
 import type { PeerSource } from '../balancer/peers.ts';
@@ -326,8 +326,16 @@ export class Lifecycle {
     return { peers, tls: ctx.snapshot.upstreamTls(service) };
   }
 
-  private upstreamHeaders(ctx: Context, listener: ListenerInfo) {
-    return buildUpstreamHeaders(ctx, ctx.service!, {
+  private upstreamHeaders(ctx: Context, listener: ListenerInfo): OutgoingHttpHeaders {
+    return buildUpstreamHeaders(ctx.service!, {
+      clientHeaders: ctx.headers,
+      requestId: ctx.id,
+      httpVersion: ctx.httpVersion,
+      isUpgrade: ctx.isUpgrade,
+      preserveHost: ctx.route.preserve_host,
+      host: ctx.host,
+      forwardedProto: ctx.forwardedProto,
+      clientIp: ctx.clientIp,
       peerIp: ctx.peerIp,
       trusted: ctx.trusted,
       listenerPort: listener.port,
@@ -335,10 +343,12 @@ export class Lifecycle {
       strippedPrefix: ctx.match.strippedPrefix,
       rawPath: ctx.rawPath,
       peerHost: ctx.peers?.first.hostHeader,
+      headerEdits: ctx.headerEdits,
+      bodyLength: ctx.body?.length,
     });
   }
 
-  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>, destination: Destination): void {
+  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: OutgoingHttpHeaders, destination: Destination): void {
     const limit = ctx.snapshot.config.gateway.client_max_body_size;
     const declared = Number(req.headers['content-length']);
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);

@@ -15,8 +15,9 @@ import type { Peer } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
 import type { Context } from '../pipeline/context.ts';
 import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
+import { finishResponseHeaders } from '../pipeline/response-phase.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
-import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
+import { downstreamHeaders } from './headers.ts';
 import { encodeGrpcMessage, failureKind, grpcStatusFor, MESSAGES, upstreamFailureAnswer } from './respond.ts';
 
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;

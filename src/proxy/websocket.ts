@@ -15,7 +15,8 @@ import type { Duplex } from 'node:stream';
 import type { Peer } from '../balancer/peers.ts';
 import { headerLines, type Context } from '../pipeline/context.ts';
 import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
-import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
+import { finishResponseHeaders } from '../pipeline/response-phase.ts';
+import { downstreamHeaders } from './headers.ts';
 import { failureKind, upstreamFailureAnswer } from './respond.ts';
 
 /** Services an upgrade can be proxied to (Kong OSS tunnels WebSockets over http/https services). */
