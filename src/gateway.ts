@@ -140,7 +140,7 @@ export class Gateway {
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
     const protocols: ProtocolProxy = {
-      grpc: (ctx, headers, destination, end) => grpc.proxy(ctx, headers, destination, end),
+      grpc: (request, handlers) => grpc.proxy(request, handlers),
       upgrade: (ctx, socket, head, headers, destination, end) => websocket.proxy(ctx, socket, head, headers, destination, end),
       close: () => {
         grpc.close();

@@ -5,7 +5,7 @@
  * HTTP requests and WebSocket handshakes share every step up to the upstream.
  */
 import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
-import { Http2ServerRequest } from 'node:http2';
+import { Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Duplex, Readable } from 'node:stream';
@@ -14,6 +14,8 @@ import type { AccessLog, Logger } from '../log.ts';
 import { parseRequestHost } from '../config/hostnames.ts';
 import type { Route } from '../config/types.ts';
 import { peerAddress } from '../address-ranges.ts';
+import type { ExchangeHandlers } from '../proxy/exchange.ts';
+import type { GrpcHandlers, GrpcRequest } from '../proxy/grpc.ts';
 import { buildUpstreamHeaders, downstreamHeaders } from '../proxy/headers.ts';
 import { HttpEngine } from '../proxy/http-engine.ts';
 import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
@@ -58,20 +60,9 @@ export interface ProxyEnd {
   fail(err: unknown): void;
 }
 
-/** A protocol proxy's callback whose exception fails its exchange (500, or a cut connection) instead of reaching the process. */
-export function contained<A extends unknown[]>(end: ProxyEnd, callback: (...args: A) => void): (...args: A) => void {
-  return (...args) => {
-    try {
-      callback(...args);
-    } catch (err) {
-      end.fail(err);
-    }
-  };
-}
-
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
-  grpc(ctx: Context, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
+  grpc(request: GrpcRequest, handlers: GrpcHandlers): void;
   upgrade(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close(): void;
@@ -304,9 +295,7 @@ export class Lifecycle {
     if (!destination) return;
     const headers = this.upstreamHeaders(ctx, listener);
     const protocol = ctx.service.protocol;
-    if (protocol === 'grpc' || protocol === 'grpcs') {
-      return this.protocols.grpc(ctx, headers as Record<string, unknown>, destination, this.endOf(ctx));
-    }
+    if (protocol === 'grpc' || protocol === 'grpcs') return this.proxyGrpc(ctx, headers, destination);
     this.proxyHttp(ctx, req, res, headers, destination);
   }
 
@@ -394,6 +383,36 @@ export class Lifecycle {
       },
     );
     ctx.abortUpstream = handle.abort;
+  }
+
+  private proxyGrpc(ctx: Context, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
+    this.protocols.grpc(
+      {
+        service: ctx.service!, peers, tls, authorityPerPeer: !ctx.route.preserve_host, method: ctx.method, path: ctx.upstreamTarget(), headers,
+        body: ctx.body, req: ctx.raw.req as Http2ServerRequest, res: ctx.raw.res as Http2ServerResponse, requestId: ctx.id,
+      },
+      {
+        ...this.exchangeHandlers(ctx),
+        onRequestBytes: (count) => (ctx.requestBodyBytes += count),
+        onResponseBytes: (count) => (ctx.responseBodyBytes += count),
+        done: () => this.contain(ctx, () => this.finish(ctx)),
+      },
+    );
+  }
+
+  /** What the gRPC and WebSocket proxies report, noted on the request. */
+  private exchangeHandlers(ctx: Context): ExchangeHandlers {
+    return {
+      onUpstreamLatency: (ms) => (ctx.upstreamLatency = Math.round(ms)),
+      onResponseHead: (status, headers, sentAt) => void finishResponseHeaders(ctx, status, headers, sentAt),
+      onResponseSent: (status) => (ctx.status = status),
+      onError: (status, message) => {
+        // No answer went out, whatever status was noted for one (a WebSocket handshake is marked 101 before it goes upstream).
+        ctx.status = 0;
+        ctx.error(status, message);
+      },
+      fail: (err) => this.failed(ctx, err),
+    };
   }
 
   /** Hands a response body chunk to the plugins observing it; one that throws sees no more of it. */

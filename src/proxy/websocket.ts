@@ -14,8 +14,9 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Peer } from '../balancer/peers.ts';
 import { headerLines, type Context } from '../pipeline/context.ts';
-import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
+import type { Destination, ProxyEnd } from '../pipeline/lifecycle.ts';
 import { finishResponseHeaders } from '../pipeline/response-phase.ts';
+import { contained } from './exchange.ts';
 import { downstreamHeaders } from './headers.ts';
 import { failureKind, upstreamFailureAnswer } from './respond.ts';
 
