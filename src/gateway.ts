@@ -141,7 +141,7 @@ export class Gateway {
     const websocket = new WebSocketProxy();
     const protocols: ProtocolProxy = {
       grpc: (request, handlers) => grpc.proxy(request, handlers),
-      upgrade: (ctx, socket, head, headers, destination, end) => websocket.proxy(ctx, socket, head, headers, destination, end),
+      upgrade: (request, handlers) => websocket.proxy(request, handlers),
       close: () => {
         grpc.close();
         websocket.close();

@@ -19,6 +19,7 @@ import type { GrpcHandlers, GrpcRequest } from '../proxy/grpc.ts';
 import { buildUpstreamHeaders, downstreamHeaders } from '../proxy/headers.ts';
 import { HttpEngine } from '../proxy/http-engine.ts';
 import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
+import type { WebSocketHandlers, WebSocketRequest } from '../proxy/websocket.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import type { Metrics } from '../metrics.ts';
@@ -47,23 +48,15 @@ interface ObservedRequest {
 }
 
 /** Where a request goes upstream: the peer of each try, and the TLS settings towards it. */
-export interface Destination {
+interface Destination {
   peers: PeerSource;
   tls: UpstreamTls | undefined;
-}
-
-/** How a protocol proxy reports the end of its exchange. */
-export interface ProxyEnd {
-  /** The exchange is over (once). */
-  done(): void;
-  /** A failure in one of its callbacks: the request gets its 500, or its connection is cut. */
-  fail(err: unknown): void;
 }
 
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
   grpc(request: GrpcRequest, handlers: GrpcHandlers): void;
-  upgrade(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
+  upgrade(request: WebSocketRequest, handlers: WebSocketHandlers): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close(): void;
 }
@@ -117,7 +110,7 @@ export class Lifecycle {
         if (!destination) return;
         const headers = this.upstreamHeaders(ctx, listener);
         ctx.status = 101;
-        this.protocols.upgrade(ctx, socket, head, headers as Record<string, unknown>, destination, this.endOf(ctx));
+        this.proxyWebSocket(ctx, socket, head, headers, destination);
       }),
     );
   }
@@ -400,6 +393,20 @@ export class Lifecycle {
     );
   }
 
+  private proxyWebSocket(ctx: Context, socket: Duplex, head: Buffer, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
+    this.protocols.upgrade(
+      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, path: ctx.upstreamTarget(), headers, socket, head },
+      {
+        ...this.exchangeHandlers(ctx),
+        onTunnelClosed: (bytes) => {
+          ctx.requestBodyBytes = bytes.fromClient;
+          ctx.responseBodyBytes = bytes.toClient;
+          this.contain(ctx, () => this.finish(ctx));
+        },
+      },
+    );
+  }
+
   /** What the gRPC and WebSocket proxies report, noted on the request. */
   private exchangeHandlers(ctx: Context): ExchangeHandlers {
     return {
@@ -495,10 +502,6 @@ export class Lifecycle {
     }
     ctx.abortUpstream?.();
     ctx.downstream.abort();
-  }
-
-  private endOf(ctx: Context): ProxyEnd {
-    return { done: () => this.contain(ctx, () => this.finish(ctx)), fail: (err) => this.failed(ctx, err) };
   }
 
   /** The log phase: once, when the response has ended or the client went away. */

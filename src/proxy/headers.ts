@@ -4,7 +4,7 @@
  * appended to, Via appended to, Host per preserve_host; and never a client's copy of a header the
  * gateway vouches for.
  */
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { validateHeaderName, validateHeaderValue, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import type { Service } from '../config/types.ts';
 import { SERVER_TOKEN } from './respond.ts';
 
@@ -159,4 +159,22 @@ export function downstreamHeaders(
   out.via = upstream.via ? `${upstream.via}, ${via}` : via;
   out.server ??= SERVER_TOKEN;
   return out;
+}
+
+/**
+ * Header lines and the blank line ending them, for answers written on a raw socket. Checked as
+ * ServerResponse checks them (it throws the same errors): a line break in a value would let whoever
+ * chose it write headers or a whole response of their own.
+ */
+export function headerLines(headers: OutgoingHttpHeaders): string {
+  let out = '';
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    validateHeaderName(name);
+    for (const v of Array.isArray(value) ? value : [value]) {
+      validateHeaderValue(name, String(v));
+      out += `${name}: ${v}\r\n`;
+    }
+  }
+  return out + '\r\n';
 }
