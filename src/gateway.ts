@@ -140,8 +140,8 @@ export class Gateway {
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
     const protocols: ProtocolProxy = {
-      grpc: (ctx, headers, destination, end) => grpc.proxy(ctx, headers, destination, end),
-      upgrade: (ctx, socket, head, headers, destination, end) => websocket.proxy(ctx, socket, head, headers, destination, end),
+      grpc: (request, handlers) => grpc.proxy(request, handlers),
+      upgrade: (request, handlers) => websocket.proxy(request, handlers),
       close: () => {
         grpc.close();
         websocket.close();

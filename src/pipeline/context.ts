@@ -2,12 +2,13 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Readable, type Duplex } from 'node:stream';
-import { STATUS_CODES, validateHeaderName, validateHeaderValue } from 'node:http';
+import { STATUS_CODES } from 'node:http';
 import type { PeerSource } from '../balancer/peers.ts';
 import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
+import { headerLines } from '../proxy/headers.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
 import { HttpError, type AuthenticatedCredential, type BodyObserver, type PluginRuntime, type RequestContext, type RequestOutcome, type ResponseSource } from './plugin-api.ts';
 import { rewriteBody, runResponsePhase } from './response-phase.ts';
@@ -70,24 +71,6 @@ export class SocketDownstream implements Downstream {
   abort(): void {
     if (!this.sent) this.socket.destroy();
   }
-}
-
-/**
- * Header lines and the blank line ending them, for answers written on a raw socket. Checked as
- * ServerResponse checks them (it throws the same errors): a line break in a value would let whoever
- * chose it write headers or a whole response of their own.
- */
-export function headerLines(headers: OutgoingHttpHeaders): string {
-  let out = '';
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    validateHeaderName(name);
-    for (const v of Array.isArray(value) ? value : [value]) {
-      validateHeaderValue(name, String(v));
-      out += `${name}: ${v}\r\n`;
-    }
-  }
-  return out + '\r\n';
 }
 
 export interface ContextInit {

@@ -5,7 +5,7 @@
  * HTTP requests and WebSocket handshakes share every step up to the upstream.
  */
 import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
-import { Http2ServerRequest } from 'node:http2';
+import { Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Duplex, Readable } from 'node:stream';
@@ -14,13 +14,16 @@ import type { AccessLog, Logger } from '../log.ts';
 import { parseRequestHost } from '../config/hostnames.ts';
 import type { Route } from '../config/types.ts';
 import { peerAddress } from '../address-ranges.ts';
-import { buildUpstreamHeaders, downstreamHeaders, finishResponseHeaders } from '../proxy/headers.ts';
+import type { ExchangeHandlers } from '../proxy/exchange.ts';
+import type { GrpcHandlers, GrpcRequest } from '../proxy/grpc.ts';
+import { buildUpstreamHeaders, downstreamHeaders } from '../proxy/headers.ts';
 import { HttpEngine } from '../proxy/http-engine.ts';
 import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
+import type { WebSocketHandlers, WebSocketRequest } from '../proxy/websocket.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import type { Metrics } from '../metrics.ts';
-import { RewritingSink, type BodyRewrite } from './response-phase.ts';
+import { finishResponseHeaders, RewritingSink, type BodyRewrite } from './response-phase.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
 import { HttpError, type UnmatchedRequest } from './plugin-api.ts';
 import type { PeerSource } from '../balancer/peers.ts';
@@ -45,34 +48,15 @@ interface ObservedRequest {
 }
 
 /** Where a request goes upstream: the peer of each try, and the TLS settings towards it. */
-export interface Destination {
+interface Destination {
   peers: PeerSource;
   tls: UpstreamTls | undefined;
 }
 
-/** How a protocol proxy reports the end of its exchange. */
-export interface ProxyEnd {
-  /** The exchange is over (once). */
-  done(): void;
-  /** A failure in one of its callbacks: the request gets its 500, or its connection is cut. */
-  fail(err: unknown): void;
-}
-
-/** A protocol proxy's callback whose exception fails its exchange (500, or a cut connection) instead of reaching the process. */
-export function contained<A extends unknown[]>(end: ProxyEnd, callback: (...args: A) => void): (...args: A) => void {
-  return (...args) => {
-    try {
-      callback(...args);
-    } catch (err) {
-      end.fail(err);
-    }
-  };
-}
-
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
-  grpc(ctx: Context, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
-  upgrade(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void;
+  grpc(request: GrpcRequest, handlers: GrpcHandlers): void;
+  upgrade(request: WebSocketRequest, handlers: WebSocketHandlers): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close(): void;
 }
@@ -126,7 +110,7 @@ export class Lifecycle {
         if (!destination) return;
         const headers = this.upstreamHeaders(ctx, listener);
         ctx.status = 101;
-        this.protocols.upgrade(ctx, socket, head, headers as Record<string, unknown>, destination, this.endOf(ctx));
+        this.proxyWebSocket(ctx, socket, head, headers, destination);
       }),
     );
   }
@@ -304,9 +288,7 @@ export class Lifecycle {
     if (!destination) return;
     const headers = this.upstreamHeaders(ctx, listener);
     const protocol = ctx.service.protocol;
-    if (protocol === 'grpc' || protocol === 'grpcs') {
-      return this.protocols.grpc(ctx, headers as Record<string, unknown>, destination, this.endOf(ctx));
-    }
+    if (protocol === 'grpc' || protocol === 'grpcs') return this.proxyGrpc(ctx, headers, destination);
     this.proxyHttp(ctx, req, res, headers, destination);
   }
 
@@ -326,8 +308,16 @@ export class Lifecycle {
     return { peers, tls: ctx.snapshot.upstreamTls(service) };
   }
 
-  private upstreamHeaders(ctx: Context, listener: ListenerInfo) {
-    return buildUpstreamHeaders(ctx, ctx.service!, {
+  private upstreamHeaders(ctx: Context, listener: ListenerInfo): OutgoingHttpHeaders {
+    return buildUpstreamHeaders(ctx.service!, {
+      clientHeaders: ctx.headers,
+      requestId: ctx.id,
+      httpVersion: ctx.httpVersion,
+      isUpgrade: ctx.isUpgrade,
+      preserveHost: ctx.route.preserve_host,
+      host: ctx.host,
+      forwardedProto: ctx.forwardedProto,
+      clientIp: ctx.clientIp,
       peerIp: ctx.peerIp,
       trusted: ctx.trusted,
       listenerPort: listener.port,
@@ -335,10 +325,12 @@ export class Lifecycle {
       strippedPrefix: ctx.match.strippedPrefix,
       rawPath: ctx.rawPath,
       peerHost: ctx.peers?.first.hostHeader,
+      headerEdits: ctx.headerEdits,
+      bodyLength: ctx.body?.length,
     });
   }
 
-  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: ReturnType<Lifecycle['upstreamHeaders']>, destination: Destination): void {
+  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: OutgoingHttpHeaders, destination: Destination): void {
     const limit = ctx.snapshot.config.gateway.client_max_body_size;
     const declared = Number(req.headers['content-length']);
     if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
@@ -384,6 +376,50 @@ export class Lifecycle {
       },
     );
     ctx.abortUpstream = handle.abort;
+  }
+
+  private proxyGrpc(ctx: Context, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
+    this.protocols.grpc(
+      {
+        service: ctx.service!, peers, tls, authorityPerPeer: !ctx.route.preserve_host, method: ctx.method, path: ctx.upstreamTarget(), headers,
+        body: ctx.body, req: ctx.raw.req as Http2ServerRequest, res: ctx.raw.res as Http2ServerResponse, requestId: ctx.id,
+      },
+      {
+        ...this.exchangeHandlers(ctx),
+        onRequestBytes: (count) => (ctx.requestBodyBytes += count),
+        onResponseBytes: (count) => (ctx.responseBodyBytes += count),
+        done: () => this.contain(ctx, () => this.finish(ctx)),
+      },
+    );
+  }
+
+  private proxyWebSocket(ctx: Context, socket: Duplex, head: Buffer, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
+    this.protocols.upgrade(
+      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, path: ctx.upstreamTarget(), headers, socket, head },
+      {
+        ...this.exchangeHandlers(ctx),
+        onTunnelClosed: (bytes) => {
+          ctx.requestBodyBytes = bytes.fromClient;
+          ctx.responseBodyBytes = bytes.toClient;
+          this.contain(ctx, () => this.finish(ctx));
+        },
+      },
+    );
+  }
+
+  /** What the gRPC and WebSocket proxies report, noted on the request. */
+  private exchangeHandlers(ctx: Context): ExchangeHandlers {
+    return {
+      onUpstreamLatency: (ms) => (ctx.upstreamLatency = Math.round(ms)),
+      onResponseHead: (status, headers, sentAt) => void finishResponseHeaders(ctx, status, headers, sentAt),
+      onResponseSent: (status) => (ctx.status = status),
+      onError: (status, message) => {
+        // No answer went out, whatever status was noted for one (a WebSocket handshake is marked 101 before it goes upstream).
+        ctx.status = 0;
+        ctx.error(status, message);
+      },
+      fail: (err) => this.failed(ctx, err),
+    };
   }
 
   /** Hands a response body chunk to the plugins observing it; one that throws sees no more of it. */
@@ -466,10 +502,6 @@ export class Lifecycle {
     }
     ctx.abortUpstream?.();
     ctx.downstream.abort();
-  }
-
-  private endOf(ctx: Context): ProxyEnd {
-    return { done: () => this.contain(ctx, () => this.finish(ctx)), fail: (err) => this.failed(ctx, err) };
   }
 
   /** The log phase: once, when the response has ended or the client went away. */

@@ -40,6 +40,21 @@ export function rewriteBody(body: Buffer, rewrites: BodyRewrite[]): Buffer {
 }
 
 /**
+ * The last step before a proxied response's headers go downstream (HTTP, gRPC, WebSocket 101):
+ * the plugins' response phase, then Kong's latency and request-id headers. Returns the body rewrites
+ * the plugins asked for (only when `withBody`: an HTTP body follows, which plugins may also observe).
+ */
+export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number, withBody = false): BodyRewrite[] | undefined {
+  ctx.upstreamStatus = status;
+  const rewrites = ctx.ran || ctx.responseHeaders ? runResponsePhase(ctx, status, out, 'service', withBody) : undefined;
+  out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
+  ctx.kongLatency = Math.round(sentAt - ctx.startedAt);
+  out['x-kong-proxy-latency'] = String(ctx.kongLatency);
+  out['x-kong-request-id'] = ctx.id;
+  return rewrites;
+}
+
+/**
  * Where a proxied body goes when plugins rewrite it: collected, rewritten at its end, then sent with the
  * response head. `writeHead` sends the head (false when Node refuses it; the caller has answered then);
  * `fail` answers a rewrite that threw (nothing has gone downstream yet).

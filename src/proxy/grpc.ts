@@ -11,12 +11,11 @@
  */
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { Logger } from 'pino';
-import type { Peer } from '../balancer/peers.ts';
+import type { Peer, PeerSource } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
-import type { Context } from '../pipeline/context.ts';
-import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
-import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
+import { contained, type ExchangeHandlers } from './exchange.ts';
+import { downstreamHeaders } from './headers.ts';
 import { encodeGrpcMessage, failureKind, grpcStatusFor, MESSAGES, upstreamFailureAnswer } from './respond.ts';
 
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
@@ -32,6 +31,39 @@ export interface GrpcProxyOptions {
   /** Seconds an idle upstream session is kept. */
   idleTimeoutSec: number;
   log: Logger;
+}
+
+/** A call to relay: where it goes, what goes with it, and the client's side of it. */
+export interface GrpcRequest {
+  /** Protocol (grpc or grpcs), timeouts and retries. */
+  service: Service;
+  /** Where each try goes (a balancer's targets, or the service's own host and port). */
+  peers: PeerSource;
+  /** TLS towards a grpcs service. */
+  tls?: UpstreamTls;
+  /** Each try carries its peer's `:authority` (false: the client's, preserve_host). */
+  authorityPerPeer: boolean;
+  method: string;
+  /** Path and query. */
+  path: string;
+  /** The upstream request's headers; `host` goes as `:authority`. */
+  headers: OutgoingHttpHeaders;
+  /** A body a plugin read or set: sent instead of the client's messages. */
+  body: Buffer | undefined;
+  /** The client's call: the compatibility request and response over its stream. */
+  req: Http2ServerRequest;
+  res: Http2ServerResponse;
+  /** For the log lines. */
+  requestId: string;
+}
+
+export interface GrpcHandlers extends ExchangeHandlers {
+  /** Bytes of the client's messages went upstream. */
+  onRequestBytes(count: number): void;
+  /** Bytes of the upstream's messages went to the client. */
+  onResponseBytes(count: number): void;
+  /** The client's stream closed: the call is over (once). */
+  done(): void;
 }
 
 class ConnectTimeout extends Error {
@@ -150,22 +182,21 @@ export class GrpcProxy {
     this.sessions.close();
   }
 
-  /** Relays the call; `end.done` runs once when the downstream stream has closed. */
-  proxy(ctx: Context, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
-    const downstream = (ctx.raw.req as Http2ServerRequest).stream;
-    downstream.once('close', end.done);
-    const service = ctx.service!;
-    const { peers, tls } = destination;
+  /** Relays the call; `handlers.done` runs once, when the client's stream has closed. */
+  proxy(request: GrpcRequest, handlers: GrpcHandlers): void {
+    const downstream = request.req.stream;
+    downstream.once('close', handlers.done);
+    const { service, peers, tls } = request;
     let tries = 0;
     const attempt = (peer: Peer) => {
       this.sessions.acquire(
         { service, peer, tls },
-        contained(end, (err, entry) => {
+        contained(handlers, (err, entry) => {
           if (downstream.destroyed) {
             if (entry) entry.streams--;
             return;
           }
-          if (!err) return new GrpcCall(ctx, callHeaders(headers, peer, !ctx.route.preserve_host), entry!, destination, this.options.log, end).start();
+          if (!err) return new GrpcCall(request, callHeaders(request.headers, peer, request.authorityPerPeer), entry!, this.options.log, handlers).start();
           const timedOut = err instanceof ConnectTimeout;
           peers.failed(failureKind(err as NodeJS.ErrnoException, timedOut));
           // A connect timeout moves on only to another target of a balancer (the same host would time out again).
@@ -173,7 +204,7 @@ export class GrpcProxy {
           const next = retryable && tries++ < service.retries ? peers.next() : null;
           if (next) return attempt(next);
           const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, timedOut);
-          ctx.error(status, message);
+          handlers.onError(status, message);
         }),
       );
     };
@@ -182,14 +213,12 @@ export class GrpcProxy {
 }
 
 /** A retry on another target carries that target's `:authority`, as Kong recomputes it on every try. */
-function callHeaders(headers: Record<string, unknown>, peer: Peer, authorityPerPeer: boolean): Record<string, unknown> {
+function callHeaders(headers: OutgoingHttpHeaders, peer: Peer, authorityPerPeer: boolean): OutgoingHttpHeaders {
   return authorityPerPeer && headers.host !== peer.hostHeader ? { ...headers, host: peer.hostHeader } : headers;
 }
 
 /** One proxied call: a downstream stream joined to an upstream stream. */
 class GrpcCall {
-  private readonly req: Http2ServerRequest;
-  private readonly res: Http2ServerResponse;
   private readonly downstream: ServerHttp2Stream;
   private upstream!: ClientHttp2Stream;
   private sentAt = 0;
@@ -200,96 +229,92 @@ class GrpcCall {
   private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly ctx: Context,
-    private readonly headers: Record<string, unknown>,
+    private readonly request: GrpcRequest,
+    /** The request's headers as this try's peer gets them. */
+    private readonly headers: OutgoingHttpHeaders,
     private readonly entry: PooledSession,
-    private readonly destination: Destination,
     private readonly log: Logger,
-    private readonly end: ProxyEnd,
+    private readonly handlers: GrpcHandlers,
   ) {
-    this.req = ctx.raw.req as Http2ServerRequest;
-    this.res = ctx.raw.res as Http2ServerResponse;
-    this.downstream = this.req.stream;
+    this.downstream = request.req.stream;
   }
 
   start(): void {
-    const { ctx, downstream } = this;
-    const service = ctx.service!;
-    const bodyInMemory = ctx.body !== undefined;
+    const { request, downstream, handlers } = this;
+    const bodyInMemory = request.body !== undefined;
     try {
       this.upstream = this.entry.session.request(this.requestHeaders(), { endStream: !bodyInMemory && downstream.endAfterHeaders });
     } catch (err) {
       // Headers a plugin set that HTTP/2 forbids, or a session that closed meanwhile.
       this.entry.streams--;
-      this.log.warn({ err, request_id: ctx.id }, 'gRPC upstream request refused');
-      return ctx.error(502, MESSAGES.badGateway);
+      this.log.warn({ err, request_id: request.requestId }, 'gRPC upstream request refused');
+      return handlers.onError(502, MESSAGES.badGateway);
     }
     this.sentAt = performance.now();
     const upstream = this.upstream;
-    const { end } = this;
     // nginx's grpc_read_timeout: the longest the stream may sit idle (no frame either way).
-    upstream.setTimeout(service.read_timeout, contained(end, () => this.endWith(504, MESSAGES.timeout)));
+    upstream.setTimeout(request.service.read_timeout, contained(handlers, () => this.endWith(504, MESSAGES.timeout)));
     this.enforceDeadline();
-    upstream.once('response', contained(end, (headers: IncomingHttpHeaders, flags: number) => this.onResponse(headers, flags)));
+    upstream.once('response', contained(handlers, (headers: IncomingHttpHeaders, flags: number) => this.onResponse(headers, flags)));
     upstream.once(
       'trailers',
-      contained(end, (trailers: IncomingHttpHeaders) => {
+      contained(handlers, (trailers: IncomingHttpHeaders) => {
         this.statusReceived = true;
-        this.res.addTrailers(trailers);
+        request.res.addTrailers(trailers);
       }),
     );
-    upstream.on('error', (err) => this.log.debug({ err, request_id: ctx.id }, 'gRPC upstream stream error'));
-    upstream.once('close', contained(end, () => this.onUpstreamClose()));
-    downstream.once('close', contained(end, () => this.onDownstreamClose()));
+    upstream.on('error', (err) => this.log.debug({ err, request_id: request.requestId }, 'gRPC upstream stream error'));
+    upstream.once('close', contained(handlers, () => this.onUpstreamClose()));
+    downstream.once('close', contained(handlers, () => this.onDownstreamClose()));
 
-    if (bodyInMemory) upstream.end(ctx.body);
+    if (bodyInMemory) upstream.end(request.body);
     else if (!downstream.endAfterHeaders) {
       // Counted for the access log; attached with the pipe, in the same tick, so no chunk goes by unseen.
-      this.req.on('data', (chunk: Buffer) => (ctx.requestBodyBytes += chunk.length));
-      this.req.pipe(upstream);
+      request.req.on('data', (chunk: Buffer) => handlers.onRequestBytes(chunk.length));
+      request.req.pipe(upstream);
     }
   }
 
   private requestHeaders(): OutgoingHttpHeaders {
-    const { ctx } = this;
+    const { request } = this;
     const out: OutgoingHttpHeaders = {
-      ':method': ctx.method,
-      ':scheme': ctx.service!.protocol === 'grpcs' ? 'https' : 'http',
-      ':path': ctx.upstreamTarget(),
+      ':method': request.method,
+      ':scheme': request.service.protocol === 'grpcs' ? 'https' : 'http',
+      ':path': request.path,
     };
     for (const name in this.headers) {
-      if (name === 'host') out[':authority'] = this.headers.host as string;
-      else out[name] = this.headers[name] as string | string[];
+      if (name === 'host') out[':authority'] = this.headers.host;
+      else out[name] = this.headers[name];
     }
     return out;
   }
 
   private onResponse(headers: IncomingHttpHeaders, flags: number): void {
-    const { ctx, downstream } = this;
+    const { request, downstream, handlers } = this;
     const status = Number(headers[':status']) || 200;
-    this.destination.peers.answered(status, performance.now() - this.sentAt);
+    const latency = performance.now() - this.sentAt;
+    request.peers.answered(status, latency);
     if (downstream.destroyed || this.ended) return;
-    ctx.upstreamLatency = Math.round(performance.now() - this.sentAt);
-    const out = downstreamHeaders(headers, ctx.headers.te, true);
-    finishResponseHeaders(ctx, status, out, this.sentAt);
+    handlers.onUpstreamLatency(latency);
+    const out = downstreamHeaders(headers, request.req.headers.te, true);
+    handlers.onResponseHead(status, out, this.sentAt);
     out[':status'] = status;
-    ctx.status = status;
     try {
       if (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) {
         // Trailers-only (an error status): it must stay one HEADERS frame for clients to read it.
         this.statusReceived = true;
         downstream.respond(out, { endStream: true });
-        return;
+        return handlers.onResponseSent(status);
       }
       downstream.respond(out, { waitForTrailers: true });
     } catch (err) {
-      this.log.warn({ err, request_id: ctx.id }, 'invalid gRPC upstream response headers');
-      ctx.status = 0;
+      this.log.warn({ err, request_id: request.requestId }, 'invalid gRPC upstream response headers');
       return this.endWith(502, MESSAGES.badGateway);
     }
+    handlers.onResponseSent(status);
     // Not ended by the pipe: a connection lost mid-response also ends the upstream stream's data,
     // and that end must not reach the client as a complete call without a status.
-    this.upstream.on('data', (chunk: Buffer) => (ctx.responseBodyBytes += chunk.length));
+    this.upstream.on('data', (chunk: Buffer) => handlers.onResponseBytes(chunk.length));
     this.upstream.pipe(downstream, { end: false });
   }
 
@@ -323,25 +348,22 @@ class GrpcCall {
   private endWith(httpStatus: number, message: string): void {
     if (this.ended) return;
     this.ended = true;
-    const { ctx, downstream, upstream } = this;
+    const { downstream, upstream } = this;
     upstream.unpipe(downstream);
     if (!upstream.closed) upstream.close(NGHTTP2_CANCEL);
     if (downstream.closed) return;
-    if (!downstream.headersSent) {
-      ctx.status = 0;
-      return ctx.error(httpStatus, message);
-    }
+    if (!downstream.headersSent) return this.handlers.onError(httpStatus, message);
     if (downstream.writableEnded) return;
-    this.res.addTrailers({ 'grpc-status': String(grpcStatusFor(httpStatus)), 'grpc-message': encodeGrpcMessage(message) });
+    this.request.res.addTrailers({ 'grpc-status': String(grpcStatusFor(httpStatus)), 'grpc-message': encodeGrpcMessage(message) });
     downstream.end();
   }
 
   /** The client's `grpc-timeout` (gRPC over HTTP/2: digits and a unit), enforced here as well. */
   private enforceDeadline(): void {
-    const ms = parseGrpcTimeout(this.ctx.headers['grpc-timeout']);
+    const ms = parseGrpcTimeout(this.request.req.headers['grpc-timeout']);
     // Beyond a timer's range (~24.8 days) Node would fire at once; such a deadline is no deadline.
     if (ms === undefined || ms > MAX_TIMER_MS) return;
-    this.deadlineTimer = setTimeout(contained(this.end, () => this.endWith(504, 'Deadline exceeded')), ms);
+    this.deadlineTimer = setTimeout(contained(this.handlers, () => this.endWith(504, 'Deadline exceeded')), ms);
     this.deadlineTimer.unref();
   }
 }

@@ -4,10 +4,8 @@
  * appended to, Via appended to, Host per preserve_host; and never a client's copy of a header the
  * gateway vouches for.
  */
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import { validateHeaderName, validateHeaderValue, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 import type { Service } from '../config/types.ts';
-import type { Context } from '../pipeline/context.ts';
-import { runResponsePhase, type BodyRewrite } from '../pipeline/response-phase.ts';
 import { SERVER_TOKEN } from './respond.ts';
 
 /**
@@ -49,7 +47,21 @@ function connectionTokens(value: string | string[] | undefined): string[] {
     .filter((t) => t && !CONNECTION_KEEPS.has(t));
 }
 
+/** The facts of the client's request that the upstream request's headers are made from. */
 export interface UpstreamHeaderFacts {
+  clientHeaders: IncomingHttpHeaders;
+  requestId: string;
+  /** The client's HTTP version, for Via. */
+  httpVersion: '1.1' | '2';
+  /** A WebSocket handshake: the upgrade goes upstream too. */
+  isUpgrade: boolean;
+  /** The route's preserve_host: the client's Host goes upstream. */
+  preserveHost: boolean;
+  /** The canonical host name the client asked for. */
+  host: string;
+  forwardedProto: string;
+  /** The client's address as X-Real-IP tells it (a trusted peer's X-Real-IP, else the peer's). */
+  clientIp: string;
   peerIp: string;
   trusted: boolean;
   listenerPort: number;
@@ -60,6 +72,10 @@ export interface UpstreamHeaderFacts {
   rawPath: string;
   /** The Host of the peer the balancer chose (used unless the route preserves the client's). */
   peerHost?: string;
+  /** The plugins' edits: a value to set, or null to remove. */
+  headerEdits?: ReadonlyMap<string, string | string[] | null>;
+  /** The length of a body sent from memory (a plugin read or replaced it). */
+  bodyLength?: number;
 }
 
 function defaultPort(protocol: string): number {
@@ -72,13 +88,14 @@ export function hostWithPort(host: string, port: number, protocol: string): stri
   return port === defaultPort(protocol) ? name : `${name}:${port}`;
 }
 
-export function upstreamHost(service: Service, ctx: Context, rawHost: string): string {
-  if (ctx.route.preserve_host && rawHost) return rawHost;
-  return hostWithPort(service.host, service.port, service.protocol);
+/** The Host sent upstream: the client's (preserve_host), else the chosen peer's, else the service's own. */
+export function upstreamHost(service: Service, facts: Pick<UpstreamHeaderFacts, 'preserveHost' | 'rawHost' | 'peerHost'>): string {
+  if (facts.preserveHost && facts.rawHost) return facts.rawHost;
+  return facts.peerHost ?? hostWithPort(service.host, service.port, service.protocol);
 }
 
-export function buildUpstreamHeaders(ctx: Context, service: Service, facts: UpstreamHeaderFacts): OutgoingHttpHeaders {
-  const client = ctx.headers;
+export function buildUpstreamHeaders(service: Service, facts: UpstreamHeaderFacts): OutgoingHttpHeaders {
+  const client = facts.clientHeaders;
   const dropped = connectionTokens(client.connection);
   const out: OutgoingHttpHeaders = {};
   const trusted = facts.trusted;
@@ -89,33 +106,33 @@ export function buildUpstreamHeaders(ctx: Context, service: Service, facts: Upst
   for (const name of dropped) delete out[name];
 
   if (typeof client.te === 'string' && /(^|,)\s*trailers\s*(,|$)/i.test(client.te)) out.te = 'trailers';
-  if (ctx.isUpgrade) {
+  if (facts.isUpgrade) {
     out.connection = 'upgrade';
     out.upgrade = 'websocket';
   }
-  out.host = ctx.route.preserve_host && facts.rawHost ? facts.rawHost : (facts.peerHost ?? upstreamHost(service, ctx, facts.rawHost));
+  out.host = upstreamHost(service, facts);
 
   const priorXff = client['x-forwarded-for'];
   out['x-forwarded-for'] = priorXff ? `${Array.isArray(priorXff) ? priorXff.join(', ') : priorXff}, ${facts.peerIp}` : facts.peerIp;
-  out['x-forwarded-proto'] = ctx.forwardedProto;
-  out['x-forwarded-host'] = (trusted && firstValue(client['x-forwarded-host'])) || ctx.host;
+  out['x-forwarded-proto'] = facts.forwardedProto;
+  out['x-forwarded-host'] = (trusted && firstValue(client['x-forwarded-host'])) || facts.host;
   out['x-forwarded-port'] = (trusted && firstValue(client['x-forwarded-port'])) || String(facts.listenerPort);
   out['x-forwarded-path'] = (trusted && firstValue(client['x-forwarded-path'])) || facts.rawPath;
   const prefix = (trusted && firstValue(client['x-forwarded-prefix'])) || facts.strippedPrefix;
   if (prefix) out['x-forwarded-prefix'] = prefix;
   else delete out['x-forwarded-prefix'];
-  out['x-real-ip'] = ctx.clientIp;
-  const via = `${ctx.httpVersion === '2' ? '2' : '1.1'} ${SERVER_TOKEN}`;
+  out['x-real-ip'] = facts.clientIp;
+  const via = `${facts.httpVersion === '2' ? '2' : '1.1'} ${SERVER_TOKEN}`;
   out.via = client.via ? `${client.via}, ${via}` : via;
-  out['x-kong-request-id'] = ctx.id;
+  out['x-kong-request-id'] = facts.requestId;
 
-  if (ctx.headerEdits) {
-    for (const [name, value] of ctx.headerEdits) {
+  if (facts.headerEdits) {
+    for (const [name, value] of facts.headerEdits) {
       if (value === null) delete out[name];
       else out[name] = value;
     }
   }
-  if (ctx.body !== undefined) out['content-length'] = String(ctx.body.length);
+  if (facts.bodyLength !== undefined) out['content-length'] = String(facts.bodyLength);
   return out;
 }
 
@@ -145,16 +162,19 @@ export function downstreamHeaders(
 }
 
 /**
- * The last step before a proxied response's headers go downstream (HTTP, gRPC, WebSocket 101):
- * the plugins' response phase, then Kong's latency and request-id headers. Returns the body rewrites
- * the plugins asked for (only when `withBody`: an HTTP body follows, which plugins may also observe).
+ * Header lines and the blank line ending them, for answers written on a raw socket. Checked as
+ * ServerResponse checks them (it throws the same errors): a line break in a value would let whoever
+ * chose it write headers or a whole response of their own.
  */
-export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number, withBody = false): BodyRewrite[] | undefined {
-  ctx.upstreamStatus = status;
-  const rewrites = ctx.ran || ctx.responseHeaders ? runResponsePhase(ctx, status, out, 'service', withBody) : undefined;
-  out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
-  ctx.kongLatency = Math.round(sentAt - ctx.startedAt);
-  out['x-kong-proxy-latency'] = String(ctx.kongLatency);
-  out['x-kong-request-id'] = ctx.id;
-  return rewrites;
+export function headerLines(headers: OutgoingHttpHeaders): string {
+  let out = '';
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    validateHeaderName(name);
+    for (const v of Array.isArray(value) ? value : [value]) {
+      validateHeaderValue(name, String(v));
+      out += `${name}: ${v}\r\n`;
+    }
+  }
+  return out + '\r\n';
 }

@@ -12,10 +12,11 @@ import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http'
 import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Peer } from '../balancer/peers.ts';
-import { headerLines, type Context } from '../pipeline/context.ts';
-import { contained, type Destination, type ProxyEnd } from '../pipeline/lifecycle.ts';
-import { downstreamHeaders, finishResponseHeaders } from './headers.ts';
+import type { Peer, PeerSource } from '../balancer/peers.ts';
+import type { Service } from '../config/types.ts';
+import type { UpstreamTls } from '../tls/upstream-tls.ts';
+import { contained, type ExchangeHandlers } from './exchange.ts';
+import { downstreamHeaders, headerLines } from './headers.ts';
 import { failureKind, upstreamFailureAnswer } from './respond.ts';
 
 /** Services an upgrade can be proxied to (Kong OSS tunnels WebSockets over http/https services). */
@@ -25,6 +26,29 @@ const UPGRADABLE = new Set(['http', 'https', 'ws', 'wss']);
 const HALF_CLOSE_GRACE_MS = 10_000;
 /** TCP keep-alive probes find peers that vanished without a FIN. */
 const KEEPALIVE_DELAY_MS = 60_000;
+
+/** A handshake to send upstream, and the client's connection to join to the upstream's. */
+export interface WebSocketRequest {
+  /** Protocol, timeouts and retries. */
+  service: Service;
+  /** Where each try goes (a balancer's targets, or the service's own host and port). */
+  peers: PeerSource;
+  /** TLS towards an https or wss service. */
+  tls?: UpstreamTls;
+  /** Each try carries its peer's Host (false: the client's, preserve_host). */
+  hostPerPeer: boolean;
+  /** Path and query. */
+  path: string;
+  headers: OutgoingHttpHeaders;
+  /** The client's connection, and the bytes it sent after its handshake. */
+  socket: Duplex;
+  head: Buffer;
+}
+
+export interface WebSocketHandlers extends ExchangeHandlers {
+  /** The tunnel closed, having carried these bytes of frames each way (the access log's body bytes). */
+  onTunnelClosed(bytes: { fromClient: number; toClient: number }): void;
+}
 
 class HandshakeTimeout extends Error {}
 
@@ -37,30 +61,30 @@ export class WebSocketProxy {
     this.open.clear();
   }
 
-  proxy(ctx: Context, socket: Duplex, head: Buffer, headers: Record<string, unknown>, destination: Destination, end: ProxyEnd): void {
-    const service = ctx.service!;
-    if (!UPGRADABLE.has(service.protocol)) return answerError(ctx, 502, `a ${service.protocol} service cannot take a WebSocket upgrade`);
+  proxy(request: WebSocketRequest, handlers: WebSocketHandlers): void {
+    const { protocol } = request.service;
+    if (!UPGRADABLE.has(protocol)) return handlers.onError(502, `a ${protocol} service cannot take a WebSocket upgrade`);
     // Bytes the client sent after its handshake belong to the tunnel.
-    if (head.length > 0) socket.unshift(head);
-    this.handshake(ctx, socket, headers, destination, destination.peers.first, 0, end);
+    if (request.head.length > 0) request.socket.unshift(request.head);
+    this.handshake(request, handlers, request.peers.first, 0);
   }
 
   /** One try of the handshake on `peer`; a connection failure moves to the next peer, as Kong's retries. */
-  private handshake(ctx: Context, socket: Duplex, headers: Record<string, unknown>, destination: Destination, peer: Peer, tries: number, end: ProxyEnd): void {
-    const service = ctx.service!;
+  private handshake(request: WebSocketRequest, handlers: WebSocketHandlers, peer: Peer, tries: number): void {
+    const { service, socket, headers } = request;
     const tls = service.protocol === 'https' || service.protocol === 'wss';
     const sentAt = performance.now();
-    const ownHost = !ctx.route.preserve_host && headers.host !== peer.hostHeader ? { ...headers, host: peer.hostHeader } : headers;
+    const ownHost = request.hostPerPeer && headers.host !== peer.hostHeader ? { ...headers, host: peer.hostHeader } : headers;
     const upstreamRequest = (tls ? https : http).request({
       host: peer.host,
       port: peer.port,
       method: 'GET',
-      path: ctx.upstreamTarget(),
-      headers: ownHost as OutgoingHttpHeaders,
+      path: request.path,
+      headers: ownHost,
       setHost: false,
       agent: false,
       rejectUnauthorized: false,
-      ...(tls ? { servername: peer.servername, ...destination.tls?.options } : {}),
+      ...(tls ? { servername: peer.servername, ...request.tls?.options } : {}),
     });
     const onClientGone = () => upstreamRequest.destroy();
     socket.once('close', onClientGone);
@@ -68,7 +92,7 @@ export class WebSocketProxy {
     let connected = false;
     upstreamRequest.on(
       'socket',
-      contained(end, (upstreamSocket: Socket) => {
+      contained(handlers, (upstreamSocket: Socket) => {
         this.track(upstreamSocket);
         if (!upstreamSocket.connecting) return void (connected = true);
         const timer = setTimeout(() => upstreamRequest.destroy(new HandshakeTimeout('connect timeout')), service.connect_timeout);
@@ -84,46 +108,52 @@ export class WebSocketProxy {
     let answered = false;
     upstreamRequest.on(
       'error',
-      contained(end, (err: NodeJS.ErrnoException) => {
+      contained(handlers, (err: NodeJS.ErrnoException) => {
         if (answered) return void socket.destroy();
         socket.off('close', onClientGone);
         const timedOut = err instanceof HandshakeTimeout;
-        destination.peers.failed(failureKind(err, timedOut));
-        const next = !connected && !socket.destroyed && tries < service.retries ? destination.peers.next() : null;
-        if (next) return this.handshake(ctx, socket, headers, destination, next, tries + 1, end);
+        request.peers.failed(failureKind(err, timedOut));
+        const next = !connected && !socket.destroyed && tries < service.retries ? request.peers.next() : null;
+        if (next) return this.handshake(request, handlers, next, tries + 1);
         const [status, message] = upstreamFailureAnswer(err, timedOut);
-        answerError(ctx, status, message);
+        handlers.onError(status, message);
       }),
     );
     upstreamRequest.on(
       'response',
-      contained(end, (res: IncomingMessage) => {
+      contained(handlers, (res: IncomingMessage) => {
         answered = true;
-        destination.peers.answered(res.statusCode ?? 0, performance.now() - sentAt);
-        ctx.upstreamLatency = Math.round(performance.now() - sentAt);
-        relayRefusal(ctx, socket, res, sentAt);
+        const latency = performance.now() - sentAt;
+        request.peers.answered(res.statusCode ?? 0, latency);
+        handlers.onUpstreamLatency(latency);
+        relayRefusal(handlers, socket, res, sentAt);
       }),
     );
     upstreamRequest.on(
       'upgrade',
-      contained(end, (res: IncomingMessage, upstreamSocket: Socket, upstreamHead: Buffer) => {
+      contained(handlers, (res: IncomingMessage, upstreamSocket: Socket, upstreamHead: Buffer) => {
         answered = true;
-        destination.peers.answered(res.statusCode ?? 101, performance.now() - sentAt);
+        const latency = performance.now() - sentAt;
+        request.peers.answered(res.statusCode ?? 101, latency);
         socket.off('close', onClientGone);
-        ctx.upstreamLatency = Math.round(performance.now() - sentAt);
+        handlers.onUpstreamLatency(latency);
         if (socket.destroyed) return upstreamSocket.destroy();
         // Whatever fails from here on, the upstream socket must not outlive the client's.
         socket.once('close', () => upstreamSocket.destroy());
         upstreamSocket.setTimeout(0);
         // A keep-alive connection may have carried requests before this one: only the tunnel counts.
-        const readBefore = (socket as Socket).bytesRead;
-        socket.write(handshakeHead(ctx, res, sentAt));
-        const writtenBefore = (socket as Socket).bytesWritten;
+        const client = socket as Socket;
+        const readBefore = client.bytesRead;
+        socket.write(handshakeHead(handlers, res, sentAt));
+        const writtenBefore = client.bytesWritten;
+        handlers.onResponseSent(101);
         if (upstreamHead.length > 0) socket.write(upstreamHead);
-        join(socket, upstreamSocket, () => {
-          countTunnelBytes(ctx, socket as Socket, readBefore, writtenBefore);
-          end.done();
-        });
+        join(socket, upstreamSocket, () =>
+          handlers.onTunnelClosed({
+            fromClient: (client.bytesRead ?? readBefore) - readBefore,
+            toClient: (client.bytesWritten ?? writtenBefore) - writtenBefore,
+          }),
+        );
       }),
     );
     upstreamRequest.end();
@@ -135,37 +165,24 @@ export class WebSocketProxy {
   }
 }
 
-/** The frames that went through the tunnel each way, for the access log (the client's socket is the tunnel's). */
-function countTunnelBytes(ctx: Context, client: Socket, readBefore: number, writtenBefore: number): void {
-  ctx.requestBodyBytes = (client.bytesRead ?? readBefore) - readBefore;
-  ctx.responseBodyBytes = (client.bytesWritten ?? writtenBefore) - writtenBefore;
-}
-
 /** The upstream's 101, relayed with Kong's Via and latency headers and the Upgrade kept. */
-function handshakeHead(ctx: Context, res: IncomingMessage, sentAt: number): string {
+function handshakeHead(handlers: ExchangeHandlers, res: IncomingMessage, sentAt: number): string {
   const out = downstreamHeaders(res.headers, undefined, false);
   out.connection = 'Upgrade';
   out.upgrade = res.headers.upgrade ?? 'websocket';
-  finishResponseHeaders(ctx, 101, out, sentAt);
-  ctx.status = 101;
+  handlers.onResponseHead(101, out, sentAt);
   return statusLine(101, res.statusMessage || 'Switching Protocols') + headerLines(out);
 }
 
 /** The upstream answered the handshake without upgrading: the client gets that answer, then the socket closes. */
-function relayRefusal(ctx: Context, socket: Duplex, res: IncomingMessage, sentAt: number): void {
+function relayRefusal(handlers: ExchangeHandlers, socket: Duplex, res: IncomingMessage, sentAt: number): void {
   const status = res.statusCode ?? 502;
   const out = downstreamHeaders(res.headers, undefined, false);
-  finishResponseHeaders(ctx, status, out, sentAt);
+  handlers.onResponseHead(status, out, sentAt);
   out.connection = 'close';
-  ctx.status = status;
   socket.write(statusLine(status, res.statusMessage ?? '') + headerLines(out));
+  handlers.onResponseSent(status);
   res.pipe(socket);
-}
-
-/** Answers before any upgrade (the lifecycle marked the handshake as upgrading; that did not happen). */
-function answerError(ctx: Context, status: number, message: string): void {
-  ctx.status = 0;
-  ctx.error(status, message);
 }
 
 function statusLine(status: number, text: string): string {

@@ -10,7 +10,6 @@ import http2 from 'node:http2';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import type { Context } from '../../../src/pipeline/context.ts';
 import { upstreamHost } from '../../../src/proxy/headers.ts';
 import type { Service } from '../../../src/config/types.ts';
 import { loadTlsMaterial } from '../../../src/tls.ts';
@@ -310,12 +309,12 @@ describe('host and path', () => {
 
   test('the upstream Host leaves out the default port of the scheme', () => {
     const service = (protocol: Service['protocol'], host: string, port: number) => ({ protocol, host, port }) as Service;
-    const ctx = { route: { preserve_host: false } } as unknown as Context;
-    assert.equal(upstreamHost(service('http', 'a.example', 80), ctx, 'x'), 'a.example');
-    assert.equal(upstreamHost(service('https', 'a.example', 443), ctx, 'x'), 'a.example');
-    assert.equal(upstreamHost(service('http', 'a.example', 443), ctx, 'x'), 'a.example:443');
-    assert.equal(upstreamHost(service('https', 'a.example', 80), ctx, 'x'), 'a.example:80');
-    assert.equal(upstreamHost(service('http', '::1', 8080), ctx, 'x'), '[::1]:8080');
+    const client = { preserveHost: false, rawHost: 'x' };
+    assert.equal(upstreamHost(service('http', 'a.example', 80), client), 'a.example');
+    assert.equal(upstreamHost(service('https', 'a.example', 443), client), 'a.example');
+    assert.equal(upstreamHost(service('http', 'a.example', 443), client), 'a.example:443');
+    assert.equal(upstreamHost(service('https', 'a.example', 80), client), 'a.example:80');
+    assert.equal(upstreamHost(service('http', '::1', 8080), client), '[::1]:8080');
   });
 
   test('strip_path: the matched prefix is removed and the rest joined to the service path; the query is kept', async () => {
