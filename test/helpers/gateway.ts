@@ -18,6 +18,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { after, before } from 'node:test';
 import { stringify } from 'yaml';
 import { loadConfigFile } from '../../src/config/load.ts';
 import { ConfigLoadError, Gateway } from '../../src/gateway.ts';
@@ -360,4 +361,56 @@ export async function startUpstream(handler?: http.RequestListener): Promise<Ups
         server.close(() => r());
       }),
   };
+}
+
+/** A gateway in front of an echo upstream (startUpstream's), closed together. */
+export interface GatewayOnEchoUpstream {
+  gw: TestGateway;
+  upstream: Upstream;
+  close(): Promise<void>;
+}
+
+/** Starts an echo upstream, then a gateway on `configFor(upstream.url)`; a gateway that fails to start closes the upstream. */
+export async function startGatewayOnEchoUpstream(configFor: (upstreamUrl: string) => Record<string, any>): Promise<GatewayOnEchoUpstream> {
+  const upstream = await startUpstream();
+  let gw: TestGateway;
+  try {
+    gw = await startGateway(configFor(upstream.url));
+  } catch (err) {
+    // A listening upstream would keep the test file alive.
+    await upstream.close();
+    throw err;
+  }
+  return {
+    gw,
+    upstream,
+    async close() {
+      await gw.stop();
+      await upstream.close();
+    },
+  };
+}
+
+/**
+ * What `start` gives, for the tests of the enclosing file or `describe`: it is started in their `before` hook, then
+ * `setUp` runs on it, and it is closed in their `after` hook. The returned object is empty until then, and takes
+ * `start`'s result's own fields (copied, so getters are read once): read it inside tests and hooks only.
+ * Setup that needs it goes in `setUp`, not in a `before` of its own: Node 20 runs a file's top-level `before` hooks
+ * side by side, each as it is registered.
+ */
+export function aroundTests<T extends { close(): Promise<void> }>(start: () => Promise<T>, setUp?: (started: T) => Promise<void>): T {
+  const started = {} as T;
+  before(async () => {
+    Object.assign(started, await start());
+    await setUp?.(started);
+  });
+  after(async () => {
+    await started.close?.();
+  });
+  return started;
+}
+
+/** startGatewayOnEchoUpstream's gateway and upstream, for the tests of the enclosing file or `describe` (see aroundTests). */
+export function gatewayOnEchoUpstreamAroundTests(configFor: (upstreamUrl: string) => Record<string, any>): GatewayOnEchoUpstream {
+  return aroundTests(() => startGatewayOnEchoUpstream(configFor));
 }

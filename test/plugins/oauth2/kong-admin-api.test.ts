@@ -5,7 +5,7 @@
  * consumer-scoped routes, token writes). Tokens are stored hashed: their values show only when created here.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { request, startGateway } from '../../helpers/gateway.ts';
 import {
   GOOGLE,
@@ -17,20 +17,16 @@ import {
   assertTokenResponse,
   createConsumer,
   createCredential,
-  startAdminFixture,
+  adminFixtureAroundTests,
   verifyKongSecret,
-  type Fixture,
 } from './kong-fixture.ts';
 
-let fx: Fixture;
 let bob: Record<string, any>;
 let sally: Record<string, any>;
-before(async () => {
-  fx = await startAdminFixture();
-  bob = await createConsumer(fx.gw, 'bob');
-  sally = await createConsumer(fx.gw, 'sally');
+const fx = adminFixtureAroundTests(async ({ gw }) => {
+  bob = await createConsumer(gw, 'bob');
+  sally = await createConsumer(gw, 'sally');
 });
-after(() => fx?.close());
 
 const call = (method: string, path: string, body?: unknown) => admin(fx.gw, method, path, body);
 

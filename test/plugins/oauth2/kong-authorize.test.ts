@@ -2,7 +2,7 @@
  * Kong's authorization endpoint cases (reference §7.2 code grant, §7.3 implicit grant), on Kong's fixture.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { startGateway } from '../../helpers/gateway.ts';
 import {
   GOOGLE,
@@ -13,15 +13,11 @@ import {
   assertNoCache,
   assertOAuthError,
   echoed,
-  startKongFixture,
+  kongFixtureAroundTests,
   type Fixture,
 } from './kong-fixture.ts';
 
-let fx: Fixture;
-before(async () => {
-  fx = await startKongFixture();
-});
-after(() => fx?.close());
+const fx = kongFixtureAroundTests();
 
 const CODE = /^http:\/\/google\.test\/kong\?code=\w{32,}$/;
 const VALID = { provision_key: PROVISION_KEY, authenticated_userid: 'id123', client_id: 'clientid123', scope: 'email', response_type: 'code' };

@@ -2,14 +2,10 @@
  * Kong's authentication challenge cases (reference §7.9): 401s and their `WWW-Authenticate` headers.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { assertInvalidToken, assertMissingToken, invalidTokenChallenge, sleep, startKongFixture, type Fixture } from './kong-fixture.ts';
+import { describe, it } from 'node:test';
+import { assertInvalidToken, assertMissingToken, invalidTokenChallenge, sleep, kongFixtureAroundTests } from './kong-fixture.ts';
 
-let fx: Fixture;
-before(async () => {
-  fx = await startKongFixture();
-});
-after(() => fx?.close());
+const fx = kongFixtureAroundTests();
 
 describe('Kong §7.9 authentication challenge', () => {
   it('CH01 no credentials', async () => {

@@ -7,10 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { createHash, pbkdf2Sync, randomInt } from 'node:crypto';
-import { request, startGateway, startUpstream } from '../../helpers/gateway.ts';
+import { aroundTests, request, startGatewayOnEchoUpstream, type GatewayOnEchoUpstream, type TestGateway } from '../../helpers/gateway.ts';
 
-type TestGateway = Awaited<ReturnType<typeof startGateway>>;
-type Upstream = Awaited<ReturnType<typeof startUpstream>>;
 export type Reply = Awaited<ReturnType<typeof request>>;
 
 export const PROVISION_KEY = 'provision123';
@@ -135,11 +133,8 @@ export function kongConfig(upstreamUrl: string): Record<string, any> {
   };
 }
 
-export interface Fixture {
-  gw: TestGateway;
-  upstream: Upstream;
+export interface Fixture extends GatewayOnEchoUpstream {
   client: KongClient;
-  close(): Promise<void>;
 }
 
 /** Starts an echo upstream and a gateway on Kong's fixture; `edit` may add routes, consumers, ... */
@@ -151,29 +146,18 @@ export function startKongFixture(edit?: (config: Record<string, any>) => void): 
   });
 }
 
-/** An echo upstream and a gateway on the config `configFor(upstream url)` builds. */
-async function startFixture(configFor: (upstreamUrl: string) => Record<string, any>): Promise<Fixture> {
-  const upstream = await startUpstream();
-  const gw = await startGatewayOrCloseUpstream(configFor(upstream.url), upstream);
-  return {
-    gw,
-    upstream,
-    client: new KongClient(gw),
-    async close() {
-      await gw.stop();
-      await upstream.close();
-    },
-  };
+/**
+ * Kong's fixture (startKongFixture, `edit` applied) for the tests of the enclosing file or `describe`, `setUp` run on it
+ * first (see aroundTests).
+ */
+export function kongFixtureAroundTests(edit?: (config: Record<string, any>) => void, setUp?: (fx: Fixture) => Promise<void>): Fixture {
+  return aroundTests(() => startKongFixture(edit), setUp);
 }
 
-/** A gateway that fails to start must not leave the upstream listening (it would keep the test file alive). */
-async function startGatewayOrCloseUpstream(config: Record<string, any>, upstream: Upstream): Promise<TestGateway> {
-  try {
-    return await startGateway(config);
-  } catch (err) {
-    await upstream.close();
-    throw err;
-  }
+/** An echo upstream and a gateway on the config `configFor(upstream url)` builds. */
+async function startFixture(configFor: (upstreamUrl: string) => Record<string, any>): Promise<Fixture> {
+  const started = await startGatewayOnEchoUpstream(configFor);
+  return { ...started, client: new KongClient(started.gw) };
 }
 
 export type Body =
@@ -425,6 +409,11 @@ export function adminConfig(upstreamUrl: string): Record<string, any> {
 
 export function startAdminFixture(): Promise<Fixture> {
   return startFixture(adminConfig);
+}
+
+/** The admin API cases' fixture (startAdminFixture) for the tests of the enclosing file, `setUp` run on it first (see aroundTests). */
+export function adminFixtureAroundTests(setUp?: (fx: Fixture) => Promise<void>): Fixture {
+  return aroundTests(startAdminFixture, setUp);
 }
 
 /** A JSON call to the admin API. */

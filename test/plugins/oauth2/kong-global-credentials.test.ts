@@ -3,35 +3,31 @@
  * every other global plugin, and nowhere else; service-bound tokens stay on their service.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { GOOGLE, PROVISION_KEY, assertInvalidToken, startKongFixture, type Fixture } from './kong-fixture.ts';
+import { describe, it } from 'node:test';
+import { GOOGLE, PROVISION_KEY, assertInvalidToken, kongFixtureAroundTests } from './kong-fixture.ts';
 
 const GLOBAL_MISMATCH = "The access token is global, but the current plugin is configured without 'global_credentials'";
 
-let fx: Fixture;
-before(async () => {
-  fx = await startKongFixture((config) => {
-    // GL04 (Kong regression #4232): a global code route and a non-global client_credentials route.
-    const service = (name: string, host: string, pluginConfig: Record<string, unknown>) => ({
-      name,
-      url: config.services[0].url,
-      routes: [{ name: `route-${name}`, hosts: [host], protocols: ['http', 'https'], plugins: [{ name: 'oauth2', config: pluginConfig }] }],
-    });
-    config.services.push(
-      service('regression-4232-a', 'oauth2_regression_4232.test', {
-        provision_key: PROVISION_KEY,
-        enable_authorization_code: true,
-        global_credentials: true,
-      }),
-      service('regression-4232-b', 'oauth2_regression_4232_test.test', { enable_client_credentials: true, global_credentials: false }),
-    );
-    config.consumers.push({
-      username: '4232',
-      oauth2_credentials: [{ name: 'app-4232', client_id: 'clientid_4232', client_secret: 'secret_4232', redirect_uris: [GOOGLE] }],
-    });
+const fx = kongFixtureAroundTests((config) => {
+  // GL04 (Kong regression #4232): a global code route and a non-global client_credentials route.
+  const service = (name: string, host: string, pluginConfig: Record<string, unknown>) => ({
+    name,
+    url: config.services[0].url,
+    routes: [{ name: `route-${name}`, hosts: [host], protocols: ['http', 'https'], plugins: [{ name: 'oauth2', config: pluginConfig }] }],
+  });
+  config.services.push(
+    service('regression-4232-a', 'oauth2_regression_4232.test', {
+      provision_key: PROVISION_KEY,
+      enable_authorization_code: true,
+      global_credentials: true,
+    }),
+    service('regression-4232-b', 'oauth2_regression_4232_test.test', { enable_client_credentials: true, global_credentials: false }),
+  );
+  config.consumers.push({
+    username: '4232',
+    oauth2_credentials: [{ name: 'app-4232', client_id: 'clientid_4232', client_secret: 'secret_4232', redirect_uris: [GOOGLE] }],
   });
 });
-after(() => fx?.close());
 
 const bearer = (host: string, token: string) => fx.client.proxy('/request', { host, headers: { authorization: `bearer ${token}` } });
 

@@ -2,14 +2,10 @@
  * Kong's hide_credentials cases (reference §7.11): what the upstream sees of the access token.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { echoed, startKongFixture, type Fixture } from './kong-fixture.ts';
+import { describe, it } from 'node:test';
+import { echoed, kongFixtureAroundTests } from './kong-fixture.ts';
 
-let fx: Fixture;
-before(async () => {
-  fx = await startKongFixture();
-});
-after(() => fx?.close());
+const fx = kongFixtureAroundTests();
 
 const tokenFor = async (host: string) => (await fx.client.provisionToken({ host })).access_token as string;
 const token1011 = async () => (await fx.client.provisionToken({ host: 'oauth2_11.test', clientId: 'clientid1011', secret: 'secret1011' })).access_token as string;

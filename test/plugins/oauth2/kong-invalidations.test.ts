@@ -3,7 +3,7 @@
  * effect on the very next request.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import {
   GOOGLE,
   PROVISION_KEY,
@@ -13,16 +13,12 @@ import {
   assertOAuthError,
   createConsumer,
   createCredential,
-  startAdminFixture,
-  type Fixture,
+  adminFixtureAroundTests,
 } from './kong-fixture.ts';
 
-let fx: Fixture;
-before(async () => {
-  fx = await startAdminFixture();
-  await createConsumer(fx.gw, 'bob');
+const fx = adminFixtureAroundTests(async ({ gw }) => {
+  await createConsumer(gw, 'bob');
 });
-after(() => fx?.close());
 
 const ON = { host: 'oauth2.com' };
 let serial = 0;

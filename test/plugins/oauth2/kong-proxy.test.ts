@@ -20,15 +20,12 @@ import {
   assertOAuthError,
   assertTokenResponse,
   echoed,
+  kongFixtureAroundTests,
   startKongFixture,
   type Fixture,
 } from './kong-fixture.ts';
 
-let fx: Fixture;
-before(async () => {
-  fx = await startKongFixture();
-});
-after(() => fx?.close());
+const fx = kongFixtureAroundTests();
 
 const C1011 = { host: 'oauth2_11.test', clientId: 'clientid1011', secret: 'secret1011' };
 
@@ -233,27 +230,24 @@ describe('Kong: multiple authentication plugins (logical AND / OR with key-auth 
   const ANONYMOUS = '6a1b2c3d-0000-4000-8000-0000000a0001';
   const MICKEY = '6a1b2c3d-0000-4000-8000-0000000a0002';
   const JWT_SECRET = 'mickey-jwt-secret';
-  let multi: Fixture;
   let mickeyKeyId: string;
   const spoofed = { 'X-Authenticated-Scope': 'all-access', 'X-Authenticated-UserId': 'admin' };
-  before(async () => {
-    multi = await startKongFixture((config) => {
-      const url = `${config.services[0].url}/request`;
-      const service = (name: string, plugins: Record<string, unknown>[]) => ({ name, url, routes: [{ name, hosts: [`${name}.test`], plugins }] });
-      config.services.push(
-        service('logical-and', [oauth2Plugin(S3), { name: 'key-auth' }]),
-        service('logical-or', [oauth2Plugin({ ...S3, anonymous: ANONYMOUS }), { name: 'key-auth', config: { anonymous: ANONYMOUS } }]),
-        service('logical-or-jwt', [oauth2Plugin({ ...S3, anonymous: ANONYMOUS, realm: 'test-oauth2' }), { name: 'jwt', config: { anonymous: ANONYMOUS } }]),
-      );
-      config.consumers.push(
-        { id: ANONYMOUS, username: 'Anonymous' },
-        { id: MICKEY, username: 'Mickey', keyauth_credentials: [{ key: 'Mouse' }], jwt_secrets: [{ key: 'mickey-jwt', secret: JWT_SECRET }] },
-        { username: 'Aladdin', oauth2_credentials: [{ name: 'Aladdin app', client_id: 'clientid4567', client_secret: 'secret4567', redirect_uris: ['http://google.test/kong'] }] },
-      );
-    });
-    mickeyKeyId = (await request(`${multi.gw.admin}/key-auths/Mouse`)).json().id;
+  const multi = kongFixtureAroundTests((config) => {
+    const url = `${config.services[0].url}/request`;
+    const service = (name: string, plugins: Record<string, unknown>[]) => ({ name, url, routes: [{ name, hosts: [`${name}.test`], plugins }] });
+    config.services.push(
+      service('logical-and', [oauth2Plugin(S3), { name: 'key-auth' }]),
+      service('logical-or', [oauth2Plugin({ ...S3, anonymous: ANONYMOUS }), { name: 'key-auth', config: { anonymous: ANONYMOUS } }]),
+      service('logical-or-jwt', [oauth2Plugin({ ...S3, anonymous: ANONYMOUS, realm: 'test-oauth2' }), { name: 'jwt', config: { anonymous: ANONYMOUS } }]),
+    );
+    config.consumers.push(
+      { id: ANONYMOUS, username: 'Anonymous' },
+      { id: MICKEY, username: 'Mickey', keyauth_credentials: [{ key: 'Mouse' }], jwt_secrets: [{ key: 'mickey-jwt', secret: JWT_SECRET }] },
+      { username: 'Aladdin', oauth2_credentials: [{ name: 'Aladdin app', client_id: 'clientid4567', client_secret: 'secret4567', redirect_uris: ['http://google.test/kong'] }] },
+    );
+  }, async ({ gw }) => {
+    mickeyKeyId = (await request(`${gw.admin}/key-auths/Mouse`)).json().id;
   });
-  after(() => multi?.close());
 
   const aladdinToken = async (host: string) => (await multi.client.provisionToken({ host, clientId: 'clientid4567', secret: 'secret4567' })).access_token as string;
   const call = (host: string, headers: Record<string, string> = {}) => multi.client.proxy('/', { host, headers });

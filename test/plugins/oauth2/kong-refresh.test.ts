@@ -3,7 +3,7 @@
  * refresh tokens.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import {
   GOOGLE,
   PROVISION_KEY,
@@ -14,38 +14,33 @@ import {
   echoed,
   pkcePair,
   sleep,
-  startKongFixture,
-  type Fixture,
+  kongFixtureAroundTests,
 } from './kong-fixture.ts';
 
-let fx: Fixture;
-before(async () => {
-  fx = await startKongFixture((config) => {
-    const ttlRoute = (name: string, refresh_token_ttl: number, extra: Record<string, unknown> = {}) => ({
-      name,
-      url: config.services[0].url,
-      routes: [
-        {
-          name: `route-${name}`,
-          hosts: [`${name}.refresh.test`],
-          protocols: ['http', 'https'],
-          plugins: [
-            {
-              name: 'oauth2',
-              config: { enable_authorization_code: true, mandatory_scope: false, provision_key: PROVISION_KEY, global_credentials: false, refresh_token_ttl, ...extra },
-            },
-          ],
-        },
-      ],
-    });
-    config.services.push(ttlRoute('oauth2_21', 2), ttlRoute('oauth2_22', 0), ttlRoute('oauth2_zero', 1209600, { token_expiration: 0 }));
-    config.consumers.push({
-      username: 'bobo',
-      oauth2_credentials: [{ name: 'app-7890', client_id: 'clientid7890', client_secret: 'secret7890', redirect_uris: [GOOGLE] }],
-    });
+const fx = kongFixtureAroundTests((config) => {
+  const ttlRoute = (name: string, refresh_token_ttl: number, extra: Record<string, unknown> = {}) => ({
+    name,
+    url: config.services[0].url,
+    routes: [
+      {
+        name: `route-${name}`,
+        hosts: [`${name}.refresh.test`],
+        protocols: ['http', 'https'],
+        plugins: [
+          {
+            name: 'oauth2',
+            config: { enable_authorization_code: true, mandatory_scope: false, provision_key: PROVISION_KEY, global_credentials: false, refresh_token_ttl, ...extra },
+          },
+        ],
+      },
+    ],
+  });
+  config.services.push(ttlRoute('oauth2_21', 2), ttlRoute('oauth2_22', 0), ttlRoute('oauth2_zero', 1209600, { token_expiration: 0 }));
+  config.consumers.push({
+    username: 'bobo',
+    oauth2_credentials: [{ name: 'app-7890', client_id: 'clientid7890', client_secret: 'secret7890', redirect_uris: [GOOGLE] }],
   });
 });
-after(() => fx?.close());
 
 const C123 = { client_id: 'clientid123', client_secret: 'secret123', grant_type: 'refresh_token' };
 const bearer = (token: string, host = 'oauth2.test') =>

@@ -2,22 +2,17 @@
  * Kong's client_credentials cases (reference §7.4, Host oauth2_4.test), plus INTERFACE §4's RFC corrections.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import {
   PROVISION_KEY,
   assertOAuthError,
   assertTokenResponse,
   echoed,
-  startKongFixture,
+  kongFixtureAroundTests,
   type CallOptions,
-  type Fixture,
 } from './kong-fixture.ts';
 
-let fx: Fixture;
-before(async () => {
-  fx = await startKongFixture();
-});
-after(() => fx?.close());
+const fx = kongFixtureAroundTests();
 
 const ON = { host: 'oauth2_4.test' };
 const VALID = { client_id: 'clientid123', client_secret: 'secret123', scope: 'email', grant_type: 'client_credentials' };

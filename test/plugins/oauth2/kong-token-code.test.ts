@@ -3,7 +3,7 @@
  * corrections: bad/reused/foreign codes are `invalid_grant`, and a code is bound to its redirect_uri.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import {
   assertNoCache,
   assertOAuthError,
@@ -12,15 +12,11 @@ import {
   echoed,
   pkcePair,
   s256,
-  startKongFixture,
+  kongFixtureAroundTests,
   type Fixture,
 } from './kong-fixture.ts';
 
-let fx: Fixture;
-before(async () => {
-  fx = await startKongFixture();
-});
-after(() => fx?.close());
+const fx = kongFixtureAroundTests();
 
 const SECRET = { client_id: 'clientid123', client_secret: 'secret123' };
 const GRANT = { grant_type: 'authorization_code' };

@@ -2,23 +2,18 @@
  * Kong's password grant cases (reference §7.5, Host oauth2_5.test with realm "test-oauth2").
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import {
   PROVISION_KEY,
   assertMissingToken,
   assertOAuthError,
   assertTokenResponse,
   echoed,
-  startKongFixture,
+  kongFixtureAroundTests,
   type CallOptions,
-  type Fixture,
 } from './kong-fixture.ts';
 
-let fx: Fixture;
-before(async () => {
-  fx = await startKongFixture();
-});
-after(() => fx?.close());
+const fx = kongFixtureAroundTests();
 
 const ON = { host: 'oauth2_5.test' };
 const CLIENT = { client_id: 'clientid123', client_secret: 'secret123' };
