@@ -7,12 +7,9 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
-import { request, startGateway, startUpstream, type Reply } from '../../helpers/gateway.ts';
+import { describe, it } from 'node:test';
+import { gatewayOnEchoUpstreamAroundTests, request, startGateway, type Reply } from '../../helpers/gateway.ts';
 import { parseRaw, portOf, rawExchange } from '../../src/support.ts';
-
-type Gateway = Awaited<ReturnType<typeof startGateway>>;
-type Upstream = Awaited<ReturnType<typeof startUpstream>>;
 
 const CLIENT = { client_id: 'acme-app', client_secret: 'acme-secret' };
 const FORM = 'application/x-www-form-urlencoded';
@@ -23,26 +20,16 @@ function oauth2(extra: Record<string, unknown> = {}) {
   return { name: 'oauth2', config: { enable_client_credentials: true, provision_key: 'pk', ...extra } };
 }
 
-let gw: Gateway;
-let upstream: Upstream;
-
-before(async () => {
-  upstream = await startUpstream();
-  gw = await startGateway({
-    services: [
-      { name: 'plain', url: upstream.url, routes: [{ name: 'plain', paths: ['/plain'], plugins: [oauth2()] }] },
-      { name: 'hidden', url: upstream.url, routes: [{ name: 'hidden', paths: ['/hidden'], plugins: [oauth2({ hide_credentials: true })] }] },
-    ],
-    consumers: [{ username: 'acme', oauth2_credentials: [{ name: 'Acme', ...CLIENT }] }],
-  });
-});
-after(async () => {
-  await gw?.stop();
-  await upstream?.close();
-});
+const fx = gatewayOnEchoUpstreamAroundTests((upstreamUrl) => ({
+  services: [
+    { name: 'plain', url: upstreamUrl, routes: [{ name: 'plain', paths: ['/plain'], plugins: [oauth2()] }] },
+    { name: 'hidden', url: upstreamUrl, routes: [{ name: 'hidden', paths: ['/hidden'], plugins: [oauth2({ hide_credentials: true })] }] },
+  ],
+  consumers: [{ username: 'acme', oauth2_credentials: [{ name: 'Acme', ...CLIENT }] }],
+}));
 
 async function tokenFor(service: string): Promise<string> {
-  const res = await request(`${gw.https}/${service}/oauth2/token`, {
+  const res = await request(`${fx.gw.https}/${service}/oauth2/token`, {
     method: 'POST',
     headers: { 'content-type': FORM },
     body: new URLSearchParams({ grant_type: 'client_credentials', ...CLIENT }).toString(),
@@ -72,14 +59,14 @@ function assertMissingToken(reply: { status: number; body: string }): void {
 
 describe('protected routes do not read a body too large to hold parameters', () => {
   it('a form declared 128 MiB is answered at once as without a token, none of it awaited', async () => {
-    const reply = await headOnly(gw.http, ['POST /plain/upload HTTP/1.1', 'Host: x', `Content-Type: ${FORM}`, `Content-Length: ${128 * 1024 * 1024}`], 'access_token=');
+    const reply = await headOnly(fx.gw.http, ['POST /plain/upload HTTP/1.1', 'Host: x', `Content-Type: ${FORM}`, `Content-Length: ${128 * 1024 * 1024}`], 'access_token=');
     assertMissingToken(reply);
   });
 
   it('a chunked form is read only until it proves too large', async () => {
     const chunk = 'x'.repeat(64 * 1024);
     const start = `${chunk.length.toString(16)}\r\n${chunk}\r\n`;
-    const reply = await headOnly(gw.http, ['POST /plain/upload HTTP/1.1', 'Host: x', `Content-Type: ${FORM}`, 'Transfer-Encoding: chunked'], start);
+    const reply = await headOnly(fx.gw.http, ['POST /plain/upload HTTP/1.1', 'Host: x', `Content-Type: ${FORM}`, 'Transfer-Encoding: chunked'], start);
     assertMissingToken(reply);
   });
 
@@ -88,35 +75,35 @@ describe('protected routes do not read a body too large to hold parameters', () 
     const chunks = `${chunk.length.toString(16)}\r\n${chunk}\r\n`.repeat(32);
     const first = ['POST /plain/upload HTTP/1.1', 'Host: x', `Content-Type: ${FORM}`, 'Transfer-Encoding: chunked', '', `${chunks}0\r\n\r\n`].join('\r\n');
     const second = ['GET /plain/next HTTP/1.1', 'Host: x', 'Connection: close', '', ''].join('\r\n');
-    const raw = await rawExchange(portOf(gw.http), first + second);
+    const raw = await rawExchange(portOf(fx.gw.http), first + second);
     const statuses = [...raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
     assert.deepEqual(statuses, [401, 401], raw.slice(0, 300));
   });
 
   it('a token in a form body within the limit still authenticates', async () => {
     const token = await tokenFor('plain');
-    const res = await request(`${gw.http}/plain/f`, { method: 'POST', headers: { 'content-type': FORM }, body: `a=1&access_token=${token}` });
+    const res = await request(`${fx.gw.http}/plain/f`, { method: 'POST', headers: { 'content-type': FORM }, body: `a=1&access_token=${token}` });
     assert.equal(res.status, 200, res.text);
   });
 
   it('a large body of a request authenticated by its header goes upstream untouched', async () => {
     const token = await tokenFor('plain');
     const body = largeForm();
-    const res = await request(`${gw.http}/plain/upload`, { method: 'POST', headers: { 'content-type': FORM, authorization: `Bearer ${token}` }, body });
+    const res = await request(`${fx.gw.http}/plain/upload`, { method: 'POST', headers: { 'content-type': FORM, authorization: `Bearer ${token}` }, body });
     assert.equal(res.status, 200, res.text);
-    assert.equal(sha256(upstream.requests.at(-1)!.body), sha256(body));
+    assert.equal(sha256(fx.upstream.requests.at(-1)!.body), sha256(body));
   });
 
   it('with hide_credentials and the token in the query, a large chunked body goes upstream untouched', async () => {
     const token = await tokenFor('hidden');
     const body = largeForm();
-    const res = await request(`${gw.http}/hidden/upload?access_token=${token}&keep=1`, {
+    const res = await request(`${fx.gw.http}/hidden/upload?access_token=${token}&keep=1`, {
       method: 'POST',
       headers: { 'content-type': FORM, 'transfer-encoding': 'chunked' },
       body,
     });
     assert.equal(res.status, 200, res.text);
-    const seen = upstream.requests.at(-1)!;
+    const seen = fx.upstream.requests.at(-1)!;
     assert.equal(seen.query, 'keep=1');
     assert.equal(seen.body.length, body.length);
     assert.equal(sha256(seen.body), sha256(body));
@@ -126,15 +113,15 @@ describe('protected routes do not read a body too large to hold parameters', () 
     // The anonymous fallback lets the request through; the upstream then sees every byte, the first
     // 16 KiB (read while looking for a token) included.
     const anonymous = await startGateway({
-      services: [{ name: 'anon', url: upstream.url, routes: [{ name: 'anon', paths: ['/anon'], plugins: [oauth2({ anonymous: 'guest' })] }] }],
+      services: [{ name: 'anon', url: fx.upstream.url, routes: [{ name: 'anon', paths: ['/anon'], plugins: [oauth2({ anonymous: 'guest' })] }] }],
       consumers: [{ username: 'guest' }],
     });
     try {
       const body = JSON.stringify({ data: 'y'.repeat(LARGE) });
       const res = await request(`${anonymous.http}/anon/x`, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, body });
       assert.equal(res.status, 200, res.text);
-      assert.equal(sha256(upstream.requests.at(-1)!.body), sha256(body));
-      assert.equal(upstream.requests.at(-1)!.headers['x-anonymous-consumer'], 'true');
+      assert.equal(sha256(fx.upstream.requests.at(-1)!.body), sha256(body));
+      assert.equal(fx.upstream.requests.at(-1)!.headers['x-anonymous-consumer'], 'true');
     } finally {
       await anonymous.stop();
     }
@@ -145,7 +132,7 @@ describe('the endpoints refuse parameter bodies they will not read', () => {
   for (const endpoint of ['token', 'authorize', 'introspect', 'revoke']) {
     it(`${endpoint}: a body declared 10 MB gets 413 without being awaited`, async () => {
       const reply = await headOnly(
-        gw.https,
+        fx.gw.https,
         [`POST /plain/oauth2/${endpoint} HTTP/1.1`, 'Host: x', `Content-Type: ${FORM}`, `Content-Length: ${10 * 1024 * 1024}`],
         'grant_type=',
         true,
@@ -159,16 +146,16 @@ describe('the endpoints refuse parameter bodies they will not read', () => {
     const params = new URLSearchParams({ grant_type: 'client_credentials', ...CLIENT });
     const within = `${params}&state=${'s'.repeat(16 * 1024 - params.toString().length - 7)}`;
     assert.equal(within.length, 16 * 1024);
-    const ok = await request(`${gw.https}/plain/oauth2/token`, { method: 'POST', headers: { 'content-type': FORM }, body: within });
+    const ok = await request(`${fx.gw.https}/plain/oauth2/token`, { method: 'POST', headers: { 'content-type': FORM }, body: within });
     assert.equal(ok.status, 200, ok.text);
-    const over = await request(`${gw.https}/plain/oauth2/token`, { method: 'POST', headers: { 'content-type': FORM }, body: within + 's' });
+    const over = await request(`${fx.gw.https}/plain/oauth2/token`, { method: 'POST', headers: { 'content-type': FORM }, body: within + 's' });
     assertLimitError(over, 413, /16384 bytes/);
   });
 
   it('more than 100 parameters in a form, a JSON object, a multipart body or the query get 400', async () => {
     const padding = (n: number) => Array.from({ length: n }, (_, i) => [`p${i}`, 'v']);
     const base = Object.entries({ grant_type: 'client_credentials', ...CLIENT });
-    const url = `${gw.https}/plain/oauth2/token`;
+    const url = `${fx.gw.https}/plain/oauth2/token`;
 
     const hundred = new URLSearchParams([...base, ...padding(100 - base.length)]).toString();
     assert.equal((await request(url, { method: 'POST', headers: { 'content-type': FORM }, body: hundred })).status, 200);

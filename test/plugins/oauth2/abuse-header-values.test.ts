@@ -5,13 +5,10 @@
  * admin API; consumers, credentials and scopes with such values are refused when created or configured.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import oauth2 from '../../../plugins/oauth2/index.ts';
 import { validate } from '../../../src/pipeline/plugin-api.ts';
-import { request, startGateway, startUpstream, type Reply } from '../../helpers/gateway.ts';
-
-type Gateway = Awaited<ReturnType<typeof startGateway>>;
-type Upstream = Awaited<ReturnType<typeof startUpstream>>;
+import { gatewayOnEchoUpstreamAroundTests, request, type Reply } from '../../helpers/gateway.ts';
 
 const CALLBACK = 'https://app.example/cb';
 const CLIENT = { client_id: 'acme-app', client_secret: 'acme-secret' };
@@ -19,26 +16,16 @@ const OAUTH = { enable_client_credentials: true, enable_authorization_code: true
 /** Each cannot travel upstream as it is: a header injection, a character above U+00FF, trimmed spaces. */
 const UNSENDABLE = ['evil\r\nInjected: yes', 'nul\u0000byte', '用户', ' admin', 'admin\t'];
 
-let gw: Gateway;
-let upstream: Upstream;
-
-before(async () => {
-  upstream = await startUpstream();
-  gw = await startGateway({
-    services: [{ name: 'api', url: upstream.url, routes: [{ name: 'api', paths: ['/api'], plugins: [{ name: 'oauth2', config: OAUTH }] }] }],
-    consumers: [{ username: 'acme', oauth2_credentials: [{ name: 'Acme', ...CLIENT, redirect_uris: [CALLBACK] }] }],
-  });
-});
-after(async () => {
-  await gw?.stop();
-  await upstream?.close();
-});
+const fx = gatewayOnEchoUpstreamAroundTests((upstreamUrl) => ({
+  services: [{ name: 'api', url: upstreamUrl, routes: [{ name: 'api', paths: ['/api'], plugins: [{ name: 'oauth2', config: OAUTH }] }] }],
+  consumers: [{ username: 'acme', oauth2_credentials: [{ name: 'Acme', ...CLIENT, redirect_uris: [CALLBACK] }] }],
+}));
 
 function post(endpoint: string, fields: Record<string, string>): Promise<Reply> {
-  return request(`${gw.https}/api/oauth2/${endpoint}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString() });
+  return request(`${fx.gw.https}/api/oauth2/${endpoint}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString() });
 }
 
-const admin = (path: string, options?: Parameters<typeof request>[1]) => request(gw.admin + path, options);
+const admin = (path: string, options?: Parameters<typeof request>[1]) => request(fx.gw.admin + path, options);
 
 function assertRefusedUserId(res: Reply): void {
   assert.equal(res.status, 400, res.text);
@@ -58,9 +45,9 @@ describe('authenticated_userid at issuance', () => {
   it('inner spaces and Latin-1 letters are fine, and reach the upstream as they are', async () => {
     const issued = await post('token', { grant_type: 'client_credentials', ...CLIENT, provision_key: 'pk', authenticated_userid: 'José Müller 7' });
     assert.equal(issued.status, 200, issued.text);
-    const res = await request(`${gw.http}/api/x`, { headers: { authorization: `Bearer ${issued.json().access_token}` } });
+    const res = await request(`${fx.gw.http}/api/x`, { headers: { authorization: `Bearer ${issued.json().access_token}` } });
     assert.equal(res.status, 200, res.text);
-    assert.equal(upstream.requests.at(-1)!.headers['x-authenticated-userid'], 'José Müller 7');
+    assert.equal(fx.upstream.requests.at(-1)!.headers['x-authenticated-userid'], 'José Müller 7');
   });
 
   it('the admin API refuses such a user id or a malformed scope for a token', async () => {

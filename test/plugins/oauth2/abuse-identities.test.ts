@@ -8,39 +8,26 @@
  */
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
-import { request, startGateway, startUpstream, type Reply } from '../../helpers/gateway.ts';
-
-type Gateway = Awaited<ReturnType<typeof startGateway>>;
-type Upstream = Awaited<ReturnType<typeof startUpstream>>;
+import { describe, it } from 'node:test';
+import { gatewayOnEchoUpstreamAroundTests, request, type Reply } from '../../helpers/gateway.ts';
 
 const CALLBACK = 'https://app.example/cb';
 const MISSING_ANONYMOUS = '6f0c1e2d-3b4a-4c5d-8e6f-7a8b9c0d1e2f';
 const OAUTH = { enable_client_credentials: true, enable_authorization_code: true, provision_key: 'pk' };
 
-let gw: Gateway;
-let upstream: Upstream;
+const fx = gatewayOnEchoUpstreamAroundTests((upstreamUrl) => ({
+  services: [
+    { name: 'api', url: upstreamUrl, routes: [{ name: 'api', paths: ['/api'], plugins: [{ name: 'oauth2', config: OAUTH }] }] },
+    {
+      name: 'guest',
+      url: upstreamUrl,
+      routes: [{ name: 'guest', paths: ['/guest'], plugins: [{ name: 'oauth2', config: { ...OAUTH, anonymous: MISSING_ANONYMOUS } }] }],
+    },
+  ],
+  consumers: [{ username: 'declared', oauth2_credentials: [{ name: 'Other', client_id: 'other-app', client_secret: 'other-secret', redirect_uris: [CALLBACK] }] }],
+}));
 
-before(async () => {
-  upstream = await startUpstream();
-  gw = await startGateway({
-    services: [
-      { name: 'api', url: upstream.url, routes: [{ name: 'api', paths: ['/api'], plugins: [{ name: 'oauth2', config: OAUTH }] }] },
-      {
-        name: 'guest',
-        url: upstream.url,
-        routes: [{ name: 'guest', paths: ['/guest'], plugins: [{ name: 'oauth2', config: { ...OAUTH, anonymous: MISSING_ANONYMOUS } }] }],
-      },
-    ],
-    consumers: [{ username: 'declared', oauth2_credentials: [{ name: 'Other', client_id: 'other-app', client_secret: 'other-secret', redirect_uris: [CALLBACK] }] }],
-  });
-});
-after(async () => {
-  await gw?.stop();
-  await upstream?.close();
-});
-
-const admin = (path: string, options?: Parameters<typeof request>[1]) => request(gw.admin + path, options);
+const admin = (path: string, options?: Parameters<typeof request>[1]) => request(fx.gw.admin + path, options);
 
 async function createConsumer(username: string): Promise<{ id: string; username: string }> {
   const res = await admin('/consumers', { method: 'POST', body: { username } });
@@ -55,7 +42,7 @@ async function createCredential(consumer: string, fields: Record<string, unknown
 }
 
 function post(path: string, fields: Record<string, string>): Promise<Reply> {
-  return request(`${gw.https}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString() });
+  return request(`${fx.gw.https}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString() });
 }
 
 async function clientToken(clientId: string): Promise<string> {
@@ -70,7 +57,7 @@ async function authorizeCode(clientId: string, extra: Record<string, string> = {
   return new URL(res.json().redirect_uri).searchParams.get('code')!;
 }
 
-const call = (path: string, token: string) => request(`${gw.http}${path}`, { headers: { authorization: `Bearer ${token}` } });
+const call = (path: string, token: string) => request(`${fx.gw.http}${path}`, { headers: { authorization: `Bearer ${token}` } });
 
 describe('deleting a runtime consumer', () => {
   it("a consumer named after the deleted one's id inherits none of its tokens", async () => {
@@ -82,7 +69,7 @@ describe('deleting a runtime consumer', () => {
     assert.equal((await admin(`/consumers/${victim.id}`, { method: 'DELETE' })).status, 204);
     const impostor = await createConsumer(victim.id);
     const res = await call('/api/x', token);
-    assert.equal(res.status, 401, `the old token answered as ${upstream.requests.at(-1)?.headers['x-consumer-username']}`);
+    assert.equal(res.status, 401, `the old token answered as ${fx.upstream.requests.at(-1)?.headers['x-consumer-username']}`);
     // Kong's rule: a UUID-shaped key is an id, so the old id finds nobody, and the impostor only by its own id.
     assert.equal((await admin(`/consumers/${victim.id}`)).status, 404);
     assert.equal((await admin(`/consumers/${impostor.id}`)).json().username, victim.id);
@@ -124,7 +111,7 @@ describe('a credential deleted and created again under the same id', () => {
 describe('references by id or username', () => {
   it('an anonymous consumer configured by id is not stood in for by a consumer with that username', async () => {
     await createConsumer(MISSING_ANONYMOUS);
-    const res = await request(`${gw.http}/guest/x`);
+    const res = await request(`${fx.gw.http}/guest/x`);
     assert.equal(res.status, 500, res.text);
     assert.match(res.json().message, /anonymous consumer .* is configured but doesn't exist/);
   });

@@ -6,49 +6,36 @@
  * proven in impl-units.test.ts; the store latency under a flood is measured by `npm run bench -- oauth2`.)
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { request, startGateway, startUpstream, type Reply } from '../../helpers/gateway.ts';
-
-type Gateway = Awaited<ReturnType<typeof startGateway>>;
-type Upstream = Awaited<ReturnType<typeof startUpstream>>;
+import { describe, it } from 'node:test';
+import { gatewayOnEchoUpstreamAroundTests, request, type Reply } from '../../helpers/gateway.ts';
 
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 const MAX_FAILURES = 10;
 
-let gw: Gateway;
-let upstream: Upstream;
-
-before(async () => {
-  upstream = await startUpstream();
-  gw = await startGateway({
-    services: [
-      {
-        name: 'api',
-        url: upstream.url,
-        routes: [{ name: 'api', paths: ['/api'], plugins: [{ name: 'oauth2', config: { enable_client_credentials: true, provision_key: 'pk' } }] }],
-      },
-    ],
-    consumers: [
-      {
-        username: 'acme',
-        oauth2_credentials: [
-          { name: 'Hashed', client_id: 'hashed-app', client_secret: 'right-secret', hash_secret: true },
-          { name: 'Hashed, never used', client_id: 'idle-app', client_secret: 'right-secret', hash_secret: true },
-          { name: 'Hashed, introspecting', client_id: 'introspect-app', client_secret: 'right-secret', hash_secret: true },
-          { name: 'Plain', client_id: 'plain-app', client_secret: 'right-secret' },
-        ],
-      },
-    ],
-  });
-});
-after(async () => {
-  await gw?.stop();
-  await upstream?.close();
-});
+const fx = gatewayOnEchoUpstreamAroundTests((upstreamUrl) => ({
+  services: [
+    {
+      name: 'api',
+      url: upstreamUrl,
+      routes: [{ name: 'api', paths: ['/api'], plugins: [{ name: 'oauth2', config: { enable_client_credentials: true, provision_key: 'pk' } }] }],
+    },
+  ],
+  consumers: [
+    {
+      username: 'acme',
+      oauth2_credentials: [
+        { name: 'Hashed', client_id: 'hashed-app', client_secret: 'right-secret', hash_secret: true },
+        { name: 'Hashed, never used', client_id: 'idle-app', client_secret: 'right-secret', hash_secret: true },
+        { name: 'Hashed, introspecting', client_id: 'introspect-app', client_secret: 'right-secret', hash_secret: true },
+        { name: 'Plain', client_id: 'plain-app', client_secret: 'right-secret' },
+      ],
+    },
+  ],
+}));
 
 function post(endpoint: string, clientId: string, secret: string, extra: Record<string, string> = {}): Promise<Reply> {
   const body = new URLSearchParams({ client_id: clientId, client_secret: secret, ...extra }).toString();
-  return request(`${gw.https}/api/oauth2/${endpoint}`, { method: 'POST', headers: FORM, body });
+  return request(`${fx.gw.https}/api/oauth2/${endpoint}`, { method: 'POST', headers: FORM, body });
 }
 
 const token = (clientId: string, secret: string) => post('token', clientId, secret, { grant_type: 'client_credentials' });

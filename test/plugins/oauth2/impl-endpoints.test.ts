@@ -5,12 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
-import { request, startGateway, startUpstream, type Reply } from '../../helpers/gateway.ts';
+import { describe, it } from 'node:test';
+import { gatewayOnEchoUpstreamAroundTests, request, type Reply } from '../../helpers/gateway.ts';
 import { parseRaw, portOf, rawExchange } from '../../src/support.ts';
-
-type Gateway = Awaited<ReturnType<typeof startGateway>>;
-type Upstream = Awaited<ReturnType<typeof startUpstream>>;
 
 const KONG_VECTOR_HASH = '$pbkdf2-sha512$i=10000,l=32$YSBsaXR0ZSBiaXQsIGp1c3QgYSBsaXR0bGUgYml0$z6ysNworexAhDELywIDi0ba0B0T7F/MBZ6Ige9lWRYI';
 const CALLBACK = 'https://acme.example/cb';
@@ -57,20 +54,10 @@ function config(upstreamUrl: string): Record<string, any> {
   };
 }
 
-let gw: Gateway;
-let upstream: Upstream;
-
-before(async () => {
-  upstream = await startUpstream();
-  gw = await startGateway(config(upstream.url));
-});
-after(async () => {
-  await gw?.stop();
-  await upstream?.close();
-});
+const fx = gatewayOnEchoUpstreamAroundTests(config);
 
 function post(path: string, body: Record<string, any>, headers: Record<string, string> = {}): Promise<Reply> {
-  return request(gw.https + path, { method: 'POST', body, headers });
+  return request(fx.gw.https + path, { method: 'POST', body, headers });
 }
 
 function basic(id: string, secret: string): string {
@@ -84,7 +71,7 @@ async function clientCredentialsToken(path = '/orders', clientId = 'acme-app', s
 }
 
 function callOrders(token: string, headers: Record<string, string> = {}): Promise<Reply> {
-  return request(gw.http + '/orders/items', { headers: { authorization: `Bearer ${token}`, ...headers } });
+  return request(fx.gw.http + '/orders/items', { headers: { authorization: `Bearer ${token}`, ...headers } });
 }
 
 function pkce(): { verifier: string; challenge: string } {
@@ -129,7 +116,7 @@ describe('client_credentials and the identity headers', () => {
       'x-consumer-custom-id': 'evil',
     });
     assert.equal(res.status, 200, res.text);
-    const seen = upstream.requests.at(-1)!.headers;
+    const seen = fx.upstream.requests.at(-1)!.headers;
     assert.match(String(seen['x-consumer-id']), /^[0-9a-f-]{36}$/);
     assert.equal(seen['x-consumer-username'], 'acme');
     assert.equal(seen['x-consumer-custom-id'], 'cust-42');
@@ -153,7 +140,7 @@ describe('client_credentials and the identity headers', () => {
   });
 
   it('accepts a form-encoded body', async () => {
-    const res = await request(gw.https + '/orders/oauth2/token', {
+    const res = await request(fx.gw.https + '/orders/oauth2/token', {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: 'grant_type=client_credentials&client_id=acme-app&client_secret=acme-secret&scope=write',
@@ -186,7 +173,7 @@ describe('client_credentials and the identity headers', () => {
   });
 
   it('token endpoints answer only over HTTPS', async () => {
-    const res = await request(gw.http + '/orders/oauth2/token', {
+    const res = await request(fx.gw.http + '/orders/oauth2/token', {
       method: 'POST',
       body: { grant_type: 'client_credentials', client_id: 'acme-app', client_secret: 'acme-secret' },
     });
@@ -196,7 +183,7 @@ describe('client_credentials and the identity headers', () => {
 
   it('a token of one service is refused on another', async () => {
     const token = await clientCredentialsToken();
-    const res = await request(gw.http + '/billing/x', { headers: { authorization: `bearer ${token}` } });
+    const res = await request(fx.gw.http + '/billing/x', { headers: { authorization: `bearer ${token}` } });
     assert.equal(res.status, 401);
     assert.equal(res.json().error, 'invalid_token');
   });
@@ -213,7 +200,7 @@ describe('authorization_code with the RFC corrections', () => {
     assert.ok(first.json().refresh_token);
     const res = await callOrders(first.json().access_token);
     assert.equal(res.status, 200);
-    assert.equal(upstream.requests.at(-1)!.headers['x-authenticated-userid'], 'user-7');
+    assert.equal(fx.upstream.requests.at(-1)!.headers['x-authenticated-userid'], 'user-7');
     const again = await post('/orders/oauth2/token', exchange);
     assert.equal(again.status, 400);
     assert.deepEqual(again.json(), { error: 'invalid_grant', error_description: 'Invalid code' });
@@ -329,9 +316,9 @@ describe('introspection (RFC 7662)', () => {
     const wrong = await post('/orders/oauth2/introspect', { token }, { authorization: basic('acme-app', 'nope') });
     assert.equal(wrong.status, 401);
     assert.equal(wrong.json().error, 'invalid_client');
-    const insecure = await request(gw.http + '/orders/oauth2/introspect', { method: 'POST', body: { token }, headers: { authorization: basic('acme-app', 'acme-secret') } });
+    const insecure = await request(fx.gw.http + '/orders/oauth2/introspect', { method: 'POST', body: { token }, headers: { authorization: basic('acme-app', 'acme-secret') } });
     assert.equal(insecure.json().error, 'access_denied');
-    const get = await request(gw.https + '/orders/oauth2/introspect');
+    const get = await request(fx.gw.https + '/orders/oauth2/introspect');
     assert.equal(get.status, 405);
   });
 
@@ -380,7 +367,7 @@ describe('revocation (RFC 7009)', () => {
 
 describe('authorization server metadata (RFC 8414)', () => {
   it('is served under the route prefix and at the RFC 8414 §3.1 location', async () => {
-    const underRoute = await request(gw.https + '/orders/.well-known/oauth-authorization-server', { headers: { host: 'api.example' } });
+    const underRoute = await request(fx.gw.https + '/orders/.well-known/oauth-authorization-server', { headers: { host: 'api.example' } });
     assert.equal(underRoute.status, 200, underRoute.text);
     const doc = underRoute.json();
     assert.equal(doc.issuer, 'https://api.example/orders');
@@ -391,28 +378,28 @@ describe('authorization server metadata (RFC 8414)', () => {
     assert.deepEqual(doc.response_types_supported, ['code']);
     assert.deepEqual(doc.scopes_supported, ['read', 'write']);
     assert.deepEqual(doc.code_challenge_methods_supported, ['S256']);
-    const wellKnown = await request(gw.https + '/.well-known/oauth-authorization-server/orders', { headers: { host: 'api.example' } });
+    const wellKnown = await request(fx.gw.https + '/.well-known/oauth-authorization-server/orders', { headers: { host: 'api.example' } });
     assert.equal(wellKnown.status, 200, wellKnown.text);
     assert.deepEqual(wellKnown.json(), doc);
-    const issuerOnly = await request(gw.https + '/.well-known/oauth-authorization-server/issuer', { headers: { host: 'api.example' } });
+    const issuerOnly = await request(fx.gw.https + '/.well-known/oauth-authorization-server/issuer', { headers: { host: 'api.example' } });
     assert.equal(issuerOnly.json().issuer, 'https://api.example/issuer');
     assert.deepEqual(issuerOnly.json().grant_types_supported, ['client_credentials']);
-    const unknown = await request(gw.https + '/.well-known/oauth-authorization-server/nothing');
+    const unknown = await request(fx.gw.https + '/.well-known/oauth-authorization-server/nothing');
     assert.equal(unknown.status, 404);
   });
 
   it('names the issuer with the port the client used, as discovery requires (RFC 8414 §3.3)', async () => {
     const headers = { host: 'api.example:8443' };
-    const underRoute = await request(gw.https + '/orders/.well-known/oauth-authorization-server', { headers });
+    const underRoute = await request(fx.gw.https + '/orders/.well-known/oauth-authorization-server', { headers });
     assert.equal(underRoute.json().issuer, 'https://api.example:8443/orders');
     assert.equal(underRoute.json().token_endpoint, 'https://api.example:8443/orders/oauth2/token');
-    const wellKnown = await request(gw.https + '/.well-known/oauth-authorization-server/orders', { headers });
+    const wellKnown = await request(fx.gw.https + '/.well-known/oauth-authorization-server/orders', { headers });
     assert.equal(wellKnown.json().issuer, 'https://api.example:8443/orders');
   });
 
   it('takes the issuer from an absolute-form target, as routing does (RFC 9112 §3.2.2: it stands for Host)', async () => {
     for (const path of ['/orders/.well-known/oauth-authorization-server', '/.well-known/oauth-authorization-server/orders']) {
-      const raw = await rawExchange(portOf(gw.https), `GET https://api.example:8443${path} HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n`, undefined, { tls: true });
+      const raw = await rawExchange(portOf(fx.gw.https), `GET https://api.example:8443${path} HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n`, undefined, { tls: true });
       const reply = parseRaw(raw);
       assert.equal(reply.status, 200, raw);
       assert.equal(JSON.parse(reply.body).issuer, 'https://api.example:8443/orders', path);
@@ -439,7 +426,7 @@ describe('bad input never breaks the endpoints', () => {
   ];
   for (const [name, headers, body] of cases) {
     it(`${name}: a 4xx OAuth error`, async () => {
-      const res = await request(gw.https + '/orders/oauth2/token', { method: 'POST', headers, body });
+      const res = await request(fx.gw.https + '/orders/oauth2/token', { method: 'POST', headers, body });
       assert.ok(res.status === 400 || res.status === 401, `${res.status} ${res.text}`);
       assert.equal(typeof res.json().error, 'string');
     });
@@ -447,7 +434,7 @@ describe('bad input never breaks the endpoints', () => {
 
   it('a repeated parameter is invalid_request on every endpoint (RFC 6749 §3.1, §3.2, §5.2)', async () => {
     const form = { 'content-type': 'application/x-www-form-urlencoded' };
-    const sendForm = (path: string, body: string) => request(gw.https + path, { method: 'POST', headers: form, body });
+    const sendForm = (path: string, body: string) => request(fx.gw.https + path, { method: 'POST', headers: form, body });
     const twice = await sendForm('/orders/oauth2/token', 'grant_type=client_credentials&grant_type=client_credentials&client_id=acme-app&client_secret=acme-secret');
     assert.equal(twice.status, 400);
     assert.deepEqual(twice.json(), { error: 'invalid_request', error_description: 'The grant_type parameter must not be sent more than once' });
@@ -475,7 +462,7 @@ describe('bad input never breaks the endpoints', () => {
     form.set('client_id', 'acme-app');
     form.set('client_secret', 'acme-secret');
     const encoded = new Response(form);
-    const res = await request(gw.https + '/orders/oauth2/token', {
+    const res = await request(fx.gw.https + '/orders/oauth2/token', {
       method: 'POST',
       headers: { 'content-type': encoded.headers.get('content-type')! },
       body: Buffer.from(await encoded.arrayBuffer()),

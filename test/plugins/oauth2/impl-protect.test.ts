@@ -5,11 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
-import { after, before, describe, it } from 'node:test';
-import { request, startGateway, startUpstream, type Reply } from '../../helpers/gateway.ts';
-
-type Gateway = Awaited<ReturnType<typeof startGateway>>;
-type Upstream = Awaited<ReturnType<typeof startUpstream>>;
+import { describe, it } from 'node:test';
+import { gatewayOnEchoUpstreamAroundTests, request, type Reply } from '../../helpers/gateway.ts';
 
 const ANONYMOUS_ID = '0b9d6f5e-1111-4222-8333-444455556666';
 const BASE = { enable_client_credentials: true, scopes: ['read'], provision_key: 'pk' };
@@ -18,36 +15,26 @@ function service(name: string, upstreamUrl: string, config: Record<string, unkno
   return { name, url: upstreamUrl, routes: [{ name, paths: [`/${name}`], plugins: [{ name: 'oauth2', config: { ...BASE, ...config } }] }] };
 }
 
-let gw: Gateway;
-let upstream: Upstream;
-
-before(async () => {
-  upstream = await startUpstream();
-  gw = await startGateway({
-    services: [
-      service('plain', upstream.url, {}),
-      service('hidden', upstream.url, { hide_credentials: true, auth_header_name: 'x_api_token' }),
-      service('capitals', upstream.url, { auth_header_name: 'Authorization' }),
-      service('anon-id', upstream.url, { anonymous: ANONYMOUS_ID }),
-      service('anon-name', upstream.url, { anonymous: 'guest' }),
-      service('global-a', upstream.url, { global_credentials: true }),
-      service('global-b', upstream.url, { global_credentials: true, realm: 'api' }),
-      service('quoted-realm', upstream.url, { realm: 'the "api" \\ zone' }),
-    ],
-    consumers: [
-      { id: ANONYMOUS_ID, username: 'guest' },
-      { username: 'acme' },
-    ],
-    oauth2_credentials: [{ consumer: 'acme', name: 'Top-level App', client_id: 'top-app', client_secret: 'top-secret' }],
-  });
-});
-after(async () => {
-  await gw?.stop();
-  await upstream?.close();
-});
+const fx = gatewayOnEchoUpstreamAroundTests((upstreamUrl) => ({
+  services: [
+    service('plain', upstreamUrl, {}),
+    service('hidden', upstreamUrl, { hide_credentials: true, auth_header_name: 'x_api_token' }),
+    service('capitals', upstreamUrl, { auth_header_name: 'Authorization' }),
+    service('anon-id', upstreamUrl, { anonymous: ANONYMOUS_ID }),
+    service('anon-name', upstreamUrl, { anonymous: 'guest' }),
+    service('global-a', upstreamUrl, { global_credentials: true }),
+    service('global-b', upstreamUrl, { global_credentials: true, realm: 'api' }),
+    service('quoted-realm', upstreamUrl, { realm: 'the "api" \\ zone' }),
+  ],
+  consumers: [
+    { id: ANONYMOUS_ID, username: 'guest' },
+    { username: 'acme' },
+  ],
+  oauth2_credentials: [{ consumer: 'acme', name: 'Top-level App', client_id: 'top-app', client_secret: 'top-secret' }],
+}));
 
 async function tokenFor(name: string): Promise<string> {
-  const res = await request(`${gw.https}/${name}/oauth2/token`, {
+  const res = await request(`${fx.gw.https}/${name}/oauth2/token`, {
     method: 'POST',
     body: { grant_type: 'client_credentials', client_id: 'top-app', client_secret: 'top-secret', scope: 'read' },
   });
@@ -56,15 +43,15 @@ async function tokenFor(name: string): Promise<string> {
 }
 
 function lastUpstream() {
-  return upstream.requests.at(-1)!;
+  return fx.upstream.requests.at(-1)!;
 }
 
 describe('where the token comes from', () => {
   it('a top-level credential (consumer by username) gets tokens; query and form body carry them too', async () => {
     const token = await tokenFor('plain');
-    assert.equal((await request(`${gw.http}/plain/q?access_token=${token}&keep=1`)).status, 200);
+    assert.equal((await request(`${fx.gw.http}/plain/q?access_token=${token}&keep=1`)).status, 200);
     assert.match(lastUpstream().query, /access_token=/);
-    const form = await request(`${gw.http}/plain/f`, {
+    const form = await request(`${fx.gw.http}/plain/f`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: `a=1&access_token=${token}`,
@@ -78,18 +65,18 @@ describe('where the token comes from', () => {
 describe('auth_header_name', () => {
   it('matches header names case-insensitively', async () => {
     const token = await tokenFor('capitals');
-    assert.equal((await request(`${gw.http}/capitals/x`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
+    assert.equal((await request(`${fx.gw.http}/capitals/x`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
   });
 });
 
 describe('hide_credentials', () => {
   it('strips the token from a custom header (underscores and dashes alike), the query and a form body', async () => {
     const token = await tokenFor('hidden');
-    assert.equal((await request(`${gw.http}/hidden/h`, { headers: { 'x-api-token': `Bearer ${token}` } })).status, 200);
+    assert.equal((await request(`${fx.gw.http}/hidden/h`, { headers: { 'x-api-token': `Bearer ${token}` } })).status, 200);
     assert.equal(lastUpstream().headers['x-api-token'], undefined);
-    assert.equal((await request(`${gw.http}/hidden/q?keep=1&access_token=${token}`)).status, 200);
+    assert.equal((await request(`${fx.gw.http}/hidden/q?keep=1&access_token=${token}`)).status, 200);
     assert.equal(lastUpstream().query, 'keep=1');
-    const form = await request(`${gw.http}/hidden/f`, {
+    const form = await request(`${fx.gw.http}/hidden/f`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: `access_token=${token}&a=1`,
@@ -103,7 +90,7 @@ describe('anonymous', () => {
   for (const name of ['anon-id', 'anon-name']) {
     it(`${name}: no or bad token passes as the anonymous consumer; a good token as the real one`, async () => {
       for (const headers of [{}, { authorization: 'Bearer nonsense' }]) {
-        const res = await request(`${gw.http}/${name}/x`, { headers: { ...headers, 'x-credential-identifier': 'spoof', 'x-authenticated-scope': 'admin' } });
+        const res = await request(`${fx.gw.http}/${name}/x`, { headers: { ...headers, 'x-credential-identifier': 'spoof', 'x-authenticated-scope': 'admin' } });
         assert.equal(res.status, 200, res.text);
         const seen = lastUpstream().headers;
         assert.equal(seen['x-anonymous-consumer'], 'true');
@@ -113,7 +100,7 @@ describe('anonymous', () => {
         assert.equal(seen['x-authenticated-scope'], undefined);
       }
       const token = await tokenFor(name);
-      assert.equal((await request(`${gw.http}/${name}/x`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
+      assert.equal((await request(`${fx.gw.http}/${name}/x`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
       assert.equal(lastUpstream().headers['x-consumer-username'], 'acme');
       assert.equal(lastUpstream().headers['x-anonymous-consumer'], undefined);
     });
@@ -123,7 +110,7 @@ describe('anonymous', () => {
 describe('global_credentials', () => {
   it('a global token works on every global plugin, not on a service-bound one', async () => {
     const token = await tokenFor('global-a');
-    const call = (name: string): Promise<Reply> => request(`${gw.http}/${name}/x`, { headers: { authorization: `Bearer ${token}` } });
+    const call = (name: string): Promise<Reply> => request(`${fx.gw.http}/${name}/x`, { headers: { authorization: `Bearer ${token}` } });
     assert.equal((await call('global-a')).status, 200);
     assert.equal((await call('global-b')).status, 200);
     const local = await call('plain');
@@ -133,10 +120,10 @@ describe('global_credentials', () => {
 
   it('a service-bound token is refused by a global plugin of another service, with the realm', async () => {
     const token = await tokenFor('plain');
-    const res = await request(`${gw.http}/global-b/x`, { headers: { authorization: `Bearer ${token}` } });
+    const res = await request(`${fx.gw.http}/global-b/x`, { headers: { authorization: `Bearer ${token}` } });
     assert.equal(res.status, 401);
     assert.equal(res.headers['www-authenticate'], 'Bearer realm="api", error="invalid_token", error_description="The access token is invalid or has expired"');
-    const missing = await request(`${gw.http}/global-b/x`);
+    const missing = await request(`${fx.gw.http}/global-b/x`);
     assert.equal(missing.headers['www-authenticate'], 'Bearer realm="api"');
     assert.deepEqual(missing.json(), { error: 'invalid_request', error_description: 'The access token is missing' });
   });
@@ -144,7 +131,7 @@ describe('global_credentials', () => {
 
 describe('WWW-Authenticate', () => {
   it('escapes quotes and backslashes of the realm inside its quoted-string (RFC 9110 §5.6.4)', async () => {
-    const res = await request(`${gw.http}/quoted-realm/x`);
+    const res = await request(`${fx.gw.http}/quoted-realm/x`);
     assert.equal(res.status, 401);
     assert.equal(res.headers['www-authenticate'], 'Bearer realm="the \\"api\\" \\\\ zone"');
   });
@@ -153,7 +140,7 @@ describe('WWW-Authenticate', () => {
 describe('gRPC', () => {
   /** A gRPC call's response headers and trailers, merged. */
   async function grpcCall(path: string, method = 'POST'): Promise<http2.IncomingHttpHeaders> {
-    const session = http2.connect(gw.h2c);
+    const session = http2.connect(fx.gw.h2c);
     try {
       return await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
         const stream = session.request({ ':method': method, ':path': path, 'content-type': 'application/grpc', te: 'trailers' }, { endStream: method === 'GET' });
