@@ -7,10 +7,11 @@
  * on the worker pool and remembered; a flood of wrong passwords locks that credential only.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type * as grpc from '@grpc/grpc-js';
-import { echoClient, startGrpcEcho, unary, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
-import { request, startGateway, startUpstream, type Reply, type RequestOptions, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { unary } from '../../fixtures/grpc-echo.ts';
+import { gatewayOnHttpAndGrpcEchoAroundTests } from '../../fixtures/http-and-grpc-echo.ts';
+import { request, startGateway, type Reply, type RequestOptions } from '../../helpers/gateway.ts';
 import { kongPasswordHash } from '../../../plugins/basic-auth/schema.ts';
 
 const ANONYMOUS_ID = '5b1c7a52-0000-4000-8000-00000000a0a0';
@@ -18,25 +19,20 @@ const MISSING_ANONYMOUS = '5b1c7a52-0000-4000-8000-00000000dead';
 /** The consumer of Kong's 05-declarative_spec, whose exported hash is imported untouched. */
 const ANDRU_ID = 'ad06b77c-0d2f-407a-8d6d-07f272a92d6a';
 
-let gw: TestGateway;
-let upstream: Upstream;
-let grpcEcho: GrpcEcho;
-let grpcClient: EchoClient;
-
 const basic = (userPass: string) => `Basic ${Buffer.from(userPass).toString('base64')}`;
 
 function route(n: number | string, config: Record<string, unknown> = {}) {
   return { name: `basic-auth${n}`, hosts: [`basic-auth${n}.test`], plugins: [{ name: 'basic-auth', config }] };
 }
 
-function config(): Record<string, any> {
+function config(upstreamUrl: string, grpcTarget: string): Record<string, any> {
   return {
     // Kong's exports say `_transform: false`: their password hashes are taken as they are.
     _transform: false,
     services: [
       {
         name: 'echo',
-        url: upstream.url,
+        url: upstreamUrl,
         routes: [
           route(1, { realm: 'test-realm' }),
           route(2, { hide_credentials: true }),
@@ -48,7 +44,7 @@ function config(): Record<string, any> {
       },
       {
         name: 'grpc',
-        url: `grpc://${grpcEcho.target}`,
+        url: `grpc://${grpcTarget}`,
         routes: [{ name: 'grpc', protocols: ['grpc'], paths: ['/tollgate.test.Echo/'], plugins: [{ name: 'basic-auth' }] }],
       },
     ],
@@ -59,11 +55,7 @@ function config(): Record<string, any> {
   };
 }
 
-before(async () => {
-  upstream = await startUpstream();
-  grpcEcho = await startGrpcEcho();
-  gw = await startGateway(config());
-  grpcClient = echoClient(new URL(gw.h2c).host);
+const fx = gatewayOnHttpAndGrpcEchoAroundTests(config, async () => {
   // Kong's fixture: bob/kong, user123/password123, user321/password:123, created through the admin API.
   await admin('POST', '/consumers', { username: 'bob' });
   await admin('POST', '/consumers', { username: 'user123' });
@@ -72,19 +64,13 @@ before(async () => {
     assert.equal(created.status, 201, created.text);
   }
 });
-after(async () => {
-  grpcClient?.close();
-  await gw?.stop();
-  await grpcEcho?.close();
-  await upstream?.close();
-});
 
 function admin(method: string, path: string, body?: Record<string, unknown>): Promise<Reply> {
-  return request(gw.admin + path, { method, body });
+  return request(fx.gw.admin + path, { method, body });
 }
 
 function proxy(host: string, path: string, options: RequestOptions = {}): Promise<Reply> {
-  return request(gw.http + path, { ...options, headers: { host, ...options.headers } });
+  return request(fx.gw.http + path, { ...options, headers: { host, ...options.headers } });
 }
 
 function echoed(reply: Reply): { headers: Record<string, string | undefined> } {
@@ -134,8 +120,8 @@ describe('Kong basic-auth: unauthorized', () => {
 
 describe('Kong basic-auth: gRPC', () => {
   it('BA07 a call without credentials is UNAUTHENTICATED; with them it passes', async () => {
-    await assert.rejects(unary(grpcClient, { message: 'hello' }), (err: grpc.ServiceError) => err.code === 16);
-    const { reply } = await unary(grpcClient, { message: 'hello noname' }, { metadata: { authorization: basic('bob:kong') } });
+    await assert.rejects(unary(fx.grpcClient, { message: 'hello' }), (err: grpc.ServiceError) => err.code === 16);
+    const { reply } = await unary(fx.grpcClient, { message: 'hello noname' }, { metadata: { authorization: basic('bob:kong') } });
     assert.equal(reply.metadata['x-consumer-username'], 'bob');
   });
 });
@@ -200,7 +186,7 @@ describe('Kong basic-auth: passwords moved between Kong and Tollgate (05-declara
 
   it("BA16 a plain password of gateway.yaml (_transform, Kong's default) is stored in memory as Kong's hash and authenticates", async () => {
     const plain = await startGateway({
-      services: [{ name: 'echo', url: upstream.url, routes: [route(1, { realm: 'test-realm' })] }],
+      services: [{ name: 'echo', url: fx.upstream.url, routes: [route(1, { realm: 'test-realm' })] }],
       consumers: [{ id: ANDRU_ID, username: 'andru', basicauth_credentials: [{ username: 'james', password: 'secret' }] }],
     });
     try {
@@ -228,8 +214,8 @@ describe('Kong basic-auth: runtime credentials (04-invalidations) and hashing', 
 
   it("BA18 a deleted anonymous consumer: requests relying on it get Kong's 500", async () => {
     const second = await startGateway({
-      services: [{ name: 'echo', url: upstream.url, routes: [route(1, { anonymous: 'temporary-anonymous' })] }],
-    }, { dataDir: gw.dataDir + '-anon' });
+      services: [{ name: 'echo', url: fx.upstream.url, routes: [route(1, { anonymous: 'temporary-anonymous' })] }],
+    }, { dataDir: fx.gw.dataDir + '-anon' });
     try {
       assert.equal((await request(`${second.http}/request`, { headers: { host: 'basic-auth1.test' } })).status, 500, 'no such consumer yet');
       const create = await request(`${second.admin}/consumers`, { method: 'POST', body: { username: 'temporary-anonymous' } });

@@ -7,13 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign as cryptoSign, type KeyObject } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type * as grpc from '@grpc/grpc-js';
 import { SignJWT } from 'jose';
 import { loadConfigText } from '../../../src/config/load.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
-import { echoClient, startGrpcEcho, unary, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
-import { request, startGateway, startUpstream, type Reply, type RequestOptions, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { unary } from '../../fixtures/grpc-echo.ts';
+import { gatewayOnHttpAndGrpcEchoAroundTests } from '../../fixtures/http-and-grpc-echo.ts';
+import { request, type Reply, type RequestOptions } from '../../helpers/gateway.ts';
 
 const ANONYMOUS_ID = '7c1c7a52-0000-4000-8000-00000000a0a0';
 const MISSING_ANONYMOUS = '7c1c7a52-0000-4000-8000-00000000dead';
@@ -36,16 +37,11 @@ keys.set('Ed25519', generateKeyPairSync('ed25519'));
 keys.set('Ed448', generateKeyPairSync('ed448'));
 const pem = (key: KeyObject) => key.export({ type: 'spki', format: 'pem' }).toString();
 
-let gw: TestGateway;
-let upstream: Upstream;
-let grpcEcho: GrpcEcho;
-let grpcClient: EchoClient;
-
 function route(n: number | string, config: Record<string, unknown> = {}) {
   return { name: `jwt${n}`, hosts: [`jwt${n}.test`], plugins: [{ name: 'jwt', config }] };
 }
 
-function config(): Record<string, any> {
+function config(upstreamUrl: string, grpcTarget: string): Record<string, any> {
   const asymmetric = [...ASYMMETRIC.map(([alg]) => [alg, alg]), ['EdDSA', 'Ed25519'], ['EdDSA', 'Ed448']].map(([alg, key]) => ({
     username: `consumer-${key}`,
     jwt_secrets: [{ key: `key-${key}`, algorithm: alg, rsa_public_key: pem(keys.get(key)!.publicKey) }],
@@ -54,7 +50,7 @@ function config(): Record<string, any> {
     services: [
       {
         name: 'echo',
-        url: upstream.url,
+        url: upstreamUrl,
         routes: [
           route(1),
           route(2, { uri_param_names: ['token', 'jwt'] }),
@@ -71,7 +67,7 @@ function config(): Record<string, any> {
           route(13, { anonymous: 'no-body' }),
         ],
       },
-      { name: 'grpc', url: `grpc://${grpcEcho.target}`, routes: [{ name: 'grpc', protocols: ['grpc'], paths: ['/tollgate.test.Echo/'], plugins: [{ name: 'jwt' }] }] },
+      { name: 'grpc', url: `grpc://${grpcTarget}`, routes: [{ name: 'grpc', protocols: ['grpc'], paths: ['/tollgate.test.Echo/'], plugins: [{ name: 'jwt' }] }] },
     ],
     consumers: [
       { id: ANONYMOUS_ID, username: 'no-body' },
@@ -84,18 +80,7 @@ function config(): Record<string, any> {
   };
 }
 
-before(async () => {
-  upstream = await startUpstream();
-  grpcEcho = await startGrpcEcho();
-  gw = await startGateway(config());
-  grpcClient = echoClient(new URL(gw.h2c).host);
-});
-after(async () => {
-  grpcClient?.close();
-  await gw?.stop();
-  await grpcEcho?.close();
-  await upstream?.close();
-});
+const fx = gatewayOnHttpAndGrpcEchoAroundTests(config);
 
 const now = () => Math.floor(Date.now() / 1000);
 
@@ -108,7 +93,7 @@ const hs = (claims: Record<string, unknown>, alg = 'HS256', header: Record<strin
 const payload = (iss?: string) => ({ ...(iss === undefined ? {} : { iss }), nbf: now(), iat: now(), exp: now() + 3600 });
 
 function proxy(host: string, path: string, options: RequestOptions = {}): Promise<Reply> {
-  return request(gw.http + path, { ...options, headers: { host, ...options.headers } });
+  return request(fx.gw.http + path, { ...options, headers: { host, ...options.headers } });
 }
 
 function echoed(reply: Reply): Record<string, string | undefined> {
@@ -168,7 +153,7 @@ describe('Kong jwt: refusals', () => {
   });
 
   it('JW08 a gRPC call without a token is UNAUTHENTICATED', async () => {
-    await assert.rejects(unary(grpcClient, { message: 'hello' }), (err: grpc.ServiceError) => err.code === 16);
+    await assert.rejects(unary(fx.grpcClient, { message: 'hello' }), (err: grpc.ServiceError) => err.code === 16);
   });
 
   it('JW09 two different tokens are refused', async () => {
@@ -197,7 +182,7 @@ describe('Kong jwt: HS256', () => {
   });
 
   it('JW12 gRPC with a token in its metadata', async () => {
-    const { reply } = await unary(grpcClient, { message: 'hello noname' }, { metadata: { authorization: `Bearer ${await hs(payload('hs256-key'))}` } });
+    const { reply } = await unary(fx.grpcClient, { message: 'hello noname' }, { metadata: { authorization: `Bearer ${await hs(payload('hs256-key'))}` } });
     assert.equal(reply.metadata['x-consumer-username'], 'jwt_tests_consumer');
   });
 
@@ -306,7 +291,7 @@ describe('Kong jwt: anonymous', () => {
 });
 
 describe('Kong jwt: the jwt_secrets admin API (02-api)', () => {
-  const admin = (method: string, path: string, body?: Record<string, unknown> | string, headers?: Record<string, string>) => request(gw.admin + path, { method, body, headers });
+  const admin = (method: string, path: string, body?: Record<string, unknown> | string, headers?: Record<string, string>) => request(fx.gw.admin + path, { method, body, headers });
 
   it('JW27 POST creates a secret with a generated key and secret, or given ones; duplicate secrets are fine', async () => {
     await admin('POST', '/consumers', { username: 'bob' });

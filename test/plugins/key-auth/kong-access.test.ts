@@ -7,31 +7,28 @@
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type * as grpc from '@grpc/grpc-js';
-import { echoClient, startGrpcEcho, unary, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
-import { request, startGateway, startUpstream, type Reply, type RequestOptions, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { unary } from '../../fixtures/grpc-echo.ts';
+import { gatewayOnHttpAndGrpcEchoAroundTests } from '../../fixtures/http-and-grpc-echo.ts';
+import { request, startGateway, type Reply, type RequestOptions } from '../../helpers/gateway.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 
 const ANONYMOUS_ID = '3f1c7a52-0000-4000-8000-00000000a0a0';
 const MISSING_ANONYMOUS = '3f1c7a52-0000-4000-8000-00000000dead';
 
-let gw: TestGateway;
-let upstream: Upstream;
-let grpcEcho: GrpcEcho;
-let grpcClient: EchoClient;
 let kongCredentialId: string;
 
 function route(n: number | string, config: Record<string, unknown> = {}) {
   return { name: `key-auth${n}`, hosts: [`key-auth${n}.test`], plugins: [{ name: 'key-auth', config }] };
 }
 
-function config(): Record<string, any> {
+function config(upstreamUrl: string, grpcTarget: string): Record<string, any> {
   return {
     services: [
       {
         name: 'echo',
-        url: upstream.url,
+        url: upstreamUrl,
         routes: [
           route(1),
           route(2, { hide_credentials: true, realm: 'test-realm' }),
@@ -47,7 +44,7 @@ function config(): Record<string, any> {
       },
       {
         name: 'grpc',
-        url: `grpc://${grpcEcho.target}`,
+        url: `grpc://${grpcTarget}`,
         routes: [{ name: 'grpc', protocols: ['grpc'], paths: ['/tollgate.test.Echo/'], plugins: [{ name: 'key-auth' }] }],
       },
     ],
@@ -58,26 +55,16 @@ function config(): Record<string, any> {
   };
 }
 
-before(async () => {
-  upstream = await startUpstream();
-  grpcEcho = await startGrpcEcho();
-  gw = await startGateway(config());
-  grpcClient = echoClient(new URL(gw.h2c).host);
+const fx = gatewayOnHttpAndGrpcEchoAroundTests(config, async () => {
   kongCredentialId = (await admin('GET', '/consumers/bob/key-auth')).json().data[0].id;
-});
-after(async () => {
-  grpcClient?.close();
-  await gw?.stop();
-  await grpcEcho?.close();
-  await upstream?.close();
 });
 
 function admin(method: string, path: string, body?: Record<string, unknown>): Promise<Reply> {
-  return request(gw.admin + path, { method, body });
+  return request(fx.gw.admin + path, { method, body });
 }
 
 function proxy(host: string, path: string, options: RequestOptions = {}): Promise<Reply> {
-  return request(gw.http + path, { ...options, headers: { host, ...options.headers } });
+  return request(fx.gw.http + path, { ...options, headers: { host, ...options.headers } });
 }
 
 /** Kong's mock upstream's view: what the upstream got. */
@@ -198,7 +185,7 @@ describe('Kong key-auth: key in headers', () => {
     const reply = await new Promise<Reply>((resolve, reject) => {
       // Node's client joins repeated headers unless given as raw pairs.
       import('node:http').then(({ request: raw }) => {
-        const req = raw(gw.http + '/status/200', { headers: ['host', 'key-auth1.test', 'apikey', 'kong', 'apikey', 'kong'] }, (res) => {
+        const req = raw(fx.gw.http + '/status/200', { headers: ['host', 'key-auth1.test', 'apikey', 'kong', 'apikey', 'kong'] }, (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c) => chunks.push(c));
           res.on('end', () => {
@@ -225,11 +212,11 @@ describe('Kong key-auth: key in headers', () => {
 
 describe('Kong key-auth: key in gRPC metadata', () => {
   it('KA22 a call without a key is UNAUTHENTICATED', async () => {
-    await assert.rejects(unary(grpcClient, { message: 'hello' }), (err: grpc.ServiceError) => err.code === 16);
+    await assert.rejects(unary(fx.grpcClient, { message: 'hello' }), (err: grpc.ServiceError) => err.code === 16);
   });
 
   it('KA23 a call with the key in its metadata reaches the upstream as bob', async () => {
-    const { reply } = await unary(grpcClient, { message: 'hello noname' }, { metadata: { apikey: 'kong' } });
+    const { reply } = await unary(fx.grpcClient, { message: 'hello noname' }, { metadata: { apikey: 'kong' } });
     assert.equal(reply.message, 'hello noname');
     assert.equal(reply.metadata['x-consumer-username'], 'bob');
   });
@@ -333,7 +320,7 @@ describe('Kong key-auth: credentials change through the admin API (03-invalidati
 
 describe('keys at rest', () => {
   it('KA34 the store holds no key as given', async () => {
-    const second = await startGateway(config(), { dataDir: join(gw.dataDir, 'second') });
+    const second = await startGateway(config(fx.upstream.url, fx.grpcEcho.target), { dataDir: join(fx.gw.dataDir, 'second') });
     try {
       await request(second.admin + '/consumers/bob/key-auth', { method: 'POST', body: { key: 'runtime-secret-key' } });
       const listed = await request(second.admin + '/consumers/bob/key-auth');
