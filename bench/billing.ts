@@ -22,18 +22,14 @@ import { MeterUsage } from '../plugins/metering/usage.ts';
 import type { MeteringConfig } from '../plugins/metering/schema.ts';
 import { LevelStore } from '../src/store/level.ts';
 import { load, printTable, startChild, type LoadResult } from './lib.ts';
+import { METERING, meteringRoute, startProxyCostGateway } from './metering.ts';
 import { startTollgate } from './proxy.ts';
 
-const METERING = '/v3/metering';
 const CARDS = 5;
 const YEAR_MS = 365 * 86_400_000;
 /** One event per meter every 15 minutes for a year: 35,040 per meter, 175,200 in all. */
 const EVENT_EVERY_MS = 15 * 60_000;
 const INVOICE_READS = 50;
-
-function meteringRoute(): Record<string, unknown> {
-  return { name: 'metering', paths: [METERING], strip_path: false, plugins: [{ name: 'metering', config: { allow_unauthenticated: true } }] };
-}
 
 async function call(base: string, method: string, path: string, body?: unknown): Promise<any> {
   const res = await request(`${base}${METERING}${path}`, { method, body: body as Record<string, unknown> | undefined });
@@ -44,23 +40,10 @@ async function call(base: string, method: string, path: string, body?: unknown):
 async function enforcementCost(): Promise<void> {
   const upstream = await startChild('servers/upstream.ts');
   const enforced = { feature: { key: 'calls' }, customer: { look_up_value_in: 'header', field: 'x-customer' } };
-  const tollgate = await startTollgate(
-    {
-      gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], access_log: false },
-      services: [
-        {
-          name: 'bench',
-          url: upstream.urls[0],
-          routes: [
-            { name: 'open', paths: ['/open'] },
-            { name: 'enforced', paths: ['/enforced'], plugins: [{ name: 'entitlement-enforcement', config: enforced }] },
-          ],
-        },
-      ],
-      routes: [meteringRoute()],
-      meters: [{ key: 'calls', name: 'Calls', event_type: 'request', aggregation: 'count' }],
-    },
-    2,
+  const tollgate = await startProxyCostGateway(
+    upstream.urls[0],
+    [{ name: 'enforced', paths: ['/enforced'], plugins: [{ name: 'entitlement-enforcement', config: enforced }] }],
+    [{ key: 'calls', name: 'Calls', event_type: 'request', aggregation: 'count' }],
   );
   const base = tollgate.urls[0];
   try {

@@ -23,12 +23,35 @@ import { addEvent, newDelta, writesIntoEmptySpace } from '../plugins/metering/le
 import { meterDefinitionFrom } from '../plugins/metering/meter-model.ts';
 import { MeteringService } from '../plugins/metering/service.ts';
 import { GATEWAY_NODE_FLAGS, startChild, type Child } from './lib.ts';
+import { startTollgate } from './proxy.ts';
 
-const PATH = '/v3/metering';
+/** Where the benches' gateways serve the metering plugin's API. */
+export const METERING = '/v3/metering';
 const SECONDS = 5;
 const QUERY_EVENTS = 1_000_000;
 const SUBJECTS = 20;
 const METHODS = ['GET', 'POST', 'PUT'];
+
+/** The metering plugin's API at METERING, open to callers without credentials (no authentication is measured). */
+export function meteringRoute(): Record<string, unknown> {
+  return { name: 'metering', paths: [METERING], strip_path: false, plugins: [{ name: 'metering', config: { allow_unauthenticated: true } }] };
+}
+
+/**
+ * A Tollgate child for what a plugin costs on the proxy path: service `bench` on `upstreamUrl` with the baseline route
+ * `/open` (no plugin) and the `measured` routes, the metering API (meteringRoute) with `meters`; no access log.
+ */
+export function startProxyCostGateway(upstreamUrl: string, measured: Record<string, unknown>[], meters: Record<string, unknown>[]): Promise<Child> {
+  return startTollgate(
+    {
+      gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], access_log: false },
+      services: [{ name: 'bench', url: upstreamUrl, routes: [{ name: 'open', paths: ['/open'] }, ...measured] }],
+      routes: [meteringRoute()],
+      meters,
+    },
+    2,
+  );
+}
 
 function eventJson(i: number, time = new Date().toISOString(), id: string = randomUUID()): string {
   return `{"specversion":"1.0","id":"${id}","source":"bench","type":"request","subject":"customer-${i % SUBJECTS}","time":"${time}","data":{"method":"${METHODS[i % 3]}","route":"/orders","bytes":${(i % 997) + 1}}}`;
@@ -59,7 +82,7 @@ async function startGatewayChild(dataDir: string): Promise<Child> {
     stringify({
       _format_version: '3.0',
       gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], data_dir: dataDir, log_level: 'warn', access_log: false },
-      routes: [{ name: 'metering', paths: [PATH], strip_path: false, plugins: [{ name: 'metering', config: { allow_unauthenticated: true, retention_days: 36_500, max_events_per_request: 10_000, queue_max_events: 1_000_000 } }] }],
+      routes: [{ name: 'metering', paths: [METERING], strip_path: false, plugins: [{ name: 'metering', config: { allow_unauthenticated: true, retention_days: 36_500, max_events_per_request: 10_000, queue_max_events: 1_000_000 } }] }],
       meters: [
         { key: 'requests', name: 'Requests', event_type: 'request', aggregation: 'count', dimensions: { method: '$.method' } },
         { key: 'bytes', name: 'Bytes', event_type: 'request', aggregation: 'sum', value_property: '$.bytes', dimensions: { route: '$.route' } },
@@ -245,7 +268,7 @@ export async function run(): Promise<void> {
   console.log('\n## metering: ingest with fsync (2 meters per event type: count + sum, with a dimension each)');
   const ingestDir = tempDir('tollgate-bench-ingest-');
   const gateway = await startGatewayChild(ingestDir);
-  const url = `${gateway.urls[0]}${PATH}/events`;
+  const url = `${gateway.urls[0]}${METERING}/events`;
   try {
     const single = await drive(url, 64, 'application/cloudevents+json', () => eventJson(0));
     const b100 = await interleaved(url, 100, 16);
@@ -269,7 +292,7 @@ export async function run(): Promise<void> {
   const queryDir = tempDir('tollgate-bench-query-');
   const seedRate = await seedYear(queryDir);
   const queryGateway = await startGatewayChild(queryDir);
-  const queryUrl = `${queryGateway.urls[0]}${PATH}/meters/year_requests/query`;
+  const queryUrl = `${queryGateway.urls[0]}${METERING}/meters/year_requests/query`;
   try {
     const year = new Date().getUTCFullYear() - 1;
     const range = { from: `${year}-01-01T00:00:00Z`, to: `${year + 1}-01-01T00:00:00Z`, granularity: 'P1D' };

@@ -13,15 +13,10 @@
  */
 import { request } from '../test/helpers/gateway.ts';
 import { load, printTable, startChild, type LoadResult } from './lib.ts';
-import { batchBodies, drive } from './metering.ts';
+import { METERING, batchBodies, drive, meteringRoute, startProxyCostGateway } from './metering.ts';
 import { startTollgate } from './proxy.ts';
 
-const METERING = '/v3/metering';
 const HEADERS = { 'x-customer': 'bench-customer' };
-
-function meteringRoute(): Record<string, unknown> {
-  return { name: 'metering', paths: [METERING], strip_path: false, plugins: [{ name: 'metering', config: { allow_unauthenticated: true } }] };
-}
 
 const subject = { look_up_value_in: 'header', field: 'x-customer' };
 
@@ -34,28 +29,17 @@ async function metric(admin: string, name: string): Promise<number> {
 async function proxyCost(): Promise<void> {
   const upstream = await startChild('servers/upstream.ts');
   const receiver = await startTollgate({ gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], access_log: false }, routes: [meteringRoute()] }, 2);
-  const tollgate = await startTollgate(
-    {
-      gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], access_log: false },
-      services: [
-        {
-          name: 'bench',
-          url: upstream.urls[0],
-          routes: [
-            { name: 'open', paths: ['/open'] },
-            { name: 'local', paths: ['/local'], plugins: [{ name: 'metering-and-billing', config: { subject } }] },
-            {
-              name: 'remote',
-              paths: ['/remote'],
-              plugins: [{ name: 'metering-and-billing', config: { subject, ingest_endpoint: `${receiver.urls[0]}${METERING}/events`, api_token: 'bench', queue: { max_batch_size: 1000, concurrency_limit: -1 } } }],
-            },
-          ],
-        },
-      ],
-      routes: [meteringRoute()],
-      meters: [{ key: 'requests', name: 'Requests', event_type: 'kong.api_request', aggregation: 'count', dimensions: { route: '$.route_name' } }],
-    },
-    2,
+  const tollgate = await startProxyCostGateway(
+    upstream.urls[0],
+    [
+      { name: 'local', paths: ['/local'], plugins: [{ name: 'metering-and-billing', config: { subject } }] },
+      {
+        name: 'remote',
+        paths: ['/remote'],
+        plugins: [{ name: 'metering-and-billing', config: { subject, ingest_endpoint: `${receiver.urls[0]}${METERING}/events`, api_token: 'bench', queue: { max_batch_size: 1000, concurrency_limit: -1 } } }],
+      },
+    ],
+    [{ key: 'requests', name: 'Requests', event_type: 'kong.api_request', aggregation: 'count', dimensions: { route: '$.route_name' } }],
   );
   const base = tollgate.urls[0];
   const admin = tollgate.urls[1];
@@ -93,7 +77,7 @@ async function collectorCost(): Promise<void> {
     startTollgate(
       {
         gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], access_log: false, log_level: 'warn' },
-        routes: [{ name: 'metering', paths: [METERING], strip_path: false, plugins: [{ name: 'metering', config: { allow_unauthenticated: true } }] }],
+        routes: [meteringRoute()],
         meters: [{ key: 'kilobytes', name: 'Kilobytes', event_type: 'request', aggregation: 'sum', value_property: '$.bytes' }],
         collectors,
       },
