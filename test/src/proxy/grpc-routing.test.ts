@@ -6,21 +6,13 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http2 from 'node:http2';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { echoClient, grpc, requestFrame, startGrpcEcho, unary, unaryAt, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
+import { closedPort } from '../support.ts';
 
 const SVC = '/tollgate.test.Echo';
-
-/** A port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 /** The status headers of a raw HTTP/2 gRPC call: its trailers, or the headers of a trailers-only answer. */
 function finalStatus(stream: http2.ClientHttp2Stream): Promise<http2.IncomingHttpHeaders> {

@@ -14,16 +14,9 @@ import WebSocket from 'ws';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { testCertificate } from '../../fixtures/tls.ts';
 import { startWsEcho, type WsEcho } from '../../fixtures/ws-echo.ts';
+import { closedPort } from '../support.ts';
 
 const deadline = () => ({ signal: AbortSignal.timeout(10_000) });
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 /** The TCP socket under each client TLS socket, so a test can reset it. */
 const tcpUnder = new WeakMap<object, Socket>();
