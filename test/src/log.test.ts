@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import WebSocket from 'ws';
 import { issueToken, oauth2Plugin, tokenIssuerConfig } from '../fixtures/oauth2-setup.ts';
@@ -22,7 +22,8 @@ function jsonLines(output: string): Record<string, any>[] {
   return output.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l));
 }
 
-test('a lone request’s access line is written within moments, not held back until more traffic comes', async (t) => {
+/** A gateway process (log level info) whose service and route `echo` send `/echo` to an echo upstream; both end after test `t`. */
+async function spawnGatewayOnEcho(t: TestContext) {
   const upstream = await startUpstream();
   t.after(() => upstream.close());
   const gw = await spawnGateway({
@@ -30,6 +31,11 @@ test('a lone request’s access line is written within moments, not held back un
     services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'echo', paths: ['/echo'] }] }],
   });
   t.after(() => gw.kill('SIGKILL'));
+  return gw;
+}
+
+test('a lone request’s access line is written within moments, not held back until more traffic comes', async (t) => {
+  const gw = await spawnGatewayOnEcho(t);
 
   const reply = await request(`${gw.http}/echo/quiet?x="q"`, { method: 'POST', body: 'x'.repeat(1000), headers: { 'user-agent': 'log-test/1.0' } });
   assert.equal(reply.status, 200);
@@ -56,13 +62,7 @@ test('a lone request’s access line is written within moments, not held back un
 });
 
 test('a path with quotes and backslashes still makes one valid JSON line', async (t) => {
-  const upstream = await startUpstream();
-  t.after(() => upstream.close());
-  const gw = await spawnGateway({
-    gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info' },
-    services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'echo', paths: ['/echo'] }] }],
-  });
-  t.after(() => gw.kill('SIGKILL'));
+  const gw = await spawnGatewayOnEcho(t);
   await request(`${gw.http}/echo/%22quoted%22%5C`);
   await rawRequest(portOf(gw.http), ['GET /nowhere"\\ HTTP/1.1', 'Host: x', 'User-Agent: a"b\\c']);
   const lines = () => gw.output().split('\n').filter((l) => l.includes('"type":"access"'));
