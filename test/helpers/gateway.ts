@@ -1,6 +1,7 @@
 /**
  * Test helpers: a real gateway (in-process or as a child process) on loopback ports, a real echo
- * upstream, and a small HTTP/1.1 client that accepts the gateway's self-signed certificate.
+ * upstream, and a small HTTP/1.1 client that accepts the gateway's self-signed certificate; aroundTests
+ * starts such a fixture before the tests of a file (or `describe`) and closes it after them.
  *
  * Worker mode: with TOLLGATE_TEST_WORKERS=N in the environment, startGateway starts a node of N worker
  * processes instead (a child process, as `tollgate start` with `worker_processes: N`), so that a suite
