@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import type { PluginRegistry } from '../../src/pipeline/plugin-api.ts';
 import { Gateway } from '../../src/gateway.ts';
-import { tempDir } from '../helpers/gateway.ts';
+import { startUpstream, tempDir } from '../helpers/gateway.ts';
 
 export interface RawReply {
   status: number;
@@ -83,12 +83,13 @@ export interface CountingServer {
   close(): Promise<void>;
 }
 
-/** An HTTP upstream that counts its connections (to prove the gateway leaves none behind). */
+/** An HTTP upstream (startUpstream's, with `handler`) that counts its connections (to prove the gateway leaves none behind). */
 export async function countingUpstream(handler: http.RequestListener): Promise<CountingServer> {
-  const server = http.createServer(handler);
+  const { url, port, server, close } = await startUpstream(handler);
   let open = 0;
   let accepted = 0;
   let active = 0;
+  // Counted from the start: nobody knows the port before it is returned.
   server.on('request', (_req, res) => {
     active++;
     res.once('close', () => active--);
@@ -98,10 +99,8 @@ export async function countingUpstream(handler: http.RequestListener): Promise<C
     accepted++;
     socket.once('close', () => open--);
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as AddressInfo).port;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     port,
     server,
     get open() {
@@ -113,11 +112,7 @@ export async function countingUpstream(handler: http.RequestListener): Promise<C
     get active() {
       return active;
     },
-    close: () =>
-      new Promise((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
+    close,
   };
 }
 
