@@ -78,7 +78,9 @@ test('kill -9 on the local path loses only events of the last max_coalescing_del
   const gw = await spawnGateway(config, { dataDir });
   const token = await tokenOf(gw.https, ALICE);
   const load = traffic(gw.http, token, 2);
-  await new Promise((r) => setTimeout(r, 1500));
+  // Long enough that many requests lie well before the window, on a loaded machine too.
+  const started = Date.now();
+  while (Date.now() - started < 1500 || (load.answered.length < 150 && Date.now() - started < 20_000)) await new Promise((r) => setTimeout(r, 50));
   const killedAt = Date.now();
   gw.kill('SIGKILL');
   await gw.exited;

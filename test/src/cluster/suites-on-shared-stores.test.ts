@@ -81,6 +81,14 @@ function runIn(mode: Record<string, string>, files: string[]): Promise<{ code: n
   return new Promise((resolvePromise) => child.once('close', (code) => resolvePromise({ code, output })));
 }
 
+/** Each failed test's line with the report under it (its error, expected and actual), from a TAP output. */
+function failures(output: string): string {
+  const lines = output.split('\n');
+  return lines
+    .flatMap((line, i) => (/^\s*not ok \d+ - /.test(line) && !/# SKIP/.test(line) ? [lines.slice(i, i + 25).join('\n')] : []))
+    .join('\n');
+}
+
 const notRequested = !process.env.TOLLGATE_SHARED_STORE_SUITES && 'runs with TOLLGATE_SHARED_STORE_SUITES=1, as in CI (the suites again on shared stores: about as long as the rest)';
 
 /** One test per group, each running the group's suites with the environment `mode()` gives. */
@@ -91,8 +99,7 @@ function suitesOn(topology: string, groups: SuiteGroup[], mode: () => Record<str
     test(`the ${group.folders.join(' and ')} suites pass ${topology}`, { skip, timeout: GROUP_TIMEOUT_MS }, async () => {
       const files = group.folders.flatMap(suiteFiles).filter((file) => !group.except?.some((name) => file.endsWith('/' + name)));
       const { code, output } = await runIn(mode(), files);
-      const failed = output.split('\n').filter((line) => /^\s*not ok \d+ - /.test(line) && !/# SKIP/.test(line));
-      assert.equal(code, 0, `failed ${topology}:\n${failed.join('\n')}\n\n${output.slice(-4000)}`);
+      assert.equal(code, 0, `failed ${topology}:\n${failures(output)}\n\n${output.slice(-2000)}`);
     });
   }
 }
