@@ -130,25 +130,24 @@ export class KeyedEvents implements StoredEvents {
 export class JournaledEvents implements StoredEvents {
   constructor(private readonly journal: Journal) {}
 
-  async *newestFirst(range: EventRange, after?: string): AsyncIterable<EventRow> {
-    let position = after === undefined ? undefined : parseCursor(after);
-    for (;;) {
-      const entries = await this.journal.byTime({ from: range.from, to: range.to, kind: range.typeEscaped, after: position, reverse: true, limit: PAGE });
-      for (const e of entries) yield journaledRow(e);
-      if (entries.length < PAGE) return;
-      const last = entries[entries.length - 1];
-      position = [last.time, last.seq];
-    }
+  newestFirst(range: EventRange, after?: string): AsyncIterable<EventRow> {
+    return this.byTime(range, true, after === undefined ? undefined : parseCursor(after));
   }
 
   async inRange(range: EventRange & { typeEscaped: string }): Promise<EventRow[]> {
     const rows: EventRow[] = [];
-    let position: [number, number] | undefined;
+    for await (const row of this.byTime(range, false)) rows.push(row);
+    return rows;
+  }
+
+  /** The range's events in time order (or newest first), read page by page after `position`. */
+  private async *byTime(range: EventRange, reverse: boolean, position?: [number, number]): AsyncIterable<EventRow> {
     for (;;) {
-      const entries = await this.journal.byTime({ from: range.from, to: range.to, kind: range.typeEscaped, after: position, limit: PAGE });
-      rows.push(...entries.map(journaledRow));
-      if (entries.length < PAGE) return rows;
-      position = [entries[entries.length - 1].time, entries[entries.length - 1].seq];
+      const entries = await this.journal.byTime({ from: range.from, to: range.to, kind: range.typeEscaped, after: position, reverse, limit: PAGE });
+      for (const e of entries) yield journaledRow(e);
+      if (entries.length < PAGE) return;
+      const last = entries[entries.length - 1];
+      position = [last.time, last.seq];
     }
   }
 
