@@ -2,14 +2,34 @@
 import { challenge, RequestLimitError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { OAuth2Config } from './schema.ts';
 
+/**
+ * The error codes the plugin answers with: RFC 6749 §4.1.2.1 and §5.2, RFC 6750 §3.1 (`invalid_token`), and
+ * Kong's own (`invalid_method`, `invalid_provision_key`, `invalid_authenticated_userid`). A union, so a typo
+ * is a type error rather than a code no client knows.
+ */
+export type OAuthErrorCode =
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'unauthorized_client'
+  | 'unsupported_grant_type'
+  | 'unsupported_response_type'
+  | 'invalid_scope'
+  | 'access_denied'
+  | 'temporarily_unavailable'
+  | 'invalid_token'
+  | 'invalid_method'
+  | 'invalid_provision_key'
+  | 'invalid_authenticated_userid';
+
 export interface OAuthError {
-  error: string;
+  error: OAuthErrorCode;
   error_description: string;
 }
 
 const NO_STORE = { 'cache-control': 'no-store', pragma: 'no-cache' } as const;
 
-export function oauthError(error: string, description: string): OAuthError {
+export function oauthError(error: OAuthErrorCode, description: string): OAuthError {
   return { error, error_description: description };
 }
 

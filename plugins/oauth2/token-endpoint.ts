@@ -7,7 +7,7 @@ import { safeEqual, type Params, type RequestContext } from '../../src/pipeline/
 import type { OAuth2Credential } from './credential-schema.ts';
 import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrieveScope, s256, userIdError, type EndpointDeps, type Plugin } from './grants.ts';
 import { readParams, userIdParam } from './params.ts';
-import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError } from './responses.ts';
+import { oauthError, rejectMethod, requestError, respondNoStore, type OAuthError, type OAuthErrorCode } from './responses.ts';
 import type { OAuth2Config } from './schema.ts';
 import type { CodeRow, IssuedToken, IssueRequest, TokenRow } from './tokens.ts';
 
@@ -19,7 +19,7 @@ export interface Failure extends OAuthError {
 type Refusal = { failure: Failure };
 type Outcome = Refusal | { body: Params };
 
-const failWith = (error: string, description: string, basicChallenge = false): Refusal => ({
+const failWith = (error: OAuthErrorCode, description: string, basicChallenge = false): Refusal => ({
   failure: { ...oauthError(error, description), basicChallenge },
 });
 
