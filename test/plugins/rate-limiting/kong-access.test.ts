@@ -63,18 +63,22 @@ function validateHeaders(h: Sequence, checkHour = false): void {
   for (const reset of h.reset) assert.ok(reset! <= 60 && reset! >= 0, `reset ${reset}`);
 }
 
+const untilNextMinute = () => new Promise((resolve) => setTimeout(resolve, 60_000 - (Date.now() % 60_000)));
+
 /**
  * Kong's retry: the counts belong to the current minute, so a run that crossed a minute boundary is run
  * once more, from the start of the minute after (the one it crossed into holds its last requests already).
+ * A run does not start in a minute's last seconds, where it would likely cross and the retry costs a minute.
  */
 async function inOneMinute(run: (round: number) => Promise<void>): Promise<void> {
+  if (60_000 - (Date.now() % 60_000) < 5_000) await untilNextMinute();
   const minute = () => Math.floor(Date.now() / 60_000);
   const started = minute();
   try {
     await run(0);
   } catch (err) {
     if (minute() === started) throw err;
-    await new Promise((resolve) => setTimeout(resolve, 60_000 - (Date.now() % 60_000)));
+    await untilNextMinute();
     await run(1);
   }
 }
