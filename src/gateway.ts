@@ -21,8 +21,9 @@ import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { nodeIdOf } from './node-id.ts';
-import { Lifecycle, type ListenerInfo, type ProtocolProxy } from './pipeline/lifecycle.ts';
+import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
 import type { ConfigView, PluginRegistry, PluginRuntime, PluginServices } from './pipeline/plugin-api.ts';
+import type { ProtocolProxy } from './pipeline/proxy-step.ts';
 import { bundledPlugins } from './plugins.ts';
 import { GrpcProxy } from './proxy/grpc.ts';
 import { HttpEngine } from './proxy/http-engine.ts';
@@ -125,6 +126,7 @@ export class Gateway {
   private soleNode: SoleNodeLock | undefined;
   readonly lifecycle: Lifecycle;
   private readonly engine: HttpEngine;
+  private readonly protocols: ProtocolProxy;
   private readonly metrics = new Metrics();
 
   private constructor(
@@ -139,7 +141,7 @@ export class Gateway {
     this.engine = new HttpEngine({ poolSize: config.gateway.upstream_keepalive_pool_size, idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout });
     const grpc = new GrpcProxy({ idleTimeoutSec: config.gateway.upstream_keepalive_idle_timeout, log });
     const websocket = new WebSocketProxy();
-    const protocols: ProtocolProxy = {
+    this.protocols = {
       grpc: (request, handlers) => grpc.proxy(request, handlers),
       upgrade: (request, handlers) => websocket.proxy(request, handlers),
       close: () => {
@@ -147,7 +149,7 @@ export class Gateway {
         websocket.close();
       },
     };
-    this.lifecycle = new Lifecycle(() => this.snapshot, this.engine, protocols, this.metrics, log, accessLog);
+    this.lifecycle = new Lifecycle(() => this.snapshot, this.engine, this.protocols, this.metrics, log, accessLog);
     this.accessLog.enabled = config.gateway.access_log;
   }
 
@@ -450,7 +452,7 @@ export class Gateway {
     }
     this.snapshot?.balancers.stop();
     this.engine.close();
-    this.lifecycle.protocols.close();
+    this.protocols.close();
     await this.soleNode?.release();
     await this.store.close();
     this.accessLog.flush();

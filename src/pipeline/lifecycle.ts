@@ -1,33 +1,29 @@
 /**
  * The request lifecycle, in named steps:
- *   route → protocol checks → access (plugins, by priority) → service check → upstream →
- *   response (plugins) → downstream → log (plugins, metrics, access log).
+ *   route → protocol checks → access (plugins, by priority) → proxy step (service check, upstream,
+ *   response plugins, downstream: proxy-step.ts) → log (plugins, metrics, access log).
  * HTTP requests and WebSocket handshakes share every step up to the upstream.
  */
-import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
-import { Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import { ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { Http2ServerRequest } from 'node:http2';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import type { Duplex, Readable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { AccessLog, Logger } from '../log.ts';
 import { parseRequestHost } from '../config/hostnames.ts';
 import type { Route } from '../config/types.ts';
 import { peerAddress } from '../address-ranges.ts';
-import type { ExchangeHandlers } from '../proxy/exchange.ts';
-import type { GrpcHandlers, GrpcRequest } from '../proxy/grpc.ts';
-import { buildUpstreamHeaders, downstreamHeaders } from '../proxy/headers.ts';
-import { HttpEngine } from '../proxy/http-engine.ts';
-import { errorAnswer, FAILURE_ANSWERS, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
-import type { WebSocketHandlers, WebSocketRequest } from '../proxy/websocket.ts';
+import type { HttpEngine } from '../proxy/http-engine.ts';
+import { errorAnswer, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import type { Metrics } from '../metrics.ts';
-import { finishResponseHeaders, RewritingSink, type BodyRewrite } from './response-phase.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
-import { HttpError, type UnmatchedRequest } from './plugin-api.ts';
-import type { PeerSource } from '../balancer/peers.ts';
-import type { UpstreamTls } from '../tls/upstream-tls.ts';
+import type { UnmatchedRequest } from './plugin-api.ts';
+import { ProxyStep, type ProtocolProxy } from './proxy-step.ts';
+import { hasBody } from './request-body.ts';
+import { contain, failRequest } from './request-failure.ts';
 
 export interface ListenerInfo {
   port: number;
@@ -47,34 +43,22 @@ interface ObservedRequest {
   responseBytes: number;
 }
 
-/** Where a request goes upstream: the peer of each try, and the TLS settings towards it. */
-interface Destination {
-  peers: PeerSource;
-  tls: UpstreamTls | undefined;
-}
-
-/** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
-export interface ProtocolProxy {
-  grpc(request: GrpcRequest, handlers: GrpcHandlers): void;
-  upgrade(request: WebSocketRequest, handlers: WebSocketHandlers): void;
-  /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
-  close(): void;
-}
-
 const SLASH = 47;
-/** Statuses whose responses never carry a body (RFC 9110 §6.4.1, §15.4.5). */
-const BODILESS = new Set([204, 304]);
 const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)([^#]*)$/i;
 
 export class Lifecycle {
+  private readonly proxyStep: ProxyStep;
+
   constructor(
     private readonly current: () => Snapshot,
-    readonly engine: HttpEngine,
-    readonly protocols: ProtocolProxy,
+    engine: HttpEngine,
+    protocols: ProtocolProxy,
     private readonly metrics: Metrics,
     private readonly log: Logger,
     private readonly accessLog: AccessLog,
-  ) {}
+  ) {
+    this.proxyStep = new ProxyStep(engine, protocols, (ctx) => this.finish(ctx));
+  }
 
   /** An HTTP request (HTTP/1.1 or HTTP/2). */
   handle(req: DownstreamRequest, res: DownstreamResponse, listener: ListenerInfo): void {
@@ -82,14 +66,14 @@ export class Lifecycle {
     const ctx = this.begin(req, res, downstream, listener, false);
     if (!ctx) return;
     res.once('close', () =>
-      this.contain(ctx, () => {
+      contain(ctx, () => {
         // A client that goes away aborts the upstream request: no socket or memory left behind.
         // writableEnded, not writableFinished: an HTTP/2 stream the client reset reports itself finished.
         if (!res.writableEnded) ctx.abortUpstream?.();
         this.finish(ctx);
       }),
     );
-    this.contain(ctx, () => this.access(ctx, () => this.afterAccess(ctx, req, res, listener)));
+    contain(ctx, () => this.access(ctx, () => this.proxyStep.proxyRequest(ctx, req, res, listener.port)));
   }
 
   /** An HTTP/1.1 upgrade request (WebSocket handshake), on a socket the listener has given an error listener. */
@@ -99,20 +83,9 @@ export class Lifecycle {
     const downstream = new SocketDownstream(socket);
     const ctx = this.begin(req, null, downstream, listener, isWebSocket);
     if (!ctx) return;
-    socket.once('close', () => this.contain(ctx, () => this.finish(ctx)));
+    socket.once('close', () => contain(ctx, () => this.finish(ctx)));
     if (!isWebSocket) return ctx.error(400, 'only WebSocket upgrades (GET over HTTP/1.1) are supported');
-    this.contain(ctx, () =>
-      this.access(ctx, () => {
-        // socket.destroyed: the client left while an asynchronous plugin ran; nothing goes upstream.
-        if (ctx.responded || socket.destroyed) return;
-        if (!ctx.service) return ctx.error(503, MESSAGES.noService);
-        const destination = this.destination(ctx);
-        if (!destination) return;
-        const headers = this.upstreamHeaders(ctx, listener);
-        ctx.status = 101;
-        this.proxyWebSocket(ctx, socket, head, headers, destination);
-      }),
-    );
+    contain(ctx, () => this.access(ctx, () => this.proxyStep.proxyWebSocket(ctx, socket, head, listener.port)));
   }
 
   /**
@@ -229,7 +202,7 @@ export class Lifecycle {
     if (ctx.responded || ctx.snapshot.plugins.steps(ctx.route.id).length === 0) return next();
     ctx.accessRunning = true;
     const done = () =>
-      this.contain(ctx, () => {
+      contain(ctx, () => {
         ctx.endAccess();
         next();
       });
@@ -237,11 +210,11 @@ export class Lifecycle {
     try {
       pending = this.runAccess(ctx, 0);
     } catch (err) {
-      this.failed(ctx, err);
+      failRequest(ctx, err);
     }
     if (!pending) return done();
     pending.then(done, (err) => {
-      this.failed(ctx, err);
+      failRequest(ctx, err);
       done();
     });
   }
@@ -268,240 +241,17 @@ export class Lifecycle {
       try {
         pending = runtime.access(ctx, plugin.config, plugin);
       } catch (err) {
-        this.failed(ctx, err);
+        failRequest(ctx, err);
         continue;
       }
       if (pending) {
         const rest = () => this.runAccess(ctx, i + 1);
         return pending.then(rest, (err) => {
-          this.failed(ctx, err);
+          failRequest(ctx, err);
           return rest();
         });
       }
     }
-  }
-
-  private afterAccess(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, listener: ListenerInfo): void {
-    if (ctx.responded) return;
-    if (!ctx.service) return ctx.error(503, MESSAGES.noService);
-    const destination = this.destination(ctx);
-    if (!destination) return;
-    const headers = this.upstreamHeaders(ctx, listener);
-    const protocol = ctx.service.protocol;
-    if (protocol === 'grpc' || protocol === 'grpcs') return this.proxyGrpc(ctx, headers, destination);
-    this.proxyHttp(ctx, req, res, headers, destination);
-  }
-
-  /**
-   * The balancer's choice for a service whose host names an upstream (the service itself otherwise),
-   * made after the access phase so that hashing sees the authenticated consumer. Null when the
-   * upstream has no target to give: answered 503 as Kong does.
-   */
-  private destination(ctx: Context): Destination | null {
-    const service = ctx.service!;
-    const peers = ctx.snapshot.balancers.peers(service, ctx);
-    if (typeof peers === 'string') {
-      ctx.error(503, MESSAGES.noPeer);
-      return null;
-    }
-    ctx.peers = peers;
-    return { peers, tls: ctx.snapshot.upstreamTls(service) };
-  }
-
-  private upstreamHeaders(ctx: Context, listener: ListenerInfo): OutgoingHttpHeaders {
-    return buildUpstreamHeaders(ctx.service!, {
-      clientHeaders: ctx.headers,
-      requestId: ctx.id,
-      httpVersion: ctx.httpVersion,
-      isUpgrade: ctx.isUpgrade,
-      preserveHost: ctx.route.preserve_host,
-      host: ctx.host,
-      forwardedProto: ctx.forwardedProto,
-      clientIp: ctx.clientIp,
-      peerIp: ctx.peerIp,
-      trusted: ctx.trusted,
-      listenerPort: listener.port,
-      rawHost: ctx.rawHost,
-      strippedPrefix: ctx.match.strippedPrefix,
-      rawPath: ctx.rawPath,
-      peerHost: ctx.peers?.first.hostHeader,
-      headerEdits: ctx.headerEdits,
-      bodyLength: ctx.body?.length,
-    });
-  }
-
-  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: OutgoingHttpHeaders, destination: Destination): void {
-    const limit = ctx.snapshot.config.gateway.client_max_body_size;
-    const declared = Number(req.headers['content-length']);
-    if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
-    const body = ctx.body ?? (hasBody(req) ? ctx.unreadBody() : null);
-    if (body !== null && !Buffer.isBuffer(body)) this.meterStreamedBody(ctx, body, limit);
-    const sentAt = performance.now();
-    const { peers, tls } = destination;
-    const handle = this.engine.forward(
-      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, method: ctx.upstreamMethod ?? ctx.method, path: ctx.upstreamTarget(), headers, body },
-      {
-        onResponse: (upstream) => {
-          const now = performance.now();
-          peers.answered(upstream.status, now - sentAt);
-          if (res.destroyed) return null;
-          ctx.upstreamLatency = Math.round(now - sentAt);
-          const out = downstreamHeaders(upstream.headers, ctx.headers.te, false);
-          if (peers.setCookie) appendSetCookie(out, peers.setCookie);
-          const upstreamLength = out['content-length'];
-          let rewrites: BodyRewrite[] | undefined;
-          try {
-            rewrites = finishResponseHeaders(ctx, upstream.status, out, sentAt, ctx.method !== 'HEAD' && !BODILESS.has(upstream.status));
-          } catch (err) {
-            this.failed(ctx, err);
-            return null;
-          }
-          ctx.status = upstream.status;
-          if (!rewrites) return this.writeHead(ctx, res, upstream.status, out) ? (res as ServerResponse) : null;
-          const writeHead = (headers: OutgoingHttpHeaders) => this.writeHead(ctx, res, upstream.status, headers);
-          return new RewritingSink(ctx, res, out, upstreamLength, rewrites, writeHead, (err) => this.failed(ctx, err));
-        },
-        onBodyChunk: (chunk) => {
-          ctx.responseBodyBytes += chunk.length;
-          if (ctx.bodyObservers !== undefined) this.showBodyChunk(ctx, chunk);
-        },
-        onFailure: (failure) =>
-          this.contain(ctx, () => {
-            const [status, message] = FAILURE_ANSWERS[failure.kind];
-            // Mid-body, destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
-            if (!res.headersSent) ctx.error(status, message);
-            else res.destroy(new Error('the upstream response was cut short'));
-            this.log.debug({ request_id: ctx.id, kind: failure.kind, tries: failure.tries, err: failure.message }, 'upstream failure');
-          }),
-      },
-    );
-    ctx.abortUpstream = handle.abort;
-  }
-
-  private proxyGrpc(ctx: Context, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
-    this.protocols.grpc(
-      {
-        service: ctx.service!, peers, tls, authorityPerPeer: !ctx.route.preserve_host, method: ctx.method, path: ctx.upstreamTarget(), headers,
-        body: ctx.body, req: ctx.raw.req as Http2ServerRequest, res: ctx.raw.res as Http2ServerResponse, requestId: ctx.id,
-      },
-      {
-        ...this.exchangeHandlers(ctx),
-        onRequestBytes: (count) => (ctx.requestBodyBytes += count),
-        onResponseBytes: (count) => (ctx.responseBodyBytes += count),
-        done: () => this.contain(ctx, () => this.finish(ctx)),
-      },
-    );
-  }
-
-  private proxyWebSocket(ctx: Context, socket: Duplex, head: Buffer, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
-    this.protocols.upgrade(
-      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, path: ctx.upstreamTarget(), headers, socket, head },
-      {
-        ...this.exchangeHandlers(ctx),
-        onTunnelClosed: (bytes) => {
-          ctx.requestBodyBytes = bytes.fromClient;
-          ctx.responseBodyBytes = bytes.toClient;
-          this.contain(ctx, () => this.finish(ctx));
-        },
-      },
-    );
-  }
-
-  /** What the gRPC and WebSocket proxies report, noted on the request. */
-  private exchangeHandlers(ctx: Context): ExchangeHandlers {
-    return {
-      onUpstreamLatency: (ms) => (ctx.upstreamLatency = Math.round(ms)),
-      onResponseHead: (status, headers, sentAt) => void finishResponseHeaders(ctx, status, headers, sentAt),
-      onResponseSent: (status) => (ctx.status = status),
-      onError: (status, message) => {
-        // No answer went out, whatever status was noted for one (a WebSocket handshake is marked 101 before it goes upstream).
-        ctx.status = 0;
-        ctx.error(status, message);
-      },
-      fail: (err) => this.failed(ctx, err),
-    };
-  }
-
-  /** Hands a response body chunk to the plugins observing it; one that throws sees no more of it. */
-  private showBodyChunk(ctx: Context, chunk: Buffer): void {
-    const observers = ctx.bodyObservers!;
-    for (let i = 0; i < observers.length; i++) {
-      try {
-        observers[i](chunk);
-      } catch (err) {
-        this.log.error({ err, request_id: ctx.id }, 'a plugin observing the response body failed');
-        observers.splice(i--, 1);
-      }
-    }
-  }
-
-  /** Sends a proxied response's head; false when Node refuses the headers (then the request got a 502). */
-  private writeHead(ctx: Context, res: DownstreamResponse, status: number, headers: OutgoingHttpHeaders): boolean {
-    try {
-      (res as ServerResponse).writeHead(status, headers);
-      return true;
-    } catch (err) {
-      // Headers Node refuses (e.g. invalid characters from a broken upstream or a plugin).
-      this.log.warn({ err, request_id: ctx.id }, 'invalid upstream response headers');
-      ctx.status = 0;
-      ctx.error(502, MESSAGES.badGateway);
-      return false;
-    }
-  }
-
-  /**
-   * Counts a streamed request body as it flows, for the access log, and enforces the size limit
-   * (0: none) on bodies without a Content-Length (chunked).
-   */
-  private meterStreamedBody(ctx: Context, body: Readable, limit: number): void {
-    const onData = (chunk: Buffer) => {
-      ctx.requestBodyBytes += chunk.length;
-      if (limit === 0 || ctx.requestBodyBytes <= limit) return;
-      body.off('data', onData);
-      body.unpipe();
-      // The upstream got part of a body that will never end: drop that request and its socket.
-      ctx.abortUpstream?.();
-      this.contain(ctx, () => {
-        if (!ctx.downstream.headersSent) {
-          ctx.status = 0;
-          ctx.error(413, MESSAGES.bodyTooLarge);
-        }
-      });
-      body.destroy();
-    };
-    body.on('data', onData);
-    // Listening must not start the flow: the engine resumes the body when it sends it.
-    body.pause();
-  }
-
-  /**
-   * Runs one step of a request (a callback from the event loop, a promise continuation): whatever it
-   * throws ends this request, never the process.
-   */
-  private contain(ctx: Context, step: () => void): void {
-    try {
-      step();
-    } catch (err) {
-      this.failed(ctx, err);
-    }
-  }
-
-  /**
-   * Ends the request with the error's answer (an HttpError's status, anything else 500 and logged), or,
-   * when its answer has begun, cuts it off (and the upstream exchange with it).
-   */
-  private failed(ctx: Context, err: unknown): void {
-    if (!(err instanceof HttpError)) this.log.error({ err, request_id: ctx.id }, 'request failed');
-    if (ctx.responded && ctx.downstream.headersSent) return ctx.downstream.abort();
-    try {
-      // No answer went out, whatever status was noted for one (an upgrade marked 101, an answer Node refused).
-      ctx.status = 0;
-      return ctx.fail(err);
-    } catch (again) {
-      this.log.error({ err: again, request_id: ctx.id }, 'the failure could not be answered');
-    }
-    ctx.abortUpstream?.();
-    ctx.downstream.abort();
   }
 
   /** The log phase: once, when the response has ended or the client went away. */
@@ -535,13 +285,6 @@ export class Lifecycle {
       request_body_bytes: ctx?.requestBodyBytes ?? 0, response_body_bytes: r.responseBytes, fields: ctx?.logFields,
     });
   }
-
-}
-
-/** Adds a cookie to the response's own Set-Cookie headers. */
-function appendSetCookie(headers: Record<string, unknown>, cookie: string): void {
-  const existing = headers['set-cookie'];
-  headers['set-cookie'] = existing === undefined ? [cookie] : [...(Array.isArray(existing) ? existing : [String(existing)]), cookie];
 }
 
 /** The route path prefix the request matched (longest plain path), for plugins that answer under it. */
@@ -559,10 +302,4 @@ function matchedPathPrefix(match: RouteMatch): string {
  */
 function isWebSocketHandshake(req: IncomingMessage): boolean {
   return req.method === 'GET' && req.httpVersionMinor >= 1 && String(req.headers.upgrade ?? '').toLowerCase() === 'websocket';
-}
-
-function hasBody(req: DownstreamRequest): boolean {
-  if (req instanceof Http2ServerRequest) return !req.stream.endAfterHeaders;
-  const length = req.headers['content-length'];
-  return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
 }

@@ -1,8 +1,9 @@
 /**
  * Reading a downstream request body: whole and bounded (plugins, the admin API), or its head only,
- * with the rest left unread to be streamed on after it (the proxy).
+ * with the rest left unread to be streamed on after it (the proxy); and telling whether one follows.
  */
 import type { IncomingMessage } from 'node:http';
+import { Http2ServerRequest } from 'node:http2';
 import { Readable } from 'node:stream';
 import { MESSAGES } from '../proxy/respond.ts';
 import type { DownstreamRequest } from './context.ts';
@@ -79,4 +80,11 @@ export function prepend(head: Buffer[], rest: DownstreamRequest): Readable {
     })(),
     { objectMode: false },
   );
+}
+
+/** Whether a body follows the request's head (declared, chunked, or an HTTP/2 stream left open). */
+export function hasBody(req: DownstreamRequest): boolean {
+  if (req instanceof Http2ServerRequest) return !req.stream.endAfterHeaders;
+  const length = req.headers['content-length'];
+  return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
 }
