@@ -35,11 +35,6 @@ export function refKey(ref: unknown): string | undefined {
   return undefined;
 }
 
-/** Kong's message for a reference to nothing. */
-export function invalidReference(field: string, key: string, entity: string): string {
-  return `invalid reference '${field}: ${key}' (no such entry in '${entity}')`;
-}
-
 /** An entry a reference can name: by its id, or by its name (a consumer by its username). */
 export type Referable = { id: string; name?: string | null; username?: string | null };
 
@@ -49,7 +44,8 @@ export type Referable = { id: string; name?: string | null; username?: string | 
  * or an entry named like another's id would stand in for it.
  */
 export function findReferenced<T extends Referable>(pool: T[], ref: unknown): T | undefined {
-  const byName = (name: unknown) => pool.find((x) => (x.name ?? x.username) === name);
+  // `{}` names nothing, not the first unnamed entry.
+  const byName = (name: unknown) => (name === undefined ? undefined : pool.find((x) => (x.name ?? x.username) === name));
   if (typeof ref === 'string') return isUuid(ref) ? pool.find((x) => x.id === ref) : byName(ref);
   if (!isPlainObject(ref)) return undefined;
   return ref.id !== undefined ? pool.find((x) => x.id === ref.id) : byName(ref.name ?? ref.username);
@@ -72,6 +68,7 @@ export function resolveReference(ref: unknown, pool: Referable[], site: Referenc
     return undefined;
   }
   const found = findReferenced(pool, ref);
-  if (!found) ctx.issue(site.at, invalidReference(site.field, key, site.entity));
+  // Kong's message for a reference to nothing.
+  if (!found) ctx.issue(site.at, `invalid reference '${site.field}: ${key}' (no such entry in '${site.entity}')`);
   return found?.id;
 }

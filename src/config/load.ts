@@ -12,7 +12,7 @@ import { v5 as uuidv5 } from 'uuid';
 import { LineCounter, parseDocument, type Document } from 'yaml';
 import type { EntityDefinition, PluginRegistry } from '../pipeline/plugin-api.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
-import { invalidReference, refKey, resolveReference, type BuildContext, type CoreEntities } from './builder-context.ts';
+import { resolveReference, type BuildContext, type CoreEntities } from './builder-context.ts';
 import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
 import { isCidr } from './hostnames.ts';
 import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, routeSchema, serviceSchema } from './entities.ts';
@@ -261,9 +261,8 @@ class ConfigBuilder implements BuildContext {
   private caCertificates(ids: unknown, path: Path): string[] | null {
     if (!Array.isArray(ids)) return null;
     ids.forEach((id, i) => {
-      if (typeof id === 'string' && !this.tls.ca_certificates.some((c) => c.id === id)) {
-        this.issue([...path, 'ca_certificates', i], invalidReference('ca_certificates', id, 'ca_certificates'));
-      }
+      const site = { at: [...path, 'ca_certificates', i], field: 'ca_certificates', entity: 'ca_certificates', required: false };
+      if (typeof id === 'string') resolveReference(id, this.tls.ca_certificates, site, this);
     });
     return ids as string[];
   }
@@ -299,13 +298,10 @@ class ConfigBuilder implements BuildContext {
 
   private addRoute(raw: Record<string, any>, path: Path, serviceRef: unknown): void {
     const r = this.validateEntity<Record<string, any>>(this.routeSchema, this.legacyPaths ? migrateLegacyPaths(raw) : raw, path, ['plugins']);
-    let service: { id: string } | null = null;
-    if (serviceRef !== null && serviceRef !== undefined) {
-      const key = refKey(serviceRef);
-      const target = this.core.services.find((s) => s.id === key || s.name === key);
-      if (!target) this.issue([...path, 'service'], `invalid reference 'service: ${key}' (no such entry in 'services')`);
-      else service = { id: target.id };
-    }
+    // Given, it must name a service: a value naming none (`service: 5`) is an error, not "no service".
+    const site = { at: [...path, 'service'], field: 'service', entity: 'services', required: true };
+    const serviceId = serviceRef === null || serviceRef === undefined ? undefined : resolveReference(serviceRef, this.core.services, site, this);
+    const service = serviceId ? { id: serviceId } : null;
     const protocols: string[] = r.protocols ?? ['http', 'https'];
     if (isStreamRoute(protocols)) return this.skipStreamRoute(r, path);
     const isGrpc = protocols.some((p) => p === 'grpc' || p === 'grpcs');

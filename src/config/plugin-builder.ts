@@ -7,7 +7,7 @@
 import { didYouMean } from '../did-you-mean.ts';
 import type { PluginDefinition, PluginRegistry, PluginScope } from '../pipeline/plugin-api.ts';
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
-import { refKey, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
+import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
 import { pluginEntitySchema } from './entities.ts';
 import { validate, type Path } from './schema.ts';
 import type { PluginEntity } from './types.ts';
@@ -65,8 +65,7 @@ export class PluginBuilder {
   }
 
   private queueOne(raw: Record<string, any>, path: Path, nesting: Nesting): void {
-    const routeKey = nesting.route === undefined ? refKey(raw.route) : undefined;
-    if (this.core.streamRoutes.some((r) => r.id === routeKey || r.name === routeKey)) return this.ctx.warn(path, 'a plugin of a stream route is left out with its route');
+    if (nesting.route === undefined && findReferenced(this.core.streamRoutes, raw.route)) return this.ctx.warn(path, 'a plugin of a stream route is left out with its route');
     const route = this.appliesTo('route', raw, path, nesting, this.core.routes);
     // A plugin nested in a route belongs to that route only, not to the route's service.
     const service = nesting.route ? null : this.appliesTo('service', raw, path, nesting, this.core.services);
