@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { isPlainObject, type Path } from './schema.ts';
-import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
+import { refKey, resolveReference, type BuildContext } from './builder-context.ts';
 import { caCertificateSchema, certificateDigest, certificateSchema, sniSchema } from './certificates.ts';
 import type { CaCertificate, Certificate, Sni } from './types.ts';
 
@@ -25,11 +25,9 @@ export function buildTlsEntities(raw: Record<string, any>, ctx: BuildContext): T
 
 /** A reference to a certificate (`client_certificate` of a service or an upstream): its id, or null. */
 export function certificateRef(ref: unknown, path: Path, ctx: BuildContext, certificates: Certificate[]): { id: string } | null {
-  const key = refKey(ref);
-  if (key === undefined) return null;
-  if (certificates.some((c) => c.id === key)) return { id: key };
-  ctx.issue([...path, 'client_certificate'], invalidReference('client_certificate', key, 'certificates'));
-  return null;
+  const site = { at: [...path, 'client_certificate'], field: 'client_certificate', entity: 'certificates', required: false };
+  const id = resolveReference(ref, certificates, site, ctx);
+  return id ? { id } : null;
 }
 
 function addCertificate(raw: Record<string, any>, path: Path, ctx: BuildContext, out: TlsEntities): void {
@@ -56,10 +54,8 @@ function addSni(raw: Record<string, any>, path: Path, ctx: BuildContext, out: Tl
   const s = ctx.validateEntity<Record<string, any>>(sniSchema, raw, path, []);
   let certificateId = parentId;
   if (certificateId === undefined) {
-    const key = refKey(raw.certificate);
-    certificateId = out.certificates.find((c) => c.id === key)?.id;
-    if (key === undefined) ctx.issue([...path, 'certificate'], 'required field missing');
-    else if (!certificateId) ctx.issue([...path, 'certificate'], invalidReference('certificate', key, 'certificates'));
+    const site = { at: [...path, 'certificate'], field: 'certificate', entity: 'certificates', required: true };
+    certificateId = resolveReference(raw.certificate, out.certificates, site, ctx);
   } else if (raw.certificate !== undefined && refKey(raw.certificate) !== parentId) {
     ctx.issue([...path, 'certificate'], 'value must be null');
   }

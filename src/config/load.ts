@@ -1,28 +1,30 @@
 /**
- * Loads gateway.yaml: parses it keeping node positions, validates every entity against its schema,
- * fills Kong's defaults, derives deterministic ids from names, resolves references, and reports every
- * problem at once as FILE:LINE:COL: path.to.field: message.
+ * Loads gateway.yaml: parses it keeping node positions, then builds the configuration. The gateway
+ * settings, services, routes, consumers and plugins' entities are built here; certificates, upstreams and
+ * plugin instances by their own builders. Every entity is validated against its schema, gets Kong's
+ * defaults and an id derived from its name, and has its references resolved. Every problem is reported
+ * at once, in file order, as FILE:LINE:COL: path.to.field: message (positions: yaml-positions.ts).
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
-import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
-import { didYouMean } from '../did-you-mean.ts';
-import type { EntityDefinition, PluginDefinition, PluginRegistry } from '../pipeline/plugin-api.ts';
-import { PluginsIndex } from '../pipeline/plugins-index.ts';
+import { LineCounter, parseDocument, type Document } from 'yaml';
+import type { EntityDefinition, PluginRegistry } from '../pipeline/plugin-api.ts';
 import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
-import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
+import { resolveReference, type BuildContext, type CoreEntities } from './builder-context.ts';
 import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
 import { isCidr } from './hostnames.ts';
-import { consumerSchema, ID, isStreamRoute, isUuid, nodeSettingsSchema, pluginEntitySchema, routeSchema, serviceSchema, workerCount } from './entities.ts';
+import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, routeSchema, serviceSchema } from './entities.ts';
 import { withDigests } from '../toolkit/entity-directory.ts';
 import { parseListenList } from './listen.ts';
+import { PluginBuilder } from './plugin-builder.ts';
 import { enabledPlugins } from './plugin-setting.ts';
-import { pluginsKeepingOneProcess } from './process-model.ts';
-import { isAboutKey, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
-import type { Consumer, GatewayConfig, NodeSettings, PluginEntity, Route, Service } from './types.ts';
+import { checkProcessModel } from './process-model.ts';
+import { formatPath, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
+import type { GatewayConfig, NodeSettings, Route, Service } from './types.ts';
 import { buildBalancing } from './upstream-builder.ts';
+import { issuePosition, syntaxErrorPosition, type Position } from './yaml-positions.ts';
 
 /** Kong's namespace for declarative ids. */
 const ID_NAMESPACE = 'fd02801f-0957-4a15-a55a-c8d9606f30b5';
@@ -73,10 +75,7 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
   if (doc.errors.length > 0) {
     return {
       ok: false,
-      errors: doc.errors.map((e) => {
-        const pos = lines.linePos(e.pos[0]);
-        return new ConfigError(shownName, pos.line, pos.col, formatPath(pathAt(doc, e.pos[0])), `YAML: ${e.message.split('\n')[0]}`);
-      }),
+      errors: doc.errors.map((e) => errorAt(shownName, syntaxErrorPosition(e.pos[0], doc, lines), `YAML: ${e.message.split('\n')[0]}`)),
     };
   }
   let raw: unknown;
@@ -110,98 +109,25 @@ function migrateLegacyPaths(route: Record<string, any>): Record<string, any> {
   return { ...route, paths };
 }
 
-function formatPath(path: Path): string {
-  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
-}
-
-/** The position of the deepest node on `path`: the key itself for an unknown field. */
-function locate(doc: Document, path: Path, pointAtKey: boolean): number {
-  let node: unknown = doc.contents;
-  let offset = (node as { range?: number[] })?.range?.[0] ?? 0;
-  for (let i = 0; i < path.length; i++) {
-    const seg = path[i];
-    if (isMap(node)) {
-      const pair = node.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === seg);
-      if (!pair) break;
-      const keyOffset = (pair.key as { range?: number[] })?.range?.[0] ?? offset;
-      const last = i === path.length - 1;
-      node = pair.value;
-      offset = last && pointAtKey ? keyOffset : ((node as { range?: number[] })?.range?.[0] ?? keyOffset);
-    } else if (isSeq(node) && typeof seg === 'number' && node.items[seg] !== undefined) {
-      node = node.items[seg];
-      offset = (node as { range?: number[] })?.range?.[0] ?? offset;
-    } else break;
-  }
-  return offset;
-}
-
-/** The path of the deepest map entry or sequence item whose source holds `offset` (a YAML error's position). */
-function pathAt(doc: Document, offset: number): Path {
-  const path: Path = [];
-  const holds = (node: unknown) => {
-    const range = (node as { range?: number[] } | null)?.range;
-    return range !== undefined && range[0] <= offset && offset < range[2];
-  };
-  let node: unknown = doc.contents;
-  for (;;) {
-    if (isMap(node)) {
-      // A duplicate key is reported at the key: the entry whose key or value holds the offset.
-      const pair = node.items.find((p) => holds(p.key) || holds(p.value));
-      if (!pair) break;
-      path.push(isScalar(pair.key) ? String(pair.key.value) : String(pair.key));
-      node = holds(pair.key) ? undefined : pair.value;
-    } else if (isSeq(node)) {
-      const index = node.items.findIndex(holds);
-      if (index === -1) break;
-      path.push(index);
-      node = node.items[index];
-    } else break;
-  }
-  return path;
+function errorAt(file: string, at: Position, message: string): ConfigError {
+  return new ConfigError(file, at.line, at.col, at.path, message);
 }
 
 function toConfigError(issue: Issue, doc: Document, lines: LineCounter, file: string): ConfigError {
-  const pos = lines.linePos(locate(doc, issue.path, isAboutKey(issue)));
-  return new ConfigError(file, pos.line, pos.col, formatPath(issue.path), issue.message);
-}
-
-type Referable = { id: string; name?: string | null; username?: string | null };
-
-/**
- * The entry a reference names, looking at one field only: `{id}` the id, `{name}`/`{username}` that name,
- * a plain string the id when UUID-shaped and the name otherwise (Kong's endpoint-key rule). Never both,
- * or an entry named like another's id would stand in for it.
- */
-function findReferenced<T extends Referable>(pool: T[], ref: unknown): T | undefined {
-  const byName = (name: unknown) => pool.find((x) => (x.name ?? x.username) === name);
-  if (typeof ref === 'string') return isUuid(ref) ? pool.find((x) => x.id === ref) : byName(ref);
-  if (!isPlainObject(ref)) return undefined;
-  return ref.id !== undefined ? pool.find((x) => x.id === ref.id) : byName(ref.name ?? ref.username);
-}
-
-interface PendingPlugin {
-  path: Path;
-  raw: Record<string, any>;
-  route: string | null;
-  service: string | null;
-  consumer: string | null;
+  return errorAt(file, issuePosition(issue, doc, lines), issue.message);
 }
 
 class ConfigBuilder implements BuildContext {
   readonly issues: Issue[] = [];
   readonly warnings: Issue[] = [];
-  private readonly services: Service[] = [];
-  private readonly routes: Route[] = [];
-  private readonly consumers: Consumer[] = [];
-  private readonly pendingPlugins: PendingPlugin[] = [];
+  private readonly core: CoreEntities = { services: [], routes: [], consumers: [], streamRoutes: [] };
+  private readonly plugins = new PluginBuilder(this, this.core);
   private readonly entities: Record<string, Record<string, any>[]> = {};
   private readonly routeSchema: RecordSchema = routeSchema(validateRoutePath, validateRouteHost, validateRouteHeaderValue);
   private readonly entityDefs = new Map<string, EntityDefinition>();
   /** The plugins the `plugins` setting enables (all of the registry by default). */
   private enabled: PluginRegistry = new Map();
   private tls: TlsEntities = { certificates: [], snis: [], ca_certificates: [] };
-  /** Stream routes: validated, not proxied; plugins on them are left out too. */
-  private readonly streamRoutes: { id: string; name: string | null }[] = [];
   private order = 0;
   /** `_format_version` 1.1 or 2.1: route paths are migrated as Kong does on import. */
   private legacyPaths = false;
@@ -249,35 +175,16 @@ class ConfigBuilder implements BuildContext {
     this.eachEntry(raw, 'services', (s, path) => this.addService(s, path));
     this.eachEntry(raw, 'routes', (r, path) => this.addRoute(r, path, r.service === undefined ? null : r.service));
     this.eachEntry(raw, 'consumers', (c, path) => this.addConsumer(c, path));
-    this.eachEntry(raw, 'plugins', (p, path) => this.queuePlugin(p, path, {}));
+    this.plugins.queue(raw, {});
     for (const def of this.entityDefs.values()) {
       this.eachEntry(raw, def.name, (e, path) => this.addPluginEntity(def, e, path, undefined));
     }
-    const plugins = this.buildPlugins();
+    const plugins = this.plugins.build(this.registry, this.enabled);
     const explicitWorkers = isPlainObject(raw.gateway) && raw.gateway.worker_processes != null;
-    const oneProcessBecause = this.checkProcessModel(gateway, plugins, explicitWorkers);
+    const oneProcessBecause = checkProcessModel(gateway, explicitWorkers, this.registry, { plugins, entities: this.entities }, this);
     const balancing = buildBalancing(raw, this, this.tls.certificates);
-    return { ...empty, gateway, services: this.services, routes: this.routes, consumers: this.consumers, plugins, entities: this.entities, ...this.tls, ...balancing, oneProcessBecause };
-  }
-
-  /**
-   * Several worker processes only with plugins whose state stays correct across processes. Asked
-   * for explicitly, several processes are refused; left at the default, the node runs one process and
-   * the reason is returned (so that a default never makes a valid file invalid).
-   */
-  private checkProcessModel(gateway: NodeSettings, plugins: PluginEntity[], explicit: boolean): string | null {
-    if (gateway.worker_processes === undefined || workerCount(gateway.worker_processes) <= 1) return null;
-    const singleProcess = pluginsKeepingOneProcess(this.registry, plugins, this.entities);
-    if (singleProcess.length === 0) return null;
-    if (!explicit) {
-      gateway.worker_processes = 1;
-      const names = singleProcess.map((n) => `'${n}'`).join(', ');
-      return `one worker process instead of worker_processes: auto (the default): plugin ${names} ${singleProcess.length === 1 ? 'keeps' : 'keep'} state in one process`;
-    }
-    for (const name of singleProcess) {
-      this.issue(['gateway', 'worker_processes'], `plugin '${name}' keeps state in one process: it runs with worker_processes: 1 only`);
-    }
-    return null;
+    const { services, routes, consumers } = this.core;
+    return { ...empty, gateway, services, routes, consumers, plugins, entities: this.entities, ...this.tls, ...balancing, oneProcessBecause };
   }
 
   eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
@@ -327,7 +234,7 @@ class ConfigBuilder implements BuildContext {
     const s = this.validateEntity<Record<string, any>>(serviceSchema, this.expandUrl(raw, path), path, ['routes', 'plugins']);
     const id = this.id(s.id, `services:${s.name ?? `#${path[1]}`}`);
     // A derived id repeats exactly when the name does: one error is enough.
-    if (!this.unique('services', 'name', s.name, path, this.services)) this.unique('services', 'id', id, path, this.services);
+    if (!this.unique('services', 'name', s.name, path, this.core.services)) this.unique('services', 'id', id, path, this.core.services);
     const service: Service = {
       id,
       name: s.name ?? null,
@@ -346,17 +253,16 @@ class ConfigBuilder implements BuildContext {
       enabled: s.enabled,
       tags: s.tags ?? null,
     };
-    this.services.push(service);
+    this.core.services.push(service);
     this.eachEntry(raw, 'routes', (r, p) => this.addRoute(r, p, { id }), path);
-    this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { service: id }), path);
+    this.plugins.queue(raw, { service: id }, path);
   }
 
   private caCertificates(ids: unknown, path: Path): string[] | null {
     if (!Array.isArray(ids)) return null;
     ids.forEach((id, i) => {
-      if (typeof id === 'string' && !this.tls.ca_certificates.some((c) => c.id === id)) {
-        this.issue([...path, 'ca_certificates', i], invalidReference('ca_certificates', id, 'ca_certificates'));
-      }
+      const site = { at: [...path, 'ca_certificates', i], field: 'ca_certificates', entity: 'ca_certificates', required: false };
+      if (typeof id === 'string') resolveReference(id, this.tls.ca_certificates, site, this);
     });
     return ids as string[];
   }
@@ -392,18 +298,15 @@ class ConfigBuilder implements BuildContext {
 
   private addRoute(raw: Record<string, any>, path: Path, serviceRef: unknown): void {
     const r = this.validateEntity<Record<string, any>>(this.routeSchema, this.legacyPaths ? migrateLegacyPaths(raw) : raw, path, ['plugins']);
-    let service: { id: string } | null = null;
-    if (serviceRef !== null && serviceRef !== undefined) {
-      const key = refKey(serviceRef);
-      const target = this.services.find((s) => s.id === key || s.name === key);
-      if (!target) this.issue([...path, 'service'], `invalid reference 'service: ${key}' (no such entry in 'services')`);
-      else service = { id: target.id };
-    }
+    // Given, it must name a service: a value naming none (`service: 5`) is an error, not "no service".
+    const site = { at: [...path, 'service'], field: 'service', entity: 'services', required: true };
+    const serviceId = serviceRef === null || serviceRef === undefined ? undefined : resolveReference(serviceRef, this.core.services, site, this);
+    const service = serviceId ? { id: serviceId } : null;
     const protocols: string[] = r.protocols ?? ['http', 'https'];
     if (isStreamRoute(protocols)) return this.skipStreamRoute(r, path);
     const isGrpc = protocols.some((p) => p === 'grpc' || p === 'grpcs');
     const id = this.id(r.id, `routes:${r.name ?? `${service?.id ?? ''}#${formatPath(path)}`}`);
-    if (!this.unique('routes', 'name', r.name, path, this.routes)) this.unique('routes', 'id', id, path, this.routes);
+    if (!this.unique('routes', 'name', r.name, path, this.core.routes)) this.unique('routes', 'id', id, path, this.core.routes);
     const headers = r.headers
       ? Object.fromEntries(Object.entries(r.headers as Record<string, string[]>).map(([k, v]) => [k.toLowerCase(), v]))
       : null;
@@ -427,12 +330,12 @@ class ConfigBuilder implements BuildContext {
       tags: r.tags ?? null,
       created_at: this.order++,
     };
-    this.routes.push(route);
-    this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { route: id, service: null }), path);
+    this.core.routes.push(route);
+    this.plugins.queue(raw, { route: id, service: null }, path);
   }
 
   private skipStreamRoute(r: Record<string, any>, path: Path): void {
-    this.streamRoutes.push({ id: this.id(r.id, `routes:${r.name ?? `#${formatPath(path)}`}`), name: r.name ?? null });
+    this.core.streamRoutes.push({ id: this.id(r.id, `routes:${r.name ?? `#${formatPath(path)}`}`), name: r.name ?? null });
     this.warn(path, `a ${r.protocols.join('/')} route is accepted but not proxied: this gateway serves HTTP, gRPC and WebSocket only`);
   }
 
@@ -440,11 +343,11 @@ class ConfigBuilder implements BuildContext {
     const nested = ['plugins', ...[...this.entityDefs.values()].filter((d) => d.parent?.entity === 'consumers').map((d) => d.name)];
     const c = this.validateEntity<Record<string, any>>(consumerSchema, raw, path, nested);
     const id = this.id(c.id, `consumers:${c.username ?? ''}:${c.custom_id ?? ''}`);
-    const takenUsername = this.unique('consumers', 'username', c.username, path, this.consumers);
-    const takenCustomId = this.unique('consumers', 'custom_id', c.custom_id, path, this.consumers);
-    if (!takenUsername && !takenCustomId) this.unique('consumers', 'id', id, path, this.consumers);
-    this.consumers.push({ id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null, created_at: this.order++ });
-    this.eachEntry(raw, 'plugins', (p, pp) => this.queuePlugin(p, pp, { consumer: id }), path);
+    const takenUsername = this.unique('consumers', 'username', c.username, path, this.core.consumers);
+    const takenCustomId = this.unique('consumers', 'custom_id', c.custom_id, path, this.core.consumers);
+    if (!takenUsername && !takenCustomId) this.unique('consumers', 'id', id, path, this.core.consumers);
+    this.core.consumers.push({ id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null, created_at: this.order++ });
+    this.plugins.queue(raw, { consumer: id }, path);
     for (const def of this.entityDefs.values()) {
       if (def.parent?.entity !== 'consumers') continue;
       this.eachEntry(raw, def.name, (e, pp) => this.addPluginEntity(def, e, pp, id), path);
@@ -456,14 +359,8 @@ class ConfigBuilder implements BuildContext {
     const fields = parent && parentId === undefined ? { ...def.schema.fields, [parent.field]: { type: 'any' as const } } : def.schema.fields;
     const e = this.validateEntity<Record<string, any>>({ ...def.schema, fields: { id: ID, ...fields } }, raw, path, []);
     if (parent) {
-      let resolvedId = parentId;
-      if (resolvedId === undefined) {
-        const key = refKey(raw[parent.field]);
-        const pool: Referable[] = parent.entity === 'consumers' ? this.consumers : parent.entity === 'services' ? this.services : this.routes;
-        resolvedId = findReferenced(pool, raw[parent.field])?.id;
-        if (key === undefined && parent.required !== false) this.issue([...path, parent.field], 'required field missing');
-        else if (key !== undefined && !resolvedId) this.issue([...path, parent.field], `invalid reference '${parent.field}: ${key}' (no such entry in '${parent.entity}')`);
-      }
+      const site = { at: [...path, parent.field], field: parent.field, entity: parent.entity, required: parent.required !== false };
+      const resolvedId = parentId ?? resolveReference(raw[parent.field], this.core[parent.entity], site, this);
       if (resolvedId) e[parent.field] = { id: resolvedId };
     }
     const list = (this.entities[def.name] ??= []);
@@ -493,72 +390,6 @@ class ConfigBuilder implements BuildContext {
     const what = this.entityDefs.get(type)?.digested?.includes(field) ? field : `${field} set to '${shown}'`;
     this.issue(path, `uniqueness violation: '${type}' entity with ${what} already declared`);
     return true;
-  }
-
-  private queuePlugin(raw: Record<string, any>, path: Path, scope: { route?: string; service?: string | null; consumer?: string }): void {
-    const resolve = (field: 'route' | 'service' | 'consumer', pool: Referable[]): string | null => {
-      if (scope[field] !== undefined) return scope[field] ?? null;
-      const key = refKey(raw[field]);
-      if (key === undefined) return null;
-      const found = findReferenced(pool, raw[field]);
-      if (!found) this.issue([...path, field], `invalid reference '${field}: ${key}' (no such entry in '${field}s')`);
-      return found?.id ?? null;
-    };
-    const routeKey = scope.route === undefined ? refKey(raw.route) : undefined;
-    if (this.streamRoutes.some((r) => r.id === routeKey || r.name === routeKey)) return this.warn(path, 'a plugin of a stream route is left out with its route');
-    const route = resolve('route', this.routes);
-    // A plugin nested in a route belongs to that route only, not to the route's service.
-    const service = scope.route ? null : resolve('service', this.services);
-    this.pendingPlugins.push({ path, raw, route, service, consumer: resolve('consumer', this.consumers) });
-  }
-
-  private buildPlugins(): PluginEntity[] {
-    const plugins: { entity: PluginEntity; path: Path; def: PluginDefinition }[] = [];
-    for (const p of this.pendingPlugins) {
-      const e = this.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
-      const def = this.enabled.get(e.name);
-      if (typeof e.name === 'string' && !def) {
-        this.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property${didYouMean(e.name, this.registry.keys())}`);
-        continue;
-      }
-      if (!def) continue;
-      if (def.noConsumer && p.consumer) this.issue([...p.path, 'consumer'], 'value must be null');
-      const { value: config, issues } = validate(def.configSchema, p.raw.config ?? {}, [...p.path, 'config']);
-      this.issues.push(...issues);
-      const cacheKey = `plugins:${e.name}:${p.route ?? ''}:${p.service ?? ''}:${p.consumer ?? ''}`;
-      const entity: PluginEntity = {
-        id: this.id(e.id, cacheKey),
-        name: e.name,
-        instance_name: e.instance_name ?? null,
-        enabled: e.enabled,
-        protocols: e.protocols,
-        config: config as Record<string, any>,
-        route: p.route ? { id: p.route } : null,
-        service: p.service ? { id: p.service } : null,
-        consumer: p.consumer ? { id: p.consumer } : null,
-        tags: e.tags ?? null,
-      };
-      if (plugins.some((x) => x.entity.id === entity.id)) {
-        this.issue(p.path, `uniqueness violation: 'plugins' entity with primary key set to '${entity.id}' already declared`);
-        continue;
-      }
-      plugins.push({ entity, path: p.path, def });
-    }
-    // The index requests will use: a check must see the plugins a route runs, not guess them.
-    const index = new PluginsIndex(plugins.map((p) => p.entity), this.routes, this.registry);
-    for (const { entity, path, def } of plugins) {
-      if (!def.checkConfig || !entity.enabled) continue;
-      const route = this.routes.find((r) => r.id === entity.route?.id) ?? null;
-      const serviceId = entity.service?.id ?? route?.service?.id;
-      const scope = {
-        route,
-        service: this.services.find((s) => s.id === serviceId) ?? null,
-        consumer: this.consumers.find((c) => c.id === entity.consumer?.id) ?? null,
-        runsOn: index.placements(entity).map(({ route, before }) => ({ route, before: before.map((step) => step.definition) })),
-      };
-      for (const issue of def.checkConfig(entity.config, scope)) this.issue([...path, 'config', ...issue.path], issue.message);
-    }
-    return plugins.map((p) => p.entity);
   }
 
   /** Reports a value already taken in `pool`; true when it did. */

@@ -7,6 +7,11 @@ import { didYouMean } from '../did-you-mean.ts';
 
 export type Path = (string | number)[];
 
+/** A path as messages show it: `routes[0].paths[1]`. */
+export function formatPath(path: Path): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
+}
+
 export interface Issue {
   path: Path;
   message: string;

@@ -4,7 +4,7 @@
  * health it has in a running gateway) across reloads.
  */
 import type { Path } from './schema.ts';
-import { invalidReference, refKey, type BuildContext } from './builder-context.ts';
+import { resolveReference, type BuildContext } from './builder-context.ts';
 import { certificateRef } from './certificate-builder.ts';
 import type { Certificate, Target, Upstream } from './types.ts';
 import { applyAlgorithmShorthands, formatTarget, targetSchema, upstreamSchema } from './upstreams.ts';
@@ -59,13 +59,8 @@ function withNulls(healthchecks: Record<string, any>): Upstream['healthchecks'] 
 
 function addTarget(raw: Record<string, any>, path: Path, ctx: BuildContext, out: Balancing, parentId: string | undefined): void {
   const t = ctx.validateEntity<Record<string, any>>(targetSchema, raw, path, []);
-  let upstreamId = parentId;
-  if (upstreamId === undefined) {
-    const key = refKey(raw.upstream);
-    upstreamId = out.upstreams.find((u) => u.id === key || u.name === key)?.id;
-    if (key === undefined) ctx.issue([...path, 'upstream'], 'required field missing');
-    else if (!upstreamId) ctx.issue([...path, 'upstream'], invalidReference('upstream', key, 'upstreams'));
-  }
+  const site = { at: [...path, 'upstream'], field: 'upstream', entity: 'upstreams', required: true };
+  const upstreamId = parentId ?? resolveReference(raw.upstream, out.upstreams, site, ctx);
   const target = typeof t.target === 'string' ? formatTarget(t.target) : null;
   if (!upstreamId || !target) return;
   const id = ctx.id(t.id, `targets:${upstreamId}:${target}`);

@@ -438,25 +438,47 @@ test('nested and top-level references resolve to the same entities (by name or b
 });
 
 test('a reference looks at ids or at names, never both: an entry named like another one\'s id does not stand in for it', () => {
-  const aliceId = '11111111-2222-4333-8444-555555555555';
+  const takenId = '11111111-2222-4333-8444-555555555555';
   const config = load(
     yaml(
       '_format_version: "3.0"',
       'consumers:',
-      `  - { username: "${aliceId}" }`,
-      `  - { username: alice, id: ${aliceId} }`,
+      `  - { username: "${takenId}" }`,
+      `  - { username: alice, id: ${takenId} }`,
       'oauth2_credentials:',
-      `  - { name: By id, client_id: app-1, consumer: ${aliceId} }`,
+      `  - { name: By id, client_id: app-1, consumer: ${takenId} }`,
       '  - { name: By username, client_id: app-2, consumer: { username: alice } }',
-      `  - { name: By id field, client_id: app-3, consumer: { id: ${aliceId} } }`,
+      `  - { name: By id field, client_id: app-3, consumer: { id: ${takenId} } }`,
     ),
   );
   assert.deepEqual(
     config.entities.oauth2_credentials.map((c) => c.consumer),
-    [{ id: aliceId }, { id: aliceId }, { id: aliceId }],
+    [{ id: takenId }, { id: takenId }, { id: takenId }],
   );
   assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'consumers:', '  - { username: bob }', 'oauth2_credentials:', '  - { name: X, consumer: { id: bob } }')), [
     "gw.yaml:5:26: oauth2_credentials[0].consumer: invalid reference 'consumer: bob' (no such entry in 'consumers')",
+  ]);
+  // A route's service and a target's upstream by the same rule.
+  const balanced = load(
+    yaml(
+      '_format_version: "3.0"',
+      'services:',
+      `  - { name: "${takenId}", host: a.test }`,
+      `  - { name: b, id: ${takenId}, host: b.test }`,
+      'routes:',
+      `  - { paths: [/by-id], service: ${takenId} }`,
+      '  - { paths: [/by-name], service: { name: b } }',
+      'upstreams:',
+      `  - { name: "${takenId}" }`,
+      `  - { name: b.test, id: ${takenId} }`,
+      'targets:',
+      `  - { upstream: ${takenId}, target: 10.0.0.1 }`,
+    ),
+  );
+  assert.deepEqual(balanced.routes.map((r) => r.service), [{ id: takenId }, { id: takenId }]);
+  assert.deepEqual(balanced.targets.map((t) => t.upstream), [{ id: takenId }]);
+  assert.deepEqual(errorsOf(yaml('_format_version: "3.0"', 'services:', '  - { name: b, host: b.test }', 'routes:', '  - { paths: [/], service: { id: b } }')), [
+    "gw.yaml:5:28: routes[0].service: invalid reference 'service: b' (no such entry in 'services')",
   ]);
 });
 
