@@ -35,6 +35,14 @@ import { startTollgate } from './proxy.ts';
 const ROUNDS = 5;
 const SECONDS = 5;
 const CONNECTIONS = 50;
+/**
+ * Load on each target before the first round: a fresh node of workers reaches its steady speed only
+ * after many seconds of load (likely its optimizing compiler, a background thread, waiting its turn
+ * while two workers, wrk and the upstream keep both cores busy). Without this its
+ * rounds climbed all run long (8.2k to 11.4k req/s, 1.08× to 1.54× one worker); with it they held
+ * within the machine's noise.
+ */
+const WARMUP_SECONDS = 20;
 
 function which(command: string): string | undefined {
   const found = spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' });
@@ -95,7 +103,7 @@ async function load(url: string, pid: number, upstreamPid: number): Promise<Prox
     const r = await autocannonLoad({ url, seconds: SECONDS, connections: CONNECTIONS });
     return { ...r, cpuPerRequest: ((treeCpuMs(pid) - before) * 1000) / (r.requestsPerSecond * SECONDS) };
   }
-  spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, '-d1s', url]);
+  warmUp(wrk, url, 1);
   const before = treeCpuMs(pid);
   const aroundBefore = treeCpuMs(upstreamPid) + childrenCpuMs();
   const out = spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', url], { encoding: 'utf8' }).stdout;
@@ -117,6 +125,10 @@ async function load(url: string, pid: number, upstreamPid: number): Promise<Prox
     errors: number(/Socket errors: connect (\d+)/) || 0,
     non2xx: number(/Non-2xx or 3xx responses: (\d+)/) || 0,
   };
+}
+
+function warmUp(wrk: string, url: string, seconds: number): void {
+  spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, url]);
 }
 
 interface Nginx {
@@ -167,6 +179,8 @@ async function proxyScaling(): Promise<void> {
       [`tollgate, worker_processes: auto (${availableParallelism()})`, auto.urls[0], auto.process.pid!],
     ];
     if (reference) targets.push(['nginx 1.22, worker_processes auto (reference)', reference.url, reference.process.pid!]);
+    const wrk = which('wrk');
+    if (wrk) for (const [, url] of targets) warmUp(wrk, url + '/hello', WARMUP_SECONDS);
     const rounds = new Map<string, ProxyLoad[]>(targets.map(([name]) => [name, []]));
     for (let round = 0; round < ROUNDS; round++) {
       for (const [name, url, pid] of targets) rounds.get(name)!.push(await load(url + '/hello', pid, upstream.process.pid!));
