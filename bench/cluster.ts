@@ -13,7 +13,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -29,7 +29,7 @@ import type { ConfigView } from '../src/pipeline/plugin-api.ts';
 import type { Store } from '../src/store/store.ts';
 import { tempDir } from '../test/helpers/gateway.ts';
 import { postgresSkipReason, startPostgres } from '../test/helpers/postgres.ts';
-import { load as autocannonLoad, printTable, startChild, type LoadResult } from './lib.ts';
+import { load as autocannonLoad, printTable, startChild, statFields, treeCpuMs, type LoadResult } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
 const ROUNDS = 5;
@@ -56,29 +56,6 @@ function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
-}
-
-/** The fields of /proc/<pid>/stat after the command name: [11] + [12] its own CPU, [13] + [14] its waited-for children's, in ticks of 10 ms. */
-function statFields(pid: number | 'self'): string[] {
-  return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-}
-
-/** CPU time (user + system) of a process and all its descendants, in ms, from /proc (Linux). */
-function treeCpuMs(pid: number): number {
-  let total = 0;
-  const stack = [pid];
-  while (stack.length > 0) {
-    const p = stack.pop()!;
-    try {
-      const fields = statFields(p);
-      total += (Number(fields[11]) + Number(fields[12])) * 10;
-      const children = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim();
-      if (children) stack.push(...children.split(' ').map(Number));
-    } catch {
-      // The process ended meanwhile.
-    }
-  }
-  return total;
 }
 
 /** CPU time (user + system) of this process's finished children (wrk runs as one), in ms. */

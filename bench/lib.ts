@@ -64,7 +64,7 @@ export interface LoadOptions {
   method?: 'GET' | 'POST';
   headers?: Record<string, string>;
   body?: string;
-  /** The server's process: its CPU time per request is measured too (steadier than req/s on a small machine). */
+  /** The server's process: its CPU time per request (with its children's) is measured too (steadier than req/s on a small machine). */
   pid?: number;
 }
 
@@ -72,19 +72,39 @@ export interface LoadOptions {
 export async function load(options: LoadOptions): Promise<LoadResult> {
   const base = { url: options.url, connections: options.connections ?? 50, method: options.method ?? 'GET', headers: options.headers, body: options.body };
   await autocannon({ ...base, duration: 1 });
-  const cpuBefore = options.pid === undefined ? 0 : cpuMs(options.pid);
+  const cpuBefore = options.pid === undefined ? 0 : treeCpuMs(options.pid);
   const r = await autocannon({ ...base, duration: options.seconds ?? 5 });
-  const cpuPerRequest = options.pid === undefined ? undefined : ((cpuMs(options.pid) - cpuBefore) * 1000) / r.requests.total;
+  const cpuPerRequest = options.pid === undefined ? undefined : ((treeCpuMs(options.pid) - cpuBefore) * 1000) / r.requests.total;
   return { requestsPerSecond: r.requests.average, cpuPerRequest, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
 }
 
-/** A process's CPU time so far (user + system), in ms, from /proc (Linux). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * (1000 / CLOCK_TICKS_PER_SECOND);
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** The fields of /proc/<pid>/stat after the command name: [11] + [12] its own CPU, [13] + [14] its waited-for children's, in clock ticks. */
+export function statFields(pid: number | 'self'): string[] {
+  return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
 }
 
-const CLOCK_TICKS_PER_SECOND = 100;
+/**
+ * CPU time (user + system) of a process and all its descendants so far, in ms, from /proc (Linux): a
+ * gateway with several worker processes serves from its children.
+ */
+export function treeCpuMs(pid: number): number {
+  let total = 0;
+  const stack = [pid];
+  while (stack.length > 0) {
+    const p = stack.pop()!;
+    try {
+      const fields = statFields(p);
+      total += (Number(fields[11]) + Number(fields[12])) * (1000 / CLOCK_TICKS_PER_SECOND);
+      const children = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim();
+      if (children) stack.push(...children.split(' ').map(Number));
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return total;
+}
 
 export function printTable(title: string, rows: [string, LoadResult][], baseline?: LoadResult): void {
   const cpu = rows.some(([, r]) => r.cpuPerRequest !== undefined);

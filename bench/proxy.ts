@@ -25,7 +25,8 @@ export async function run(): Promise<void> {
   const undici = await startChild('servers/undici-forwarder.ts', [target]);
   const tollgate = await startTollgate(
     {
-      gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'] },
+      // One process, as each forwarder is: per-process overhead (`cluster` measures worker_processes: auto).
+      gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], worker_processes: 1 },
       services: [{ name: 'bench', url: target, routes: [{ name: 'bench', paths: ['/'] }] }],
     },
     2,
