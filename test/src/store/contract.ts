@@ -36,6 +36,11 @@ async function keys(s: Store, options: Parameters<Store['scan']>[0]): Promise<st
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * A ttl that a loaded machine cannot outlast between a write and the next read (at 30 ms, CI once saw an
+ * entry expire before the read meant to find it), and short enough to wait out.
+ */
+const SHORT_TTL_MS = 500;
 
 export function storeContract(subject: ContractSubject): void {
   describe(`store contract: ${subject.name}`, { skip: subject.skip }, () => {
@@ -193,13 +198,13 @@ export function storeContract(subject: ContractSubject): void {
 
     test('entries with a ttl read as absent once expired, are skipped by scans, and swept', async () => {
       const s = store.namespace('ttl');
-      await s.put('short', 'x', { ttlMs: 30 });
+      await s.put('short', 'x', { ttlMs: SHORT_TTL_MS });
       await s.put('long', 'y', { ttlMs: 3_600_000 });
       await s.put('forever', 'z');
-      await s.put('rewritten', 'old', { ttlMs: 30 });
+      await s.put('rewritten', 'old', { ttlMs: SHORT_TTL_MS });
       await s.put('rewritten', 'new');
       assert.equal(await s.get('short'), 'x', 'readable before it expires');
-      await sleep(60);
+      await sleep(2 * SHORT_TTL_MS);
       assert.equal(await s.get('short'), undefined);
       assert.deepEqual(await s.getMany(['short', 'long']), [undefined, 'y']);
       assert.deepEqual(await keys(s, {}), ['forever', 'long', 'rewritten']);
@@ -288,9 +293,9 @@ export function storeContract(subject: ContractSubject): void {
 
     test('an expired entry counts as absent for commitIf', async () => {
       const s = store.namespace('cas-ttl');
-      await s.put('lease', 'a', { ttlMs: 30 });
+      await s.put('lease', 'a', { ttlMs: SHORT_TTL_MS });
       assert.equal(await s.commitIf([{ key: 'lease', value: undefined }], [{ type: 'put', key: 'lease', value: 'b' }]), false);
-      await sleep(60);
+      await sleep(2 * SHORT_TTL_MS);
       assert.equal(await peer.namespace('cas-ttl').commitIf([{ key: 'lease', value: undefined }], [{ type: 'put', key: 'lease', value: 'b', ttlMs: 60_000 }]), true);
       assert.equal(await s.get('lease'), 'b');
     });
@@ -302,7 +307,7 @@ export function storeContract(subject: ContractSubject): void {
       await s.put('gone', 'x');
       const kept = s.writeBatch();
       kept.put('a', '1');
-      kept.put('short', 'y', { ttlMs: 30 });
+      kept.put('short', 'y', { ttlMs: SHORT_TTL_MS });
       kept.del('gone');
       assert.equal(await kept.writeIf([{ key: 'lease', value: 'term-1' }, { key: 'free', value: undefined }], { sync: true }), true);
       assert.deepEqual(await p.getMany(['a', 'short', 'gone']), ['1', 'y', undefined]);
@@ -317,7 +322,7 @@ export function storeContract(subject: ContractSubject): void {
       assert.deepEqual(await p.getMany(['a', 'b']), ['1', undefined]);
       assert.throws(() => late.put('c', '3'), 'the batch is spent either way');
 
-      await sleep(60);
+      await sleep(2 * SHORT_TTL_MS);
       assert.equal(await s.get('short'), undefined, 'a write batch entry with a ttl expires');
     });
 
