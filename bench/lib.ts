@@ -18,14 +18,14 @@ export interface Child {
 }
 
 /**
- * Starts `node --import tsx script args…` (one process, so signals reach it) and waits until it has
+ * Starts `node script args…` (through tsx for a .ts script; one process, so signals reach it) and waits until it has
  * printed `count` "listening on URL" lines. Its stdout goes to a file, as a deployed gateway's log
  * does: drained through a pipe, it would cost the load generator in this process, not the child.
  */
 export async function startChild(script: string, args: string[] = [], count = 1, nodeArgs: string[] = []): Promise<Child> {
   const output = join(tempDir('tollgate-bench-out-'), 'stdout.log');
   const fd = openSync(output, 'w');
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', resolve(import.meta.dirname, script), ...args], { cwd: ROOT, stdio: ['ignore', fd, 'inherit'] });
+  const child = spawn(process.execPath, [...nodeArgs, ...(script.endsWith('.ts') ? ['--import', 'tsx'] : []), resolve(import.meta.dirname, script), ...args], { cwd: ROOT, stdio: ['ignore', fd, 'inherit'] });
   closeSync(fd);
   const exited = new Promise<void>((done) => child.once('exit', () => done()));
   let early = false;

@@ -89,7 +89,7 @@ async function startGatewayChild(dataDir: string): Promise<Child> {
       ],
     }),
   );
-  const child = await startChild('../src/cli.ts', ['start', '--config', file], 2, GATEWAY_NODE_FLAGS);
+  const child = await startChild('../bin/tollgate.js', ['start', '--config', file], 2, GATEWAY_NODE_FLAGS);
   return child;
 }
 

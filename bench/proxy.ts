@@ -15,7 +15,7 @@ export async function startTollgate(config: Record<string, any>, listenerCount: 
   const file = join(dir, 'gateway.yaml');
   writeFileSync(file, stringify({ _format_version: '3.0', ...config, gateway: { data_dir: join(dir, 'data'), log_level: 'info', ...config.gateway } }));
   // The same node flags as `npm start`; the access log is on (written to a file): part of the cost measured.
-  return startChild('../src/cli.ts', ['start', '--config', file], listenerCount, GATEWAY_NODE_FLAGS);
+  return startChild('../bin/tollgate.js', ['start', '--config', file], listenerCount, GATEWAY_NODE_FLAGS);
 }
 
 export async function run(): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * The `tollgate` command line: `tollgate start|check|version|help [options]` (see src/cli/commands.ts).
- * Run as the package's bin, or by npm scripts as `node --import tsx src/cli.ts <command>`.
+ * Run by the package's bin (bin/tollgate.js, also behind the npm scripts), bundled or through tsx.
  */
 import { runCli } from './cli/commands.ts';
 import { flushLogs } from './log.ts';

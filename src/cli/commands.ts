@@ -3,12 +3,14 @@
  * (usually in its own module) added to COMMANDS.
  */
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { PACKAGE_ROOT } from '../package-root.ts';
 import { check } from './check.ts';
 import { EXIT, HELP_OPTION, readOptions, unknownCommand, UsageError, type CommandDefinition, type OptionDefinition } from './command.ts';
 import { start } from './start.ts';
 import { migrate, storeCopy } from './store.ts';
 
-const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+const PACKAGE = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string };
 
 export const EXIT_CODES = 'Exit codes: 0 success; 1 failure (invalid configuration, port in use, unusable data directory); 2 bad usage.';
 

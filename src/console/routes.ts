@@ -11,9 +11,10 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { PACKAGE_ROOT } from '../package-root.ts';
 import { HttpError, type AdminReply, type AdminRequest, type AdminRoute } from '../pipeline/plugin-api.ts';
 
-const PUBLIC_DIR = join(import.meta.dirname, 'public');
+const PUBLIC_DIR = join(PACKAGE_ROOT, 'src/console/public');
 const UPLOT_DIST = join(dirname(createRequire(import.meta.url).resolve('uplot/package.json')), 'dist');
 
 const TYPES: Record<string, string> = {

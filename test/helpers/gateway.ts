@@ -206,16 +206,19 @@ export interface SpawnedGateway extends GatewayUrls {
   output(): string;
 }
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
-
 /**
- * The gateway as a child process (`node --import tsx src/cli.ts start --config F`), for crash and
- * signal tests. One process, not tsx's wrapper: the wrapper would not relay SIGHUP or SIGKILL.
+ * The arguments of node that run `tollgate ARGS` as npm's scripts do (package.json): the package's
+ * command with node's flags. One process, as a signal sent to it must reach the gateway.
  */
+export function tollgateArgs(...args: string[]): string[] {
+  return ['--max-semi-space-size=64', resolve(import.meta.dirname, '../../bin/tollgate.js'), ...args];
+}
+
+/** The gateway as a child process (`tollgate start --config F`), for crash and signal tests. */
 export async function spawnGateway(config: Record<string, any>, options: StartOptions = {}): Promise<SpawnedGateway> {
   const dataDir = options.dataDir ?? tempDir();
   const configFile = writeConfig(config, dataDir);
-  const child = spawn(process.execPath, ['--max-semi-space-size=64', '--import', 'tsx', CLI, 'start', '--config', configFile], {
+  const child = spawn(process.execPath, tollgateArgs('start', '--config', configFile), {
     cwd: resolve(import.meta.dirname, '../..'),
     stdio: ['ignore', 'pipe', 'pipe'],
     // A process group of its own (the node's workers join it): killRunning ends them all.

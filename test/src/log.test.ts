@@ -13,7 +13,7 @@ import { stringify } from 'yaml';
 import WebSocket from 'ws';
 import { issueToken, oauth2Plugin, tokenIssuerConfig } from '../fixtures/oauth2-setup.ts';
 import { startWsEcho } from '../fixtures/ws-echo.ts';
-import { request, spawnGateway, startUpstream, tempDir } from '../helpers/gateway.ts';
+import { request, spawnGateway, startUpstream, tempDir, tollgateArgs } from '../helpers/gateway.ts';
 import { portOf, rawRequest, waitFor } from './support.ts';
 
 const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -235,9 +235,8 @@ test('on a terminal the lines are pino-pretty’s: a time, a level name, the mes
       services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'echo', paths: ['/echo'] }] }],
     }),
   );
-  const cli = resolve(import.meta.dirname, '../../src/cli.ts');
   let requested = false;
-  const raw = await onTerminal(`exec ${process.execPath} --import tsx ${cli} start --config ${file}`, resolve(import.meta.dirname, '../..'), (out) => {
+  const raw = await onTerminal(`exec ${process.execPath} ${tollgateArgs('start', '--config', file).join(' ')}`, resolve(import.meta.dirname, '../..'), (out) => {
     const url = /proxy listening on (\S+)/.exec(out)?.[1];
     if (url && !requested) {
       requested = true;

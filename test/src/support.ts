@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import type { PluginRegistry } from '../../src/pipeline/plugin-api.ts';
 import { Gateway } from '../../src/gateway.ts';
-import { startUpstream, tempDir } from '../helpers/gateway.ts';
+import { startUpstream, tempDir, tollgateArgs } from '../helpers/gateway.ts';
 
 export interface RawReply {
   status: number;
@@ -176,13 +176,7 @@ export interface GatewayProcess {
   output(): string;
 }
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
-
-/**
- * The gateway as ONE child process (`node --import tsx src/cli.ts start`), one plain proxy listener and
- * one admin listener. Not the tsx binary: it runs the script in a grandchild and relays only SIGINT and
- * SIGTERM, so a SIGHUP would kill tsx and orphan the gateway.
- */
+/** The gateway as ONE child process (`tollgate start`), one plain proxy listener and one admin listener. */
 export async function spawnGatewayProcess(config: Record<string, any>): Promise<GatewayProcess> {
   const dataDir = tempDir();
   const configFile = join(tempDir('tollgate-config-'), 'gateway.yaml');
@@ -190,7 +184,7 @@ export async function spawnGatewayProcess(config: Record<string, any>): Promise<
     configFile,
     stringify({ _format_version: '3.0', ...config, gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], data_dir: dataDir, ...config.gateway } }),
   );
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'start', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, tollgateArgs('start', '--config', configFile), { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (c) => (out += c));
   child.stderr!.on('data', (c) => (out += c));

@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { stringify } from 'yaml';
-import { startGateway, startUpstream, tempDir } from '../../helpers/gateway.ts';
+import { startGateway, startUpstream, tempDir, tollgateArgs } from '../../helpers/gateway.ts';
 import { admin } from './kong-fixture.ts';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
@@ -28,12 +28,12 @@ function configWith(pluginConfig: Record<string, unknown>, host = 'schema.test')
   };
 }
 
-/** Runs `tsx src/cli.ts check --config FILE` (what `npm run check` runs) on the plugin config. */
+/** Runs `tollgate check --config FILE` (what `npm run check` runs) on the plugin config. */
 function check(pluginConfig: Record<string, unknown>): { status: number | null; output: string } {
   const dir = tempDir('oauth2-schema-');
   const file = join(dir, 'gateway.yaml');
   writeFileSync(file, stringify(configWith(pluginConfig)));
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'check', '--config', file], { cwd: ROOT, encoding: 'utf8' });
+  const run = spawnSync(process.execPath, tollgateArgs('check', '--config', file), { cwd: ROOT, encoding: 'utf8' });
   return { status: run.status, output: run.stdout + run.stderr };
 }
 

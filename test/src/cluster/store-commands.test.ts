@@ -15,7 +15,7 @@ import { keyGroup } from '../../../src/store/copy.ts';
 import { SCHEMA_VERSION } from '../../../src/store/postgres-schema.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import { prepareEvents } from '../../../plugins/metering/events.ts';
-import { request, startGateway, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
+import { request, startGateway, startUpstream, tempDir, tollgateArgs, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
 import { apiOf, config as meteringConfig, expectedOf, makeEvents, postUntilAcknowledged, TYPE, usageOn } from '../../plugins/metering/cluster-support.ts';
 
@@ -26,10 +26,10 @@ interface Run {
   output: string;
 }
 
-/** `node --import tsx src/cli.ts <args>`; `killWhen` sends SIGKILL as soon as the output matches it. */
+/** `tollgate <args>`; `killWhen` sends SIGKILL as soon as the output matches it. */
 function cli(args: string[], killWhen?: RegExp): Promise<Run> {
   return new Promise((resolvePromise) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, tollgateArgs(...args), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const collect = (chunk: Buffer) => {
       output += chunk;
