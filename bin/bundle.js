@@ -2,7 +2,7 @@
  * One ESM bundle of the gateway's TypeScript sources, built by esbuild (the compiler tsx runs on). A
  * process loads one file instead of some 240 through tsx's loader, which halves its start: measured
  * 1.6 → 0.8 s to listening for one process, 4.0 → 2.0 s for a node of two workers (whose restarts
- * get as fast).
+ * get as fast); and a process holds 30 MB less (no loader thread): 430 → 340 MB for that node.
  *
  * Built again whenever a source it was built from changed (their sizes and times are checked at each
  * start, a few milliseconds; a build takes about half a second), so a change is never run stale.
