@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { LevelStore } from '../../src/store/level.ts';
-import { request, startUpstream, type Upstream } from '../helpers/gateway.ts';
-import { isListening, portOf, spawnGatewayProcess, waitFor, type GatewayProcess } from './support.ts';
+import { request, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../helpers/gateway.ts';
+import { isListening, portOf, waitFor } from './support.ts';
 
 const LISTENERS = { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'] };
 
@@ -32,17 +32,17 @@ async function holdingUpstream(): Promise<{ upstream: Upstream; held(): number; 
 }
 
 /** Ends a gateway a failed test left running (SIGTERM, so it closes its store), and waits for it. */
-async function ensureStopped(gw: GatewayProcess | undefined): Promise<void> {
+async function ensureStopped(gw: SpawnedGateway | undefined): Promise<void> {
   if (!gw) return;
   gw.kill('SIGTERM');
   await gw.exited;
 }
 
-function rewrite(gw: GatewayProcess, config: Record<string, any>): void {
+function rewrite(gw: SpawnedGateway, config: Record<string, any>): void {
   writeFileSync(gw.configFile, stringify({ _format_version: '3.0', ...config, gateway: { ...LISTENERS, data_dir: gw.dataDir, ...config.gateway } }));
 }
 
-async function signalAndWait(gw: GatewayProcess, signal: NodeJS.Signals, text: string): Promise<void> {
+async function signalAndWait(gw: SpawnedGateway, signal: NodeJS.Signals, text: string): Promise<void> {
   const before = gw.output().split(text).length;
   gw.kill(signal);
   await waitFor(() => gw.output().split(text).length > before, `"${text}" after ${signal}`, 15_000);
@@ -67,7 +67,7 @@ test('SIGHUP reloads atomically, ignores an invalid file; SIGTERM drains in-flig
       { name: 'hold', url: hold.upstream.url, routes: [{ name: 'slow-new', paths: ['/slow2'] }] },
     ],
   };
-  const gw = await spawnGatewayProcess({ ...first, gateway: { ...LISTENERS, ...first.gateway } });
+  const gw = await spawnGateway({ ...first, gateway: { ...LISTENERS, ...first.gateway } });
   try {
     assert.equal((await request(`${gw.http}/a/1`)).status, 200);
 
@@ -130,7 +130,7 @@ test('SIGHUP reloads atomically, ignores an invalid file; SIGTERM drains in-flig
 
 test('SIGINT on an idle gateway with an open keep-alive connection exits 0', async () => {
   const echo = await startUpstream();
-  const gw = await spawnGatewayProcess({ gateway: { ...LISTENERS, log_level: 'silent' }, services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/'] }] }] });
+  const gw = await spawnGateway({ gateway: { ...LISTENERS, log_level: 'silent' }, services: [{ name: 'echo', url: echo.url, routes: [{ paths: ['/'] }] }] });
   const agent = new http.Agent({ keepAlive: true });
   try {
     await new Promise<void>((resolve, reject) => {
@@ -147,7 +147,7 @@ test('SIGINT on an idle gateway with an open keep-alive connection exits 0', asy
 
 test('SIGTERM waits for in-flight requests only up to shutdown_timeout, then closes them and exits 0', async () => {
   const hold = await holdingUpstream();
-  const gw = await spawnGatewayProcess({
+  const gw = await spawnGateway({
     gateway: { ...LISTENERS, log_level: 'silent', shutdown_timeout: 300 },
     services: [{ name: 'hold', url: hold.upstream.url, routes: [{ paths: ['/'] }] }],
   });

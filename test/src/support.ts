@@ -3,16 +3,15 @@
  * upstreams that count their open connections, waiting for a condition, and a gateway started with a
  * test-only plugin registry.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { PluginRegistry } from '../../src/pipeline/plugin-api.ts';
 import { Gateway } from '../../src/gateway.ts';
-import { startUpstream, tempDir, tollgateArgs } from '../helpers/gateway.ts';
+import { startUpstream, tempDir } from '../helpers/gateway.ts';
 
 export interface RawReply {
   status: number;
@@ -162,47 +161,6 @@ export async function startWithRegistry(config: Record<string, any>, registry: P
       return (await gateway.reload()).ok;
     },
     stop: () => gateway.stop(),
-  };
-}
-
-export interface GatewayProcess {
-  http: string;
-  admin: string;
-  dataDir: string;
-  configFile: string;
-  child: ChildProcess;
-  exited: Promise<number | null>;
-  kill(signal: NodeJS.Signals): void;
-  output(): string;
-}
-
-/** The gateway as ONE child process (`tollgate start`), one plain proxy listener and one admin listener. */
-export async function spawnGatewayProcess(config: Record<string, any>): Promise<GatewayProcess> {
-  const dataDir = tempDir();
-  const configFile = join(tempDir('tollgate-config-'), 'gateway.yaml');
-  writeFileSync(
-    configFile,
-    stringify({ _format_version: '3.0', ...config, gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], data_dir: dataDir, ...config.gateway } }),
-  );
-  const child = spawn(process.execPath, tollgateArgs('start', '--config', configFile), { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (c) => (out += c));
-  child.stderr!.on('data', (c) => (out += c));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  let gone = false;
-  void exited.then(() => (gone = true));
-  await waitFor(() => gone || (out.match(/listening on /g) ?? []).length >= 2, 'the gateway to listen', 30_000);
-  const urls = [...out.matchAll(/listening on (\S+)/g)].map((m) => m[1]);
-  if (urls.length < 2) throw new Error(`the gateway did not start:\n${out}`);
-  return {
-    http: urls[0],
-    admin: urls[1],
-    dataDir,
-    configFile,
-    child,
-    exited,
-    kill: (signal) => void (child.exitCode === null && child.signalCode === null && child.kill(signal)),
-    output: () => out,
   };
 }
 
