@@ -249,6 +249,7 @@ export class Gateway {
         processesOnNode: cluster.isWorker ? workerCount(config.gateway.worker_processes) : 1,
         // A store handed in is a worker's link to its node's primary: other workers write it too.
         sharedStore: config.gateway.database === 'postgres' || this.storeHandedIn,
+        nodesShareStore: config.gateway.database === 'postgres',
         services,
         metrics: this.metrics.plugins,
         node: this.exchange,

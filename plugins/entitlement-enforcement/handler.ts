@@ -1,15 +1,18 @@
 /**
- * Decides each request from billing's in-memory entitlement decisions (the plugin service
- * `billing.entitlements`): no store read and no network hop on the request path. 403 for an unknown
- * customer or one without the feature, 429 with Retry-After once a metered hard limit is used up,
- * X-Usage-Limit and X-Usage-Remaining on every answer of a metered feature.
+ * Decides each request from billing's entitlement decisions (the plugin service `billing.entitlements`):
+ * 403 for an unknown customer or one without the feature, 429 with Retry-After once a metered hard
+ * limit is used up, X-Usage-Limit and X-Usage-Remaining (this request counted) on every answer of a
+ * metered feature. An admitted request reserves its usage on the limit's counter; once every plugin has
+ * logged the request, the reservation is settled with what its metered events add (nothing for a request
+ * refused later or not answered), so the limit counts exactly what it let through.
  */
-import type { AccessDecision, EntitlementEnforcer } from '../metering/billing/access-cache.ts';
+import { holdReservation, type AccessDecision, type Admission, type EntitlementEnforcer } from '../metering/public.ts';
 import type { PluginApi, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { EnforcementConfig } from './schema.ts';
 
 /** Where the access phase leaves the decision for the response phase (its usage headers). */
 const DECISION = 'entitlement-enforcement:decision';
+const UNDECIDED: Admission = { decision: { kind: 'undecided' } };
 
 function identifiers(ctx: RequestContext, config: EnforcementConfig): (string | null | undefined)[] {
   const { look_up_value_in: source, field } = config.customer;
@@ -28,31 +31,45 @@ function usageHeaders(d: AccessDecision): Record<string, string> | undefined {
   return undefined;
 }
 
+/** Milliseconds since the Unix epoch at which the request arrived (the time its events carry). */
+function arrivedAt(ctx: RequestContext): number {
+  return performance.timeOrigin + ctx.startedAt;
+}
+
 export function createRuntime(api: PluginApi): PluginRuntime<EnforcementConfig> {
   let enforcer: EntitlementEnforcer | undefined;
+
+  function enforce(ctx: RequestContext, config: EnforcementConfig, { decision, reservation }: Admission): void {
+    if (reservation) {
+      holdReservation(ctx, reservation);
+      ctx.afterLog(() => reservation.settle());
+    }
+    switch (decision.kind) {
+      case 'allowed':
+        if (decision.limit !== undefined) ctx.shared[DECISION] = decision;
+        return;
+      case 'limit_reached': {
+        const retryAfter = String(Math.max(1, Math.ceil((decision.resetAt - Date.now()) / 1000)));
+        return ctx.error(429, `usage_limit_reached: the usage limit of feature ${config.feature.key} is reached`, { 'retry-after': retryAfter, ...usageHeaders(decision) });
+      }
+      case 'no_feature':
+        return ctx.error(403, `feature_unavailable: the customer has no access to feature ${config.feature.key}`);
+      case 'unknown_customer':
+        if (config.deny_unknown_customers) ctx.error(403, 'customer_not_found: the request names no known customer');
+        return;
+      case 'undecided':
+        if (config.fail_policy === 'deny') ctx.error(503, 'entitlements cannot be checked right now; retry', { 'retry-after': '1' });
+    }
+  }
+
   return {
     configure() {
       enforcer = api.services.get<EntitlementEnforcer>('billing.entitlements');
     },
     access(ctx, config) {
-      const now = Date.now();
-      const decision: AccessDecision = enforcer ? enforcer.decide(identifiers(ctx, config), config.feature.key, now) : { kind: 'undecided' };
-      switch (decision.kind) {
-        case 'allowed':
-          if (decision.limit !== undefined) ctx.shared[DECISION] = decision;
-          return;
-        case 'limit_reached': {
-          const retryAfter = String(Math.max(1, Math.ceil((decision.resetAt - now) / 1000)));
-          return ctx.error(429, `usage_limit_reached: the usage limit of feature ${config.feature.key} is reached`, { 'retry-after': retryAfter, ...usageHeaders(decision) });
-        }
-        case 'no_feature':
-          return ctx.error(403, `feature_unavailable: the customer has no access to feature ${config.feature.key}`);
-        case 'unknown_customer':
-          if (config.deny_unknown_customers) ctx.error(403, 'customer_not_found: the request names no known customer');
-          return;
-        case 'undecided':
-          if (config.fail_policy === 'deny') ctx.error(503, 'entitlements cannot be checked right now; retry', { 'retry-after': '1' });
-      }
+      const admission = enforcer ? enforcer.admit(identifiers(ctx, config), config.feature.key, arrivedAt(ctx)) : UNDECIDED;
+      if (!(admission instanceof Promise)) return enforce(ctx, config, admission);
+      return admission.then((decided) => enforce(ctx, config, decided));
     },
     response(ctx, _config, response) {
       const decision = ctx.shared[DECISION] as AccessDecision | undefined;

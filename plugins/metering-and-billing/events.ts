@@ -5,6 +5,7 @@
  * tokens). Built from what the gateway already knows about the exchange; nothing is parsed here.
  */
 import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { boundedText, MAX_DIMENSION_VALUE_LENGTH, MAX_IDENTIFIER_LENGTH } from '../metering/public.ts';
 import type { TokenUsage } from './ai-usage.ts';
 import type { Attribute, RequestMeteringConfig } from './schema.ts';
 
@@ -27,6 +28,15 @@ export interface Subject {
   type: string;
 }
 
+/**
+ * A value the client chose, as an event carries it: at most `max` characters (a longer one is replaced by
+ * its stand-in, its start and a hash of it). Every metering store takes it then, so no client can make its
+ * request unmeterable with a long URL or header, and one long value always reads the same.
+ */
+function clientText(value: string, max = MAX_DIMENSION_VALUE_LENGTH): string {
+  return boundedText(value, max);
+}
+
 /** The subject the config names, or undefined when the request has none (no event then). */
 export function subjectOf(ctx: RequestContext, subject: RequestMeteringConfig['subject']): Subject | undefined {
   const { look_up_value_in: source, field } = subject;
@@ -35,7 +45,7 @@ export function subjectOf(ctx: RequestContext, subject: RequestMeteringConfig['s
     case 'consumer': {
       const name = (field ?? 'username') as 'username' | 'id' | 'custom_id';
       value = ctx.consumer?.[name];
-      return value ? { value, type: `consumer_${name}` } : undefined;
+      return value ? { value: clientText(value, MAX_IDENTIFIER_LENGTH), type: `consumer_${name}` } : undefined;
     }
     case 'application':
       // Tollgate has no Dev Portal applications: the credential that authenticated the call stands for one.
@@ -43,10 +53,10 @@ export function subjectOf(ctx: RequestContext, subject: RequestMeteringConfig['s
       return value ? { value, type: 'application' } : undefined;
     case 'header':
       value = firstValue(ctx.headers[field!.toLowerCase()]);
-      return value ? { value, type: 'header' } : undefined;
+      return value ? { value: clientText(value, MAX_IDENTIFIER_LENGTH), type: 'header' } : undefined;
     case 'query':
       value = ctx.query.get(field!);
-      return value ? { value, type: 'query' } : undefined;
+      return value ? { value: clientText(value, MAX_IDENTIFIER_LENGTH), type: 'query' } : undefined;
   }
 }
 
@@ -71,7 +81,7 @@ function addAttributes(data: Record<string, unknown>, ctx: RequestContext, attri
   for (const a of attributes) {
     const value = a.source === 'header' ? firstValue(ctx.headers[a.look_up_value_in.toLowerCase()]) : ctx.query.get(a.look_up_value_in);
     // Kong omits an attribute the request does not carry.
-    if (value !== undefined && value !== null) data[a.event_property_name] = value;
+    if (value !== undefined && value !== null) data[a.event_property_name] = clientText(value);
   }
 }
 
@@ -85,9 +95,9 @@ export function apiRequestEvent(ctx: RequestContext, config: RequestMeteringConf
   const outcome = ctx.outcome;
   const data: Record<string, unknown> = {
     client_ip: ctx.clientIp,
-    request_host: ctx.host,
+    request_host: clientText(ctx.host),
     request_method: ctx.method,
-    request_uri: ctx.rawQuery ? `${ctx.path}?${ctx.rawQuery}` : ctx.path,
+    request_uri: clientText(ctx.rawQuery ? `${ctx.path}?${ctx.rawQuery}` : ctx.path),
     request_protocol: protocolOf(ctx),
     request_size_bytes: outcome.requestBytes,
     response_size_bytes: outcome.responseBytes,
@@ -103,7 +113,7 @@ export function apiRequestEvent(ctx: RequestContext, config: RequestMeteringConf
     latency_ms: Math.round(endedAt - ctx.startedAt),
   };
   const userAgent = firstValue(ctx.headers['user-agent']);
-  if (userAgent !== undefined) data.request_user_agent = userAgent;
+  if (userAgent !== undefined) data.request_user_agent = clientText(userAgent);
   if (outcome.upstreamStatus !== undefined) data.upstream_status = outcome.upstreamStatus;
   if (outcome.latencies.upstream !== undefined) data.upstream_latency_ms = outcome.latencies.upstream;
   addAttributes(data, ctx, config.attributes);
@@ -113,7 +123,8 @@ export function apiRequestEvent(ctx: RequestContext, config: RequestMeteringConf
 /** `kong.llm_request`, twice: the prompt tokens (`type: request`) and the completion tokens (`type: response`). */
 export function llmRequestEvents(ctx: RequestContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, usage: TokenUsage): MeteringEvent[] {
   const common = {
-    model: usage.model ?? '',
+    // The upstream's word: as unbounded as a client's.
+    model: clientText(usage.model ?? ''),
     provider: 'openai',
     http_status: ctx.outcome.status,
     api_request_id: ctx.id,

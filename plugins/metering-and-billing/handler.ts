@@ -3,7 +3,7 @@
  * readers set up in the response phase, and the events built in the log phase.
  */
 import type { PluginApi, PluginRuntime } from '../../src/pipeline/plugin-api.ts';
-import type { LocalIngest } from '../metering/service.ts';
+import { reservationOf, type LocalIngest } from '../metering/public.ts';
 import { usageReaderFor, type UsageReader } from './ai-usage.ts';
 import { apiRequestEvent, llmRequestEvents, startedAtMs, subjectOf, type MeteringEvent } from './events.ts';
 import { LocalQueue } from './local-queue.ts';
@@ -63,6 +63,8 @@ export function createRuntime(api: PluginApi): PluginRuntime<RequestMeteringConf
     log(ctx, config) {
       const queue = queueOf.get(config);
       if (!queue) return;
+      // Only what was served is usage: the gateway's own answers (refusals, an unreachable upstream) are not.
+      if (!config.meter_gateway_answers && !ctx.outcome.answeredByUpstream) return void metrics.gatewayAnswers.inc({ route: ctx.route.name ?? ctx.route.id });
       const subject = subjectOf(ctx, config.subject);
       if (!subject) return void metrics.noSubject.inc({ route: ctx.route.name ?? ctx.route.id });
       const endedAt = performance.now();
@@ -77,7 +79,10 @@ export function createRuntime(api: PluginApi): PluginRuntime<RequestMeteringConf
         events.push(...llmRequestEvents(ctx, config, subject, source, time, usage));
         metrics.events.inc({ type: 'kong.llm_request' }, 2);
       }
-      if (events.length > 0) queue.add(events);
+      if (events.length === 0) return;
+      queue.add(events);
+      // An entitlement's reservation is settled with what these events add to its meter, when they go to this gateway's store.
+      if (queue instanceof LocalQueue) reservationOf(ctx)?.metered(events);
     },
 
     async close() {

@@ -12,8 +12,8 @@
  * everything before the writer closes.
  */
 import type { Logger } from 'pino';
-import type { LocalIngest } from '../metering/service.ts';
-import { AggregationLagError, QueueFullError } from '../metering/errors.ts';
+import type { LocalIngest } from '../metering/public.ts';
+import { AggregationLagError, QueueFullError } from '../metering/public.ts';
 import type { MeteringEvent } from './events.ts';
 import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';
 import { FullQueueLog, retryDelayMs, type EventQueue } from './queue.ts';

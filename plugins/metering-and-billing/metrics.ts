@@ -12,6 +12,7 @@ export interface QueueDepth {
 export class RequestMeteringMetrics {
   readonly events;
   readonly noSubject;
+  readonly gatewayAnswers;
   readonly dropped;
   readonly deliveries;
   readonly retries;
@@ -25,6 +26,11 @@ export class RequestMeteringMetrics {
     this.noSubject = metrics.counter({
       name: 'tollgate_request_metering_no_subject_total',
       help: 'Requests not metered because they carried no subject (no consumer, header or query value), by route',
+      labelNames: ['route'],
+    });
+    this.gatewayAnswers = metrics.counter({
+      name: 'tollgate_request_metering_gateway_answers_total',
+      help: 'Requests not metered because the gateway answered them itself (a plugin refused them, or the upstream could not be reached), by route',
       labelNames: ['route'],
     });
     this.dropped = metrics.counter({

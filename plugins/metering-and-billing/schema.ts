@@ -36,6 +36,8 @@ export interface RequestMeteringConfig {
   ingest_endpoint: string | null;
   meter_api_requests: boolean;
   meter_ai_token_usage: boolean;
+  /** Also meter requests the gateway answered itself (a plugin's refusal, an upstream it could not reach). */
+  meter_gateway_answers: boolean;
   subject: { look_up_value_in: SubjectSource; field: string | null };
   attributes: Attribute[];
   /** Milliseconds a POST to the ingest endpoint may take. */
@@ -57,6 +59,7 @@ export const configSchema: RecordSchema = {
     ingest_endpoint: { type: 'string', len_min: 1, custom: endpointProblem },
     meter_api_requests: { type: 'boolean', default: true },
     meter_ai_token_usage: { type: 'boolean', default: true },
+    meter_gateway_answers: { type: 'boolean', default: false },
     subject: {
       type: 'record',
       fields: {

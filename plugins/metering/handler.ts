@@ -1,6 +1,8 @@
 /** The plugin runtime: one metering service (and its billing) per process, answering every request under its routes. */
-import type { PluginApi, PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import type { Logger } from 'pino';
+import type { PluginApi, PluginRuntime, Store } from '../../src/pipeline/plugin-api.ts';
 import { meteringAdminRoutes } from './admin.ts';
+import { NodeLedger, ProcessLedger, StoreLedger, type AdmissionLedger } from './billing/admissions.ts';
 import { Billing } from './billing/billing.ts';
 import { parseCollectionPeriod } from './billing/calendar.ts';
 import { DeclaredSync } from './billing/declared.ts';
@@ -19,7 +21,8 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   const service = new MeteringService(api);
   await service.open();
   const log = api.log.child({ domain: 'billing' });
-  const billing = new Billing(api.store.namespace('billing'), new MeterUsage(service), log);
+  const billingStore = api.store.namespace('billing');
+  const billing = new Billing(billingStore, new MeterUsage(service), log, { ledger: admissionLedger(api, billingStore, log), alone: !api.sharedStore });
   await billing.open();
   api.services.provide('billing.entitlements', billing.access);
   api.services.provide<LocalIngest>('metering.ingest', { ingest: (events) => service.ingestLocal(events) });
@@ -82,4 +85,11 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
       await service.close();
     },
   };
+}
+
+/** Where metered limits count admissions: wherever every process that may admit a customer's request reaches. */
+function admissionLedger(api: PluginApi, store: Store, log: Logger): AdmissionLedger {
+  if (api.nodesShareStore) return new StoreLedger(store, log);
+  if (api.processesOnNode > 1) return new NodeLedger(api.node, log);
+  return new ProcessLedger();
 }

@@ -157,6 +157,11 @@ export class MeteringService {
     return { store, writer, ledger, maintenance };
   }
 
+  /** The writer of every event, when this process is alone on its store (no other process commits events). */
+  get soleWriter(): Writer | null {
+    return this.aggregator ? null : this.local!.writer;
+  }
+
   /** The single writer of this process, when it has one now (alone on its store, or aggregating a shared one). */
   get aggregatingWriter(): Writer | null {
     return this.local?.writer ?? null;

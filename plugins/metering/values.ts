@@ -74,10 +74,13 @@ export function dimensionText(m: CompiledMeter, index: number, data: unknown): s
 /** Characters of a SHA-256 in base64url. */
 const HASH_LENGTH = 43;
 
-/** `text` (a subject or dimension value), or its stand-in of MAX_DIMENSION_VALUE_LENGTH characters when longer. */
-export function boundedText(text: string): string {
-  if (text.length <= MAX_DIMENSION_VALUE_LENGTH) return text;
-  let cut = MAX_DIMENSION_VALUE_LENGTH - HASH_LENGTH - 2;
+/**
+ * `text` (a subject or dimension value), or when longer than `max` its stand-in of `max` characters: its
+ * start, `…#` and a hash of all of it, so that two long values stay apart and one value always reads the same.
+ */
+export function boundedText(text: string, max = MAX_DIMENSION_VALUE_LENGTH): string {
+  if (text.length <= max) return text;
+  let cut = max - HASH_LENGTH - 2;
   const last = text.charCodeAt(cut - 1);
   if (last >= 0xd800 && last <= 0xdbff) cut--; // never split a surrogate pair
   return `${text.slice(0, cut)}…#${createHash('sha256').update(text, 'utf16le').digest('base64url')}`;

@@ -160,6 +160,8 @@ export class Context implements RequestContext {
   responseHeaders: Record<string, string | string[]> | undefined;
   /** Values plugins add to the access log line. */
   logFields: Record<string, unknown> | undefined;
+  /** What runs after the log phase (afterLog). */
+  afterLogCallbacks: (() => void)[] | undefined;
   /** Milliseconds the gateway spent before the upstream request went out, or before its own answer. */
   kongLatency = 0;
   /** The response phase ran (it runs once, on the first answer that goes downstream). */
@@ -240,6 +242,7 @@ export class Context implements RequestContext {
   get outcome(): RequestOutcome {
     return {
       status: this.status || 499,
+      answeredByUpstream: this.upstreamStatus !== undefined && this.source === 'service',
       source: this.source,
       latencies: { request: Math.round(performance.now() - this.startedAt), kong: this.kongLatency, upstream: this.upstreamLatency },
       upstreamStatus: this.upstreamStatus,
@@ -280,6 +283,10 @@ export class Context implements RequestContext {
 
   setLogValue(name: string, value: unknown): void {
     (this.logFields ??= {})[name] = value;
+  }
+
+  afterLog(callback: () => void): void {
+    (this.afterLogCallbacks ??= []).push(callback);
   }
 
   setResponseHeader(name: string, value: string | string[]): void {

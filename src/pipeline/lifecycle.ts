@@ -266,6 +266,13 @@ export class Lifecycle {
         this.log.error({ err }, 'plugin log phase failed');
       }
     }
+    for (const callback of ctx.afterLogCallbacks ?? []) {
+      try {
+        callback();
+      } catch (err) {
+        this.log.error({ err }, 'plugin after-log step failed');
+      }
+    }
     this.observe(ctx, {
       id: ctx.id, status: ctx.status || 499, startedAt: ctx.startedAt, upstreamMs: ctx.upstreamLatency, method: ctx.method,
       path: ctx.rawPath, ip: ctx.peerIp, headers: ctx.headers, responseBytes: ctx.responseBodyBytes,

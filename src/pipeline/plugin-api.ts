@@ -20,7 +20,8 @@ export type { FieldSchema, Infer, Issue, Path, RecordSchema, StringSchema, Valid
 export { atLeastOneOf, isPlainObject, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, JournalRecord, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
-export type { Admission, NodeExchange } from '../process/exchange.ts';
+export type { Admission, NodeExchange, QuotaRequest, QuotaReservation } from '../process/exchange.ts';
+export { adjustedOn, nthOfRound, QuotaCounters, reserveOn } from '../process/quota-counters.ts';
 export { putIfAbsent, take } from '../store/store.ts';
 export { StoreClosedError, StoreUnavailableError } from '../store/errors.ts';
 export { consumerByReference } from '../consumers.ts';
@@ -127,6 +128,11 @@ export interface PluginApi {
    * is PostgreSQL, where other nodes may run): state kept in memory is then no longer the only truth.
    */
   sharedStore: boolean;
+  /**
+   * Whether other nodes may use the same store (PostgreSQL): state that must hold across the cluster, not
+   * just this node, lives in the store.
+   */
+  nodesShareStore: boolean;
   /** What plugins offer each other (e.g. metering's ingest to a request-metering plugin). */
   services: PluginServices;
   /** Metrics the plugin shows on the admin API's `GET /metrics`. */
@@ -282,6 +288,11 @@ export interface UnmatchedRequest {
 export interface RequestOutcome {
   /** The status sent downstream; 499 when the client went away first. */
   status: number;
+  /**
+   * The upstream answered and its answer went downstream (whatever its status): the request was served. False
+   * for the gateway's own answers (a plugin's refusal, an upstream that could not be reached, the client gone first).
+   */
+  answeredByUpstream: boolean;
   source: ResponseSource;
   /** Milliseconds: the whole request, the gateway's own part (until the upstream request or the gateway's answer), the upstream's first byte. */
   latencies: { request: number; kong: number; upstream: number | undefined };
@@ -377,6 +388,11 @@ export interface RequestContext {
   setResponseHeader(name: string, value: string | string[]): void;
   /** A value added to this request's access log line (Kong's `kong.log.set_serialize_value`); the line's own fields win. */
   setLogValue(name: string, value: unknown): void;
+  /**
+   * Runs `callback` once, after every plugin's log phase of this request has run: to settle what several
+   * plugins' log phases contribute to (an entitlement's reservation and the events that pay it).
+   */
+  afterLog(callback: () => void): void;
 
   /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
   readBody(): Promise<Buffer>;

@@ -23,7 +23,8 @@ import { parseListenList } from '../config/listen.ts';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
 import { Gateway, logRefusedConfiguration, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
-import { LocalExchange, type Admission } from './exchange.ts';
+import { LocalExchange, type Admission, type QuotaRequest, type QuotaReservation } from './exchange.ts';
+import { QuotaCounters } from './quota-counters.ts';
 import { WindowCounters } from './window-counters.ts';
 import { nodeSecretEnvironment } from './node-secret.ts';
 import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
@@ -54,13 +55,16 @@ type ToWorker =
   | { type: 'pids'; master: number; workers: number[] }
   | { type: 'collect'; id: number; topic: string; argument?: string }
   | { type: 'gathered'; id: number; values: unknown[] }
-  | { type: 'admitted'; id: number; admission: Admission };
+  | { type: 'admitted'; id: number; admission: Admission }
+  | { type: 'reserved'; id: number; reservation: QuotaReservation };
 type ToPrimary =
   | { type: 'listening'; lines: string[] }
   | { type: 'reloaded'; ok: boolean; errors: number; refused?: string }
   | { type: 'gather'; id: number; topic: string; argument?: string }
   | { type: 'collected'; id: number; value: unknown }
-  | { type: 'admit'; id: number; keys: readonly string[]; limits: readonly number[]; ttlsMs: readonly number[]; requests: number };
+  | { type: 'admit'; id: number; keys: readonly string[]; limits: readonly number[]; ttlsMs: readonly number[]; requests: number }
+  | { type: 'reserve'; id: number; request: QuotaRequest }
+  | { type: 'adjust'; key: string; delta: string };
 
 /** A gather the primary relays: the workers still to answer, and the values so far. */
 interface Collection {
@@ -112,6 +116,8 @@ class Primary {
   private collectionSeq = 0;
   /** The node's counters (NodeExchange.admit): here, where every worker reaches them. */
   private readonly counters = new WindowCounters();
+  /** The node's quota counters (NodeExchange.reserve and adjust). */
+  private readonly quotas = new QuotaCounters();
 
   constructor(
     private readonly configFile: string,
@@ -186,6 +192,12 @@ class Primary {
       if (worker.isConnected()) worker.send({ type: 'admitted', id: message.id, admission } satisfies ToWorker);
       return;
     }
+    if (message.type === 'reserve') {
+      const reservation = this.quotas.reserve(message.request);
+      if (worker.isConnected()) worker.send({ type: 'reserved', id: message.id, reservation } satisfies ToWorker);
+      return;
+    }
+    if (message.type === 'adjust') return this.quotas.adjust(message.key, message.delta);
     if (message.type !== 'listening') return;
     slot.listening = true;
     // Only now: a worker hears messages once it has started (earlier ones would be lost).
@@ -388,6 +400,7 @@ class WorkerExchange extends LocalExchange {
   private gatherSeq = 0;
   private readonly admissions = new Map<number, { resolve(admission: Admission): void; reject(err: Error): void }>();
   private admitSeq = 0;
+  private readonly reservations = new Map<number, (reservation: QuotaReservation) => void>();
 
   /** Counted in the primary; when it is gone (the node is stopping) this process's own counters stand in. */
   override admit(keys: readonly string[], limits: readonly number[], ttlsMs: readonly number[], requests: number): Promise<Admission> {
@@ -397,6 +410,21 @@ class WorkerExchange extends LocalExchange {
       this.admissions.set(id, { resolve, reject });
       process.send!({ type: 'admit', id, keys, limits, ttlsMs, requests } satisfies ToPrimary);
     });
+  }
+
+  /** Reserved in the primary, like admit. */
+  override reserve(request: QuotaRequest): Promise<QuotaReservation> {
+    if (!process.connected) return super.reserve(request);
+    const id = ++this.admitSeq;
+    return new Promise((resolve) => {
+      this.reservations.set(id, resolve);
+      process.send!({ type: 'reserve', id, request } satisfies ToPrimary);
+    });
+  }
+
+  override adjust(key: string, delta: string): void {
+    if (!process.connected) return super.adjust(key, delta);
+    process.send!({ type: 'adjust', key, delta } satisfies ToPrimary);
   }
 
   override gather(topic: string, argument?: string): Promise<unknown[]> {
@@ -417,7 +445,12 @@ class WorkerExchange extends LocalExchange {
     });
   }
 
-  received(message: ToWorker & { type: 'collect' | 'gathered' | 'admitted' }): void {
+  received(message: ToWorker & { type: 'collect' | 'gathered' | 'admitted' | 'reserved' }): void {
+    if (message.type === 'reserved') {
+      this.reservations.get(message.id)?.(message.reservation);
+      this.reservations.delete(message.id);
+      return;
+    }
     if (message.type === 'admitted') {
       this.admissions.get(message.id)?.resolve(message.admission);
       this.admissions.delete(message.id);

@@ -1,6 +1,8 @@
+import { QuotaCounters, type QuotaRequest, type QuotaReservation } from './quota-counters.ts';
 import { WindowCounters, type Admission } from './window-counters.ts';
 
 export type { Admission } from './window-counters.ts';
+export type { QuotaRequest, QuotaReservation } from './quota-counters.ts';
 
 /**
  * What the processes of one node share, as Kong's workers share a dictionary: each process offers a
@@ -21,12 +23,17 @@ export interface NodeExchange {
    * leaves room for (see WindowCounters.admit); a new counter expires after its `ttlsMs`.
    */
   admit(keys: readonly string[], limits: readonly number[], ttlsMs: readonly number[], requests: number): Promise<Admission>;
+  /** Reserves quota on one of the node's quota counters (see QuotaCounters). */
+  reserve(request: QuotaRequest): Promise<QuotaReservation>;
+  /** Adds `delta` (decimal text; negative releases) to one of the node's quota counters. */
+  adjust(key: string, delta: string): void;
 }
 
 /** One process: its own values are the node's. */
 export class LocalExchange implements NodeExchange {
   private readonly offered = new Map<string, (argument?: string) => unknown>();
   private readonly counters = new WindowCounters();
+  private readonly quotas = new QuotaCounters();
 
   offer(topic: string, read: (argument?: string) => unknown): void {
     if (this.offered.has(topic)) throw new Error(`exchange topic ${topic} is offered twice`);
@@ -44,5 +51,13 @@ export class LocalExchange implements NodeExchange {
 
   async admit(keys: readonly string[], limits: readonly number[], ttlsMs: readonly number[], requests: number): Promise<Admission> {
     return this.counters.admit(keys, limits, ttlsMs, requests);
+  }
+
+  async reserve(request: QuotaRequest): Promise<QuotaReservation> {
+    return this.quotas.reserve(request);
+  }
+
+  adjust(key: string, delta: string): void {
+    this.quotas.adjust(key, delta);
   }
 }

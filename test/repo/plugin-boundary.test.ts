@@ -1,6 +1,7 @@
 /**
  * The plugin boundary: a plugin reaches the core only through src/pipeline/plugin-api.ts (which re-exports
- * the toolkit), never another core module, so that the core can change behind that one interface.
+ * the toolkit), never another core module, so that the core can change behind that one interface; and
+ * another plugin only through that plugin's public.ts.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -24,6 +25,20 @@ test('plugins import nothing of src/ but the plugin API', () => {
       if (!target.startsWith('.')) continue;
       const imported = relative(root, resolve(file, '..', target));
       if (imported.startsWith('src/') && imported !== 'src/pipeline/plugin-api.ts') leaks.push(`${relative(root, file)} imports ${imported}`);
+    }
+  }
+  assert.deepEqual(leaks, []);
+});
+
+test('plugins import nothing of another plugin but its public.ts', () => {
+  const leaks: string[] = [];
+  for (const file of sources(join(root, 'plugins'))) {
+    const own = relative(join(root, 'plugins'), file).split('/')[0];
+    for (const [, target] of readFileSync(file, 'utf8').matchAll(/from\s+'([^']+)'/g)) {
+      if (!target.startsWith('.')) continue;
+      const imported = relative(join(root, 'plugins'), resolve(file, '..', target));
+      const [plugin, ...rest] = imported.split('/');
+      if (!imported.startsWith('..') && plugin !== own && rest.join('/') !== 'public.ts') leaks.push(`${relative(root, file)} imports plugins/${imported}`);
     }
   }
   assert.deepEqual(leaks, []);

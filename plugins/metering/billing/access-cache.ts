@@ -1,23 +1,32 @@
 /**
  * The entitlement decisions the gateway enforces, kept in memory so a request is decided without a
  * store read: per customer identifier (key first, then usage subjects), the grants of its active
- * subscription, and for metered ones the usage of the current usage period and a ready decision.
+ * subscription, and for metered ones the committed usage of the current usage period.
  *
- * How it stays fresh (what a second process or node relies on, see docs/billing.md):
+ * A metered grant whose meter adds up (count, sum) admits through its admission counter (admissions.ts):
+ * each request reserves before it goes on and is settled with what its events add when it ends, so a
+ * hard limit admits at most its limit whatever the burst, on one process, on a node of workers and on
+ * several nodes. The counter is raised to the committed usage known here, so usage it never saw (posted
+ * events, an earlier run) counts too. Other meters (unique_count, latest, ...) decide on committed usage.
+ *
+ * How committed usage stays fresh (what a second process or node relies on, see docs/billing.md):
+ * - alone on its store, this process commits every event: usage is read once per period, with no commit
+ *   landing during the read, then kept exact by adding what the writer commits (a re-read now and then
+ *   catches meter changes);
+ * - on a shared store (workers, PostgreSQL): re-read from the store every second;
+ * - only events dated in the current usage period count in it: one dated in another period changes that
+ *   period's usage, never the current decision;
  * - customers, subscriptions and plans: rebuilt from the store on every billing change notice (all
  *   processes sharing the store get them) and every few seconds regardless (bounded staleness if a
  *   notice is lost); a subscription that ends or starts makes its customer undecided until the next
  *   rebuild, which it triggers;
- * - usage committed by this process: added as the metering writer commits it (count and sum meters);
- * - usage committed elsewhere (and by unique_count or latest meters): re-read from the store every
- *   second, so what is admitted past a limit is bounded by the requests in flight plus one second of
- *   usage;
- * - usage periods roll over by the clock in the decision itself; the scheduler's reset notice only
- *   makes every node re-read at once.
+ * - usage periods roll over by the clock of the request; the scheduler's reset notice only makes every
+ *   node re-read at once.
  */
 import type { Logger } from 'pino';
-import type { Notices } from '../../../src/pipeline/plugin-api.ts';
-import type { Instant, Period } from './calendar.ts';
+import type { Notices, QuotaRequest, QuotaReservation } from '../../../src/pipeline/plugin-api.ts';
+import { Reservation, type AdmissionLedger } from './admissions.ts';
+import { eventSeconds, type Instant, type Period } from './calendar.ts';
 import type { Customer, CustomerService } from './customers.ts';
 import { usageSubjects } from './customers.ts';
 import { grantsOf, usagePeriodAt, type EntitlementService, type Grant } from './entitlements.ts';
@@ -25,7 +34,7 @@ import { Decimal, formatDecimal, ZERO } from './money.ts';
 import { RESETS_TOPIC } from './scheduler.ts';
 import { CHANGES_TOPIC } from './store.ts';
 import { billingPeriodAt, type Subscription, type SubscriptionService } from './subscriptions.ts';
-import type { CommittedReading, DimensionFilter, UsageSource } from './usage.ts';
+import type { CommittedReading, DimensionFilter, RequestEvent, UsageSource } from './usage.ts';
 
 export type AccessDecision =
   | { kind: 'allowed'; limit?: string; remaining?: string }
@@ -34,33 +43,50 @@ export type AccessDecision =
   | { kind: 'unknown_customer' }
   | { kind: 'undecided' };
 
-/** What the `entitlement-enforcement` plugin uses (the plugin service `billing.entitlements`). */
-export interface EntitlementEnforcer {
-  /** The decision for the first identifier that names a customer, from memory only. */
-  decide(identifiers: readonly (string | null | undefined)[], featureKey: string, now: Instant): AccessDecision;
+/** A decision, and for a request admitted through a metered limit its reservation (settle it when the request ends). */
+export interface Admission {
+  decision: AccessDecision;
+  reservation?: Reservation;
 }
 
-const ALLOWED: AccessDecision = { kind: 'allowed' };
-const NO_FEATURE: AccessDecision = { kind: 'no_feature' };
-const UNKNOWN: AccessDecision = { kind: 'unknown_customer' };
-const UNDECIDED: AccessDecision = { kind: 'undecided' };
+/** What the `entitlement-enforcement` plugin uses (the plugin service `billing.entitlements`). */
+export interface EntitlementEnforcer {
+  /**
+   * The decision for the first identifier that names a customer, for a request that started at `at` (its
+   * events carry that time, so its usage belongs to that instant's period). From memory, but for a
+   * metered limit's counter when it is kept outside this process (then the answer is a promise).
+   */
+  admit(identifiers: readonly (string | null | undefined)[], featureKey: string, at: Instant): Admission | Promise<Admission>;
+}
 
-/** Meters whose committed events change usage by a known amount (the others wait for the re-read). */
+const ALLOWED: Admission = { decision: { kind: 'allowed' } };
+const NO_FEATURE: Admission = { decision: { kind: 'no_feature' } };
+const UNKNOWN: Admission = { decision: { kind: 'unknown_customer' } };
+const UNDECIDED: Admission = { decision: { kind: 'undecided' } };
+
+/** Meters whose events change usage by a known amount: their requests are counted as they are admitted. */
 const ADDITIVE = new Set(['count', 'sum']);
 /** Change notices that can change who has which grant (invoices and the scheduler's progress cannot). */
 const GRANT_CHANGES = new Set(['customer', 'subscription']);
 const REBUILD_EVERY_MS = 5_000;
-const REFRESH_EVERY_MS = 1_000;
+/** Committed usage re-read on a shared store, where other processes commit. */
+const SHARED_REFRESH_MS = 1_000;
+/** Alone, committed usage is kept by the writer's commits; the re-read only catches meter changes. */
+const ALONE_REFRESH_MS = 30_000;
 const REFRESH_CONCURRENCY = 8;
+/** An admission counter outlives its period by this much (a request decided just before the end settles after it). */
+const COUNTER_MARGIN_MS = 3_600_000;
 
 interface MeteredState {
   grant: Grant;
+  /** Which admission counter the grant's requests reserve on: the subscription's feature in this period. */
+  counter: string;
   aggregation: string;
   period: Period;
+  /** Committed usage of the period, as this process knows it. */
   usage: Decimal;
-  /** Local usage added while a re-read is in flight (the re-read may not include it). */
-  sinceRead: Decimal | undefined;
-  decision: AccessDecision;
+  /** The first read of the period's usage, while it runs: decisions wait for it. */
+  reading: Promise<void> | undefined;
 }
 
 interface Entry {
@@ -68,7 +94,7 @@ interface Entry {
   subscriptionId: string | null;
   /** The subscription's grants stop being the customer's at this instant (Infinity: open-ended). */
   validUntil: Instant;
-  fixed: Map<string, AccessDecision>;
+  fixed: Map<string, Admission>;
   metered: Map<string, MeteredState>;
 }
 
@@ -81,11 +107,12 @@ function matches(filters: Record<string, DimensionFilter>, dimensions: Record<st
   return true;
 }
 
-function decisionOf(state: MeteredState): AccessDecision {
-  const { grant, usage } = state;
+/** The decision of committed usage alone (meters whose admissions cannot be counted). */
+function decisionOf(state: MeteredState, used: Decimal): AccessDecision {
+  const { grant } = state;
   const limit = grant.limit!;
-  const remaining = formatDecimal(Decimal.max(limit.minus(usage), ZERO));
-  if (grant.soft || usage.lessThan(limit)) return { kind: 'allowed', limit: formatDecimal(limit), remaining };
+  const remaining = formatDecimal(Decimal.max(limit.minus(used), ZERO));
+  if (grant.soft || used.lessThan(limit)) return { kind: 'allowed', limit: formatDecimal(limit), remaining };
   return { kind: 'limit_reached', limit: formatDecimal(limit), remaining, resetAt: state.period.to };
 }
 
@@ -106,6 +133,9 @@ export class AccessCache implements EntitlementEnforcer {
     private readonly entitlements: EntitlementService,
     private readonly usage: UsageSource,
     private readonly notices: Notices,
+    private readonly admissions: AdmissionLedger,
+    /** This process commits every event of its store itself (no worker, no other node). */
+    private readonly alone: boolean,
     private readonly log: Logger,
   ) {}
 
@@ -113,10 +143,12 @@ export class AccessCache implements EntitlementEnforcer {
     this.unsubscribe.push(
       this.notices.subscribe(CHANGES_TOPIC, (what) => (what === null || GRANT_CHANGES.has(what) ? this.requestRebuild() : undefined)),
       this.notices.subscribe(RESETS_TOPIC, (customerId) => (customerId === null ? this.requestRebuild() : this.rollOver(customerId))),
-      this.usage.onCommitted(() => this.watchedMeters, (readings) => this.addLocal(readings)),
     );
+    // The writer's commits are every commit only when this process is alone; elsewhere usage is re-read.
+    if (this.alone) this.unsubscribe.push(this.usage.onCommitted(() => this.watchedMeters, (readings) => this.addCommitted(readings)));
     await this.requestRebuild();
-    this.timers.push(setInterval(() => void this.requestRebuild(), REBUILD_EVERY_MS).unref(), setInterval(() => void this.refresh(), REFRESH_EVERY_MS).unref());
+    const refreshMs = this.alone ? ALONE_REFRESH_MS : SHARED_REFRESH_MS;
+    this.timers.push(setInterval(() => void this.requestRebuild(), REBUILD_EVERY_MS).unref(), setInterval(() => void this.refresh(), refreshMs).unref());
   }
 
   stop(): void {
@@ -124,12 +156,12 @@ export class AccessCache implements EntitlementEnforcer {
     this.unsubscribe.forEach((u) => u());
   }
 
-  decide(identifiers: readonly (string | null | undefined)[], featureKey: string, now: Instant): AccessDecision {
+  admit(identifiers: readonly (string | null | undefined)[], featureKey: string, at: Instant): Admission | Promise<Admission> {
     if (!this.ready) return UNDECIDED;
     let entry: Entry | undefined;
     for (const id of identifiers) if (id && (entry = this.byIdentifier.get(id))) break;
     if (!entry) return UNKNOWN;
-    if (now >= entry.validUntil) {
+    if (at >= entry.validUntil) {
       void this.requestRebuild();
       return UNDECIDED;
     }
@@ -137,14 +169,76 @@ export class AccessCache implements EntitlementEnforcer {
     if (fixed) return fixed;
     const state = entry.metered.get(featureKey);
     if (!state) return NO_FEATURE;
-    if (now >= state.period.to) this.startPeriod(state, now);
-    return state.decision;
+    if (at >= state.period.to) this.startPeriod(state, at);
+    // A request older than the period (it waited): its usage is the earlier period's, not decided here.
+    if (at < state.period.from) return this.admitMetered(state, state.period.from);
+    if (state.reading) return state.reading.then(() => this.admitMetered(state, at));
+    return this.admitMetered(state, at);
   }
 
-  private startPeriod(state: MeteredState, now: Instant): void {
-    state.period = usagePeriodAt(state.grant, now);
+  private admitMetered(state: MeteredState, at: Instant): Admission | Promise<Admission> {
+    if (!ADDITIVE.has(state.aggregation)) return { decision: decisionOf(state, state.usage) };
+    const { grant } = state;
+    const request: QuotaRequest = {
+      key: state.counter,
+      limit: grant.soft ? null : formatDecimal(grant.limit!),
+      floor: formatDecimal(state.usage),
+      // A sum's amount is known once the request ends: until then it admits while the counter is below the limit.
+      amount: state.aggregation === 'count' ? '1' : '0',
+      requests: 1,
+      expiresAt: state.period.to + COUNTER_MARGIN_MS,
+    };
+    let answer: QuotaReservation | Promise<QuotaReservation>;
+    try {
+      answer = this.admissions.reserve(request);
+    } catch (err) {
+      return this.undecided(err);
+    }
+    if (!(answer instanceof Promise)) return this.admitted(state, request, answer, at);
+    return answer.then(
+      (reservation) => this.admitted(state, request, reservation, at),
+      (err) => this.undecided(err),
+    );
+  }
+
+  private undecided(err: unknown): Admission {
+    this.log.warn({ err }, 'billing: an admission counter could not be read; the request is undecided');
+    return UNDECIDED;
+  }
+
+  private admitted(state: MeteredState, request: QuotaRequest, r: QuotaReservation, at: Instant): Admission {
+    const limit = state.grant.limit!;
+    const used = new Decimal(r.before).plus(r.reserved ? request.amount : ZERO);
+    const remaining = formatDecimal(Decimal.max(limit.minus(used), ZERO));
+    if (!r.reserved) return { decision: { kind: 'limit_reached', limit: formatDecimal(limit), remaining, resetAt: state.period.to } };
+    const reservation = new Reservation(this.admissions, request, (events) => this.amountOf(state.grant, usagePeriodAt(state.grant, at), events));
+    return { decision: { kind: 'allowed', limit: formatDecimal(limit), remaining }, reservation };
+  }
+
+  /** What a request's events add to the grant's meter in `period` (as its commit will count them). */
+  private amountOf(grant: Grant, period: Period, events: readonly RequestEvent[]): Decimal {
+    if (!grant.meter || events.length === 0) return ZERO;
+    let amount = ZERO;
+    for (const r of this.usage.readingsOf(events, grant.meter.id)) if (this.counts(grant, period, r)) amount = amount.plus(this.readingAmount(grant, r));
+    return amount;
+  }
+
+  /** Whether a committed reading belongs to the grant's usage in `period` (its subjects, filters and seconds). */
+  private counts(grant: Grant, period: Period, r: CommittedReading): boolean {
+    const seconds = eventSeconds(period);
+    return r.time >= seconds.from && r.time < seconds.to && grant.subjects.includes(r.subject) && matches(grant.meter!.filters, r.dimensions);
+  }
+
+  private readingAmount(grant: Grant, r: CommittedReading): Decimal {
+    if (this.usage.meter(grant.meter!.id)?.aggregation === 'count') return new Decimal(1);
+    return r.value === undefined ? ZERO : new Decimal(r.value);
+  }
+
+  private startPeriod(state: MeteredState, at: Instant): void {
+    state.period = usagePeriodAt(state.grant, at);
+    state.counter = counterKey(state.grant, state.period);
     state.usage = ZERO;
-    state.decision = decisionOf(state);
+    state.reading = this.read(state).finally(() => (state.reading = undefined));
   }
 
   /** Rebuilds soon; concurrent requests share one rebuild (plus one more if asked for during it). */
@@ -211,27 +305,25 @@ export class AccessCache implements EntitlementEnforcer {
         entry.metered.set(grant.featureKey, kept);
         continue;
       }
-      const state: MeteredState = { grant, aggregation: this.usage.meter(grant.meter?.id ?? '')?.aggregation ?? '', period, usage: ZERO, sinceRead: undefined, decision: UNDECIDED };
+      const aggregation = this.usage.meter(grant.meter?.id ?? '')?.aggregation ?? '';
+      const state: MeteredState = { grant, counter: counterKey(grant, period), aggregation, period, usage: ZERO, reading: undefined };
       await this.read(state);
       entry.metered.set(grant.featureKey, state);
     }
     return entry;
   }
 
-  /** Re-reads a metered state's usage from the store, keeping local usage committed meanwhile. */
+  /**
+   * Reads a metered state's committed usage from the store. Alone on the store the read is consistent
+   * with the writer's commits (none lands during it), so adding later commits counts each event once.
+   */
   private async read(state: MeteredState): Promise<void> {
     const period = state.period;
-    state.sinceRead = ZERO;
-    try {
-      const stored = await this.entitlements.usageOf(state.grant, period);
-      if (state.period === period) state.usage = stored.plus(state.sinceRead);
-    } finally {
-      state.sinceRead = undefined;
-      state.decision = decisionOf(state);
-    }
+    const stored = await this.entitlements.usageOf(state.grant, period, { consistent: this.alone });
+    if (state.period === period) state.usage = stored;
   }
 
-  /** Every metered state's usage from the store (what other processes and nodes committed). */
+  /** Every metered state's committed usage from the store (what other processes and nodes committed). */
   private async refresh(): Promise<void> {
     if (this.refreshing || !this.ready) return;
     this.refreshing = true;
@@ -239,7 +331,7 @@ export class AccessCache implements EntitlementEnforcer {
       const states = [...new Set(this.bySubject.values())].flatMap((e) => [...e.metered.values()]);
       const now = Date.now();
       for (const s of states) if (now >= s.period.to) this.startPeriod(s, now);
-      for (let i = 0; i < states.length; i += REFRESH_CONCURRENCY) await Promise.all(states.slice(i, i + REFRESH_CONCURRENCY).map((s) => this.read(s)));
+      for (let i = 0; i < states.length; i += REFRESH_CONCURRENCY) await Promise.all(states.slice(i, i + REFRESH_CONCURRENCY).map((s) => s.reading ?? this.read(s)));
     } catch (err) {
       this.log.warn({ err }, 'billing: re-reading usage for entitlements failed; retrying');
     } finally {
@@ -254,26 +346,24 @@ export class AccessCache implements EntitlementEnforcer {
     const now = Date.now();
     for (const state of entry.metered.values()) {
       if (now >= state.period.to) this.startPeriod(state, now);
-      void this.read(state).catch(() => undefined);
+      else void this.read(state).catch(() => undefined);
     }
   }
 
-  /** Usage this process just committed: counted at once, before the next re-read. */
-  private addLocal(readings: CommittedReading[]): void {
+  /** Usage this process just committed (alone, that is every commit): counted at once, in its own period only. */
+  private addCommitted(readings: CommittedReading[]): void {
     for (const r of readings) {
       const entry = this.bySubject.get(r.subject);
       if (!entry) continue;
       for (const state of entry.metered.values()) {
-        if (state.grant.meter?.id !== r.meterId || !ADDITIVE.has(state.aggregation) || !matches(state.grant.meter.filters, r.dimensions)) continue;
-        const t = r.time * 1000;
-        if (t >= state.period.to) this.startPeriod(state, t);
-        if (t < state.period.from) continue;
-        const amount = state.aggregation === 'count' ? 1 : r.value;
-        if (amount === undefined) continue;
-        state.usage = state.usage.plus(amount);
-        if (state.sinceRead) state.sinceRead = state.sinceRead.plus(amount);
-        state.decision = decisionOf(state);
+        if (state.grant.meter?.id !== r.meterId || !ADDITIVE.has(state.aggregation) || !this.counts(state.grant, state.period, r)) continue;
+        state.usage = state.usage.plus(this.readingAmount(state.grant, r));
       }
     }
   }
+}
+
+/** The admission counter of a grant's usage period (the subscription's feature in that period). */
+function counterKey(grant: Grant, period: Period): string {
+  return `admitted/${grant.subscriptionId}/${grant.featureKey}/${period.from}`;
 }

@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type { Store } from '../../../src/pipeline/plugin-api.ts';
 import { AccessCache } from './access-cache.ts';
+import { ProcessLedger, type AdmissionLedger } from './admissions.ts';
 import { CustomerService } from './customers.ts';
 import { EntitlementService } from './entitlements.ts';
 import { FeatureService, type Feature } from './features.ts';
@@ -29,7 +30,11 @@ export class Billing {
   /** The in-memory decisions the `entitlement-enforcement` plugin uses. */
   readonly access: AccessCache;
 
-  constructor(store: Store, usage: UsageSource, log: Logger) {
+  /**
+   * `admissions`: where metered limits count their admissions (this process's memory when it is alone), and
+   * whether this process is alone on its store (then it commits every event itself).
+   */
+  constructor(store: Store, usage: UsageSource, log: Logger, admissions: { ledger: AdmissionLedger; alone: boolean } = { ledger: new ProcessLedger(), alone: true }) {
     this.db = new BillingStore(store);
     this.customers = new CustomerService(this.db);
     this.features = new FeatureService(this.db, usage, (tx, feature) => this.featureUser(tx, feature));
@@ -38,7 +43,7 @@ export class Billing {
     this.invoices = new InvoiceService(this.db, usage, this.customers, this.subscriptions);
     this.entitlements = new EntitlementService(usage, this.customers, this.subscriptions, this.features);
     this.scheduler = new Scheduler(this.db, this.invoices, log);
-    this.access = new AccessCache(this.customers, this.subscriptions, this.entitlements, usage, store.notices, log);
+    this.access = new AccessCache(this.customers, this.subscriptions, this.entitlements, usage, store.notices, admissions.ledger, admissions.alone, log);
   }
 
   async open(): Promise<void> {

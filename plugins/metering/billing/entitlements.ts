@@ -16,6 +16,7 @@ import type { UsageSource } from './usage.ts';
 
 /** One entitlement a subscription grants. */
 export interface Grant {
+  subscriptionId: string;
   featureKey: string;
   type: 'boolean' | 'static' | 'metered';
   config?: string;
@@ -48,7 +49,7 @@ export function grantsOf(s: Subscription): Grant[] {
   for (const { card, meter } of s.items) {
     const e = card.entitlement;
     if (!e || !card.feature?.key) continue;
-    const base = { featureKey: card.feature.key, anchor: Date.parse(s.billing_anchor), activeFrom: Date.parse(s.active_from), subjects: s.subjects };
+    const base = { subscriptionId: s.id, featureKey: card.feature.key, anchor: Date.parse(s.billing_anchor), activeFrom: Date.parse(s.active_from), subjects: s.subjects };
     if (e.type === 'metered') {
       grants.push({ ...base, type: 'metered', limit: new Decimal(e.limit ?? '0'), soft: e.is_soft_limit, usagePeriod: parseCadence(e.usage_period)!, meter });
     } else grants.push({ ...base, type: e.type, ...(e.type === 'static' ? { config: e.config } : {}) });
@@ -97,11 +98,11 @@ export class EntitlementService {
     private readonly features: FeatureService,
   ) {}
 
-  /** Usage of a metered grant in its period holding `t`. */
-  async usageOf(g: Grant, period: Period): Promise<Decimal> {
+  /** Usage of a metered grant in `period` (`consistent`: see UsageSource.quantity). */
+  async usageOf(g: Grant, period: Period, options: { consistent?: boolean } = {}): Promise<Decimal> {
     if (!g.meter) return ZERO;
     const { from, to } = eventSeconds(period);
-    return new Decimal(await this.usage.quantity({ meterId: g.meter.id, subjects: g.subjects, filters: g.meter.filters, from, to }));
+    return new Decimal(await this.usage.quantity({ meterId: g.meter.id, subjects: g.subjects, filters: g.meter.filters, from, to }, options));
   }
 
   /** The grants of the customer's subscription active at `now` (none without one). */

@@ -37,11 +37,26 @@ export interface CommittedReading {
   value: string | undefined;
 }
 
+/** An event not yet committed, as a producer in this process hands it to the metering store. */
+export interface RequestEvent {
+  type: string;
+  subject: string;
+  /** RFC 3339. */
+  time: string;
+  data?: Record<string, unknown> | null;
+}
+
 export interface UsageSource {
   /** A live meter by id or key. */
   meter(idOrKey: string): MeterInfo | undefined;
-  /** The meter's aggregate over the query, as an exact decimal string ('0' when nothing matched). */
-  quantity(query: UsageQuery): Promise<string>;
+  /**
+   * The meter's aggregate over the query, as an exact decimal string ('0' when nothing matched). With
+   * `consistent`, where this process commits every event itself (alone on its store), no commit lands
+   * while it reads: the answer holds exactly the commits `onCommitted` reported before it resolves.
+   */
+  quantity(query: UsageQuery, options?: { consistent?: boolean }): Promise<string>;
+  /** What the meter will read from these events once committed (what `onCommitted` will report of them). */
+  readingsOf(events: readonly RequestEvent[], meterId: string): CommittedReading[];
   /**
    * Calls `listener` after each commit of ingested events in this process with the readings of the
    * meters `watched()` names (read at each commit). Returns a function that stops it.

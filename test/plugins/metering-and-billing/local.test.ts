@@ -94,12 +94,14 @@ describe('events into the local metering store', () => {
     assert.equal(countOf(after, 'bob') - countOf(before, 'bob'), 3);
   });
 
-  test('a request without a consumer is not metered, and counted on /metrics', async () => {
-    const before = await metric(gw.admin, 'tollgate_request_metering_no_subject_total', { route: 'api' });
+  test('a request the gateway refuses is not metered, and counted on /metrics', async () => {
+    const before = await metric(gw.admin, 'tollgate_request_metering_gateway_answers_total', { route: 'api' });
     // The oauth2 plugin refuses it; the log phase still runs for every plugin of the route, as Kong's does:
-    // no consumer, so no event, and one more request counted as having no subject.
-    assert.equal((await call(gw.http, null)).status, 401);
-    await waitUntil('the unmetered request counted', () => metric(gw.admin, 'tollgate_request_metering_no_subject_total', { route: 'api' }), (n) => n === before + 1);
+    // the upstream never answered, so no event, and one more request counted as the gateway's own answer.
+    const refused = await call(gw.http, null);
+    assert.equal(refused.status, 401);
+    await waitUntil('the unmetered request counted', () => metric(gw.admin, 'tollgate_request_metering_gateway_answers_total', { route: 'api' }), (n) => n === before + 1);
+    assert.deepEqual(await api.listAllEvents({ id: refused.headers['x-kong-request-id'] as string }), []);
   });
 
   test('the writer and the plugin report on /metrics', async () => {
@@ -173,7 +175,7 @@ test('a consumer-scoped instance meters only that consumer', async () => {
   }
 });
 
-test('an event the metering store refuses (a dimension value past its limit) is dropped alone, counted and logged', async () => {
+test('a value past a dimension limit (a 2,000-character header) stands in bounded: the request is metered all the same', async () => {
   const gw = await startGateway(fixtureConfig({
     upstream: upstream.url,
     plugin: { queue: { max_coalescing_delay: 0.3 }, attributes: [{ source: 'header', look_up_value_in: 'x-team', event_property_name: 'team' }] },
@@ -182,11 +184,16 @@ test('an event the metering store refuses (a dimension value past its limit) is 
   try {
     const api = await meteringApi(gw.https);
     const token = await tokenOf(gw.https, ALICE);
-    // Both in one batch: the refused one must not take the other with it.
     const [long, short] = await Promise.all([call(gw.http, token, undefined, { headers: { 'x-team': 'x'.repeat(2000) } }), call(gw.http, token, undefined, { headers: { 'x-team': 'core' } })]);
     await eventsOf(api, { id: short.headers['x-kong-request-id'] as string }, 1);
-    assert.equal(await metric(gw.admin, 'tollgate_request_metering_dropped_events_total', { reason: 'refused' }), 1);
-    assert.equal((await api.listAllEvents({ id: long.headers['x-kong-request-id'] as string })).length, 0);
+    const [event] = await eventsOf(api, { id: long.headers['x-kong-request-id'] as string }, 1);
+    // Its start, then `…#` and a hash of the whole value: 1024 characters, the same for the same value.
+    const team = (event.data as Record<string, string>).team;
+    assert.equal(team.length, 1024);
+    assert.match(team, /^x+…#[\w-]{43}$/);
+    const byTeam = await api.queryOk('by_team', { group_by_dimensions: ['team'] });
+    assert.deepEqual(byTeam.data.map((row) => row.dimensions!.team).sort(), ['core', team]);
+    assert.equal(await metric(gw.admin, 'tollgate_request_metering_dropped_events_total'), 0);
   } finally {
     await gw.stop();
   }
