@@ -14,8 +14,10 @@ const ZERO = new Decimal(0);
 
 export interface QuotaRequest {
   key: string;
-  /** No more than this may be reserved in all (decimal text); null: no limit, every request is counted. */
-  limit: string | null;
+  /** No more than this may be reserved in all (decimal text). */
+  limit: string;
+  /** A soft limit: every request is counted, none refused (what remains still says where the limit is). */
+  soft?: boolean;
   /**
    * Usage known from elsewhere (what the meter committed, decimal text): the counter is raised to it first,
    * so usage the counter never saw (posted events, an earlier run) counts against the limit too.
@@ -37,23 +39,44 @@ export interface QuotaReservation {
 }
 
 /** How many requests of `amount` fit between `base` and `limit`. */
-export function fitting(base: Decimal, limit: string | null, amount: Decimal, requests: number): number {
-  if (limit === null) return requests;
+function fitting(base: Decimal, limit: string, amount: Decimal, requests: number): number {
   const room = new Decimal(limit).minus(base);
   if (amount.isZero()) return room.greaterThan(0) ? requests : 0;
   return Math.max(0, Math.min(requests, room.dividedToIntegerBy(amount).toNumber()));
 }
 
+/** Whole numbers whose sums stay exact as JavaScript numbers: counts, the usual case, skip decimal arithmetic. */
+const SMALL_INTEGER = /^-?\d{1,14}$/;
+
+function small(...texts: (string | null | undefined)[]): boolean {
+  return texts.every((t) => t === null || t === undefined || SMALL_INTEGER.test(t));
+}
+
 /** One reservation round on a counter's current value: what it becomes and what the requests get. */
-export function reserveOn(current: string | undefined, r: Pick<QuotaRequest, 'limit' | 'floor' | 'amount' | 'requests'>): { next: string; reservation: QuotaReservation } {
+export function reserveOn(current: string | undefined, r: Pick<QuotaRequest, 'limit' | 'soft' | 'floor' | 'amount' | 'requests'>): { next: string; reservation: QuotaReservation } {
+  if (small(current, r.floor, r.amount, r.limit)) {
+    const base = Math.max(Number(current ?? 0), Number(r.floor));
+    const amount = Number(r.amount);
+    const room = Number(r.limit) - base;
+    const fit = amount === 0 ? (room > 0 ? r.requests : 0) : Math.max(0, Math.min(r.requests, Math.floor(room / amount)));
+    const reserved = r.soft ? r.requests : fit;
+    return { next: String(base + amount * reserved), reservation: { before: String(base), reserved } };
+  }
   const base = Decimal.max(new Decimal(current ?? 0), new Decimal(r.floor));
   const amount = new Decimal(r.amount);
-  const reserved = fitting(base, r.limit, amount, r.requests);
+  const reserved = r.soft ? r.requests : fitting(base, r.limit, amount, r.requests);
   return { next: base.plus(amount.times(reserved)).toFixed(), reservation: { before: base.toFixed(), reserved } };
+}
+
+/** `a - b` of two decimal texts. */
+export function difference(a: string, b: string): string {
+  if (small(a, b)) return String(Number(a) - Number(b));
+  return new Decimal(a).minus(b).toFixed();
 }
 
 /** A counter after `delta` (never below zero: a release cannot make room that was never taken). */
 export function adjustedOn(current: string | undefined, delta: string): string {
+  if (small(current, delta)) return String(Math.max(0, Number(current ?? 0) + Number(delta)));
   return Decimal.max(new Decimal(current ?? 0).plus(delta), ZERO).toFixed();
 }
 
@@ -83,8 +106,20 @@ export class QuotaCounters {
   }
 }
 
-/** What the n-th request (from 0) of a round of requests of `amount` got: reserved or not, and the counter before it. */
-export function nthOfRound(round: QuotaReservation, n: number, amount: string): QuotaReservation {
-  const before = new Decimal(round.before).plus(new Decimal(amount).times(Math.min(n, round.reserved)));
-  return { before: before.toFixed(), reserved: n < round.reserved ? 1 : 0 };
+/** What one request of a round got. */
+export interface QuotaAnswer {
+  reserved: boolean;
+  /** What the limit leaves once this request is counted (decimal text, never negative). */
+  remaining: string;
+}
+
+/** What the n-th request (from 0) of `request`'s round got, from the round's reservation. */
+export function answerOf(round: QuotaReservation, n: number, request: Pick<QuotaRequest, 'limit' | 'amount'>): QuotaAnswer {
+  const reserved = n < round.reserved;
+  const counted = reserved ? n + 1 : round.reserved;
+  if (small(round.before, request.amount, request.limit)) {
+    return { reserved, remaining: String(Math.max(0, Number(request.limit) - Number(round.before) - Number(request.amount) * counted)) };
+  }
+  const used = new Decimal(round.before).plus(new Decimal(request.amount).times(counted));
+  return { reserved, remaining: Decimal.max(new Decimal(request.limit).minus(used), ZERO).toFixed() };
 }

@@ -24,7 +24,7 @@
  *   node re-read at once.
  */
 import type { Logger } from 'pino';
-import type { Notices, QuotaRequest, QuotaReservation } from '../../../src/pipeline/plugin-api.ts';
+import type { Notices, QuotaAnswer, QuotaRequest } from '../../../src/pipeline/plugin-api.ts';
 import { Reservation, type AdmissionLedger } from './admissions.ts';
 import { eventSeconds, type Instant, type Period } from './calendar.ts';
 import type { Customer, CustomerService } from './customers.ts';
@@ -59,6 +59,7 @@ export interface EntitlementEnforcer {
   admit(identifiers: readonly (string | null | undefined)[], featureKey: string, at: Instant): Admission | Promise<Admission>;
 }
 
+const ONE = new Decimal(1);
 const ALLOWED: Admission = { decision: { kind: 'allowed' } };
 const NO_FEATURE: Admission = { decision: { kind: 'no_feature' } };
 const UNKNOWN: Admission = { decision: { kind: 'unknown_customer' } };
@@ -83,8 +84,10 @@ interface MeteredState {
   counter: string;
   aggregation: string;
   period: Period;
-  /** Committed usage of the period, as this process knows it. */
-  usage: Decimal;
+  /** The grant's limit, as decimal text. */
+  limit: string;
+  /** Committed usage of the period, as this process knows it (decimal text). */
+  usage: string;
   /** The first read of the period's usage, while it runs: decisions wait for it. */
   reading: Promise<void> | undefined;
 }
@@ -170,33 +173,34 @@ export class AccessCache implements EntitlementEnforcer {
     const state = entry.metered.get(featureKey);
     if (!state) return NO_FEATURE;
     if (at >= state.period.to) this.startPeriod(state, at);
-    // A request older than the period (it waited): its usage is the earlier period's, not decided here.
-    if (at < state.period.from) return this.admitMetered(state, state.period.from);
-    if (state.reading) return state.reading.then(() => this.admitMetered(state, at));
-    return this.admitMetered(state, at);
+    // A request that started before the period (it waited) is decided in the current one: its events, dated
+    // in the earlier period, then settle nothing here, and it gives its place back.
+    if (state.reading) return state.reading.then(() => this.admitMetered(state));
+    return this.admitMetered(state);
   }
 
-  private admitMetered(state: MeteredState, at: Instant): Admission | Promise<Admission> {
-    if (!ADDITIVE.has(state.aggregation)) return { decision: decisionOf(state, state.usage) };
+  private admitMetered(state: MeteredState): Admission | Promise<Admission> {
+    if (!ADDITIVE.has(state.aggregation)) return { decision: decisionOf(state, new Decimal(state.usage)) };
     const { grant } = state;
     const request: QuotaRequest = {
       key: state.counter,
-      limit: grant.soft ? null : formatDecimal(grant.limit!),
-      floor: formatDecimal(state.usage),
+      limit: state.limit,
+      soft: grant.soft,
+      floor: state.usage,
       // A sum's amount is known once the request ends: until then it admits while the counter is below the limit.
       amount: state.aggregation === 'count' ? '1' : '0',
       requests: 1,
       expiresAt: state.period.to + COUNTER_MARGIN_MS,
     };
-    let answer: QuotaReservation | Promise<QuotaReservation>;
+    let answer: QuotaAnswer | Promise<QuotaAnswer>;
     try {
       answer = this.admissions.reserve(request);
     } catch (err) {
       return this.undecided(err);
     }
-    if (!(answer instanceof Promise)) return this.admitted(state, request, answer, at);
+    if (!(answer instanceof Promise)) return this.admitted(state, request, answer);
     return answer.then(
-      (reservation) => this.admitted(state, request, reservation, at),
+      (reserved) => this.admitted(state, request, reserved),
       (err) => this.undecided(err),
     );
   }
@@ -206,21 +210,22 @@ export class AccessCache implements EntitlementEnforcer {
     return UNDECIDED;
   }
 
-  private admitted(state: MeteredState, request: QuotaRequest, r: QuotaReservation, at: Instant): Admission {
-    const limit = state.grant.limit!;
-    const used = new Decimal(r.before).plus(r.reserved ? request.amount : ZERO);
-    const remaining = formatDecimal(Decimal.max(limit.minus(used), ZERO));
-    if (!r.reserved) return { decision: { kind: 'limit_reached', limit: formatDecimal(limit), remaining, resetAt: state.period.to } };
-    const reservation = new Reservation(this.admissions, request, (events) => this.amountOf(state.grant, usagePeriodAt(state.grant, at), events));
-    return { decision: { kind: 'allowed', limit: formatDecimal(limit), remaining }, reservation };
+  private admitted(state: MeteredState, request: QuotaRequest, answer: QuotaAnswer): Admission {
+    const { limit } = request;
+    const { remaining } = answer;
+    if (!answer.reserved) return { decision: { kind: 'limit_reached', limit, remaining, resetAt: state.period.to } };
+    // The period the request was decided in (its events carry the request's start, which lies in it).
+    const { grant, period, aggregation } = state;
+    const reservation = new Reservation(this.admissions, request, (events) => this.amountOf(grant, aggregation, period, events));
+    return { decision: { kind: 'allowed', limit, remaining }, reservation };
   }
 
   /** What a request's events add to the grant's meter in `period` (as its commit will count them). */
-  private amountOf(grant: Grant, period: Period, events: readonly RequestEvent[]): Decimal {
-    if (!grant.meter || events.length === 0) return ZERO;
-    let amount = ZERO;
-    for (const r of this.usage.readingsOf(events, grant.meter.id)) if (this.counts(grant, period, r)) amount = amount.plus(this.readingAmount(grant, r));
-    return amount;
+  private amountOf(grant: Grant, aggregation: string, period: Period, events: readonly RequestEvent[]): string {
+    if (!grant.meter || events.length === 0) return '0';
+    const readings = this.usage.readingsOf(events, grant.meter.id).filter((r) => this.counts(grant, period, r));
+    if (aggregation === 'count') return String(readings.length);
+    return formatDecimal(readings.reduce((sum, r) => sum.plus(readingAmount(aggregation, r)), ZERO));
   }
 
   /** Whether a committed reading belongs to the grant's usage in `period` (its subjects, filters and seconds). */
@@ -229,15 +234,11 @@ export class AccessCache implements EntitlementEnforcer {
     return r.time >= seconds.from && r.time < seconds.to && grant.subjects.includes(r.subject) && matches(grant.meter!.filters, r.dimensions);
   }
 
-  private readingAmount(grant: Grant, r: CommittedReading): Decimal {
-    if (this.usage.meter(grant.meter!.id)?.aggregation === 'count') return new Decimal(1);
-    return r.value === undefined ? ZERO : new Decimal(r.value);
-  }
 
   private startPeriod(state: MeteredState, at: Instant): void {
     state.period = usagePeriodAt(state.grant, at);
     state.counter = counterKey(state.grant, state.period);
-    state.usage = ZERO;
+    state.usage = '0';
     state.reading = this.read(state).finally(() => (state.reading = undefined));
   }
 
@@ -306,7 +307,7 @@ export class AccessCache implements EntitlementEnforcer {
         continue;
       }
       const aggregation = this.usage.meter(grant.meter?.id ?? '')?.aggregation ?? '';
-      const state: MeteredState = { grant, counter: counterKey(grant, period), aggregation, period, usage: ZERO, reading: undefined };
+      const state: MeteredState = { grant, counter: counterKey(grant, period), aggregation, period, limit: formatDecimal(grant.limit!), usage: '0', reading: undefined };
       await this.read(state);
       entry.metered.set(grant.featureKey, state);
     }
@@ -320,7 +321,7 @@ export class AccessCache implements EntitlementEnforcer {
   private async read(state: MeteredState): Promise<void> {
     const period = state.period;
     const stored = await this.entitlements.usageOf(state.grant, period, { consistent: this.alone });
-    if (state.period === period) state.usage = stored;
+    if (state.period === period) state.usage = formatDecimal(stored);
   }
 
   /** Every metered state's committed usage from the store (what other processes and nodes committed). */
@@ -357,10 +358,16 @@ export class AccessCache implements EntitlementEnforcer {
       if (!entry) continue;
       for (const state of entry.metered.values()) {
         if (state.grant.meter?.id !== r.meterId || !ADDITIVE.has(state.aggregation) || !this.counts(state.grant, state.period, r)) continue;
-        state.usage = state.usage.plus(this.readingAmount(state.grant, r));
+        state.usage = formatDecimal(readingAmount(state.aggregation, r).plus(state.usage));
       }
     }
   }
+}
+
+/** What one reading adds to an additive meter's usage. */
+function readingAmount(aggregation: string, r: CommittedReading): Decimal {
+  if (aggregation === 'count') return ONE;
+  return r.value === undefined ? ZERO : new Decimal(r.value);
 }
 
 /** The admission counter of a grant's usage period (the subscription's feature in that period). */

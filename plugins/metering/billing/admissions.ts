@@ -14,12 +14,13 @@
  */
 import type { Logger } from 'pino';
 import type { NodeExchange, QuotaRequest, QuotaReservation, Store } from '../../../src/pipeline/plugin-api.ts';
-import { adjustedOn, nthOfRound, QuotaCounters, reserveOn } from '../../../src/pipeline/plugin-api.ts';
+import { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from '../../../src/pipeline/plugin-api.ts';
 import { Decimal, ZERO } from './money.ts';
 import type { RequestEvent } from './usage.ts';
 
 export interface AdmissionLedger {
-  reserve(request: QuotaRequest): QuotaReservation | Promise<QuotaReservation>;
+  /** Reserves one request's amount (`request.requests` is 1). */
+  reserve(request: QuotaRequest): QuotaAnswer | Promise<QuotaAnswer>;
   /** Adds `delta` (decimal text; negative releases) to a counter until `expiresAt`; never fails the caller. */
   adjust(key: string, delta: string, expiresAt: number): void;
 }
@@ -28,8 +29,8 @@ export interface AdmissionLedger {
 export class ProcessLedger implements AdmissionLedger {
   private readonly counters = new QuotaCounters();
 
-  reserve(request: QuotaRequest): QuotaReservation {
-    return this.counters.reserve(request);
+  reserve(request: QuotaRequest): QuotaAnswer {
+    return answerOf(this.counters.reserve(request), 0, request);
   }
 
   adjust(key: string, delta: string): void {
@@ -40,7 +41,7 @@ export class ProcessLedger implements AdmissionLedger {
 /** What waits for a counter's next round: reservations, and adjustments summed. */
 interface Round {
   request: QuotaRequest | undefined;
-  waiting: ((reservation: QuotaReservation) => void)[];
+  waiting: ((round: QuotaReservation) => void)[];
   failed: ((err: unknown) => void)[];
   delta: Decimal;
   expiresAt: number;
@@ -64,13 +65,13 @@ abstract class RoundLedger implements AdmissionLedger {
   /** Applies a round: the summed adjustment first, then the reservation of its requests (if any). */
   protected abstract apply(key: string, delta: string, request: QuotaRequest | undefined, expiresAt: number): Promise<QuotaReservation | undefined>;
 
-  reserve(request: QuotaRequest): Promise<QuotaReservation> {
+  reserve(request: QuotaRequest): Promise<QuotaAnswer> {
     const round = this.roundOf(request.key, request.expiresAt);
     // The latest floor of the counter's requests stands for the round (it only grows).
     round.request = { ...request, requests: (round.request?.requests ?? 0) + 1 };
     const mine = round.request.requests - 1;
-    const answer = new Promise<QuotaReservation>((resolve, reject) => {
-      round.waiting.push((all) => resolve(nthOfRound(all, mine, request.amount)));
+    const answer = new Promise<QuotaAnswer>((resolve, reject) => {
+      round.waiting.push((all) => resolve(answerOf(all, mine, request)));
       round.failed.push(reject);
     });
     this.start(request.key);
@@ -179,8 +180,8 @@ export class Reservation {
   constructor(
     private readonly ledger: AdmissionLedger,
     private readonly request: QuotaRequest,
-    /** What events add to the counted meter (their readings that match the entitlement and its period). */
-    private readonly amountOf: (events: readonly RequestEvent[]) => Decimal,
+    /** What events add to the counted meter (their readings that match the entitlement and its period), decimal text. */
+    private readonly amountOf: (events: readonly RequestEvent[]) => string,
   ) {}
 
   /** Events of the request that this gateway's metering store will count. */
@@ -191,7 +192,7 @@ export class Reservation {
   settle(): void {
     if (this.settled) return;
     this.settled = true;
-    const delta = this.amountOf(this.events).minus(this.request.amount);
-    if (!delta.isZero()) this.ledger.adjust(this.request.key, delta.toFixed(), this.request.expiresAt);
+    const delta = difference(this.amountOf(this.events), this.request.amount);
+    if (delta !== '0') this.ledger.adjust(this.request.key, delta, this.request.expiresAt);
   }
 }
