@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { HttpError, type AdminMethod, type AdminReply, type AdminRequest, type AdminRoute } from '../../src/pipeline/plugin-api.ts';
 import type { MeteringHttp, MeteringRequest } from './http.ts';
+import type { Rejections } from './meter-rejections.ts';
 import { backfillRatio } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import type { MeteringService } from './service.ts';
@@ -40,6 +41,8 @@ export interface AdminDeps {
   http: MeteringHttp;
   /** The config of a metering route (limits, backfill wait), or undefined when no route runs the plugin. */
   routeConfig(): MeteringConfig | undefined;
+  /** What meters could not take, summed over the node's processes. */
+  rejections(): Promise<Rejections[]>;
 }
 
 export function meteringAdminRoutes(deps: AdminDeps): AdminRoute[] {
@@ -58,7 +61,11 @@ export function meteringAdminRoutes(deps: AdminDeps): AdminRoute[] {
       return exchange.reply();
     },
   }));
-  const status: AdminRoute = { method: 'GET', path: `${ADMIN_PREFIX}/status`, handler: async () => ({ status: 200, body: await meteringStatus(deps.service, operatorConfig()) }) };
+  const status: AdminRoute = {
+    method: 'GET',
+    path: `${ADMIN_PREFIX}/status`,
+    handler: async () => ({ status: 200, body: { ...(await meteringStatus(deps.service, operatorConfig())), rejected_values: await deps.rejections() } }),
+  };
   return [status, ...mounted];
 }
 
@@ -89,7 +96,7 @@ function adminExchange(method: AdminMethod, path: string, req: AdminRequest): { 
   return { request, reply: () => reply };
 }
 
-/** The ingest queue, the dedupe filter and each backfill in progress. */
+/** The ingest queue, the dedupe filter and each backfill in progress (with what meters could not take: rejected_values). */
 async function meteringStatus(service: MeteringService, config: MeteringConfig) {
   const { aggregator, dedupe_filter } = await service.aggregatorStatus();
   return {

@@ -15,7 +15,11 @@ import { OpenMeterV1Http } from './openmeter-v1.ts';
 import { backfillRatio } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
+import { MeterRejections, summed, type Rejections } from './meter-rejections.ts';
 import { MeterUsage } from './usage.ts';
+
+/** The node exchange topic of each process's meter rejections (summed for /metering/status). */
+const REJECTIONS_TOPIC = 'metering.rejections';
 
 export async function createRuntime(api: PluginApi): Promise<PluginRuntime<MeteringConfig>> {
   const service = new MeteringService(api);
@@ -40,9 +44,17 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
     help: 'Events per committed batch (group commit: one fsync for the whole batch)',
     buckets: [1, 10, 100, 500, 1000, 2000, 5000],
   });
+  const rejected = api.metrics.counter({
+    name: 'tollgate_metering_meter_rejected_values_total',
+    help: 'Events whose value a meter could not use (value_missing, value_invalid), left out of its sum, avg, min, max or latest, by meter and reason',
+    labelNames: ['meter', 'reason'],
+  });
+  const rejections = new MeterRejections(service.meters, (r) => rejected.inc(r));
+  api.node.offer(REJECTIONS_TOPIC, () => rejections.snapshot());
   service.committedListeners.add((events) => {
     ingested.inc(events.length);
     batchEvents.observe(events.length);
+    rejections.record(events);
   });
   api.metrics.gauge({
     name: 'tollgate_metering_queue_events',
@@ -78,7 +90,12 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
       await declared.sync(view.entities);
     },
     access: (ctx, config) => http.handle(ctx, config),
-    adminRoutes: meteringAdminRoutes({ service, http, routeConfig: () => routeConfig }),
+    adminRoutes: meteringAdminRoutes({
+      service,
+      http,
+      routeConfig: () => routeConfig,
+      rejections: async () => summed((await api.node.gather(REJECTIONS_TOPIC)) as Rejections[][]),
+    }),
     close: async () => {
       collectors.close();
       await billing.close();

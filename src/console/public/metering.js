@@ -1,11 +1,23 @@
 /**
- * The metering writer's ingest queue (producers get 503 when it is full) and the backfills of meters
- * created after their events, from the admin API's `/metering/status`.
+ * The metering writer's ingest queue (producers get 503 when it is full), the backfills of meters
+ * created after their events, and what meters could not take of the events they count (a value missing
+ * or invalid), from the admin API's `/metering/status`.
  */
 import { every, getJson } from './api.js';
 import { failure, h, number, percent, show, table } from './dom.js';
 
 const POLL_MS = 2_000;
+
+const REASONS = {
+  value_missing: 'no value: left out of the sum, average, min, max or latest',
+  value_invalid: 'value not a number (or out of range): left out of the sum, average, min, max or latest',
+};
+
+const rejectionColumns = [
+  { label: 'Meter', cell: (r) => h('code', {}, r.meter) },
+  { label: 'What the meter could not take', cell: (r) => REASONS[r.reason] ?? r.reason },
+  { label: 'Events', numeric: true, cell: (r) => number(r.events) },
+];
 
 const backfillColumns = [
   { label: 'Meter', cell: (b) => h('code', {}, b.meter.key) },
@@ -32,6 +44,8 @@ export function startMetering(root) {
         ),
         h('h3', {}, 'Backfills'),
         table(backfillColumns, status.backfills, { empty: 'No backfill running: every meter covers every stored event' }),
+        h('h3', {}, 'Values meters could not take'),
+        table(rejectionColumns, status.rejected_values, { empty: 'None: every meter took every value of the events it counts' }),
       );
     } catch (error) {
       show(box, failure(error));

@@ -184,6 +184,21 @@ describe('metering on the admin API', () => {
     const counted = await api.queryOk(meter.key);
     assert.equal(counted.data[0].value, '4');
   });
+
+  test('/metering/status and /metrics count, per meter, the events whose value a meter could not use', async () => {
+    const type = `units_${randomUUID().slice(0, 8)}`;
+    const meter = await api.createMeterOk({ key: type, name: 'units', event_type: type, aggregation: 'sum', value_property: '$.units' });
+    const event = (data: Record<string, unknown>) => ({ specversion: '1.0', id: randomUUID(), source: 'status-test', type, subject: 'acme', data });
+    await api.ingestOk([event({ units: 5 }), event({}), event({ units: 'many' }), event({ units: 'many' })]);
+    assert.equal((await api.queryOk(meter.key)).data[0].value, '5');
+    const rejected = (await admin('/metering/status')).json().rejected_values.filter((r: any) => r.meter === meter.key);
+    assert.deepEqual(rejected, [
+      { meter: meter.key, reason: 'value_invalid', events: 2 },
+      { meter: meter.key, reason: 'value_missing', events: 1 },
+    ]);
+    const metrics = (await admin('/metrics')).text;
+    assert.match(metrics, new RegExp(`tollgate_metering_meter_rejected_values_total\\{meter="${meter.key}",reason="value_invalid"\\} 2`));
+  });
 });
 
 test('without a metering route the admin paths answer 404 saying so', async () => {
