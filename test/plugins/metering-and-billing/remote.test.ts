@@ -144,7 +144,10 @@ test('a batch whose acknowledgement was lost, sent again after a restart, is met
   const api = await meteringApi(receiver.https);
   const proxy = await lossyProxy(Number(new URL(receiver.https).port));
   const senderDir = tempDir();
-  const config = fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`http://127.0.0.1:${proxy.port}${ROUTE_PATH}/events`, api.token, { max_retry_delay: 0.5 }) });
+  // Every batch in flight at once: on a loaded machine the five requests may make more batches than a
+  // node has processes, and with one batch per process the last would wait behind the retried ones.
+  const queue = { max_retry_delay: 0.5, concurrency_limit: -1 };
+  const config = fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`http://127.0.0.1:${proxy.port}${ROUTE_PATH}/events`, api.token, queue) });
   let sender = await startGateway(config, { dataDir: senderDir });
   try {
     const alice = await tokenOf(sender.https, ALICE);
