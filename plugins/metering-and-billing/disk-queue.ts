@@ -4,6 +4,7 @@
  * memory; the layout and the claims here are Tollgate's.
  *
  *   <queue>/e/<time ms>/<writer>/<seq>   a chunk of queued events (CloudEvent JSON, one per line), oldest first
+ *                                        (time 0: re-delivered dead letters, sent before the rest)
  *   <queue>/c/<claim id>                 a batch taken off the queue by one process: the owner's lease and the retry state
  *   <queue>/b/<claim id>                 that batch's events
  *
@@ -12,12 +13,14 @@
  * under keys no other process can name (the writer's own id), and from then on only changed through
  * commitIf. A batch is claimed with one commitIf that deletes its chunks and writes the claim, so two
  * processes never send the same events; no process keeps a cursor of its own. The claim is deleted once
- * the endpoint acknowledged it. A process that dies holding a claim stops renewing its lease; when the
- * lease has run out any process takes the claim over and sends it again (receivers dedupe by source and
- * id, so a batch acknowledged just before the crash is harmless to resend).
+ * the endpoint acknowledged it, or replaced in the same commitIf: by claims of its parts (a batch split
+ * to isolate refused events) or by a dead letter (dead-letters.ts). A process that dies holding a claim
+ * stops renewing its lease; when the lease has run out any process takes the claim over and sends it
+ * again (receivers dedupe by source and id, so a batch acknowledged just before the crash is harmless to
+ * resend).
  */
 import { randomBytes } from 'node:crypto';
-import type { Store } from '../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
 
 export interface ClaimState {
   owner: string;
@@ -137,19 +140,12 @@ export class DiskQueue {
       const { taken, events: count } = await this.head(max);
       if (taken.length === 0) return undefined;
       if (count < max && this.timeOf(taken[0][0]) > readyIf.olderThan) return undefined;
-      const state: ClaimState = { owner: this.owner, lease_until: leaseUntil, next_try: now, first_try: now, attempts: 0, count };
-      const id = `${String(now).padStart(TIME_WIDTH, '0')}-${this.owner}-${++this.seq}`;
-      const stored = JSON.stringify(state);
-      const events = taken.map(([, chunk]) => chunk).join('\n');
+      const claim = this.newClaim(taken.map(([, chunk]) => chunk).join('\n'), count, { leaseUntil, now, firstTry: now });
       const ok = await this.store.commitIf(
         taken.map(([key, value]) => ({ key, value })),
-        [
-          ...taken.map(([key]) => ({ type: 'del' as const, key })),
-          { type: 'put' as const, key: this.claims + id, value: stored },
-          { type: 'put' as const, key: this.bodies + id, value: events },
-        ],
+        [...taken.map(([key]) => ({ type: 'del' as const, key })), ...this.claimOps(claim)],
       );
-      if (ok) return { id, stored, state, events };
+      if (ok) return claim;
     }
     return undefined;
   }
@@ -179,12 +175,43 @@ export class DiskQueue {
     return ok ? { ...claim, stored, state } : undefined;
   }
 
-  /** Deletes a claim and its events (delivered, or given up); false when another process had taken it over. */
-  complete(claim: Claim): Promise<boolean> {
+  /**
+   * Deletes a claim and its events (delivered), applying `replacement` in the same step (a dead letter);
+   * false when another process had taken it over.
+   */
+  complete(claim: Claim, replacement: BatchOp[] = []): Promise<boolean> {
     return this.store.commitIf(
       [{ key: this.claims + claim.id, value: claim.stored }],
-      [{ type: 'del', key: this.claims + claim.id }, { type: 'del', key: this.bodies + claim.id }],
+      [{ type: 'del', key: this.claims + claim.id }, { type: 'del', key: this.bodies + claim.id }, ...replacement],
     );
+  }
+
+  /**
+   * Replaces a claim by one claim per part (each a list of its events), held by this process until
+   * `leaseUntil`, in one step; undefined when another process had taken the claim over. The parts keep
+   * the claim's first attempt, so max_retry_time still counts from it.
+   */
+  async split(claim: Claim, parts: string[][], leaseUntil: number, now = Date.now()): Promise<Claim[] | undefined> {
+    const claims = parts.map((part) => this.newClaim(part.join('\n'), part.length, { leaseUntil, now, firstTry: claim.state.first_try }));
+    return (await this.complete(claim, claims.flatMap((c) => this.claimOps(c)))) ? claims : undefined;
+  }
+
+  /** The write that puts `events` (one JSON per line) back ahead of every queued event: sent first. */
+  headChunk(events: string): BatchOp {
+    return { type: 'put', key: `${this.chunks}${'0'.repeat(TIME_WIDTH)}/${this.owner}/${String(++this.seq).padStart(SEQ_WIDTH, '0')}`, value: events };
+  }
+
+  private newClaim(events: string, count: number, at: { leaseUntil: number; now: number; firstTry: number }): Claim {
+    const state: ClaimState = { owner: this.owner, lease_until: at.leaseUntil, next_try: at.now, first_try: at.firstTry, attempts: 0, count };
+    const id = `${String(at.now).padStart(TIME_WIDTH, '0')}-${this.owner}-${++this.seq}`;
+    return { id, stored: JSON.stringify(state), state, events };
+  }
+
+  private claimOps(claim: Claim): BatchOp[] {
+    return [
+      { type: 'put', key: this.claims + claim.id, value: claim.stored },
+      { type: 'put', key: this.bodies + claim.id, value: claim.events },
+    ];
   }
 
   /** Deletes up to `count` of the oldest events (a full queue); returns how many went. */

@@ -5,6 +5,8 @@
 import type { PluginApi, PluginRuntime } from '../../src/pipeline/plugin-api.ts';
 import { reservationOf, type LocalIngest } from '../metering/public.ts';
 import { usageReaderFor, type UsageReader } from './ai-usage.ts';
+import { deadLetterAdminRoutes } from './dead-letter-admin.ts';
+import { DeadLetterStore } from './dead-letters.ts';
 import { apiRequestEvent, llmRequestEvents, startedAtMs, subjectOf, type MeteringEvent } from './events.ts';
 import { LocalQueue } from './local-queue.ts';
 import { RequestMeteringMetrics } from './metrics.ts';
@@ -20,17 +22,28 @@ export function createRuntime(api: PluginApi): PluginRuntime<RequestMeteringConf
   const queues = new Map<string, EventQueue>();
   /** The queue of each instance's config object (the log phase gets the config, not the instance). */
   let queueOf = new WeakMap<RequestMeteringConfig, EventQueue>();
-  const metrics = new RequestMeteringMetrics(api.metrics, () => [...queues.values()].map((q) => q.depth()));
+  const deadLetters = new DeadLetterStore(api.store);
+  const metrics = new RequestMeteringMetrics(api.metrics, () => [...queues.values()].map((q) => q.depth()), () => deadLetters.heldCounts());
   let ingest: LocalIngest | undefined;
 
   const open = async (name: string, config: RequestMeteringConfig): Promise<EventQueue> => {
     if (!config.ingest_endpoint) return new LocalQueue(name, config.queue, () => ingest, metrics, api.log);
-    const queue = new RemoteQueue(name, api.store, config, metrics, api.log);
+    const queue = new RemoteQueue(name, api.store, config, deadLetters, metrics, api.log);
     await queue.start();
     return queue;
   };
 
   return {
+    adminRoutes: deadLetterAdminRoutes({
+      letters: deadLetters,
+      queueNamed: (name) => {
+        const queue = queues.get(name);
+        return queue instanceof RemoteQueue ? queue : undefined;
+      },
+      metrics,
+      log: api.log,
+    }),
+
     async configure(view) {
       ingest = api.services.get<LocalIngest>('metering.ingest');
       const wanted = new Map<string, RequestMeteringConfig>();

@@ -1,5 +1,6 @@
 /** The plugin's series on `GET /metrics`, registered once per process and summed over the node's; `queue` is the queue's name (bounded by the config). */
 import type { PluginMetrics } from '../../src/pipeline/plugin-api.ts';
+import type { HeldLetters } from './dead-letters.ts';
 
 export interface QueueDepth {
   queue: string;
@@ -16,8 +17,9 @@ export class RequestMeteringMetrics {
   readonly dropped;
   readonly deliveries;
   readonly retries;
+  readonly deadLettered;
 
-  constructor(metrics: PluginMetrics, depths: () => QueueDepth[]) {
+  constructor(metrics: PluginMetrics, depths: () => QueueDepth[], deadLetters: () => HeldLetters[]) {
     this.events = metrics.counter({
       name: 'tollgate_request_metering_events_total',
       help: 'Events produced from requests, by event type',
@@ -35,7 +37,9 @@ export class RequestMeteringMetrics {
     });
     this.dropped = metrics.counter({
       name: 'tollgate_request_metering_dropped_events_total',
-      help: 'Events dropped: queue_full (max_entries or max_bytes reached: the oldest go), retry_time (max_retry_time passed), refused (invalid for the metering store), store (the on-disk queue could not be written)',
+      help:
+        'Events dropped: queue_full (max_entries or max_bytes reached: the oldest go), retry_time (max_retry_time passed, local store), refused (invalid for the metering store), ' +
+        'store (the on-disk queue could not be written), dead_letter_full (the oldest dead letters, making room for new ones), deleted (dead letters deleted on the admin API)',
       labelNames: ['queue', 'reason'],
     });
     this.deliveries = metrics.counter({
@@ -47,6 +51,21 @@ export class RequestMeteringMetrics {
       name: 'tollgate_request_metering_retries_total',
       help: 'Failed attempts to hand a batch over, each retried after a backoff',
       labelNames: ['queue'],
+    });
+    this.deadLettered = metrics.counter({
+      name: 'tollgate_request_metering_dead_lettered_events_total',
+      help:
+        'Events kept as dead letters instead of being delivered: refused (the ingest endpoint refused them) or retry_time ' +
+        "(max_retry_time passed), with the endpoint's last status (none: it never answered)",
+      labelNames: ['queue', 'reason', 'status'],
+    });
+    metrics.gauge({
+      name: 'tollgate_request_metering_dead_letter_events',
+      help: 'Events held as dead letters, waiting to be re-delivered or deleted (shared by the processes of the node)',
+      labelNames: ['queue'],
+      // Every process counts the same stored letters.
+      aggregate: 'max',
+      read: () => deadLetters().map((held) => ({ labels: { queue: held.queue }, value: held.events })),
     });
     metrics.gauge({
       name: 'tollgate_request_metering_queue_events',

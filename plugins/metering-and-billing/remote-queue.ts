@@ -1,15 +1,20 @@
 /**
  * Events for a remote OpenMeter-compatible endpoint (`ingest_endpoint`: OpenMeter, Konnect, another
- * Tollgate): queued on disk (see disk-queue.ts), then POSTed in batches as
- * `application/cloudevents-batch+json` with the `api_token` as bearer token, retried with Kong's
- * backoff. The request path only appends to memory; what the requests of the last PERSIST_DELAY_MS
- * produced goes to disk in one write (so a kill -9 loses at most those; a SIGTERM none). Delivery is at least once: a batch acknowledged just before a crash is sent again after it,
+ * Tollgate): queued on disk (see disk-queue.ts), then POSTed in batches (endpoint.ts), retried with
+ * Kong's backoff. The request path only appends to memory; what the requests of the last
+ * PERSIST_DELAY_MS produced goes to disk in one write (so a kill -9 loses at most those; a SIGTERM
+ * none). Delivery is at least once: a batch acknowledged just before a crash is sent again after it,
  * and the receiver's (source, id) dedupe makes that harmless.
+ *
+ * No batch blocks the queue for good, and none is dropped: a batch whose events the endpoint refuses is
+ * split until the refused events stand alone, each then kept as a dead letter (dead-letters.ts) while
+ * the rest is delivered; a batch still undelivered after `max_retry_time` becomes a dead letter whole.
  */
 import type { Logger } from 'pino';
-import { Pool } from 'undici';
 import type { Store } from '../../src/pipeline/plugin-api.ts';
+import type { DeadLetter, DeadLetterCause, DeadLetterStore } from './dead-letters.ts';
 import { DiskQueue, type Claim, type Depth } from './disk-queue.ts';
+import { EventsRefusedError, IngestEndpoint, type DeliveryError } from './endpoint.ts';
 import type { MeteringEvent } from './events.ts';
 import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';
 import { FullQueueLog, retryDelayMs, type EventQueue } from './queue.ts';
@@ -29,9 +34,8 @@ const MAX_PARALLEL = 16;
 export class RemoteQueue implements EventQueue {
   private readonly disk: DiskQueue;
   private readonly fullLog: FullQueueLog;
-  private config!: RequestMeteringConfig;
-  private pool: Pool | undefined;
-  private poolKey = '';
+  private config: RequestMeteringConfig;
+  private readonly endpoint: IngestEndpoint;
   /** Events of the last requests, as JSON, waiting for their write to disk. */
   private pending: string[] = [];
   private persisting: Promise<void> = Promise.resolve();
@@ -53,12 +57,14 @@ export class RemoteQueue implements EventQueue {
     readonly name: string,
     store: Store,
     config: RequestMeteringConfig,
+    private readonly deadLetters: DeadLetterStore,
     private readonly metrics: RequestMeteringMetrics,
     private readonly log: Logger,
   ) {
     this.disk = new DiskQueue(store, name);
     this.fullLog = new FullQueueLog(name, log, metrics);
-    this.reconfigure(config);
+    this.config = config;
+    this.endpoint = new IngestEndpoint(config);
   }
 
   private get queue(): QueueConfig {
@@ -75,22 +81,12 @@ export class RemoteQueue implements EventQueue {
 
   reconfigure(config: RequestMeteringConfig): void {
     this.config = config;
-    const key = `${config.ingest_endpoint}|${config.ssl_verify}|${config.keepalive}|${config.timeout}`;
-    if (key === this.poolKey) return;
-    const previous = this.pool;
-    this.poolKey = key;
-    const url = new URL(config.ingest_endpoint!);
-    const idle = Math.max(1, config.keepalive);
-    this.pool = new Pool(url.origin, {
-      keepAliveTimeout: idle,
-      keepAliveMaxTimeout: idle,
-      headersTimeout: config.timeout,
-      bodyTimeout: config.timeout,
-      connect: { rejectUnauthorized: config.ssl_verify, timeout: config.timeout },
-    });
-    // Connection errors reach each request; the pool's own event needs a listener.
-    this.pool.on('connectionError', () => {});
-    void previous?.close().catch(() => {});
+    this.endpoint.configure(config);
+  }
+
+  /** Until when a claim made or renewed `now` is this process's: a POST's timeout, and a margin. */
+  private leaseFrom(now: number): number {
+    return now + this.config.timeout + LEASE_MARGIN_MS;
   }
 
   depth(): QueueDepth {
@@ -202,7 +198,7 @@ export class RemoteQueue implements EventQueue {
         if (oldest === undefined) return;
         if (oldest > now - delay) return this.wake(Math.max(1, oldest + delay - now));
       }
-      claim = await this.claimNext(now + this.config.timeout + LEASE_MARGIN_MS, now - delay);
+      claim = await this.claimNext(this.leaseFrom(now), now - delay);
       if (!claim) return;
       this.depthOnDisk.events = Math.max(0, this.depthOnDisk.events - claim.state.count);
       this.depthOnDisk.bytes = Math.max(0, this.depthOnDisk.bytes - claim.events.length - 1);
@@ -236,33 +232,27 @@ export class RemoteQueue implements EventQueue {
     return sending.finally(() => this.sending.delete(sending));
   }
 
-  /** Sends a claimed batch until the endpoint takes it, the retry time runs out, or the claim is lost. */
+  /**
+   * Sends a claimed batch until the endpoint takes it, refuses its events (see isolate), the retry time
+   * runs out (a dead letter), or the claim is lost.
+   */
   private async send(initial: Claim): Promise<void> {
     let claim: Claim | undefined = initial;
     const abort = new AbortController();
     this.held.set(claim.id, abort);
     try {
       while (claim && !this.closed) {
-        const failure = await this.post(claim.events, abort.signal);
-        if (failure === undefined) {
-          await this.disk.complete(claim);
-          this.metrics.deliveries.inc({ queue: this.name });
-          this.fullLog.resumed();
-          return;
-        }
+        const failure = await this.endpoint.post(claim.events, claim.state.count, abort.signal);
+        if (failure === undefined) return await this.delivered(claim);
         if (this.closed) break;
+        if (failure instanceof EventsRefusedError) return await this.isolate(claim, failure);
         const now = Date.now();
-        const { attempts, first_try: firstTry, count } = claim.state;
-        if (now - firstTry > this.queue.max_retry_time * 1000) {
-          await this.disk.complete(claim);
-          this.metrics.dropped.inc({ queue: this.name, reason: 'retry_time' }, count);
-          this.log.error({ queue: this.name, err: failure }, `queue ${this.name}: could not send entries, giving up after ${attempts} retries. ${count} queue entries were lost`);
-          return;
-        }
+        const { attempts, first_try: firstTry } = claim.state;
+        if (now - firstTry > this.queue.max_retry_time * 1000) return await this.deadLetter(claim, failure, 'retry_time');
         this.metrics.retries.inc({ queue: this.name });
         this.log.warn({ queue: this.name, err: failure }, `queue ${this.name}: handler could not process entries`);
         const delay = retryDelayMs(this.queue, attempts);
-        claim = await this.disk.update(claim, { attempts: attempts + 1, next_try: now + delay, lease_until: now + delay + this.config.timeout + LEASE_MARGIN_MS });
+        claim = await this.disk.update(claim, { attempts: attempts + 1, next_try: now + delay, lease_until: this.leaseFrom(now + delay) });
         if (claim) await sleep(delay, abort.signal);
       }
       // Closing: the claim is let go at once, so the next start (or another process) sends it without waiting for the lease.
@@ -274,26 +264,64 @@ export class RemoteQueue implements EventQueue {
     }
   }
 
-  /** One POST of the batch (one event JSON per line); undefined when the endpoint acknowledged it (2xx), else what went wrong. */
-  private async post(events: string, stop: AbortSignal): Promise<Error | undefined> {
-    const url = new URL(this.config.ingest_endpoint!);
-    try {
-      const response = await this.pool!.request({
-        method: 'POST',
-        path: url.pathname + url.search,
-        headers: {
-          'content-type': 'application/cloudevents-batch+json',
-          authorization: `Bearer ${this.config.api_token}`,
-        },
-        body: `[${events.replaceAll('\n', ',')}]`,
-        signal: AbortSignal.any([stop, AbortSignal.timeout(this.config.timeout)]),
-      });
-      const text = await response.body.text();
-      if (response.statusCode >= 200 && response.statusCode < 300) return undefined;
-      return new Error(`the ingest endpoint answered ${response.statusCode}: ${text.slice(0, 300)}`);
-    } catch (err) {
-      return err as Error;
+  private async delivered(claim: Claim): Promise<void> {
+    await this.disk.complete(claim);
+    this.metrics.deliveries.inc({ queue: this.name });
+    this.fullLog.resumed();
+  }
+
+  /**
+   * The endpoint refused the events of the batch. One event alone becomes a dead letter. A batch is split,
+   * in one step on disk, into the events the answer names (each alone) and the rest, or without names
+   * into halves; each part is then sent in turn like a batch of its own, so what the endpoint takes is
+   * delivered and every refused event ends up alone. Each part is smaller than the batch, so it ends.
+   */
+  private async isolate(claim: Claim, refusal: EventsRefusedError): Promise<void> {
+    const { count } = claim.state;
+    if (count === 1) return this.deadLetter(claim, refusal, 'refused');
+    const parts = splitRefused(claim.events.split('\n'), refusal.named);
+    this.log.warn(
+      { queue: this.name, status: refusal.status, reason: refusal.reason, events: count, parts: parts.length },
+      `queue ${this.name}: the ingest endpoint refused a batch of ${count} events (${refusal.status}): split to isolate the refused ones`,
+    );
+    for (const part of (await this.disk.split(claim, parts, this.leaseFrom(Date.now()))) ?? []) {
+      // A part waits for those before it: its lease is renewed when its turn comes (undefined: taken over meanwhile).
+      const renewed = await this.disk.update(part, { lease_until: this.leaseFrom(Date.now()) });
+      if (renewed) await this.send(renewed);
     }
+  }
+
+  /** The claim's events become a dead letter, written in the same step that removes the claim. */
+  private async deadLetter(claim: Claim, failure: DeliveryError, cause: DeadLetterCause): Promise<void> {
+    const { count, attempts, first_try: firstTry } = claim.state;
+    const dropped = await this.deadLetters.makeRoom(this.name, count, this.queue.max_entries);
+    if (dropped > 0) {
+      this.metrics.dropped.inc({ queue: this.name, reason: 'dead_letter_full' }, dropped);
+      const full = `the dead letters hold max_entries (${this.queue.max_entries}) events`;
+      this.log.error({ queue: this.name, dropped }, `queue ${this.name}: ${full}: the oldest ${dropped} were dropped`);
+    }
+    const { letter, ops } = this.deadLetters.letter(
+      { queue: this.name, status: failure.status, reason: failure.reason, cause, first_failure: firstTry, last_failure: Date.now() },
+      claim.events,
+    );
+    // False: another process took the claim over meanwhile, and settles it.
+    if (!(await this.disk.complete(claim, ops))) return;
+    this.deadLetters.stored(letter);
+    this.metrics.deadLettered.inc({ queue: this.name, reason: cause, status: String(failure.status ?? 'none') }, count);
+    // Kong's line for a batch given up, saying where the entries went instead of "were lost".
+    const what = cause === 'refused' ? `the ingest endpoint refused an event (${failure.status})` : `could not send entries, giving up after ${attempts} retries`;
+    const kept = `${count} queue entries kept as dead letter ${letter.id}`;
+    this.log.error({ queue: this.name, dead_letter: letter.id, err: failure }, `queue ${this.name}: ${what}. ${kept}`);
+  }
+
+  /** Puts a dead letter's events back at the head of this queue; undefined when the letter is gone. */
+  async redeliver(id: string): Promise<DeadLetter | undefined> {
+    const letter = await this.deadLetters.take(id, (_, events) => [this.disk.headChunk(events)]);
+    if (!letter) return undefined;
+    this.depthOnDisk.events += letter.event_count;
+    this.log.info({ queue: this.name, dead_letter: id, events: letter.event_count }, `queue ${this.name}: dead letter ${id} re-delivered`);
+    this.wake(0);
+    return letter;
   }
 
   /** Claims of other processes (or of this one before a crash) whose lease ran out, and entries they queued. */
@@ -302,12 +330,13 @@ export class RemoteQueue implements EventQueue {
     void (async () => {
       try {
         const now = Date.now();
-        for (const claim of await this.disk.takeOverExpired(now + this.config.timeout + LEASE_MARGIN_MS, now)) {
+        for (const claim of await this.disk.takeOverExpired(this.leaseFrom(now), now)) {
           this.inFlight++;
           void this.track(this.send(claim)).then(() => this.inFlight--);
         }
         await this.deliverNext();
         await this.recountShared();
+        await this.deadLetters.recount();
       } catch (err) {
         this.log.error({ queue: this.name, err }, 'request metering: polling the queue failed');
       }
@@ -336,8 +365,19 @@ export class RemoteQueue implements EventQueue {
     await this.persist();
     for (const abort of this.held.values()) abort.abort();
     await Promise.all([...this.sending]);
-    await this.pool?.close().catch(() => {});
+    await this.endpoint.close();
   }
+}
+
+/** The events a refusal names, each alone, after the rest; without names, two halves. Every part is smaller than the batch. */
+export function splitRefused(events: string[], named: number[]): string[][] {
+  if (named.length === 0) {
+    const half = Math.ceil(events.length / 2);
+    return [events.slice(0, half), events.slice(half)];
+  }
+  const alone = new Set(named);
+  const rest = events.filter((_, i) => !alone.has(i));
+  return [...(rest.length > 0 ? [rest] : []), ...named.map((i) => [events[i]])];
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -26,9 +26,10 @@ const TYPES: Record<string, string> = {
 
 /** The page's own modules and styles, then uPlot's (served under the names the modules import). */
 const FILES: [name: string, path: string][] = [
-  ...['app.js', 'api.js', 'dom.js', 'chart.js', 'traffic.js', 'consumers.js', 'usage.js', 'billing.js', 'metering.js', 'console.css', 'favicon.svg'].map(
-    (name): [string, string] => [name, join(PUBLIC_DIR, name)],
-  ),
+  ...[
+    'app.js', 'api.js', 'dom.js', 'chart.js', 'traffic.js', 'consumers.js', 'usage.js', 'billing.js', 'metering.js', 'dead-letters.js',
+    'console.css', 'favicon.svg',
+  ].map((name): [string, string] => [name, join(PUBLIC_DIR, name)]),
   ['uPlot.esm.js', join(UPLOT_DIST, 'uPlot.esm.js')],
   ['uPlot.min.css', join(UPLOT_DIST, 'uPlot.min.css')],
 ];

@@ -32,6 +32,10 @@ export function postJson(path, body) {
   return call(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
 
+export function deletePath(path) {
+  return call(path, { method: 'DELETE' });
+}
+
 /** Pages the console reads at most of one list: a bound on what a huge gateway makes the page hold. */
 const MAX_PAGES = 20;
 

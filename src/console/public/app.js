@@ -5,6 +5,7 @@
 import { every, getJson } from './api.js';
 import { startBilling } from './billing.js';
 import { startConsumers } from './consumers.js';
+import { startDeadLetters } from './dead-letters.js';
 import { failure, number, show } from './dom.js';
 import { startMetering } from './metering.js';
 import { startTraffic } from './traffic.js';
@@ -29,3 +30,4 @@ startConsumers(document.querySelector('#consumers'));
 startUsage(document.querySelector('#usage'));
 startBilling(document.querySelector('#billing'));
 startMetering(document.querySelector('#metering'));
+startDeadLetters(document.querySelector('#dead-letters'));

@@ -3,7 +3,8 @@
  * one real LevelDB store stand for two processes): claims never hand the same event to two owners, every
  * event is claimed once, batches follow max_batch_size over chunks of any size, a claim whose owner
  * stopped renewing it is taken over once its lease has run out (and not before) and cannot be settled
- * by its former owner any more, and dropping the oldest events splits a chunk when it must.
+ * by its former owner any more, dropping the oldest events splits a chunk when it must, a claim split
+ * into parts (a refused batch) replaces it in one step, and re-delivered events go ahead of the rest.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -80,4 +81,30 @@ test('dropping the oldest events keeps the newest, splitting a chunk', async () 
   assert.deepEqual(await queue.count(), { events: 2, bytes: 3 });
   const claim = (await queue.claim(10, Date.now() + 1_000, { olderThan: Date.now() }))!;
   assert.deepEqual(lines(claim.events), ['4', '5']);
+});
+
+test('a claim split into parts: every event in one part, the first attempt kept, the former claim settled', async () => {
+  const space = store.namespace('split');
+  const splitter = new DiskQueue(space, 'q');
+  const other = new DiskQueue(space, 'q');
+  await splitter.append(['a', 'b', 'c'], 10, 1_000);
+  const now = Date.now();
+  const claim = (await splitter.claim(10, now + 60_000, { olderThan: now }, 5_000))!;
+  const parts = (await splitter.split(claim, [['a', 'c'], ['b']], now + 1_000, 6_000))!;
+  assert.deepEqual(parts.map((p) => [p.events, p.state.count, p.state.first_try]), [['a\nc', 2, 5_000], ['b', 1, 5_000]]);
+  assert.equal(await splitter.complete(claim), false, 'the split claim is gone');
+  assert.equal(await splitter.split(claim, [['a']], now + 1_000), undefined);
+  // The parts are claims like any other: taken over once their lease runs out.
+  const taken = await other.takeOverExpired(now + 60_000, now + 1_001);
+  assert.deepEqual(taken.map((p) => p.events).sort(), ['a\nc', 'b']);
+  for (const part of taken) assert.ok(await other.complete(part));
+});
+
+test('a re-queued chunk is claimed before every queued event', async () => {
+  const space = store.namespace('head');
+  const queue = new DiskQueue(space, 'q');
+  await queue.append(['1', '2'], 10, 1_000);
+  await space.batch([queue.headChunk('0')]);
+  const claim = (await queue.claim(10, Date.now() + 1_000, { olderThan: Date.now() }))!;
+  assert.deepEqual(lines(claim.events), ['0', '1', '2']);
 });

@@ -3,8 +3,9 @@
  * api_token): events delivered as CloudEvents batches with source tollgate/<node id of the sender>,
  * queued on disk while the endpoint is away and retried with backoff, resumed by a restart, delivered
  * once even when an acknowledgement is lost and the batch is sent again after a restart, a full queue
- * dropping its oldest events (counted and logged as Kong's queue does), a batch given up after
- * max_retry_time, and Kong's own configuration loading unchanged.
+ * dropping its oldest events (counted and logged as Kong's queue does), a batch kept as a dead letter
+ * after max_retry_time (dead-letters.test.ts has the rest of the dead letters), and Kong's own
+ * configuration loading unchanged.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -143,7 +144,10 @@ test('a batch whose acknowledgement was lost, sent again after a restart, is met
   const api = await meteringApi(receiver.https);
   const proxy = await lossyProxy(Number(new URL(receiver.https).port));
   const senderDir = tempDir();
-  const config = fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`http://127.0.0.1:${proxy.port}${ROUTE_PATH}/events`, api.token, { max_retry_delay: 0.5 }) });
+  // Every batch in flight at once: on a loaded machine the five requests may make more batches than a
+  // node has processes, and with one batch per process the last would wait behind the retried ones.
+  const queue = { max_retry_delay: 0.5, concurrency_limit: -1 };
+  const config = fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`http://127.0.0.1:${proxy.port}${ROUTE_PATH}/events`, api.token, queue) });
   let sender = await startGateway(config, { dataDir: senderDir });
   try {
     const alice = await tokenOf(sender.https, ALICE);
@@ -207,7 +211,7 @@ test('a full queue drops its oldest events, counted and logged as Kong does', as
   }
 });
 
-test('a batch that keeps failing is given up after max_retry_time', async () => {
+test('a batch that keeps failing is kept as a dead letter after max_retry_time, not dropped', async () => {
   const port = await freePort();
   const sender = await startGateway(fixtureConfig({
     upstream: upstream.url,
@@ -216,9 +220,13 @@ test('a batch that keeps failing is given up after max_retry_time', async () => 
   try {
     const alice = await tokenOf(sender.https, ALICE);
     await Promise.all([...Array(4)].map(() => call(sender.http, alice)));
-    await waitUntil('4 given up', () => metric(sender.admin, 'tollgate_request_metering_dropped_events_total', { reason: 'retry_time' }), (n) => n === 4);
-    // On a node of several processes, one that queued events learns within a second that another dropped them.
+    // The endpoint never answered: no status.
+    const deadLettered = () => metric(sender.admin, 'tollgate_request_metering_dead_lettered_events_total', { reason: 'retry_time', status: 'none' });
+    await waitUntil('4 dead-lettered', deadLettered, (n) => n === 4);
+    assert.equal(await metric(sender.admin, 'tollgate_request_metering_dropped_events_total'), 0);
+    // On a node of several processes, one that queued events learns within a second that another took them.
     await waitUntil('the queue empty', () => metric(sender.admin, 'tollgate_request_metering_queue_events'), (n) => n === 0);
+    await waitUntil('4 events held as dead letters', () => metric(sender.admin, 'tollgate_request_metering_dead_letter_events'), (n) => n === 4);
   } finally {
     await sender.stop();
   }

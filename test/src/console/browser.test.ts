@@ -3,13 +3,16 @@
  * a subscription: the usage chart draws the events the test posted (bars read back from a screenshot
  * of the chart's canvas: two bars, 3 to 1, none for a subject without events), in the chosen time zone,
  * grouped by dimension or customer; live request rates and error ratios; consumers and credentials
- * without secrets; customers, subscriptions, invoices; the metering queue. Markup in subjects, consumer
- * names, customer names and dimension values shows as text. Every page runs without a console error
+ * without secrets; customers, subscriptions, invoices; the metering queue; request metering's dead
+ * letters, re-delivered and deleted from the page. Markup in subjects, consumer names, customer names,
+ * dimension values and an endpoint's reason shows as text. Every page runs without a console error
  * (a Content-Security-Policy violation is one). Without /usr/bin/chromium the cases skip.
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { PNG } from 'pngjs';
@@ -25,13 +28,26 @@ const MARKUP_SUBJECT = '<img src=x onerror=window.__pwned=1>';
 const MARKUP_DIMENSION = '<b>bold</b>';
 const MARKUP_CONSUMER = '<img src=x onerror=window.__pwned=2>';
 const MARKUP_CUSTOMER = '<script>window.__pwned=3</script>';
+const MARKUP_REASON = '<img src=x onerror=window.__pwned=4> is not a known subject';
 /** The first series' colour in the page's palette (chart.js), as the canvas paints it. */
 const SERIES_RGB = [0x25, 0x63, 0xeb];
 const DAY = 86_400_000;
 
-function config(upstreamUrl: string): Record<string, any> {
+function config(upstreamUrl: string, ingestEndpoint: string): Record<string, any> {
+  const billed = {
+    name: 'metering-and-billing',
+    config: {
+      ingest_endpoint: ingestEndpoint,
+      api_token: 'token',
+      subject: { look_up_value_in: 'header', field: 'x-subject' },
+      queue: { max_coalescing_delay: 0, initial_retry_delay: 0.05 },
+    },
+  };
   return {
-    services: [{ name: 'shop', url: upstreamUrl, routes: [{ name: 'shop', paths: ['/shop'] }] }],
+    services: [
+      { name: 'shop', url: upstreamUrl, routes: [{ name: 'shop', paths: ['/shop'] }] },
+      { name: 'billed', url: upstreamUrl, routes: [{ name: 'billed', paths: ['/billed'], plugins: [billed] }] },
+    ],
     routes: [{ name: 'metering', paths: ['/v3/metering'], protocols: ['http'], strip_path: false, plugins: [{ name: 'metering', config: { allow_unauthenticated: true } }] }],
     consumers: [
       {
@@ -79,6 +95,25 @@ const CHART_TIMES = [TODAY - 2 * DAY + 2 * 3_600_000, TODAY - DAY + 2 * 3_600_00
 let upstream: Upstream;
 let gw: TestGateway;
 let browser: Browser;
+
+/** An ingest endpoint refusing (400, with markup in its reason) every batch with an event of a subject starting `poison`, while `refusing`. */
+const ingest = { refusing: true, accepted: [] as string[], url: '', server: undefined as http.Server | undefined };
+
+async function startIngest(): Promise<void> {
+  ingest.server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const events = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { subject: string }[];
+      const poisoned = ingest.refusing && events.some((e) => e.subject.startsWith('poison'));
+      if (poisoned) return void res.writeHead(400, { 'content-type': 'text/plain' }).end(MARKUP_REASON);
+      ingest.accepted.push(...events.map((e) => e.subject));
+      res.writeHead(202).end();
+    });
+  });
+  await new Promise<void>((r) => ingest.server!.listen(0, '127.0.0.1', r));
+  ingest.url = `http://127.0.0.1:${(ingest.server.address() as AddressInfo).port}/events`;
+}
 
 async function post(path: string, body: unknown, type = 'application/json') {
   const reply = await request(`${gw.http}/v3/metering${path}`, { method: 'POST', headers: { 'content-type': type }, body: JSON.stringify(body) });
@@ -155,7 +190,8 @@ async function barHeights(tab: Page): Promise<number[]> {
 describe('the console in headless Chromium', () => {
   before(async () => {
     upstream = await startUpstream((req, res) => res.writeHead(req.url?.includes('fail') ? 500 : 200, { 'content-type': 'application/json' }).end('{}'));
-    gw = await startGateway(config(upstream.url));
+    await startIngest();
+    gw = await startGateway(config(upstream.url, ingest.url));
     await post(
       '/events',
       [
@@ -180,6 +216,7 @@ describe('the console in headless Chromium', () => {
     await browser?.close();
     await gw?.stop();
     await upstream?.close();
+    ingest.server?.close();
   });
 
   it('the usage chart draws the posted events: two bars, 3 to 1, by day in New York', async (t) => {
@@ -294,5 +331,38 @@ describe('the console in headless Chromium', () => {
     assert.match(text, /Ingest queue\s*0 of 100.000 events waiting/);
     assert.match(text, /Meters\s*1/);
     assert.match(text, /No backfill running/);
+  });
+
+  it('dead letters: listed with the endpoint\'s reason as text, re-delivered and deleted from the page', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    for (const subject of ['poison-1', 'poison-2']) assert.equal((await request(`${gw.http}/billed/x`, { headers: { 'x-subject': subject } })).status, 200);
+    const letters = async () => (await request(`${gw.admin}/metering-and-billing/dead-letters`)).json().data as { id: string }[];
+    const deadline = Date.now() + 10_000;
+    while ((await letters()).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const [first, second] = await letters();
+    assert.ok(first && second, 'two dead letters');
+    const { tab } = await openConsole(t);
+    const row = (id: string) => tab.locator(`#dead-letters-table tr[data-key="${id}"]`);
+    await row(first.id).waitFor();
+    assert.match((await tab.textContent('#dead-letters-summary')) ?? '', /2 dead letters holding 2 events/);
+    const text = (await row(first.id).textContent()) ?? '';
+    assert.ok(text.includes(MARKUP_REASON), `the reason verbatim in ${text}`);
+    assert.match(text, /400.*refused by the endpoint/);
+    assert.equal(await tab.locator('img').count(), 0, 'no image element was made from the reason');
+
+    ingest.refusing = false;
+    await row(first.id).getByRole('button', { name: 'Re-deliver' }).click();
+    await row(first.id).waitFor({ state: 'detached', timeout: 15_000 });
+    const deliveredBy = Date.now() + 10_000;
+    while (!ingest.accepted.includes('poison-1') && Date.now() < deliveredBy) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(ingest.accepted.includes('poison-1'), 're-delivered to the endpoint');
+
+    tab.once('dialog', (dialog) => void dialog.accept());
+    await row(second.id).getByRole('button', { name: 'Delete' }).click();
+    await row(second.id).waitFor({ state: 'detached', timeout: 15_000 });
+    await tab.waitForFunction(() => document.querySelector('#dead-letters-summary')!.textContent === 'No dead letters.', undefined, { timeout: 15_000 });
+    assert.deepEqual(await letters(), []);
+    assert.ok(!ingest.accepted.includes('poison-2'), 'a deleted letter is never delivered');
+    assert.equal(await tab.evaluate(() => (window as any).__pwned), undefined, 'no script ran');
   });
 });

@@ -73,7 +73,10 @@ test('every file the page and its modules load is served, typed, cached for good
     }
   }
   const names = [...seen].map((p) => p.split('/').pop()).sort();
-  assert.deepEqual(names, ['api.js', 'app.js', 'billing.js', 'chart.js', 'console.css', 'consumers.js', 'dom.js', 'favicon.svg', 'metering.js', 'traffic.js', 'uPlot.esm.js', 'uPlot.min.css', 'usage.js']);
+  assert.deepEqual(names, [
+    'api.js', 'app.js', 'billing.js', 'chart.js', 'console.css', 'consumers.js', 'dead-letters.js', 'dom.js', 'favicon.svg', 'metering.js',
+    'traffic.js', 'uPlot.esm.js', 'uPlot.min.css', 'usage.js',
+  ]);
 });
 
 test('uPlot comes from the installed package, not a copy or a CDN', async () => {
@@ -90,7 +93,7 @@ test('nothing else is served: another build, another file name, a path out of th
 });
 
 test('the modules never turn strings into markup', async () => {
-  for (const name of ['app.js', 'api.js', 'dom.js', 'chart.js', 'traffic.js', 'consumers.js', 'usage.js', 'billing.js', 'metering.js']) {
+  for (const name of ['app.js', 'api.js', 'dom.js', 'chart.js', 'traffic.js', 'consumers.js', 'usage.js', 'billing.js', 'metering.js', 'dead-letters.js']) {
     const source = (await admin(filesDir() + name)).text;
     assert.doesNotMatch(source, /\.(?:innerHTML|outerHTML|insertAdjacentHTML)\b|document\.write|\beval\(|new Function/, name);
   }
