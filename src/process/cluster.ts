@@ -7,8 +7,8 @@
  * the primary stays off the data path.
  *
  * The primary supervises: a worker that dies is replaced (with a growing delay if it keeps dying at
- * start) while the others go on serving; SIGHUP reloads every worker, SIGTERM/SIGINT stops every
- * worker gracefully and then the primary, which exits 0. Workers ignore SIGHUP and SIGINT (a
+ * start) while the others go on serving; SIGHUP reloads every worker, SIGTERM/SIGINT (once or more:
+ * stop-signals.ts) stops every worker gracefully and then the primary, which exits 0. Workers ignore SIGHUP and SIGINT (a
  * terminal's Ctrl-C reaches the whole process group; the primary coordinates) and stop gracefully on
  * SIGTERM of their own, after which they are replaced.
  *
@@ -26,7 +26,8 @@ import { Gateway, logRefusedConfiguration, startFailureLines, startupStep, usabl
 import { LocalExchange, type Admission } from './exchange.ts';
 import { WindowCounters } from './window-counters.ts';
 import { nodeSecretEnvironment } from './node-secret.ts';
-import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
+import { removePidFile, writePidFile } from './pid-file.ts';
+import { stopOnSignals } from './stop-signals.ts';
 import { createLogger, createLogging, flushLogs, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
 import { bundledPlugins } from '../plugins.ts';
@@ -137,10 +138,8 @@ class Primary {
     cluster.schedulingPolicy = cluster.SCHED_NONE;
     cluster.setupPrimary({ stdio: this.store ? ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'] : ['inherit', 'inherit', 'inherit', 'ipc'] });
     for (const slot of this.slots) this.fork(slot);
-    process.once('SIGTERM', () => this.stop('SIGTERM'));
-    process.once('SIGINT', () => this.stop('SIGINT'));
+    stopOnSignals((reason) => this.stop(reason), this.announce);
     process.on('SIGHUP', () => void this.reload());
-    stopWhenNpmExits(() => this.stop('npm exited'));
     process.on('uncaughtException', (err) => this.log.error({ err }, 'uncaught exception'));
     process.on('unhandledRejection', (err) => this.log.error({ err }, 'unhandled rejection'));
     return done;
