@@ -18,7 +18,8 @@ export const start: CommandDefinition = {
     'Prints one line per listener, then serves. SIGTERM or SIGINT: finish in-flight requests, flush, exit 0',
     '(a repeated signal changes nothing: the stop already under way loses nothing answered).',
     'SIGHUP: re-read the configuration file (an invalid one is logged and ignored).',
-    'With worker_processes above 1, this process supervises the workers, and signals act on all of them.',
+    'With worker_processes above 1, this process supervises the workers, and signals act on all of them',
+    '(a SIGTERM to one worker alone makes the supervisor replace it, gracefully).',
     `The pid is written to --pid-file, by default ${PID_FILE_NAME} in the data directory.`,
   ].join('\n'),
   options: {

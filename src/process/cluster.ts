@@ -8,9 +8,11 @@
  *
  * The primary supervises: a worker that dies is replaced (with a growing delay if it keeps dying at
  * start) while the others go on serving; SIGHUP reloads every worker, SIGTERM/SIGINT (once or more:
- * stop-signals.ts) stops every worker gracefully and then the primary, which exits 0. Workers ignore SIGHUP and SIGINT (a
- * terminal's Ctrl-C reaches the whole process group; the primary coordinates) and stop gracefully on
- * SIGTERM of their own, after which they are replaced.
+ * stop-signals.ts) stops every worker gracefully and then the primary, which exits 0. Workers stop
+ * only on the primary's order: a Ctrl-C, and systemd's KillMode=control-group, signal every process
+ * of the node at once, and a worker stopping on its own meanwhile would race the primary's stop. So a
+ * worker ignores SIGHUP and SIGINT, and passes a SIGTERM of its own to the primary, which stops it
+ * gracefully (its answered requests' events written) and starts another unless the node is stopping.
  *
  * The store: with LevelDB the primary owns the database (one process may open it) and serves it to
  * each worker over a private socket pair (store/ipc.ts); with PostgreSQL every worker is a client.
@@ -61,6 +63,8 @@ type ToPrimary =
   | { type: 'reloaded'; ok: boolean; errors: number; refused?: string }
   | { type: 'gather'; id: number; topic: string; argument?: string }
   | { type: 'collected'; id: number; value: unknown }
+  /** The worker got a SIGTERM of its own: it asks the primary to stop it (and replace it). */
+  | { type: 'retire' }
   | { type: 'admit'; id: number; keys: readonly string[]; limits: readonly number[]; ttlsMs: readonly number[]; requests: number };
 
 /** A gather the primary relays: the workers still to answer, and the values so far. */
@@ -91,7 +95,7 @@ interface Slot {
   /** Deaths in a row within STABLE_AFTER_MS of starting. */
   crashes: number;
   listening: boolean;
-  /** Set when the primary itself asked the worker to stop. */
+  /** Set when the primary asked the worker to stop (the node's stop, or the worker's own SIGTERM). */
   stopRequested: boolean;
 }
 
@@ -180,6 +184,7 @@ class Primary {
   private received(slot: Slot, worker: Worker, message: ToPrimary): void {
     if (message.type === 'gather') return this.gatherFor(worker, message.id, message.topic, message.argument);
     if (message.type === 'collected') return this.collected(worker, message.id, message.value);
+    if (message.type === 'retire') return this.retire(slot, worker);
     if (message.type === 'admit') {
       const admission = this.counters.admit(message.keys, message.limits, message.ttlsMs, message.requests);
       if (worker.isConnected()) worker.send({ type: 'admitted', id: message.id, admission } satisfies ToWorker);
@@ -227,6 +232,17 @@ class Primary {
     if (collection.waiting.size === 0) collection.done();
   }
 
+  /**
+   * A worker's own SIGTERM: stopped gracefully, then replaced. Ignored while the node stops (the same
+   * signal reached the primary too, which orders every worker) or when asked already.
+   */
+  private retire(slot: Slot, worker: Worker): void {
+    if (this.stopping || slot.worker !== worker || slot.stopRequested) return;
+    slot.stopRequested = true;
+    this.log.info({ worker: slot.number, workerPid: worker.process.pid }, 'a worker got SIGTERM: stopping it gracefully');
+    worker.send({ type: 'stop' } satisfies ToWorker);
+  }
+
   private exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
     for (const collection of this.collections.values()) {
       if (collection.waiting.delete(worker) && collection.waiting.size === 0) collection.done();
@@ -244,9 +260,15 @@ class Primary {
       this.stop('startup failure', 1);
       return;
     }
-    slot.crashes = Date.now() - slot.startedAt < STABLE_AFTER_MS ? slot.crashes + 1 : 0;
-    const delay = RESTART_DELAY_MS[Math.min(slot.crashes, RESTART_DELAY_MS.length - 1)];
-    this.log.error({ worker: slot.number, workerPid: worker.process.pid, code, signal, restartInMs: delay }, 'a worker process exited; starting another');
+    const facts = { worker: slot.number, workerPid: worker.process.pid, code, signal };
+    let delay = RESTART_DELAY_MS[0];
+    if (slot.stopRequested && code === 0) {
+      this.log.info(facts, 'a worker stopped as asked; starting another');
+    } else {
+      slot.crashes = Date.now() - slot.startedAt < STABLE_AFTER_MS ? slot.crashes + 1 : 0;
+      delay = RESTART_DELAY_MS[Math.min(slot.crashes, RESTART_DELAY_MS.length - 1)];
+      this.log.error({ ...facts, restartInMs: delay }, 'a worker process exited; starting another');
+    }
     setTimeout(() => {
       if (!this.stopping && slot.worker === null) this.fork(slot);
     }, delay);
@@ -326,20 +348,38 @@ async function runWorker(configFile: string): Promise<number> {
   const number = Number(process.env.TOLLGATE_WORKER);
   let processes = { master: process.ppid, workers: [process.pid] };
   let gateway: Gateway | undefined;
-  let stopping = false;
   const exchange = new WorkerExchange();
-  let exited: (code: number) => void = () => {};
-  const done = new Promise<number>((resolve) => (exited = resolve));
+  const store = process.env.TOLLGATE_STORE === 'ipc' ? new RemoteStore(new Socket({ fd: STORE_FD, readable: true, writable: true })) : undefined;
+  const starting = Gateway.start(configFile, {
+    store,
+    nodeId: process.env.TOLLGATE_NODE_ID || undefined,
+    // The primary sweeps the embedded store; on PostgreSQL the first worker of each node does.
+    sweep: !store && number === 1,
+    processes: () => processes,
+    exchange,
+  }).then(
+    (started) => (gateway = started),
+    (err) => {
+      for (const line of startFailureLines(err, configFile)) console.error(line);
+      return undefined;
+    },
+  );
+  let stopping = false;
+  let stopped: (code: number) => void = () => {};
+  const done = new Promise<number>((resolve) => (stopped = resolve));
+  // An order that comes while the gateway is starting stops it once started: nothing else would close it.
   const stop = () => {
     if (stopping) return;
     stopping = true;
-    (gateway ? gateway.stop() : Promise.resolve()).then(
-      () => exited(0),
-      (err) => {
-        console.error('tollgate: shutdown failed:', err);
-        exited(1);
-      },
-    );
+    void starting
+      .then((started) => started?.stop())
+      .then(
+        () => stopped(0),
+        (err) => {
+          console.error('tollgate: shutdown failed:', err);
+          stopped(1);
+        },
+      );
   };
   process.on('message', (message: ToWorker) => {
     if (message.type === 'pids') processes = { master: message.master, workers: message.workers };
@@ -347,10 +387,11 @@ async function runWorker(configFile: string): Promise<number> {
     else if (message.type === 'reload') void reloadWorker(gateway);
     else exchange.received(message);
   });
-  // The primary coordinates these for the whole node; a worker's own SIGTERM stops it (and it is replaced).
+  // The primary coordinates these for the whole node (see the top of this file). Without a primary, a
+  // SIGTERM still stops this worker gracefully.
   process.on('SIGHUP', () => {});
   process.on('SIGINT', () => {});
-  process.once('SIGTERM', stop);
+  process.on('SIGTERM', () => (process.connected ? process.send!({ type: 'retire' } satisfies ToPrimary) : stop()));
   // The primary is gone (killed): nothing supervises this worker any more, and Node's cluster module
   // ends it at once (its own 'disconnect' listener exits the process), so no graceful stop can run; the
   // line says why the worker went.
@@ -360,21 +401,9 @@ async function runWorker(configFile: string): Promise<number> {
     flushLogs();
   });
 
-  const store = process.env.TOLLGATE_STORE === 'ipc' ? new RemoteStore(new Socket({ fd: STORE_FD, readable: true, writable: true })) : undefined;
-  try {
-    gateway = await Gateway.start(configFile, {
-      store,
-      nodeId: process.env.TOLLGATE_NODE_ID || undefined,
-      // The primary sweeps the embedded store; on PostgreSQL the first worker of each node does.
-      sweep: !store && number === 1,
-      processes: () => processes,
-      exchange,
-    });
-  } catch (err) {
-    for (const line of startFailureLines(err, configFile)) console.error(line);
-    return 1;
-  }
-  const started = gateway;
+  const started = await starting;
+  if (!started) return 1;
+  if (stopping) return done;
   process.on('uncaughtException', (err) => started.log.error({ err }, 'uncaught exception'));
   process.on('unhandledRejection', (err) => started.log.error({ err }, 'unhandled rejection'));
   process.send!({ type: 'listening', lines: started.listenerLines() } satisfies ToPrimary);
