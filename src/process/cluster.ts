@@ -187,7 +187,7 @@ class Primary {
     if (message.type === 'retire') return this.retire(slot, worker);
     if (message.type === 'admit') {
       const admission = this.counters.admit(message.keys, message.limits, message.ttlsMs, message.requests);
-      if (worker.isConnected()) worker.send({ type: 'admitted', id: message.id, admission } satisfies ToWorker);
+      this.tell(worker, { type: 'admitted', id: message.id, admission });
       return;
     }
     if (message.type !== 'listening') return;
@@ -218,10 +218,10 @@ class Primary {
     collection.done = () => {
       clearTimeout(timer);
       this.collections.delete(id);
-      if (requester.isConnected()) requester.send({ type: 'gathered', id: requestId, values: collection.values } satisfies ToWorker);
+      this.tell(requester, { type: 'gathered', id: requestId, values: collection.values });
     };
     this.collections.set(id, collection);
-    for (const worker of workers) worker.send({ type: 'collect', id, topic, argument } satisfies ToWorker);
+    for (const worker of workers) this.tell(worker, { type: 'collect', id, topic, argument });
     if (workers.length === 0) collection.done();
   }
 
@@ -240,7 +240,7 @@ class Primary {
     if (this.stopping || slot.worker !== worker || slot.stopRequested) return;
     slot.stopRequested = true;
     this.log.info({ worker: slot.number, workerPid: worker.process.pid }, 'a worker got SIGTERM: stopping it gracefully');
-    worker.send({ type: 'stop' } satisfies ToWorker);
+    this.tell(worker, { type: 'stop' });
   }
 
   private exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
@@ -274,9 +274,18 @@ class Primary {
     }, delay);
   }
 
+  /**
+   * Sends to a connected worker. One that is exiting may have closed its end before the primary hears
+   * of it: the send then fails (EPIPE), which is no fault of the node's (exited() handles the exit) and,
+   * without a callback, would reach the uncaught exception handler and print a stack trace.
+   */
+  private tell(worker: Worker, message: ToWorker): void {
+    if (worker.isConnected()) worker.send(message, () => undefined);
+  }
+
   private broadcastPids(): void {
     const message: ToWorker = { type: 'pids', master: process.pid, workers: this.slots.flatMap((s) => (s.worker?.process.pid ? [s.worker.process.pid] : [])) };
-    for (const slot of this.slots) if (slot.listening && slot.worker?.isConnected()) slot.worker.send(message);
+    for (const slot of this.slots) if (slot.listening && slot.worker) this.tell(slot.worker, message);
   }
 
   /** The primary checks the file, then every worker re-reads it; one line says how it went. */
@@ -295,7 +304,7 @@ class Primary {
           };
           worker.on('message', onMessage);
           worker.once('exit', () => resolve({ type: 'reloaded', ok: false, errors: 0, refused: 'the worker exited' }));
-          worker.send({ type: 'reload' } satisfies ToWorker);
+          this.tell(worker, { type: 'reload' });
         }),
     );
     void Promise.all(answers).then((results) => {
@@ -320,7 +329,7 @@ class Primary {
     }
     for (const slot of live) {
       slot.stopRequested = true;
-      if (slot.worker!.isConnected()) slot.worker!.send({ type: 'stop' } satisfies ToWorker);
+      if (slot.worker!.isConnected()) this.tell(slot.worker!, { type: 'stop' });
       else slot.worker!.process.kill('SIGTERM');
     }
     setTimeout(() => {
