@@ -6,7 +6,8 @@
 import { Gateway, startFailureLines } from '../gateway.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { startNode } from '../process/cluster.ts';
-import { PID_FILE_NAME, removePidFile, stopWhenNpmExits, writePidFile } from '../process/pid-file.ts';
+import { PID_FILE_NAME, removePidFile, writePidFile } from '../process/pid-file.ts';
+import { stopOnSignals } from '../process/stop-signals.ts';
 import { EXIT, type CommandDefinition } from './command.ts';
 import { CONFIG_OPTION, configFileOf } from './config-option.ts';
 
@@ -14,9 +15,11 @@ export const start: CommandDefinition = {
   name: 'start',
   summary: 'run the gateway',
   details: [
-    'Prints one line per listener, then serves. SIGTERM or SIGINT: finish in-flight requests, flush, exit 0.',
+    'Prints one line per listener, then serves. SIGTERM or SIGINT: finish in-flight requests, flush, exit 0',
+    '(a repeated signal changes nothing: the stop already under way loses nothing answered).',
     'SIGHUP: re-read the configuration file (an invalid one is logged and ignored).',
-    'With worker_processes above 1, this process supervises the workers, and signals act on all of them.',
+    'With worker_processes above 1, this process supervises the workers, and signals act on all of them',
+    '(a SIGTERM to one worker alone makes the supervisor replace it, gracefully).',
     `The pid is written to --pid-file, by default ${PID_FILE_NAME} in the data directory.`,
   ].join('\n'),
   options: {
@@ -51,11 +54,7 @@ async function runGateway(file: string, pidFileOption: string | undefined): Prom
   for (const l of gateway.adminListeners) log.info({ url: l.url, listen: l.spec.text }, `admin listening on ${l.url} (${l.spec.text})`);
   log.info({ config: file, pid_file: pidFile }, `started, pid ${process.pid} (in ${pidFile}): SIGHUP reloads ${file}, SIGTERM stops`);
   return new Promise((exit) => {
-    let stopping = false;
     const stop = (reason: string) => {
-      // npm relays the terminal's Ctrl-C that the gateway got too: one stop is enough.
-      if (stopping) return;
-      stopping = true;
       log.info({ reason }, 'shutting down');
       gateway.stop().then(
         () => {
@@ -68,10 +67,8 @@ async function runGateway(file: string, pidFileOption: string | undefined): Prom
         },
       );
     };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
+    stopOnSignals(stop, log);
     process.on('SIGHUP', () => reload(gateway, log));
-    stopWhenNpmExits(() => stop('npm exited'));
     // A bug on one request must not take every other connection down with it.
     process.on('uncaughtException', (err) => gateway.log.error({ err }, 'uncaught exception'));
     process.on('unhandledRejection', (err) => gateway.log.error({ err }, 'unhandled rejection'));

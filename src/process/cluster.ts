@@ -7,10 +7,12 @@
  * the primary stays off the data path.
  *
  * The primary supervises: a worker that dies is replaced (with a growing delay if it keeps dying at
- * start) while the others go on serving; SIGHUP reloads every worker, SIGTERM/SIGINT stops every
- * worker gracefully and then the primary, which exits 0. Workers ignore SIGHUP and SIGINT (a
- * terminal's Ctrl-C reaches the whole process group; the primary coordinates) and stop gracefully on
- * SIGTERM of their own, after which they are replaced.
+ * start) while the others go on serving; SIGHUP reloads every worker, SIGTERM/SIGINT (once or more:
+ * stop-signals.ts) stops every worker gracefully and then the primary, which exits 0. Workers stop
+ * only on the primary's order: a Ctrl-C, and systemd's KillMode=control-group, signal every process
+ * of the node at once, and a worker stopping on its own meanwhile would race the primary's stop. So a
+ * worker ignores SIGHUP and SIGINT, and passes a SIGTERM of its own to the primary, which stops it
+ * gracefully (its answered requests' events written) and starts another unless the node is stopping.
  *
  * The store: with LevelDB the primary owns the database (one process may open it) and serves it to
  * each worker over a private socket pair (store/ipc.ts); with PostgreSQL every worker is a client.
@@ -27,7 +29,8 @@ import { LocalExchange, type Admission, type QuotaRequest, type QuotaReservation
 import { QuotaCounters } from './quota-counters.ts';
 import { WindowCounters } from './window-counters.ts';
 import { nodeSecretEnvironment } from './node-secret.ts';
-import { removePidFile, stopWhenNpmExits, writePidFile } from './pid-file.ts';
+import { removePidFile, writePidFile } from './pid-file.ts';
+import { stopOnSignals } from './stop-signals.ts';
 import { createLogger, createLogging, flushLogs, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
 import { bundledPlugins } from '../plugins.ts';
@@ -62,6 +65,8 @@ type ToPrimary =
   | { type: 'reloaded'; ok: boolean; errors: number; refused?: string }
   | { type: 'gather'; id: number; topic: string; argument?: string }
   | { type: 'collected'; id: number; value: unknown }
+  /** The worker got a SIGTERM of its own: it asks the primary to stop it (and replace it). */
+  | { type: 'retire' }
   | { type: 'admit'; id: number; keys: readonly string[]; limits: readonly number[]; ttlsMs: readonly number[]; requests: number }
   | { type: 'reserve'; id: number; request: QuotaRequest }
   | { type: 'adjust'; key: string; delta: string };
@@ -94,7 +99,7 @@ interface Slot {
   /** Deaths in a row within STABLE_AFTER_MS of starting. */
   crashes: number;
   listening: boolean;
-  /** Set when the primary itself asked the worker to stop. */
+  /** Set when the primary asked the worker to stop (the node's stop, or the worker's own SIGTERM). */
   stopRequested: boolean;
 }
 
@@ -143,10 +148,8 @@ class Primary {
     cluster.schedulingPolicy = cluster.SCHED_NONE;
     cluster.setupPrimary({ stdio: this.store ? ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'] : ['inherit', 'inherit', 'inherit', 'ipc'] });
     for (const slot of this.slots) this.fork(slot);
-    process.once('SIGTERM', () => this.stop('SIGTERM'));
-    process.once('SIGINT', () => this.stop('SIGINT'));
+    stopOnSignals((reason) => this.stop(reason), this.announce);
     process.on('SIGHUP', () => void this.reload());
-    stopWhenNpmExits(() => this.stop('npm exited'));
     process.on('uncaughtException', (err) => this.log.error({ err }, 'uncaught exception'));
     process.on('unhandledRejection', (err) => this.log.error({ err }, 'unhandled rejection'));
     return done;
@@ -187,14 +190,14 @@ class Primary {
   private received(slot: Slot, worker: Worker, message: ToPrimary): void {
     if (message.type === 'gather') return this.gatherFor(worker, message.id, message.topic, message.argument);
     if (message.type === 'collected') return this.collected(worker, message.id, message.value);
+    if (message.type === 'retire') return this.retire(slot, worker);
     if (message.type === 'admit') {
       const admission = this.counters.admit(message.keys, message.limits, message.ttlsMs, message.requests);
-      if (worker.isConnected()) worker.send({ type: 'admitted', id: message.id, admission } satisfies ToWorker);
+      this.tell(worker, { type: 'admitted', id: message.id, admission });
       return;
     }
     if (message.type === 'reserve') {
-      const reservation = this.quotas.reserve(message.request);
-      if (worker.isConnected()) worker.send({ type: 'reserved', id: message.id, reservation } satisfies ToWorker);
+      this.tell(worker, { type: 'reserved', id: message.id, reservation: this.quotas.reserve(message.request) });
       return;
     }
     if (message.type === 'adjust') return this.quotas.adjust(message.key, message.delta);
@@ -226,10 +229,10 @@ class Primary {
     collection.done = () => {
       clearTimeout(timer);
       this.collections.delete(id);
-      if (requester.isConnected()) requester.send({ type: 'gathered', id: requestId, values: collection.values } satisfies ToWorker);
+      this.tell(requester, { type: 'gathered', id: requestId, values: collection.values });
     };
     this.collections.set(id, collection);
-    for (const worker of workers) worker.send({ type: 'collect', id, topic, argument } satisfies ToWorker);
+    for (const worker of workers) this.tell(worker, { type: 'collect', id, topic, argument });
     if (workers.length === 0) collection.done();
   }
 
@@ -238,6 +241,17 @@ class Primary {
     if (!collection?.waiting.delete(worker)) return;
     if (value !== undefined) collection.values.push(value);
     if (collection.waiting.size === 0) collection.done();
+  }
+
+  /**
+   * A worker's own SIGTERM: stopped gracefully, then replaced. Ignored while the node stops (the same
+   * signal reached the primary too, which orders every worker) or when asked already.
+   */
+  private retire(slot: Slot, worker: Worker): void {
+    if (this.stopping || slot.worker !== worker || slot.stopRequested) return;
+    slot.stopRequested = true;
+    this.log.info({ worker: slot.number, workerPid: worker.process.pid }, 'a worker got SIGTERM: stopping it gracefully');
+    this.tell(worker, { type: 'stop' });
   }
 
   private exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
@@ -257,17 +271,32 @@ class Primary {
       this.stop('startup failure', 1);
       return;
     }
-    slot.crashes = Date.now() - slot.startedAt < STABLE_AFTER_MS ? slot.crashes + 1 : 0;
-    const delay = RESTART_DELAY_MS[Math.min(slot.crashes, RESTART_DELAY_MS.length - 1)];
-    this.log.error({ worker: slot.number, workerPid: worker.process.pid, code, signal, restartInMs: delay }, 'a worker process exited; starting another');
+    const facts = { worker: slot.number, workerPid: worker.process.pid, code, signal };
+    let delay = RESTART_DELAY_MS[0];
+    if (slot.stopRequested && code === 0) {
+      this.log.info(facts, 'a worker stopped as asked; starting another');
+    } else {
+      slot.crashes = Date.now() - slot.startedAt < STABLE_AFTER_MS ? slot.crashes + 1 : 0;
+      delay = RESTART_DELAY_MS[Math.min(slot.crashes, RESTART_DELAY_MS.length - 1)];
+      this.log.error({ ...facts, restartInMs: delay }, 'a worker process exited; starting another');
+    }
     setTimeout(() => {
       if (!this.stopping && slot.worker === null) this.fork(slot);
     }, delay);
   }
 
+  /**
+   * Sends to a connected worker. One that is exiting may have closed its end before the primary hears
+   * of it: the send then fails (EPIPE), which is no fault of the node's (exited() handles the exit) and,
+   * without a callback, would reach the uncaught exception handler and print a stack trace.
+   */
+  private tell(worker: Worker, message: ToWorker): void {
+    if (worker.isConnected()) worker.send(message, () => undefined);
+  }
+
   private broadcastPids(): void {
     const message: ToWorker = { type: 'pids', master: process.pid, workers: this.slots.flatMap((s) => (s.worker?.process.pid ? [s.worker.process.pid] : [])) };
-    for (const slot of this.slots) if (slot.listening && slot.worker?.isConnected()) slot.worker.send(message);
+    for (const slot of this.slots) if (slot.listening && slot.worker) this.tell(slot.worker, message);
   }
 
   /** The primary checks the file, then every worker re-reads it; one line says how it went. */
@@ -286,7 +315,7 @@ class Primary {
           };
           worker.on('message', onMessage);
           worker.once('exit', () => resolve({ type: 'reloaded', ok: false, errors: 0, refused: 'the worker exited' }));
-          worker.send({ type: 'reload' } satisfies ToWorker);
+          this.tell(worker, { type: 'reload' });
         }),
     );
     void Promise.all(answers).then((results) => {
@@ -311,7 +340,7 @@ class Primary {
     }
     for (const slot of live) {
       slot.stopRequested = true;
-      if (slot.worker!.isConnected()) slot.worker!.send({ type: 'stop' } satisfies ToWorker);
+      if (slot.worker!.isConnected()) this.tell(slot.worker!, { type: 'stop' });
       else slot.worker!.process.kill('SIGTERM');
     }
     setTimeout(() => {
@@ -339,20 +368,38 @@ async function runWorker(configFile: string): Promise<number> {
   const number = Number(process.env.TOLLGATE_WORKER);
   let processes = { master: process.ppid, workers: [process.pid] };
   let gateway: Gateway | undefined;
-  let stopping = false;
   const exchange = new WorkerExchange();
-  let exited: (code: number) => void = () => {};
-  const done = new Promise<number>((resolve) => (exited = resolve));
+  const store = process.env.TOLLGATE_STORE === 'ipc' ? new RemoteStore(new Socket({ fd: STORE_FD, readable: true, writable: true })) : undefined;
+  const starting = Gateway.start(configFile, {
+    store,
+    nodeId: process.env.TOLLGATE_NODE_ID || undefined,
+    // The primary sweeps the embedded store; on PostgreSQL the first worker of each node does.
+    sweep: !store && number === 1,
+    processes: () => processes,
+    exchange,
+  }).then(
+    (started) => (gateway = started),
+    (err) => {
+      for (const line of startFailureLines(err, configFile)) console.error(line);
+      return undefined;
+    },
+  );
+  let stopping = false;
+  let stopped: (code: number) => void = () => {};
+  const done = new Promise<number>((resolve) => (stopped = resolve));
+  // An order that comes while the gateway is starting stops it once started: nothing else would close it.
   const stop = () => {
     if (stopping) return;
     stopping = true;
-    (gateway ? gateway.stop() : Promise.resolve()).then(
-      () => exited(0),
-      (err) => {
-        console.error('tollgate: shutdown failed:', err);
-        exited(1);
-      },
-    );
+    void starting
+      .then((started) => started?.stop())
+      .then(
+        () => stopped(0),
+        (err) => {
+          console.error('tollgate: shutdown failed:', err);
+          stopped(1);
+        },
+      );
   };
   process.on('message', (message: ToWorker) => {
     if (message.type === 'pids') processes = { master: message.master, workers: message.workers };
@@ -360,10 +407,11 @@ async function runWorker(configFile: string): Promise<number> {
     else if (message.type === 'reload') void reloadWorker(gateway);
     else exchange.received(message);
   });
-  // The primary coordinates these for the whole node; a worker's own SIGTERM stops it (and it is replaced).
+  // The primary coordinates these for the whole node (see the top of this file). Without a primary, a
+  // SIGTERM still stops this worker gracefully.
   process.on('SIGHUP', () => {});
   process.on('SIGINT', () => {});
-  process.once('SIGTERM', stop);
+  process.on('SIGTERM', () => (process.connected ? process.send!({ type: 'retire' } satisfies ToPrimary) : stop()));
   // The primary is gone (killed): nothing supervises this worker any more, and Node's cluster module
   // ends it at once (its own 'disconnect' listener exits the process), so no graceful stop can run; the
   // line says why the worker went.
@@ -373,21 +421,9 @@ async function runWorker(configFile: string): Promise<number> {
     flushLogs();
   });
 
-  const store = process.env.TOLLGATE_STORE === 'ipc' ? new RemoteStore(new Socket({ fd: STORE_FD, readable: true, writable: true })) : undefined;
-  try {
-    gateway = await Gateway.start(configFile, {
-      store,
-      nodeId: process.env.TOLLGATE_NODE_ID || undefined,
-      // The primary sweeps the embedded store; on PostgreSQL the first worker of each node does.
-      sweep: !store && number === 1,
-      processes: () => processes,
-      exchange,
-    });
-  } catch (err) {
-    for (const line of startFailureLines(err, configFile)) console.error(line);
-    return 1;
-  }
-  const started = gateway;
+  const started = await starting;
+  if (!started) return 1;
+  if (stopping) return done;
   process.on('uncaughtException', (err) => started.log.error({ err }, 'uncaught exception'));
   process.on('unhandledRejection', (err) => started.log.error({ err }, 'unhandled rejection'));
   process.send!({ type: 'listening', lines: started.listenerLines() } satisfies ToPrimary);
