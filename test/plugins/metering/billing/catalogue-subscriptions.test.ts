@@ -162,7 +162,7 @@ describe('subscriptions', () => {
     assert.deepEqual(periodOf('2025-09-30T00:00:00Z'), ['2025-09-30', '2025-10-31']);
     assert.deepEqual(periodOf('2025-02-28T12:00:00Z'), ['2025-02-28', '2025-03-31']);
     // Through the API: a subscription anchored on a 31st has its current period end on a month end (or the 31st).
-    const plan = await api.activePlan([flatCard('base', '5')], { billing_cadence: 'P1M' });
+    const plan = await api.activePlan([flatCard('base', '5', 'in_advance', { billing_cadence: 'P1M' })], { billing_cadence: 'P1M' });
     const c = await api.customer();
     const s = await api.subscribe(c.key, plan.key, { billing_anchor: '2025-01-31T00:00:00Z' });
     const end = new Date(s.current_period.to);
