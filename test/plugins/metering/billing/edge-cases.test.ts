@@ -6,12 +6,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type TestGateway } from '../../../helpers/gateway.ts';
-import { anchorEndingIn, assertProblem, BillingApi, flatCard, key, planBody, startBillingGateway, unitCard } from './support.ts';
+import { anchorEndingIn, assertProblem, BillingApi, flatCard, key, planBody, startBillingGateway, unitCard, until } from './support.ts';
 
 let gateway: TestGateway;
 let api: BillingApi;
 before(async () => ({ gateway, api } = await startBillingGateway()));
 after(() => gateway?.stop());
+
+const WHOLE_SECOND = /T\d{2}:\d{2}:\d{2}Z$/;
 
 const linesOf = (invoice: any) => invoice.lines.map((l: any) => [l.rate_card_key, l.amount]);
 
@@ -34,5 +36,44 @@ describe('rate card cadences', () => {
     const res = await api.post('/plans', planBody(key('once'), [unitCard(calls.key, '1', { billing_cadence: null })]));
     const problem = assertProblem(res, 400, 'billing_cadence');
     assert.ok(problem.invalid_parameters.some((p: any) => p.code === 'rate_card_usage_based_requires_billing_cadence'), res.text);
+  });
+});
+
+describe('subscription instants', () => {
+  test('active_from, billing_anchor, periods and active_to are whole seconds (truncated down) in every answer', async () => {
+    const calls = await api.feature('api_calls');
+    const plan = await api.activePlan([unitCard(calls.key, '1', { entitlement: { type: 'metered', limit: '10' } })]);
+    const customer = await api.customer();
+    const subscription = await api.subscribe(customer.key, plan.key, { billing_anchor: '2025-01-01T00:00:00.740Z' });
+    assert.equal(subscription.billing_anchor, '2025-01-01T00:00:00Z');
+    for (const instant of [subscription.active_from, subscription.current_period.from, subscription.current_period.to]) assert.match(instant, WHOLE_SECOND);
+    assert.deepEqual(await api.ok(200, api.get(`/subscriptions/${subscription.id}`)), subscription);
+
+    const [access] = (await api.ok(200, api.get(`/customers/${customer.key}/entitlement-access`))).data;
+    assert.equal(access.period.from, subscription.active_from);
+    assert.deepEqual((await api.ok(200, api.get(`/customers/${customer.key}/upcoming-invoice`))).period, subscription.current_period);
+
+    const ended = await api.ok(200, api.post(`/subscriptions/${subscription.id}/cancel`, { timing: 'immediate' }));
+    assert.match(ended.active_to, WHOLE_SECOND);
+
+    const other = await api.customer();
+    const unanchored = await api.subscribe(other.key, plan.key);
+    assert.match(unanchored.active_from, WHOLE_SECOND);
+    assert.equal(unanchored.billing_anchor, unanchored.active_from);
+  });
+
+  test('an event stamped with the subscription\'s first second counts (the walk-through of docs/billing.md)', async () => {
+    const calls = await api.feature('api_calls');
+    const plan = await api.activePlan([unitCard(calls.key, '1', { entitlement: { type: 'metered', limit: '10' } })]);
+    const customer = await api.customer();
+    const subscription = await api.subscribe(customer.key, plan.key);
+    await api.usage(customer.key, 'request', 3, { route: '/a' }, subscription.active_from);
+    const access = await until('the 3 events of the first second', async () => {
+      const [entry] = (await api.ok(200, api.get(`/customers/${customer.key}/entitlement-access`))).data;
+      return entry.usage === '3' ? entry : undefined;
+    });
+    assert.equal(access.balance, '7');
+    const upcoming = await api.ok(200, api.get(`/customers/${customer.key}/upcoming-invoice`));
+    assert.equal(upcoming.lines[0].quantity, '3');
   });
 });
