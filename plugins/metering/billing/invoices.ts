@@ -58,6 +58,11 @@ function billsIn(item: Item, kind: InvoiceKind, period: BillingPeriod): boolean 
   return kind === 'in_arrears' ? usage || card.payment_term === 'in_arrears' : !usage && card.payment_term === 'in_advance';
 }
 
+/** A usage line of a period without usage and without a charge (a first tier's flat price is one). */
+function nothingUsedOrOwed(line: InvoiceLine): boolean {
+  return line.quantity === '0' && line.amount === '0';
+}
+
 export class InvoiceService {
   constructor(
     private readonly db: BillingStore,
@@ -73,7 +78,8 @@ export class InvoiceService {
     for (const item of s.items) {
       if (!billsIn(item, kind, period)) continue;
       const line = await this.line(s, item, period, kind, currency);
-      if (line) lines.push(line);
+      // The live invoice shows every metered line from the start; an issued one only what was used or owed.
+      if (line && (status === 'gathering' || !nothingUsedOrOwed(line))) lines.push(line);
     }
     const total = formatDecimal(sum(lines.map((l) => new Decimal(l.amount))));
     return {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type TestGateway } from '../../../helpers/gateway.ts';
-import { anchorEndingIn, assertProblem, BillingApi, flatCard, key, planBody, startBillingGateway, unitCard, until } from './support.ts';
+import { anchorEndingIn, assertProblem, BillingApi, flatCard, key, planBody, sleep, startBillingGateway, unitCard, until } from './support.ts';
 
 let gateway: TestGateway;
 let api: BillingApi;
@@ -37,6 +37,27 @@ describe('rate card cadences', () => {
     const problem = assertProblem(res, 400, 'billing_cadence');
     assert.ok(problem.invalid_parameters.some((p: any) => p.code === 'rate_card_usage_based_requires_billing_cadence'), res.text);
   });
+});
+
+describe('invoices', () => {
+  test('a period with nothing used and nothing owed issues no invoice; the next period\'s usage is invoiced', async () => {
+    const calls = await api.feature('api_calls');
+    const plan = await api.activePlan([unitCard(calls.key, '0.5')]);
+    const customer = await api.customer();
+    const subscription = await api.subscribe(customer.key, plan.key, { billing_anchor: anchorEndingIn(1_500) });
+    const secondFrom = subscription.current_period.to;
+    // A second into the second period, whatever the boundaries' milliseconds; the cancel comes a second later.
+    const inSecond = new Date(Date.parse(secondFrom) + 1_000).toISOString();
+    await sleep(Date.parse(secondFrom) + 2_100 - Date.now());
+    await api.usage(customer.key, 'request', 2, { route: '/a' }, inSecond);
+    await api.ok(200, api.post(`/subscriptions/${subscription.id}/cancel`, { timing: 'immediate' }));
+    // A subscription's periods are issued in order: once the second one's invoice is out, the first was decided.
+    const [invoice] = await api.invoicesWhen(customer.key, 1);
+    assert.equal(invoice.period.from, secondFrom);
+    assert.deepEqual(invoice.lines.map((l: any) => [l.quantity, l.amount]), [['2', '1']]);
+    assert.equal((await api.invoices(customer.key)).length, 1);
+  });
+
 });
 
 describe('subscription instants', () => {
