@@ -45,6 +45,11 @@ export interface Invoice {
   totals: { amount: string; total: string };
 }
 
+const NUMBER_PREFIX = 'INV-';
+const formatNumber = (sequence: number) => `${NUMBER_PREFIX}${String(sequence).padStart(6, '0')}`;
+/** An issued invoice's place in the sequence of numbers (compared as text, INV-1000000 would sort before INV-999999). */
+const sequenceOf = (invoice: Invoice) => Number(invoice.number!.slice(NUMBER_PREFIX.length));
+
 export const invoiceId = (subscriptionId: string, kind: InvoiceKind, period: number) => stableId(`tollgate-invoice:${subscriptionId}:${kind}:${period}`);
 
 const span = (p: Period) => ({ from: formatInstant(p.from), to: formatInstant(p.to) });
@@ -138,7 +143,7 @@ export class InvoiceService {
         return false;
       }
       const number = Number((await tx.text(keys.invoiceCounter)) ?? '0') + 1;
-      const issued: Invoice = { ...draft, number: `INV-${String(number).padStart(6, '0')}`, status: 'issued', issued_at: formatInstant(Date.now()) };
+      const issued: Invoice = { ...draft, number: formatNumber(number), status: 'issued', issued_at: formatInstant(Date.now()) };
       tx.put(keys.invoice(draft.id), issued);
       tx.put(keys.customerInvoice(draft.customer.id, draft.id), '1');
       tx.put(keys.invoiceCounter, String(number));
@@ -153,7 +158,11 @@ export class InvoiceService {
     return invoice;
   }
 
-  /** Issued invoices, of one customer or all, oldest period first. */
+  /**
+   * Issued invoices, of one customer or all, in number order: the order they were issued in (an in-advance
+   * invoice of the next period comes before the last period's usage invoice), and the order pages stay
+   * stable in, as each new invoice comes last.
+   */
   async list(customerIdOrKey?: string): Promise<Invoice[]> {
     let invoices: Invoice[];
     if (customerIdOrKey === undefined) invoices = await this.db.list<Invoice>(PREFIXES.invoices);
@@ -162,6 +171,6 @@ export class InvoiceService {
       const ids = await this.db.keysUnder(keys.customerInvoices(customer.id));
       invoices = (await this.db.getMany<Invoice>(ids.map(keys.invoice))).filter((i): i is Invoice => i !== undefined);
     }
-    return invoices.sort((a, b) => Date.parse(a.period.from) - Date.parse(b.period.from) || ((a.number ?? '') < (b.number ?? '') ? -1 : 1));
+    return invoices.sort((a, b) => sequenceOf(a) - sequenceOf(b));
   }
 }

@@ -58,6 +58,20 @@ describe('invoices', () => {
     assert.equal((await api.invoices(customer.key)).length, 1);
   });
 
+  test('invoices are listed in number order (the next period\'s in-advance invoice before the last period\'s in-arrears one), page after page', async () => {
+    const plan = await api.activePlan([flatCard('base', '1'), flatCard('late', '2', 'in_arrears')]);
+    const customer = await api.customer();
+    await api.subscribe(customer.key, plan.key, { billing_anchor: anchorEndingIn(1_500) });
+    const invoices = await api.invoicesWhen(customer.key, 3);
+    assert.deepEqual(invoices.map((i: any) => i.lines[0].payment_term), ['in_advance', 'in_advance', 'in_arrears']);
+    const numbers = invoices.map((i: any) => i.number);
+    assert.deepEqual(numbers, [...numbers].sort());
+    const paged: any[] = [];
+    for (let page = 1; page <= 3; page++) paged.push(...(await api.ok(200, api.get(`/invoices?customer=${customer.key}&page[size]=1&page[number]=${page}`))).data);
+    assert.deepEqual(paged.map((i) => i.number), numbers);
+    const everyone = (await api.ok(200, api.get('/invoices?page[size]=1000'))).data.map((i: any) => Number(i.number.slice('INV-'.length)));
+    assert.deepEqual(everyone, [...everyone].sort((a, b) => a - b));
+  });
 });
 
 describe('subscription instants', () => {
