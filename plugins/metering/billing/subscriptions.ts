@@ -55,6 +55,9 @@ export function subscriptionStatus(s: Pick<Subscription, 'active_from' | 'active
   return Date.parse(s.active_to) <= now ? 'inactive' : 'canceled';
 }
 
+/** Whether any rate card costs something (a plan of free cards invoices nothing, in no currency). */
+const priced = (cards: RateCard[]) => cards.some((c) => c.price.type !== 'free');
+
 export const cadenceOf = (s: Pick<Subscription, 'billing_cadence'>): Cadence => parseCadence(s.billing_cadence)!;
 
 /** Billing period `index` of the subscription, or undefined when the subscription has ended before it. */
@@ -136,6 +139,14 @@ export class SubscriptionService {
     return customer;
   }
 
+  /** The customer's subscription, not yet ended, that invoices priced items in another currency than `currency`. */
+  async inOtherCurrency(tx: Transaction, customerId: string, currency: string): Promise<Subscription | undefined> {
+    // Read so that a subscription created or changed meanwhile makes the caller's commit fail and retry.
+    await tx.get<Slot>(keys.slot(customerId));
+    const unended = (await this.ofCustomer(customerId)).filter((s) => subscriptionStatus(s) !== 'inactive');
+    return unended.find((s) => s.currency !== currency && priced(s.items.map((i) => i.card)));
+  }
+
   /** The items of a plan version with their features' meters (frozen into the subscription). */
   private async itemsOf(plan: Plan): Promise<Item[]> {
     const cards = plan.phases[0]?.rate_cards ?? [];
@@ -148,8 +159,7 @@ export class SubscriptionService {
   }
 
   private checkCurrency(customer: Customer, plan: Plan): void {
-    const priced = plan.phases.some((p) => p.rate_cards.some((c) => c.price.type !== 'free'));
-    if (customer.currency && priced && customer.currency !== plan.currency) {
+    if (customer.currency && priced(plan.phases.flatMap((p) => p.rate_cards)) && customer.currency !== plan.currency) {
       throw ruleBroken('currency_mismatch', `currency mismatch: customer currency is ${customer.currency}, but subscription invoice currency is ${plan.currency}`, 'plan');
     }
   }

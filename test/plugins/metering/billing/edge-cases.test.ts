@@ -74,6 +74,40 @@ describe('invoices', () => {
   });
 });
 
+describe('customers', () => {
+  test('a customer\'s currency cannot change while a subscription in another currency is live: 400 currency_mismatch', async () => {
+    const plan = await api.activePlan([flatCard('base', '5')]);
+    const customer = await api.customer({ currency: 'USD' });
+    const subscription = await api.subscribe(customer.key, plan.key);
+    const res = await api.put(`/customers/${customer.key}`, { name: customer.name, currency: 'EUR' });
+    const problem = assertProblem(res, 400, 'currency');
+    assert.ok(problem.invalid_parameters.some((p: any) => p.code === 'currency_mismatch'), res.text);
+    assert.match(problem.detail, new RegExp(`currency mismatch: customer currency would be EUR, but subscription ${subscription.id} invoices in USD`));
+    assert.equal((await api.ok(200, api.get(`/customers/${customer.key}`))).currency, 'USD');
+    // Other changes are fine, with the same currency or without one.
+    await api.ok(200, api.put(`/customers/${customer.key}`, { name: 'Renamed', currency: 'USD' }));
+    await api.ok(200, api.put(`/customers/${customer.key}`, { name: 'Renamed again' }));
+
+    // A customer without a currency may take the one of its subscription, and no other.
+    const bare = await api.customer();
+    await api.subscribe(bare.key, plan.key);
+    assertProblem(await api.put(`/customers/${bare.key}`, { name: bare.name, currency: 'EUR' }), 400, 'currency');
+    assert.equal((await api.ok(200, api.put(`/customers/${bare.key}`, { name: bare.name, currency: 'USD' }))).currency, 'USD');
+
+    // Once the subscription has ended, the currency is free.
+    await api.ok(200, api.post(`/subscriptions/${subscription.id}/cancel`, { timing: 'immediate' }));
+    assert.equal((await api.ok(200, api.put(`/customers/${customer.key}`, { name: 'Renamed', currency: 'EUR' }))).currency, 'EUR');
+  });
+
+  test('a subscription to a plan of free cards invoices nothing: the customer\'s currency may change', async () => {
+    const flag = await api.feature(null);
+    const free = await api.activePlan([{ key: flag.key, name: 'Flag', feature_key: flag.key, price: { type: 'free' }, entitlement: { type: 'boolean' } }]);
+    const customer = await api.customer({ currency: 'USD' });
+    await api.subscribe(customer.key, free.key);
+    assert.equal((await api.ok(200, api.put(`/customers/${customer.key}`, { name: customer.name, currency: 'EUR' }))).currency, 'EUR');
+  });
+});
+
 describe('subscription instants', () => {
   test('active_from, billing_anchor, periods and active_to are whole seconds (truncated down) in every answer', async () => {
     const calls = await api.feature('api_calls');
