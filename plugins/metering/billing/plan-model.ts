@@ -6,7 +6,7 @@
  */
 import { parseCadence } from './calendar.ts';
 import { invalid } from './errors.ts';
-import { amount, array, boolean, description, isObject, join, labels, name, object, resourceKey, sealed, text, type Body, type Problems } from './fields.ts';
+import { amount, array, boolean, decimalOrNumber, description, isObject, join, labels, name, object, resourceKey, sealed, text, type Body, type Problems } from './fields.ts';
 import { currencyOf, formatDecimal, type Decimal } from './money.ts';
 
 export type Price =
@@ -242,7 +242,7 @@ function parseEntitlement(raw: Body, at: string, cardCadence: string | null, out
   }
   if (e.type !== 'metered') return out.push(invalid(join(path, 'type'), 'must be one of: metered, boolean, static', 'enum', { choices: ['metered', 'boolean', 'static'] })), null;
   sealed(e, ['type', 'limit', 'is_soft_limit', 'usage_period'], path, out);
-  const limit = amount(e, 'limit', path, out, false);
+  const limit = decimalOrNumber(e, 'limit', path, out, false);
   const soft = boolean(e, 'is_soft_limit', path, false, out);
   const period = e.usage_period === undefined || e.usage_period === null ? cardCadence : cadenceField(e, 'usage_period', path, out, false, 'entitlement_template_usage_period_invalid') ?? null;
   if (period === null && (e.usage_period === undefined || e.usage_period === null)) {

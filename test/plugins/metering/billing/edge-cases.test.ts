@@ -4,9 +4,14 @@
  * must leave as they were.
  */
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type TestGateway } from '../../../helpers/gateway.ts';
-import { anchorEndingIn, assertProblem, BillingApi, flatCard, key, planBody, sleep, startBillingGateway, unitCard, until } from './support.ts';
+import { stringify } from 'yaml';
+import { loadConfigFile } from '../../../../src/config/load.ts';
+import { bundledPlugins } from '../../../../src/plugins.ts';
+import { startGateway, tempDir, type TestGateway } from '../../../helpers/gateway.ts';
+import { anchorEndingIn, assertProblem, BillingApi, billingConfig, flatCard, key, planBody, sleep, startBillingGateway, unitCard, until } from './support.ts';
 
 let gateway: TestGateway;
 let api: BillingApi;
@@ -105,6 +110,62 @@ describe('customers', () => {
     const customer = await api.customer({ currency: 'USD' });
     await api.subscribe(customer.key, free.key);
     assert.equal((await api.ok(200, api.put(`/customers/${customer.key}`, { name: customer.name, currency: 'EUR' }))).currency, 'EUR');
+  });
+});
+
+describe('entitlement limits given as numbers', () => {
+  /** A plan body with a metered entitlement whose limit is `limitJson`, as JSON text. */
+  const planText = (featureKey: string, limitJson: string) =>
+    JSON.stringify(planBody(key('numeric'), [unitCard(featureKey, '1', { entitlement: { type: 'metered', limit: '@limit' } })])).replace('"@limit"', limitJson);
+  const postPlan = (text: string) => api.send('POST', '/plans', text, { 'content-type': 'application/json' });
+
+  test('a JSON number is read exactly from its text (as OpenMeter\'s v3 API types the limit); a decimal string still works', async () => {
+    const calls = await api.feature('api_calls');
+    const cases: [string, string][] = [['5', '5'], ['0.1', '0.1'], ['12345678901234567890.5', '12345678901234567890.5'], ['1e3', '1000'], ['2.50', '2.5'], ['"7.25"', '7.25']];
+    for (const [sent, read] of cases) {
+      const res = await postPlan(planText(calls.key, sent));
+      assert.equal(res.status, 201, `${sent}: ${res.text}`);
+      assert.equal(res.json().phases[0].rate_cards[0].entitlement.limit, read, sent);
+    }
+    assertProblem(await postPlan(planText(calls.key, '-1')), 400, 'limit');
+    assertProblem(await postPlan(planText(calls.key, '1e50')), 400, 'limit');
+    // Price amounts are decimal strings in OpenMeter's API: a number is refused there.
+    assertProblem(await postPlan(planText(calls.key, '5').replace('"amount":"1"', '"amount":1')), 400, 'amount');
+  });
+
+  test('a subscriber sees the exact limit in its entitlement access', async () => {
+    const calls = await api.feature('api_calls');
+    const draft = (await postPlan(planText(calls.key, '12345678901234567890.5'))).json();
+    const plan = await api.ok(200, api.post(`/plans/${draft.id}/publish`));
+    const customer = await api.customer();
+    await api.subscribe(customer.key, plan.key);
+    const [access] = (await api.ok(200, api.get(`/customers/${customer.key}/entitlement-access`))).data;
+    assert.equal(access.limit, '12345678901234567890.5');
+    assert.equal(access.balance, '12345678901234567890.5');
+  });
+
+  test('gateway.yaml: a limit may be a number; one of more significant digits than a double keeps is refused with its position', async () => {
+    const declaring = (limit: number) =>
+      billingConfig({
+        extra: {
+          features: [{ key: 'yaml_calls', name: 'Calls', meter: { key: 'api_calls' } }],
+          plans: [planBody('yaml_numbers', [unitCard('yaml_calls', '1', { entitlement: { type: 'metered', limit } })])],
+        },
+      });
+    const file = join(tempDir(), 'gateway.yaml');
+    writeFileSync(file, stringify({ ...declaring(0.12345678901234566), gateway: { data_dir: tempDir() } }));
+    const result = await loadConfigFile(file, bundledPlugins);
+    const errors = result.ok ? [] : result.errors.map(String);
+    assert.ok(errors.some((e) => /gateway\.yaml:\d+:\d+: plans\[0\]\.phases\[0\]\.rate_cards\[0\]\.entitlement\.limit: a number of more than 15 significant digits/.test(e)), errors.join('\n'));
+
+    const declared = await startGateway(declaring(0.1));
+    try {
+      const yamlApi = await BillingApi.connect(declared.https);
+      const [plan] = (await yamlApi.ok(200, yamlApi.get('/plans?key=yaml_numbers'))).data;
+      assert.equal(plan.phases[0].rate_cards[0].entitlement.limit, '0.1');
+    } finally {
+      await declared.stop();
+    }
   });
 });
 
