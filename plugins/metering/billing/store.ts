@@ -17,7 +17,8 @@
  *   customer-invoice/<cid>/<id>       the customer's invoices
  *   invoice-counter                   the last invoice number handed out
  *   schedule/<sid>                    what the scheduler has done for a subscription
- *   lease/<name>                      scheduler lease (expires)
+ *   lease/<name>                      leases of the scheduler and of the gateway.yaml sync (expire)
+ *   declared                          digest of the gateway.yaml declarations last applied in full
  */
 import { randomUUID } from 'node:crypto';
 import type { BatchOp, Store } from '../../../src/pipeline/plugin-api.ts';
@@ -42,6 +43,7 @@ export const keys = {
   invoiceCounter: 'invoice-counter',
   schedule: (subscriptionId: string) => `schedule/${subscriptionId}`,
   lease: (name: string) => `lease/${name}`,
+  declared: 'declared',
 };
 
 export const PREFIXES = {

@@ -1,7 +1,8 @@
 /**
  * Billing edge cases found by an independent billing catalogue and by hand (issue 27, item 7): the
  * regression tests, against a real gateway, of what main got wrong, beside neighbouring cases the fixes
- * must leave as they were.
+ * must leave as they were. (gateway.yaml's entities applied once by one of several processes:
+ * cluster-declared.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
