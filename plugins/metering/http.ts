@@ -69,12 +69,13 @@ export function requireScope(ctx: MeteringRequest, config: MeteringConfig, opera
   if (!ctx.credential?.scopes?.includes(needed)) throw new MeteringError(403, `this operation requires the scope '${needed}'`);
 }
 
-export async function readJson(ctx: MeteringRequest, limit: number): Promise<unknown> {
+/** The body as JSON (`parse`: JSON.parse, or a reader that keeps more of the text); undefined when empty. */
+export async function readJson(ctx: MeteringRequest, limit: number, parse: (text: string) => unknown = JSON.parse): Promise<unknown> {
   const body = await readLimited(ctx, limit);
   if (body.length === 0) return undefined;
   if (!isUtf8(body)) throw new MeteringError(400, 'the body is not valid UTF-8', { invalidParameters: [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }] });
   try {
-    return JSON.parse(body.toString('utf8'));
+    return parse(body.toString('utf8'));
   } catch (err) {
     throw new MeteringError(400, `malformed JSON: ${(err as Error).message}`, { invalidParameters: [{ field: 'body', reason: 'malformed JSON', rule: 'type', source: 'body' }] });
   }

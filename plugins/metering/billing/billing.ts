@@ -36,7 +36,7 @@ export class Billing {
    */
   constructor(store: Store, usage: UsageSource, log: Logger, admissions: { ledger: AdmissionLedger; alone: boolean } = { ledger: new ProcessLedger(), alone: true }) {
     this.db = new BillingStore(store);
-    this.customers = new CustomerService(this.db);
+    this.customers = new CustomerService(this.db, (tx, customerId, currency) => this.subscriptions.inOtherCurrency(tx, customerId, currency));
     this.features = new FeatureService(this.db, usage, (tx, feature) => this.featureUser(tx, feature));
     this.plans = new PlanService(this.db, this.features);
     this.subscriptions = new SubscriptionService(this.db, this.customers, this.plans, this.features);

@@ -99,7 +99,20 @@ export function formatInstant(t: Instant): string {
   return text.endsWith('.000Z') ? text.slice(0, -5) + 'Z' : text;
 }
 
-/** Event times are whole seconds: the window of events that happened within [from, to), in seconds. */
+/**
+ * A subscription instant (start, end, billing anchor): truncated down to its whole second. Event times
+ * are whole seconds, so every period boundary falls between two seconds and an event counts in the
+ * period that holds its second, the subscription's first second included.
+ */
+export function wholeSecond(t: Instant): Instant {
+  return Math.floor(t / 1000) * 1000;
+}
+
+/**
+ * The event times, in whole seconds, that fall within [from, to). Boundaries are whole seconds
+ * (wholeSecond); those of a subscription made before they were (with milliseconds) are rounded up,
+ * as they were counted then.
+ */
 export function eventSeconds(period: Period): { from: number; to: number } {
   return { from: Math.ceil(period.from / 1000), to: Math.ceil(period.to / 1000) };
 }

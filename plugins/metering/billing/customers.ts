@@ -7,7 +7,7 @@
  */
 import { ulid } from '../ids.ts';
 import { formatInstant } from './calendar.ts';
-import { conflict, gone, invalid, notFound, readOnly, validationFailed } from './errors.ts';
+import { conflict, gone, invalid, notFound, readOnly, ruleBroken, validationFailed } from './errors.ts';
 import { array, description, isObject, labels, name, sealed, text, type Body, type Problems } from './fields.ts';
 import { currencyOf } from './money.ts';
 import { keys, PREFIXES, type BillingStore, type Transaction } from './store.ts';
@@ -94,8 +94,14 @@ export function publicCustomer(c: Customer): Record<string, unknown> {
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
+/** A subscription of the customer, not yet ended, that invoices in another currency than `currency` (read into `tx`). */
+export type CurrencyConflict = (tx: Transaction, customerId: string, currency: string) => Promise<{ id: string; currency: string } | undefined>;
+
 export class CustomerService {
-  constructor(private readonly db: BillingStore) {}
+  constructor(
+    private readonly db: BillingStore,
+    private readonly subscriptionInOtherCurrency: CurrencyConflict,
+  ) {}
 
   /** By id (deleted ones too) or by the key of a live customer. */
   async find(idOrKey: string, tx?: Transaction): Promise<Customer | undefined> {
@@ -165,7 +171,8 @@ export class CustomerService {
 
   /**
    * Replaces name, description (cleared when omitted) and whatever else the body gives; the key never
-   * changes. Usage subjects cannot change while a subscription is live (its invoices read them).
+   * changes. Usage subjects cannot change while a subscription is live (its invoices read them), nor can
+   * the currency become another than the one a live priced subscription invoices in.
    */
   update(idOrKey: string, def: CustomerDefinition, given: ReadonlySet<string>, origin: Origin = 'api'): Promise<Customer> {
     return this.db.transact(async (tx) => {
@@ -180,6 +187,7 @@ export class CustomerService {
         primary_email: given.has('primary_email') ? def.primary_email : current.primary_email,
         updated_at: formatInstant(Date.now()),
       };
+      if (next.currency !== null && next.currency !== current.currency) await this.checkCurrency(tx, current, next.currency);
       const before = usageSubjects(current);
       const after = usageSubjects(next);
       if (before.join('\u0000') !== after.join('\u0000')) {
@@ -192,6 +200,14 @@ export class CustomerService {
       tx.put(keys.customer(current.id), next);
       return next;
     }, 'customer');
+  }
+
+  /** The rule a subscription's creation checks (currency_mismatch), from the customer's side. */
+  private async checkCurrency(tx: Transaction, customer: Customer, currency: string): Promise<void> {
+    const live = await this.subscriptionInOtherCurrency(tx, customer.id, currency);
+    if (live) {
+      throw ruleBroken('currency_mismatch', `currency mismatch: customer currency would be ${currency}, but subscription ${live.id} invoices in ${live.currency}; cancel it first`, 'currency');
+    }
   }
 
   /** Soft delete: the key and subjects become free for others. Refused while a subscription is live. */

@@ -5,8 +5,13 @@
  * (customers), archived (features, plans) when they leave it. A declared plan is published as
  * declared; a changed one becomes a new published version (subscribers keep theirs). What cannot be
  * applied (e.g. a key an API-made entity already has, an unknown meter) is logged and skipped.
+ *
+ * Every process of a node, and every node of a cluster, loads the same file; the changes are made by
+ * one of them, under a lease in the store, and only when the declarations last applied in full were
+ * other ones. (Made by all at once, each change would be refused as a conflict in all but the first.)
  */
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { stableId } from '../ids.ts';
 import type { Billing } from './billing.ts';
@@ -14,8 +19,20 @@ import { validateCustomer, type Customer, type CustomerDefinition } from './cust
 import { validateFeature, type FeatureDefinition } from './features.ts';
 import { parsePlan, type PlanDefinition } from './plan-model.ts';
 import { planStatus } from './plans.ts';
+import { keys, Lease } from './store.ts';
 
 type Entity = Record<string, unknown>;
+
+interface Declarations {
+  customers: CustomerDefinition[];
+  features: FeatureDefinition[];
+  plans: PlanDefinition[];
+}
+
+/** Held while applying, renewed before each change: a holder that died is replaced once it expires. */
+const LEASE_MS = 10_000;
+/** How often a process waiting for the lease looks again. */
+const WAIT_MS = 100;
 
 const digest = (value: unknown) => createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 16);
 
@@ -25,23 +42,72 @@ function declared(entity: Entity): Entity {
   return rest;
 }
 
+/** The lease ran out during a change that took longer than it lasts: the process that took it over applies. */
+class DeclaredLeaseLostError extends Error {
+  readonly code = 'BILLING_ERR_DECLARED_LEASE_LOST';
+
+  constructor() {
+    super('the lease on applying gateway.yaml\'s billing entities expired; another process applies them');
+    this.name = 'DeclaredLeaseLostError';
+  }
+}
+
 export class DeclaredSync {
+  private readonly lease: Lease;
+  /** Declarations refused in the pass being applied. */
+  private refused = 0;
+
   constructor(
     private readonly billing: Billing,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.lease = new Lease(billing.db.store, keys.lease('declared'), LEASE_MS);
+  }
 
+  /** Resolves once the store holds the file's declarations, applied here or by another process. */
   async sync(entities: (name: string) => Entity[]): Promise<void> {
-    await this.customers(entities('customers').map((e) => validateCustomer(declared(e)).definition!));
-    await this.features(entities('features').map((e) => validateFeature(declared(e)).definition!));
-    await this.plans(entities('plans').map((e) => parsePlan(declared(e)).definition!));
+    const declarations: Declarations = {
+      customers: entities('customers').map((e) => validateCustomer(declared(e)).definition!),
+      features: entities('features').map((e) => validateFeature(declared(e)).definition!),
+      plans: entities('plans').map((e) => parsePlan(declared(e)).definition!),
+    };
+    // Of what the file means, not of its text: a release that reads a declaration differently applies it again.
+    const version = digest(declarations);
+    await this.holdingLease(async () => {
+      if ((await this.billing.db.get<string>(keys.declared)) !== version) await this.apply(declarations, version);
+    });
+  }
+
+  private async holdingLease(work: () => Promise<void>): Promise<void> {
+    while (!(await this.lease.hold())) await sleep(WAIT_MS);
+    try {
+      await work();
+    } catch (err) {
+      if (!(err instanceof DeclaredLeaseLostError)) throw err;
+      this.log.warn(err.message);
+    } finally {
+      await this.lease.release();
+    }
+  }
+
+  private async apply(declarations: Declarations, version: string): Promise<void> {
+    this.refused = 0;
+    await this.customers(declarations.customers);
+    await this.features(declarations.features);
+    await this.plans(declarations.plans);
+    // A refused declaration (e.g. its key taken by an API-made entity) is tried again by the next sync.
+    if (this.refused === 0) await this.billing.db.transact(async (tx) => tx.put(keys.declared, JSON.stringify(version)), 'declared');
+    const counts = { customers: declarations.customers.length, features: declarations.features.length, plans: declarations.plans.length, refused: this.refused };
+    this.log.info(counts, 'billing: applied the customers, features and plans of gateway.yaml');
   }
 
   /** Runs one change; a refusal is logged with the entity it concerns and the sync goes on. */
   private async attempt(what: string, change: () => Promise<unknown>): Promise<void> {
+    if (!(await this.lease.hold())) throw new DeclaredLeaseLostError();
     try {
       await change();
     } catch (err) {
+      this.refused++;
       this.log.error({ entity: what, error: (err as Error).message }, 'billing: a gateway.yaml entity cannot be applied; skipped');
     }
   }

@@ -7,7 +7,8 @@ import { isPlainObject } from '../../../src/pipeline/plugin-api.ts';
 import type { InvalidParameter } from '../meter-model.ts';
 import { KEY_PATTERN } from '../meter-model.ts';
 import { invalid } from './errors.ts';
-import { MAX_DECIMAL_LENGTH, parseDecimal, type Decimal } from './money.ts';
+import { numberText } from './exact-json.ts';
+import { EXACT_NUMBER_DIGITS, MAX_DECIMAL_LENGTH, parseDecimal, parseNumber, parseNumberText, type Decimal } from './money.ts';
 
 export type Problems = InvalidParameter[];
 export type Body = Record<string, unknown>;
@@ -85,7 +86,7 @@ export function labels(body: Body, at: string, out: Problems): Record<string, st
   return result;
 }
 
-/** A non-negative decimal string (amounts, limits, tier bounds). */
+/** A non-negative decimal string (amounts, tier bounds). */
 export function amount(body: Body, field: string, at: string, out: Problems, required = true): Decimal | undefined {
   const v = body[field];
   const path = join(at, field);
@@ -95,6 +96,28 @@ export function amount(body: Body, field: string, at: string, out: Problems, req
   }
   const d = parseDecimal(v);
   if (!d) return void out.push(invalid(path, `must be a decimal string (e.g. "12.5") of at most ${MAX_DECIMAL_LENGTH} characters`, 'decimal'));
+  return nonNegative(d, path, out);
+}
+
+/**
+ * A non-negative decimal given as a decimal string or as a number, where OpenMeter's v3 API types the
+ * field as a number (an entitlement's limit). A number is read from its JSON text (exact-json.ts), every
+ * digit kept; from gateway.yaml, whose loader keeps no text, only a number a double holds as written.
+ */
+export function decimalOrNumber(body: Body, field: string, at: string, out: Problems, required = true): Decimal | undefined {
+  const v = body[field];
+  if (typeof v !== 'number') return amount(body, field, at, out, required);
+  const path = join(at, field);
+  const text = numberText(body, field);
+  const d = text === undefined ? parseNumber(v) : parseNumberText(text);
+  if (d) return nonNegative(d, path, out);
+  const reason = text === undefined
+    ? `a number of more than ${EXACT_NUMBER_DIGITS} significant digits may have lost some: write it as a decimal string (e.g. "12.5")`
+    : `must be a number of at most ${MAX_DECIMAL_LENGTH} digits`;
+  out.push(invalid(path, reason, 'decimal'));
+}
+
+function nonNegative(d: Decimal, path: string, out: Problems): Decimal | undefined {
   if (d.isNegative()) return void out.push(invalid(path, 'must not be negative', 'minimum', { minimum: 0 }));
   return d;
 }

@@ -11,6 +11,7 @@ import type { Billing } from './billing.ts';
 import { parseInstant } from './calendar.ts';
 import { publicCustomer, validateCustomer } from './customers.ts';
 import { BillingError, invalid, validationFailed } from './errors.ts';
+import { parseExactJson } from './exact-json.ts';
 import { publicFeature, validateFeature } from './features.ts';
 import { isObject, reference, type Problems } from './fields.ts';
 import { parsePlan } from './plan-model.ts';
@@ -41,8 +42,9 @@ function paginate<T>(ctx: MeteringRequest, items: T[], map: (item: T) => unknown
   return { data: items.slice((number - 1) * size, number * size).map(map), meta: { page: { number, size, total: items.length } } };
 }
 
+/** A billing body, its numbers' texts kept (an entitlement limit sent as a JSON number is read exactly). */
 async function body(ctx: MeteringRequest, config: MeteringConfig): Promise<unknown> {
-  return readJson(ctx, config.max_body_size);
+  return readJson(ctx, config.max_body_size, parseExactJson);
 }
 
 function ensure<T>(parsed: { definition?: T; problems: Problems }): T {

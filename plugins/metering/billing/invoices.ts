@@ -45,6 +45,11 @@ export interface Invoice {
   totals: { amount: string; total: string };
 }
 
+const NUMBER_PREFIX = 'INV-';
+const formatNumber = (sequence: number) => `${NUMBER_PREFIX}${String(sequence).padStart(6, '0')}`;
+/** An issued invoice's place in the sequence of numbers (compared as text, INV-1000000 would sort before INV-999999). */
+const sequenceOf = (invoice: Invoice) => Number(invoice.number!.slice(NUMBER_PREFIX.length));
+
 export const invoiceId = (subscriptionId: string, kind: InvoiceKind, period: number) => stableId(`tollgate-invoice:${subscriptionId}:${kind}:${period}`);
 
 const span = (p: Period) => ({ from: formatInstant(p.from), to: formatInstant(p.to) });
@@ -56,6 +61,11 @@ function billsIn(item: Item, kind: InvoiceKind, period: BillingPeriod): boolean 
   if (card.billing_cadence === null && period.index > 0) return false;
   const usage = card.price.type !== 'flat';
   return kind === 'in_arrears' ? usage || card.payment_term === 'in_arrears' : !usage && card.payment_term === 'in_advance';
+}
+
+/** A usage line of a period without usage and without a charge (a first tier's flat price is one). */
+function nothingUsedOrOwed(line: InvoiceLine): boolean {
+  return line.quantity === '0' && line.amount === '0';
 }
 
 export class InvoiceService {
@@ -73,7 +83,8 @@ export class InvoiceService {
     for (const item of s.items) {
       if (!billsIn(item, kind, period)) continue;
       const line = await this.line(s, item, period, kind, currency);
-      if (line) lines.push(line);
+      // The live invoice shows every metered line from the start; an issued one only what was used or owed.
+      if (line && (status === 'gathering' || !nothingUsedOrOwed(line))) lines.push(line);
     }
     const total = formatDecimal(sum(lines.map((l) => new Decimal(l.amount))));
     return {
@@ -132,7 +143,7 @@ export class InvoiceService {
         return false;
       }
       const number = Number((await tx.text(keys.invoiceCounter)) ?? '0') + 1;
-      const issued: Invoice = { ...draft, number: `INV-${String(number).padStart(6, '0')}`, status: 'issued', issued_at: formatInstant(Date.now()) };
+      const issued: Invoice = { ...draft, number: formatNumber(number), status: 'issued', issued_at: formatInstant(Date.now()) };
       tx.put(keys.invoice(draft.id), issued);
       tx.put(keys.customerInvoice(draft.customer.id, draft.id), '1');
       tx.put(keys.invoiceCounter, String(number));
@@ -147,7 +158,11 @@ export class InvoiceService {
     return invoice;
   }
 
-  /** Issued invoices, of one customer or all, oldest period first. */
+  /**
+   * Issued invoices, of one customer or all, in number order: the order they were issued in (an in-advance
+   * invoice of the next period comes before the last period's usage invoice), and the order pages stay
+   * stable in, as each new invoice comes last.
+   */
   async list(customerIdOrKey?: string): Promise<Invoice[]> {
     let invoices: Invoice[];
     if (customerIdOrKey === undefined) invoices = await this.db.list<Invoice>(PREFIXES.invoices);
@@ -156,6 +171,6 @@ export class InvoiceService {
       const ids = await this.db.keysUnder(keys.customerInvoices(customer.id));
       invoices = (await this.db.getMany<Invoice>(ids.map(keys.invoice))).filter((i): i is Invoice => i !== undefined);
     }
-    return invoices.sort((a, b) => Date.parse(a.period.from) - Date.parse(b.period.from) || ((a.number ?? '') < (b.number ?? '') ? -1 : 1));
+    return invoices.sort((a, b) => sequenceOf(a) - sequenceOf(b));
   }
 }

@@ -23,6 +23,27 @@ export function parseDecimal(text: unknown): Decimal | undefined {
   return new Decimal(text);
 }
 
+/** The decimal a JSON number's text denotes (exponents allowed), or undefined when its plain text is too long. */
+export function parseNumberText(text: string): Decimal | undefined {
+  if (text.length > MAX_DECIMAL_LENGTH) return undefined;
+  const d = new Decimal(text);
+  // The exponent first: the plain text of 1e39 is 40 digits, and of 1e-400 the work of writing 400.
+  return Math.abs(d.e) < MAX_DECIMAL_LENGTH && formatDecimal(d).length <= MAX_DECIMAL_LENGTH ? d : undefined;
+}
+
+/** A decimal of at most this many significant digits survives a double: the double's shortest text is the decimal. */
+export const EXACT_NUMBER_DIGITS = 15;
+
+/**
+ * The decimal of a number whose text is gone (a YAML number): only one of at most 15 significant
+ * digits, which is then exactly what was written; a longer one may already have lost digits.
+ */
+export function parseNumber(n: number): Decimal | undefined {
+  if (!Number.isFinite(n)) return undefined;
+  const d = new Decimal(n);
+  return d.sd() <= EXACT_NUMBER_DIGITS ? parseNumberText(String(n)) : undefined;
+}
+
 /** Normalised text: no exponent, no trailing zeros ("0.10" reads back as "0.1"). */
 export function formatDecimal(value: Decimal): string {
   return value.isZero() ? '0' : value.toFixed();

@@ -6,7 +6,7 @@
  */
 import { parseCadence } from './calendar.ts';
 import { invalid } from './errors.ts';
-import { amount, array, boolean, description, isObject, join, labels, name, object, resourceKey, sealed, text, type Body, type Problems } from './fields.ts';
+import { amount, array, boolean, decimalOrNumber, description, isObject, join, labels, name, object, resourceKey, sealed, text, type Body, type Problems } from './fields.ts';
 import { currencyOf, formatDecimal, type Decimal } from './money.ts';
 
 export type Price =
@@ -140,14 +140,25 @@ function parseRateCard(raw: unknown, at: string, planCadence: string | null, out
   const desc = description(raw, at, out);
   const feature = featureRef(raw, at, out);
   const price = parsePrice(raw, at, out);
-  // Omitted: the plan's cadence. Explicit null: a one-time charge.
-  const cadence = raw.billing_cadence === undefined ? planCadence : raw.billing_cadence === null ? null : cadenceField(raw, 'billing_cadence', at, out, false, 'rate_card_billing_cadence_invalid') ?? null;
   const usageBased = price !== undefined && USAGE_PRICES.includes(price.type);
+  const cadence = rateCardCadence(raw, at, usageBased, planCadence, out);
   const term = paymentTerm(raw, at, usageBased, out);
-  if (usageBased && cadence === null) out.push(critical(join(at, 'billing_cadence'), 'rate_card_usage_based_requires_billing_cadence', 'a usage-based price needs a billing cadence (one-time charges are flat)'));
   const entitlement = parseEntitlement(raw, at, cadence, out);
   if (key === undefined || cardName === undefined || price === undefined) return undefined;
   return { key, name: cardName, description: desc, feature, price, payment_term: term, billing_cadence: cadence, entitlement };
+}
+
+/**
+ * A rate card's cadence. Omitted or null on a flat or free price: a one-time charge, as OpenMeter reads
+ * it (a setup fee written for OpenMeter must not come back every period). A usage price has no one-time
+ * form: omitted, it bills at the plan's cadence (OpenMeter refuses it); null is refused.
+ */
+function rateCardCadence(raw: Body, at: string, usageBased: boolean, planCadence: string | null, out: Problems): string | null {
+  const v = raw.billing_cadence;
+  if (v === undefined && usageBased) return planCadence;
+  if (v !== undefined && v !== null) return cadenceField(raw, 'billing_cadence', at, out, false, 'rate_card_billing_cadence_invalid') ?? null;
+  if (usageBased) out.push(critical(join(at, 'billing_cadence'), 'rate_card_usage_based_requires_billing_cadence', 'a usage-based price needs a billing cadence (one-time charges are flat)'));
+  return null;
 }
 
 function featureRef(raw: Body, at: string, out: Problems): RateCard['feature'] {
@@ -231,7 +242,7 @@ function parseEntitlement(raw: Body, at: string, cardCadence: string | null, out
   }
   if (e.type !== 'metered') return out.push(invalid(join(path, 'type'), 'must be one of: metered, boolean, static', 'enum', { choices: ['metered', 'boolean', 'static'] })), null;
   sealed(e, ['type', 'limit', 'is_soft_limit', 'usage_period'], path, out);
-  const limit = amount(e, 'limit', path, out, false);
+  const limit = decimalOrNumber(e, 'limit', path, out, false);
   const soft = boolean(e, 'is_soft_limit', path, false, out);
   const period = e.usage_period === undefined || e.usage_period === null ? cardCadence : cadenceField(e, 'usage_period', path, out, false, 'entitlement_template_usage_period_invalid') ?? null;
   if (period === null && (e.usage_period === undefined || e.usage_period === null)) {

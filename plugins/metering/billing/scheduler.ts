@@ -11,12 +11,11 @@
  * schedule on. A lease in the store lets one process of those sharing it do the work; the others
  * stand by (and would only repeat harmless no-ops if two ever ran at once).
  */
-import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { formatInstant, type Instant } from './calendar.ts';
 import { grantsOf, usagePeriodAt } from './entitlements.ts';
 import type { InvoiceKind, InvoiceService } from './invoices.ts';
-import { CHANGES_TOPIC, keys, PREFIXES, type BillingStore, type Transaction } from './store.ts';
+import { CHANGES_TOPIC, keys, Lease, PREFIXES, type BillingStore, type Transaction } from './store.ts';
 import { billingPeriod, type Subscription } from './subscriptions.ts';
 
 interface ScheduleState {
@@ -39,7 +38,7 @@ export class Scheduler {
   private running: Promise<void> = Promise.resolve();
   private stopped = false;
   private unsubscribe: () => void = () => undefined;
-  private readonly owner = randomUUID();
+  private readonly lease: Lease;
   /** How long after a period's end its usage is frozen into the issued invoice, ms. */
   collectionMs = 3_600_000;
 
@@ -47,7 +46,9 @@ export class Scheduler {
     private readonly db: BillingStore,
     private readonly invoices: InvoiceService,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.lease = new Lease(db.store, keys.lease('scheduler'), LEASE_MS);
+  }
 
   start(): void {
     this.timer = setInterval(() => this.kick(), TICK_MS);
@@ -68,13 +69,12 @@ export class Scheduler {
     clearInterval(this.timer);
     this.unsubscribe();
     await this.running;
-    // Hand the lease over at once instead of making the next process wait for it to expire.
-    await this.db.store.commitIf([{ key: keys.lease('scheduler'), value: this.owner }], [{ type: 'del', key: keys.lease('scheduler') }]);
+    await this.lease.release();
   }
 
   /** One pass over every subscription with work left; resolves when all due jobs are done. */
   async pass(now: Instant): Promise<void> {
-    if (!(await this.holdLease())) return;
+    if (!(await this.lease.hold())) return;
     for await (const [key] of this.db.store.scan({ prefix: PREFIXES.schedules })) {
       if (this.stopped) return;
       const id = key.slice(PREFIXES.schedules.length);
@@ -86,13 +86,6 @@ export class Scheduler {
         this.log.warn({ err, subscription: id }, 'billing: a scheduled job failed; it is retried on the next pass');
       }
     }
-  }
-
-  private async holdLease(): Promise<boolean> {
-    const key = keys.lease('scheduler');
-    const holder = await this.db.store.get(key);
-    if (holder !== undefined && holder !== this.owner) return false;
-    return this.db.store.commitIf([{ key, value: holder }], [{ type: 'put', key, value: this.owner, ttlMs: LEASE_MS }], { sync: false });
   }
 
   private async runDue(s: Subscription, now: Instant): Promise<void> {

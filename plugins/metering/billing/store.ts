@@ -17,8 +17,10 @@
  *   customer-invoice/<cid>/<id>       the customer's invoices
  *   invoice-counter                   the last invoice number handed out
  *   schedule/<sid>                    what the scheduler has done for a subscription
- *   lease/<name>                      scheduler lease (expires)
+ *   lease/<name>                      leases of the scheduler and of the gateway.yaml sync (expire)
+ *   declared                          digest of the gateway.yaml declarations last applied in full
  */
+import { randomUUID } from 'node:crypto';
 import type { BatchOp, Store } from '../../../src/pipeline/plugin-api.ts';
 import { escapePart } from '../keys.ts';
 import { contention } from './errors.ts';
@@ -41,6 +43,7 @@ export const keys = {
   invoiceCounter: 'invoice-counter',
   schedule: (subscriptionId: string) => `schedule/${subscriptionId}`,
   lease: (name: string) => `lease/${name}`,
+  declared: 'declared',
 };
 
 export const PREFIXES = {
@@ -140,5 +143,32 @@ export class BillingStore {
       await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** attempt)));
     }
     throw contention();
+  }
+}
+
+/**
+ * A lease in the store: work that one process at a time may do among those sharing the store (nodes
+ * of a PostgreSQL cluster included). Taken and renewed by compare-and-set; a holder that stops renewing
+ * (it crashed, or hangs) loses it when it expires.
+ */
+export class Lease {
+  private readonly owner = randomUUID();
+
+  constructor(
+    private readonly store: Store,
+    private readonly key: string,
+    private readonly ttlMs: number,
+  ) {}
+
+  /** Takes the lease, or renews it when this process holds it; false while another one does. */
+  async hold(): Promise<boolean> {
+    const holder = await this.store.get(this.key);
+    if (holder !== undefined && holder !== this.owner) return false;
+    return this.store.commitIf([{ key: this.key, value: holder }], [{ type: 'put', key: this.key, value: this.owner, ttlMs: this.ttlMs }], { sync: false });
+  }
+
+  /** Gives the lease up at once, so that the next holder need not wait for it to expire. */
+  async release(): Promise<void> {
+    await this.store.commitIf([{ key: this.key, value: this.owner }], [{ type: 'del', key: this.key }]);
   }
 }

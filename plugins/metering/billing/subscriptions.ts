@@ -5,7 +5,7 @@
  * the current one and starts the next at the same instant in one commit.
  */
 import { ulid } from '../ids.ts';
-import { alignedPeriod, formatInstant, isBoundary, parseCadence, periodIndexAt, type Cadence, type Instant, type Period } from './calendar.ts';
+import { alignedPeriod, formatInstant, isBoundary, parseCadence, periodIndexAt, wholeSecond, type Cadence, type Instant, type Period } from './calendar.ts';
 import { usageSubjects, type Customer, type CustomerService } from './customers.ts';
 import { conflict, forbidden, invalid, notFound, precondition, ruleBroken, validationFailed } from './errors.ts';
 import type { FeatureMeter, FeatureService } from './features.ts';
@@ -54,6 +54,9 @@ export function subscriptionStatus(s: Pick<Subscription, 'active_from' | 'active
   if (s.active_to === null) return 'active';
   return Date.parse(s.active_to) <= now ? 'inactive' : 'canceled';
 }
+
+/** Whether any rate card costs something (a plan of free cards invoices nothing, in no currency). */
+const priced = (cards: RateCard[]) => cards.some((c) => c.price.type !== 'free');
 
 export const cadenceOf = (s: Pick<Subscription, 'billing_cadence'>): Cadence => parseCadence(s.billing_cadence)!;
 
@@ -136,6 +139,14 @@ export class SubscriptionService {
     return customer;
   }
 
+  /** The customer's subscription, not yet ended, that invoices priced items in another currency than `currency`. */
+  async inOtherCurrency(tx: Transaction, customerId: string, currency: string): Promise<Subscription | undefined> {
+    // Read so that a subscription created or changed meanwhile makes the caller's commit fail and retry.
+    await tx.get<Slot>(keys.slot(customerId));
+    const unended = (await this.ofCustomer(customerId)).filter((s) => subscriptionStatus(s) !== 'inactive');
+    return unended.find((s) => s.currency !== currency && priced(s.items.map((i) => i.card)));
+  }
+
   /** The items of a plan version with their features' meters (frozen into the subscription). */
   private async itemsOf(plan: Plan): Promise<Item[]> {
     const cards = plan.phases[0]?.rate_cards ?? [];
@@ -148,14 +159,14 @@ export class SubscriptionService {
   }
 
   private checkCurrency(customer: Customer, plan: Plan): void {
-    const priced = plan.phases.some((p) => p.rate_cards.some((c) => c.price.type !== 'free'));
-    if (customer.currency && priced && customer.currency !== plan.currency) {
+    if (customer.currency && priced(plan.phases.flatMap((p) => p.rate_cards)) && customer.currency !== plan.currency) {
       throw ruleBroken('currency_mismatch', `currency mismatch: customer currency is ${customer.currency}, but subscription invoice currency is ${plan.currency}`, 'plan');
     }
   }
 
-  private async newSubscription(customer: Customer, plan: Plan, from: Instant, anchor: Instant): Promise<Subscription> {
+  private async newSubscription(customer: Customer, plan: Plan, start: Instant, anchorAt: Instant): Promise<Subscription> {
     const now = formatInstant(Date.now());
+    const [from, anchor] = [wholeSecond(start), wholeSecond(anchorAt)];
     return {
       id: ulid(),
       customer: { id: customer.id, key: customer.key },
@@ -183,8 +194,9 @@ export class SubscriptionService {
   }
 
   /**
-   * Starts now (never earlier); `anchor` defaults to the start. `now` is the clock, given only by
-   * benchmarks and tests that need a subscription as it was created in the past.
+   * Starts now (never earlier; at the start of the current second, like every subscription instant);
+   * `anchor` defaults to the start. `now` is the clock, given only by benchmarks and tests that need a
+   * subscription as it was created in the past.
    */
   create(customerRef: CustomerRef, planRef: PlanRef, anchor?: Instant, now = Date.now()): Promise<Subscription> {
     return this.db.transact(async (tx) => {
@@ -203,16 +215,17 @@ export class SubscriptionService {
     }, 'subscription');
   }
 
-  /** When `timing` ends the subscription: now, the end of the current period, or a period boundary. */
+  /** When `timing` ends the subscription (a whole second): now, the end of the current period, or a period boundary. */
   private endOf(s: Subscription, timing: Timing, now: Instant): Instant {
-    if (timing === 'immediate') return now;
+    if (timing === 'immediate') return wholeSecond(now);
     const current = billingPeriodAt(s, now)!;
-    if (timing === 'next_billing_cycle') return current.full.to;
-    if (timing < now) throw validationFailed([invalid('timing', 'cannot cancel or change a subscription in the past', 'invalid')]);
-    if (!isBoundary(Date.parse(s.billing_anchor), cadenceOf(s), timing)) {
+    if (timing === 'next_billing_cycle') return wholeSecond(current.full.to);
+    const end = wholeSecond(timing);
+    if (end < wholeSecond(now)) throw validationFailed([invalid('timing', 'cannot cancel or change a subscription in the past', 'invalid')]);
+    if (!isBoundary(Date.parse(s.billing_anchor), cadenceOf(s), end)) {
       throw validationFailed([invalid('timing', 'cannot cancel aligned subscription with custom misaligned timing: use a billing period boundary', 'misaligned_timing', { code: 'misaligned_timing' })]);
     }
-    return timing;
+    return end;
   }
 
   private async ending(tx: Transaction, id: string, action: string, timing: Timing, now: Instant): Promise<{ s: Subscription; end: Instant }> {

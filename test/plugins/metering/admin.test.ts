@@ -47,7 +47,7 @@ function config(): Record<string, any> {
             name: 'Main',
             duration: null,
             rate_cards: [
-              { key: 'base_fee', name: 'Base fee', price: { type: 'flat', amount: '9' }, payment_term: 'in_advance' },
+              { key: 'base_fee', name: 'Base fee', price: { type: 'flat', amount: '9' }, payment_term: 'in_advance', billing_cadence: 'P1M' },
               { key: 'api_calls', name: 'API calls', feature_key: 'api_calls', price: { type: 'unit', amount: '0.01' }, entitlement: { type: 'metered', limit: '100', usage_period: 'P1M' } },
             ],
           },

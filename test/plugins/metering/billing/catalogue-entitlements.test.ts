@@ -145,7 +145,7 @@ describe('entitlements', () => {
     const flag = await api.feature(null, { key: key('a_flag') });
     const tier = await api.feature(null, { key: key('c_static') });
     const plan = await api.activePlan([
-      { key: meteredFeature.key, name: 'Calls', feature_key: meteredFeature.key, price: { type: 'free' }, entitlement: { type: 'metered', limit: '5' } },
+      { key: meteredFeature.key, name: 'Calls', feature_key: meteredFeature.key, price: { type: 'free' }, billing_cadence: 'PT1M', entitlement: { type: 'metered', limit: '5' } },
       { key: flag.key, name: 'Flag', feature_key: flag.key, price: { type: 'free' }, entitlement: { type: 'boolean' } },
       { key: tier.key, name: 'Tier', feature_key: tier.key, price: { type: 'free' }, entitlement: { type: 'static', config: { seats: 5 } } },
     ]);

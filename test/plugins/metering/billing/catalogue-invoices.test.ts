@@ -145,6 +145,7 @@ describe('invoices', () => {
   test('R09 a flat price of 0 makes no line', async () => {
     const calls = await api.feature('api_calls');
     const { customer } = await cycle([flatCard('zero_advance', '0'), flatCard('zero_arrears', '0', 'in_arrears'), unitCard(calls.key, '1')]);
+    await api.usage(customer.key, 'request', 2, { route: '/a' });
     const [invoice] = await api.invoicesWhen(customer.key, 1);
     assert.deepEqual(invoice.lines.map((l: any) => l.rate_card_key), [calls.key]);
   });
@@ -170,6 +171,7 @@ describe('invoices', () => {
   test('I02 an invoice is issued only after the period end plus the collection period', async () => {
     const calls = await api.feature('api_calls');
     const { customer } = await cycle([unitCard(calls.key, '1')], 2_000);
+    await api.usage(customer.key, 'request', 1, { route: '/a' });
     const [invoice] = await api.invoicesWhen(customer.key, 1);
     const late = Date.parse(invoice.issued_at) - Date.parse(invoice.period.to);
     assert.ok(late >= 1_000, `issued ${late} ms after the period end (collection period PT1S)`);
@@ -204,14 +206,15 @@ describe('invoices', () => {
     assertProblem(await api.del(`/invoices/${invoice.id}`), 405);
   });
 
-  test('I07 a period with no billable line issues no invoice; a zero-total line is still issued', async () => {
+  test('I07 a period with no billable line issues no invoice; a zero-total line of some usage is still issued', async () => {
     const flag = await api.feature(null);
     const free = await cycle([{ key: flag.key, name: 'Flag', feature_key: flag.key, price: { type: 'free' }, entitlement: { type: 'boolean' } }], 1_500);
     const calls = await api.feature('api_calls');
-    const zero = await cycle([unitCard(calls.key, '1')], 1_500);
+    const zero = await cycle([unitCard(calls.key, '0')], 1_500);
+    await api.usage(zero.customer.key, 'request', 3, { route: '/a' });
     const [issued] = await api.invoicesWhen(zero.customer.key, 1);
     assert.equal(issued.totals.total, '0');
-    assert.equal(issued.lines[0].quantity, '0');
+    assert.equal(issued.lines[0].quantity, '3');
     assert.equal((await api.invoices(free.customer.key)).length, 0);
   });
 

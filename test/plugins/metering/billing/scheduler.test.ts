@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import pino from 'pino';
 import { Billing } from '../../../../plugins/metering/billing/billing.ts';
-import { planBody, unitCard } from './support.ts';
+import { flatCard, planBody, unitCard } from './support.ts';
 import { parsePlan } from '../../../../plugins/metering/billing/plan-model.ts';
 import { billingPeriod } from '../../../../plugins/metering/billing/subscriptions.ts';
 import { prepareEvents } from '../../../../plugins/metering/events.ts';
@@ -45,11 +45,11 @@ function billingOver(store: LevelStore, service: MeteringService): Billing {
   return billing;
 }
 
-/** A customer on a PT1M plan pricing api calls by unit, with `events` calls in its first period. */
+/** A customer on a PT1M plan pricing api calls by unit plus a fee in arrears (a line every period), with `events` calls in its first period. */
 async function setUp(service: MeteringService, billing: Billing, events: number) {
   await service.createMeter(meterDefinitionFrom({ key: 'calls', event_type: 'call', aggregation: 'count' }));
   const feature = await billing.features.create({ key: 'calls', name: 'Calls', description: null, labels: {}, meter: { idOrKey: 'calls', filters: {} } });
-  const plan = await billing.plans.create(parsePlan(planBody('usage', [unitCard(feature.key, '0.1')])).definition!);
+  const plan = await billing.plans.create(parsePlan(planBody('usage', [unitCard(feature.key, '0.1'), flatCard('base', '1', 'in_arrears')])).definition!);
   await billing.plans.publish(plan.id);
   const customer = await billing.customers.create({ key: 'acme', name: 'Acme', description: null, labels: {}, usage_attribution: { subject_keys: [] }, currency: null, primary_email: null });
   const subscription = await billing.subscriptions.create({ key: customer.key }, { key: 'usage' });
@@ -73,9 +73,10 @@ describe('billing scheduler', () => {
       const period = billingPeriod(subscription, i)!;
       assert.deepEqual([Date.parse(invoice.period.from), Date.parse(invoice.period.to)], [period.from, period.to]);
       assert.equal(invoice.number, `INV-${String(i + 1).padStart(6, '0')}`);
-      assert.equal(invoice.lines[0].quantity, i === 0 ? '7' : '0');
+      // The calls of the first period; later periods have no usage line, only the fee.
+      assert.deepEqual(invoice.lines.map((l) => [l.rate_card_key, l.quantity]), i === 0 ? [['calls', '7'], ['base', '1']] : [['base', '1']]);
     });
-    assert.equal(invoices[0].totals.total, '0.7');
+    assert.equal(invoices[0].totals.total, '1.7');
     await billing.scheduler.pass(later + 1_000);
     assert.equal((await billing.invoices.list('acme')).length, 10);
   });

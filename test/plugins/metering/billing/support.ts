@@ -142,9 +142,9 @@ export function unitCard(featureKey: string, amount: string, extra: Card = {}): 
   return { key: featureKey, name: `Usage of ${featureKey}`, feature_key: featureKey, price: { type: 'unit', amount }, ...extra };
 }
 
-/** A flat fee card. */
+/** A flat fee card, recurring at planBody's cadence (PT1M) unless `extra` says otherwise (a flat card without a cadence is a one-time fee). */
 export function flatCard(cardKey: string, amount: string, term: 'in_advance' | 'in_arrears' = 'in_advance', extra: Card = {}): Card {
-  return { key: cardKey, name: `Fee ${cardKey}`, price: { type: 'flat', amount }, payment_term: term, ...extra };
+  return { key: cardKey, name: `Fee ${cardKey}`, price: { type: 'flat', amount }, payment_term: term, billing_cadence: 'PT1M', ...extra };
 }
 
 /** Waits until events sent now fall after the subscription's start (event times are whole seconds). */
