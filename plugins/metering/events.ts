@@ -49,7 +49,7 @@ const CONTENT_TYPES: Record<string, BodyShape> = {
 export const MAX_DATA_DEPTH = 64;
 
 /** True when `value` nests objects/arrays deeper than `limit` (iterative: safe on hostile input). */
-function nestedDeeperThan(value: unknown, limit: number): boolean {
+export function nestedDeeperThan(value: unknown, limit: number): boolean {
   if (typeof value !== 'object' || value === null) return false;
   // Usual case, flat data: no allocation.
   let flat = true;
