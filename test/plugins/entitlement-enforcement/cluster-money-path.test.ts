@@ -16,6 +16,7 @@ import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { request, spawnGateway, startUpstream, tempDir, type Reply, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
+import { seeded } from '../../helpers/random.ts';
 import { anchorEndingIn, BillingApi, billingConfig, sleep, until } from '../metering/billing/support.ts';
 
 const SEED = Number(process.env.MONEY_PATH_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -26,16 +27,6 @@ const FIRST_PERIOD_MS = 28_000;
 const SECOND_PHASE_MS = 14_000;
 /** No request is sent this close to a period boundary: its period would depend on the clocks of client and gateway. */
 const BOUNDARY_GUARD_MS = 600;
-
-/** A small seeded generator (mulberry32). */
-function generator(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Answered {
   customer: string;
@@ -109,7 +100,7 @@ function workerPids(pid: number): number[] {
 }
 
 class MoneyPathRun {
-  private readonly random = generator(SEED);
+  private readonly random = seeded(SEED);
   readonly answered: Answered[] = [];
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Request events the gateway made (source and id), to post again as duplicates. */
@@ -267,7 +258,7 @@ class MoneyPathRun {
 async function moneyPath(nodes: Node[], workers: number): Promise<void> {
   for (const n of nodes) await n.start();
   const api = await BillingApi.connect(nodes[0].gateway.https);
-  const random = generator(SEED + 1);
+  const random = seeded(SEED + 1);
   const limits = Object.fromEntries(CUSTOMERS.map((c) => [c, 5 + Math.floor(random() * 30)]));
   const plan = (limit: number) => ({ key: FEATURE, name: 'Calls', feature_key: FEATURE, price: { type: 'unit', amount: '0.01' }, entitlement: { type: 'metered', limit: String(limit) } });
   const periods: Record<string, { from: number; to: number }> = {};

@@ -8,18 +8,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startGateway, type TestGateway } from '../../helpers/gateway.ts';
+import { seeded } from '../../helpers/random.ts';
 import { DAY, event, HOUR, iso, MeteringApi, meteringConfig, MINUTE, utcDayAgo, type QueryResult } from './catalogue-support.ts';
 
-/** mulberry32: a tiny seeded PRNG, so that a failure replays identically. */
-function prng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const random = prng(20261122);
+const random = seeded(20261122);
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)];
 const between = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo));
 

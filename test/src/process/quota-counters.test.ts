@@ -7,21 +7,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { adjustedOn, answerOf, difference, QuotaCounters, reserveOn } from '../../../src/process/quota-counters.ts';
-
-/** A small seeded generator (mulberry32): the same seed, the same rounds. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seeded } from '../../helpers/random.ts';
 
 const SEED = Number(process.env.QUOTA_SEED ?? 20261129);
 
 test(`random rounds never reserve past the limit, and every answer says what remains (seed ${SEED})`, () => {
-  const next = random(SEED);
+  const next = seeded(SEED);
   const int = (n: number) => Math.floor(next() * n);
   for (let run = 0; run < 300; run++) {
     const counters = new QuotaCounters();
