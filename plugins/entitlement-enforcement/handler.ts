@@ -4,9 +4,10 @@
  * limit is used up, X-Usage-Limit and X-Usage-Remaining (this request counted) on every answer of a
  * metered feature. An admitted request reserves its usage on the limit's counter; once every plugin has
  * logged the request, the reservation is settled with what its metered events add (nothing for a request
- * refused later or not answered), so the limit counts exactly what it let through.
+ * refused later or not answered, whose place goes back as soon as the gateway answers it itself), so the
+ * limit counts exactly what it let through.
  */
-import { holdReservation, type AccessDecision, type Admission, type EntitlementEnforcer } from '../metering/public.ts';
+import { holdReservation, reservationOf, type AccessDecision, type Admission, type EntitlementEnforcer } from '../metering/public.ts';
 import type { PluginApi, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { EnforcementConfig } from './schema.ts';
 
@@ -72,6 +73,8 @@ export function createRuntime(api: PluginApi): PluginRuntime<EnforcementConfig> 
       return admission.then((decided) => enforce(ctx, config, decided));
     },
     response(ctx, _config, response) {
+      // An answer of the gateway's own: no upstream work to pay for (settled once logged, should it be metered).
+      if (response.source !== 'service') reservationOf(ctx)?.unanswered();
       const decision = ctx.shared[DECISION] as AccessDecision | undefined;
       if (decision) Object.assign(response.headers, usageHeaders(decision));
     },

@@ -175,6 +175,8 @@ export class StoreLedger extends RoundLedger {
  */
 export class Reservation {
   private readonly events: RequestEvent[] = [];
+  /** What the counter holds for this request now (decimal text): the reserved amount, 0 once given back. */
+  private held: string;
   private settled = false;
 
   constructor(
@@ -182,7 +184,20 @@ export class Reservation {
     private readonly request: QuotaRequest,
     /** What events add to the counted meter (their readings that match the entitlement and its period), decimal text. */
     private readonly amountOf: (events: readonly RequestEvent[]) => string,
-  ) {}
+  ) {
+    this.held = request.amount;
+  }
+
+  /**
+   * The gateway answers the request itself (a later plugin refused it, the upstream could not be reached):
+   * its place goes back before the answer does, so the client's next request, on whichever process of the
+   * node, finds it free. Settling corrects it if the answer is metered after all (meter_gateway_answers).
+   */
+  unanswered(): void {
+    if (this.settled || this.held === '0') return;
+    this.ledger.adjust(this.request.key, difference('0', this.held), this.request.expiresAt);
+    this.held = '0';
+  }
 
   /** Events of the request that this gateway's metering store will count. */
   metered(events: readonly RequestEvent[]): void {
@@ -192,7 +207,7 @@ export class Reservation {
   settle(): void {
     if (this.settled) return;
     this.settled = true;
-    const delta = difference(this.amountOf(this.events), this.request.amount);
+    const delta = difference(this.amountOf(this.events), this.held);
     if (delta !== '0') this.ledger.adjust(this.request.key, delta, this.request.expiresAt);
   }
 }
