@@ -59,7 +59,7 @@ type ToWorker =
   | { type: 'collect'; id: number; topic: string; argument?: string }
   | { type: 'gathered'; id: number; values: unknown[] }
   | { type: 'admitted'; id: number; admission: Admission }
-  | { type: 'reserved'; id: number; reservation: QuotaReservation };
+  | { type: 'reserved'; reservations: [id: number, reservation: QuotaReservation][] };
 type ToPrimary =
   | { type: 'listening'; lines: string[] }
   | { type: 'reloaded'; ok: boolean; errors: number; refused?: string }
@@ -68,8 +68,10 @@ type ToPrimary =
   /** The worker got a SIGTERM of its own: it asks the primary to stop it (and replace it). */
   | { type: 'retire' }
   | { type: 'admit'; id: number; keys: readonly string[]; limits: readonly number[]; ttlsMs: readonly number[]; requests: number }
-  | { type: 'reserve'; id: number; request: QuotaRequest }
-  | { type: 'adjust'; key: string; delta: string };
+  /** The quota operations of one turn of the worker's event loop, in order (one message, not one each). */
+  | { type: 'quota'; ops: QuotaOp[] };
+
+type QuotaOp = { reserve: QuotaRequest; id: number } | { adjust: string; delta: string };
 
 /** A gather the primary relays: the workers still to answer, and the values so far. */
 interface Collection {
@@ -196,11 +198,7 @@ class Primary {
       this.tell(worker, { type: 'admitted', id: message.id, admission });
       return;
     }
-    if (message.type === 'reserve') {
-      this.tell(worker, { type: 'reserved', id: message.id, reservation: this.quotas.reserve(message.request) });
-      return;
-    }
-    if (message.type === 'adjust') return this.quotas.adjust(message.key, message.delta);
+    if (message.type === 'quota') return this.quota(worker, message.ops);
     if (message.type !== 'listening') return;
     slot.listening = true;
     // Only now: a worker hears messages once it has started (earlier ones would be lost).
@@ -241,6 +239,16 @@ class Primary {
     if (!collection?.waiting.delete(worker)) return;
     if (value !== undefined) collection.values.push(value);
     if (collection.waiting.size === 0) collection.done();
+  }
+
+  /** A worker's quota operations, applied in its order; the reservations answered in one message. */
+  private quota(worker: Worker, ops: QuotaOp[]): void {
+    const reservations: [number, QuotaReservation][] = [];
+    for (const op of ops) {
+      if ('reserve' in op) reservations.push([op.id, this.quotas.reserve(op.reserve)]);
+      else this.quotas.adjust(op.adjust, op.delta);
+    }
+    if (reservations.length > 0) this.tell(worker, { type: 'reserved', reservations });
   }
 
   /**
@@ -437,6 +445,8 @@ class WorkerExchange extends LocalExchange {
   private readonly admissions = new Map<number, { resolve(admission: Admission): void; reject(err: Error): void }>();
   private admitSeq = 0;
   private readonly reservations = new Map<number, (reservation: QuotaReservation) => void>();
+  /** Quota operations of this turn of the event loop, sent together once it ends. */
+  private quotaOps: QuotaOp[] = [];
 
   /** Counted in the primary; when it is gone (the node is stopping) this process's own counters stand in. */
   override admit(keys: readonly string[], limits: readonly number[], ttlsMs: readonly number[], requests: number): Promise<Admission> {
@@ -454,13 +464,31 @@ class WorkerExchange extends LocalExchange {
     const id = ++this.admitSeq;
     return new Promise((resolve) => {
       this.reservations.set(id, resolve);
-      process.send!({ type: 'reserve', id, request } satisfies ToPrimary);
+      this.sendQuota({ reserve: request, id });
     });
   }
 
   override adjust(key: string, delta: string): void {
     if (!process.connected) return super.adjust(key, delta);
-    process.send!({ type: 'adjust', key, delta } satisfies ToPrimary);
+    // At once, with what waits before it: a place given back is free for the next request on any worker.
+    this.quotaOps.push({ adjust: key, delta });
+    this.flushQuota();
+  }
+
+  /**
+   * Queues a reservation for the message that ends this turn of the event loop: under load a worker
+   * decides many requests per turn, and each message costs both processes a serialisation and a write.
+   */
+  private sendQuota(op: QuotaOp): void {
+    this.quotaOps.push(op);
+    if (this.quotaOps.length === 1) setImmediate(() => this.flushQuota());
+  }
+
+  private flushQuota(): void {
+    if (this.quotaOps.length === 0) return;
+    const ops = this.quotaOps;
+    this.quotaOps = [];
+    if (process.connected) process.send!({ type: 'quota', ops } satisfies ToPrimary);
   }
 
   override gather(topic: string, argument?: string): Promise<unknown[]> {
@@ -483,8 +511,10 @@ class WorkerExchange extends LocalExchange {
 
   received(message: ToWorker & { type: 'collect' | 'gathered' | 'admitted' | 'reserved' }): void {
     if (message.type === 'reserved') {
-      this.reservations.get(message.id)?.(message.reservation);
-      this.reservations.delete(message.id);
+      for (const [id, reservation] of message.reservations) {
+        this.reservations.get(id)?.(reservation);
+        this.reservations.delete(id);
+      }
       return;
     }
     if (message.type === 'admitted') {
