@@ -38,6 +38,15 @@ export class UpstreamFailure extends Error {
   }
 }
 
+/**
+ * The HTTP client refused to send the request (an invalid header, path or method): a defect of the
+ * request the gateway built, never the upstream's failure. Nothing was sent; nothing is retried.
+ */
+export class UnsendableRequestError extends Error {
+  override readonly name = 'UnsendableRequestError';
+  readonly code = 'TOLLGATE_ERR_UNSENDABLE_REQUEST';
+}
+
 export interface ForwardRequest {
   /** Protocol, timeouts and retries. */
   service: Service;
@@ -68,8 +77,11 @@ export interface ForwardHandlers {
   onResponse(response: UpstreamResponse): Writable | null;
   /** This chunk of the response body is going into the sink. */
   onBodyChunk(chunk: Buffer): void;
-  /** The exchange failed: before the response (answer with an error) or mid-body (cut it short). */
-  onFailure(failure: UpstreamFailure): void;
+  /**
+   * The exchange failed: before the response (answer with an error) or mid-body (cut it short); or the
+   * request could not be sent at all.
+   */
+  onFailure(failure: UpstreamFailure | UnsendableRequestError): void;
 }
 
 export interface EngineOptions {
@@ -89,8 +101,11 @@ const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEO
  */
 const BODILESS_STATUSES = new Set([204, 304]);
 
-/** undici refused the request itself: nothing to retry. */
-const REFUSED_BY_CLIENT = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED']);
+/**
+ * undici refused the request itself (an invalid header, path or method; a body longer or shorter than
+ * its Content-Length): the request's defect, not the upstream's.
+ */
+const REFUSED_BY_CLIENT = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH']);
 
 class WriteTimeoutError extends Error {
   readonly code = 'UND_ERR_HEADERS_TIMEOUT';
@@ -109,6 +124,8 @@ export class HttpEngine {
       current = new Exchange(request, peer, handlers, (failure) => {
         // The caller gave up on this request (client gone, body refused): it has answered already.
         if (aborted) return;
+        // Only the upstream's failures count against its health or call for another try.
+        if (failure instanceof UnsendableRequestError) return handlers.onFailure(failure);
         request.peers.failed(failure.kind);
         const next = tries < request.service.retries && this.canRetry(request, failure) ? request.peers.next() : null;
         if (next) return attempt(next, tries + 1);
@@ -188,7 +205,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     private readonly request: ForwardRequest,
     private readonly peer: Peer,
     private readonly handlers: ForwardHandlers,
-    private readonly failed: (failure: UpstreamFailure) => void,
+    private readonly failed: (failure: UpstreamFailure | UnsendableRequestError) => void,
   ) {}
 
   options(): Dispatcher.DispatchOptions {
@@ -255,10 +272,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     clearTimeout(this.watchdog);
     if (this.aborted) return;
     if (BODILESS_STATUSES.has(this.status) && err.code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return this.onComplete();
+    if (REFUSED_BY_CLIENT.has(err.code ?? '')) return this.failed(new UnsendableRequestError(err.message, { cause: err }));
     const timedOut = err instanceof WriteTimeoutError || (err.code !== undefined && TIMEOUT_CODES.has(err.code));
     const kind = failureKind(err, timedOut);
     const stage: FailureStage =
-      !this.connected && !REFUSED_BY_CLIENT.has(err.code ?? '') ? 'connect'
+      !this.connected ? 'connect'
       : !this.settled && !timedOut && kind === 'reset' ? 'early'
       : 'exchange';
     if (this.settled) this.handlers.onFailure(new UpstreamFailure(kind, err.message, 1, stage));
