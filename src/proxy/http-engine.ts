@@ -236,7 +236,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.aborted) return abort(new Error('the client went away'));
     this.abortUpstream = abort;
     this.connected = true;
-    if (this.streamed) this.arm(this.request.service.write_timeout);
+    if (this.streamed) this.watchWrites();
   }
 
   onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -290,12 +290,28 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   /** The whole request went out: read_timeout until the headers. */
   onRequestSent(): void {
-    if (this.watchdog) this.arm(this.request.service.read_timeout);
+    if (!this.watchdog) return;
+    clearTimeout(this.watchdog);
+    this.watchdog = setTimeout(() => this.abortUpstream?.(new WriteTimeoutError('read timeout')), this.request.service.read_timeout);
   }
 
-  private arm(ms: number): void {
+  /**
+   * write_timeout runs while body chunks wait for the upstream to take them. With nothing left to write,
+   * the wait is for the client's next chunk: not the upstream's delay (its target would be counted down
+   * for a slow client), and bounded by the client's own timeout (client_timeout, then 408).
+   */
+  private watchWrites(): void {
     clearTimeout(this.watchdog);
-    this.watchdog = setTimeout(() => this.abortUpstream?.(new WriteTimeoutError('write or read timeout')), ms);
+    this.watchdog = setTimeout(() => {
+      if (this.waitingOnClient()) this.watchWrites();
+      else this.abortUpstream?.(new WriteTimeoutError('write timeout'));
+    }, this.request.service.write_timeout);
+  }
+
+  /** A streamed body holds no chunk the upstream has yet to take, and more of it is still to come from the client. */
+  private waitingOnClient(): boolean {
+    const body = this.request.body as Readable;
+    return body.readableLength === 0 && !body.readableEnded;
   }
 }
 
