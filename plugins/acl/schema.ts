@@ -2,7 +2,7 @@
  * Kong's acl (kong/plugins/acl/schema.lua and daos.lua): allow or deny lists of group names, and the
  * `acls` entity that puts a consumer in a group (one group name once per consumer).
  */
-import type { Entity, EntityDefinition, Issue, RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, type Entity, type EntityDefinition, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
 export interface AclConfig {
   allow: string[] | null;
@@ -45,7 +45,8 @@ export const aclEntity: EntityDefinition = {
   schema: {
     type: 'record',
     fields: {
-      group: { type: 'string', required: true, len_min: 1 },
+      // Sent upstream in X-Consumer-Groups: a name no header can carry would fail each request of its consumer.
+      group: { type: 'string', required: true, len_min: 1, custom: headerValueProblem },
       tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
     },
   },

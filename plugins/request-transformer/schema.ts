@@ -1,5 +1,5 @@
 /** Kong's request-transformer config (kong/plugins/request-transformer/schema.lua), with its checks. */
-import { headerNameProblem, type FieldSchema, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerNameProblem, upstreamHeaderNameProblem, type FieldSchema, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 import { Template, TemplateError } from './templates.ts';
 
 interface Operations {
@@ -43,12 +43,23 @@ function headerProblem(name: string): string | undefined {
   return headerNameProblem(name) && `'${name}' is not a valid header`;
 }
 
+/** A header the plugin sets (replace, add, append, a rename's new name): never one the gateway sets itself. */
+function settableHeaderProblem(name: string): string | undefined {
+  return headerProblem(name) ?? upstreamHeaderNameProblem(name);
+}
+
 const list = (elements: FieldSchema): FieldSchema => ({ type: 'array', default: [], required: true, elements });
 const strings = list({ type: 'string' });
 const headerNames = list({ type: 'string', custom: headerProblem });
 const pairs = list({ type: 'string', custom: pairProblem });
-const headerPairs = list({ type: 'string', match: /^[^:]+:.*$/s, match_message: 'invalid value', custom: (p) => headerProblem(splitPair(p)[0]) ?? templateProblem(splitPair(p)[1]) });
-const renamedHeaders = list({ type: 'string', match: /^[^:]+:.*$/s, match_message: 'invalid value', custom: (p) => splitPair(p).map(headerProblem).find(Boolean) });
+const headerPairs = list({ type: 'string', match: /^[^:]+:.*$/s, match_message: 'invalid value', custom: (p) => settableHeaderProblem(splitPair(p)[0]) ?? templateProblem(splitPair(p)[1]) });
+const renamedHeaders = list({
+  type: 'string', match: /^[^:]+:.*$/s, match_message: 'invalid value',
+  custom: (p) => {
+    const [from, to] = splitPair(p);
+    return headerProblem(from) ?? settableHeaderProblem(to);
+  },
+});
 
 const record = (fields: Record<string, FieldSchema>): RecordSchema => ({ type: 'record', fields });
 

@@ -12,6 +12,7 @@ import { headerLines } from '../proxy/headers.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
 import { HttpError, type AuthenticatedCredential, type BodyObserver, type PluginRuntime, type RequestContext, type RequestOutcome, type ResponseSource } from './plugin-api.ts';
 import { rewriteBody, runResponsePhase } from './response-phase.ts';
+import { checkUpstreamHeader } from './upstream-edits.ts';
 import { collect, prepend, readWhole, type BodyHead } from './request-body.ts';
 
 /** A plugin whose phases run on this request. */
@@ -252,7 +253,9 @@ export class Context implements RequestContext {
   }
 
   setUpstreamHeader(name: string, value: string | string[]): void {
-    (this.headerEdits ??= new Map()).set(name.toLowerCase(), value);
+    const lower = name.toLowerCase();
+    checkUpstreamHeader(lower, value);
+    (this.headerEdits ??= new Map()).set(lower, value);
   }
 
   removeUpstreamHeader(name: string): void {
@@ -260,14 +263,16 @@ export class Context implements RequestContext {
   }
 
   setUpstreamQuery(query: string): void {
-    this.upstreamQuery = query.startsWith('?') ? query.slice(1) : query;
+    // Escaped as the path is (a query takes the same characters, `?` included): a plugin's query can
+    // neither break the request line nor start a fragment.
+    this.upstreamQuery = escapeUpstreamPath(query.startsWith('?') ? query.slice(1) : query);
   }
 
   setUpstreamPath(path: string): void {
     if (!path.startsWith('/')) throw new HttpError(500, 'the upstream path must start with /');
-    // Kong escapes what is unsafe in a request line, byte by byte of the UTF-8; `?` and `#` too here, so a
-    // path can never carry a query.
-    this.upstreamPath = escapeUpstreamPath(Buffer.from(path, 'utf8').toString('latin1')).replace(/[?#]/g, (c) => (c === '?' ? '%3F' : '%23'));
+    // Kong escapes what is unsafe in a request line, byte by byte of the UTF-8; `?` too here, so a path
+    // can never carry a query.
+    this.upstreamPath = escapeUpstreamPath(Buffer.from(path, 'utf8').toString('latin1')).replaceAll('?', '%3F');
   }
 
   setUpstreamMethod(method: string): void {

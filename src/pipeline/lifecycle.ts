@@ -111,7 +111,7 @@ export class Lifecycle {
     const snapshot = this.current();
     const headers = req.headers;
     const http2 = req instanceof Http2ServerRequest;
-    let url = req.url ?? '/';
+    let url = withoutFragment(req.url ?? '/');
     let rawHost = (http2 ? (headers[':authority'] as string | undefined) : undefined) ?? headers.host ?? '';
     // An absolute-form target (`GET http://host/path`): its host replaces Host (RFC 9112 §3.2.2).
     const absolute = url.charCodeAt(0) !== SLASH ? ABSOLUTE_FORM.exec(url) : null;
@@ -138,6 +138,8 @@ export class Lifecycle {
       this.observe(null, { id, status: answer.status, startedAt, upstreamMs: undefined, method, path: rawPath, ip: peerIp, headers, responseBytes });
       return null;
     };
+    const ambiguous = ambiguousHost(req, http2);
+    if (ambiguous) return unrouted(400, ambiguous);
     // Routing, X-Forwarded-Host and plugins see one canonical host; what is no host at all goes no further.
     const host = parseRequestHost(rawHost);
     if (host === null) return unrouted(400, MESSAGES.badHost);
@@ -301,6 +303,31 @@ function matchedPathPrefix(match: RouteMatch): string {
     if (!p.startsWith('~') && p.length > best.length && match.normalizedPath.startsWith(p)) best = p;
   }
   return best.endsWith('/') ? best.slice(0, -1) : best;
+}
+
+/**
+ * The request target without its `#fragment`: a client's own reference inside the resource (RFC 9110 §4.2.5),
+ * which no server is meant to get. nginx's `$uri` ends before it too, so Kong never routes on it or sends it on.
+ */
+function withoutFragment(url: string): string {
+  const hash = url.indexOf('#');
+  return hash === -1 ? url : url.slice(0, hash);
+}
+
+/**
+ * Why the request names its host ambiguously (400), or undefined: more than one Host (RFC 9112 §3.2, as
+ * nginx refuses), or over HTTP/2 a Host naming another authority than `:authority` (RFC 9113 §8.3.1). The
+ * gateway routes on one name; a server behind it that read the other would be serving another host.
+ */
+function ambiguousHost(req: DownstreamRequest, http2: boolean): string | undefined {
+  const raw = req.rawHeaders;
+  let hosts = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === 4 && raw[i].toLowerCase() === 'host' && ++hosts > 1) return MESSAGES.repeatedHost;
+  }
+  if (!http2 || hosts === 0) return undefined;
+  const authority = req.headers[':authority'];
+  return typeof authority === 'string' && authority.toLowerCase() !== req.headers.host?.toLowerCase() ? MESSAGES.hostNotAuthority : undefined;
 }
 
 /**

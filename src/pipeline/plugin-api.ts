@@ -30,6 +30,7 @@ export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid,
 export { canonicalName } from '../config/hostnames.ts';
 export { AddressRanges } from '../address-ranges.ts';
 export { HttpError } from './http-error.ts';
+export { upstreamHeaderNameProblem } from '../proxy/headers.ts';
 export * from '../toolkit/index.ts';
 
 export interface PluginDefinition<Config = any> {
@@ -373,9 +374,14 @@ export interface RequestContext {
   /** Free-form data plugins share on this request (Kong's ngx.ctx). */
   readonly shared: Record<string, unknown>;
 
-  /** Headers and query sent upstream (start as the client's). */
+  /**
+   * Headers and query sent upstream (start as the client's). A header value holding a control character
+   * (HTAB aside) or a character above U+00FF throws the client's 400 (it came from the request); a header
+   * the gateway sets itself (Connection, Content-Length, Transfer-Encoding, ...) throws a 500.
+   */
   setUpstreamHeader(name: string, value: string | string[]): void;
   removeUpstreamHeader(name: string): void;
+  /** The query sent upstream, escaped as the path is (what a request target cannot carry, and `#`). */
   setUpstreamQuery(query: string): void;
   /** The path sent upstream instead of the routed one (Kong's `kong.service.request.set_path`); escaped as needed. */
   setUpstreamPath(path: string): void;

@@ -13,7 +13,7 @@ import type { PeerSource } from '../balancer/peers.ts';
 import type { ExchangeHandlers } from '../proxy/exchange.ts';
 import type { GrpcHandlers, GrpcRequest } from '../proxy/grpc.ts';
 import { buildUpstreamHeaders, downstreamHeaders } from '../proxy/headers.ts';
-import type { HttpEngine } from '../proxy/http-engine.ts';
+import { UnsendableRequestError, type HttpEngine } from '../proxy/http-engine.ts';
 import { FAILURE_ANSWERS, MESSAGES } from '../proxy/respond.ts';
 import type { WebSocketHandlers, WebSocketRequest } from '../proxy/websocket.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
@@ -151,6 +151,8 @@ export class ProxyStep {
         },
         onFailure: (failure) =>
           contain(ctx, () => {
+            // The gateway built a request the HTTP client would not send: its own error (500, logged).
+            if (failure instanceof UnsendableRequestError) return failRequest(ctx, failure);
             const [status, message] = FAILURE_ANSWERS[failure.kind];
             // Mid-body, destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
             if (!res.headersSent) ctx.error(status, message);

@@ -20,6 +20,9 @@ import { encodeGrpcMessage, failureKind, grpcStatusFor, MESSAGES, upstreamFailur
 
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
+/** Why a pooled session can take no new stream: it closed (or was told to go away) since it was chosen. */
+const SESSION_GONE = new Set(['ERR_HTTP2_INVALID_SESSION', 'ERR_HTTP2_GOAWAY_SESSION', 'ERR_HTTP2_OUT_OF_STREAMS']);
+
 /** Flow-control window per upstream stream and session: large messages do not wait on tiny windows. */
 const WINDOW_BYTES = 1 << 20;
 /** Streams one pooled session carries before another session is opened next to it (at most). */
@@ -245,9 +248,10 @@ class GrpcCall {
     try {
       this.upstream = this.entry.session.request(this.requestHeaders(), { endStream: !bodyInMemory && downstream.endAfterHeaders });
     } catch (err) {
-      // Headers a plugin set that HTTP/2 forbids, or a session that closed meanwhile.
       this.entry.streams--;
-      this.log.warn({ err, request_id: request.requestId }, 'gRPC upstream request refused');
+      // Headers HTTP/2 refuses (a repeated single-value header a plugin set) are the gateway's own error.
+      if (!SESSION_GONE.has((err as NodeJS.ErrnoException).code ?? '')) return handlers.fail(err);
+      this.log.warn({ err, request_id: request.requestId }, 'gRPC upstream session closed before the call');
       return handlers.onError(502, MESSAGES.badGateway);
     }
     this.sentAt = performance.now();

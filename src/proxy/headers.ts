@@ -16,6 +16,24 @@ const HOP_BY_HOP = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'proxy', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'http2-settings', 'expect',
 ]);
 
+/**
+ * What no plugin sets upstream: these headers frame the message or manage the connection, which the
+ * gateway does for each request and each try. The HTTP client refuses most of them, and a Content-Length
+ * other than the body's would cut or stall it. Host stays settable (request-transformer replaces it).
+ */
+const GATEWAY_OWNED = new Set([...HOP_BY_HOP, 'content-length']);
+GATEWAY_OWNED.delete('host');
+
+/** An RFC 9110 §5.6.2 token: what a header name is. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** Why a plugin cannot set the upstream header `name`, or undefined when it can. */
+export function upstreamHeaderNameProblem(name: string): string | undefined {
+  if (!TOKEN.test(name)) return `'${name}' is not a header name`;
+  if (GATEWAY_OWNED.has(name.toLowerCase())) return `'${name}' frames the message or manages the connection: the gateway sets it for each request`;
+  return undefined;
+}
+
 /** Listed in Connection, hence hop-by-hop, but Kong keeps these bare values' headers. */
 const CONNECTION_KEEPS = new Set(['keep-alive', 'close', 'upgrade']);
 

@@ -38,6 +38,15 @@ export class UpstreamFailure extends Error {
   }
 }
 
+/**
+ * The HTTP client refused to send the request (an invalid header, path or method): a defect of the
+ * request the gateway built, never the upstream's failure. Nothing was sent; nothing is retried.
+ */
+export class UnsendableRequestError extends Error {
+  override readonly name = 'UnsendableRequestError';
+  readonly code = 'TOLLGATE_ERR_UNSENDABLE_REQUEST';
+}
+
 export interface ForwardRequest {
   /** Protocol, timeouts and retries. */
   service: Service;
@@ -68,8 +77,11 @@ export interface ForwardHandlers {
   onResponse(response: UpstreamResponse): Writable | null;
   /** This chunk of the response body is going into the sink. */
   onBodyChunk(chunk: Buffer): void;
-  /** The exchange failed: before the response (answer with an error) or mid-body (cut it short). */
-  onFailure(failure: UpstreamFailure): void;
+  /**
+   * The exchange failed: before the response (answer with an error) or mid-body (cut it short); or the
+   * request could not be sent at all.
+   */
+  onFailure(failure: UpstreamFailure | UnsendableRequestError): void;
 }
 
 export interface EngineOptions {
@@ -89,8 +101,11 @@ const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEO
  */
 const BODILESS_STATUSES = new Set([204, 304]);
 
-/** undici refused the request itself: nothing to retry. */
-const REFUSED_BY_CLIENT = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED']);
+/**
+ * undici refused the request itself (an invalid header, path or method; a body longer or shorter than
+ * its Content-Length): the request's defect, not the upstream's.
+ */
+const REFUSED_BY_CLIENT = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH']);
 
 class WriteTimeoutError extends Error {
   readonly code = 'UND_ERR_HEADERS_TIMEOUT';
@@ -109,6 +124,8 @@ export class HttpEngine {
       current = new Exchange(request, peer, handlers, (failure) => {
         // The caller gave up on this request (client gone, body refused): it has answered already.
         if (aborted) return;
+        // Only the upstream's failures count against its health or call for another try.
+        if (failure instanceof UnsendableRequestError) return handlers.onFailure(failure);
         request.peers.failed(failure.kind);
         const next = tries < request.service.retries && this.canRetry(request, failure) ? request.peers.next() : null;
         if (next) return attempt(next, tries + 1);
@@ -188,7 +205,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     private readonly request: ForwardRequest,
     private readonly peer: Peer,
     private readonly handlers: ForwardHandlers,
-    private readonly failed: (failure: UpstreamFailure) => void,
+    private readonly failed: (failure: UpstreamFailure | UnsendableRequestError) => void,
   ) {}
 
   options(): Dispatcher.DispatchOptions {
@@ -219,7 +236,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.aborted) return abort(new Error('the client went away'));
     this.abortUpstream = abort;
     this.connected = true;
-    if (this.streamed) this.arm(this.request.service.write_timeout);
+    if (this.streamed) this.watchWrites();
   }
 
   onHeaders(status: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -255,10 +272,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     clearTimeout(this.watchdog);
     if (this.aborted) return;
     if (BODILESS_STATUSES.has(this.status) && err.code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return this.onComplete();
+    if (REFUSED_BY_CLIENT.has(err.code ?? '')) return this.failed(new UnsendableRequestError(err.message, { cause: err }));
     const timedOut = err instanceof WriteTimeoutError || (err.code !== undefined && TIMEOUT_CODES.has(err.code));
     const kind = failureKind(err, timedOut);
     const stage: FailureStage =
-      !this.connected && !REFUSED_BY_CLIENT.has(err.code ?? '') ? 'connect'
+      !this.connected ? 'connect'
       : !this.settled && !timedOut && kind === 'reset' ? 'early'
       : 'exchange';
     if (this.settled) this.handlers.onFailure(new UpstreamFailure(kind, err.message, 1, stage));
@@ -272,12 +290,28 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   /** The whole request went out: read_timeout until the headers. */
   onRequestSent(): void {
-    if (this.watchdog) this.arm(this.request.service.read_timeout);
+    if (!this.watchdog) return;
+    clearTimeout(this.watchdog);
+    this.watchdog = setTimeout(() => this.abortUpstream?.(new WriteTimeoutError('read timeout')), this.request.service.read_timeout);
   }
 
-  private arm(ms: number): void {
+  /**
+   * write_timeout runs while body chunks wait for the upstream to take them. With nothing left to write,
+   * the wait is for the client's next chunk: not the upstream's delay (its target would be counted down
+   * for a slow client), and bounded by the client's own timeout (client_timeout, then 408).
+   */
+  private watchWrites(): void {
     clearTimeout(this.watchdog);
-    this.watchdog = setTimeout(() => this.abortUpstream?.(new WriteTimeoutError('write or read timeout')), ms);
+    this.watchdog = setTimeout(() => {
+      if (this.waitingOnClient()) this.watchWrites();
+      else this.abortUpstream?.(new WriteTimeoutError('write timeout'));
+    }, this.request.service.write_timeout);
+  }
+
+  /** A streamed body holds no chunk the upstream has yet to take, and more of it is still to come from the client. */
+  private waitingOnClient(): boolean {
+    const body = this.request.body as Readable;
+    return body.readableLength === 0 && !body.readableEnded;
   }
 }
 

@@ -109,6 +109,8 @@ export const MESSAGES = {
   noRoute: 'no Route matched with those values',
   badPath: 'Bad request: the request path is not a valid origin-form path',
   badHost: 'Bad Request: invalid Host header',
+  repeatedHost: 'Bad Request: more than one Host header',
+  hostNotAuthority: 'Bad Request: the Host header names another authority than :authority',
   noService: 'no Service found with those values',
   badGateway: 'An invalid response was received from the upstream server',
   timeout: 'The upstream server is timing out',

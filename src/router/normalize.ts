@@ -61,8 +61,11 @@ function removeDotSegments(path: string): string {
   return trailingSlash ? joined + '/' : joined;
 }
 
-/** Characters Kong leaves as they are when escaping the upstream path: unreserved, reserved, and `%` (escapes are kept). */
-const NEEDS_ESCAPE = /[^A-Za-z0-9\-._~!#$&'()*+,/:;=?@[\]%]/;
+/**
+ * Characters Kong leaves as they are when escaping the upstream path: unreserved, reserved, and `%` (escapes
+ * are kept); but not `#`, which would end the path and start a fragment the upstream never gets.
+ */
+const NEEDS_ESCAPE = /[^A-Za-z0-9\-._~!$&'()*+,/:;=?@[\]%]/;
 const NEEDS_ESCAPE_GLOBAL = new RegExp(NEEDS_ESCAPE.source, 'g');
 
 /**

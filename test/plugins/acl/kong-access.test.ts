@@ -4,7 +4,8 @@
  * an authentication plugin vouches for (`ctx.shared.authenticated_groups`, set here by a test plugin as
  * Kong's spec sets them with its ctx-checker) and always_use_authenticated_groups, the anonymous consumer;
  * acl after every authentication plugin (key-auth, basic-auth, jwt, oauth2); group changes through the
- * admin API taking effect at once; and the `acls` admin API with groups named per consumer.
+ * admin API taking effect at once; and the `acls` admin API with groups named per consumer (and only names
+ * X-Consumer-Groups can carry).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -262,6 +263,15 @@ describe('Kong acl: the acls admin API (01-api)', () => {
     assert.equal(page.data.length, 2);
     assert.ok(page.next);
     assert.ok((await admin('GET', '/acls')).json().data.length >= 10);
+  });
+
+  it('AC19 a group name no header can carry is refused: it goes upstream in X-Consumer-Groups', async () => {
+    await admin('POST', '/consumers', { username: 'carol' });
+    for (const group of ['line\r\nbreak', 'nul\u0000', '\u65e5\u672c']) {
+      const refused = await admin('POST', '/consumers/carol/acls', { group });
+      assert.equal(refused.status, 400, JSON.stringify(group));
+      assert.match(refused.json().fields.group, /must be usable as an HTTP header value/);
+    }
   });
 });
 
