@@ -5,7 +5,8 @@
  * a syntax error as a config error with its position, and every failure rejecting the whole request
  * with a 400 naming the collector: a failing mapping, an invalid result, a mapping past its time budget
  * (infinite recursion), a catastrophic regular expression; nothing of such a request is stored, and the
- * gateway keeps answering meanwhile.
+ * gateway keeps answering meanwhile. (Mappings that would pin the process or fill its memory:
+ * collector-bounds.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
