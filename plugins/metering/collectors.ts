@@ -1,8 +1,8 @@
 /**
  * Collectors: events pre-processed with a JSONata mapping (the `jsonata` package: the mapping language
  * of choice for JSON-to-JSON transforms, well kept). Mappings are checked here when declared or created
- * (syntax, and regular expressions that cannot backtrack catastrophically) and evaluated on a worker
- * thread that bounds their time, memory and output (mapping-worker.ts).
+ * (syntax, and regular expressions the linear-time engine runs) and evaluated on a worker thread that
+ * bounds their time, memory and output (mapping-worker.ts).
  *
  * A collector with `match: {type?, source?}` rewrites the CloudEvents posted to `/events` whose
  * attributes match, before validation and dedupe; one without `match` takes any JSON posted to
@@ -15,7 +15,7 @@ import { CollectorError, type CollectorErrorCode } from './errors.ts';
 import { createHash } from 'node:crypto';
 import jsonata from 'jsonata';
 import type { Logger } from 'pino';
-import { compileRouteRegex, putIfAbsent, type Store } from '../../src/pipeline/plugin-api.ts';
+import { operatorRegexProblem, putIfAbsent, type Store } from '../../src/pipeline/plugin-api.ts';
 import { MappingWorker, type MappingFailure, type MappingLimits } from './mapping-worker.ts';
 import { KEY_PATTERN } from './meter-model.ts';
 
@@ -42,7 +42,7 @@ export interface CompiledCollector {
 
 /**
  * A mapping's problem with its position in the text, or undefined. Its regular expression literals must
- * pass the route regexes' check (those a mapping builds at run time with `$eval` run on RE2 anyway).
+ * be ones RE2 runs (those a mapping builds at run time with `$eval` are refused when evaluated).
  */
 export function mappingProblem(mapping: unknown): string | undefined {
   if (typeof mapping !== 'string' || mapping.trim() === '') return 'must be a non-empty JSONata expression';
@@ -55,8 +55,9 @@ export function mappingProblem(mapping: unknown): string | undefined {
     return `syntax error at position ${e.position ?? 0} (${e.code}): ${e.message}`;
   }
   for (const re of regexesOf(expression.ast())) {
-    const compiled = compileRouteRegex(re.source, { anchored: false, ignoreCase: false });
-    if (typeof compiled === 'string') return `the regular expression ${re} is refused: ${compiled}`;
+    const problem = operatorRegexProblem(re.source, { anchored: false, ignoreCase: re.flags.includes('i') });
+    // As written in the mapping: without the `g` JSONata adds.
+    if (problem) return `the regular expression /${re.source}/${re.flags.replace('g', '')} is refused: ${problem}`;
   }
   return undefined;
 }
@@ -171,7 +172,7 @@ export class Collectors {
     }
     for (const record of byName.values()) {
       const previous = this.compiled.get(record.name);
-      // A collector stored by an older version may hold what this one refuses: it is left out.
+      // A collector stored by an older version may hold what this one refuses (a lookahead): it is left out.
       const problem = previous && previous.record.mapping === record.mapping ? undefined : mappingProblem(record.mapping);
       if (problem) this.log.error({ collector: record.name, problem }, 'metering: a stored collector\'s mapping is refused; the collector is left out');
       else next.set(record.name, { record });
