@@ -1,8 +1,8 @@
 /**
  * Collectors: events pre-processed with a JSONata mapping (the `jsonata` package: the mapping language
  * of choice for JSON-to-JSON transforms, well kept). Mappings are checked here when declared or created
- * (syntax, and regular expressions the linear-time engine runs) and evaluated on a worker thread that
- * bounds their time, memory and output (mapping-worker.ts).
+ * (syntax, and regular expressions the linear-time engine runs) and evaluated in a process of their
+ * own that bounds their time, memory and output (mapping-worker.ts).
  *
  * A collector with `match: {type?, source?}` rewrites the CloudEvents posted to `/events` whose
  * attributes match, before validation and dedupe; one without `match` takes any JSON posted to
@@ -106,7 +106,7 @@ export function collectorProblems(body: unknown): { field: string; reason: strin
 const KEY_PREFIX = 'col/';
 const TOPIC = 'collectors';
 
-/** The worker's heap when the route's bodies are small: room for JSONata, the input and its copies. */
+/** The mapping process's heap when the routes' bodies are small: room for JSONata, the input and its copies. */
 const MIN_HEAP_MB = 128;
 /** Heap per byte of the largest body a route takes (a parsed JSON body weighs several times its text). */
 const HEAP_PER_BODY_BYTE = 16;
@@ -140,9 +140,9 @@ export class Collectors {
     await this.reload();
   }
 
-  async close(): Promise<void> {
+  close(): void {
     this.unsubscribe();
-    await this.worker.close();
+    this.worker.close();
   }
 
   /** A new configuration: its declared collectors and the limits their mappings run under. */
@@ -221,7 +221,7 @@ export class Collectors {
   }
 
   /**
-   * Runs each job's collector over its input in the worker; per job, the events it yields (an object: one;
+   * Runs each job's collector over its input in the mapping process; per job, the events it yields (an object: one;
    * an array: each; nothing: none) with Tollgate's defaults filled in: `specversion` 1.0, `source`
    * `collector/<name>`, and an `id` hashed from the event itself, so that the same webhook delivered
    * twice is one event. `maxTotalBytes` bounds the events of all jobs together.

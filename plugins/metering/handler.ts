@@ -96,7 +96,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
       rejections: async () => summed((await api.node.gather(REJECTIONS_TOPIC)) as Rejections[][]),
     }),
     close: async () => {
-      await collectors.close();
+      collectors.close();
       await billing.close();
       await service.close();
     },

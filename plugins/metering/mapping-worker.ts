@@ -1,23 +1,24 @@
 /**
- * Collector mappings run on a worker thread of their own, so that what one evaluation costs is bounded
- * by construction, not by JSONata's own guardrails, which it checks only between evaluation steps: one
+ * Collector mappings run in a process of their own, so that what one evaluation costs is bounded by
+ * construction, not by JSONata's own guardrails, which it checks only between evaluation steps: one
  * step may be a regular expression (`$match(tag, /(a|aa)+$/)` held the event loop 2.5 s), a `$pad` to
  * 50 million characters (a 50 MB event from a 26-byte body), a `$distinct` quadratic in its 100,000
  * items (7 s). Here:
- * - time: a watchdog on the gateway's thread terminates the worker when one evaluation has not
- *   finished after one to two budgets (`collector_timeout_ms`); the request gets COLLECTOR_TIMEOUT and
- *   the next one a fresh worker;
- * - memory: the worker's heap is capped (`resourceLimits`); a mapping that fills it ends the worker,
- *   not the gateway, and gets COLLECTOR_TOO_LARGE;
+ * - time: the process reports the evaluation it starts (at most twice a budget, not per event); one
+ *   still running 1.5 to 3 budgets after it started is stopped by killing the process; the request gets
+ *   COLLECTOR_TIMEOUT and the next batch a fresh process;
+ * - memory: the process's heap is capped (`--max-old-space-size`); a mapping that exhausts it ends that
+ *   process, not the gateway (COLLECTOR_TOO_LARGE). A worker thread's `resourceLimits` do not: a 400 MB
+ *   string made in one step took the whole gateway down with V8's fatal out-of-memory error;
  * - output: each event a mapping yields is at most MAX_MAPPED_EVENT_BYTES serialized, and the events of
  *   one request at most the route's `max_body_size` (what the client could have posted itself);
  * - regular expressions run on RE2 (re2js: linear time), as every other operator regex.
  *
- * One worker per process, one batch (a request's evaluations) at a time: requests queue behind a slow
- * mapping, never the event loop. Results come back as JSON text, the size that was checked.
+ * One mapping process per gateway process, one batch (a request's evaluations) at a time: requests queue
+ * behind a slow mapping, never the event loop. Results come back as JSON text, the size that was checked.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
 
 /** OpenMeter's practical ceiling for one event (its Kafka producer's default message size). */
 export const MAX_MAPPED_EVENT_BYTES = 1024 * 1024;
@@ -49,7 +50,7 @@ export interface MappingResults {
 export interface MappingLimits {
   /** Per evaluation (`collector_timeout_ms`). */
   timeoutMs: number;
-  /** The worker's heap. */
+  /** The mapping process's heap. */
   heapMb: number;
 }
 
@@ -61,16 +62,16 @@ interface Batch {
 }
 
 /**
- * The worker: plain CommonJS source, since a worker inherits neither the TypeScript loader nor the
- * gateway's bundle. JSONata's `RegexEngine` is given RE2 through the shape JSONata uses of a RegExp
- * (`exec` from `lastIndex`, the match with its `index`).
+ * The mapping process: plain CommonJS source run by `node -e`, since it inherits neither the TypeScript
+ * loader nor the gateway's bundle; its settings (module paths among them) come as its one argument.
+ * JSONata's `RegexEngine` is given RE2 through the shape JSONata uses of a RegExp (`exec` from
+ * `lastIndex`, the match with its `index`).
  */
 const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const jsonata = require(workerData.jsonata);
-const { RE2JS } = require(workerData.re2js);
-const started = new Int32Array(workerData.progress);
-const { maxDepth, maxSequence, maxEventBytes, maxEvents } = workerData;
+const settings = JSON.parse(process.argv[1]);
+const jsonata = require(settings.jsonata);
+const { RE2JS } = require(settings.re2js);
+const { maxDepth, maxSequence, maxEventBytes, maxEvents } = settings;
 
 class LinearRegExp {
   constructor(pattern, flags) {
@@ -132,11 +133,20 @@ function serialize(output) {
   return { json: Array.isArray(output) ? '[' + parts.join(',') + ']' : parts[0], bytes };
 }
 
-parentPort.on('message', async ({ jobs, timeoutMs, maxTotalBytes }) => {
+/** Reports the evaluation starting, at the batch's start and then at most twice a budget. */
+let reportedAt = 0;
+function report(index, timeoutMs) {
+  const now = Date.now();
+  if (index > 0 && now - reportedAt < timeoutMs / 2) return;
+  reportedAt = now;
+  process.send({ started: index });
+}
+
+process.on('message', async ({ jobs, timeoutMs, maxTotalBytes }) => {
   const outputs = [];
   let total = 0;
   for (let index = 0; index < jobs.length; index++) {
-    Atomics.add(started, 0, 1);
+    report(index, timeoutMs);
     try {
       const { json, bytes } = serialize(await expressionOf(jobs[index].mapping, timeoutMs).evaluate(jobs[index].input));
       total += bytes;
@@ -144,93 +154,91 @@ parentPort.on('message', async ({ jobs, timeoutMs, maxTotalBytes }) => {
       outputs.push(json);
     } catch (err) {
       const failure = { index, code: err && err.code, message: (err && err.message) || String(err) };
-      parentPort.postMessage({ outputs, failure });
+      process.send({ outputs, failure });
       return;
     }
   }
-  parentPort.postMessage({ outputs });
+  process.send({ outputs });
 });
-parentPort.postMessage('ready');
+// The gateway is gone (even by kill -9): so is its mapping process.
+process.on('disconnect', () => process.exit(0));
+process.send('ready');
 `;
 
 const resolveModule = createRequire(import.meta.url).resolve;
 
+type WorkerMessage = MappingResults | { started: number } | 'ready';
+
 export class MappingWorker {
-  private worker: Worker | undefined;
+  private child: ChildProcess | undefined;
   private ready = false;
   private heapMb = 0;
-  /** How many evaluations the worker has started: the watchdog's view of its progress. */
-  private readonly progress = new Int32Array(new SharedArrayBuffer(4));
   private readonly queue: Batch[] = [];
   private running: Batch | undefined;
-  /** The progress count when the running batch was sent. */
-  private base = 0;
+  /** The job of the running batch last reported started, and when (undefined: none yet). */
+  private started = 0;
+  private startedAt: number | undefined;
   private watchdog: NodeJS.Timeout | undefined;
   private closed = false;
 
   constructor(private limits: MappingLimits) {}
 
-  /** New limits: a worker with another heap size is replaced once idle. */
+  /** New limits: a process with another heap size is replaced once idle. */
   configure(limits: MappingLimits): void {
     this.limits = limits;
-    if (this.worker && this.heapMb !== limits.heapMb && !this.running) this.retire();
+    if (this.child && this.heapMb !== limits.heapMb && !this.running) this.retire();
   }
 
-  /** Starts the worker ahead of the first request (it takes some 100 ms to load JSONata). */
+  /** Starts the process ahead of the first request (it takes some 100 ms to load JSONata). */
   warm(): void {
-    if (!this.worker && !this.closed) this.spawn();
+    if (!this.child && !this.closed) this.spawn();
   }
 
   /** Evaluates the jobs in order, stopping at the first failure. */
   run(jobs: MappingJob[], maxTotalBytes: number): Promise<MappingResults> {
-    if (this.closed) return Promise.reject(new Error('the collector mapping worker is closed'));
+    if (this.closed) return Promise.reject(new Error('the collector mapping process is closed'));
     return new Promise((resolve, reject) => {
       this.queue.push({ jobs, maxTotalBytes, resolve, reject });
       this.dispatch();
     });
   }
 
-  async close(): Promise<void> {
+  close(): void {
     this.closed = true;
-    for (const batch of this.queue.splice(0)) batch.reject(new Error('the collector mapping worker is closed'));
-    this.finish()?.reject(new Error('the collector mapping worker is closed'));
-    await this.worker?.terminate();
+    for (const batch of this.queue.splice(0)) batch.reject(new Error('the collector mapping process is closed'));
+    this.finish()?.reject(new Error('the collector mapping process is closed'));
+    this.retire();
   }
 
   private dispatch(): void {
-    if (this.running || this.queue.length === 0) return;
-    if (!this.worker || this.heapMb !== this.limits.heapMb) {
-      if (this.worker) this.retire();
+    if (this.running || this.queue.length === 0 || this.closed) return;
+    if (!this.child || this.heapMb !== this.limits.heapMb) {
+      this.retire();
       this.spawn();
     }
     if (!this.ready) return;
     const batch = (this.running = this.queue.shift()!);
+    this.startedAt = undefined;
     this.watch(this.limits.timeoutMs);
-    this.worker!.postMessage({ jobs: batch.jobs, timeoutMs: this.limits.timeoutMs, maxTotalBytes: batch.maxTotalBytes });
+    this.child!.send({ jobs: batch.jobs, timeoutMs: this.limits.timeoutMs, maxTotalBytes: batch.maxTotalBytes });
   }
 
   /**
-   * Every budget, the worker must have started another evaluation since the last look, else the one it
-   * runs has taken a budget at least: it is terminated. Before its first evaluation starts (the batch is
-   * still being copied over) nothing is counted.
+   * Every budget, the evaluation last reported started must not be older than two budgets (the process
+   * reports at most twice a budget, so one that keeps starting evaluations is never that far behind);
+   * else it has run that long in one go, and the process is killed. Before the first report (the batch
+   * is still being copied over) nothing is counted.
    */
   private watch(timeoutMs: number): void {
-    this.base = Atomics.load(this.progress, 0);
-    let seen = this.base;
     this.watchdog = setInterval(() => {
-      const now = Atomics.load(this.progress, 0);
-      if (now !== this.base && now === seen) this.abort({ index: this.runningIndex(), code: 'D1012', message: 'the evaluation was stopped after its time budget' });
-      seen = now;
+      if (this.startedAt !== undefined && performance.now() - this.startedAt > 2 * timeoutMs) {
+        this.abort({ index: this.started, code: 'D1012', message: 'the evaluation was stopped after its time budget' });
+      }
     }, timeoutMs);
     this.watchdog.unref();
   }
 
-  /** The job of the running batch the worker evaluates. */
-  private runningIndex(): number {
-    return Math.max(0, Atomics.load(this.progress, 0) - this.base - 1);
-  }
-
-  /** Ends the running batch with `failure` and the worker with it. */
+  /** Ends the running batch with `failure`, and the process with it. */
   private abort(failure: MappingFailure): void {
     const batch = this.finish();
     this.retire();
@@ -247,54 +255,57 @@ export class MappingWorker {
 
   private spawn(): void {
     this.heapMb = this.limits.heapMb;
-    const worker = new Worker(WORKER_SOURCE, {
-      eval: true,
-      workerData: {
-        jsonata: resolveModule('jsonata'),
-        re2js: resolveModule('re2js'),
-        progress: this.progress.buffer,
-        maxDepth: MAX_DEPTH,
-        maxSequence: MAX_SEQUENCE,
-        maxEventBytes: MAX_MAPPED_EVENT_BYTES,
-        maxEvents: MAX_EVENTS_PER_EVALUATION,
-      },
-      resourceLimits: { maxOldGenerationSizeMb: this.limits.heapMb },
+    const settings = {
+      jsonata: resolveModule('jsonata'),
+      re2js: resolveModule('re2js'),
+      maxDepth: MAX_DEPTH,
+      maxSequence: MAX_SEQUENCE,
+      maxEventBytes: MAX_MAPPED_EVENT_BYTES,
+      maxEvents: MAX_EVENTS_PER_EVALUATION,
+    };
+    // stderr ignored: what V8 prints when a mapping exhausts the heap is not the gateway's log.
+    const child = spawn(process.execPath, [`--max-old-space-size=${this.heapMb}`, '-e', WORKER_SOURCE, JSON.stringify(settings)], {
+      stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
+      serialization: 'advanced',
     });
-    // The worker must not keep the process alive: close() ends it, and an exiting process may skip that.
-    worker.unref();
-    this.worker = worker;
+    // It must not keep the gateway alive: close() ends it, and an exiting gateway may skip that.
+    child.unref();
+    child.channel?.unref();
+    this.child = child;
     this.ready = false;
-    worker.on('message', (message: MappingResults | 'ready') => {
-      if (this.worker !== worker) return; // a worker the watchdog ended, answering late
-      if (message === 'ready') {
-        this.ready = true;
-      } else {
-        this.finish()?.resolve(message);
-      }
+    child.on('message', (message: WorkerMessage) => {
+      if (this.child !== child) return; // a process the watchdog killed, answering late
+      if (message === 'ready') this.ready = true;
+      else if ('started' in message) {
+        this.started = message.started;
+        this.startedAt = performance.now();
+        return;
+      } else this.finish()?.resolve(message);
       this.dispatch();
     });
-    worker.on('error', (err: Error & { code?: string }) => {
-      if (this.worker !== worker) return;
-      if (err.code === 'ERR_WORKER_OUT_OF_MEMORY') this.abort({ index: this.runningIndex(), code: 'COLLECTOR_TOO_LARGE', message: 'the mapping needs more memory than its worker has' });
-      else {
-        const batch = this.finish();
-        this.retire();
-        batch?.reject(err);
-        this.dispatch();
-      }
-    });
-    worker.on('exit', () => {
-      if (this.worker !== worker) return;
-      this.worker = undefined;
-      this.finish()?.reject(new Error('the collector mapping worker exited'));
-      if (!this.closed) this.dispatch();
-    });
+    child.on('error', (err) => this.lost(child, err));
+    child.on('exit', (code, signal) => this.lost(child, new Error(`the collector mapping process exited (${signal ?? code})`), signal === 'SIGABRT'));
+  }
+
+  /**
+   * The process ended on its own. Aborted by V8 (out of memory) while running a batch: that batch is
+   * refused as too large. Else the running batch fails; before it was ready, the waiting ones too (a
+   * process that cannot start would not start again).
+   */
+  private lost(child: ChildProcess, err: Error, outOfMemory = false): void {
+    if (this.child !== child) return;
+    const wasReady = this.ready;
+    if (outOfMemory && this.running) return this.abort({ index: this.started, code: 'COLLECTOR_TOO_LARGE', message: 'the mapping needs more memory than it may use' });
+    const failed = wasReady ? [this.finish()] : this.queue.splice(0);
+    this.retire();
+    for (const batch of failed) batch?.reject(err);
+    this.dispatch();
   }
 
   private retire(): void {
-    const worker = this.worker;
-    this.worker = undefined;
+    const child = this.child;
+    this.child = undefined;
     this.ready = false;
-    void worker?.terminate();
+    child?.kill('SIGKILL');
   }
 }

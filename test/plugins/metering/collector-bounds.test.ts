@@ -4,7 +4,8 @@
  * seconds, doubling every few characters); a single evaluation step that runs long (`$distinct` of
  * 100,000 items) is stopped at its budget while the gateway answers others; a mapping that makes a
  * huge value (`$pad` to 50 million characters from a 26-byte body) is refused, nothing stored. The
- * gateway runs as a child process, so that a pinned gateway fails these tests instead of the runner.
+ * gateway runs as a child process, so that a pinned gateway fails these tests instead of the runner. A
+ * mapping that exhausts memory (a 400 MB string) ends its own process, the gateway answering on.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -70,5 +71,27 @@ describe('collector mappings are bounded', { timeout: 120_000 }, () => {
     // The worker is replaced as needed: the same collector with a small value goes through.
     const small = await api.sendJson('POST', '/collectors/padded/events', { n: 10 });
     assert.equal(small.status, 202, small.text);
+  });
+});
+
+describe('a mapping that exhausts its memory', { timeout: 120_000 }, () => {
+  let gw: SpawnedGateway;
+  let api: MeteringApi;
+  before(async () => {
+    // A budget long enough for the heap to run out first.
+    const config: Record<string, any> = meteringConfig({ metering: { collector_timeout_ms: 10_000 } });
+    config.collectors = [{ name: 'padded', mapping: '{"type": "padded", "subject": "s", "data": {"text": $pad("x", n)}}' }];
+    gw = await spawnGateway(config);
+    api = await MeteringApi.connect(gw.https);
+  });
+  after(() => gw.kill('SIGKILL'));
+
+  test('ends the process it runs in, not the gateway', async () => {
+    const attacked = await api.sendJson('POST', '/collectors/padded/events', { n: 400_000_000 });
+    assert.equal(attacked.status, 400, attacked.text);
+    assert.equal(attacked.json().invalid_parameters[0].rule, 'COLLECTOR_TOO_LARGE');
+    assert.match(attacked.json().detail, /needs more memory than it may use/);
+    assert.equal((await api.send('GET', '/meters')).status, 200, 'the gateway is still up');
+    assert.equal((await api.sendJson('POST', '/collectors/padded/events', { n: 10 })).status, 202);
   });
 });
