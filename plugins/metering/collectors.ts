@@ -233,7 +233,7 @@ export class Collectors {
     );
     if (failure) throw collectorErrorOf(jobs[failure.index].collector.record.name, failure);
     return outputs.map((json, index) => {
-      if (json === undefined) return [];
+      if (json === null) return [];
       const output: unknown = JSON.parse(json);
       const name = jobs[index].collector.record.name;
       return (Array.isArray(output) ? output : [output]).map((event, at) => withDefaults(name, event, at));
