@@ -4,8 +4,8 @@
  * host, port without the scheme's default) and compared with each entry: plain ones by the whole
  * normalized origin, regexes anchored at both ends, against the host alone when the regex has no `:`.
  */
-import { compileRouteRegex } from '../../src/pipeline/plugin-api.ts';
-import type { CorsConfig } from './schema.ts';
+import { compileOperatorRegex, type OperatorRegex } from '../../src/pipeline/plugin-api.ts';
+import { ORIGIN_REGEX, type CorsConfig } from './schema.ts';
 
 /** What configure_origin decides. */
 export type OriginRule =
@@ -14,7 +14,7 @@ export type OriginRule =
   | { kind: 'fixed'; origin: string }
   | { kind: 'list'; entries: OriginEntry[] };
 
-type OriginEntry = { regex: RegExp; byHost: boolean } | { domain: string };
+type OriginEntry = { regex: OperatorRegex; byHost: boolean } | { domain: string };
 
 interface NormalizedOrigin {
   /** scheme://host[:port], the port left out when it is the scheme's default. */
@@ -26,10 +26,7 @@ interface NormalizedOrigin {
 const PLAIN = /^[A-Za-z0-9.:/-]+$/;
 const URL_START = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)/;
 const DEFAULT_PORTS: Record<string, string> = { http: '80', https: '443' };
-/**
- * No real origin is longer (scheme, a 253-character host, a port); a longer Origin header matches nothing,
- * so that a regex's polynomial backtracking stays bounded whatever a client sends.
- */
+/** No real origin is longer (scheme, a 253-character host, a port): a longer Origin header matches nothing. */
 const MAX_ORIGIN_LENGTH = 512;
 
 const rules = new WeakMap<CorsConfig, OriginRule>();
@@ -49,7 +46,7 @@ function buildRule(origins: string[]): OriginRule {
       if (PLAIN.test(entry)) return { domain: normalizeOrigin(entry).domain };
       // Kong anchors user regexes at both ends (it used not to): an explicit ^ or $ is kept meaning the same.
       const source = (entry.startsWith('^') ? entry.slice(1) : entry) + (entry.endsWith('$') ? '' : '$');
-      return { regex: compileRouteRegex(source, { anchored: true, ignoreCase: false }) as RegExp, byHost: !entry.includes(':') };
+      return { regex: compileOperatorRegex(source, ORIGIN_REGEX), byHost: !entry.includes(':') };
     }),
   };
 }

@@ -1,5 +1,5 @@
 /** Kong's cors config (kong/plugins/cors/schema.lua): fields, defaults and the origin check. */
-import { compileRouteRegex, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { operatorRegexProblem, type OperatorRegexOptions, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
 export const METHODS = ['GET', 'HEAD', 'PUT', 'PATCH', 'POST', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'] as const;
 
@@ -15,10 +15,14 @@ export interface CorsConfig {
   allow_origin_absent: boolean;
 }
 
-/** `*`, or a regex (a plain origin is a regex that matches itself); JS syntax, refused when it could backtrack without bound. */
+/** Origin regexes are matched whole (Kong anchors them at both ends), case-sensitively, in linear time (RE2). */
+export const ORIGIN_REGEX: OperatorRegexOptions = { anchored: true, ignoreCase: false };
+
+/** `*`, or a regex (a plain origin is a regex that matches itself) the linear-time engine runs. */
 function originProblem(origin: string): string | undefined {
   if (origin === '*') return undefined;
-  return typeof compileRouteRegex(origin, { anchored: true, ignoreCase: false }) === 'string' ? `'${origin}' is not a valid regex` : undefined;
+  const problem = operatorRegexProblem(origin, ORIGIN_REGEX);
+  return problem === undefined ? undefined : `'${origin}' is not a valid regex (${problem})`;
 }
 
 export const configSchema: RecordSchema = {

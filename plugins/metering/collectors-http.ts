@@ -60,7 +60,7 @@ export class CollectorsHttp implements SubRoutes {
   private async create(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
     requireScope(ctx, config, 'manage');
     const body = await readJson(ctx, config.max_body_size);
-    const problems = collectorProblems(body, this.collectors.timeoutMs);
+    const problems = collectorProblems(body);
     if (problems.length > 0) {
       throw new MeteringError(400, `validation error: ${problems.map((p) => (p.field ? `${p.field}: ${p.reason}` : p.reason)).join('; ')}`, { invalidParameters: problems.map((p) => ({ ...p, rule: 'invalid', source: 'body' as const })) });
     }

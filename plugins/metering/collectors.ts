@@ -1,21 +1,22 @@
 /**
  * Collectors: events pre-processed with a JSONata mapping (the `jsonata` package: the mapping language
- * of choice for JSON-to-JSON transforms, well kept, with evaluation guardrails of its own: a time budget,
- * a depth limit and a sequence-size limit checked at every evaluation step).
+ * of choice for JSON-to-JSON transforms, well kept). Mappings are checked here when declared or created
+ * (syntax, and regular expressions the linear-time engine runs) and evaluated in a process of their
+ * own that bounds their time, memory and output (mapping-worker.ts).
  *
  * A collector with `match: {type?, source?}` rewrites the CloudEvents posted to `/events` whose
  * attributes match, before validation and dedupe; one without `match` takes any JSON posted to
  * `/collectors/{name}/events` (a webhook body) and turns it into zero, one or many CloudEvents.
- * Mappings are compiled once per configuration (declared ones) or once per creation (API ones).
  *
  * Collectors made through the API live in the store (`col/<name>`), created and deleted with commitIf
  * and announced with a notice, so every process sharing the store serves the same ones.
  */
-import { CollectorError } from './errors.ts';
+import { CollectorError, type CollectorErrorCode } from './errors.ts';
 import { createHash } from 'node:crypto';
 import jsonata from 'jsonata';
 import type { Logger } from 'pino';
-import { compileRouteRegex, putIfAbsent, type Store } from '../../src/pipeline/plugin-api.ts';
+import { operatorRegexProblem, putIfAbsent, type Store } from '../../src/pipeline/plugin-api.ts';
+import { MappingWorker, type MappingFailure, type MappingLimits } from './mapping-worker.ts';
 import { KEY_PATTERN } from './meter-model.ts';
 
 export interface CollectorDefinition {
@@ -33,61 +34,32 @@ export interface CollectorRecord extends CollectorDefinition {
 
 /** The largest mapping accepted: its compilation and its AST stay small. */
 export const MAX_MAPPING_LENGTH = 16 * 1024;
-/** Evaluation guardrails besides the time budget: nesting depth and sequence size. */
-const MAX_DEPTH = 200;
-const MAX_SEQUENCE = 100_000;
-/** Most events one webhook body may turn into. */
-export const MAX_EVENTS_PER_WEBHOOK = 10_000;
 
-/** Why a pattern is refused, by pattern (bounded: mappings build patterns at run time with `$eval`). */
-const refusals = new Map<string, string | null>();
-
-/**
- * The regular expression engine mappings run with: patterns that can backtrack catastrophically (the
- * check route regexes get: nested unbounded repetitions) are refused, also those built at run time
- * through `$eval`.
- */
-class SafeRegExp extends RegExp {
-  constructor(pattern: string | RegExp, flags?: string) {
-    const source = typeof pattern === 'string' ? pattern : pattern.source;
-    const refused = refusalOf(source);
-    if (refused) throw { code: 'TG0001', message: `the regular expression /${source}/ is refused: ${refused}` };
-    super(pattern, flags);
-  }
-}
-
-function refusalOf(source: string): string | null {
-  let refused = refusals.get(source);
-  if (refused === undefined) {
-    const compiled = compileRouteRegex(source, { anchored: false, ignoreCase: false });
-    refused = typeof compiled === 'string' ? compiled : null;
-    if (refusals.size > 1000) refusals.clear();
-    refusals.set(source, refused);
-  }
-  return refused;
-}
-
+/** A collector whose mapping mappingProblem found nothing wrong with. */
 export interface CompiledCollector {
   record: CollectorRecord;
-  expression: jsonata.Expression;
 }
 
-/** A mapping compiled with the guardrails, or the problem with its position in the text. */
-export function compileMapping(mapping: unknown, timeoutMs: number): { expression?: jsonata.Expression; problem?: string } {
-  if (typeof mapping !== 'string' || mapping.trim() === '') return { problem: 'must be a non-empty JSONata expression' };
-  if (mapping.length > MAX_MAPPING_LENGTH) return { problem: `must be at most ${MAX_MAPPING_LENGTH} characters long` };
+/**
+ * A mapping's problem with its position in the text, or undefined. Its regular expression literals must
+ * be ones RE2 runs (those a mapping builds at run time with `$eval` are refused when evaluated).
+ */
+export function mappingProblem(mapping: unknown): string | undefined {
+  if (typeof mapping !== 'string' || mapping.trim() === '') return 'must be a non-empty JSONata expression';
+  if (mapping.length > MAX_MAPPING_LENGTH) return `must be at most ${MAX_MAPPING_LENGTH} characters long`;
   let expression: jsonata.Expression;
   try {
-    expression = jsonata(mapping, { timeout: timeoutMs, stack: MAX_DEPTH, sequence: MAX_SEQUENCE, RegexEngine: SafeRegExp as unknown as RegExpConstructor });
+    expression = jsonata(mapping);
   } catch (err) {
     const e = err as { message?: string; position?: number; code?: string };
-    return { problem: `syntax error at position ${e.position ?? 0} (${e.code}): ${e.message}` };
+    return `syntax error at position ${e.position ?? 0} (${e.code}): ${e.message}`;
   }
   for (const re of regexesOf(expression.ast())) {
-    const refused = refusalOf(re.source);
-    if (refused) return { problem: `the regular expression ${re} is refused: ${refused}` };
+    const problem = operatorRegexProblem(re.source, { anchored: false, ignoreCase: re.flags.includes('i') });
+    // As written in the mapping: without the `g` JSONata adds.
+    if (problem) return `the regular expression /${re.source}/${re.flags.replace('g', '')} is refused: ${problem}`;
   }
-  return { expression };
+  return undefined;
 }
 
 /** Every regular expression literal in an AST (iterative: the AST of a long mapping may be deep). */
@@ -107,14 +79,14 @@ function regexesOf(ast: unknown): RegExp[] {
 }
 
 /** Problems of a collector definition (API body or gateway.yaml entity), by field. */
-export function collectorProblems(body: unknown, timeoutMs: number): { field: string; reason: string }[] {
+export function collectorProblems(body: unknown): { field: string; reason: string }[] {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return [{ field: '', reason: 'must be a JSON object' }];
   const b = body as Record<string, unknown>;
   const problems: { field: string; reason: string }[] = [];
   for (const key of Object.keys(b)) if (!['name', 'description', 'mapping', 'match'].includes(key)) problems.push({ field: key, reason: 'unknown property' });
   if (typeof b.name !== 'string' || !KEY_PATTERN.test(b.name) || b.name.length > 64) problems.push({ field: 'name', reason: 'must be 1 to 64 lower-case letters, digits and single underscores (as meter keys)' });
   if (b.description !== undefined && b.description !== null && (typeof b.description !== 'string' || b.description.length > 1024)) problems.push({ field: 'description', reason: 'must be a string of at most 1024 characters' });
-  const { problem } = compileMapping(b.mapping, timeoutMs);
+  const problem = mappingProblem(b.mapping);
   if (problem) problems.push({ field: 'mapping', reason: problem });
   const match = b.match;
   if (match !== undefined && match !== null) {
@@ -134,16 +106,26 @@ export function collectorProblems(body: unknown, timeoutMs: number): { field: st
 const KEY_PREFIX = 'col/';
 const TOPIC = 'collectors';
 
-/** The collectors of this configuration: declared ones and those created through the API, compiled. */
+/** The mapping process's heap when the routes' bodies are small: room for JSONata, the input and its copies. */
+const MIN_HEAP_MB = 128;
+/** Heap per byte of the largest body a route takes (a parsed JSON body weighs several times its text). */
+const HEAP_PER_BODY_BYTE = 16;
+
+/** The limits mappings run under, from the metering routes' settings (the largest of each; without a route, the defaults). */
+export function mappingLimits(configs: { collector_timeout_ms: number; max_body_size: number }[]): MappingLimits {
+  const timeoutMs = configs.length > 0 ? Math.max(...configs.map((c) => c.collector_timeout_ms)) : 50;
+  const largestBody = Math.max(0, ...configs.map((c) => c.max_body_size));
+  return { timeoutMs, heapMb: Math.max(MIN_HEAP_MB, Math.ceil((largestBody * HEAP_PER_BODY_BYTE) / 2 ** 20)) };
+}
+
+/** The collectors of this configuration: declared ones and those created through the API, validated. */
 export class Collectors {
   private compiled = new Map<string, CompiledCollector>();
   /** Collectors with a `match`, by name: the order in which they are tried. */
   private matchers: CompiledCollector[] = [];
-  /** The time budget the compiled expressions carry. */
-  private compiledTimeout = 0;
   private declared: CollectorRecord[] = [];
   private stored: CollectorRecord[] = [];
-  timeoutMs = 50;
+  private readonly worker = new MappingWorker(mappingLimits([]));
   private readonly unsubscribe: () => void;
 
   constructor(
@@ -160,11 +142,12 @@ export class Collectors {
 
   close(): void {
     this.unsubscribe();
+    this.worker.close();
   }
 
-  /** A new configuration: its declared collectors and its time budget. */
-  configure(entities: Record<string, any>[], timeoutMs: number): void {
-    this.timeoutMs = timeoutMs;
+  /** A new configuration: its declared collectors and the limits their mappings run under. */
+  configure(entities: Record<string, any>[], limits: MappingLimits): void {
+    this.worker.configure(limits);
     this.declared = entities.map((e) => ({ name: e.name, description: e.description ?? null, mapping: e.mapping, match: e.match ?? null, origin: 'config', created_at: new Date(0).toISOString() }));
     this.rebuild();
   }
@@ -176,7 +159,7 @@ export class Collectors {
     this.rebuild();
   }
 
-  /** Compiles what changed; a declared collector whose name an API one already has is ignored (and logged). */
+  /** Validates what changed; a declared collector whose name an API one already has is ignored (and logged). */
   private rebuild(): void {
     const next = new Map<string, CompiledCollector>();
     const byName = new Map(this.stored.map((r) => [r.name, r]));
@@ -189,15 +172,13 @@ export class Collectors {
     }
     for (const record of byName.values()) {
       const previous = this.compiled.get(record.name);
-      if (previous && previous.record.mapping === record.mapping && previous.expression && this.timeoutMs === this.compiledTimeout) {
-        next.set(record.name, { ...previous, record });
-        continue;
-      }
-      const { expression } = compileMapping(record.mapping, this.timeoutMs);
-      if (expression) next.set(record.name, { record, expression });
+      // A collector stored by an older version may hold what this one refuses (a lookahead): it is left out.
+      const problem = previous && previous.record.mapping === record.mapping ? undefined : mappingProblem(record.mapping);
+      if (problem) this.log.error({ collector: record.name, problem }, 'metering: a stored collector\'s mapping is refused; the collector is left out');
+      else next.set(record.name, { record });
     }
     this.compiled = next;
-    this.compiledTimeout = this.timeoutMs;
+    if (next.size > 0) this.worker.warm();
     this.matchers = [...next.values()].filter((c) => c.record.match).sort((a, b) => (a.record.name < b.record.name ? -1 : 1));
   }
 
@@ -238,34 +219,39 @@ export class Collectors {
     }
     return undefined;
   }
+
+  /**
+   * Runs each job's collector over its input in the mapping process; per job, the events it yields (an object: one;
+   * an array: each; nothing: none) with Tollgate's defaults filled in: `specversion` 1.0, `source`
+   * `collector/<name>`, and an `id` hashed from the event itself, so that the same webhook delivered
+   * twice is one event. `maxTotalBytes` bounds the events of all jobs together.
+   */
+  async run(jobs: { collector: CompiledCollector; input: unknown }[], maxTotalBytes: number): Promise<unknown[][]> {
+    const { outputs, failure } = await this.worker.run(
+      jobs.map(({ collector, input }) => ({ mapping: collector.record.mapping, input })),
+      maxTotalBytes,
+    );
+    if (failure) throw collectorErrorOf(jobs[failure.index].collector.record.name, failure);
+    return outputs.map((json, index) => {
+      if (json === null) return [];
+      const output: unknown = JSON.parse(json);
+      const name = jobs[index].collector.record.name;
+      return (Array.isArray(output) ? output : [output]).map((event, at) => withDefaults(name, event, at));
+    });
+  }
 }
 
-/** How long evaluations may run back to back before the event loop gets a turn (other requests go on meanwhile). */
-const YIELD_EVERY_MS = 10;
+const FAILURE_CODES: Record<string, CollectorErrorCode> = {
+  D1012: 'COLLECTOR_TIMEOUT',
+  COLLECTOR_TOO_LARGE: 'COLLECTOR_TOO_LARGE',
+  COLLECTOR_INVALID_RESULT: 'COLLECTOR_INVALID_RESULT',
+};
 
-/**
- * Runs a collector's mapping over `input`; the events it yields (an object: one; an array: each; nothing:
- * none), with Tollgate's defaults filled in: `specversion` 1.0, `source` `collector/<name>`, and an `id`
- * hashed from the event itself, so that the same webhook delivered twice is one event.
- */
-export async function runMapping(collector: CompiledCollector, input: unknown, clock: { since: number }): Promise<unknown[]> {
-  if (performance.now() - clock.since > YIELD_EVERY_MS) {
-    await new Promise((resolve) => setImmediate(resolve));
-    clock.since = performance.now();
-  }
-  const name = collector.record.name;
-  let output: unknown;
-  try {
-    output = await collector.expression.evaluate(input);
-  } catch (err) {
-    const e = err as { code?: string; message?: string };
-    if (e.code === 'D1012') throw new CollectorError('COLLECTOR_TIMEOUT', name, 'the mapping ran past its time budget (collector_timeout_ms)');
-    throw new CollectorError('COLLECTOR_MAPPING_FAILED', name, `the mapping failed${e.code ? ` (${e.code})` : ''}: ${e.message ?? String(err)}`);
-  }
-  if (output === undefined) return [];
-  const events = Array.isArray(output) ? [...output] : [output];
-  if (events.length > MAX_EVENTS_PER_WEBHOOK) throw new CollectorError('COLLECTOR_INVALID_RESULT', name, `the mapping yields ${events.length} events, more than ${MAX_EVENTS_PER_WEBHOOK}`);
-  return events.map((event, index) => withDefaults(name, event, index));
+function collectorErrorOf(collector: string, failure: MappingFailure): CollectorError {
+  const code = failure.code === undefined ? undefined : FAILURE_CODES[failure.code];
+  if (code === 'COLLECTOR_TIMEOUT') return new CollectorError(code, collector, 'the mapping ran past its time budget (collector_timeout_ms)');
+  if (code) return new CollectorError(code, collector, failure.message);
+  return new CollectorError('COLLECTOR_MAPPING_FAILED', collector, `the mapping failed${failure.code ? ` (${failure.code})` : ''}: ${failure.message}`);
 }
 
 function withDefaults(collector: string, event: unknown, index: number): unknown {

@@ -62,7 +62,7 @@ export class BodyError extends MeteringError {
 }
 
 /** Why a collector refused a request; always the whole request. */
-export type CollectorErrorCode = 'COLLECTOR_MAPPING_FAILED' | 'COLLECTOR_TIMEOUT' | 'COLLECTOR_INVALID_EVENT' | 'COLLECTOR_INVALID_RESULT';
+export type CollectorErrorCode = 'COLLECTOR_MAPPING_FAILED' | 'COLLECTOR_TIMEOUT' | 'COLLECTOR_TOO_LARGE' | 'COLLECTOR_INVALID_EVENT' | 'COLLECTOR_INVALID_RESULT';
 
 export class CollectorError extends MeteringError {
   override name = 'CollectorError';

@@ -7,7 +7,7 @@ import { Billing } from './billing/billing.ts';
 import { parseCollectionPeriod } from './billing/calendar.ts';
 import { DeclaredSync } from './billing/declared.ts';
 import { BillingHttp } from './billing/http.ts';
-import { Collectors } from './collectors.ts';
+import { Collectors, mappingLimits } from './collectors.ts';
 import { CollectorsHttp } from './collectors-http.ts';
 import { MeteringHttp } from './http.ts';
 import { Ingestion } from './ingest.ts';
@@ -82,8 +82,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   return {
     configure: async (view) => {
       await service.configure(view);
-      const budgets = view.instances.map((i) => i.config.collector_timeout_ms);
-      collectors.configure(view.entities('collectors'), budgets.length ? Math.max(...budgets) : 50);
+      collectors.configure(view.entities('collectors'), mappingLimits(view.instances.map((i) => i.config)));
       routeConfig = view.instances[0]?.config;
       const periods = view.instances.map((i) => parseCollectionPeriod(i.config.billing.collection_period)!);
       billing.scheduler.collectionMs = periods.length ? Math.max(...periods) : 3_600_000;

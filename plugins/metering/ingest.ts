@@ -5,7 +5,7 @@
  */
 import { decodeEvents, prepareEvents, type PreparedEvent, type ValidationContext } from './events.ts';
 import { BodyError, CollectorError } from './errors.ts';
-import { runMapping, type Collectors, type CompiledCollector } from './collectors.ts';
+import type { Collectors, CompiledCollector } from './collectors.ts';
 import type { InvalidParameter } from './meter-model.ts';
 import type { MeteringConfig } from './schema.ts';
 import type { MeteringService } from './service.ts';
@@ -40,7 +40,7 @@ export class Ingestion {
     const { events, batch, mayHoldLoneSurrogates } = decodeEvents(contentType, body);
     this.checkCount(events.length, config);
     const context = this.context(config, mayHoldLoneSurrogates);
-    const candidates = await this.throughCollectors(events);
+    const candidates = await this.throughCollectors(events, config);
     // The usual case, no collector matched: one validation pass with the body's own indices.
     const prepared = candidates ? this.prepareEach(candidates, batch, context) : prepareEvents(events, batch, context);
     if (prepared.length > 0) await this.service.ingest(prepared, config);
@@ -48,7 +48,7 @@ export class Ingestion {
 
   /** A webhook body (any JSON) through the collector `name`, which has no `match`. */
   async webhook(collector: CompiledCollector, body: unknown, config: MeteringConfig): Promise<void> {
-    const events = await runMapping(collector, body, { since: performance.now() });
+    const [events] = await this.collectors.run([{ collector, input: body }], config.max_body_size);
     this.checkCount(events.length, config);
     const candidates = events.map((event, index) => ({ event, index, collector: collector.record.name }));
     const prepared = this.prepareEach(candidates, true, this.context(config, true));
@@ -60,17 +60,16 @@ export class Ingestion {
   }
 
   /** The events with the matching collectors applied; undefined when none matched. */
-  private async throughCollectors(events: unknown[]): Promise<Candidate[] | undefined> {
-    let candidates: Candidate[] | undefined;
-    const clock = { since: performance.now() };
-    for (let index = 0; index < events.length; index++) {
-      const collector = this.collectors.matching(events[index]);
-      if (!collector && !candidates) continue;
-      candidates ??= events.slice(0, index).map((event, i) => ({ event, index: i }));
-      if (!collector) candidates.push({ event: events[index], index });
-      else for (const event of await runMapping(collector, events[index], clock)) candidates.push({ event, index, collector: collector.record.name });
-    }
-    return candidates;
+  private async throughCollectors(events: unknown[], config: MeteringConfig): Promise<Candidate[] | undefined> {
+    const collectors = events.map((event) => this.collectors.matching(event));
+    const jobs = events.flatMap((input, index) => (collectors[index] ? [{ collector: collectors[index], input }] : []));
+    if (jobs.length === 0) return undefined;
+    const mapped = (await this.collectors.run(jobs, config.max_body_size)).values();
+    return events.flatMap((event, index): Candidate[] => {
+      const collector = collectors[index];
+      if (!collector) return [{ event, index }];
+      return mapped.next().value!.map((output) => ({ event: output, index, collector: collector.record.name }));
+    });
   }
 
   /**

@@ -91,7 +91,7 @@ const collectorSchema: RecordSchema = {
   },
   entity_checks: [
     (collector) =>
-      collectorProblems(Object.fromEntries(Object.entries(collector).filter(([, v]) => v !== undefined)), 50).map((p) => ({
+      collectorProblems(Object.fromEntries(Object.entries(collector).filter(([, v]) => v !== undefined))).map((p) => ({
         path: p.field ? p.field.split('.') : [],
         message: p.reason,
       })),

@@ -5,7 +5,8 @@
  */
 import type { Route, Service } from '../config/types.ts';
 import { canonicalName, splitHostPort } from '../config/hostnames.ts';
-import { compileRouteRegex } from './validate.ts';
+import { compileOperatorRegex, type OperatorRegex } from '../operator-regex.ts';
+import { HEADER_VALUE_REGEX, ROUTE_PATH_REGEX } from './validate.ts';
 
 /** How a host or SNI pattern compares: exact name, `*.example.com` (suffix), `example.*` (prefix). */
 export const NameKind = { Exact: 0, Suffix: 1, Prefix: 2 } as const;
@@ -24,7 +25,7 @@ export interface HeaderCondition {
   /** Lowercased plain values (any may match). */
   values: Set<string>;
   /** `~*` values, case-insensitive, unanchored (any may match). */
-  regexes: RegExp[];
+  regexes: OperatorRegex[];
 }
 
 export interface Matcher {
@@ -37,7 +38,7 @@ export interface Matcher {
   /** Prefix paths of this group (all the same length), or null. */
   prefixes: string[] | null;
   /** Regex paths of this group, or null. */
-  regexes: RegExp[] | null;
+  regexes: OperatorRegex[] | null;
   /**
    * Texts the path must start with for this matcher to possibly match, fed to the prefix index: the prefix paths,
    * or the literal heads of the regexes (when every regex has one); null when the matcher cannot be pre-filtered.
@@ -125,17 +126,17 @@ function compileRoute(route: Route, service: Service | null): Matcher[] {
 
 interface PathGroup {
   prefixes: string[] | null;
-  regexes: RegExp[] | null;
+  regexes: OperatorRegex[] | null;
 }
 
 /** One group for all regexes, then one per prefix length; a route without paths is one path-less group. */
 function groupPaths(paths: string[] | null): PathGroup[] {
   if (!nonEmpty(paths)) return [{ prefixes: null, regexes: null }];
-  const regexes: RegExp[] = [];
+  const regexes: OperatorRegex[] = [];
   const prefixesByLength = new Map<number, string[]>();
   for (const path of paths) {
     if (path.startsWith('~')) {
-      regexes.push(compileOrThrow(path.slice(1), { anchored: true, ignoreCase: false }));
+      regexes.push(compileOperatorRegex(path.slice(1), ROUTE_PATH_REGEX));
     } else {
       const sameLength = prefixesByLength.get(path.length) ?? [];
       sameLength.push(path);
@@ -147,7 +148,7 @@ function groupPaths(paths: string[] | null): PathGroup[] {
   return groups;
 }
 
-function regexIndexKeys(regexes: RegExp[] | null): string[] | null {
+function regexIndexKeys(regexes: OperatorRegex[] | null): string[] | null {
   if (regexes === null) return null;
   const heads = regexes.map(literalHeadOf);
   return heads.every((head) => head.length > 1) ? heads : null;
@@ -157,12 +158,11 @@ const REGEX_SPECIAL = '^$.*+?()[]{}|';
 
 /**
  * The literal text every match of an anchored route regex starts with ('' when unknown), e.g. `/v1/users/` for
- * `^(?:\/v1\/users\/(\d+))`. Conservative: stops at the first construct it does not read as one literal character.
+ * `/v1/users/(\d+)`. Conservative: stops at the first construct it does not read as one literal character.
  */
-export function literalHeadOf(regex: RegExp): string {
-  const prefix = '^(?:';
-  if (regex.flags.includes('i') || !regex.source.startsWith(prefix) || regex.source.includes('|')) return '';
-  const pattern = regex.source.slice(prefix.length);
+export function literalHeadOf(regex: OperatorRegex): string {
+  const pattern = regex.source;
+  if (regex.options.ignoreCase || !regex.options.anchored || pattern.includes('|')) return '';
   let head = '';
   for (let i = 0; i < pattern.length; i++) {
     let char = pattern[i];
@@ -172,20 +172,13 @@ export function literalHeadOf(regex: RegExp): string {
     }
     if (char === '\\') {
       const escaped = pattern[i + 1];
-      if (escaped === undefined || /[A-Za-z0-9]/.test(escaped)) return head; // \d, \w, \1, \u…: not one literal
+      if (escaped === undefined || /[A-Za-z0-9]/.test(escaped)) return head; // \d, \w, \1, \Q…: not one literal
       char = escaped;
       i++;
     }
     head += char;
   }
   return head;
-}
-
-/** Config validation (validateRoutePath / validateRouteHeaderValue) rejects these first; reaching here is a bug. */
-function compileOrThrow(source: string, options: { anchored: boolean; ignoreCase: boolean }): RegExp {
-  const compiled = compileRouteRegex(source, options);
-  if (typeof compiled === 'string') throw new Error(`invalid regex: '${source}' (${compiled})`);
-  return compiled;
 }
 
 /** Patterns are kept in the canonical form request names are compared in. */
@@ -208,9 +201,9 @@ function compileSni(sni: string): NamePattern {
 function compileHeaders(headers: Record<string, string[]>): HeaderCondition[] {
   return Object.entries(headers).map(([name, configured]) => {
     const values = new Set<string>();
-    const regexes: RegExp[] = [];
+    const regexes: OperatorRegex[] = [];
     for (const value of configured) {
-      if (value.startsWith('~*')) regexes.push(compileOrThrow(value.slice(2), { anchored: false, ignoreCase: true }));
+      if (value.startsWith('~*')) regexes.push(compileOperatorRegex(value.slice(2), HEADER_VALUE_REGEX));
       else values.add(value.toLowerCase());
     }
     return { name: name.toLowerCase(), values, regexes };

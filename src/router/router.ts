@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import { canonicalName, parseRequestHost } from '../config/hostnames.ts';
 import type { Route, Service } from '../config/types.ts';
+import type { OperatorRegex, OperatorRegexMatch } from '../operator-regex.ts';
 import { compileMatchers, NameKind, type HeaderCondition, type Matcher, type NamePattern } from './compile.ts';
 import { escapeUpstreamPath, normalizePath, sanitizePostfix } from './normalize.ts';
 import { PrefixIndex } from './prefix-index.ts';
@@ -128,13 +129,13 @@ export class Router {
       if (prefix !== null) return buildMatch(matcher, path, prefix);
       if (matcher.regexes === null) return buildMatch(matcher, path, null);
       const found = matchingRegex(matcher.regexes, path);
-      if (found !== null) return buildMatch(matcher, path, found[0], capturesOf(found));
+      if (found !== null) return buildMatch(matcher, path, found.groups[0]!, capturesOf(found));
     }
     return null;
   }
 }
 
-function matchingRegex(regexes: RegExp[], path: string): RegExpExecArray | null {
+function matchingRegex(regexes: OperatorRegex[], path: string): OperatorRegexMatch | null {
   for (const regex of regexes) {
     const found = regex.exec(path);
     if (found !== null) return found;
@@ -192,10 +193,12 @@ function headerValueMatches(condition: HeaderCondition, value: string): boolean 
   return false;
 }
 
-function capturesOf(found: RegExpExecArray): Record<string, string> {
+function capturesOf(found: OperatorRegexMatch): Record<string, string> {
   const captures: Record<string, string> = {};
-  for (let i = 0; i < found.length; i++) if (found[i] !== undefined) captures[String(i)] = found[i];
-  if (found.groups) for (const [name, value] of Object.entries(found.groups)) if (value !== undefined) captures[name] = value;
+  found.groups.forEach((value, index) => {
+    if (value !== undefined) captures[String(index)] = value;
+  });
+  for (const [name, value] of Object.entries(found.named)) if (value !== undefined) captures[name] = value;
   return Object.freeze(captures);
 }
 
