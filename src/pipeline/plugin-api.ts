@@ -30,6 +30,8 @@ export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid,
 export { canonicalName } from '../config/hostnames.ts';
 export { AddressRanges } from '../address-ranges.ts';
 export { HttpError } from './http-error.ts';
+/** The package's root folder: files of the package (a plugin's own scripts) are named from it. */
+export { PACKAGE_ROOT } from '../package-root.ts';
 export { upstreamHeaderNameProblem } from '../proxy/headers.ts';
 export * from '../toolkit/index.ts';
 
