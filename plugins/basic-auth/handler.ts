@@ -42,10 +42,10 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Basic
     return { status: 401, message: UNAUTHORIZED, headers };
   };
 
-  /** True when `given` is the credential's password (a promise when a derivation is needed). */
-  const passwordMatches = (credential: BasicCredential, given: string): boolean | Promise<boolean> => {
+  /** True when `given` is the credential's password, sent from `clientIp` (a promise when a derivation is needed). */
+  const passwordMatches = (credential: BasicCredential, given: string, clientIp: string): boolean | Promise<boolean> => {
     const stored = credential.password;
-    if (isHashedSecret(stored)) return secrets.remembers(credential, given) || secrets.verify(credential, stored, given);
+    if (isHashedSecret(stored)) return secrets.remembers(credential, given, clientIp) || secrets.verify(credential, stored, given, clientIp);
     return KONG_PASSWORD_HASH.test(stored) && safeEqual(kongPasswordHash(credential.consumer.id, given), stored);
   };
 
@@ -65,12 +65,12 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Basic
     const consumer = credential && api.consumers.byId(credential.consumer.id);
     if (!credential || !consumer || !given) return refusal(config);
     const authenticated: AuthenticationOutcome = { consumer, credential: { id: credential.id, identifier: credential.username } };
-    const matches = passwordMatches(credential, given.password);
+    const matches = passwordMatches(credential, given.password, ctx.clientIp);
     if (typeof matches === 'boolean') return matches ? authenticated : refusal(config);
     return matches.then(
       (ok) => (ok ? authenticated : refusal(config)),
       (err) => {
-        // Too many guesses of this credential, or too many checks at once: refused without a derivation.
+        // Too many guesses from this address (or of this credential), or too many checks at once: refused without a derivation.
         if (!(err instanceof RequestLimitError)) throw err;
         return { status: err.status, message: err.message, headers: { ...refusal(config).headers, ...err.headers } };
       },

@@ -70,14 +70,14 @@ export class CredentialDirectory {
   }
 
   /**
-   * Checks a confidential client's secret (a hashed one through SecretVerifier: bounded hashing, failure
-   * limits; RequestLimitError when refused unchecked). A runtime credential's hash of older parameters is
-   * upgraded after a success.
+   * Checks a confidential client's secret sent from `clientIp` (a hashed one through SecretVerifier: bounded
+   * hashing, guesses throttled; RequestLimitError when refused unchecked). A runtime credential's hash of
+   * older parameters is upgraded after a success.
    */
-  async verifySecret(credential: OAuth2Credential, secret: unknown): Promise<boolean> {
+  async verifySecret(credential: OAuth2Credential, secret: unknown, clientIp: string): Promise<boolean> {
     if (typeof secret !== 'string') return false;
     if (!credential.hash_secret) return safeEqual(secret, credential.client_secret);
-    if (!(await this.secrets.verify(credential, credential.client_secret, secret))) return false;
+    if (!(await this.secrets.verify(credential, credential.client_secret, secret, clientIp))) return false;
     if (!this.entities.isDeclared(credential)) {
       const rehashed = await this.secrets.rehashed(credential.client_secret, secret);
       if (rehashed) await this.entities.save({ ...credential, client_secret: rehashed }, credential);

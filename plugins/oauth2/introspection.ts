@@ -42,7 +42,7 @@ async function authenticateClient(
     if (typeof clientSecret === 'string' && clientSecret.trim() !== '') {
       return fail(oauthError('invalid_request', 'client_secret is disallowed for public clients'));
     }
-  } else if (!(await deps.credentials.verifySecret(client, clientSecret))) {
+  } else if (!(await deps.credentials.verifySecret(client, clientSecret, ctx.clientIp))) {
     return fail(invalidClient);
   }
   if (typeof params.token !== 'string' || params.token === '') return fail(oauthError('invalid_request', 'Missing token parameter'));

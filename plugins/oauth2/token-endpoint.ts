@@ -113,7 +113,7 @@ async function checkTokenRequest(
       failure = failWith('invalid_client', 'Invalid client authentication', fromHeader);
     }
   }
-  if (client) failure = (await checkClientSecret(client, clientSecret, fromHeader, deps)) ?? failure;
+  if (client) failure = (await checkClientSecret(ctx, client, clientSecret, fromHeader, deps)) ?? failure;
   return failure ?? { client, redirectUri, fromHeader };
 }
 
@@ -165,13 +165,19 @@ async function passwordGrant(request: GrantRequest): Promise<Outcome> {
 }
 
 /** Confidential clients prove their secret; public clients must not send one. */
-async function checkClientSecret(client: OAuth2Credential, secret: unknown, fromHeader: boolean, deps: EndpointDeps): Promise<Refusal | undefined> {
+async function checkClientSecret(
+  ctx: RequestContext,
+  client: OAuth2Credential,
+  secret: unknown,
+  fromHeader: boolean,
+  deps: EndpointDeps,
+): Promise<Refusal | undefined> {
   if (client.client_type === 'public') {
     return typeof secret === 'string' && secret.trim() !== ''
       ? failWith('invalid_request', 'client_secret is disallowed for public clients')
       : undefined;
   }
-  return (await deps.credentials.verifySecret(client, secret)) ? undefined : failWith('invalid_client', 'Invalid client authentication', fromHeader);
+  return (await deps.credentials.verifySecret(client, secret, ctx.clientIp)) ? undefined : failWith('invalid_client', 'Invalid client authentication', fromHeader);
 }
 
 function provisionKeyMatches(params: Params, config: OAuth2Config): boolean {

@@ -1,7 +1,7 @@
 /**
  * A random key shared by the processes of one node and never written anywhere: the primary makes it
  * and hands it to each worker it starts (in its environment), a node of one process makes its own.
- * What is keyed with it (a remembered secret's digest in the store) is worthless outside the running node.
+ * The salts of gateway.yaml's hashed secrets are keyed with it, so every process of the node derives the same hashes.
  */
 import { randomBytes } from 'node:crypto';
 

@@ -3,6 +3,12 @@
  * reads and writes wait for too: 2,500 wrong client secrets once delayed every store operation
  * (metering acks 3 ms → 0.8–3 s). Here each worker derives one key at a time and the queue is bounded:
  * past it, `derive` fails at once with RequestLimitError.hashingBusy instead of queueing without end.
+ *
+ * The workers run at a lower scheduling priority (Linux: a thread's own nice value), so that when the
+ * CPU is short, derivations for anonymous callers wait and the event loop, the store's threads and the
+ * other processes of the machine do not. Derivations marked `urgent` (a caller whose address verified
+ * that credential before: most likely its owner) have a queue of their own, served first, so a flood of
+ * guesses neither delays nor crowds them out.
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -19,13 +25,23 @@ interface Pending {
 const DEFAULT_WORKERS = Math.max(1, Math.floor(availableParallelism() / 2));
 /** At ~15 ms a derivation, a full queue waits about half a second. */
 const QUEUED_PER_WORKER = 32;
+/** How much nicer than the process the workers are: they get about a tenth of a core the event loop wants too. */
+const WORKER_NICENESS = 10;
 /**
  * A worker: one derivation at a time, synchronously on its own thread. Plain CommonJS source, because a
- * worker does not inherit the TypeScript loader the gateway runs under.
+ * worker does not inherit the TypeScript loader the gateway runs under. On Linux, setpriority() with a
+ * thread's id lowers that thread alone (its id is the last part of /proc/thread-self); elsewhere the
+ * worker keeps the process's priority.
  */
 const WORKER_SOURCE = `
 const { pbkdf2Sync } = require('node:crypto');
+const { readlinkSync } = require('node:fs');
+const { getPriority, setPriority } = require('node:os');
 const { parentPort } = require('node:worker_threads');
+try {
+  const thread = Number(readlinkSync('/proc/thread-self').split('/').pop());
+  setPriority(thread, Math.min(19, getPriority(thread) + ${WORKER_NICENESS}));
+} catch {}
 parentPort.on('message', (job) => parentPort.postMessage(pbkdf2Sync(job.secret, job.salt, job.iterations, job.keyLength, job.digest)));
 `;
 
@@ -33,6 +49,7 @@ export class KdfPool {
   private readonly idle: Worker[] = [];
   private readonly running = new Map<Worker, Pending>();
   private readonly queue: Pending[] = [];
+  private readonly urgentQueue: Pending[] = [];
   private closed = false;
 
   constructor(
@@ -40,26 +57,28 @@ export class KdfPool {
     private readonly maxQueued = workers * QUEUED_PER_WORKER,
   ) {}
 
-  derive(job: Pbkdf2Job): Promise<Buffer> {
+  /** The derived key; `urgent` jobs go before every other waiting job, in a queue bounded as the other. */
+  derive(job: Pbkdf2Job, urgent = false): Promise<Buffer> {
     if (this.closed) return Promise.reject(new Error('the key derivation pool is closed'));
-    if (this.queue.length >= this.maxQueued) return Promise.reject(RequestLimitError.hashingBusy());
+    const queue = urgent ? this.urgentQueue : this.queue;
+    if (queue.length >= this.maxQueued) return Promise.reject(RequestLimitError.hashingBusy());
     return new Promise((resolve, reject) => {
-      this.queue.push({ job, resolve, reject });
+      queue.push({ job, resolve, reject });
       this.dispatch();
     });
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const pending of this.queue.splice(0)) pending.reject(new Error('the key derivation pool is closed'));
+    for (const pending of [...this.urgentQueue.splice(0), ...this.queue.splice(0)]) pending.reject(new Error('the key derivation pool is closed'));
     await Promise.all([...this.idle, ...this.running.keys()].map((worker) => worker.terminate()));
   }
 
   private dispatch(): void {
-    while (this.queue.length > 0) {
+    while (this.urgentQueue.length > 0 || this.queue.length > 0) {
       const worker = this.idle.pop() ?? (this.running.size < this.workers ? this.spawn() : undefined);
       if (!worker) return;
-      const pending = this.queue.shift()!;
+      const pending = (this.urgentQueue.shift() ?? this.queue.shift())!;
       this.running.set(worker, pending);
       worker.postMessage(pending.job);
     }

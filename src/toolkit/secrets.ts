@@ -80,8 +80,7 @@ export function hashSecret(secret: string, salt: Buffer = randomBytes(PBKDF2_SAL
 /**
  * The hash of a secret declared in gateway.yaml, which every process of the node derives as it loads the
  * file: its salt is keyed with the node's secret (from `scope` and the secret), so every worker holds
- * the same hash, and a secret one worker remembers as verified is known to the others to be for this
- * very secret (SecretVerifier). A new secret, or another node, gets another salt.
+ * (and its admin API shows) the same hash. A new secret, or another node, gets another salt.
  */
 export function hashDeclaredSecret(secret: string, scope: string): string {
   return hashSecret(secret, createHmac('sha256', nodeSecret()).update(`${scope}\0${secret}`).digest().subarray(0, PBKDF2_SALT_LENGTH));

@@ -277,6 +277,8 @@ export interface RequestOptions {
   body?: string | Buffer | Record<string, any>;
   /** TLS servername (SNI) to send. */
   servername?: string;
+  /** The client's source address, e.g. another loopback address (127.0.0.2) to be another client. */
+  localAddress?: string;
 }
 
 /** One HTTP/1.1 request (no connection reuse); objects are sent as JSON. */
@@ -302,6 +304,7 @@ export function request(url: string, options: RequestOptions = {}): Promise<Repl
         agent: false,
         rejectUnauthorized: false,
         servername: options.servername,
+        localAddress: options.localAddress,
       },
       (res) => {
         const chunks: Buffer[] = [];

@@ -6,7 +6,9 @@
  * created on one node works on another; and a token created with a chosen value through the admin API
  * becomes valid on a node that had looked it up (and found nothing) before. And the worker processes of
  * one node on LevelDB (the primary owns the store): a token deleted through one worker is refused by all
- * as soon as the admin API answers, and ten failed secrets lock a hashed client whichever worker checks them.
+ * as soon as the admin API answers. Guessed secrets of a hashed client: ten failures from one address lock
+ * that address whichever worker or node checks them, and the client's owner, from another address, gets
+ * tokens from every worker and node (issue 28, item 3).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -19,6 +21,12 @@ const skip = postgresSkipReason();
 const PROVISION_KEY = 'cluster-provision-key';
 const REDIRECT_URI = 'https://app.test/cb';
 const CLIENT = { client_id: 'app', client_secret: 'app-secret' };
+const HASHED_CLIENT = { client_id: 'hashed-app', client_secret: 'right-secret' };
+/** Failed checks one client address may make in a minute. */
+const MAX_FAILURES = 10;
+/** The owner's address, and a guesser's: loopback addresses of their own, seen by the gateway as peers. */
+const OWNER = '127.0.0.2';
+const GUESSER = '127.0.0.3';
 /** Notices reach every node within db_update_frequency (0.2 s here); waits allow for a loaded machine. */
 const WINDOW_MS = 5000;
 
@@ -26,8 +34,22 @@ const WINDOW_MS = 5000;
 const oauth2Config = (upstream: Upstream, gateway: Record<string, unknown>, oauth2: Record<string, unknown> = {}) => ({
   gateway,
   services: [{ name: 'api', url: upstream.url, routes: [{ name: 'api', paths: ['/api'], plugins: [{ name: 'oauth2', config: { ...OAUTH2, ...oauth2 } }] }] }],
-  consumers: [{ username: 'alice', oauth2_credentials: [{ name: 'App', ...CLIENT, redirect_uris: [REDIRECT_URI] }] }],
+  consumers: [
+    {
+      username: 'alice',
+      oauth2_credentials: [
+        { name: 'App', ...CLIENT, redirect_uris: [REDIRECT_URI] },
+        { name: 'Hashed', ...HASHED_CLIENT, hash_secret: true, redirect_uris: [REDIRECT_URI] },
+      ],
+    },
+  ],
 });
+
+/** A client_credentials request for the hashed client with `secret`, from the loopback address `from`. */
+function hashedClientToken(gw: { https: string }, secret: string, from: string): Promise<Reply> {
+  const body = new URLSearchParams({ client_id: HASHED_CLIENT.client_id, client_secret: secret, grant_type: 'client_credentials' }).toString();
+  return request(gw.https + '/api/oauth2/token', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body, localAddress: from });
+}
 
 const OAUTH2 = {
   scopes: ['read'],
@@ -172,6 +194,18 @@ describe('oauth2 on nodes sharing one PostgreSQL', { skip }, () => {
     await waitFor(async () => (await use(b, token)) === 401, "B to refuse the deleted consumer's token", WINDOW_MS);
   });
 
+  test('wrong secrets of a hashed client through one node lock that address on the other; the owner gets tokens from both', async () => {
+    const [a, b] = await nodes(2);
+    const statuses: number[] = [];
+    for (let i = 0; i < MAX_FAILURES; i++) statuses.push((await hashedClientToken(a, `wrong-${i}`, GUESSER)).status);
+    assert.deepEqual(statuses, Array(MAX_FAILURES).fill(400));
+    assert.equal((await hashedClientToken(b, 'wrong-again', GUESSER)).status, 429);
+    for (const gw of [b, a]) {
+      const issued = await hashedClientToken(gw, HASHED_CLIENT.client_secret, OWNER);
+      assert.equal(issued.status, 200, issued.text);
+    }
+  });
+
   test('a token created with a chosen value on one node becomes valid on another that had found it missing', async () => {
     const [a, b] = await nodes(2);
     const chosen = 'chosen-token-value-1234567890';
@@ -185,22 +219,24 @@ describe('oauth2 on nodes sharing one PostgreSQL', { skip }, () => {
   });
 });
 
-/** Each worker's (pid's) latest status for `path` in the access log, from the `from`-th line of the output on. */
-function latestStatuses(gw: SpawnedGateway, path: string, from = 0): Map<number, number> {
+/**
+ * Each worker's (pid's) latest status for `path` in the access log, from the `from`-th line of the output on;
+ * only for requests from `clientIp` when given.
+ */
+function latestStatuses(gw: SpawnedGateway, path: string, from = 0, clientIp?: string): Map<number, number> {
   const latest = new Map<number, number>();
   for (const line of gw.output().split('\n').slice(from)) {
     if (!line.includes('"type":"access"')) continue;
     const entry = JSON.parse(line);
-    if (entry.path === path) latest.set(entry.pid, entry.status);
+    if (entry.path === path && (clientIp === undefined || entry.client_ip === clientIp)) latest.set(entry.pid, entry.status);
   }
   return latest;
 }
 
-test('worker processes on LevelDB: a token deleted through one worker is refused by every worker; failed secrets lock a client for the node', async () => {
+test('worker processes on LevelDB: a token deleted through one worker is refused by every worker; failed secrets lock an address for the node', async () => {
   const upstream = await startUpstream();
   // log_level info: spawnGateway learns the listeners from the log, and the access log names the worker.
   const config = oauth2Config(upstream, { worker_processes: 2, db_update_frequency: 0.2, log_level: 'info' });
-  config.consumers[0].oauth2_credentials.push({ name: 'Hashed', client_id: 'hashed-app', client_secret: 'right-secret', hash_secret: true, redirect_uris: [REDIRECT_URI] } as any);
   const gw = await spawnGateway(config);
   try {
     const issued = await request(gw.https + '/api/oauth2/token', {
@@ -225,17 +261,18 @@ test('worker processes on LevelDB: a token deleted through one worker is refused
     // The kernel hands each connection to either worker: four may all reach one, so ask again until both answered.
     await waitFor(workersAnswering(401, mark), 'both workers to have refused it (their access log lines)', WINDOW_MS);
 
-    // Wrong secrets of a hashed client: ten failures for the whole node, whichever worker checks them.
-    const guess = () =>
-      request(gw.https + '/api/oauth2/token', {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ client_id: 'hashed-app', client_secret: 'wrong', grant_type: 'client_credentials' }).toString(),
-      });
+    // Wrong secrets of a hashed client: ten failures from one address for the whole node, whichever worker checks them.
     const statuses: number[] = [];
-    for (let i = 0; i < 14; i++) statuses.push((await guess()).status);
-    assert.deepEqual(statuses, [...Array(10).fill(400), ...Array(4).fill(429)], 'locked after ten failures over both workers');
-    await waitFor(() => latestStatuses(gw, '/api/oauth2/token').size === 2, 'both workers to have checked secrets (their access log lines)', WINDOW_MS);
+    for (let i = 0; i < MAX_FAILURES + 4; i++) statuses.push((await hashedClientToken(gw, `wrong-${i}`, GUESSER)).status);
+    assert.deepEqual(statuses, [...Array(MAX_FAILURES).fill(400), ...Array(4).fill(429)], 'locked after ten failures over both workers');
+    await waitFor(() => latestStatuses(gw, '/api/oauth2/token', 0, GUESSER).size === 2, 'both workers to have checked secrets (their access log lines)', WINDOW_MS);
+    // The owner, whose secret neither worker has checked yet, gets tokens from both.
+    const ownerServedByBoth = async () => {
+      const issued = await hashedClientToken(gw, HASHED_CLIENT.client_secret, OWNER);
+      assert.equal(issued.status, 200, issued.text);
+      return latestStatuses(gw, '/api/oauth2/token', 0, OWNER).size === 2;
+    };
+    await waitFor(ownerServedByBoth, 'both workers to have issued the owner a token', WINDOW_MS);
   } finally {
     gw.kill('SIGTERM');
     await gw.exited;

@@ -1,9 +1,12 @@
 /**
- * The oauth2 plugin's building blocks on real components: Kong's PBKDF2 vector, the config schema's Kong
+ * The oauth2 plugin's building blocks on real components: Kong's PBKDF2 vector, the key derivation pool
+ * (bounded queue, an urgent lane served first, threads of lower priority), the config schema's Kong
  * messages, redirect URI composition, and the token store on a real LevelDB — including that a warm
  * token, a flood of bad tokens and concurrent misses cost (almost) no store reads.
  */
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { getPriority } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import oauth2 from '../../../plugins/oauth2/index.ts';
 import { composeRedirectUri, luaEscape } from '../../../plugins/oauth2/redirect.ts';
@@ -17,6 +20,8 @@ import type { BatchOp, Expectation, PutOptions, ScanOptions, Store, WriteOptions
 import { tempDir } from '../../helpers/gateway.ts';
 
 const KONG_VECTOR = '$pbkdf2-sha512$i=10000,l=32$YSBsaXR0ZSBiaXQsIGp1c3QgYSBsaXR0bGUgYml0$z6ysNworexAhDELywIDi0ba0B0T7F/MBZ6Ige9lWRYI';
+/** The derivation of KONG_VECTOR. */
+const KONG_JOB = { secret: 'tofu', salt: Buffer.from('a litte bit, just a little bit'), iterations: 10_000, keyLength: 32, digest: 'sha512' };
 
 describe("Kong's PBKDF2 client-secret hashes", () => {
   const pool = new KdfPool();
@@ -46,12 +51,36 @@ describe("Kong's PBKDF2 client-secret hashes", () => {
   it('the worker pool refuses derivations past its queue at once, and serves again once it drains', async () => {
     const small = new KdfPool(1, 2);
     try {
-      const job = { secret: 'tofu', salt: Buffer.from('a litte bit, just a little bit'), iterations: 10_000, keyLength: 32, digest: 'sha512' };
-      const accepted = [small.derive(job), small.derive(job), small.derive(job)];
-      await assert.rejects(small.derive(job), (err: RequestLimitError) => err.code === 'TG_ERR_HASHING_BUSY' && err.status === 503);
+      const accepted = [small.derive(KONG_JOB), small.derive(KONG_JOB), small.derive(KONG_JOB)];
+      await assert.rejects(small.derive(KONG_JOB), (err: RequestLimitError) => err.code === 'TG_ERR_HASHING_BUSY' && err.status === 503);
       const keys = await Promise.all(accepted);
       assert.ok(keys.every((key) => KONG_VECTOR.endsWith(key.toString('base64').replace(/=+$/, ''))));
-      assert.ok(KONG_VECTOR.endsWith((await small.derive(job)).toString('base64').replace(/=+$/, '')));
+      assert.ok(KONG_VECTOR.endsWith((await small.derive(KONG_JOB)).toString('base64').replace(/=+$/, '')));
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('an urgent derivation (an owner\'s, most likely) goes before the queued ones, even when their queue is full', async () => {
+    const small = new KdfPool(1, 2);
+    try {
+      const finished: string[] = [];
+      const derived = (name: string, urgent = false) => small.derive(KONG_JOB, urgent).then(() => void finished.push(name));
+      const waiting = [derived('running'), derived('queued 1'), derived('queued 2')];
+      await assert.rejects(small.derive(KONG_JOB), (err: RequestLimitError) => err.code === 'TG_ERR_HASHING_BUSY');
+      await Promise.all([...waiting, derived('urgent', true)]);
+      assert.deepEqual(finished, ['running', 'urgent', 'queued 1', 'queued 2']);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('derives on threads ten steps nicer than the process, so a flood of guesses yields the CPU to the event loop', { skip: process.platform !== 'linux' && 'Linux only' }, async () => {
+    const small = new KdfPool(1, 1);
+    try {
+      await small.derive(KONG_JOB);
+      const threadNiceness = readdirSync('/proc/self/task').map((thread) => Number(readFileSync(`/proc/self/task/${thread}/stat`, 'utf8').split(') ')[1].split(' ')[16]));
+      assert.ok(threadNiceness.includes(Math.min(19, getPriority() + 10)), `niceness of the threads: ${threadNiceness}`);
     } finally {
       await small.close();
     }
