@@ -312,6 +312,8 @@ class Primary {
     // Checked here first: an invalid file is reported once for the node, not once by every worker.
     const loaded = await loadConfigFile(this.configFile, bundledPlugins);
     if (!loaded.ok) return logRefusedConfiguration(this.log, loaded.errors);
+    // The primary's own lines follow the file as the workers' do (log_level applies at once).
+    this.log.level = loaded.config.gateway.log_level;
     const workers = this.slots.flatMap((s) => (s.worker?.isConnected() ? [s.worker] : []));
     const answers = workers.map(
       (worker) =>
