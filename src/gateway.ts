@@ -30,6 +30,7 @@ import { HttpEngine } from './proxy/http-engine.ts';
 import { WebSocketProxy } from './proxy/websocket.ts';
 import { Snapshot } from './snapshot.ts';
 import { StoreError } from './store/errors.ts';
+import { registerStoreProcedures } from './store/procedures.ts';
 import { openStore, postgresSettings } from './store/open.ts';
 import { PostgresStore, SoleNodeLock } from './store/postgres.ts';
 import type { StoreAdapter } from './store/store.ts';
@@ -155,6 +156,7 @@ export class Gateway {
 
   static async start(configFile: string, options: GatewayOptions = {}): Promise<Gateway> {
     const registry = options.registry ?? bundledPlugins;
+    registerStoreProcedures(registry.values());
     const loaded = await loadConfigFile(configFile, registry);
     if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
     const config = loaded.config;

@@ -217,6 +217,11 @@ export class FencedStore implements Store {
     return this.inner.journal();
   }
 
+  /** Reads only: nothing to fence. */
+  nearData(procedure: string, args: unknown[]) {
+    return this.inner.nearData(procedure, args);
+  }
+
   namespace(): Store {
     throw new Error('the aggregator\'s fenced store has no namespaces: its fence is a key of its own namespace');
   }

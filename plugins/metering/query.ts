@@ -3,14 +3,15 @@
  * buckets (see windows.ts), sub-minute edges of `from`/`to` read from raw events, groups by subject and
  * dimensions, dimension filters; rows as JSON (CSV: csv.ts).
  */
-import type { Store } from '../../src/pipeline/plugin-api.ts';
+import type { Store, StoreProcedure } from '../../src/pipeline/plugin-api.ts';
 import { BASE_SIZE, emptyState, eventState, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, type State, type StoredState } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import { aggregatePrefix, bucketOf, distinctPart, escapePart, padTime, rowPrefix, seriesOf, uniquePrefix, unescapePart } from './keys.ts';
 import { matches, type MeterQuery } from './query-request.ts';
-import type { StoredEvents } from './stored-events.ts';
+import { JournaledEvents, KeyedEvents, type StoredEvents } from './stored-events.ts';
 import { formatInZone } from './time.ts';
-import { boundedText, readEvent, type CompiledMeter } from './values.ts';
+import { boundedText, compileMeter, readEvent, type CompiledMeter } from './values.ts';
+import type { MeterRecord } from './registry.ts';
 import { ceilMinute, coverSpan, floorMinute, windowEnd, windowStart, type Granularity, type LevelRange } from './windows.ts';
 
 export interface QueryRow {
@@ -369,3 +370,14 @@ function compareDims(a: Record<string, string>, b: Record<string, string>): numb
   const y = JSON.stringify(b);
   return x < y ? -1 : x > y ? 1 : 0;
 }
+
+/**
+ * The store procedure `metering.query` (Store.nearData): a query run where the aggregates are. On a node
+ * of workers that is the primary, so the thousands of reads of a year's query never cross its socket.
+ */
+export const queryNearData: StoreProcedure = (store, args) => {
+  const [record, query, oldest] = args as [MeterRecord, MeterQuery, number];
+  const journal = store.journal();
+  const events = journal ? new JournaledEvents(journal) : new KeyedEvents(store);
+  return new QueryEngine(store, events).run(compileMeter(record, record.gen), query, oldest);
+};

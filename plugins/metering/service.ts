@@ -10,7 +10,7 @@ import { AggregateLedger } from './ledger.ts';
 import { Maintenance } from './maintenance.ts';
 import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
 import { configMeterId, ulid } from './ids.ts';
-import { QueryEngine, type QueryResult } from './query.ts';
+import type { QueryResult } from './query.ts';
 import type { MeterQuery } from './query-request.ts';
 import { MeterRegistry, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
@@ -83,7 +83,6 @@ export class MeteringService {
   readonly writer: Writer;
   /** Called with each batch of events committed by this process's single writer (never on other processes). */
   readonly committedListeners = new Set<CommittedListener>();
-  private readonly engine: QueryEngine;
   private readonly store: Store;
   /** The store's journal, where a shared store has one (PostgreSQL): events go there, one row each (journal-inbox.ts). */
   private readonly journal: Journal | null;
@@ -117,7 +116,6 @@ export class MeteringService {
     this.log = api.log;
     this.journal = api.sharedStore ? this.store.journal() : null;
     this.events = this.journal ? new JournaledEvents(this.journal) : new KeyedEvents(this.store);
-    this.engine = new QueryEngine(this.store, this.events);
     // Names this process in the inboxes, meter commands and the aggregator's lease and status.
     this.processId = `${api.nodeId ?? 'node'}.${process.pid}.${ulid()}`;
     if (!api.sharedStore) {
@@ -624,7 +622,8 @@ export class MeteringService {
       throw new ServiceError(503, `meter ${record.key} is still aggregating stored events (${percent}%); retry later`, { 'retry-after': '5' });
     }
     const current = this.meters.get(record.id)!;
-    return this.engine.run(this.meters.compiledOf(current), query, this.retentionStart());
+    // Where the aggregates are (queryNearData): on a node of workers, in the primary.
+    return (await this.store.nearData('metering.query', [current, query, this.retentionStart()])) as QueryResult;
   }
 
   /**

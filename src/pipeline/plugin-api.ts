@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { Issue, RecordSchema } from '../config/schema.ts';
 import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
+import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 import type { ParentDirectory } from '../toolkit/entity-directory.ts';
 
@@ -20,6 +21,7 @@ export type { FieldSchema, Infer, Issue, Path, RecordSchema, StringSchema, Valid
 export { atLeastOneOf, isPlainObject, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, JournalRecord, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
+export type { StoreProcedure } from '../store/procedures.ts';
 export type { Admission, NodeExchange, QuotaRequest, QuotaReservation } from '../process/exchange.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from '../process/quota-counters.ts';
 export { putIfAbsent, take } from '../store/store.ts';
@@ -61,6 +63,11 @@ export interface PluginDefinition<Config = any> {
    * runs on several processes only when they do too.
    */
   uses?: string[];
+  /**
+   * Reads run where the store's data is (Store.nearData, src/store/procedures.ts), callable as
+   * `<plugin name>.<key>`: on a node of workers, in the primary, which owns the embedded store.
+   */
+  storeProcedures?: Record<string, StoreProcedure>;
   /** Builds the plugin's runtime once per gateway process. */
   create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
 }

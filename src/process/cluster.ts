@@ -35,6 +35,7 @@ import { createLogger, createLogging, flushLogs, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
 import { bundledPlugins } from '../plugins.ts';
 import { NoticeHub, RemoteStore, serveStore } from '../store/ipc.ts';
+import { registerStoreProcedures } from '../store/procedures.ts';
 import type { LevelStore } from '../store/level.ts';
 import { openEmbeddedStore, postgresSettings } from '../store/open.ts';
 import { PostgresStore } from '../store/postgres.ts';
@@ -133,6 +134,8 @@ class Primary {
     private readonly pidFileOption: string | undefined,
   ) {
     this.log = createLogging(config.gateway.log_level).log.child({ process: 'primary' });
+    // The workers' plugins run their store procedures here, where LevelDB is.
+    registerStoreProcedures(bundledPlugins.values());
     this.announce = createLogger('info').child({ process: 'primary' });
     this.slots = Array.from({ length: count }, (_, i) => ({ number: i + 1, worker: null, startedAt: 0, crashes: 0, listening: false, stopRequested: false }));
   }

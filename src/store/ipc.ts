@@ -189,6 +189,8 @@ async function run(store: LevelStore, method: string, args: unknown[]): Promise<
       return store.sweepExpired(args[0] as number);
     case 'reachable':
       return store.reachable();
+    case 'nearData':
+      return store.nearDataUnder(args[0] as string, args[1] as string, args[2] as unknown[]);
     default:
       throw new StoreError(`unknown store method ${method}`);
   }
@@ -384,6 +386,15 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
 
   journalUnder(): null {
     return null;
+  }
+
+  /** In the primary, which owns the database: only the answer crosses the socket. */
+  nearData(procedure: string, args: unknown[]): Promise<unknown> {
+    return this.nearDataUnder('', procedure, args);
+  }
+
+  nearDataUnder(base: string, procedure: string, args: unknown[]): Promise<unknown> {
+    return this.call('nearData', base, procedure, args);
   }
 
   sweepExpired(now = Date.now()): Promise<number> {

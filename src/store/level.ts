@@ -10,6 +10,7 @@ import { ClassicLevel } from 'classic-level';
 import { PRIVATE_DIR_MODE } from '../data-dir.ts';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
 import { LocalNotices } from './notices.ts';
+import { runStoreProcedure } from './procedures.ts';
 import { byteOrder, SCAN_FIRST_BATCH, SCAN_MAX_BATCH, scanBounds } from './order.ts';
 import { expiryFor, type BatchOp, type Expectation, type PutOptions, type ScanOptions, type Store, type StoreAdapter, type WriteBatch, type WriteOptions } from './store.ts';
 
@@ -224,6 +225,15 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
 
   journalUnder(): null {
     return null;
+  }
+
+  /** Here: this process holds the database. */
+  nearData(procedure: string, args: unknown[]): Promise<unknown> {
+    return this.nearDataUnder('', procedure, args);
+  }
+
+  nearDataUnder(base: string, procedure: string, args: unknown[]): Promise<unknown> {
+    return runStoreProcedure(base === '' ? this : new NamespacedStore(this, base), procedure, args);
   }
 
   /**

@@ -21,6 +21,8 @@ export interface PrefixedRoot {
   scanRaw(options: ScanOptions, base: string): AsyncIterable<[string, string]>;
   /** The journal of the namespace `base`, or null on a store without journals. */
   journalUnder(base: string): Journal | null;
+  /** Runs a store procedure on the namespace `base`. */
+  nearDataUnder(base: string, procedure: string, args: unknown[]): Promise<unknown>;
   readonly notices: Notices;
 }
 
@@ -63,6 +65,9 @@ export class NamespacedStore implements Store {
   }
   journal() {
     return this.root.journalUnder(this.base);
+  }
+  nearData(procedure: string, args: unknown[]) {
+    return this.root.nearDataUnder(this.base, procedure, args);
   }
 }
 

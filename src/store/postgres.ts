@@ -24,6 +24,7 @@ import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot }
 import { atMost, LocalNotices, SETTLE_TIMEOUT_MS } from './notices.ts';
 import { pagedScan } from './order.ts';
 import { PostgresJournal, type JournalAccess } from './postgres-journal.ts';
+import { runStoreProcedure } from './procedures.ts';
 import { lockKey, migrate, schemaNames, type MigrationResult, type SchemaNames } from './postgres-schema.ts';
 import { expiryFor, type BatchOp, type Expectation, type Journal, type NoticeListener, type Notices, type PutOptions, type ScanOptions, type Store, type StoreAdapter, type WriteBatch, type WriteOptions } from './store.ts';
 import type { NodeExchange } from '../process/exchange.ts';
@@ -384,6 +385,15 @@ export class PostgresStore implements StoreAdapter, PrefixedRoot {
 
   journalUnder(base: string): Journal {
     return new PostgresJournal(this.journalAccess, this.names, base);
+  }
+
+  /** Here: every node reaches PostgreSQL itself. */
+  nearData(procedure: string, args: unknown[]): Promise<unknown> {
+    return this.nearDataUnder('', procedure, args);
+  }
+
+  nearDataUnder(base: string, procedure: string, args: unknown[]): Promise<unknown> {
+    return runStoreProcedure(base === '' ? this : new NamespacedStore(this, base), procedure, args);
   }
 
   private readonly journalAccess: JournalAccess = {

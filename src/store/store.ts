@@ -193,6 +193,11 @@ export interface Store {
   namespace(name: string): Store;
   /** This namespace's journal, on a store that has journals (PostgreSQL); null otherwise. */
   journal(): Journal | null;
+  /**
+   * Runs a registered store procedure (procedures.ts) on this namespace where the data is: in the
+   * node's primary when this process reaches the store through it, here otherwise.
+   */
+  nearData(procedure: string, args: unknown[]): Promise<unknown>;
 }
 
 /** The store as the gateway owns it: it opens, sweeps and closes it. */

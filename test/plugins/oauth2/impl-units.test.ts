@@ -193,6 +193,9 @@ class CountingStore implements Store {
   journal() {
     return this.inner.journal();
   }
+  nearData(procedure: string, args: unknown[]) {
+    return this.inner.nearData(procedure, args);
+  }
 }
 
 /** Reads the real store at once but answers only when released: a read a concurrent write overtakes. */

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { registerStoreProcedures } from '../../../src/store/procedures.ts';
 import { putIfAbsent, take, type Store, type StoreAdapter } from '../../../src/store/store.ts';
 import { waitFor } from '../support.ts';
 
@@ -41,6 +42,24 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * entry expire before the read meant to find it), and short enough to wait out.
  */
 const SHORT_TTL_MS = 500;
+
+/** A store procedure for the contract: how many keys below a prefix, and the sum of their values. */
+registerStoreProcedures([
+  {
+    name: 'contract',
+    storeProcedures: {
+      sum: async (store, [prefix]) => {
+        let keys = 0;
+        let total = 0;
+        for await (const [, value] of store.scan({ prefix: prefix as string })) {
+          keys++;
+          total += Number(value);
+        }
+        return { keys, total };
+      },
+    },
+  },
+]);
 
 export function storeContract(subject: ContractSubject): void {
   describe(`store contract: ${subject.name}`, { skip: subject.skip }, () => {
@@ -339,6 +358,18 @@ export function storeContract(subject: ContractSubject): void {
       assert.equal(await renewed, true);
       await swept;
       assert.equal(await s.get('lease'), 'new');
+    });
+
+    test('nearData runs a registered procedure on the caller\'s namespace and answers its JSON result; an unknown one fails', async () => {
+      const s = store.namespace('procedures');
+      await s.batch([
+        { type: 'put', key: 'r/1', value: '2' },
+        { type: 'put', key: 'r/2', value: '3' },
+      ]);
+      await store.namespace('elsewhere').put('r/3', '100');
+      assert.deepEqual(await s.nearData('contract.sum', ['r/']), { keys: 2, total: 5 });
+      assert.deepEqual(await peer.namespace('procedures').nearData('contract.sum', ['r/']), { keys: 2, total: 5 }, 'every instance reaches it');
+      await assert.rejects(s.nearData('contract.missing', []), /unknown store procedure contract\.missing/);
     });
 
     test('notices reach the subscribers of their namespace and topic only, in every instance', async () => {
