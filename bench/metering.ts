@@ -205,7 +205,7 @@ async function interleaved(url: string, batchSize: number, workers: number, roun
  * One year of events written straight through the plugin's modules (event records, time index and
  * dedupe keys, aggregates computed by the same ledger code), unsynced, for a quick seed.
  */
-async function seedYear(dataDir: string): Promise<number> {
+export async function seedYear(dataDir: string): Promise<number> {
   const store = new LevelStore(join(dataDir, 'store'));
   await store.open();
   const space = store.namespace('plugin.metering');
