@@ -4,6 +4,7 @@
  * its registered claims checked (RFC 7519 §4.1.4, §4.1.5).
  */
 import { createHmac, createPublicKey, constants, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
+import { parseUntrustedJson } from '../../src/pipeline/plugin-api.ts';
 import type { Algorithm } from './schema.ts';
 
 export interface DecodedToken {
@@ -30,8 +31,8 @@ function jsonObject(part: string): Record<string, unknown> | undefined {
   const bytes = base64UrlDecode(part);
   if (!bytes) return undefined;
   try {
-    const value = JSON.parse(bytes.toString('utf8'));
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : undefined;
+    const value = parseUntrustedJson(bytes.toString('utf8'));
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
   } catch {
     return undefined;
   }

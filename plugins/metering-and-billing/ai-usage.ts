@@ -11,7 +11,7 @@
  * (`input_tokens`, `output_tokens`, also nested as `response.usage` in its stream) are read.
  */
 import { StringDecoder } from 'node:string_decoder';
-import type { BodyObserver } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson, type BodyObserver } from '../../src/pipeline/plugin-api.ts';
 
 export interface TokenUsage {
   promptTokens: number;
@@ -122,7 +122,7 @@ class EventStreamUsage implements UsageReader {
 function parseOrUndefined(text: string | undefined): unknown {
   if (text === undefined) return undefined;
   try {
-    return JSON.parse(text);
+    return parseUntrustedJson(text);
   } catch {
     return undefined;
   }

@@ -9,6 +9,7 @@
  * - no answer, or one that says "later" (5xx, 408, 429, a timeout, a connection error): retried.
  */
 import { Pool } from 'undici';
+import { parseUntrustedJson } from '../../src/pipeline/plugin-api.ts';
 import type { RequestMeteringConfig } from './schema.ts';
 
 /** How much of a refusal's reason is kept (the dead letters show it; a receiver may answer with a page of HTML). */
@@ -148,7 +149,7 @@ export function failureOf(status: number, contentType: string, text: string, cou
 
 function parseJson(text: string): unknown {
   try {
-    return JSON.parse(text);
+    return parseUntrustedJson(text);
   } catch {
     return undefined;
   }

@@ -4,7 +4,7 @@
  */
 import { BodyError } from './errors.ts';
 import { isUtf8 } from 'node:buffer';
-import { mediaType } from '../../src/pipeline/plugin-api.ts';
+import { mediaType, parseUntrustedJson } from '../../src/pipeline/plugin-api.ts';
 import { dedupeHash, escapePart } from './keys.ts';
 import { MAX_IDENTIFIER_LENGTH } from './limits.ts';
 import type { InvalidParameter } from './meter-model.ts';
@@ -100,7 +100,7 @@ export function decodeEvents(contentType: string | undefined, body: Buffer): Dec
   const text = body.toString('utf8');
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = parseUntrustedJson(text);
   } catch (err) {
     throw new BodyError(400, `invalid event: malformed JSON: ${(err as Error).message}`, [
       { field: 'body', reason: `malformed JSON: ${(err as Error).message}`, rule: 'type', source: 'body' },

@@ -4,7 +4,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
-import { HttpError, StoreClosedError, StoreUnavailableError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import { MeteringError } from './errors.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
@@ -75,7 +75,7 @@ export async function readJson(ctx: MeteringRequest, limit: number, parse: (text
   if (body.length === 0) return undefined;
   if (!isUtf8(body)) throw new MeteringError(400, 'the body is not valid UTF-8', { invalidParameters: [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }] });
   try {
-    return parse(body.toString('utf8'));
+    return parseUntrustedJson(body.toString('utf8'), parse);
   } catch (err) {
     throw new MeteringError(400, `malformed JSON: ${(err as Error).message}`, { invalidParameters: [{ field: 'body', reason: 'malformed JSON', rule: 'type', source: 'body' }] });
   }

@@ -4,7 +4,7 @@
  * requests carrying that header or query parameter are answered; the others pass on.
  */
 import { hostname } from 'node:os';
-import type { PluginApi, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson, type PluginApi, type PluginRuntime, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import type { RequestTerminationConfig } from './schema.ts';
 
 /** Kong's messages for the statuses it has one for; other statuses are answered without a body. */
@@ -76,7 +76,7 @@ function parsedBody(contentType: string | undefined, raw: string | null): unknow
   if (type === 'application/x-www-form-urlencoded') return queryObject(new URLSearchParams(raw));
   if (type !== 'application/json') return undefined;
   try {
-    return JSON.parse(raw);
+    return parseUntrustedJson(raw);
   } catch {
     return undefined;
   }

@@ -4,7 +4,7 @@
  * form, up to BODY_LIMIT) and the query are changed: remove, rename, replace (only what exists), add (only
  * what is missing), append. Templates read the request as the client sent it.
  */
-import type { PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson, type PluginRuntime, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import { splitPair, type RequestTransformerConfig } from './schema.ts';
 import { Template, type TemplateSources } from './templates.ts';
 
@@ -155,9 +155,9 @@ function transformBody(ctx: RequestContext, type: BodyType, raw: Buffer, o: Oper
   let parsed: unknown = {};
   if (raw.length > 0) {
     try {
-      parsed = JSON.parse(raw.toString('utf8'));
+      parsed = parseUntrustedJson(raw.toString('utf8'));
     } catch {
-      return; // a malformed body goes upstream as it came
+      return; // a malformed or too deep body goes upstream as it came, as Kong's cjson.safe decode leaves it
     }
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return;

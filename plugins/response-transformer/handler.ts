@@ -4,7 +4,7 @@
  * what is not), append. It applies to every answer of its routes, the gateway's own included.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson, type PluginRuntime } from '../../src/pipeline/plugin-api.ts';
 import { splitPair, type JsonType, type ResponseTransformerConfig } from './schema.ts';
 
 export function createRuntime(): PluginRuntime<ResponseTransformerConfig> {
@@ -67,9 +67,9 @@ function typedValue(value: string, type: JsonType | undefined): Json | undefined
 function transformJson(c: ResponseTransformerConfig, raw: Buffer): Buffer {
   let body: Json;
   try {
-    body = JSON.parse(raw.toString('utf8'));
+    body = parseUntrustedJson(raw.toString('utf8')) as Json;
   } catch {
-    return raw; // Kong logs "failed parsing json body" and sends it as it came
+    return raw; // Kong logs "failed parsing json body" (malformed or too deep) and sends it as it came
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return raw;
   const json = body;

@@ -5,6 +5,7 @@ import { readWhole } from '../pipeline/request-body.ts';
 import { HttpError } from '../pipeline/http-error.ts';
 import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
 import { parseArgs, type Params } from '../toolkit/params.ts';
+import { JsonTooDeepError, parseUntrustedJson } from '../toolkit/json.ts';
 import { MESSAGES } from '../proxy/respond.ts';
 import { browserRefusal, type AdminListenerFacts } from './browser-guard.ts';
 
@@ -108,11 +109,11 @@ async function parseBody(req: IncomingMessage): Promise<{ body: Record<string, a
   if (raw.length === 0) return { body: {}, form: false };
   if (type === FORM_TYPE) return { body: formFields(parseArgs(raw.toString('utf8'))), form: true };
   try {
-    const parsed = JSON.parse(raw.toString('utf8'));
+    const parsed = parseUntrustedJson(raw.toString('utf8'));
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
     return { body: parsed, form: false };
-  } catch {
-    throw new HttpError(400, 'Cannot parse JSON body');
+  } catch (err) {
+    throw new HttpError(400, err instanceof JsonTooDeepError ? `Cannot parse JSON body: ${err.message}` : 'Cannot parse JSON body');
   }
 }
 

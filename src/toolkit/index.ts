@@ -7,6 +7,7 @@
 export * from './admin-errors.ts';
 export * from './paging.ts';
 export * from './limits.ts';
+export * from './json.ts';
 export * from './params.ts';
 export * from './secrets.ts';
 export { SecretVerifier } from './secret-verifier.ts';

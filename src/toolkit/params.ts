@@ -6,6 +6,7 @@
  * at most MAX_PARAMETERS of each part are accepted: RequestLimitError beyond either.
  */
 import type { RequestContext } from '../pipeline/plugin-api.ts';
+import { parseUntrustedJson } from './json.ts';
 import { MAX_PARAMETER_BODY, MAX_PARAMETERS, RequestLimitError } from './limits.ts';
 
 export type Params = Record<string, unknown>;
@@ -98,8 +99,8 @@ function paramBodyType(ctx: RequestContext, scope: BodyScope): string | undefine
 
 function parseJsonObject(body: Buffer): Params {
   try {
-    const parsed = JSON.parse(body.toString('utf8'));
-    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : {};
+    const parsed = parseUntrustedJson(body.toString('utf8'));
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Params) : {};
   } catch {
     return {};
   }

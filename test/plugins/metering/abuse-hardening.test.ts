@@ -251,6 +251,33 @@ describe('CSV exports', () => {
     assert.ok(rows.every((row) => row[4] === '-1.5'), 'values stay numbers');
   });
 
+  test('subjects: plain numbers stay, formulas hidden behind numbers, spaces or line breaks get the quote', async () => {
+    const { key, type } = await meter('count');
+    const expected: Record<string, string> = {
+      '+5': '+5',
+      '-5': '-5',
+      '-1.5E+3': '-1.5E+3',
+      "+5+cmd|' /C calc'!A0": "'+5+cmd|' /C calc'!A0",
+      "-1+1|cmd '/C calc'!A0": "'-1+1|cmd '/C calc'!A0",
+      '=1+1': "'=1+1",
+      '@SUM(1)': "'@SUM(1)",
+      '\t=1+1': "'\t=1+1",
+      '\r=1+1': "'\r=1+1",
+      '\n=1+1': "'\n=1+1",
+      '  =1+1': "'  =1+1",
+      'a;=1+1': 'a;=1+1',
+      plain: 'plain',
+    };
+    await api.ingestOk(Object.keys(expected).map((subject) => event({ type, subject })));
+    const res = await api.query(key, { group_by_dimensions: ['subject'] }, { accept: 'text/csv' });
+    assert.equal(res.status, 200);
+    const [header, ...rows] = parseCsv(res.text);
+    assert.deepEqual(header, ['from', 'to', 'subject', 'value']);
+    assert.deepEqual(rows.map((row) => row[2]).sort(), Object.values(expected).sort(), res.text);
+    // Split on `;` or tab (as many locales do), a cell must still be one cell.
+    for (const text of ['"a;=1+1"', `"'\t=1+1"`]) assert.ok(res.text.includes(`,${text},`), `${JSON.stringify(text)} is quoted: ${res.text}`);
+  });
+
   test('Accept: text/* prefers CSV; */* and application/json stay JSON', async () => {
     const { key, type } = await meter('count');
     await api.ingestOk(event({ type }));
