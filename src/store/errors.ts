@@ -26,6 +26,12 @@ export class StoreSchemaError extends StoreError {
   override readonly name = 'StoreSchemaError';
 }
 
+/** The embedded store's files are damaged or cannot be read: the operator repairs or restores them. */
+export class StoreDamagedError extends StoreError {
+  override readonly code = 'TOLLGATE_ERR_STORE_DAMAGED';
+  override readonly name = 'StoreDamagedError';
+}
+
 /** The store was closed, or the process that owns it went away. */
 export class StoreClosedError extends StoreError {
   override readonly code = 'TOLLGATE_ERR_STORE_CLOSED';
@@ -36,6 +42,7 @@ const BY_CODE: Record<string, new (message: string, options?: ErrorOptions) => S
   TOLLGATE_ERR_STORE_UNAVAILABLE: StoreUnavailableError,
   TOLLGATE_ERR_STORE_UNWRITABLE: StoreUnwritableError,
   TOLLGATE_ERR_STORE_SCHEMA: StoreSchemaError,
+  TOLLGATE_ERR_STORE_DAMAGED: StoreDamagedError,
   TOLLGATE_ERR_STORE_CLOSED: StoreClosedError,
 };
 

@@ -8,7 +8,7 @@
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
 import { PRIVATE_DIR_MODE } from '../data-dir.ts';
-import { StoreUnwritableError } from './errors.ts';
+import { StoreDamagedError, StoreUnwritableError } from './errors.ts';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
 import { LocalNotices } from './notices.ts';
 import { byteOrder, SCAN_FIRST_BATCH, SCAN_MAX_BATCH, scanBounds } from './order.ts';
@@ -29,10 +29,19 @@ export const LEVEL_OPTIONS = { keyEncoding: 'utf8', valueEncoding: 'utf8', write
 
 type ChainedBatch = ReturnType<ClassicLevel<string, string>['batch']>;
 
-/** LevelDB could not write its files (a full disk, EIO), or found them damaged. */
-function isStorageFailure(err: unknown): boolean {
+/** LevelDB could not write or read its files (a full disk, EIO), or found them damaged. */
+export function isStorageFailure(err: unknown): boolean {
   const code = (err as { code?: string }).code;
   return code === 'LEVEL_IO_ERROR' || code === 'LEVEL_CORRUPTION';
+}
+
+/** The store at `location` cannot be read because of `err`, and what the operator does about it. */
+export function damagedStoreError(location: string, err: unknown): StoreDamagedError {
+  return new StoreDamagedError(
+    `the store in ${location} is damaged or unreadable (${(err as Error).message}): stop the gateway, then run 'tollgate store:repair --config FILE' ` +
+      `(it keeps what can be read and sets damaged files aside in ${location}/lost), or restore ${location} from a backup`,
+    { cause: err },
+  );
 }
 
 function expiryOf(stored: string): number | undefined {
@@ -159,13 +168,22 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
   }
 
   async get(key: string): Promise<string | undefined> {
-    return decode(await this.db.get(key), Date.now());
+    return decode(await this.read(() => this.db.get(key)), Date.now());
   }
 
   async getMany(keys: string[]): Promise<(string | undefined)[]> {
     if (keys.length === 0) return [];
     const now = Date.now();
-    return (await this.db.getMany(keys)).map((v) => decode(v, now));
+    return (await this.read(() => this.db.getMany(keys))).map((v) => decode(v, now));
+  }
+
+  /** A read of LevelDB's: a damaged file (a truncated table) is reported as such, with what to do. */
+  private async read<T>(reading: () => Promise<T>): Promise<T> {
+    try {
+      return await reading();
+    } catch (err) {
+      throw isStorageFailure(err) ? damagedStoreError(this.location, err) : err;
+    }
   }
 
   async put(key: string, value: string, options: PutOptions & WriteOptions = {}): Promise<void> {
@@ -243,7 +261,7 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     try {
       // Entries come in batches (nextv): one native round trip per batch instead of per key.
       for (let size = SCAN_FIRST_BATCH; ; size = Math.min(size * 4, SCAN_MAX_BATCH)) {
-        const entries = await iterator.nextv(Math.min(size, limit - yielded));
+        const entries = await this.read(() => iterator.nextv(Math.min(size, limit - yielded)));
         if (entries.length === 0) return;
         for (const [key, stored] of entries) {
           const value = decode(stored, now);
