@@ -29,8 +29,9 @@ import { GrpcProxy } from './proxy/grpc.ts';
 import { HttpEngine } from './proxy/http-engine.ts';
 import { WebSocketProxy } from './proxy/websocket.ts';
 import { Snapshot } from './snapshot.ts';
-import { StoreError } from './store/errors.ts';
+import { StoreDamagedError, StoreError } from './store/errors.ts';
 import { registerStoreProcedures } from './store/procedures.ts';
+import { EXIT } from './cli/command.ts';
 import { openStore, postgresSettings } from './store/open.ts';
 import { PostgresStore, SoleNodeLock } from './store/postgres.ts';
 import type { StoreAdapter } from './store/store.ts';
@@ -75,10 +76,16 @@ export class OneProcessConfigError extends StartupError {
   }
 }
 
+/** The exit code of a failed start: a damaged store has its own, as restarting cannot help. */
+export function startFailureExitCode(err: unknown): number {
+  const damaged = err instanceof StoreDamagedError || (err as Error | undefined)?.cause instanceof StoreDamagedError;
+  return damaged ? EXIT.storeDamaged : EXIT.failure;
+}
+
 /** What to tell the operator when a start fails: every line of it. */
 export function startFailureLines(err: unknown, configFile: string): string[] {
   if (err instanceof ConfigLoadError) return [...err.errors.map(String), `${configFile}: invalid configuration, not starting`];
-  if (err instanceof StartupError) return [`tollgate: ${err.message}`];
+  if (err instanceof StartupError || err instanceof StoreError) return [`tollgate: ${err.message}`];
   return [`tollgate: failed to start: ${(err as Error)?.stack ?? String(err)}`];
 }
 
@@ -486,7 +493,7 @@ export async function startupStep<T>(step: () => Promise<T>): Promise<T> {
   try {
     return await step();
   } catch (err) {
-    if (err instanceof StoreError) throw new StartupError(err.message);
+    if (err instanceof StoreError) throw new StartupError(err.message, { cause: err });
     if ((err as { code?: string }).code !== undefined && !(err instanceof StartupError)) throw new StartupError(`the database refused: ${(err as Error).message}`);
     throw err;
   }

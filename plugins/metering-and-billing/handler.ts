@@ -64,6 +64,12 @@ export function createRuntime(api: PluginApi): PluginRuntime<RequestMeteringConf
       queueOf = new WeakMap(view.instances.map((i) => [i.config, queues.get(i.config.queue.name ?? i.id)!]));
     },
 
+    // Nothing served goes unbilled: while the store refuses writes (a full disk) a request whose usage
+    // could not be recorded is refused before it reaches the upstream.
+    access(ctx, config) {
+      if (queueOf.get(config)?.cannotRecord) ctx.error(503, 'usage cannot be recorded right now (storage is full or failing); retry later', { 'retry-after': '10' });
+    },
+
     response(ctx, config, response) {
       // Completions (chat, text, embeddings, responses) are POSTs: other requests cost no reading at all.
       if (!config.meter_ai_token_usage || ctx.method !== 'POST' || !response.observeBody || response.status < 200 || response.status >= 300) return;

@@ -12,6 +12,7 @@
  * everything before the writer closes.
  */
 import type { Logger } from 'pino';
+import { StoreUnwritableError } from '../../src/pipeline/plugin-api.ts';
 import type { LocalIngest } from '../metering/public.ts';
 import { AggregationLagError, QueueFullError } from '../metering/public.ts';
 import type { MeteringEvent } from './events.ts';
@@ -32,6 +33,7 @@ export class LocalQueue implements EventQueue {
   private failingSince = 0;
   private closing = false;
   private readonly fullLog: FullQueueLog;
+  cannotRecord = false;
 
   constructor(
     readonly name: string,
@@ -95,6 +97,7 @@ export class LocalQueue implements EventQueue {
 
   private committed(count: number, refused: { index: number; reason: string }[]): void {
     this.metrics.deliveries.inc({ queue: this.name });
+    this.cannotRecord = false;
     if (refused.length > 0) {
       this.metrics.dropped.inc({ queue: this.name, reason: 'refused' }, refused.length);
       this.log.warn({ queue: this.name, refused: refused.length, of: count, reason: refused[0].reason }, 'request metering: events refused by the metering store');
@@ -109,8 +112,11 @@ export class LocalQueue implements EventQueue {
   /** A refused hand-over: its events wait at the front, and the queue retries after a doubling delay. */
   private failed(err: unknown, batch: MeteringEvent[]): void {
     const now = Date.now();
+    this.cannotRecord = err instanceof StoreUnwritableError;
     if (this.failures === 0) this.failingSince = now;
-    if (now - this.failingSince > this.queue.max_retry_time * 1000) {
+    // Stopping, with a store that refuses writes until it is opened again: retrying cannot help.
+    const hopeless = this.closing && this.cannotRecord;
+    if (hopeless || now - this.failingSince > this.queue.max_retry_time * 1000) {
       this.metrics.dropped.inc({ queue: this.name, reason: 'retry_time' }, batch.length);
       this.log.error({ queue: this.name, err }, `queue ${this.name}: could not send entries, giving up after ${this.failures} retries. ${batch.length} queue entries were lost`);
     } else {

@@ -16,6 +16,11 @@ export interface EventQueue {
   /** The settings of the instance using this queue changed (a reload). */
   reconfigure(config: RequestMeteringConfig): void;
   depth(): QueueDepth;
+  /**
+   * The store refuses every write (a full disk: StoreUnwritableError) since this queue's last attempt,
+   * so the usage of a request served now could never be recorded: the plugin refuses such requests.
+   */
+  readonly cannotRecord: boolean;
   /** Hands over or stores everything it holds, then stops. */
   close(): Promise<void>;
 }

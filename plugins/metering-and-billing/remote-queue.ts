@@ -11,7 +11,7 @@
  * the rest is delivered; a batch still undelivered after `max_retry_time` becomes a dead letter whole.
  */
 import type { Logger } from 'pino';
-import type { Store } from '../../src/pipeline/plugin-api.ts';
+import { StoreUnwritableError, type Store } from '../../src/pipeline/plugin-api.ts';
 import type { DeadLetter, DeadLetterCause, DeadLetterStore } from './dead-letters.ts';
 import { DiskQueue, type Claim, type Depth } from './disk-queue.ts';
 import { EventsRefusedError, IngestEndpoint, type DeliveryError } from './endpoint.ts';
@@ -52,6 +52,7 @@ export class RemoteQueue implements EventQueue {
   /** Claims this process holds, with a way to stop their current attempt (at close). */
   private readonly held = new Map<string, AbortController>();
   private readonly sending = new Set<Promise<void>>();
+  cannotRecord = false;
 
   constructor(
     readonly name: string,
@@ -115,10 +116,12 @@ export class RemoteQueue implements EventQueue {
       if (events.length === 0) return;
       await this.disk.append(events, this.queue.max_batch_size);
     } catch (err) {
+      this.cannotRecord = err instanceof StoreUnwritableError;
       this.metrics.dropped.inc({ queue: this.name, reason: 'store' }, events.length);
       this.log.error({ queue: this.name, err, events: events.length }, 'request metering: events could not be queued on disk');
       return;
     }
+    this.cannotRecord = false;
     this.depthOnDisk.events += adding.events;
     this.depthOnDisk.bytes += adding.bytes;
     this.wake(this.depthOnDisk.events >= this.queue.max_batch_size ? 0 : this.queue.max_coalescing_delay * 1000);

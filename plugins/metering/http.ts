@@ -4,7 +4,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
-import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, StoreUnwritableError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
 import { MeteringError } from './errors.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
@@ -143,6 +143,10 @@ function prefersCsv(accept: string | string[] | undefined): boolean {
 /** The problem a failure of any metering domain is answered with. */
 export function toProblem(err: unknown): MeteringError {
   if (err instanceof MeteringError) return err;
+  // The disk is full or failing: writes are refused until the operator restarts the gateway.
+  if (err instanceof StoreUnwritableError) {
+    return new MeteringError(503, 'storage is full or failing: nothing of this request was stored; retry later', { code: err.code, headers: { 'retry-after': '10' } });
+  }
   // The database is down or restarting: nothing of the request was stored, the producer retries.
   if (err instanceof StoreUnavailableError || err instanceof StoreClosedError) return new MeteringError(503, 'the store is unavailable; retry later', { code: err.code, headers: { 'retry-after': '1' } });
   if (err instanceof HttpError) return new MeteringError(err.status, err.message);

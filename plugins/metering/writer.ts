@@ -107,6 +107,8 @@ export class Writer {
   private preparedSeq = 0;
   private readonly inbox: Inbox | null;
   private readonly journaled: boolean;
+  /** The last failure logged: a store that refuses every write (a full disk) fails each batch alike, logged once. */
+  private lastFailureLogged = '';
 
   constructor(
     private readonly store: Store,
@@ -206,7 +208,8 @@ export class Writer {
     this.waitingEvents -= count;
     this.preparing = true;
     const fail = (err: unknown) => {
-      this.log.error({ err }, 'metering: committing events failed');
+      if ((err as Error).message !== this.lastFailureLogged) this.log.error({ err }, 'metering: committing events failed');
+      this.lastFailureLogged = (err as Error).message;
       group.forEach((w) => w.reject(err));
     };
     const events = group.flatMap((w) => w.events);

@@ -39,7 +39,8 @@ export class UsageError extends Error {
   }
 }
 
-export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
+/** `storeDamaged`: a restart cannot help (examples/tollgate.service lists it in RestartPreventExitStatus). */
+export const EXIT = { ok: 0, failure: 1, usage: 2, storeDamaged: 3 } as const;
 
 export const HELP_OPTION: OptionDefinition = { type: 'boolean', short: 'h', description: 'show this help' };
 

@@ -8,11 +8,11 @@ import { PACKAGE_ROOT } from '../package-root.ts';
 import { check } from './check.ts';
 import { EXIT, HELP_OPTION, readOptions, unknownCommand, UsageError, type CommandDefinition, type OptionDefinition } from './command.ts';
 import { start } from './start.ts';
-import { migrate, storeCopy } from './store.ts';
+import { migrate, storeCopy, storeRepair } from './store.ts';
 
 const PACKAGE = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string };
 
-export const EXIT_CODES = 'Exit codes: 0 success; 1 failure (invalid configuration, port in use, unusable data directory); 2 bad usage.';
+export const EXIT_CODES = 'Exit codes: 0 success; 1 failure (invalid configuration, port in use, unusable data directory); 2 bad usage; 3 the embedded store is damaged (see store:repair).';
 
 const version: CommandDefinition = {
   name: 'version',
@@ -35,7 +35,7 @@ const help: CommandDefinition = {
   },
 };
 
-export const COMMANDS: CommandDefinition[] = [start, check, migrate, storeCopy, version, help];
+export const COMMANDS: CommandDefinition[] = [start, check, migrate, storeCopy, storeRepair, version, help];
 
 function find(name: string): CommandDefinition | undefined {
   return COMMANDS.find((c) => c.name === name);

@@ -3,7 +3,7 @@
  * pid goes to a file (by default in the data directory, which only this gateway may use), so scripts
  * signal this gateway and no other one on the machine.
  */
-import { Gateway, startFailureLines } from '../gateway.ts';
+import { Gateway, startFailureExitCode, startFailureLines } from '../gateway.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { startNode } from '../process/cluster.ts';
 import { PID_FILE_NAME, removePidFile, writePidFile } from '../process/pid-file.ts';
@@ -38,7 +38,7 @@ async function runGateway(file: string, pidFileOption: string | undefined): Prom
     gateway = await Gateway.start(file);
   } catch (err) {
     for (const line of startFailureLines(err, file)) console.error(line);
-    return EXIT.failure;
+    return startFailureExitCode(err);
   }
   const log = createLogger('info');
   let pidFile: string;

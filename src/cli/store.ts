@@ -1,6 +1,7 @@
 /** `tollgate migrate` and `tollgate store:copy`: the PostgreSQL store's schema, and moving an embedded store into it. */
 import { copyStore, DEFAULT_COPY_BATCH } from '../store/copy.ts';
 import { migrateStore } from '../store/migrate.ts';
+import { repairStore } from '../store/repair.ts';
 import { UsageError, type CommandDefinition } from './command.ts';
 import { CONFIG_OPTION, configFileOf } from './config-option.ts';
 
@@ -10,6 +11,17 @@ export const migrate: CommandDefinition = {
   details: 'Every node also does it at start, under the same lock; this runs it alone (e.g. before a rolling upgrade).',
   options: { config: CONFIG_OPTION },
   run: (options) => migrateStore(configFileOf(options)),
+};
+
+export const storeRepair: CommandDefinition = {
+  name: 'store:repair',
+  summary: 'repair the embedded LevelDB store the configuration names, when start reports it damaged (exit code 3)',
+  details: [
+    'Stop the gateway first. Keeps every entry that can be read; files that cannot are moved to <data_dir>/store/lost.',
+    'Copy the data directory aside before, to keep the damaged files as they were.',
+  ].join('\n'),
+  options: { config: CONFIG_OPTION },
+  run: (options) => repairStore(configFileOf(options)),
 };
 
 const MAX_BATCH = 100_000;

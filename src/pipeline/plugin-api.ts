@@ -25,7 +25,7 @@ export type { StoreProcedure } from '../store/procedures.ts';
 export type { Admission, NodeExchange, QuotaRequest, QuotaReservation } from '../process/exchange.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from '../process/quota-counters.ts';
 export { putIfAbsent, take } from '../store/store.ts';
-export { StoreClosedError, StoreUnavailableError } from '../store/errors.ts';
+export { StoreClosedError, StoreUnavailableError, StoreUnwritableError } from '../store/errors.ts';
 export { consumerByReference } from '../consumers.ts';
 export { compileOperatorRegex, operatorRegexProblem, RegexRefusedError, type OperatorRegex, type OperatorRegexOptions } from '../operator-regex.ts';
 export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH } from '../config/entities.ts';

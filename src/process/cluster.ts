@@ -24,7 +24,8 @@ import { workerCount } from '../config/entities.ts';
 import { parseListenList } from '../config/listen.ts';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
-import { Gateway, logRefusedConfiguration, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
+import { EXIT } from '../cli/command.ts';
+import { Gateway, logRefusedConfiguration, startFailureExitCode, startFailureLines, startupStep, usableDataDir } from '../gateway.ts';
 import { LocalExchange, type Admission, type QuotaRequest, type QuotaReservation } from './exchange.ts';
 import { QuotaCounters } from './quota-counters.ts';
 import { WindowCounters } from './window-counters.ts';
@@ -147,7 +148,7 @@ class Primary {
     } catch (err) {
       for (const line of startFailureLines(err, this.configFile)) console.error(line);
       await this.store?.close().catch(() => undefined);
-      return 1;
+      return startFailureExitCode(err);
     }
     const done = new Promise<number>((resolve) => (this.stopped = resolve));
     cluster.schedulingPolicy = cluster.SCHED_NONE;
@@ -277,9 +278,10 @@ class Primary {
       return;
     }
     if (!this.started && !slot.listening) {
-      // A worker that cannot start (a taken port, a database refusing it) has said why; the node cannot serve.
+      // A worker that cannot start (a taken port, a database refusing it) has said why; the node cannot serve,
+      // and exits with the worker's code when that says a restart cannot help (a damaged store).
       console.error(`tollgate: worker ${slot.number} failed to start (exit code ${code ?? signal}); stopping`);
-      this.stop('startup failure', 1);
+      this.stop('startup failure', code === EXIT.storeDamaged ? EXIT.storeDamaged : EXIT.failure);
       return;
     }
     const facts = { worker: slot.number, workerPid: worker.process.pid, code, signal };
@@ -381,6 +383,7 @@ async function runWorker(configFile: string): Promise<number> {
   const number = Number(process.env.TOLLGATE_WORKER);
   let processes = { master: process.ppid, workers: [process.pid] };
   let gateway: Gateway | undefined;
+  let failureExitCode: number = EXIT.failure;
   const exchange = new WorkerExchange();
   const store = process.env.TOLLGATE_STORE === 'ipc' ? new RemoteStore(new Socket({ fd: STORE_FD, readable: true, writable: true })) : undefined;
   const starting = Gateway.start(configFile, {
@@ -394,6 +397,7 @@ async function runWorker(configFile: string): Promise<number> {
     (started) => (gateway = started),
     (err) => {
       for (const line of startFailureLines(err, configFile)) console.error(line);
+      failureExitCode = startFailureExitCode(err);
       return undefined;
     },
   );
@@ -435,7 +439,7 @@ async function runWorker(configFile: string): Promise<number> {
   });
 
   const started = await starting;
-  if (!started) return 1;
+  if (!started) return failureExitCode;
   if (stopping) return done;
   process.on('uncaughtException', (err) => started.log.error({ err }, 'uncaught exception'));
   process.on('unhandledRejection', (err) => started.log.error({ err }, 'unhandled rejection'));

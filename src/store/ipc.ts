@@ -17,7 +17,7 @@
  * when all have (id 0 frames: `publish`/`publishAndWait`/`applied` to the owner, `notice`/`settled` back).
  */
 import type { Duplex } from 'node:stream';
-import { StoreClosedError, StoreError } from './errors.ts';
+import { StoreClosedError, StoreError, storeErrorFromWire } from './errors.ts';
 import type { LevelStore } from './level.ts';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
 import { atMost, LocalNotices, SETTLE_TIMEOUT_MS } from './notices.ts';
@@ -299,8 +299,8 @@ export class RemoteStore implements StoreAdapter, PrefixedRoot {
     const waiting = this.pending.get(id);
     if (!waiting) return;
     this.pending.delete(id);
-    const [error, result] = rest as [{ name: string; message: string } | null, unknown];
-    if (error) waiting.reject(Object.assign(new StoreError(error.message), { cause: error }));
+    const [error, result] = rest as [{ name: string; message: string; code?: string } | null, unknown];
+    if (error) waiting.reject(storeErrorFromWire(error));
     else waiting.resolve(result);
   }
 

@@ -8,6 +8,7 @@
 import { mkdirSync } from 'node:fs';
 import { ClassicLevel } from 'classic-level';
 import { PRIVATE_DIR_MODE } from '../data-dir.ts';
+import { StoreDamagedError, StoreUnwritableError } from './errors.ts';
 import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot } from './namespace.ts';
 import { LocalNotices } from './notices.ts';
 import { runStoreProcedure } from './procedures.ts';
@@ -28,6 +29,21 @@ const EXPIRING = '1';
 export const LEVEL_OPTIONS = { keyEncoding: 'utf8', valueEncoding: 'utf8', writeBufferSize: 32 << 20 } as const;
 
 type ChainedBatch = ReturnType<ClassicLevel<string, string>['batch']>;
+
+/** LevelDB could not write or read its files (a full disk, EIO), or found them damaged. */
+export function isStorageFailure(err: unknown): boolean {
+  const code = (err as { code?: string }).code;
+  return code === 'LEVEL_IO_ERROR' || code === 'LEVEL_CORRUPTION';
+}
+
+/** The store at `location` cannot be read because of `err`, and what the operator does about it. */
+export function damagedStoreError(location: string, err: unknown): StoreDamagedError {
+  return new StoreDamagedError(
+    `the store in ${location} is damaged or unreadable (${(err as Error).message}): stop the gateway, then run 'tollgate store:repair --config FILE' ` +
+      `(it keeps what can be read and sets damaged files aside in ${location}/lost), or restore ${location} from a backup`,
+    { cause: err },
+  );
+}
 
 function expiryOf(stored: string): number | undefined {
   return stored[0] === EXPIRING ? Number(stored.slice(1, 1 + EXPIRY_DIGITS)) : undefined;
@@ -74,7 +90,13 @@ class LevelWriteBatch implements WriteBatch {
   }
 
   async write(options: WriteOptions = {}): Promise<void> {
-    await this.batch.write({ sync: options.sync ?? false });
+    try {
+      this.store.checkWritable();
+    } catch (err) {
+      await this.discard();
+      throw err;
+    }
+    await this.store.guarded(() => this.batch.write({ sync: options.sync ?? false }));
   }
 
   async writeIf(expectations: Expectation[], options: WriteOptions = {}): Promise<boolean> {
@@ -98,6 +120,8 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
   readonly notices = new LocalNotices();
   /** commitIf calls, one after the other: this process is the database's only writer. */
   private conditional: Promise<unknown> = Promise.resolve();
+  /** Set by the first write that failed; from then on every write is refused (see `guarded`). */
+  private writeFailure: StoreUnwritableError | undefined;
 
   constructor(readonly location: string) {
     mkdirSync(location, { recursive: true, mode: PRIVATE_DIR_MODE });
@@ -112,18 +136,55 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     await this.db.close();
   }
 
+  /** Open and writable: a store that refuses writes takes the node out of rotation (GET /status/ready). */
   async reachable(): Promise<boolean> {
-    return this.db.status === 'open';
+    return this.db.status === 'open' && this.writeFailure === undefined;
+  }
+
+  /** Throws once a write has failed (see `guarded`). */
+  checkWritable(): void {
+    if (this.writeFailure) throw this.writeFailure;
+  }
+
+  /**
+   * Runs a write of LevelDB's, unless one failed before. LevelDB appends each write to its log, and
+   * one that failed half-way (the disk filled up) leaves a torn record there; when the log is replayed
+   * at the next open, LevelDB drops the rest of that log block with the torn record, so a write
+   * acknowledged after it would be lost (seen: every event acknowledged after the disk was freed
+   * again). Hence the first failure makes the store refuse every write until it is opened again, by a
+   * restart; reads are still served. LevelDB itself refuses writes after a failed compaction the same way.
+   */
+  async guarded(write: () => Promise<void>): Promise<void> {
+    this.checkWritable();
+    try {
+      await write();
+    } catch (err) {
+      if (!isStorageFailure(err)) throw err;
+      this.writeFailure ??= new StoreUnwritableError(
+        `the store in ${this.location} cannot be written (${(err as Error).message}); since ${new Date().toISOString()} every write is refused, reads still served: free space (or fix the disk), then restart the gateway`,
+        { cause: err },
+      );
+      throw this.writeFailure;
+    }
   }
 
   async get(key: string): Promise<string | undefined> {
-    return decode(await this.db.get(key), Date.now());
+    return decode(await this.read(() => this.db.get(key)), Date.now());
   }
 
   async getMany(keys: string[]): Promise<(string | undefined)[]> {
     if (keys.length === 0) return [];
     const now = Date.now();
-    return (await this.db.getMany(keys)).map((v) => decode(v, now));
+    return (await this.read(() => this.db.getMany(keys))).map((v) => decode(v, now));
+  }
+
+  /** A read of LevelDB's: a damaged file (a truncated table) is reported as such, with what to do. */
+  private async read<T>(reading: () => Promise<T>): Promise<T> {
+    try {
+      return await reading();
+    } catch (err) {
+      throw isStorageFailure(err) ? damagedStoreError(this.location, err) : err;
+    }
   }
 
   async put(key: string, value: string, options: PutOptions & WriteOptions = {}): Promise<void> {
@@ -131,7 +192,7 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
   }
 
   async del(key: string, options: WriteOptions = {}): Promise<void> {
-    await this.db.del(key, { sync: options.sync ?? false });
+    await this.guarded(() => this.db.del(key, { sync: options.sync ?? false }));
   }
 
   batch(ops: BatchOp[], options: WriteOptions = {}): Promise<void> {
@@ -142,13 +203,14 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
   async batchUnder(base: string, ops: BatchOp[], options: WriteOptions): Promise<void> {
     if (ops.length === 0) return;
     for (const op of ops) checkStrings(op.key, op.type === 'put' ? op.value : '');
+    this.checkWritable();
     const now = Date.now();
     const batch: ChainedBatch = this.db.batch();
     for (const op of ops) {
       if (op.type === 'del') batch.del(base + op.key);
       else putStored(batch, base + op.key, op.value, expiryFor(op.ttlMs, now));
     }
-    await batch.write({ sync: options.sync ?? false });
+    await this.guarded(() => batch.write({ sync: options.sync ?? false }));
   }
 
   writeBatch(): WriteBatch {
@@ -200,7 +262,7 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
     try {
       // Entries come in batches (nextv): one native round trip per batch instead of per key.
       for (let size = SCAN_FIRST_BATCH; ; size = Math.min(size * 4, SCAN_MAX_BATCH)) {
-        const entries = await iterator.nextv(Math.min(size, limit - yielded));
+        const entries = await this.read(() => iterator.nextv(Math.min(size, limit - yielded)));
         if (entries.length === 0) return;
         for (const [key, stored] of entries) {
           const value = decode(stored, now);
@@ -254,6 +316,7 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
    */
   sweepExpired(now = Date.now()): Promise<number> {
     return this.serialised(async () => {
+      this.checkWritable();
       const end = TTL_PREFIX + String(now).padStart(EXPIRY_DIGITS, '0') + '"';
       const indexKeys = await this.db.keys({ gte: TTL_PREFIX, lt: end, limit: 10_000 }).all();
       const keys = indexKeys.map((indexKey) => indexKey.slice(TTL_PREFIX.length + EXPIRY_DIGITS + 1));
@@ -269,7 +332,7 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
           removed++;
         }
       });
-      await batch.write();
+      await this.guarded(() => batch.write());
       return removed;
     });
   }

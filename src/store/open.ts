@@ -2,7 +2,7 @@
 import { join } from 'node:path';
 import type { NodeSettings } from '../config/types.ts';
 import { StoreUnavailableError } from './errors.ts';
-import { LevelStore } from './level.ts';
+import { damagedStoreError, LevelStore } from './level.ts';
 import { PostgresStore, type PostgresSettings } from './postgres.ts';
 import type { StoreAdapter } from './store.ts';
 
@@ -41,8 +41,11 @@ export async function openEmbeddedStore(dataDir: string): Promise<LevelStore> {
   try {
     await store.open();
   } catch (err) {
-    const cause = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
-    throw new StoreUnavailableError(`cannot open the store in ${dataDir}: ${cause} (is another gateway running on this data directory?)`, { cause: err });
+    const cause = ((err as { cause?: Error }).cause ?? err) as Error & { code?: string };
+    if (cause.code === 'LEVEL_LOCKED') {
+      throw new StoreUnavailableError(`cannot open the store in ${dataDir}: ${cause.message} (is another gateway running on this data directory?)`, { cause: err });
+    }
+    throw damagedStoreError(store.location, cause);
   }
   return store;
 }

@@ -65,7 +65,8 @@ function testDatabase(gateway: Record<string, any> | undefined, dataDir: string)
   return { ...TEST_POSTGRES, database: 'postgres', pg_schema: 'suite_' + createHash('sha256').update(dataDir).digest('hex').slice(0, 16) };
 }
 
-function writeConfig(config: Record<string, any>, dataDir: string, file?: string): string {
+/** Writes `config` as a gateway.yaml on `dataDir` with the tests' defaults (loopback listeners, silent); returns its path. */
+export function writeConfig(config: Record<string, any>, dataDir: string, file?: string): string {
   const full = { _format_version: '3.0', ...config, gateway: { ...DEFAULT_LISTENERS, log_level: 'silent', data_dir: dataDir, ...testDatabase(config.gateway, dataDir), ...config.gateway } };
   const path = file ?? join(tempDir('tollgate-config-'), 'gateway.yaml');
   writeFileSync(path, stringify(full));
@@ -212,6 +213,26 @@ export interface SpawnedGateway extends GatewayUrls {
  */
 export function tollgateArgs(...args: string[]): string[] {
   return ['--max-semi-space-size=64', resolve(import.meta.dirname, '../../bin/tollgate.js'), ...args];
+}
+
+export interface CommandRun {
+  code: number | null;
+  output: string;
+}
+
+/** `tollgate ARGS` run to its end, stdout and stderr together; `killWhen` sends SIGKILL as soon as the output matches it. */
+export function runTollgate(args: string[], killWhen?: RegExp): Promise<CommandRun> {
+  return new Promise((resolvePromise) => {
+    const child = spawn(process.execPath, tollgateArgs(...args), { cwd: resolve(import.meta.dirname, '../..'), stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const collect = (chunk: Buffer) => {
+      output += chunk;
+      if (killWhen?.test(output)) child.kill('SIGKILL');
+    };
+    child.stdout.on('data', collect);
+    child.stderr.on('data', collect);
+    child.on('exit', (code) => resolvePromise({ code, output }));
+  });
 }
 
 /** The gateway as a child process (`tollgate start --config F`), for crash and signal tests. */

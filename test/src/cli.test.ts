@@ -114,7 +114,7 @@ test('--version, -v and version print the version; --help, -h and help print the
     assert.equal(result.code, 0, args.join(' '));
     assert.match(result.stdout, /^Usage: tollgate <command> \[options\]$/m);
     for (const command of ['start', 'check', 'version', 'help']) assert.match(result.stdout, new RegExp(`^  ${command} +\\S`, 'm'));
-    assert.match(result.stdout, /^Exit codes: 0 success; 1 failure .*; 2 bad usage\.$/m);
+    assert.match(result.stdout, /^Exit codes: 0 success; 1 failure .*; 2 bad usage; 3 the embedded store is damaged .*\.$/m);
   }
 });
 

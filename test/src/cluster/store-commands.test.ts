@@ -6,40 +6,19 @@
  * gateway started on PostgreSQL that serves that consumer and accepts that token.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { keyGroup } from '../../../src/store/copy.ts';
 import { SCHEMA_VERSION } from '../../../src/store/postgres-schema.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import { prepareEvents } from '../../../plugins/metering/events.ts';
-import { request, startGateway, startUpstream, tempDir, tollgateArgs, type Upstream } from '../../helpers/gateway.ts';
+import { request, runTollgate, startGateway, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
 import { apiOf, config as meteringConfig, expectedOf, makeEvents, postUntilAcknowledged, TYPE, usageOn } from '../../plugins/metering/cluster-support.ts';
 
-const ROOT = resolve(import.meta.dirname, '../../..');
-
-interface Run {
-  code: number | null;
-  output: string;
-}
-
-/** `tollgate <args>`; `killWhen` sends SIGKILL as soon as the output matches it. */
-function cli(args: string[], killWhen?: RegExp): Promise<Run> {
-  return new Promise((resolvePromise) => {
-    const child = spawn(process.execPath, tollgateArgs(...args), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    const collect = (chunk: Buffer) => {
-      output += chunk;
-      if (killWhen?.test(output)) child.kill('SIGKILL');
-    };
-    child.stdout.on('data', collect);
-    child.stderr.on('data', collect);
-    child.on('exit', (code) => resolvePromise({ code, output }));
-  });
-}
+const cli = runTollgate;
 
 function configFile(content: Record<string, unknown>): string {
   const file = join(tempDir('tollgate-config-'), 'gateway.yaml');
