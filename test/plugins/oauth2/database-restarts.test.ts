@@ -76,7 +76,7 @@ describe('oauth2 redemptions while PostgreSQL restarts', { skip: postgresSkipRea
   }
 
   function redeem(gw: SpawnedGateway, grant: Grant): Promise<Reply> {
-    const params = grant.kind === 'code' ? { grant_type: 'authorization_code', code: grant.value, redirect_uri: REDIRECT_URI } : { grant_type: 'refresh_token', refresh_token: grant.value };
+    const params: Record<string, string> = grant.kind === 'code' ? { grant_type: 'authorization_code', code: grant.value, redirect_uri: REDIRECT_URI } : { grant_type: 'refresh_token', refresh_token: grant.value };
     return form(gw.https + '/api/oauth2/token', { ...CLIENT, ...params });
   }
 
