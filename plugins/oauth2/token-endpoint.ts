@@ -190,7 +190,8 @@ const VERIFIER_CHARACTERS = /^[A-Za-z0-9._~-]*$/;
 /**
  * A code is spent once its own client presents it, whatever the outcome (RFC 6749 §4.1.2: used once;
  * RFC 9700: limit the attempts on a code), so a wrong PKCE verifier cannot be followed by another guess.
- * Taking it is the store's atomic read-and-delete: of two concurrent redemptions exactly one wins.
+ * A refused code is taken (the store's atomic read-and-delete); a good one is taken in the same step that
+ * issues its token. Either way of two concurrent redemptions exactly one wins.
  */
 async function redeemCode(request: GrantRequest): Promise<Outcome> {
   const { ctx, config, plugin, params, deps } = request;
@@ -201,13 +202,12 @@ async function redeemCode(request: GrantRequest): Promise<Outcome> {
   // Presented by another client or at another service, the code is left for its own client.
   const seen = await deps.tokens.findCode(code);
   const binding = bindingOf(ctx, config);
-  if (!seen || (binding !== null && seen.binding !== binding) || seen.credential !== client.id) return failWith('invalid_grant', 'Invalid code');
-  const row = await deps.tokens.takeCode(code);
-  if (!row) return failWith('invalid_grant', 'Invalid code');
-  const refusal = checkCodeRedemption(request, row);
-  if (refusal) return refusal;
-  const issued = await issue(request, { scope: row.scope, authenticatedUserid: row.authenticated_userid, withRefreshToken: true });
-  return { body: tokenResponse(issued) };
+  if (!seen || (binding !== null && seen.row.binding !== binding) || seen.row.credential !== client.id) return failWith('invalid_grant', 'Invalid code');
+  const refusal = checkCodeRedemption(request, seen.row);
+  if (refusal) return (await deps.tokens.takeCode(code)) ? refusal : failWith('invalid_grant', 'Invalid code');
+  const fields = { scope: seen.row.scope, authenticatedUserid: seen.row.authenticated_userid, withRefreshToken: true };
+  const issued = await deps.tokens.redeemCode(code, seen, issueRequest(request, fields));
+  return issued ? { body: tokenResponse(issued) } : failWith('invalid_grant', 'Invalid code');
 }
 
 /** PKCE, the issuing plugin and the redirect URI of a code its client presented; a refusal, or undefined. */

@@ -62,6 +62,12 @@ export interface CodeRow {
   redirect_uri: string;
 }
 
+/** A code as read from the store: its row, and its stored value (what redeeming it expects to find still). */
+export interface StoredCode {
+  row: CodeRow;
+  value: string;
+}
+
 export interface IssueRequest {
   credential: string;
   binding: string | null;
@@ -242,9 +248,20 @@ export class TokenStore {
     return value;
   }
 
-  async findCode(code: string): Promise<CodeRow | undefined> {
+  async findCode(code: string): Promise<StoredCode | undefined> {
     const value = await this.store.get(codeKey(code));
-    return value === undefined ? undefined : (JSON.parse(value) as CodeRow);
+    return value === undefined ? undefined : { row: JSON.parse(value) as CodeRow, value };
+  }
+
+  /**
+   * A code's redemption: the code is spent and its token issued in one synced compare-and-set. A
+   * redemption cut short (the database restarting between the two) would otherwise spend the code and
+   * issue nothing; this way it changes nothing and the client may try again, and an answered redemption
+   * survives a crash of the database. Undefined when the code was spent meanwhile (another redemption won).
+   */
+  async redeemCode(code: string, stored: StoredCode, request: IssueRequest): Promise<IssuedToken | undefined> {
+    const issued = newToken(request);
+    return (await this.commit(undefined, issued.row, false, { key: codeKey(code), value: stored.value })) ? issued : undefined;
   }
 
   /** Reads and deletes a code in one step: of several concurrent redemptions exactly one gets the row. */
@@ -349,17 +366,23 @@ export class TokenStore {
    * Replaces `current` (undefined: a new token) by `next` (undefined: deleted) in one compare-and-set:
    * `current` must still be stored as it was read, and every key `next` adds must be free. False when
    * another change came first. Announces the replaced digest, and `next`'s when its value was chosen (it may
-   * have been looked up, and found missing, anywhere before); `next` is cached here.
+   * have been looked up, and found missing, anywhere before); `next` is cached here. `spent`: a key that
+   * must still hold its value, deleted in the same step (a redeemed code).
    */
-  private async commit(current: TokenRow | undefined, next: TokenRow | undefined, nextChosen = false): Promise<boolean> {
+  private async commit(current: TokenRow | undefined, next: TokenRow | undefined, nextChosen = false, spent?: Expectation): Promise<boolean> {
     const before = current ? tokenKeys(current) : [];
     const after = next ? tokenKeys(next) : [];
     const expectations: Expectation[] = after.filter((key) => !before.includes(key)).map((key) => ({ key, value: undefined }));
     const ops: BatchOp[] = before.filter((key) => !after.includes(key)).map((key) => ({ type: 'del', key }));
     if (current) expectations.push({ key: 'acc:' + current.access_digest, value: this.storedForm(current) });
     if (next) ops.push(...this.putsOf(next));
-    // A change of an existing row is synced: a crash must not bring back a redeemed or revoked token.
-    if (!(await this.store.commitIf(expectations, ops, { sync: current !== undefined }))) return false;
+    if (spent) {
+      expectations.push(spent);
+      ops.push({ type: 'del', key: spent.key });
+    }
+    // A change of an existing row is synced: a crash must not bring back a redeemed or revoked token. So is
+    // a redemption: its code is gone for good, and a crash must not take the token it was exchanged for.
+    if (!(await this.store.commitIf(expectations, ops, { sync: current !== undefined || spent !== undefined }))) return false;
     const changed = [...(current ? [current.access_digest] : []), ...(next && nextChosen ? [next.access_digest] : [])];
     if (changed.length > 0) await this.announce(changed);
     if (next) this.found.set(next.access_digest, next);

@@ -2,7 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log.ts';
 import { readWhole } from '../pipeline/request-body.ts';
-import { HttpError } from '../pipeline/http-error.ts';
+import { answerFor, HttpError } from '../pipeline/http-error.ts';
 import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
 import { parseArgs, type Params } from '../toolkit/params.ts';
 import { JsonTooDeepError, parseUntrustedJson } from '../toolkit/json.ts';
@@ -49,7 +49,8 @@ export class AdminRouter {
       reply = await this.dispatch(req, listener);
     } catch (err) {
       if (!(err instanceof HttpError)) this.log.error({ err, method: req.method, url: req.url }, 'admin request failed');
-      reply = err instanceof HttpError ? { status: err.status, body: err.body(), headers: err.headers } : { status: 500, body: { message: MESSAGES.unexpected } };
+      const answer = answerFor(err);
+      reply = answer ? { status: answer.status, body: answer.body(), headers: answer.headers } : { status: 500, body: { message: MESSAGES.unexpected } };
     }
     try {
       send(res, reply);

@@ -11,6 +11,7 @@ import type { Snapshot } from '../snapshot.ts';
 import { headerLines } from '../proxy/headers.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
 import { HttpError, type AuthenticatedCredential, type BodyObserver, type PluginRuntime, type RequestContext, type RequestOutcome, type ResponseSource } from './plugin-api.ts';
+import { answerFor } from './http-error.ts';
 import { rewriteBody, runResponsePhase } from './response-phase.ts';
 import { checkUpstreamHeader } from './upstream-edits.ts';
 import { collect, prepend, readWhole, type BodyHead } from './request-body.ts';
@@ -395,9 +396,10 @@ export class Context implements RequestContext {
     }
   }
 
-  /** Answers with the error an exception stands for: its own status, or Kong's 500. */
+  /** Answers with the error an exception stands for (answerFor), or Kong's 500. */
   fail(err: unknown): void {
-    if (err instanceof HttpError) this.error(err.status, err.message, err.headers);
+    const answer = answerFor(err);
+    if (answer) this.error(answer.status, answer.message, answer.headers);
     else this.send(errorAnswer(500, MESSAGES.unexpected, this.id, this.isGrpc), 'error');
   }
 }

@@ -30,6 +30,8 @@ export interface ThrowawayPostgres {
   /** Stops the server (fast shutdown), keeping its data; `resume` starts it again on the same port. */
   pause(): Promise<void>;
   resume(): Promise<void>;
+  /** `pg_ctl restart -m fast`: every session ends, and the server is back on the same port when it resolves. */
+  restart(): Promise<void>;
   /** Stops the server and removes its directory. */
   stop(): Promise<void>;
 }
@@ -195,6 +197,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Thro
       (await cluster.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'tollgate' AND pid <> pg_backend_pid()")).length,
     pause: () => run('pg_ctl', ['stop', '-D', dataDir, '-m', 'fast', '-w']),
     resume: startServer,
+    restart: () => run('pg_ctl', ['restart', '-D', dataDir, '-m', 'fast', '-w', '-t', '60', '-l', join(dir, 'server.log'), '-o', serverOptions()]),
     async stop() {
       if (stopped) return;
       stopped = true;

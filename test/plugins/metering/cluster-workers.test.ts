@@ -3,14 +3,29 @@
  * reach it over IPC): events ingested concurrently through both workers, each twice, give exact totals
  * whichever worker answers. An aggregator that stops (SIGSTOP) leaves the other worker's inbox filling:
  * its ingest answers 503 once ten times queue_max_events wait there, or once the oldest has waited
- * MAX_LAG_MS, and every event it acknowledged is counted once aggregation resumes.
+ * MAX_LAG_MS, and every event it acknowledged is counted once aggregation resumes. A primary killed
+ * mid-ingest (SIGKILL to it alone) takes its workers with it, and the node starts again on the same data
+ * directory (its pid file stale, the LevelDB lock released) with every event it acknowledged, counted once.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { request, spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { waitFor } from '../../src/support.ts';
 import { crash, inParallel } from './catalogue-support.ts';
-import { apiOf, backlogIsBounded, batchesOf, config, expectedOf, lagIsBounded, makeEvents, postUntilAcknowledged, shuffled, usageOn, type StoppableAggregator } from './cluster-support.ts';
+import { apiOf, backlogIsBounded, batchesOf, config, expectedOf, lagIsBounded, makeEvents, post, postUntilAcknowledged, shuffled, TYPE, usageOn, type StoppableAggregator } from './cluster-support.ts';
+
+const nodeConfig = (plugin?: Record<string, unknown>) => config({ worker_processes: 2, proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', access_log: false }, plugin);
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 describe('metering on one LevelDB node with two worker processes', () => {
   let node: SpawnedGateway | undefined;
@@ -20,7 +35,7 @@ describe('metering on one LevelDB node with two worker processes', () => {
 
   test('events ingested concurrently through both workers: exact totals from either', async () => {
     // The node prints its listeners through its log (info), once for all workers.
-    node = await spawnGateway(config({ worker_processes: 2, proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', access_log: false }));
+    node = await spawnGateway(nodeConfig());
     const events = makeEvents('workers', 6_000);
     // Every event twice, over many connections (the workers share the listening socket).
     const batches = [...batchesOf(events, 100), ...batchesOf(shuffled(events, 3), 150)];
@@ -35,7 +50,7 @@ describe('metering on one LevelDB node with two worker processes', () => {
   /** A fresh node of two workers with `queue_max_events`: its aggregating worker, and the API (the other worker answers while it is stopped). */
   async function nodeWithAggregator(queueMaxEvents: number): Promise<StoppableAggregator> {
     if (node) await crash(node);
-    const spawned = (node = await spawnGateway(config({ worker_processes: 2, proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', access_log: false }, { queue_max_events: queueMaxEvents })));
+    const spawned = (node = await spawnGateway(nodeConfig({ queue_max_events: queueMaxEvents })));
     let line: string | undefined;
     await waitFor(() => (line = spawned.output().split('\n').find((l) => l.includes('this process aggregates the events'))) !== undefined, 'an aggregator');
     return { api: apiOf(spawned), aggregator: JSON.parse(line!).pid as number };
@@ -45,4 +60,35 @@ describe('metering on one LevelDB node with two worker processes', () => {
 
   test('an aggregator that stops: ingest is refused once an acknowledged event has waited MAX_LAG_MS, though few wait; all are counted once it resumes', () =>
     lagIsBounded(nodeWithAggregator));
+
+  test('the primary killed mid-ingest: its workers exit, and the node restarts on the stale pid file with every acknowledged event', async () => {
+    if (node) await crash(node);
+    const killed = (node = await spawnGateway(nodeConfig()));
+    const workers: number[] = (await request(killed.admin + '/')).json().pids.workers;
+    const pidFile = join(killed.dataDir, 'tollgate.pid');
+    const events = makeEvents('orphaned', 3_000);
+    const batches = batchesOf(events, 10).map((batch) => ({ events: batch, acknowledged: false }));
+    let acknowledgedCount = 0;
+    let primaryKilled = false;
+    await inParallel(batches, 4, async (batch) => {
+      if (primaryKilled) return;
+      batch.acknowledged = await post(apiOf(killed), batch.events);
+      if (batch.acknowledged && ++acknowledgedCount === 20) {
+        primaryKilled = true;
+        process.kill(killed.child.pid!, 'SIGKILL'); // the primary alone (node.kill would end the whole group)
+      }
+    });
+    await waitFor(() => workers.every((pid) => !alive(pid)), 'both workers to exit without their primary');
+    assert.equal(readFileSync(pidFile, 'utf8').trim(), String(killed.child.pid), 'the dead primary\'s pid file is left behind');
+
+    const restarted = (node = await spawnGateway(nodeConfig(), { dataDir: killed.dataDir }));
+    assert.equal(readFileSync(pidFile, 'utf8').trim(), String(restarted.child.pid), 'the new primary writes its own');
+    const stored = new Set((await apiOf(restarted).listAllEvents({ type: TYPE })).map((item) => item.event.id));
+    const acknowledged = batches.filter((b) => b.acknowledged).flatMap((b) => b.events);
+    assert.deepEqual(acknowledged.filter((e) => !stored.has(e.id)).map((e) => e.id), [], 'acknowledged events lost with the primary');
+    // Events the node stored without answering (the kill came first) are there too, each counted once.
+    assert.deepEqual((await usageOn(apiOf(restarted))).totals, expectedOf(events.filter((e) => stored.has(e.id))));
+    restarted.kill('SIGTERM');
+    assert.equal(await restarted.exited, 0);
+  });
 });
