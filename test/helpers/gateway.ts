@@ -442,3 +442,13 @@ export function aroundTests<T extends { close(): Promise<void> }>(start: () => P
 export function gatewayOnEchoUpstreamAroundTests(configFor: (upstreamUrl: string) => Record<string, any>): GatewayOnEchoUpstream {
   return aroundTests(() => startGatewayOnEchoUpstream(configFor));
 }
+
+/** Whether a process of this machine is still running (signal 0 checks without signalling). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -12,7 +12,7 @@ import net from 'node:net';
 import { join, resolve } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { stringify } from 'yaml';
-import { request, tempDir } from '../helpers/gateway.ts';
+import { isAlive, request, tempDir } from '../helpers/gateway.ts';
 import { closedPort, isListening, waitFor } from './support.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -243,15 +243,6 @@ function started(child: ReturnType<typeof spawn>): Promise<{ urls: string[]; out
 
 function exitOf(child: ReturnType<typeof spawn>): Promise<number | null> {
   return new Promise((r) => (child.exitCode !== null ? r(child.exitCode) : child.once('exit', (code) => r(code))));
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function serveConfig(dir: string): string {

@@ -11,21 +11,12 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { request, spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
+import { isAlive, request, spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { waitFor } from '../../src/support.ts';
 import { crash, inParallel } from './catalogue-support.ts';
 import { apiOf, backlogIsBounded, batchesOf, config, expectedOf, lagIsBounded, makeEvents, post, postUntilAcknowledged, shuffled, TYPE, usageOn, type StoppableAggregator } from './cluster-support.ts';
 
 const nodeConfig = (plugin?: Record<string, unknown>) => config({ worker_processes: 2, proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], log_level: 'info', access_log: false }, plugin);
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe('metering on one LevelDB node with two worker processes', () => {
   let node: SpawnedGateway | undefined;
@@ -78,7 +69,7 @@ describe('metering on one LevelDB node with two worker processes', () => {
         process.kill(killed.child.pid!, 'SIGKILL'); // the primary alone (node.kill would end the whole group)
       }
     });
-    await waitFor(() => workers.every((pid) => !alive(pid)), 'both workers to exit without their primary');
+    await waitFor(() => workers.every((pid) => !isAlive(pid)), 'both workers to exit without their primary');
     assert.equal(readFileSync(pidFile, 'utf8').trim(), String(killed.child.pid), 'the dead primary\'s pid file is left behind');
 
     const restarted = (node = await spawnGateway(nodeConfig(), { dataDir: killed.dataDir }));

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
-import { request, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
+import { isAlive, request, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
 import { waitFor } from '../support.ts';
 
@@ -33,15 +33,6 @@ const services = (...paths: string[]) => [
     ],
   },
 ];
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 const nodeInfo = async (gw: SpawnedGateway) => (await request(gw.admin + '/')).json();
 
@@ -87,7 +78,7 @@ async function killWorkerUnderLoad(gw: SpawnedGateway, workers: number[]): Promi
   try {
     await waitFor(() => servingPids(gw, '/one/load').size === 2, 'both workers to serve the load', 10_000);
     process.kill(victim, 'SIGKILL');
-    await waitFor(() => !alive(victim), 'the killed worker to be gone');
+    await waitFor(() => !isAlive(victim), 'the killed worker to be gone');
     victimGone = true;
     const before = servedSinceKill;
     await waitFor(() => servedSinceKill > before + 20, 'requests served after the kill', 10_000);
@@ -142,7 +133,7 @@ async function exerciseNode(gw: SpawnedGateway, settings: Record<string, unknown
   const current: number[] = (await nodeInfo(gw)).pids.workers;
   gw.kill('SIGTERM');
   assert.equal(await gw.exited, 0);
-  assert.ok(current.every((pid) => !alive(pid)), 'no worker outlives the node');
+  assert.ok(current.every((pid) => !isAlive(pid)), 'no worker outlives the node');
 }
 
 /**
@@ -203,7 +194,7 @@ test('a node whose primary is killed: each worker says why and exits at once, an
     await servedByBoth(gw, '/one');
     const workers = servingPids(gw, '/one');
     process.kill(gw.child.pid!, 'SIGKILL'); // the primary alone (gw.kill would end the whole group)
-    await waitFor(() => [...workers].every((pid) => !alive(pid)), 'both workers to exit');
+    await waitFor(() => [...workers].every((pid) => !isAlive(pid)), 'both workers to exit');
     const said = gw.output().split('\n').filter((l) => l.includes("the node's primary process is gone: this worker exits"));
     assert.deepEqual(new Set(said.map((l) => JSON.parse(l).pid)), workers);
     await assert.rejects(request(`${gw.http}/one`), 'nothing listens on the proxy port any more');
