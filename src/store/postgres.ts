@@ -178,7 +178,8 @@ export class PostgresStore implements StoreAdapter, PrefixedRoot {
     this.sql = statements(this.names);
     this.pool = new pg.Pool({ ...connectionConfig(settings), max: settings.poolSize ?? DEFAULT_POOL_SIZE });
     // An idle connection that breaks (database restarted) must not take the process down.
-    this.pool.on('error', (err) => this.log('postgres: an idle connection failed', err));
+    // pg hangs the whole client on the error: only what says why is logged.
+    this.pool.on('error', (err) => this.log('postgres: an idle connection failed', { message: err.message, code: (err as { code?: string }).code }));
     this.notices = new PostgresNotices(settings, this.log);
   }
 
