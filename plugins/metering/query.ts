@@ -52,9 +52,10 @@ class Accumulator {
     let placement = this.placements.get(series);
     if (placement !== undefined) return placement;
     const parts = values ?? series.split('/').map(unescapePart);
+    const customerOf = this.query.customerOf;
     const valueOf = (name: string) => {
       if (name === 'subject') return parts[0];
-      if (name === CUSTOMER_DIMENSION) return this.query.customerOf?.[parts[0]] ?? '';
+      if (name === CUSTOMER_DIMENSION) return customerOf && Object.hasOwn(customerOf, parts[0]) ? customerOf[parts[0]] : '';
       return parts[1 + this.meter.dimensionNames.indexOf(name)] ?? '';
     };
     placement = null;

@@ -23,12 +23,15 @@ let api: BillingApi;
 let alpha: { id: string; key: string; name: string };
 /** No subject keys: its key is its subject. */
 let beta: { id: string; key: string; name: string };
-const subjects = { a1: unique('a1'), a2: unique('a2'), orphan: unique('orphan') };
+let gamma: { id: string; key: string; name: string };
+/** Subjects named as Object.prototype's members must be plain keys (this gateway is this file's alone). */
+const subjects = { a1: unique('a1'), a2: unique('a2'), proto: '__proto__', orphan: 'constructor' };
 
 before(async () => {
   ({ gateway, api } = await startBillingGateway());
   alpha = await api.customer({ name: 'Alpha Inc', usage_attribution: { subject_keys: [subjects.a1, subjects.a2] } });
   beta = await api.customer({ name: 'Beta Ltd' });
+  gamma = await api.customer({ name: 'Gamma', usage_attribution: { subject_keys: [subjects.proto] } });
   await api.createMeterOk({ key: SUM, name: 'Sum', event_type: type, aggregation: 'sum', value_property: '$.n' });
   await api.createMeterOk({ key: AVG, name: 'Average', event_type: type, aggregation: 'avg', value_property: '$.n' });
   const usage: [string, number, number][] = [
@@ -37,9 +40,10 @@ before(async () => {
     [subjects.a2, 4, t0 + 2 * HOUR],
     [beta.key, 8, t0 + 3 * HOUR],
     [subjects.orphan, 16, t0 + 4 * HOUR],
+    [subjects.proto, 32, t0 + 5 * HOUR],
   ];
   await api.ingestOk(usage.map(([subject, n, at]) => event({ type, subject, time: iso(at), data: { n } })));
-  await api.totalWhen(SUM, 30);
+  await api.totalWhen(SUM, 62);
 });
 after(() => gateway?.stop());
 
@@ -61,7 +65,7 @@ describe('v3 queries by customer', () => {
 
   test('grouping by customer: one row per customer, and one without customer_id for subjects no customer claims', async () => {
     const result = await api.queryOk(SUM, { group_by_dimensions: ['customer_id'] });
-    assert.deepEqual(byCustomer(result), [[alpha.id, '6'], [beta.id, '8'], ['-', '16']].sort());
+    assert.deepEqual(byCustomer(result), [[alpha.id, '6'], [beta.id, '8'], [gamma.id, '32'], ['-', '16']].sort());
     const orphanRow = result.data.find((r) => r.value === '16')!;
     assert.deepEqual(orphanRow.dimensions, {}, 'no customer_id (nor an empty one) for the unclaimed subject');
   });
@@ -118,7 +122,7 @@ describe('v1 queries by customer', () => {
   test('groupBy=customer_id: a row per customer, customerId null for unclaimed subjects', async () => {
     const result = await v1('groupBy=customer_id');
     const got = result.data.map((r: any) => [r.customerId ?? '-', r.value]).sort();
-    assert.deepEqual(got, [[alpha.id, 6], [beta.id, 8], ['-', 16]].sort());
+    assert.deepEqual(got, [[alpha.id, 6], [beta.id, 8], [gamma.id, 32], ['-', 16]].sort());
     assert.equal(result.data.find((r: any) => r.value === 16).customerId, null);
   });
 
@@ -138,7 +142,7 @@ describe('the window of a total is the requested range', () => {
 
   test('v3: from and to given: every customer\'s row spans them, not its data', async () => {
     const result = await api.queryOk(SUM, { from: iso(from), to: iso(to), group_by_dimensions: ['customer_id'] });
-    assert.equal(result.data.length, 3);
+    assert.equal(result.data.length, 4);
     for (const row of result.data) assert.deepEqual([iso(row.from), iso(row.to)], [iso(from), iso(to)]);
   });
 
