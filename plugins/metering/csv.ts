@@ -3,7 +3,8 @@
  * (api/v3/handlers/meters/query_csv.go), safe to open in a spreadsheet.
  */
 import type { QueryResult } from './query.ts';
-import type { MeterQuery } from './query-request.ts';
+import type { UsageCustomer } from './customer-query.ts';
+import { CUSTOMER_DIMENSION, type MeterQuery } from './query-request.ts';
 
 /**
  * What makes a spreadsheet read a cell as a formula: OWASP's "CSV Injection" list (= + - @ tab CR), LF and
@@ -27,13 +28,22 @@ function cell(text: string): string {
   return NEEDS_QUOTES.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
 }
 
-/** CSV: `from,to,[subject,]<dimensions in request order…>,value` (OpenMeter v3's column order). */
-export function toCsv(query: MeterQuery, result: QueryResult): string {
-  const columns = query.groupBy.includes('subject') ? ['subject', ...query.groupBy.filter((d) => d !== 'subject')] : query.groupBy;
+/**
+ * CSV: `from,to,[subject,][customer_id,customer_key,customer_name,]<dimensions in request order…>,value`
+ * (OpenMeter v3's column order); `customers` by id, for the key and name of a row's customer.
+ */
+export function toCsv(query: MeterQuery, result: QueryResult, customers: ReadonlyMap<string, UsageCustomer> = new Map()): string {
+  const has = (name: string) => query.groupBy.includes(name);
+  const dimensions = query.groupBy.filter((d) => d !== 'subject' && d !== CUSTOMER_DIMENSION);
+  const customerColumns = has(CUSTOMER_DIMENSION) ? [CUSTOMER_DIMENSION, 'customer_key', 'customer_name'] : [];
+  const header = [...(has('subject') ? ['subject'] : []), ...customerColumns, ...dimensions];
   // Every cell goes through the same rule, so no column is left out (dimension names come from meters).
-  const lines = [['from', 'to', ...columns, 'value'].map(cell).join(',')];
+  const lines = [['from', 'to', ...header, 'value'].map(cell).join(',')];
   for (const row of result.data) {
-    lines.push([row.from, row.to, ...columns.map((d) => row.dimensions[d] ?? ''), row.value].map(cell).join(','));
+    const customer = customers.get(row.dimensions[CUSTOMER_DIMENSION] ?? '');
+    const customerCells = has(CUSTOMER_DIMENSION) ? [customer?.id ?? '', customer?.key ?? '', customer?.name ?? ''] : [];
+    const subjectCells = has('subject') ? [row.dimensions.subject ?? ''] : [];
+    lines.push([row.from, row.to, ...subjectCells, ...customerCells, ...dimensions.map((d) => row.dimensions[d] ?? ''), row.value].map(cell).join(','));
   }
   return lines.join('\n') + '\n';
 }

@@ -97,3 +97,15 @@ export const WriterClosedError = unavailable('WriterClosedError', 'METERING_SHUT
 export const LeaseLostError = unavailable('LeaseLostError', 'METERING_LEASE_LOST', 'this process is no longer the metering aggregator');
 export const AggregationLagError = unavailable('AggregationLagError', 'METERING_AGGREGATION_LAG', 'events acknowledged earlier are still being aggregated; retry later');
 export const JournalNotReadyError = unavailable('JournalNotReadyError', 'METERING_JOURNAL_NOT_READY', 'events stored by an earlier version are being moved into the journal; retry later');
+
+/** A query names a customer that does not exist (OpenMeter: 404 with the code `customer_not_found`). */
+export class CustomerNotFoundError extends MeteringError {
+  override name = 'CustomerNotFoundError';
+  constructor(
+    readonly customers: string[],
+    field: string,
+  ) {
+    const message = `customer not found: ${customers.join(', ')}`;
+    super(404, message, { code: 'METERING_ERR_CUSTOMER_NOT_FOUND', invalidParameters: [{ field, reason: message, rule: 'customer_not_found', source: 'body' }] });
+  }
+}

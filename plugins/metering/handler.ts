@@ -8,6 +8,7 @@ import { parseCollectionPeriod } from './billing/calendar.ts';
 import { DeclaredSync } from './billing/declared.ts';
 import { BillingHttp } from './billing/http.ts';
 import { Collectors, mappingLimits } from './collectors.ts';
+import { UsageQueries } from './customer-query.ts';
 import { CollectorsHttp } from './collectors-http.ts';
 import { MeteringHttp } from './http.ts';
 import { Ingestion } from './ingest.ts';
@@ -34,7 +35,8 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   const collectors = new Collectors(api.store, api.log.child({ domain: 'collectors' }));
   await collectors.open();
   const ingestion = new Ingestion(service, collectors);
-  const http = new MeteringHttp(service, ingestion, [new BillingHttp(billing), new CollectorsHttp(collectors, ingestion), new OpenMeterV1Http(service, ingestion)]);
+  const queries = new UsageQueries(service, billing.customers.directory());
+  const http = new MeteringHttp(service, ingestion, queries, [new BillingHttp(billing), new CollectorsHttp(collectors, ingestion), new OpenMeterV1Http(service, ingestion, queries)]);
   const ingested = api.metrics.counter({
     name: 'tollgate_metering_events_ingested_total',
     help: 'Events committed to the metering store (duplicates of stored events are not counted)',

@@ -9,6 +9,7 @@ import { MeteringError } from './errors.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
 import { toCsv } from './csv.ts';
+import type { UsageQueries } from './customer-query.ts';
 import { parseQuery } from './query-request.ts';
 import { publicMeter, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
@@ -157,6 +158,7 @@ export class MeteringHttp {
   constructor(
     private readonly service: MeteringService,
     private readonly ingestion: Ingestion,
+    private readonly queries: UsageQueries,
     private readonly subRoutes: SubRoutes[] = [],
   ) {}
 
@@ -307,9 +309,9 @@ export class MeteringHttp {
     const body = await readJson(ctx, config.max_body_size);
     const { query, problems } = parseQuery(body, this.service.meters.compiledOf(record));
     if (!query) throw validationProblem(problems);
-    const result = await this.service.query(record, query, config.query_backfill_wait_ms);
+    const { result, customers } = await this.queries.run(record, query, config.query_backfill_wait_ms);
     if (prefersCsv(ctx.headers.accept)) {
-      ctx.respond(200, toCsv(query, result), {
+      ctx.respond(200, toCsv(query, result, customers), {
         'content-type': CSV,
         'content-disposition': `attachment; filename="${record.key}.csv"`,
       });

@@ -6,13 +6,14 @@
  *
  * Shapes follow OpenMeter's v1 spec (api/spec/packages/legacy): meters `{id, slug, name, aggregation:
  * SUM|COUNT|..., eventType, valueProperty, groupBy, ...}`, query rows `{value, windowStart, windowEnd,
- * subject, groupBy}` with numeric values, events listed as `{event, ingestedAt, storedAt, validationError}`.
+ * subject, customerId?, groupBy}` with numeric values, events listed as `{event, ingestedAt, storedAt, validationError}`.
  */
 import { MeteringError } from './errors.ts';
 import { ingestRequest, readJson, requireScope, toProblem, validationProblem, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
-import { parseQuery } from './query-request.ts';
+import type { UsageQueries } from './customer-query.ts';
+import { CUSTOMER_DIMENSION, parseQuery } from './query-request.ts';
 import type { MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import type { MeteringService } from './service.ts';
@@ -23,7 +24,11 @@ const WINDOW_SIZES: Record<string, string> = { MINUTE: 'PT1M', HOUR: 'PT1H', DAY
 /** v3 field names as v1 calls them, for problems. */
 const V1_FIELDS: Record<string, string> = { key: 'slug', event_type: 'eventType', value_property: 'valueProperty', dimensions: 'groupBy', events_from: 'eventFrom', labels: 'metadata', granularity: 'windowSize', time_zone: 'windowTimeZone', group_by_dimensions: 'groupBy' };
 
+/** Filters v1 sends as parameters of their own. */
+const V1_FILTERS: Record<string, string> = { 'filters.dimensions.subject': 'subject', [`filters.dimensions.${CUSTOMER_DIMENSION}`]: 'filterCustomerId' };
+
 function v1Field(field: string): string {
+  if (V1_FILTERS[field]) return V1_FILTERS[field];
   const [head, ...rest] = field.split('.');
   const bracket = head.indexOf('[');
   const name = bracket === -1 ? head : head.slice(0, bracket);
@@ -88,6 +93,7 @@ export class OpenMeterV1Http implements SubRoutes {
   constructor(
     private readonly service: MeteringService,
     private readonly ingestion: Ingestion,
+    private readonly queries: UsageQueries,
   ) {}
 
   async route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean> {
@@ -204,9 +210,11 @@ export class OpenMeterV1Http implements SubRoutes {
     const v1 = request as Record<string, any>;
     const windowSize = v1.windowSize;
     const subjects: string[] = asList(v1.subject);
+    const customers: string[] = asList(v1.filterCustomerId);
     const groupBy: string[] = asList(v1.groupBy);
     const dimensions: Record<string, unknown> = {};
     if (subjects.length > 0) dimensions.subject = { in: subjects };
+    if (customers.length > 0) dimensions[CUSTOMER_DIMENSION] = { in: customers };
     for (const [name, values] of Object.entries((v1.filterGroupBy ?? {}) as Record<string, unknown>)) dimensions[name] = { in: asList(values) };
     const body: Record<string, unknown> = {
       from: v1.from ?? undefined,
@@ -218,14 +226,17 @@ export class OpenMeterV1Http implements SubRoutes {
     };
     const { query, problems } = parseQuery(body, this.service.meters.compiledOf(record));
     if (!query) throw validationProblem(v1Problems(problems));
-    const result = await this.service.query(record, query, config.query_backfill_wait_ms);
-    const meterGroups = query.groupBy.filter((name) => name !== 'subject');
+    const { result } = await this.queries.run(record, query, config.query_backfill_wait_ms);
+    const byCustomer = query.groupBy.includes(CUSTOMER_DIMENSION);
+    const meterGroups = query.groupBy.filter((name) => name !== 'subject' && name !== CUSTOMER_DIMENSION);
     const out: Record<string, unknown> = {
       data: result.data.map((row) => ({
         value: Number(row.value),
         windowStart: row.from,
         windowEnd: row.to,
         subject: row.dimensions.subject ?? null,
+        // Only when grouped by customer, as OpenMeter's; null for usage of subjects no customer claims.
+        ...(byCustomer ? { customerId: row.dimensions[CUSTOMER_DIMENSION] ?? null } : {}),
         groupBy: Object.fromEntries(meterGroups.map((name) => [name, row.dimensions[name] ?? ''])),
       })),
     };
@@ -241,7 +252,7 @@ function asList(value: unknown): string[] {
   return Array.isArray(value) ? value.map(String) : [String(value)];
 }
 
-/** A v1 GET query: repeated `subject` and `groupBy`, `filterGroupBy[name]=value` (deepObject). */
+/** A v1 GET query: repeated `subject`, `filterCustomerId` and `groupBy`, `filterGroupBy[name]=value` (deepObject). */
 function fromQueryString(q: Params & URLSearchParams): Record<string, unknown> {
   const filterGroupBy: Record<string, string[]> = {};
   for (const [key, value] of q) {
@@ -254,6 +265,7 @@ function fromQueryString(q: Params & URLSearchParams): Record<string, unknown> {
     windowSize: q.get('windowSize') ?? undefined,
     windowTimeZone: q.get('windowTimeZone') ?? undefined,
     subject: q.getAll('subject'),
+    filterCustomerId: q.getAll('filterCustomerId'),
     groupBy: q.getAll('groupBy'),
     filterGroupBy,
   };

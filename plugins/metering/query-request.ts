@@ -12,6 +12,13 @@ const FILTER_OPERATORS = ['exists', 'eq', 'neq', 'in', 'nin', 'contains', 'ncont
 const MAX_FILTER_DEPTH = 2;
 /** Values of one `in`/`nin` (OpenMeter's `@maxItems(100)`, api/spec/packages/aip/src/shared/filters.tsp). */
 const MAX_FILTER_VALUES = 100;
+/**
+ * The pseudo-dimension of the customer a subject's usage belongs to (billing's usage attribution): its
+ * value is the customer's id, filled in from `MeterQuery.customerOf` (customer-query.ts resolves it).
+ */
+export const CUSTOMER_DIMENSION = 'customer_id';
+/** Dimensions every meter has beside its own, filtered only by `eq`/`in` (OpenMeter v3). */
+const IDENTITY_DIMENSIONS = ['subject', CUSTOMER_DIMENSION];
 
 export interface Filter {
   exists?: boolean;
@@ -30,9 +37,15 @@ export interface MeterQuery {
   to?: number;
   granularity?: Granularity;
   timeZone: string;
-  /** Requested groupings, `subject` and/or dimension names, in request order. */
+  /** Requested groupings, `subject`, `customer_id` and/or dimension names, in request order. */
   groupBy: string[];
   filters: Record<string, Filter>;
+  /**
+   * Subject -> id of the customer its usage belongs to, when the query filters or groups by
+   * `customer_id`: set where the customers are read (customer-query.ts), before the query runs near
+   * the data. A subject missing here belongs to no customer.
+   */
+  customerOf?: Record<string, string>;
 }
 
 function bad(field: string, reason: string, rule: string): InvalidParameter {
@@ -94,7 +107,7 @@ export function parseQuery(body: unknown, meter: CompiledMeter): { query?: Meter
     else problems.push(bad('time_zone', `invalid time zone: ${String(b.time_zone)}`, 'invalid_time_zone'));
   }
   const groupBy: string[] = [];
-  const known = (name: string) => name === 'subject' || meter.dimensionNames.includes(name);
+  const known = (name: string) => IDENTITY_DIMENSIONS.includes(name) || meter.dimensionNames.includes(name);
   if (b.group_by_dimensions !== undefined && b.group_by_dimensions !== null) {
     if (!Array.isArray(b.group_by_dimensions)) problems.push(bad('group_by_dimensions', 'must be an array of strings', 'type'));
     else if (b.group_by_dimensions.length > 100) problems.push(bad('group_by_dimensions', 'at most 100 items', 'max_items'));
@@ -121,22 +134,23 @@ export function parseQuery(body: unknown, meter: CompiledMeter): { query?: Meter
             if (!known(name)) problems.push(bad(field, `invalid dimension filter: ${name}`, 'invalid_dimension_filter'));
             else {
               const before = problems.length;
-              checkFilter(filter, field, 1, name === 'subject', problems);
-              if (problems.length === before && (name !== 'subject' || namesSubjects(filter as Filter))) filters[name] = filter as Filter;
+              const identity = IDENTITY_DIMENSIONS.includes(name);
+              checkFilter(filter, field, 1, identity, problems);
+              if (problems.length === before && (!identity || namesValues(filter as Filter))) filters[name] = filter as Filter;
             }
           }
         }
       }
     }
   }
-  // Filtering by subject also groups by it (OpenMeter v3).
-  if (filters.subject && !groupBy.includes('subject')) groupBy.unshift('subject');
+  // Filtering by subject or customer also groups by it (OpenMeter v3).
+  for (const name of [...IDENTITY_DIMENSIONS].reverse()) if (filters[name] && !groupBy.includes(name)) groupBy.unshift(name);
   if (problems.length > 0) return { problems };
   return { query: { from, to, granularity, timeZone, groupBy, filters }, problems };
 }
 
-/** A subject filter applies (and groups by subject) only when it names a subject, as OpenMeter's. */
-export function namesSubjects(f: Filter): boolean {
+/** A subject or customer filter applies (and groups by it) only when it names one, as OpenMeter's. */
+export function namesValues(f: Filter): boolean {
   return f.eq !== undefined || (f.in !== undefined && f.in.length > 0);
 }
 

@@ -7,7 +7,7 @@ import type { Store, StoreProcedure } from '../../src/pipeline/plugin-api.ts';
 import { BASE_SIZE, emptyState, eventState, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, type State, type StoredState } from './aggregates.ts';
 import type { StoredEvent } from './events.ts';
 import { aggregatePrefix, bucketOf, distinctPart, escapePart, padTime, rowPrefix, seriesOf, uniquePrefix, unescapePart } from './keys.ts';
-import { matches, type MeterQuery } from './query-request.ts';
+import { CUSTOMER_DIMENSION, matches, type MeterQuery } from './query-request.ts';
 import { JournaledEvents, KeyedEvents, type StoredEvents } from './stored-events.ts';
 import { formatInZone } from './time.ts';
 import { boundedText, compileMeter, readEvent, type CompiledMeter } from './values.ts';
@@ -52,11 +52,18 @@ class Accumulator {
     let placement = this.placements.get(series);
     if (placement !== undefined) return placement;
     const parts = values ?? series.split('/').map(unescapePart);
-    const valueOf = (name: string) => (name === 'subject' ? parts[0] : parts[1 + this.meter.dimensionNames.indexOf(name)] ?? '');
+    const customerOf = this.query.customerOf;
+    const valueOf = (name: string) => {
+      if (name === 'subject') return parts[0];
+      if (name === CUSTOMER_DIMENSION) return customerOf && Object.hasOwn(customerOf, parts[0]) ? customerOf[parts[0]] : '';
+      return parts[1 + this.meter.dimensionNames.indexOf(name)] ?? '';
+    };
     placement = null;
     if (Object.entries(this.query.filters).every(([name, f]) => matches(valueOf(name), f))) {
       const dimensions: Record<string, string> = {};
       for (const name of this.query.groupBy) dimensions[name] = valueOf(name);
+      // Usage of subjects no customer claims is one group without a customer (v3 drops null dimensions).
+      if (dimensions[CUSTOMER_DIMENSION] === '') delete dimensions[CUSTOMER_DIMENSION];
       const key = JSON.stringify(this.query.groupBy.map(valueOf));
       let byWindow = this.groupSets.get(key);
       if (!byWindow) this.groupSets.set(key, (byWindow = new Map()));

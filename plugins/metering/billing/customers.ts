@@ -5,6 +5,7 @@
  * in the store, taken in the same commit as the record). Deleting is soft, and refused while a
  * subscription is live.
  */
+import type { CustomerDirectory, UsageCustomer } from '../customer-query.ts';
 import { ulid } from '../ids.ts';
 import { formatInstant } from './calendar.ts';
 import { conflict, gone, invalid, notFound, readOnly, ruleBroken, validationFailed } from './errors.ts';
@@ -85,6 +86,10 @@ export function usageSubjects(c: Pick<Customer, 'key' | 'usage_attribution'>): s
   return c.usage_attribution.subject_keys.length > 0 ? c.usage_attribution.subject_keys : [c.key];
 }
 
+function usageCustomer(c: Customer): UsageCustomer {
+  return { id: c.id, key: c.key, name: c.name, subjects: usageSubjects(c) };
+}
+
 export function publicCustomer(c: Customer): Record<string, unknown> {
   const { origin: _origin, ...rest } = c;
   const out: Record<string, unknown> = {};
@@ -130,6 +135,17 @@ export class CustomerService {
 
   list(): Promise<Customer[]> {
     return this.db.list<Customer>(PREFIXES.customers);
+  }
+
+  /** The customers as usage queries read them (metering's side of the usage attribution). */
+  directory(): CustomerDirectory {
+    return {
+      find: async (idOrKey) => {
+        const c = await this.find(idOrKey);
+        return c && usageCustomer(c);
+      },
+      live: async () => (await this.list()).filter((c) => !c.deleted_at).map(usageCustomer),
+    };
   }
 
   /**

@@ -1,8 +1,8 @@
 /**
  * Meters and their usage: a chart and a table of one meter's query (the admin API's read-only
  * `/metering/meters/{key}/query`, the same query as the metering route's), by hour, day, minute or
- * month in a chosen time zone, per subject, per customer or per dimension, filtered by subject or
- * customer. A customer's usage is that of its subjects (`usage_attribution.subject_keys`, else its key).
+ * month in a chosen time zone, per subject, per customer (`customer_id`) or per dimension, filtered by
+ * subject or customer. The server attributes subjects to customers (`usage_attribution.subject_keys`).
  */
 import { every, meteringList, postJson } from './api.js';
 import { barChart, COLORS } from './chart.js';
@@ -17,11 +17,8 @@ const DEFAULT_GRANULARITY = { '24h': 'PT1H', '7d': 'PT1H', '30d': 'P1D', '90d': 
 const MAX_MINUTE_RANGE = 24 * HOUR;
 /** Series drawn; the table still lists every group. */
 const MAX_SERIES = COLORS.length;
-/** Customers queried one by one when grouping by customer. */
-const MAX_CUSTOMER_GROUPS = 20;
 const MAX_TABLE_ROWS = 500;
 
-const subjectsOf = (customer) => (customer.usage_attribution?.subject_keys?.length ? customer.usage_attribution.subject_keys : [customer.key]);
 const customerLabel = (c) => (c.name && c.name !== c.key ? `${c.name} (${c.key})` : c.key);
 
 function isTimeZone(name) {
@@ -39,35 +36,31 @@ function windowLabel(iso, granularity, timeZone) {
   return new Intl.DateTimeFormat(undefined, { ...options, timeZone }).format(new Date(iso));
 }
 
-/** The subject filter of a query: a subject, a customer's subjects, or both (their intersection). */
-function subjectFilter(subject, customer) {
-  if (!customer) return subject ? { eq: subject } : undefined;
-  const keys = subjectsOf(customer);
-  if (!subject) return { in: keys };
-  return { in: keys.includes(subject) ? [subject] : [] };
+/** What a row is grouped under, as the table and the legend show it. */
+function groupLabel(meter, groupBy, customers) {
+  if (!groupBy) return () => meter.name ?? meter.key;
+  if (groupBy === 'customer') {
+    const byId = new Map(customers.map((c) => [c.id, c]));
+    return (row) => {
+      const id = row.dimensions?.customer_id;
+      if (id === undefined) return '(no customer)';
+      return byId.has(id) ? customerLabel(byId.get(id)) : id;
+    };
+  }
+  return (row) => row.dimensions?.[groupBy] ?? '(none)';
 }
 
-/** Rows `{from, to, group, value}` of the query the form describes. */
+/** Rows `{from, to, group, value}` of the query the form describes: one query, customers resolved by the server. */
 async function queryUsage(meter, request, customers) {
-  const base = { from: request.from, to: request.to, granularity: request.granularity, time_zone: request.timeZone };
-  const path = `/metering/meters/${encodeURIComponent(meter.key)}/query`;
-  const run = async (groupBy, subjects, labelOf) => {
-    const body = { ...base, group_by_dimensions: groupBy ? [groupBy] : [] };
-    if (subjects) {
-      if (subjects.in?.length === 0) return [];
-      body.filters = { dimensions: { subject: subjects } };
-    }
-    const result = await postJson(path, body);
-    return result.data.map((row) => ({ from: row.from, to: row.to, value: row.value, group: labelOf(row) }));
-  };
-  if (request.groupBy === 'customer') {
-    const chosen = (request.customer ? [request.customer] : customers).slice(0, MAX_CUSTOMER_GROUPS);
-    const parts = await Promise.all(chosen.map((c) => run(undefined, subjectFilter(request.subject, c), () => customerLabel(c))));
-    return { rows: parts.flat(), note: customers.length > MAX_CUSTOMER_GROUPS && !request.customer ? `the first ${MAX_CUSTOMER_GROUPS} of ${customers.length} customers` : '' };
-  }
-  const filter = subjectFilter(request.subject, request.customer);
-  if (!request.groupBy) return { rows: await run(undefined, filter, () => meter.name ?? meter.key), note: '' };
-  return { rows: await run(request.groupBy, filter, (row) => row.dimensions?.[request.groupBy] ?? '(none)'), note: '' };
+  const body = { from: request.from, to: request.to, granularity: request.granularity, time_zone: request.timeZone };
+  body.group_by_dimensions = request.groupBy ? [request.groupBy === 'customer' ? 'customer_id' : request.groupBy] : [];
+  const dimensions = {};
+  if (request.subject) dimensions.subject = { eq: request.subject };
+  if (request.customer) dimensions.customer_id = { eq: request.customer.id };
+  if (Object.keys(dimensions).length) body.filters = { dimensions };
+  const result = await postJson(`/metering/meters/${encodeURIComponent(meter.key)}/query`, body);
+  const labelOf = groupLabel(meter, request.groupBy, customers);
+  return result.data.map((row) => ({ from: row.from, to: row.to, value: row.value, group: labelOf(row) }));
 }
 
 /** The chart's data: window starts, and one series per group (the largest totals first). */
@@ -158,12 +151,12 @@ export function startUsage(root) {
     show(status, 'Querying…');
     chart.dataset.state = 'loading';
     try {
-      const { rows, note } = await queryUsage(meter, request, customers);
+      const rows = await queryUsage(meter, request, customers);
       const data = chartData(rows);
       const range = [Date.parse(request.from) / 1000, Date.parse(request.to) / 1000];
       barChart(chart, { ...data, timeZone: request.timeZone, range, unit: meter.value_property ? `${meter.aggregation} of ${meter.value_property}` : meter.aggregation });
       chart.dataset.state = rows.length ? 'drawn' : 'empty';
-      const notes = [note, data.hidden ? `${data.hidden} smaller groups are in the table only` : '', rows.length > MAX_TABLE_ROWS ? `the table shows the first ${MAX_TABLE_ROWS} of ${rows.length} rows` : ''].filter(Boolean);
+      const notes = [data.hidden ? `${data.hidden} smaller groups are in the table only` : '', rows.length > MAX_TABLE_ROWS ? `the table shows the first ${MAX_TABLE_ROWS} of ${rows.length} rows` : ''].filter(Boolean);
       show(status, `${meter.key}: ${rows.length} windows with usage, ${request.granularity} windows in ${request.timeZone}${notes.length ? ` (${notes.join('; ')})` : ''}.`);
       const sorted = rows.sort((a, b) => Date.parse(a.from) - Date.parse(b.from) || (a.group < b.group ? -1 : a.group > b.group ? 1 : 0)).slice(0, MAX_TABLE_ROWS);
       show(rowsBox, table(usageColumns(request), sorted, { empty: 'No usage in this range' }));

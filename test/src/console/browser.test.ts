@@ -2,7 +2,7 @@
  * The console in headless Chromium, against a real gateway with traffic, consumers, metered events and
  * a subscription: the usage chart draws the events the test posted (bars read back from a screenshot
  * of the chart's canvas: two bars, 3 to 1, none for a subject without events), in the chosen time zone,
- * grouped by dimension or customer; live request rates and error ratios; consumers and credentials
+ * grouped by dimension or customer (usage of no customer's subjects as a group of its own); live request rates and error ratios; consumers and credentials
  * without secrets; customers, subscriptions, invoices; the metering queue; request metering's dead
  * letters, re-delivered and deleted from the page. Markup in subjects, consumer names, customer names,
  * dimension values and an endpoint's reason shows as text. Every page runs without a console error
@@ -258,11 +258,19 @@ describe('the console in headless Chromium', () => {
     assert.equal(byRoute.get(MARKUP_DIMENSION), 1);
 
     await showUsage(tab, { groupBy: 'customer', granularity: 'PT1H', range: '24h' });
-    assert.deepEqual((await legend()).slice(1).sort(), ['Acme Corp (acme-corp)', `${MARKUP_CUSTOMER} (markup-corp)`].sort());
+    // Subjects no customer claims (the chart's, when yesterday's event is inside the last 24 hours) are one group of their own.
+    const customers = (await legend()).slice(1).filter((label) => label !== '(no customer)');
+    assert.deepEqual(customers.sort(), ['Acme Corp (acme-corp)', `${MARKUP_CUSTOMER} (markup-corp)`].sort());
     const byCustomer = new Map<string, number>();
     for (const [, group, value] of await usageRows(tab)) byCustomer.set(group, (byCustomer.get(group) ?? 0) + Number(value));
     assert.equal(byCustomer.get('Acme Corp (acme-corp)'), 2);
     assert.equal(byCustomer.get(`${MARKUP_CUSTOMER} (markup-corp)`), 1);
+
+    // Over the week: the chart subject's four events belong to no customer, and are a group of their own.
+    await showUsage(tab, { groupBy: 'customer' });
+    const weekByCustomer = new Map<string, number>();
+    for (const [, group, value] of await usageRows(tab)) weekByCustomer.set(group, (weekByCustomer.get(group) ?? 0) + Number(value));
+    assert.deepEqual(Object.fromEntries(weekByCustomer), { 'Acme Corp (acme-corp)': 2, [`${MARKUP_CUSTOMER} (markup-corp)`]: 1, '(no customer)': 4 });
   });
 
   it('markup in subjects, dimension values, consumer and customer names is shown as text', async (t) => {
