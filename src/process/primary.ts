@@ -20,7 +20,7 @@ import { NoticeHub, serveStore } from '../store/ipc.ts';
 import { registerStoreProcedures } from '../store/procedures.ts';
 import type { LevelStore } from '../store/level.ts';
 import { openEmbeddedStore, postgresSettings } from '../store/open.ts';
-import { PostgresStore } from '../store/postgres.ts';
+import { PostgresStore } from '../store/postgres/store.ts';
 import { loadTlsMaterial } from '../tls.ts';
 
 const SWEEP_INTERVAL_MS = 60_000;
