@@ -21,7 +21,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { NoticeHub, RemoteStore, serveStore } from '../src/store/ipc.ts';
 import { LevelStore } from '../src/store/level.ts';
-import { PostgresStore } from '../src/store/postgres.ts';
+import { PostgresStore } from '../src/store/postgres/store.ts';
 import pino from 'pino';
 import type { MeteringConfig } from '../plugins/metering/schema.ts';
 import { MeteringService } from '../plugins/metering/service.ts';

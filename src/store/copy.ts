@@ -13,8 +13,9 @@ import { Progress } from '../progress.ts';
 import { byteOrder } from './order.ts';
 import { commandConfig, commandFailed } from './migrate.ts';
 import { openEmbeddedStore, postgresSettings } from './open.ts';
-import { connectedClient, encodeText, decodeText } from './postgres.ts';
-import { migrate, schemaNames, type SchemaNames } from './postgres-schema.ts';
+import { connectedClient } from './postgres/connection.ts';
+import { migrate, schemaNames, type SchemaNames } from './postgres/schema.ts';
+import { decodeText, encodeText } from './postgres/text.ts';
 import type { LevelStore } from './level.ts';
 
 export const DEFAULT_COPY_BATCH = 1000;

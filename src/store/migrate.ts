@@ -7,8 +7,8 @@ import type { GatewayConfig } from '../config/types.ts';
 import { bundledPlugins } from '../plugins.ts';
 import { StoreError } from './errors.ts';
 import { postgresSettings } from './open.ts';
-import { connectedClient } from './postgres.ts';
-import { migrate } from './postgres-schema.ts';
+import { connectedClient } from './postgres/connection.ts';
+import { migrate } from './postgres/schema.ts';
 
 /** The config a store command works on (`--config FILE`, GATEWAY_CONFIG, ./gateway.yaml); its errors printed. */
 export async function commandConfig(file: string): Promise<GatewayConfig | undefined> {

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import type { NodeSettings } from '../config/types.ts';
 import { StoreUnavailableError } from './errors.ts';
 import { damagedStoreError, LevelStore } from './level.ts';
-import { PostgresStore, type PostgresSettings } from './postgres.ts';
+import type { PostgresSettings } from './postgres/connection.ts';
+import { PostgresStore } from './postgres/store.ts';
 import type { StoreAdapter } from './store.ts';
 
 export function postgresSettings(g: NodeSettings): PostgresSettings {

@@ -2,7 +2,7 @@
  * The store: the only persistence plugins reach. Narrow and asynchronous on purpose, so that one
  * contract has three adapters and no plugin knows which it runs on: LevelDB in this process
  * (level.ts), LevelDB owned by the node's primary process and reached by its workers (ipc.ts), and
- * PostgreSQL shared by several nodes (postgres.ts).
+ * PostgreSQL shared by several nodes (postgres/).
  *
  * Keys and values are any strings. Keys order by their UTF-8 bytes (= code points) in every
  * adapter; JavaScript's `<` on strings differs beyond U+FFFF. A scan may read in pages: on a store

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { keyGroup } from '../../../src/store/copy.ts';
-import { SCHEMA_VERSION } from '../../../src/store/postgres-schema.ts';
+import { SCHEMA_VERSION } from '../../../src/store/postgres/schema.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import { prepareEvents } from '../../../plugins/metering/events.ts';
 import { request, runTollgate, startGateway, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';

@@ -7,14 +7,14 @@
  *     COLLATE "C" in a UTF-8 database orders keys by their UTF-8 bytes, as LevelDB does; expires_at is
  *     in ms since the epoch (NULL: never), judged by the reader's clock like every adapter's expiry.
  *   tollgate_meta (name text PRIMARY KEY, value text)
- *   tollgate_journal (log, seq, key, time, kind, stored_at, value)   journals (store.ts, postgres-journal.ts):
+ *   tollgate_journal (log, seq, key, time, kind, stored_at, value)   journals (../store.ts, journal.ts):
  *     one per namespace (`log`); (log, seq) the primary key, (log, key) unique, (log, time, seq) indexed
  *   tollgate_journal_seq (log PRIMARY KEY, last)   the last sequence number each journal handed out; its
  *     row is locked by each append until it commits, which serialises the appends of a journal
  */
 import { hash } from 'node:crypto';
 import pg from 'pg';
-import { StoreSchemaError } from './errors.ts';
+import { StoreSchemaError } from '../errors.ts';
 
 export interface SchemaNames {
   schema: string;

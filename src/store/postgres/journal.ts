@@ -10,8 +10,8 @@
  * is short next to its commit's flush.
  */
 import type pg from 'pg';
-import type { SchemaNames } from './postgres-schema.ts';
-import type { Journal, JournalEntry, JournalRead, JournalReadOptions, JournalRecord, JournalTimeRange } from './store.ts';
+import type { SchemaNames } from './schema.ts';
+import type { Journal, JournalEntry, JournalRead, JournalReadOptions, JournalRecord, JournalTimeRange } from '../store.ts';
 
 /** What a journal needs of its store: statements, and a durable (synchronously committed) transaction of one. */
 export interface JournalAccess {
