@@ -17,7 +17,6 @@ import jsonata from 'jsonata';
 import type { Logger } from 'pino';
 import { operatorRegexProblem, putIfAbsent, type Store } from '../../src/pipeline/plugin-api.ts';
 import { MappingWorker, type MappingFailure, type MappingLimits } from './mapping-worker.ts';
-import { KEY_PATTERN } from './meter-model.ts';
 
 export interface CollectorDefinition {
   name: string;
@@ -31,6 +30,14 @@ export interface CollectorRecord extends CollectorDefinition {
   origin: 'api' | 'config';
   created_at: string;
 }
+
+/**
+ * A collector's name is a path segment of its webhook URL (`/collectors/{name}/events`), not a meter key:
+ * lower-case letters and digits joined by single `-`, `_` or `.`, all of which a path segment holds
+ * without percent-encoding (and never `.` or `..` alone, which URL normalisation would eat).
+ */
+const COLLECTOR_NAME_PATTERN = /^[a-z0-9]+(?:[-_.][a-z0-9]+)*$/;
+const MAX_COLLECTOR_NAME_LENGTH = 64;
 
 /** The largest mapping accepted: its compilation and its AST stay small. */
 export const MAX_MAPPING_LENGTH = 16 * 1024;
@@ -84,7 +91,9 @@ export function collectorProblems(body: unknown): { field: string; reason: strin
   const b = body as Record<string, unknown>;
   const problems: { field: string; reason: string }[] = [];
   for (const key of Object.keys(b)) if (!['name', 'description', 'mapping', 'match'].includes(key)) problems.push({ field: key, reason: 'unknown property' });
-  if (typeof b.name !== 'string' || !KEY_PATTERN.test(b.name) || b.name.length > 64) problems.push({ field: 'name', reason: 'must be 1 to 64 lower-case letters, digits and single underscores (as meter keys)' });
+  if (typeof b.name !== 'string' || !COLLECTOR_NAME_PATTERN.test(b.name) || b.name.length > MAX_COLLECTOR_NAME_LENGTH) {
+    problems.push({ field: 'name', reason: `must be 1 to ${MAX_COLLECTOR_NAME_LENGTH} lower-case letters and digits, joined by single hyphens, underscores or dots` });
+  }
   if (b.description !== undefined && b.description !== null && (typeof b.description !== 'string' || b.description.length > 1024)) problems.push({ field: 'description', reason: 'must be a string of at most 1024 characters' });
   const problem = mappingProblem(b.mapping);
   if (problem) problems.push({ field: 'mapping', reason: problem });

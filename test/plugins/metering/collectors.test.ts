@@ -2,6 +2,7 @@
  * Collectors: a declared collector rewriting matching events posted to /events before
  * validation and dedupe (a derived cost), a webhook collector created through the API turning any JSON
  * into CloudEvents (deduped when delivered twice), the collectors API (list, get, 409, 405, 404, delete),
+ * names with hyphens and dots (URL path segments, not meter keys) end to end and names needing encoding refused,
  * a syntax error as a config error with its position, and every failure rejecting the whole request
  * with a 400 naming the collector: a failing mapping, an invalid result, a mapping past its time budget
  * (infinite recursion); nothing of such a request is stored, and the gateway keeps answering meanwhile;
@@ -87,6 +88,28 @@ describe('collectors', () => {
     assert.equal((await api.sendJson('POST', '/collectors/unknown/events', {})).status, 404);
     assert.equal((await api.send('DELETE', '/collectors/payments')).status, 204);
     assert.equal((await api.sendJson('POST', '/collectors/payments/events', webhook)).status, 404);
+  });
+
+  test('a collector name is a URL path segment: hyphens and dots are fine, what needs encoding is refused', async () => {
+    const hyphenated = { name: 'llm-cost.v2', mapping: '{"type": "payment", "id": id, "subject": customer, "data": {"amount": amount}}' };
+    const created = await api.sendJson('POST', '/collectors', hyphenated);
+    assert.equal(created.status, 201, created.text);
+    assert.equal((await api.send('GET', '/collectors/llm-cost.v2')).json().name, 'llm-cost.v2');
+    const res = await api.sendJson('POST', '/collectors/llm-cost.v2/events', { id: 'hyphen_1', customer: 'cust-h', amount: 7 });
+    assert.equal(res.status, 202, res.text);
+    const [stored] = await api.eventsWhen({ id: 'hyphen_1' }, 1);
+    assert.equal(stored.event.source, 'collector/llm-cost.v2');
+    assert.equal(stored.event.subject, 'cust-h');
+    assert.equal((await api.send('DELETE', '/collectors/llm-cost.v2')).status, 204);
+    assert.equal((await api.send('GET', '/collectors/llm-cost.v2')).status, 404);
+
+    for (const name of ['LLM-cost', '-cost', 'cost-', 'llm--cost', 'llm-.cost', 'llm cost', 'llm/cost', 'llm~cost', '', 'x'.repeat(65)]) {
+      const refused = await api.sendJson('POST', '/collectors', { ...hyphenated, name });
+      assert.equal(refused.status, 400, `${JSON.stringify(name)}: ${refused.text}`);
+      assert.match(refused.json().detail, /name: must be 1 to 64 lower-case letters and digits, joined by single hyphens, underscores or dots/);
+    }
+    assert.equal((await api.sendJson('POST', '/collectors', { ...hyphenated, name: 'x'.repeat(64) })).status, 201);
+    assert.equal((await api.send('DELETE', `/collectors/${'x'.repeat(64)}`)).status, 204);
   });
 
   const failures: [string, Record<string, unknown>, RegExp][] = [
