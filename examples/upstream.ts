@@ -2,6 +2,7 @@
  * An example upstream for the README walk-through: echoes each request as JSON, so you can see what
  * the gateway sent (path after strip_path, X-Forwarded-*, identity headers from the oauth2 plugin).
  *   npm run example:upstream            (listens on 127.0.0.1:3000, or PORT)
+ * SIGTERM or SIGINT closes it and exits 0.
  */
 import http from 'node:http';
 
@@ -15,3 +16,12 @@ const server = http.createServer((req, res) => {
   });
 });
 server.listen(port, '127.0.0.1', () => console.log(`example upstream listening on http://127.0.0.1:${port}`));
+
+// Stopped by a script or a service manager: open connections (keep-alive clients) must not keep it up.
+// npm runs it as one node process (`node --import tsx`, no tsx parent in between that could lose the signal).
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    server.close(() => process.exit(0));
+    server.closeAllConnections();
+  });
+}

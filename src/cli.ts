@@ -1,5 +1,5 @@
 /**
- * The `tollgate` command line: `tollgate start|check|version|help [options]` (see src/cli/commands.ts).
+ * The `tollgate` command line: `tollgate <command> [options]` (see src/cli/commands.ts).
  * Run by the package's bin (bin/tollgate.js, also behind the npm scripts), bundled or through tsx.
  */
 import { runCli } from './cli/commands.ts';

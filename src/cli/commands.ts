@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../package-root.ts';
 import { check } from './check.ts';
 import { EXIT, HELP_OPTION, readOptions, unknownCommand, UsageError, type CommandDefinition, type OptionDefinition } from './command.ts';
+import { health, reload, status, stop } from './control.ts';
 import { start } from './start.ts';
 import { migrate, storeCopy, storeRepair } from './store.ts';
 
@@ -35,7 +36,7 @@ const help: CommandDefinition = {
   },
 };
 
-export const COMMANDS: CommandDefinition[] = [start, check, migrate, storeCopy, storeRepair, version, help];
+export const COMMANDS: CommandDefinition[] = [start, stop, reload, status, health, check, migrate, storeCopy, storeRepair, version, help];
 
 function find(name: string): CommandDefinition | undefined {
   return COMMANDS.find((c) => c.name === name);

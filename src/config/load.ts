@@ -24,7 +24,7 @@ import { checkProcessModel } from './process-model.ts';
 import { formatPath, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { GatewayConfig, NodeSettings, Route, Service } from './types.ts';
 import { buildBalancing } from './upstream-builder.ts';
-import { issuePosition, syntaxErrorPosition, type Position } from './yaml-positions.ts';
+import { issuePosition, syntaxErrors, type Position } from './yaml-positions.ts';
 
 /** Kong's namespace for declarative ids. */
 const ID_NAMESPACE = 'fd02801f-0957-4a15-a55a-c8d9606f30b5';
@@ -72,11 +72,9 @@ export async function loadConfigFile(file: string, registry: PluginRegistry): Pr
 export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute): LoadResult {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
+  // Validating what a syntax error left would only add errors about a structure the file does not have.
   if (doc.errors.length > 0) {
-    return {
-      ok: false,
-      errors: doc.errors.map((e) => errorAt(shownName, syntaxErrorPosition(e.pos[0], doc, lines), `YAML: ${e.message.split('\n')[0]}`)),
-    };
+    return { ok: false, errors: syntaxErrors(doc, lines, text).map((e) => errorAt(shownName, e.at, e.message)) };
   }
   let raw: unknown;
   try {

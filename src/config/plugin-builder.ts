@@ -4,7 +4,7 @@
  * and all are built at the end: ids must be unique among all instances, and a plugin's own check has to
  * see every plugin a route runs.
  */
-import { didYouMean } from '../did-you-mean.ts';
+import { closestName } from '../did-you-mean.ts';
 import type { PluginDefinition, PluginRegistry, PluginScope } from '../pipeline/plugin-api.ts';
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
@@ -84,7 +84,7 @@ export class PluginBuilder {
     const e = this.ctx.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
     const def = enabled.get(e.name);
     if (typeof e.name === 'string' && !def) {
-      this.ctx.issue([...p.path, 'name'], `plugin '${e.name}' not enabled; add it to the 'plugins' configuration property${didYouMean(e.name, registry.keys())}`);
+      this.ctx.issue([...p.path, 'name'], notEnabledMessage(e.name, registry));
       return undefined;
     }
     if (!def) return undefined;
@@ -128,4 +128,14 @@ export class PluginBuilder {
       runsOn: index.placements(entity).map(({ route, before }) => ({ route, before: before.map((step) => step.definition) })),
     };
   }
+}
+
+/**
+ * Kong's message for a plugin the `plugins` setting leaves out; but a name no plugin has and close to
+ * one that exists is a typo, which that advice would only send the operator chasing: the suggestion alone.
+ */
+function notEnabledMessage(name: string, registry: PluginRegistry): string {
+  const close = registry.has(name) ? undefined : closestName(name, registry.keys());
+  if (close !== undefined) return `unknown plugin '${name}'; did you mean '${close}'?`;
+  return `plugin '${name}' not enabled; add it to the 'plugins' configuration property`;
 }

@@ -8,9 +8,14 @@ import { join, resolve } from 'node:path';
 
 export const PID_FILE_NAME = 'tollgate.pid';
 
+/** Where a node's pid goes: `--pid-file`, else tollgate.pid in the data directory. */
+export function pidFilePath(option: string | undefined, dataDir: string): string {
+  return resolve(option ?? join(dataDir, PID_FILE_NAME));
+}
+
 /** Writes this process's pid; returns the file's absolute path. Throws with the operator's message. */
 export function writePidFile(option: string | undefined, dataDir: string): string {
-  const file = resolve(option ?? join(dataDir, PID_FILE_NAME));
+  const file = pidFilePath(option, dataDir);
   try {
     writeFileSync(file, `${process.pid}\n`);
   } catch (err) {

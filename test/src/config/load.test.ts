@@ -100,6 +100,24 @@ test('YAML syntax errors and duplicate keys point at their position; a duplicate
   assert.match(indent, /^gw\.yaml:5:1: \(root\): YAML: /);
 });
 
+test('a key indented too far is one error on its own line, not a cascade at the line above', () => {
+  const text = yaml(
+    '_format_version: "3.0"', //            1
+    'services:', //                         2
+    '  - name: echo', //                    3
+    '    url: http://127.0.0.1:3000', //    4
+    '     routes:', //                      5
+    '      - paths: [/echo]', //            6
+    '  - name: other', //                   7
+    '    url: http://127.0.0.1:3001', //    8
+    '     routes: []', //                   9
+  );
+  assert.deepEqual(errorsOf(text), [
+    "gw.yaml:5:6: services[0].url: YAML: 'routes:' is indented as if it continued the value of line 4 (a key cannot span lines): check its indentation",
+    "gw.yaml:9:6: services[1].url: YAML: 'routes:' is indented as if it continued the value of line 8 (a key cannot span lines): check its indentation",
+  ]);
+});
+
 test('an unknown field or plugin name that looks like a typo gets a suggestion', () => {
   const text = yaml(
     '_format_version: "3.0"', //                                                        1
@@ -120,7 +138,7 @@ test('an unknown field or plugin name that looks like a typo gets a suggestion',
     "gw.yaml:3:3: gateway.admin_listn: unknown field; did you mean 'admin_listen'?",
     "gw.yaml:4:1: service: unknown field; did you mean 'services'?",
     "gw.yaml:10:52: routes[0].plugins[0].config.enable_client_credential: unknown field; did you mean 'enable_client_credentials'?",
-    "gw.yaml:11:15: routes[0].plugins[1].name: plugin 'metring' not enabled; add it to the 'plugins' configuration property; did you mean 'metering'?",
+    "gw.yaml:11:15: routes[0].plugins[1].name: unknown plugin 'metring'; did you mean 'metering'?",
     "gw.yaml:12:15: routes[0].plugins[2].name: plugin 'zipkin' not enabled; add it to the 'plugins' configuration property",
     'gw.yaml:13:5: routes[0].colour: unknown field',
   ]);
