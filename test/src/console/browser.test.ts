@@ -23,6 +23,9 @@ const NO_CHROMIUM = 'chromium not installed: apt-get install chromium';
 const haveChromium = existsSync(CHROMIUM);
 
 const SECRET = `never-show-${randomUUID()}`;
+const KEY_AUTH_KEY = `key-never-shown-${randomUUID()}`;
+const BASIC_PASSWORD = `password-never-shown-${randomUUID()}`;
+const JWT_SECRET = `jwt-never-shown-${randomUUID()}`;
 const CHART_SUBJECT = 'chart-subject';
 const MARKUP_SUBJECT = '<img src=x onerror=window.__pwned=1>';
 const MARKUP_DIMENSION = '<b>bold</b>';
@@ -54,6 +57,14 @@ function config(upstreamUrl: string, ingestEndpoint: string): Record<string, any
         username: 'acme',
         custom_id: 'cust-42',
         oauth2_credentials: [{ name: 'Acme Billing App', client_id: 'acme-app', client_secret: SECRET, redirect_uris: ['https://acme.example/cb'] }],
+      },
+      { username: 'key-only', keyauth_credentials: [{ key: KEY_AUTH_KEY }] },
+      {
+        username: 'many-kinds',
+        keyauth_credentials: [{ key: `${KEY_AUTH_KEY}-2` }, { key: `${KEY_AUTH_KEY}-3` }],
+        basicauth_credentials: [{ username: 'many', password: BASIC_PASSWORD }],
+        jwt_secrets: [{ key: 'many-iss', secret: JWT_SECRET }],
+        acls: [{ group: 'admins' }, { group: 'billing' }],
       },
     ],
     meters: [{ key: 'api_calls', name: 'API calls', event_type: 'request', aggregation: 'count', dimensions: { route: '$.route' } }],
@@ -312,6 +323,28 @@ describe('the console in headless Chromium', () => {
     const row = (await tab.textContent('#consumers-table tr[data-key="acme"]')) ?? '';
     for (const shown of ['cust-42', 'Acme Billing App', 'acme-app', 'secret stored in plain text', 'https://acme.example/cb']) assert.ok(row.includes(shown), `${shown} in ${row}`);
     assert.ok(!(await tab.content()).includes(SECRET), 'the secret is nowhere in the page');
+  });
+
+  it('consumers count every kind of credential and show their ACL groups, never a key, password or jwt secret', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    await tab.waitForSelector('#consumers-table tr[data-key="many-kinds"]');
+    const headers = await tab.$$eval('#consumers-table th', (ths) => ths.map((th) => th.textContent));
+    const cellsOf = async (key: string) => {
+      const cells = await tab.$$eval(`#consumers-table tr[data-key="${key}"] td`, (tds) => tds.map((td) => td.textContent ?? ''));
+      return Object.fromEntries(headers.map((label, i) => [label, cells[i]]));
+    };
+    const keyOnly = await cellsOf('key-only');
+    assert.equal(keyOnly.Credentials, '1');
+    assert.equal(keyOnly.Kinds, 'key-auth 1');
+    assert.equal(keyOnly['ACL groups'], '–');
+    const many = await cellsOf('many-kinds');
+    assert.equal(many.Credentials, '4');
+    assert.equal(many.Kinds, 'key-auth 2, basic-auth 1, jwt 1');
+    assert.equal(many['ACL groups'], 'admins, billing');
+    assert.equal((await cellsOf('acme')).Credentials, '1');
+    const page = await tab.content();
+    for (const secret of [KEY_AUTH_KEY, BASIC_PASSWORD, JWT_SECRET]) assert.ok(!page.includes(secret), 'no key, password or jwt secret in the page');
   });
 
   it('customers with their plan, subscriptions, invoices, and a customer\'s entitlements and upcoming invoice', async (t) => {
