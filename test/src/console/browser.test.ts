@@ -133,18 +133,20 @@ async function post(path: string, body: unknown, type = 'application/json') {
 }
 
 /** A fresh tab on the console that records console errors and uncaught exceptions. */
-async function openConsole(t: { after(fn: () => Promise<void>): void }): Promise<{ tab: Page; errors: string[] }> {
+async function openConsole(t: { after(fn: () => Promise<void>): void }, admin = gw.admin): Promise<{ tab: Page; errors: string[]; requested: string[] }> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const tab = await context.newPage();
   const errors: string[] = [];
+  const requested: string[] = [];
+  tab.on('request', (r) => requested.push(new URL(r.url()).pathname));
   tab.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
   tab.on('pageerror', (e) => errors.push(e.message));
   t.after(async () => {
     await context.close();
     assert.deepEqual(errors, [], 'no console errors (CSP violations included)');
   });
-  await tab.goto(`${gw.admin}/console`);
-  return { tab, errors };
+  await tab.goto(`${admin}/console`);
+  return { tab, errors, requested };
 }
 
 interface UsageForm {
@@ -198,6 +200,11 @@ async function barHeights(tab: Page): Promise<number[]> {
   return bars;
 }
 
+before(async () => {
+  if (haveChromium) browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+});
+after(() => browser?.close());
+
 describe('the console in headless Chromium', () => {
   before(async () => {
     upstream = await startUpstream((req, res) => res.writeHead(req.url?.includes('fail') ? 500 : 200, { 'content-type': 'application/json' }).end('{}'));
@@ -220,11 +227,9 @@ describe('the console in headless Chromium', () => {
     await new Promise((resolve) => setTimeout(resolve, usageAt + 100 - Date.now()));
     const consumer = await request(`${gw.admin}/consumers`, { method: 'POST', body: { username: MARKUP_CONSUMER } });
     assert.equal(consumer.status, 201, consumer.text);
-    if (haveChromium) browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
   });
 
   after(async () => {
-    await browser?.close();
     await gw?.stop();
     await upstream?.close();
     ingest.server?.close();
@@ -405,5 +410,25 @@ describe('the console in headless Chromium', () => {
     assert.deepEqual(await letters(), []);
     assert.ok(!ingest.accepted.includes('poison-2'), 'a deleted letter is never delivered');
     assert.equal(await tab.evaluate(() => (window as any).__pwned), undefined, 'no script ran');
+  });
+});
+
+describe('the console of a gateway without a metering route', () => {
+  let plain: TestGateway;
+  before(async () => {
+    plain = await startGateway({ routes: [{ name: 'plain', paths: ['/plain'] }] });
+  });
+  after(() => plain?.stop());
+
+  it('shows no metering tabs and never asks for /metering/status', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab, requested } = await openConsole(t, plain.admin);
+    await tab.waitForSelector('#routes-table tr[data-key="plain"]');
+    // The traffic section has read its counters again (every 2 s): the metering section, had it started, would have asked by now.
+    await tab.waitForFunction(() => performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/status/traffic')).length >= 3, undefined, { timeout: 15_000 });
+    const visibleTabs = await tab.$$eval('header nav a', (links) => links.filter((a) => !(a as HTMLElement).hidden).map((a) => a.textContent));
+    assert.deepEqual(visibleTabs, ['Traffic', 'Consumers', 'Dead letters']);
+    for (const section of ['#usage', '#billing', '#metering']) assert.equal(await tab.isVisible(section), false, `${section} hidden`);
+    assert.deepEqual(requested.filter((path) => path.startsWith('/metering/')), [], 'no metering request');
   });
 });
