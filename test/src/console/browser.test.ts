@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { PNG } from 'pngjs';
-import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { request, spawnGateway, startGateway, startUpstream, type SpawnedGateway, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const NO_CHROMIUM = 'chromium not installed: apt-get install chromium';
@@ -413,16 +413,66 @@ describe('the console in headless Chromium', () => {
   });
 });
 
-describe('the console of a gateway without a metering route', () => {
-  let plain: TestGateway;
+/** The pixels of a screenshot of `selector`'s canvas that have colour `rgb`: how many rows apart the highest and lowest are. */
+async function verticalExtent(tab: Page, selector: string, rgb: number[]): Promise<number> {
+  const png = PNG.sync.read(await tab.locator(`${selector} canvas`).screenshot());
+  let top = Infinity;
+  let bottom = -Infinity;
+  for (let y = 0; y < png.height; y++) {
+    for (let x = 0; x < png.width; x++) {
+      const i = (y * png.width + x) * 4;
+      if (!rgb.every((c, k) => Math.abs(png.data[i + k] - c) <= 24)) continue;
+      top = Math.min(top, y);
+      bottom = Math.max(bottom, y);
+    }
+  }
+  return bottom >= top ? bottom - top : 0;
+}
+
+/** The traffic chart's line colours (chart.js's palette, as traffic.js picks them). */
+const LINE_RGB = { '2xx': [0x16, 0xa3, 0x4a], '4xx': [0xd9, 0x77, 0x06], '5xx': [0xdc, 0x26, 0x26] };
+
+describe('the console of a node of two workers without a metering route', () => {
+  let node: SpawnedGateway;
+  let plainUpstream: Upstream;
   before(async () => {
-    plain = await startGateway({ routes: [{ name: 'plain', paths: ['/plain'] }] });
+    plainUpstream = await startUpstream();
+    node = await spawnGateway({
+      gateway: { worker_processes: 2, access_log: false },
+      services: [{ name: 'plain', url: plainUpstream.url, routes: [{ name: 'plain', paths: ['/plain'] }] }],
+    });
+    // Traffic before any page is open: 6 answered by the upstream, 3 that match no route (404).
+    for (let i = 0; i < 6; i++) assert.equal((await request(`${node.http}/plain/${i}`)).status, 200);
+    for (let i = 0; i < 3; i++) assert.equal((await request(`${node.http}/nowhere/${i}`)).status, 404);
   });
-  after(() => plain?.stop());
+  after(async () => {
+    node?.kill();
+    await node?.exited;
+    await plainUpstream?.close();
+  });
+
+  it('the traffic chart shows the node\'s history from before the page opened, summed over its workers, with 2xx, 4xx and 5xx lines', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t, node.admin);
+    await tab.waitForSelector('#traffic-chart[data-state=drawn]');
+    const summary = (await tab.textContent('#traffic-history-summary')) ?? '';
+    assert.match(summary, /last hour, by 10 s, summed over the node's 2 processes: 9 requests, 6 2xx, 0 3xx, 3 4xx, 0 5xx/);
+    const legend = await tab.$$eval('#traffic-chart .u-legend .u-series .u-label', (labels) => labels.map((l) => l.textContent));
+    assert.deepEqual(legend.slice(1), ['success (2xx)', 'client errors (4xx)', 'server errors (5xx)']);
+    // The 2xx and 4xx lines rise above the axis where the requests were; the 5xx line stays on it.
+    const extents = { '2xx': 0, '4xx': 0, '5xx': 0 };
+    for (const status of ['2xx', '4xx', '5xx'] as const) extents[status] = await verticalExtent(tab, '#traffic-chart', LINE_RGB[status]);
+    assert.ok(extents['2xx'] > 20 && extents['4xx'] > 20, `2xx and 4xx lines rise: ${JSON.stringify(extents)}`);
+    assert.ok(extents['5xx'] < 5, `the 5xx line is flat: ${JSON.stringify(extents)}`);
+
+    await tab.selectOption('#traffic-range', 'day');
+    await tab.waitForFunction(() => document.querySelector('#traffic-history-summary')!.textContent!.startsWith('last day'));
+    assert.match((await tab.textContent('#traffic-history-summary')) ?? '', /by 60 s, .*: 9 requests, 6 2xx, 0 3xx, 3 4xx, 0 5xx/);
+  });
 
   it('shows no metering tabs and never asks for /metering/status', async (t) => {
     if (!haveChromium) return t.skip(NO_CHROMIUM);
-    const { tab, requested } = await openConsole(t, plain.admin);
+    const { tab, requested } = await openConsole(t, node.admin);
     await tab.waitForSelector('#routes-table tr[data-key="plain"]');
     // The traffic section has read its counters again (every 2 s): the metering section, had it started, would have asked by now.
     await tab.waitForFunction(() => performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/status/traffic')).length >= 3, undefined, { timeout: 15_000 });
