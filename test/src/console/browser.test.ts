@@ -180,6 +180,11 @@ async function usageRows(tab: Page): Promise<string[][]> {
  * columns holding the series' colour, how many pixels of that colour its tallest column has.
  */
 async function barHeights(tab: Page): Promise<number[]> {
+  return (await bars(tab)).map((bar) => bar.height);
+}
+
+/** The bars of the first series, as barHeights measures them, with their widths in pixel columns; and the canvas's width. */
+async function bars(tab: Page): Promise<{ height: number; width: number }[] & { canvasWidth?: number }> {
   const png = PNG.sync.read(await tab.locator('#usage-chart canvas').screenshot());
   const isSeries = (i: number) => SERIES_RGB.every((c, k) => Math.abs(png.data[i + k] - c) <= 24);
   const columns: number[] = [];
@@ -188,16 +193,21 @@ async function barHeights(tab: Page): Promise<number[]> {
     for (let y = 0; y < png.height; y++) if (isSeries((y * png.width + x) * 4)) n++;
     columns.push(n);
   }
-  const bars: number[] = [];
-  let run = 0;
+  const found: { height: number; width: number }[] & { canvasWidth?: number } = [];
+  found.canvasWidth = png.width;
+  let height = 0;
+  let width = 0;
   for (const n of [...columns, 0]) {
-    if (n > 0) run = Math.max(run, n);
-    else if (run > 0) {
-      bars.push(run);
-      run = 0;
+    if (n > 0) {
+      height = Math.max(height, n);
+      width++;
+    } else if (width > 0) {
+      found.push({ height, width });
+      height = 0;
+      width = 0;
     }
   }
-  return bars;
+  return found;
 }
 
 before(async () => {
@@ -260,6 +270,23 @@ describe('the console in headless Chromium', () => {
     assert.equal(await tab.getAttribute('#usage-chart', 'data-state'), 'empty');
     assert.deepEqual(await barHeights(tab), []);
     assert.deepEqual(await usageRows(tab), [['No usage in this range']]);
+  });
+
+  it('the usage chart reads at a glance: the current window a bar as wide as a whole one, the table beside the chart', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    // acme's two events are in the current hour, which the query cuts short at now.
+    await showUsage(tab, { subject: 'acme', range: '24h', granularity: 'PT1H' });
+    assert.deepEqual((await usageRows(tab)).map(([, , value]) => value), ['2']);
+    const drawn = await bars(tab);
+    assert.equal(drawn.length, 1, `bars: ${JSON.stringify(drawn)}`);
+    // 80 % of an hour of a range of 24 to 25 hours, over the plot (the canvas less its y axis and margins).
+    const wholeWindow = (0.8 * (drawn.canvasWidth! - 80)) / 25;
+    assert.ok(drawn[0].width >= 0.8 * wholeWindow, `the bar is ${drawn[0].width} px wide, a whole window ${wholeWindow.toFixed(1)} px`);
+    const chartBox = (await tab.locator('#usage-chart').boundingBox())!;
+    const tableBox = (await tab.locator('#usage-table').boundingBox())!;
+    assert.ok(tableBox.x >= chartBox.x + chartBox.width, 'the table is right of the chart');
+    assert.ok(tableBox.y < chartBox.y + chartBox.height, 'the table is beside the chart, not below it');
   });
 
   it('usage by dimension and by customer, in the legend and the table', async (t) => {
