@@ -9,6 +9,7 @@
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram as PromHistogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { LocalExchange, type NodeExchange } from './process/exchange.ts';
 import type { GaugeSpec, HistogramSpec, MetricSpec, PluginMetrics } from './pipeline/plugin-api.ts';
+import { sumHistories, TrafficHistory, type HistorySnapshot, type TrafficSeries } from './traffic-history.ts';
 
 const LATENCY_BUCKETS_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000];
 
@@ -91,6 +92,16 @@ export interface RequestCounts {
 const REGISTRY_TOPIC = 'metrics.registry';
 /** Each process's request series and connections, summed at a scrape. */
 const REQUESTS_TOPIC = 'metrics.requests';
+/** Each process's recent requests by status class in time buckets, summed when the console asks. */
+const HISTORY_TOPIC = 'metrics.history';
+
+/** The node's recent requests by status class: the last hour by 10 s, the last day by minute. */
+export interface TrafficHistoryReply {
+  pid: number;
+  processes: number[];
+  hour: TrafficSeries;
+  day: TrafficSeries;
+}
 
 /** One process's request series and connections, as another process reads them. */
 interface RequestSnapshot {
@@ -153,6 +164,7 @@ export class Metrics {
   private readonly processRegistry = new Registry();
   private readonly series = new Map<string, Series>();
   private readonly consumers = new Map<string, ConsumerSeries>();
+  private readonly history = new TrafficHistory();
   /** Where plugins register theirs (prom-client: they are observed per batch or per scrape, not per request). */
   readonly plugins: PluginMetrics = {
     counter: (spec) => new Counter({ ...this.checked(spec), registers: [this.processRegistry] }),
@@ -186,6 +198,7 @@ export class Metrics {
     this.exchange = exchange;
     exchange.offer(REGISTRY_TOPIC, () => this.processRegistry.getMetricsAsJSON());
     exchange.offer(REQUESTS_TOPIC, () => this.requestSnapshot());
+    exchange.offer(HISTORY_TOPIC, () => ({ pid: process.pid, history: this.history.snapshot() }));
   }
 
   get contentType(): string {
@@ -221,6 +234,7 @@ export class Metrics {
     }
     const s = routeSeries(this.series, route, service);
     s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
+    this.history.record(code);
     s.latency.observe(latencyMs);
     if (upstreamMs !== undefined) s.upstream.observe(upstreamMs);
   }
@@ -259,6 +273,19 @@ export class Metrics {
       processes: [...totals.pids].sort((a, b) => a - b),
       routes: [...totals.series.values()].map((s) => ({ route: s.route, service: s.service, requests: codes(s.codes), latency_ms_sum: s.latency.sum })),
       consumers: [...totals.consumers.values()].map((s) => ({ consumer: s.consumer, requests: codes(s.codes) })),
+    };
+  }
+
+  /** The node's recent requests by status class (what the console's traffic chart shows when it opens). */
+  async trafficHistory(): Promise<TrafficHistoryReply> {
+    const snapshots = (await this.exchange.gather(HISTORY_TOPIC)) as { pid: number; history: HistorySnapshot }[];
+    const histories = snapshots.map((s) => s.history);
+    const now = Date.now();
+    return {
+      pid: process.pid,
+      processes: snapshots.map((s) => s.pid).sort((a, b) => a - b),
+      hour: sumHistories(histories, 'hour', now),
+      day: sumHistories(histories, 'day', now),
     };
   }
 

@@ -55,6 +55,8 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     },
     // The node's counters, summed over `processes`: a reader starts its rates over when that set changes.
     { method: 'GET', path: '/status/traffic', handler: async () => ({ status: 200, body: await state.metrics.requestCounts() }) },
+    // The node's requests by status class over the last hour (10 s buckets) and day (minutes), for the console's chart.
+    { method: 'GET', path: '/status/traffic/history', handler: async () => ({ status: 200, body: await state.metrics.trafficHistory() }) },
     {
       method: 'GET',
       path: '/metrics',

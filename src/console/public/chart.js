@@ -66,14 +66,14 @@ export function barChart(container, { xs, windowSeconds, series, timeZone, range
   );
 }
 
-/** Lines over time (the browser's time zone) across `range` ([from, to] in seconds), e.g. request rates. */
+/** Lines over time (the browser's time zone) across `range` ([from, to] in seconds), e.g. request rates; a series may name its `color`. */
 export function lineChart(container, { xs, series, unit, range }) {
   mount(
     container,
     {
       scales: { x: { time: true, range: () => range }, y: { range: fromZero } },
       axes: [{}, yAxis(unit)],
-      series: [{ label: 'time' }, ...series.map((s, k) => ({ label: s.label, stroke: COLORS[k % COLORS.length], width: 2, points: { show: false } }))],
+      series: [{ label: 'time' }, ...series.map((s, k) => ({ label: s.label, stroke: s.color ?? COLORS[k % COLORS.length], width: 2, points: { show: false } }))],
     },
     [xs, ...series.map((s) => s.values)],
   );

@@ -1,18 +1,27 @@
 /**
- * Routes and services with live request rates and error ratios. The gateway counts requests per
- * route, service and status code (GET /status/traffic); the page reads the counters every few seconds
- * and turns the differences into rates over the last half minute.
+ * Routes and services with live request rates and error ratios, and the node's traffic over the last
+ * hour or day. The gateway counts requests per route, service and status code (GET /status/traffic);
+ * the page reads the counters every few seconds and turns the differences into rates over the last half
+ * minute. The chart is the node's own history (GET /status/traffic/history: requests by status class in
+ * 10 s or one-minute buckets, summed over its processes), so it shows what came before the page opened.
  */
 import { every, getJson, kongList } from './api.js';
-import { lineChart } from './chart.js';
+import { COLORS, lineChart } from './chart.js';
 import { failure, h, list, number, percent, show, table } from './dom.js';
 
 const POLL_MS = 2_000;
 const CONFIG_POLL_MS = 15_000;
+/** The history's shortest bucket: reading it more often would redraw the same chart. */
+const HISTORY_POLL_MS = 10_000;
 /** Rates and ratios cover this much of the recent past. */
 const WINDOW_MS = 30_000;
-/** What the chart shows. */
-const HISTORY_MS = 5 * 60_000;
+/** The chart's lines: status classes of the history, and their colours (success green, client errors amber, server errors red). */
+const HISTORY_LINES = [
+  { status: '2xx', label: 'success (2xx)', color: COLORS[2] },
+  { status: '4xx', label: 'client errors (4xx)', color: COLORS[3] },
+  { status: '5xx', label: 'server errors (5xx)', color: COLORS[1] },
+];
+const RANGE_NAMES = { hour: 'last hour', day: 'last day' };
 /** The row of requests that matched no route (the gateway counts them under route ''). */
 const UNMATCHED = '';
 
@@ -75,6 +84,8 @@ export function startTraffic(root) {
   const chart = root.querySelector('#traffic-chart');
   const routesBox = root.querySelector('#routes-table');
   const servicesBox = root.querySelector('#services-table');
+  const rangeSelect = root.querySelector('#traffic-range');
+  const historySummary = root.querySelector('#traffic-history-summary');
   let config;
   let samples = [];
 
@@ -107,18 +118,31 @@ export function startTraffic(root) {
     show(servicesBox, table(serviceColumns, serviceRows, { empty: 'No services configured', rowKey: (row) => labelOf(row.service) }));
   };
 
-  const drawHistory = () => {
-    const xs = [];
-    const all = [];
-    const errors = [];
-    for (let i = 1; i < samples.length; i++) {
-      const step = change(samples[i].all, samples[i - 1].all, (samples[i].at - samples[i - 1].at) / 1000);
-      xs.push(samples[i].at / 1000);
-      all.push(step.rate);
-      errors.push(step.server === undefined ? 0 : step.rate * step.server);
+  const drawHistory = async () => {
+    const range = rangeSelect.value;
+    try {
+      const history = await getJson('/status/traffic/history');
+      const series = history[range];
+      const step = series.step_seconds;
+      const xs = series.requests['2xx'].map((_, i) => series.from + i * step);
+      lineChart(chart, {
+        xs,
+        range: [series.from, series.from + xs.length * step],
+        unit: 'requests/s',
+        series: HISTORY_LINES.map((line) => ({ label: line.label, color: line.color, values: series.requests[line.status].map((n) => n / step) })),
+      });
+      const totals = Object.fromEntries(Object.entries(series.requests).map(([status, counts]) => [status, counts.reduce((a, b) => a + b, 0)]));
+      const all = Object.values(totals).reduce((a, b) => a + b, 0);
+      const processes = history.processes.length;
+      show(
+        historySummary,
+        `${RANGE_NAMES[range]}, by ${step} s, summed over the node's ${processes} ${processes === 1 ? 'process' : 'processes'}: ${number(all)} requests, ` +
+          ['2xx', '3xx', '4xx', '5xx'].map((status) => `${number(totals[status])} ${status}`).join(', '),
+      );
+      chart.dataset.state = 'drawn';
+    } catch (error) {
+      show(historySummary, failure(error));
     }
-    const now = Date.now() / 1000;
-    if (xs.length > 0) lineChart(chart, { xs, range: [now - HISTORY_MS / 1000, now], unit: 'requests/s', series: [{ label: 'all requests', values: all }, { label: 'server errors (5xx)', values: errors }] });
   };
 
   const poll = async () => {
@@ -127,9 +151,8 @@ export function startTraffic(root) {
       // The node's sums: once one of its processes was replaced, they are not comparable with earlier ones.
       if (samples.length && next.processes !== samples[samples.length - 1].processes) samples = [];
       samples.push(next);
-      samples = samples.filter((s) => s.at >= next.at - HISTORY_MS);
+      samples = samples.filter((s) => s.at >= next.at - WINDOW_MS - POLL_MS);
       render();
-      drawHistory();
     } catch (error) {
       show(summary, failure(error));
     }
@@ -140,6 +163,8 @@ export function startTraffic(root) {
     if (samples.length) render();
   });
   every(POLL_MS, poll);
+  const redraw = every(HISTORY_POLL_MS, drawHistory);
+  rangeSelect.addEventListener('change', redraw);
 }
 
 function ratesColumns() {

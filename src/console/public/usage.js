@@ -13,6 +13,8 @@ const HOUR = 3_600_000;
 const RANGES = { '24h': 24 * HOUR, '7d': 7 * 24 * HOUR, '30d': 30 * 24 * HOUR, '90d': 90 * 24 * HOUR, '365d': 365 * 24 * HOUR };
 /** The window that suits each range (a few dozen bars). */
 const DEFAULT_GRANULARITY = { '24h': 'PT1H', '7d': 'PT1H', '30d': 'P1D', '90d': 'P1D', '365d': 'P1M' };
+/** A window's length as bars are drawn: the full window, even where the query cut one short at its start or end (28 days for months, the shortest). */
+const WINDOW_SECONDS = { PT1M: 60, PT1H: 3600, P1D: 86_400, P1M: 28 * 86_400 };
 /** Minute windows over more than a day would be thousands of bars. */
 const MAX_MINUTE_RANGE = 24 * HOUR;
 /** Series drawn; the table still lists every group. */
@@ -75,9 +77,7 @@ function chartData(rows) {
     series.values[column.get(Date.parse(r.from) / 1000)] = Number(r.value);
   }
   const groups = [...byGroup.values()].sort((a, b) => b.total - a.total);
-  // The shortest window sets the bars' width (days and months vary in length; a lone window has no neighbour to measure).
-  const windowSeconds = rows.reduce((min, r) => Math.min(min, (Date.parse(r.to) - Date.parse(r.from)) / 1000), Infinity);
-  return { xs, series: groups.slice(0, MAX_SERIES), windowSeconds: Number.isFinite(windowSeconds) ? windowSeconds : 3600, hidden: Math.max(groups.length - MAX_SERIES, 0) };
+  return { xs, series: groups.slice(0, MAX_SERIES), hidden: Math.max(groups.length - MAX_SERIES, 0) };
 }
 
 export function startUsage(root) {
@@ -153,8 +153,11 @@ export function startUsage(root) {
     try {
       const rows = await queryUsage(meter, request, customers);
       const data = chartData(rows);
-      const range = [Date.parse(request.from) / 1000, Date.parse(request.to) / 1000];
-      barChart(chart, { ...data, timeZone: request.timeZone, range, unit: meter.value_property ? `${meter.aggregation} of ${meter.value_property}` : meter.aggregation });
+      const windowSeconds = WINDOW_SECONDS[request.granularity];
+      // The current window, cut short at now by the query, is drawn whole: a bar as wide as the others, not a sliver at the edge.
+      const lastEnd = data.xs.length ? data.xs[data.xs.length - 1] + windowSeconds : 0;
+      const range = [Date.parse(request.from) / 1000, Math.max(Date.parse(request.to) / 1000, lastEnd)];
+      barChart(chart, { ...data, windowSeconds, timeZone: request.timeZone, range, unit: meter.value_property ? `${meter.aggregation} of ${meter.value_property}` : meter.aggregation });
       chart.dataset.state = rows.length ? 'drawn' : 'empty';
       const notes = [data.hidden ? `${data.hidden} smaller groups are in the table only` : '', rows.length > MAX_TABLE_ROWS ? `the table shows the first ${MAX_TABLE_ROWS} of ${rows.length} rows` : ''].filter(Boolean);
       show(status, `${meter.key}: ${rows.length} windows with usage, ${request.granularity} windows in ${request.timeZone}${notes.length ? ` (${notes.join('; ')})` : ''}.`);

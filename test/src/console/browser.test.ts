@@ -16,13 +16,16 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { PNG } from 'pngjs';
-import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { request, spawnGateway, startGateway, startUpstream, type SpawnedGateway, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const NO_CHROMIUM = 'chromium not installed: apt-get install chromium';
 const haveChromium = existsSync(CHROMIUM);
 
 const SECRET = `never-show-${randomUUID()}`;
+const KEY_AUTH_KEY = `key-never-shown-${randomUUID()}`;
+const BASIC_PASSWORD = `password-never-shown-${randomUUID()}`;
+const JWT_SECRET = `jwt-never-shown-${randomUUID()}`;
 const CHART_SUBJECT = 'chart-subject';
 const MARKUP_SUBJECT = '<img src=x onerror=window.__pwned=1>';
 const MARKUP_DIMENSION = '<b>bold</b>';
@@ -54,6 +57,14 @@ function config(upstreamUrl: string, ingestEndpoint: string): Record<string, any
         username: 'acme',
         custom_id: 'cust-42',
         oauth2_credentials: [{ name: 'Acme Billing App', client_id: 'acme-app', client_secret: SECRET, redirect_uris: ['https://acme.example/cb'] }],
+      },
+      { username: 'key-only', keyauth_credentials: [{ key: KEY_AUTH_KEY }] },
+      {
+        username: 'many-kinds',
+        keyauth_credentials: [{ key: `${KEY_AUTH_KEY}-2` }, { key: `${KEY_AUTH_KEY}-3` }],
+        basicauth_credentials: [{ username: 'many', password: BASIC_PASSWORD }],
+        jwt_secrets: [{ key: 'many-iss', secret: JWT_SECRET }],
+        acls: [{ group: 'admins' }, { group: 'billing' }],
       },
     ],
     meters: [{ key: 'api_calls', name: 'API calls', event_type: 'request', aggregation: 'count', dimensions: { route: '$.route' } }],
@@ -122,18 +133,20 @@ async function post(path: string, body: unknown, type = 'application/json') {
 }
 
 /** A fresh tab on the console that records console errors and uncaught exceptions. */
-async function openConsole(t: { after(fn: () => Promise<void>): void }): Promise<{ tab: Page; errors: string[] }> {
+async function openConsole(t: { after(fn: () => Promise<void>): void }, admin = gw.admin): Promise<{ tab: Page; errors: string[]; requested: string[] }> {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const tab = await context.newPage();
   const errors: string[] = [];
+  const requested: string[] = [];
+  tab.on('request', (r) => requested.push(new URL(r.url()).pathname));
   tab.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
   tab.on('pageerror', (e) => errors.push(e.message));
   t.after(async () => {
     await context.close();
     assert.deepEqual(errors, [], 'no console errors (CSP violations included)');
   });
-  await tab.goto(`${gw.admin}/console`);
-  return { tab, errors };
+  await tab.goto(`${admin}/console`);
+  return { tab, errors, requested };
 }
 
 interface UsageForm {
@@ -167,6 +180,11 @@ async function usageRows(tab: Page): Promise<string[][]> {
  * columns holding the series' colour, how many pixels of that colour its tallest column has.
  */
 async function barHeights(tab: Page): Promise<number[]> {
+  return (await bars(tab)).map((bar) => bar.height);
+}
+
+/** The bars of the first series, as barHeights measures them, with their widths in pixel columns; and the canvas's width. */
+async function bars(tab: Page): Promise<{ height: number; width: number }[] & { canvasWidth?: number }> {
   const png = PNG.sync.read(await tab.locator('#usage-chart canvas').screenshot());
   const isSeries = (i: number) => SERIES_RGB.every((c, k) => Math.abs(png.data[i + k] - c) <= 24);
   const columns: number[] = [];
@@ -175,17 +193,27 @@ async function barHeights(tab: Page): Promise<number[]> {
     for (let y = 0; y < png.height; y++) if (isSeries((y * png.width + x) * 4)) n++;
     columns.push(n);
   }
-  const bars: number[] = [];
-  let run = 0;
+  const found: { height: number; width: number }[] & { canvasWidth?: number } = [];
+  found.canvasWidth = png.width;
+  let height = 0;
+  let width = 0;
   for (const n of [...columns, 0]) {
-    if (n > 0) run = Math.max(run, n);
-    else if (run > 0) {
-      bars.push(run);
-      run = 0;
+    if (n > 0) {
+      height = Math.max(height, n);
+      width++;
+    } else if (width > 0) {
+      found.push({ height, width });
+      height = 0;
+      width = 0;
     }
   }
-  return bars;
+  return found;
 }
+
+before(async () => {
+  if (haveChromium) browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+});
+after(() => browser?.close());
 
 describe('the console in headless Chromium', () => {
   before(async () => {
@@ -209,11 +237,9 @@ describe('the console in headless Chromium', () => {
     await new Promise((resolve) => setTimeout(resolve, usageAt + 100 - Date.now()));
     const consumer = await request(`${gw.admin}/consumers`, { method: 'POST', body: { username: MARKUP_CONSUMER } });
     assert.equal(consumer.status, 201, consumer.text);
-    if (haveChromium) browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
   });
 
   after(async () => {
-    await browser?.close();
     await gw?.stop();
     await upstream?.close();
     ingest.server?.close();
@@ -244,6 +270,23 @@ describe('the console in headless Chromium', () => {
     assert.equal(await tab.getAttribute('#usage-chart', 'data-state'), 'empty');
     assert.deepEqual(await barHeights(tab), []);
     assert.deepEqual(await usageRows(tab), [['No usage in this range']]);
+  });
+
+  it('the usage chart reads at a glance: the current window a bar as wide as a whole one, the table beside the chart', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    // acme's two events are in the current hour, which the query cuts short at now.
+    await showUsage(tab, { subject: 'acme', range: '24h', granularity: 'PT1H' });
+    assert.deepEqual((await usageRows(tab)).map(([, , value]) => value), ['2']);
+    const drawn = await bars(tab);
+    assert.equal(drawn.length, 1, `bars: ${JSON.stringify(drawn)}`);
+    // 80 % of an hour of a range of 24 to 25 hours, over the plot (the canvas less its y axis and margins).
+    const wholeWindow = (0.8 * (drawn.canvasWidth! - 80)) / 25;
+    assert.ok(drawn[0].width >= 0.8 * wholeWindow, `the bar is ${drawn[0].width} px wide, a whole window ${wholeWindow.toFixed(1)} px`);
+    const chartBox = (await tab.locator('#usage-chart').boundingBox())!;
+    const tableBox = (await tab.locator('#usage-table').boundingBox())!;
+    assert.ok(tableBox.x >= chartBox.x + chartBox.width, 'the table is right of the chart');
+    assert.ok(tableBox.y < chartBox.y + chartBox.height, 'the table is beside the chart, not below it');
   });
 
   it('usage by dimension and by customer, in the legend and the table', async (t) => {
@@ -314,6 +357,28 @@ describe('the console in headless Chromium', () => {
     assert.ok(!(await tab.content()).includes(SECRET), 'the secret is nowhere in the page');
   });
 
+  it('consumers count every kind of credential and show their ACL groups, never a key, password or jwt secret', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t);
+    await tab.waitForSelector('#consumers-table tr[data-key="many-kinds"]');
+    const headers = await tab.$$eval('#consumers-table th', (ths) => ths.map((th) => th.textContent));
+    const cellsOf = async (key: string) => {
+      const cells = await tab.$$eval(`#consumers-table tr[data-key="${key}"] td`, (tds) => tds.map((td) => td.textContent ?? ''));
+      return Object.fromEntries(headers.map((label, i) => [label, cells[i]]));
+    };
+    const keyOnly = await cellsOf('key-only');
+    assert.equal(keyOnly.Credentials, '1');
+    assert.equal(keyOnly.Kinds, 'key-auth 1');
+    assert.equal(keyOnly['ACL groups'], '–');
+    const many = await cellsOf('many-kinds');
+    assert.equal(many.Credentials, '4');
+    assert.equal(many.Kinds, 'key-auth 2, basic-auth 1, jwt 1');
+    assert.equal(many['ACL groups'], 'admins, billing');
+    assert.equal((await cellsOf('acme')).Credentials, '1');
+    const page = await tab.content();
+    for (const secret of [KEY_AUTH_KEY, BASIC_PASSWORD, JWT_SECRET]) assert.ok(!page.includes(secret), 'no key, password or jwt secret in the page');
+  });
+
   it('customers with their plan, subscriptions, invoices, and a customer\'s entitlements and upcoming invoice', async (t) => {
     if (!haveChromium) return t.skip(NO_CHROMIUM);
     const { tab } = await openConsole(t);
@@ -372,5 +437,75 @@ describe('the console in headless Chromium', () => {
     assert.deepEqual(await letters(), []);
     assert.ok(!ingest.accepted.includes('poison-2'), 'a deleted letter is never delivered');
     assert.equal(await tab.evaluate(() => (window as any).__pwned), undefined, 'no script ran');
+  });
+});
+
+/** The pixels of a screenshot of `selector`'s canvas that have colour `rgb`: how many rows apart the highest and lowest are. */
+async function verticalExtent(tab: Page, selector: string, rgb: number[]): Promise<number> {
+  const png = PNG.sync.read(await tab.locator(`${selector} canvas`).screenshot());
+  let top = Infinity;
+  let bottom = -Infinity;
+  for (let y = 0; y < png.height; y++) {
+    for (let x = 0; x < png.width; x++) {
+      const i = (y * png.width + x) * 4;
+      if (!rgb.every((c, k) => Math.abs(png.data[i + k] - c) <= 24)) continue;
+      top = Math.min(top, y);
+      bottom = Math.max(bottom, y);
+    }
+  }
+  return bottom >= top ? bottom - top : 0;
+}
+
+/** The traffic chart's line colours (chart.js's palette, as traffic.js picks them). */
+const LINE_RGB = { '2xx': [0x16, 0xa3, 0x4a], '4xx': [0xd9, 0x77, 0x06], '5xx': [0xdc, 0x26, 0x26] };
+
+describe('the console of a node of two workers without a metering route', () => {
+  let node: SpawnedGateway;
+  let plainUpstream: Upstream;
+  before(async () => {
+    plainUpstream = await startUpstream();
+    node = await spawnGateway({
+      gateway: { worker_processes: 2, access_log: false },
+      services: [{ name: 'plain', url: plainUpstream.url, routes: [{ name: 'plain', paths: ['/plain'] }] }],
+    });
+    // Traffic before any page is open: 6 answered by the upstream, 3 that match no route (404).
+    for (let i = 0; i < 6; i++) assert.equal((await request(`${node.http}/plain/${i}`)).status, 200);
+    for (let i = 0; i < 3; i++) assert.equal((await request(`${node.http}/nowhere/${i}`)).status, 404);
+  });
+  after(async () => {
+    node?.kill();
+    await node?.exited;
+    await plainUpstream?.close();
+  });
+
+  it('the traffic chart shows the node\'s history from before the page opened, summed over its workers, with 2xx, 4xx and 5xx lines', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t, node.admin);
+    await tab.waitForSelector('#traffic-chart[data-state=drawn]');
+    const summary = (await tab.textContent('#traffic-history-summary')) ?? '';
+    assert.match(summary, /last hour, by 10 s, summed over the node's 2 processes: 9 requests, 6 2xx, 0 3xx, 3 4xx, 0 5xx/);
+    const legend = await tab.$$eval('#traffic-chart .u-legend .u-series .u-label', (labels) => labels.map((l) => l.textContent));
+    assert.deepEqual(legend.slice(1), ['success (2xx)', 'client errors (4xx)', 'server errors (5xx)']);
+    // The 2xx and 4xx lines rise above the axis where the requests were; the 5xx line stays on it.
+    const extents = { '2xx': 0, '4xx': 0, '5xx': 0 };
+    for (const status of ['2xx', '4xx', '5xx'] as const) extents[status] = await verticalExtent(tab, '#traffic-chart', LINE_RGB[status]);
+    assert.ok(extents['2xx'] > 20 && extents['4xx'] > 20, `2xx and 4xx lines rise: ${JSON.stringify(extents)}`);
+    assert.ok(extents['5xx'] < 5, `the 5xx line is flat: ${JSON.stringify(extents)}`);
+
+    await tab.selectOption('#traffic-range', 'day');
+    await tab.waitForFunction(() => document.querySelector('#traffic-history-summary')!.textContent!.startsWith('last day'));
+    assert.match((await tab.textContent('#traffic-history-summary')) ?? '', /by 60 s, .*: 9 requests, 6 2xx, 0 3xx, 3 4xx, 0 5xx/);
+  });
+
+  it('shows no metering tabs and never asks for /metering/status', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab, requested } = await openConsole(t, node.admin);
+    await tab.waitForSelector('#routes-table tr[data-key="plain"]');
+    // The traffic section has read its counters again (every 2 s): the metering section, had it started, would have asked by now.
+    await tab.waitForFunction(() => performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/status/traffic')).length >= 3, undefined, { timeout: 15_000 });
+    const visibleTabs = await tab.$$eval('header nav a', (links) => links.filter((a) => !(a as HTMLElement).hidden).map((a) => a.textContent));
+    assert.deepEqual(visibleTabs, ['Traffic', 'Consumers', 'Dead letters']);
+    for (const section of ['#usage', '#billing', '#metering']) assert.equal(await tab.isVisible(section), false, `${section} hidden`);
+    assert.deepEqual(requested.filter((path) => path.startsWith('/metering/')), [], 'no metering request');
   });
 });
