@@ -75,11 +75,8 @@ function entitySchemas(registry: PluginRegistry): Map<string, EntitySchema> {
 function pluginEntitySchemaOf(definition: EntityDefinition): EntitySchema {
   const parent = definition.parent;
   const outside = ['id', 'created_at', 'ttl', ...(parent ? [parent.field] : [])];
-  const json = () => {
-    const fields = recordJson({ type: 'record', fields: { ...AUTO_FIELDS, ...definition.schema.fields } }).fields as KongField[];
-    if (parent) fields.splice(2, 0, { [parent.field]: { type: 'foreign', reference: parent.entity, required: parent.required ?? false } });
-    return { fields };
-  };
+  const parentJson = parent ? [{ [parent.field]: { type: 'foreign', reference: parent.entity, required: parent.required ?? false } }] : [];
+  const json = () => ({ fields: [...fieldsJson(AUTO_FIELDS), ...parentJson, ...fieldsJson(definition.schema.fields)] });
   return { schema: definition.schema, outside, json };
 }
 
@@ -108,7 +105,11 @@ function pluginIssues(body: Record<string, any>, registry: PluginRegistry): Issu
 }
 
 function recordJson(schema: RecordSchema): KongField {
-  return { fields: Object.entries(schema.fields).map(([name, field]) => ({ [name]: fieldJson(name, field) })) };
+  return { fields: fieldsJson(schema.fields) };
+}
+
+function fieldsJson(fields: Readonly<Record<string, FieldSchema>>): KongField[] {
+  return Object.entries(fields).map(([name, field]) => ({ [name]: fieldJson(name, field) }));
 }
 
 /** One field as Kong shows it. Checks written as code (`custom`, entity checks) have no JSON form and are left out. */
