@@ -100,7 +100,9 @@ function pluginIssues(body: Record<string, any>, registry: PluginRegistry): Issu
   const issues = validate(pluginEntitySchema, entity).issues;
   const plugin = typeof body.name === 'string' ? registry.get(body.name) : undefined;
   if (plugin) issues.push(...validate(plugin.configSchema, config ?? {}, ['config']).issues);
-  else if (typeof body.name === 'string') issues.push({ path: ['name'], message: `plugin '${body.name}' not enabled; add it to the 'plugins' configuration property` });
+  else if (typeof body.name === 'string') {
+    issues.push({ path: ['name'], message: `plugin '${body.name}' not enabled; add it to the 'plugins' configuration property` });
+  }
   return issues;
 }
 

@@ -45,7 +45,10 @@ const admin = (path: string, options?: Parameters<typeof request>[1]) => request
 
 /** What dump.Get lists: Kong's required endpoints, then those it skips when they answer 404 (Enterprise or newer ones). */
 const REQUIRED = ['services', 'routes', 'plugins', 'certificates', 'snis', 'upstreams', 'consumers'] as const;
-const OPTIONAL = ['filter-chains', 'ca_certificates', 'vaults', 'partials', 'keys', 'key-sets', 'consumer_groups', 'key-auths', 'hmac-auths', 'jwts', 'basic-auths', 'oauth2', 'acls', 'mtls-auths'];
+const OPTIONAL = [
+  'filter-chains', 'ca_certificates', 'vaults', 'partials', 'keys', 'key-sets', 'consumer_groups',
+  'key-auths', 'hmac-auths', 'jwts', 'basic-auths', 'oauth2', 'acls', 'mtls-auths',
+];
 
 /** go-kong's client.list: every page of a listing, the next one asked for by the `offset` returned. */
 async function listAll(path: string, selectTags: string[]): Promise<any[] | 'absent'> {
