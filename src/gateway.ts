@@ -6,9 +6,11 @@ import cluster from 'node:cluster';
 import { access, constants } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { certificateAdminRoutes } from './admin/certificate-routes.ts';
+import { discoveryAdminRoutes } from './admin/discovery-routes.ts';
 import { isLoopbackName, type AdminListenerFacts } from './admin/browser-guard.ts';
 import { AdminRouter } from './admin/router.ts';
 import { coreAdminRoutes } from './admin/routes.ts';
+import { schemaAdminRoutes } from './admin/schema-routes.ts';
 import { upstreamAdminRoutes } from './admin/upstream-routes.ts';
 import type { HealthChange } from './balancer/balancers.ts';
 import { workerCount } from './config/entities.ts';
@@ -22,7 +24,7 @@ import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { nodeIdOf } from './node-id.ts';
 import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
-import type { ConfigView, PluginRegistry, PluginRuntime, PluginServices } from './pipeline/plugin-api.ts';
+import type { AdminRoute, ConfigView, PluginRegistry, PluginRuntime, PluginServices } from './pipeline/plugin-api.ts';
 import type { ProtocolProxy } from './pipeline/proxy-step.ts';
 import { bundledPlugins } from './plugins.ts';
 import { GrpcProxy } from './proxy/grpc.ts';
@@ -339,20 +341,20 @@ export class Gateway {
       info.port = listener.port;
       this.proxyListeners.push(listener);
     }
-    const admin = new AdminRouter(
-      [
-        ...this.pluginAdminRoutes(),
-        ...coreAdminRoutes(this.adminState()),
-        ...upstreamAdminRoutes({
-          config: () => this.snapshot.config,
-          balancers: () => this.snapshot.balancers,
-          nodeId: this.nodeId,
-          setTargetHealth: (upstream, target, healthy) => this.setTargetHealth(upstream, target, healthy),
-        }),
-        ...certificateAdminRoutes(() => this.snapshot.config),
-      ],
-      this.log.child({ component: 'admin' }),
-    );
+    const adminRoutes: AdminRoute[] = [
+      ...this.pluginAdminRoutes(),
+      ...coreAdminRoutes(this.adminState()),
+      ...upstreamAdminRoutes({
+        config: () => this.snapshot.config,
+        balancers: () => this.snapshot.balancers,
+        nodeId: this.nodeId,
+        setTargetHealth: (upstream, target, healthy) => this.setTargetHealth(upstream, target, healthy),
+      }),
+      ...certificateAdminRoutes(() => this.snapshot.config),
+      ...schemaAdminRoutes(this.registry),
+    ];
+    adminRoutes.push(...discoveryAdminRoutes(() => adminRoutes));
+    const admin = new AdminRouter(adminRoutes, this.log.child({ component: 'admin' }));
     for (const spec of adminSpecs) {
       const facts: AdminListenerFacts = { scheme: spec.ssl ? 'https' : 'http', loopback: isLoopbackName(spec.host) };
       if (!facts.loopback) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');

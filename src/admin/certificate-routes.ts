@@ -15,7 +15,7 @@ function withoutKeys({ key: _key, key_alt: _keyAlt, ...rest }: Certificate) {
 export function certificateAdminRoutes(config: () => GatewayConfig): AdminRoute[] {
   const certificates = () => config().certificates.map(withoutKeys);
   const routes: AdminRoute[] = [
-    { method: 'GET', path: '/certificates', handler: (req) => page(certificates(), req, '/certificates') },
+    { method: 'GET', path: '/certificates', handler: (req) => page(certificates(), req, '/certificates'), entity: 'certificates' },
     { method: 'GET', path: '/certificates/:id', handler: (req) => ({ status: 200, body: byIdOrName(certificates(), req.params.id, 'id') }) },
     {
       method: 'GET',
@@ -25,9 +25,9 @@ export function certificateAdminRoutes(config: () => GatewayConfig): AdminRoute[
         return page(config().snis.filter((s) => s.certificate.id === certificate.id), req, `/certificates/${req.params.id}/snis`);
       },
     },
-    { method: 'GET', path: '/snis', handler: (req) => page(config().snis, req, '/snis') },
+    { method: 'GET', path: '/snis', handler: (req) => page(config().snis, req, '/snis'), entity: 'snis' },
     { method: 'GET', path: '/snis/:id', handler: (req) => ({ status: 200, body: byIdOrName(config().snis, req.params.id, 'name') }) },
-    { method: 'GET', path: '/ca_certificates', handler: (req) => page(config().ca_certificates, req, '/ca_certificates') },
+    { method: 'GET', path: '/ca_certificates', handler: (req) => page(config().ca_certificates, req, '/ca_certificates'), entity: 'ca_certificates' },
     { method: 'GET', path: '/ca_certificates/:id', handler: (req) => ({ status: 200, body: byIdOrName(config().ca_certificates, req.params.id, 'id') }) },
   ];
   for (const entity of ['certificates', 'snis', 'ca_certificates']) {

@@ -12,6 +12,12 @@ import type { Snapshot } from '../snapshot.ts';
 import { SERVER_TOKEN } from '../proxy/respond.ts';
 
 export const VERSION = SERVER_TOKEN.split('/')[1];
+/**
+ * The Kong release whose admin API Tollgate follows (../shared/reference: Kong 3.10.0). `GET /` reports it as
+ * `version` because tools read that field to choose their behaviour: decK writes the pre-3.0 format 1.1 for
+ * anything below 3.0. Tollgate's own version is `tollgate_version`.
+ */
+export const KONG_COMPATIBLE_VERSION = '3.10.0';
 
 export interface AdminState {
   snapshot(): Snapshot;
@@ -62,7 +68,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
       path: '/metrics',
       handler: async () => ({ status: 200, body: await state.metrics.render(), headers: { 'content-type': state.metrics.contentType } }),
     },
-    { method: 'GET', path: '/services', handler: (req) => page(cfg().services, req, '/services') },
+    { method: 'GET', path: '/services', handler: (req) => page(cfg().services, req, '/services'), entity: 'services' },
     { method: 'GET', path: '/services/:id', handler: (req) => ({ status: 200, body: byIdOrName(cfg().services, req.params.id, 'name') }) },
     {
       method: 'GET',
@@ -72,7 +78,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
         return page(cfg().routes.filter((r) => r.service?.id === service.id), req, `/services/${req.params.id}/routes`);
       },
     },
-    { method: 'GET', path: '/routes', handler: (req) => page(cfg().routes, req, '/routes') },
+    { method: 'GET', path: '/routes', handler: (req) => page(cfg().routes, req, '/routes'), entity: 'routes' },
     { method: 'GET', path: '/routes/:id', handler: (req) => ({ status: 200, body: byIdOrName(cfg().routes, req.params.id, 'name') }) },
     {
       method: 'GET',
@@ -83,7 +89,7 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
         return { status: 200, body: byIdOrName(cfg().services, route.service.id, 'name') };
       },
     },
-    { method: 'GET', path: '/plugins', handler: (req) => page(cfg().plugins, req, '/plugins') },
+    { method: 'GET', path: '/plugins', handler: (req) => page(cfg().plugins, req, '/plugins'), entity: 'plugins' },
     { method: 'GET', path: '/plugins/:id', handler: (req) => ({ status: 200, body: byIdOrName(cfg().plugins, req.params.id, 'instance_name') }) },
   ];
   for (const entity of ['services', 'routes', 'plugins']) {
@@ -100,7 +106,8 @@ function nodeInfo(state: AdminState) {
   const { gateway } = config;
   return {
     tagline: 'Welcome to tollgate',
-    version: VERSION,
+    version: KONG_COMPATIBLE_VERSION,
+    tollgate_version: VERSION,
     edition: 'community',
     hostname: hostname(),
     node_id: state.nodeId,

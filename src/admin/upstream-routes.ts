@@ -29,7 +29,7 @@ export function upstreamAdminRoutes(state: UpstreamAdminState): AdminRoute[] {
   };
   const targetsOf = (entry: UpstreamBalancer) => state.config().targets.filter((t) => t.upstream.id === entry.upstream.id);
   const routes: AdminRoute[] = [
-    { method: 'GET', path: '/upstreams', handler: (req) => page(state.config().upstreams, req, '/upstreams') },
+    { method: 'GET', path: '/upstreams', handler: (req) => page(state.config().upstreams, req, '/upstreams'), entity: 'upstreams' },
     { method: 'GET', path: '/upstreams/:upstream', handler: (req) => ({ status: 200, body: upstreamOf(req).upstream }) },
     {
       method: 'GET',

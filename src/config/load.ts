@@ -11,11 +11,12 @@ import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { LineCounter, parseDocument, type Document } from 'yaml';
 import type { EntityDefinition, PluginRegistry } from '../pipeline/plugin-api.ts';
-import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRoutePath } from '../router/index.ts';
+import { normalizePath } from '../router/index.ts';
 import { resolveReference, type BuildContext, type CoreEntities } from './builder-context.ts';
 import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
 import { isCidr } from './hostnames.ts';
-import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, routeSchema, serviceSchema } from './entities.ts';
+import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, serviceSchema } from './entities.ts';
+import { CORE_ENTITY_SCHEMAS } from './entity-schemas.ts';
 import { withDigests } from '../toolkit/entity-directory.ts';
 import { parseListenList } from './listen.ts';
 import { PluginBuilder } from './plugin-builder.ts';
@@ -121,7 +122,6 @@ class ConfigBuilder implements BuildContext {
   private readonly core: CoreEntities = { services: [], routes: [], consumers: [], streamRoutes: [] };
   private readonly plugins = new PluginBuilder(this, this.core);
   private readonly entities: Record<string, Record<string, any>[]> = {};
-  private readonly routeSchema: RecordSchema = routeSchema(validateRoutePath, validateRouteHost, validateRouteHeaderValue);
   private readonly entityDefs = new Map<string, EntityDefinition>();
   /** The plugins the `plugins` setting enables (all of the registry by default). */
   private enabled: PluginRegistry = new Map();
@@ -295,7 +295,7 @@ class ConfigBuilder implements BuildContext {
   }
 
   private addRoute(raw: Record<string, any>, path: Path, serviceRef: unknown): void {
-    const r = this.validateEntity<Record<string, any>>(this.routeSchema, this.legacyPaths ? migrateLegacyPaths(raw) : raw, path, ['plugins']);
+    const r = this.validateEntity<Record<string, any>>(CORE_ENTITY_SCHEMAS.routes, this.legacyPaths ? migrateLegacyPaths(raw) : raw, path, ['plugins']);
     // Given, it must name a service: a value naming none (`service: 5`) is an error, not "no service".
     const site = { at: [...path, 'service'], field: 'service', entity: 'services', required: true };
     const serviceId = serviceRef === null || serviceRef === undefined ? undefined : resolveReference(serviceRef, this.core.services, site, this);

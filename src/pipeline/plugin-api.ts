@@ -443,6 +443,11 @@ export interface AdminRoute {
   /** Path with `:name` parameters, e.g. `/oauth2/:id`. */
   path: string;
   handler(req: AdminRequest): AdminReply | Promise<AdminReply>;
+  /**
+   * On the GET that lists every entity of a kind (`/services`, `/key-auths`): Kong's name of that entity
+   * (`services`, `keyauth_credentials`). `/tags` gathers the tags of the entities these listings show.
+   */
+  entity?: string;
 }
 
 export interface AdminRequest {

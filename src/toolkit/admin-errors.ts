@@ -144,6 +144,24 @@ export class InvalidSizeError extends AdminError {
   }
 }
 
+/**
+ * Kong's `invalid_options`: a listing option it cannot use (e.g. `tags`); the per-option reasons go in
+ * `options`, not `fields`, as kong/db/errors.lua puts them.
+ */
+export class InvalidOptionsError extends AdminError {
+  readonly code = 11;
+  readonly name = 'invalid options';
+
+  constructor(readonly options: Record<string, string>) {
+    const reasons = Object.entries(options).map(([option, reason]) => `${option}: ${reason}`);
+    super(400, reasons.length === 1 ? `invalid option (${reasons[0]})` : `${reasons.length} option violations (${reasons.join('; ')})`);
+  }
+
+  override body(): object {
+    return { ...super.body(), options: this.options };
+  }
+}
+
 /** Kong's `operation_unsupported` (405), e.g. a write to an entity that gateway.yaml declares. */
 export class OperationUnsupportedError extends AdminError {
   readonly code = 12;

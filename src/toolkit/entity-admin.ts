@@ -66,7 +66,7 @@ class EntityAdmin<T extends Entity> {
   routes(): AdminRoute[] {
     const top = `/${this.name}`;
     const routes: AdminRoute[] = [
-      { method: 'GET', path: top, handler: (req) => this.list(req) },
+      { method: 'GET', path: top, handler: (req) => this.list(req), entity: this.definition.name },
       { method: 'POST', path: top, handler: (req) => this.create(req) },
       { method: 'GET', path: `${top}/:key`, handler: async (req) => this.show(await this.existing(req.params.key)) },
       { method: 'PUT', path: `${top}/:key`, handler: (req) => this.put(req) },

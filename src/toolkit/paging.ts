@@ -1,10 +1,12 @@
 /**
  * Kong's admin listings (kong/api/endpoints.lua, kong/db/dao/init.lua): `size` (100 when absent, else an
  * integer from 1 to 1000, or 400 invalid size), an opaque `offset` handed out by the previous page (anything
- * else is 400 invalid offset), and the shape `{data, next, offset}`. One helper for the core and the plugins.
+ * else is 400 invalid offset), `tags` (src/toolkit/tag-filter.ts), and the shape `{data, next, offset}`. One
+ * helper for the core and the plugins, so every listing filters by tags.
  */
 import type { AdminReply, AdminRequest } from '../pipeline/plugin-api.ts';
 import { InvalidOffsetError, InvalidSizeError } from './admin-errors.ts';
+import { carriesTags, tagFilter } from './tag-filter.ts';
 
 export const DEFAULT_PAGE_SIZE = 100;
 export const MAX_PAGE_SIZE = 1000;
@@ -31,8 +33,15 @@ function pageStart(query: URLSearchParams): number {
   return Number(decoded);
 }
 
-/** One page of `items` with Kong's `next` link to the rest (`path` is the listing's own path). */
+/** One page of the `items` that carry the request's `tags`, with Kong's `next` link to the rest (`path` is the listing's own). */
 export function page<T>(items: readonly T[], req: AdminRequest, path: string): AdminReply {
+  const filter = tagFilter(req.query);
+  if (!filter) return pageOf(items, req, path);
+  return pageOf(items.filter((item) => carriesTags(item, filter)), req, path, `&tags=${encodeURIComponent(filter.text)}`);
+}
+
+/** One page of `items` as they are (`/tags` reads `tags` itself); `linkQuery` is carried into the `next` link. */
+export function pageOf<T>(items: readonly T[], req: AdminRequest, path: string, linkQuery = ''): AdminReply {
   const size = pageSize(req.query);
   const start = pageStart(req.query);
   const data = items.slice(start, start + size);
@@ -40,5 +49,5 @@ export function page<T>(items: readonly T[], req: AdminRequest, path: string): A
   if (nextStart >= items.length) return { status: 200, body: { data, next: null } };
   const offset = Buffer.from(String(nextStart), 'latin1').toString('base64url');
   const sizeParam = req.query.has('size') ? `&size=${size}` : '';
-  return { status: 200, body: { data, next: `${path}?offset=${offset}${sizeParam}`, offset } };
+  return { status: 200, body: { data, next: `${path}?offset=${offset}${linkQuery}${sizeParam}`, offset } };
 }

@@ -46,7 +46,8 @@ test('GET / describes the node: version, a node id stable across restarts, plugi
   const reply = await admin('/');
   assert.equal(reply.status, 200);
   const info = reply.json();
-  assert.equal(info.version, '0.1.0');
+  assert.equal(info.version, '3.10.0', 'the Kong release whose admin API Tollgate follows');
+  assert.equal(info.tollgate_version, '0.1.0');
   assert.match(info.node_id, /^[0-9a-f-]{36}$/);
   assert.deepEqual(Object.keys(info.plugins.available_on_server).sort(), [
     'acl', 'basic-auth', 'correlation-id', 'cors', 'entitlement-enforcement', 'ip-restriction', 'jwt', 'key-auth', 'metering', 'metering-and-billing', 'oauth2',
