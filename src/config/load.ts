@@ -15,7 +15,7 @@ import { normalizePath, validateRouteHeaderValue, validateRouteHost, validateRou
 import { resolveReference, type BuildContext, type CoreEntities } from './builder-context.ts';
 import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
 import { isCidr } from './hostnames.ts';
-import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, routeSchema, serviceSchema } from './entities.ts';
+import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, routeSchema, serviceSchema, TIMESTAMP, TTL } from './entities.ts';
 import { withDigests } from '../toolkit/entity-directory.ts';
 import { parseListenList } from './listen.ts';
 import { PluginBuilder } from './plugin-builder.ts';
@@ -24,6 +24,7 @@ import { checkProcessModel } from './process-model.ts';
 import { formatPath, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { GatewayConfig, NodeSettings, Route, Service } from './types.ts';
 import { buildBalancing } from './upstream-builder.ts';
+import { buildVaults, resolveReferences, type Vaults } from './vaults.ts';
 import { issuePosition, syntaxErrorPosition, type Position } from './yaml-positions.ts';
 
 /** Kong's namespace for declarative ids. */
@@ -33,10 +34,12 @@ const FORMAT_VERSIONS = ['1.1', '2.1', '3.0'];
 const LEGACY_PLAIN_PATH = /^[a-zA-Z0-9.\-_~/%]*$/;
 const CORE_KEYS = new Set([
   '_format_version', '_transform', '_comment', '_ignore', 'gateway', 'services', 'routes', 'consumers', 'plugins',
-  'upstreams', 'targets', 'certificates', 'snis', 'ca_certificates',
+  'upstreams', 'targets', 'certificates', 'snis', 'ca_certificates', 'vaults',
   // Kong's own settings (the cluster id) in a file exported from its database: nothing to apply here.
   'parameters',
 ]);
+/** decK's metadata keys: decK accepts and ignores them, so a file that works with decK works here too. */
+const DECK_METADATA_KEYS = ['_info', '_konnect', '_workspace'];
 
 /** One problem of a configuration file, and where it is (`file:line:col: path: message`). */
 export class ConfigError extends Error {
@@ -128,6 +131,7 @@ class ConfigBuilder implements BuildContext {
   /** The plugins the `plugins` setting enables (all of the registry by default). */
   private enabled: PluginRegistry = new Map();
   private tls: TlsEntities = { certificates: [], snis: [], ca_certificates: [] };
+  private vaults: Vaults = new Map();
   private order = 0;
   /** `_format_version` 1.1 or 2.1: route paths are migrated as Kong does on import. */
   private legacyPaths = false;
@@ -162,7 +166,8 @@ class ConfigBuilder implements BuildContext {
     this.enabled = enabledPlugins(this.registry, gateway.plugins, (i, message) => this.issue(['gateway', 'plugins', i], message));
     for (const plugin of this.enabled.values()) for (const def of plugin.entities ?? []) this.entityDefs.set(def.name, def);
     for (const key of Object.keys(raw)) {
-      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issues.push(unknownField([key], [...CORE_KEYS, ...this.entityDefs.keys()]));
+      if (DECK_METADATA_KEYS.includes(key)) this.warn([key], "decK's metadata: ignored");
+      else if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issues.push(unknownField([key], [...CORE_KEYS, ...this.entityDefs.keys()]));
     }
     if (raw._format_version === undefined) this.issue(['_format_version'], 'required field missing');
     else if (typeof raw._format_version !== 'string') this.issue(['_format_version'], 'expected a string');
@@ -171,6 +176,7 @@ class ConfigBuilder implements BuildContext {
     this.legacyPaths = ['1.1', '2.1'].includes(String(raw._format_version));
     if (raw._transform !== undefined && typeof raw._transform !== 'boolean') this.issue(['_transform'], 'expected a boolean');
     this.transformEntities = raw._transform !== false;
+    this.vaults = buildVaults(raw, this);
     this.tls = buildTlsEntities(raw, this);
     this.eachEntry(raw, 'services', (s, path) => this.addService(s, path));
     this.eachEntry(raw, 'routes', (r, path) => this.addRoute(r, path, r.service === undefined ? null : r.service));
@@ -215,6 +221,10 @@ class ConfigBuilder implements BuildContext {
     value.ssl_cert_key ??= null;
     value.pg_password ??= null;
     return value;
+  }
+
+  dereference(record: Record<string, any>, referenceable: readonly string[], path: Path): Record<string, any> {
+    return resolveReferences(record, referenceable, path, this.vaults, this);
   }
 
   /** Validates a record, with nested child arrays taken out first (they are validated on their own). */
@@ -357,7 +367,9 @@ class ConfigBuilder implements BuildContext {
   private addPluginEntity(def: EntityDefinition, raw: Record<string, any>, path: Path, parentId: string | undefined): void {
     const parent = def.parent;
     const fields = parent && parentId === undefined ? { ...def.schema.fields, [parent.field]: { type: 'any' as const } } : def.schema.fields;
-    const e = this.validateEntity<Record<string, any>>({ ...def.schema, fields: { id: ID, ...fields } }, raw, path, []);
+    // Kong's DAOs give every entity `created_at`, and `ttl` to those declared `ttl = true`.
+    const daoFields = { id: ID, created_at: TIMESTAMP, ...(def.ttl ? { ttl: TTL } : {}) };
+    const e = this.validateEntity<Record<string, any>>({ ...def.schema, fields: { ...daoFields, ...fields } }, raw, path, []);
     if (parent) {
       const site = { at: [...path, parent.field], field: parent.field, entity: parent.entity, required: parent.required !== false };
       const resolvedId = parentId ?? resolveReference(raw[parent.field], this.core[parent.entity], site, this);
