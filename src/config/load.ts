@@ -6,7 +6,7 @@
  * at once, in file order, as FILE:LINE:COL: path.to.field: message (positions: yaml-positions.ts).
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { LineCounter, parseDocument, type Document } from 'yaml';
@@ -64,15 +64,20 @@ export type LoadResult = { ok: true; config: GatewayConfig } | { ok: false; erro
 export async function loadConfigFile(file: string, registry: PluginRegistry): Promise<LoadResult> {
   const absolute = resolve(file);
   let text: string;
+  let modified: Date;
   try {
-    text = await readFile(absolute, 'utf8');
+    [text, { mtime: modified }] = await Promise.all([readFile(absolute, 'utf8'), stat(absolute)]);
   } catch (err) {
     return { ok: false, errors: [new ConfigError(file, 1, 1, '', `cannot read the file: ${(err as Error).message}`)] };
   }
-  return loadConfigText(text, absolute, registry, file);
+  return loadConfigText(text, absolute, registry, file, modified);
 }
 
-export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute): LoadResult {
+/**
+ * `modified`: when the file was last written, the `created_at` / `updated_at` of the entities it gives none
+ * (the same in every process of the node and on every reload of an unchanged file).
+ */
+export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute, modified = new Date()): LoadResult {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
   if (doc.errors.length > 0) {
@@ -88,7 +93,7 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
     // An alias bomb ("billion laughs") is refused while the document is expanded, not while it is parsed.
     return { ok: false, errors: [new ConfigError(shownName, 1, 1, '', `YAML: ${(err as Error).message}`)] };
   }
-  const builder = new ConfigBuilder(registry, dirname(absolute));
+  const builder = new ConfigBuilder(registry, dirname(absolute), Math.floor(modified.getTime() / 1000));
   const config = builder.build(raw);
   if (builder.issues.length > 0) {
     // In file order, so an operator can fix them top to bottom.
@@ -132,7 +137,6 @@ class ConfigBuilder implements BuildContext {
   private enabled: PluginRegistry = new Map();
   private tls: TlsEntities = { certificates: [], snis: [], ca_certificates: [] };
   private vaults: Vaults = new Map();
-  private order = 0;
   /** `_format_version` 1.1 or 2.1: route paths are migrated as Kong does on import. */
   private legacyPaths = false;
   /** `_transform: false` (Kong's exports): plugin entities' values are stored as given, already transformed. */
@@ -143,7 +147,14 @@ class ConfigBuilder implements BuildContext {
   constructor(
     private readonly registry: PluginRegistry,
     private readonly baseDir: string,
+    private readonly declaredAt: number,
   ) {}
+
+  /** An entity's timestamps: the file's (a Kong export has them), else when the file was written. */
+  private timestamps(e: Record<string, any>): { created_at: number; updated_at: number } {
+    const created = e.created_at ?? this.declaredAt;
+    return { created_at: created, updated_at: e.updated_at ?? created };
+  }
 
   issue(path: Path, message: string): void {
     this.issues.push({ path, message });
@@ -223,7 +234,7 @@ class ConfigBuilder implements BuildContext {
     return value;
   }
 
-  dereference(record: Record<string, any>, referenceable: readonly string[], path: Path): Record<string, any> {
+  dereference(record: Record<string, any>, referenceable: readonly string[], path: Path): Record<string, any> | undefined {
     return resolveReferences(record, referenceable, path, this.vaults, this);
   }
 
@@ -338,7 +349,7 @@ class ConfigBuilder implements BuildContext {
       response_buffering: r.response_buffering,
       service,
       tags: r.tags ?? null,
-      created_at: this.order++,
+      ...this.timestamps(r),
     };
     this.core.routes.push(route);
     this.plugins.queue(raw, { route: id, service: null }, path);
@@ -356,7 +367,7 @@ class ConfigBuilder implements BuildContext {
     const takenUsername = this.unique('consumers', 'username', c.username, path, this.core.consumers);
     const takenCustomId = this.unique('consumers', 'custom_id', c.custom_id, path, this.core.consumers);
     if (!takenUsername && !takenCustomId) this.unique('consumers', 'id', id, path, this.core.consumers);
-    this.core.consumers.push({ id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null, created_at: this.order++ });
+    this.core.consumers.push({ id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null, ...this.timestamps(c) });
     this.plugins.queue(raw, { consumer: id }, path);
     for (const def of this.entityDefs.values()) {
       if (def.parent?.entity !== 'consumers') continue;

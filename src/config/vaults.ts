@@ -57,8 +57,8 @@ export function isVaultReference(value: unknown): value is string {
 }
 
 /**
- * The record with the references of its `referenceable` fields replaced by their values; each that
- * cannot be resolved is reported at its field (the value stays, so no second error follows).
+ * The record with the references of its `referenceable` fields replaced by their values, or undefined
+ * when one cannot be resolved: that is reported at its field, and the entity is left out.
  */
 export function resolveReferences(
   record: Record<string, any>,
@@ -66,18 +66,19 @@ export function resolveReferences(
   path: Path,
   vaults: Vaults,
   ctx: Pick<BuildContext, 'issue'>,
-): Record<string, any> {
+): Record<string, any> | undefined {
   const out = { ...record };
+  let resolvedAll = true;
   for (const field of referenceable) {
     if (!isVaultReference(out[field])) continue;
     const resolved = resolveReference(out[field], vaults);
     if ('value' in resolved) out[field] = resolved.value;
     else {
       ctx.issue([...path, field], `cannot resolve ${out[field]}: ${resolved.error}`);
-      delete out[field];
+      resolvedAll = false;
     }
   }
-  return out;
+  return resolvedAll ? out : undefined;
 }
 
 function resolveReference(reference: string, vaults: Vaults): { value: string } | { error: string } {
