@@ -26,7 +26,7 @@ function fixture(): { routes: Route[]; services: Service[]; requests: RouteReque
       headers: shape === 0 ? { 'x-tenant': [`t${i}`] } : null,
       snis: null, strip_path: true, preserve_host: false, regex_priority: 0, path_handling: 'v0',
       https_redirect_status_code: 426, request_buffering: true, response_buffering: true,
-      service: { id }, tags: null, created_at: i,
+      service: { id }, tags: null, created_at: i, updated_at: i,
     });
     requests.push({
       method: 'GET',

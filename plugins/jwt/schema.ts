@@ -19,9 +19,13 @@ export interface JwtConfig {
   realm: string | null;
 }
 
-/** Kong's entity check: a maximum expiration is only checked on tokens whose `exp` is verified. */
+/**
+ * Kong's conditional entity check: with a maximum expiration, a list of claims to verify must hold `exp`.
+ * A null list passes, as in Kong (its conditional checks leave null alone): the maximum still refuses
+ * tokens without an `exp` (handler).
+ */
 function maximumExpirationNeedsExp(config: Record<string, any>): Issue[] {
-  if (config.maximum_expiration > 0 && !(config.claims_to_verify ?? []).includes('exp')) {
+  if (config.maximum_expiration > 0 && Array.isArray(config.claims_to_verify) && !config.claims_to_verify.includes('exp')) {
     return [{ path: ['claims_to_verify'], message: 'expected to contain: exp' }];
   }
   return [];

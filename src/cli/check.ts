@@ -20,6 +20,7 @@ export const check: CommandDefinition = {
     if (result.ok) {
       console.log(`${file}: configuration is valid`);
       if (result.config.oneProcessBecause) console.log(`${file}: ${result.config.oneProcessBecause}`);
+      // What is accepted but not applied (a stream route, decK's metadata) is worth knowing before a start.
       for (const warning of result.config.warnings) console.error(`warning: ${warning}`);
       for (const warning of machineWarnings(result.config)) console.error(`warning: ${file}: ${warning}`);
       return EXIT.ok;

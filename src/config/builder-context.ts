@@ -15,6 +15,8 @@ export interface BuildContext {
   id(given: unknown, name: string): string;
   /** Reports `value` already taken in `pool`; true when it was. */
   unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): boolean;
+  /** The record with the vault references of its `referenceable` fields resolved, or undefined when one cannot be (reported). */
+  dereference(record: Record<string, any>, referenceable: readonly string[], path: Path): Record<string, any> | undefined;
   /** Calls `add` for each record of the array `container[key]`, reporting what is not one. */
   eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base?: Path): void;
 }

@@ -6,8 +6,13 @@ import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema, type Str
 
 const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };
 export const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
-/** `created_at` / `updated_at` of a file exported from a Kong database: accepted, then ignored. */
-export const TIMESTAMP: FieldSchema = { type: 'number' };
+/**
+ * `created_at` / `updated_at`, unix seconds: what a file exported from a Kong database carries (a fraction
+ * included, as old exports' targets have), shown by the admin API as given.
+ */
+export const TIMESTAMP: FieldSchema = { type: 'number', between: [0, 2 ** 40] };
+/** Kong's `ttl` of the entities whose DAO has `ttl = true` (seconds; 0 = never expires), as typedefs.ttl bounds it. */
+export const TTL: FieldSchema = { type: 'integer', between: [0, 100_000_000] };
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
 /** The fields every Kong entity has: its id, and the timestamps a database export carries. */

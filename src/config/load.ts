@@ -6,7 +6,7 @@
  * at once, in file order, as FILE:LINE:COL: path.to.field: message (positions: yaml-positions.ts).
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { LineCounter, parseDocument, type Document } from 'yaml';
@@ -15,7 +15,7 @@ import { normalizePath } from '../router/index.ts';
 import { resolveReference, type BuildContext, type CoreEntities } from './builder-context.ts';
 import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';
 import { isCidr } from './hostnames.ts';
-import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, serviceSchema } from './entities.ts';
+import { consumerSchema, ID, isStreamRoute, nodeSettingsSchema, serviceSchema, TIMESTAMP, TTL } from './entities.ts';
 import { CORE_ENTITY_SCHEMAS } from './entity-schemas.ts';
 import { withDigests } from '../toolkit/entity-directory.ts';
 import { parseListenList } from './listen.ts';
@@ -25,6 +25,7 @@ import { checkProcessModel } from './process-model.ts';
 import { formatPath, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
 import type { GatewayConfig, NodeSettings, Route, Service } from './types.ts';
 import { buildBalancing } from './upstream-builder.ts';
+import { buildVaults, resolveReferences, type Vaults } from './vaults.ts';
 import { issuePosition, syntaxErrors, type Position } from './yaml-positions.ts';
 
 /** Kong's namespace for declarative ids. */
@@ -34,10 +35,12 @@ const FORMAT_VERSIONS = ['1.1', '2.1', '3.0'];
 const LEGACY_PLAIN_PATH = /^[a-zA-Z0-9.\-_~/%]*$/;
 const CORE_KEYS = new Set([
   '_format_version', '_transform', '_comment', '_ignore', 'gateway', 'services', 'routes', 'consumers', 'plugins',
-  'upstreams', 'targets', 'certificates', 'snis', 'ca_certificates',
+  'upstreams', 'targets', 'certificates', 'snis', 'ca_certificates', 'vaults',
   // Kong's own settings (the cluster id) in a file exported from its database: nothing to apply here.
   'parameters',
 ]);
+/** decK's metadata keys: decK accepts and ignores them, so a file that works with decK works here too. */
+const DECK_METADATA_KEYS = ['_info', '_konnect', '_workspace'];
 
 /** One problem of a configuration file, and where it is (`file:line:col: path: message`). */
 export class ConfigError extends Error {
@@ -62,15 +65,20 @@ export type LoadResult = { ok: true; config: GatewayConfig } | { ok: false; erro
 export async function loadConfigFile(file: string, registry: PluginRegistry): Promise<LoadResult> {
   const absolute = resolve(file);
   let text: string;
+  let modified: Date;
   try {
-    text = await readFile(absolute, 'utf8');
+    [text, { mtime: modified }] = await Promise.all([readFile(absolute, 'utf8'), stat(absolute)]);
   } catch (err) {
     return { ok: false, errors: [new ConfigError(file, 1, 1, '', `cannot read the file: ${(err as Error).message}`)] };
   }
-  return loadConfigText(text, absolute, registry, file);
+  return loadConfigText(text, absolute, registry, file, modified);
 }
 
-export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute): LoadResult {
+/**
+ * `modified`: when the file was last written, the `created_at` / `updated_at` of the entities it gives none
+ * (the same in every process of the node and on every reload of an unchanged file).
+ */
+export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute, modified = new Date()): LoadResult {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
   // Validating what a syntax error left would only add errors about a structure the file does not have.
@@ -84,7 +92,7 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
     // An alias bomb ("billion laughs") is refused while the document is expanded, not while it is parsed.
     return { ok: false, errors: [new ConfigError(shownName, 1, 1, '', `YAML: ${(err as Error).message}`)] };
   }
-  const builder = new ConfigBuilder(registry, dirname(absolute));
+  const builder = new ConfigBuilder(registry, dirname(absolute), Math.floor(modified.getTime() / 1000));
   const config = builder.build(raw);
   if (builder.issues.length > 0) {
     // In file order, so an operator can fix them top to bottom.
@@ -126,7 +134,7 @@ class ConfigBuilder implements BuildContext {
   /** The plugins the `plugins` setting enables (all of the registry by default). */
   private enabled: PluginRegistry = new Map();
   private tls: TlsEntities = { certificates: [], snis: [], ca_certificates: [] };
-  private order = 0;
+  private vaults: Vaults = new Map();
   /** `_format_version` 1.1 or 2.1: route paths are migrated as Kong does on import. */
   private legacyPaths = false;
   /** `_transform: false` (Kong's exports): plugin entities' values are stored as given, already transformed. */
@@ -137,7 +145,14 @@ class ConfigBuilder implements BuildContext {
   constructor(
     private readonly registry: PluginRegistry,
     private readonly baseDir: string,
+    private readonly declaredAt: number,
   ) {}
+
+  /** An entity's timestamps: the file's (a Kong export has them), else when the file was written. */
+  private timestamps(e: Record<string, any>): { created_at: number; updated_at: number } {
+    const created = e.created_at ?? this.declaredAt;
+    return { created_at: created, updated_at: e.updated_at ?? created };
+  }
 
   issue(path: Path, message: string): void {
     this.issues.push({ path, message });
@@ -160,7 +175,8 @@ class ConfigBuilder implements BuildContext {
     this.enabled = enabledPlugins(this.registry, gateway.plugins, (i, message) => this.issue(['gateway', 'plugins', i], message));
     for (const plugin of this.enabled.values()) for (const def of plugin.entities ?? []) this.entityDefs.set(def.name, def);
     for (const key of Object.keys(raw)) {
-      if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issues.push(unknownField([key], [...CORE_KEYS, ...this.entityDefs.keys()]));
+      if (DECK_METADATA_KEYS.includes(key)) this.warn([key], "decK's metadata: ignored");
+      else if (!CORE_KEYS.has(key) && !this.entityDefs.has(key)) this.issues.push(unknownField([key], [...CORE_KEYS, ...this.entityDefs.keys()]));
     }
     if (raw._format_version === undefined) this.issue(['_format_version'], 'required field missing');
     else if (typeof raw._format_version !== 'string') this.issue(['_format_version'], 'expected a string');
@@ -169,6 +185,7 @@ class ConfigBuilder implements BuildContext {
     this.legacyPaths = ['1.1', '2.1'].includes(String(raw._format_version));
     if (raw._transform !== undefined && typeof raw._transform !== 'boolean') this.issue(['_transform'], 'expected a boolean');
     this.transformEntities = raw._transform !== false;
+    this.vaults = buildVaults(raw, this);
     this.tls = buildTlsEntities(raw, this);
     this.eachEntry(raw, 'services', (s, path) => this.addService(s, path));
     this.eachEntry(raw, 'routes', (r, path) => this.addRoute(r, path, r.service === undefined ? null : r.service));
@@ -213,6 +230,10 @@ class ConfigBuilder implements BuildContext {
     value.ssl_cert_key ??= null;
     value.pg_password ??= null;
     return value;
+  }
+
+  dereference(record: Record<string, any>, referenceable: readonly string[], path: Path): Record<string, any> | undefined {
+    return resolveReferences(record, referenceable, path, this.vaults, this);
   }
 
   /** Validates a record, with nested child arrays taken out first (they are validated on their own). */
@@ -326,7 +347,7 @@ class ConfigBuilder implements BuildContext {
       response_buffering: r.response_buffering,
       service,
       tags: r.tags ?? null,
-      created_at: this.order++,
+      ...this.timestamps(r),
     };
     this.core.routes.push(route);
     this.plugins.queue(raw, { route: id, service: null }, path);
@@ -344,7 +365,7 @@ class ConfigBuilder implements BuildContext {
     const takenUsername = this.unique('consumers', 'username', c.username, path, this.core.consumers);
     const takenCustomId = this.unique('consumers', 'custom_id', c.custom_id, path, this.core.consumers);
     if (!takenUsername && !takenCustomId) this.unique('consumers', 'id', id, path, this.core.consumers);
-    this.core.consumers.push({ id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null, created_at: this.order++ });
+    this.core.consumers.push({ id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null, ...this.timestamps(c) });
     this.plugins.queue(raw, { consumer: id }, path);
     for (const def of this.entityDefs.values()) {
       if (def.parent?.entity !== 'consumers') continue;
@@ -355,7 +376,9 @@ class ConfigBuilder implements BuildContext {
   private addPluginEntity(def: EntityDefinition, raw: Record<string, any>, path: Path, parentId: string | undefined): void {
     const parent = def.parent;
     const fields = parent && parentId === undefined ? { ...def.schema.fields, [parent.field]: { type: 'any' as const } } : def.schema.fields;
-    const e = this.validateEntity<Record<string, any>>({ ...def.schema, fields: { id: ID, ...fields } }, raw, path, []);
+    // Kong's DAOs give every entity `created_at`, and `ttl` to those declared `ttl = true`.
+    const daoFields = { id: ID, created_at: TIMESTAMP, ...(def.ttl ? { ttl: TTL } : {}) };
+    const e = this.validateEntity<Record<string, any>>({ ...def.schema, fields: { ...daoFields, ...fields } }, raw, path, []);
     if (parent) {
       const site = { at: [...path, parent.field], field: parent.field, entity: parent.entity, required: parent.required !== false };
       const resolvedId = parentId ?? resolveReference(raw[parent.field], this.core[parent.entity], site, this);

@@ -49,8 +49,9 @@ export interface Route {
   /** The service id, or null for a route that only plugins answer. */
   service: { id: string } | null;
   tags: string[] | null;
-  /** Declaration order, the last tie-breaker. */
+  /** Unix seconds: the file's, else when the file was written (config/load.ts). */
   created_at: number;
+  updated_at: number;
 }
 
 export interface Consumer {
@@ -59,6 +60,7 @@ export interface Consumer {
   custom_id: string | null;
   tags: string[] | null;
   created_at: number;
+  updated_at: number;
 }
 
 export interface PluginEntity<Config = Record<string, any>> {

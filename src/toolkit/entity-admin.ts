@@ -6,7 +6,7 @@
  * (405); runtime ones persist through the directory.
  */
 import { randomUUID } from 'node:crypto';
-import { isUuid } from '../config/entities.ts';
+import { isUuid, TTL } from '../config/entities.ts';
 import { validate, type FieldSchema, type Issue, type RecordSchema } from '../config/schema.ts';
 import type { AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
 import { ConcurrentChangeError, declaredEntityReadOnly, ForeignKeyViolationError, NotFoundError, SchemaViolationError, type WriteMethod } from './admin-errors.ts';
@@ -28,8 +28,6 @@ export interface EntityAdminOptions<T extends Entity> {
 
 /** Kong's auto_timestamp_s: set when created, may be given. */
 const CREATED_AT: FieldSchema = { type: 'integer', between: [0, 2 ** 40] };
-/** Kong's `ttl` option (seconds), as typedefs.ttl bounds it. */
-const TTL: FieldSchema = { type: 'integer', between: [0, 100_000_000] };
 
 export function entityAdminRoutes<T extends Entity>(directory: EntityDirectory<T>, options: EntityAdminOptions<T> = {}): AdminRoute[] {
   const admin = new EntityAdmin(directory, options);

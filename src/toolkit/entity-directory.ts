@@ -127,14 +127,21 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     this.removedListeners.push(listener);
   }
 
-  /** Replaces the entities of gateway.yaml (on start and on every reload). */
+  /**
+   * Replaces the entities of gateway.yaml (on start and on every reload). Without a `created_at` in the
+   * file, an entity keeps the one it got when it first appeared, and a `ttl` counts from then too: a
+   * reload that leaves it in place neither renews it nor makes it look new.
+   */
   setDeclared(entities: readonly Record<string, any>[]): void {
     const previous = this.declared;
     const next = emptyIndex<T>();
-    const now = Math.floor(Date.now() / 1000);
-    for (const raw of entities) {
-      const entity = this.withNulls({ created_at: now, ...raw, id: raw.id ?? randomUUID() }) as T;
-      this.addTo(next, entity);
+    const now = Date.now();
+    for (const { ttl, ...raw } of entities) {
+      const id = raw.id ?? randomUUID();
+      const before = previous.byId.get(id) as Entity | undefined;
+      const entity = this.withNulls({ created_at: before?.created_at ?? Math.floor(now / 1000), ...raw, id }) as Entity;
+      if (ttl) entity[EXPIRES_AT] = before?.[EXPIRES_AT] ?? now + ttl * 1000;
+      this.addTo(next, entity as T);
     }
     this.declared = next;
     // A reload does not wait for the cleanups: the entities are gone from every lookup at once.

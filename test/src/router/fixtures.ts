@@ -51,6 +51,7 @@ export function route(overrides: Partial<Route> = {}): Route {
     service: null,
     tags: null,
     created_at: sequence,
+    updated_at: sequence,
     ...overrides,
   };
 }

@@ -1,0 +1,118 @@
+/**
+ * Kong's `vaults` entity and its `{vault://<prefix>/<resource>[/<key>]}` references, for the vault Kong
+ * OSS ships: `env` (kong/vaults/env, reference syntax of kong/pdk/vault.lua). A reference in a field Kong
+ * marks `referenceable` is replaced by its value while the file loads, so again on every reload; one that
+ * cannot be resolved is an error at that field. Anywhere else a reference is a plain string, as in Kong.
+ */
+import { ENTITY_KEYS, TAGS } from './entities.ts';
+import type { BuildContext } from './builder-context.ts';
+import type { Path, RecordSchema } from './schema.ts';
+
+/** The vaults Kong OSS bundles; a `vaults` entity configures one under a prefix of its own. */
+const BUNDLED_VAULTS = ['env'];
+
+export const vaultSchema: RecordSchema = {
+  type: 'record',
+  fields: {
+    ...ENTITY_KEYS,
+    // Kong's pattern: usable as the host of a reference, and no bundled vault's name.
+    prefix: {
+      type: 'string',
+      required: true,
+      match: /^[a-z][a-z\d-]*?[a-z\d]+$/,
+      custom: (p) => (BUNDLED_VAULTS.includes(p) ? `expected none of: ${BUNDLED_VAULTS.join(', ')}` : undefined),
+    },
+    name: { type: 'string', required: true, custom: (n) => (BUNDLED_VAULTS.includes(n) ? undefined : `vault '${n}' is not installed`) },
+    description: { type: 'string' },
+    config: { type: 'record', fields: { prefix: { type: 'string', match: /^[A-Za-z_-][A-Za-z\d_-]*$/ } } },
+    tags: TAGS,
+  },
+};
+
+/** An `env` vault's settings: the prefix its variable names start with. */
+interface EnvVault {
+  prefix: string;
+}
+
+/** The vaults a reference may name, by prefix: `env` itself, and those the file's `vaults` configure. */
+export type Vaults = Map<string, EnvVault>;
+
+export function buildVaults(raw: Record<string, any>, ctx: BuildContext): Vaults {
+  const vaults: Vaults = new Map([['env', { prefix: '' }]]);
+  const declared: { id: string; prefix: string }[] = [];
+  ctx.eachEntry(raw, 'vaults', (entry, path) => {
+    const v = ctx.validateEntity<Record<string, any>>(vaultSchema, entry, path, []);
+    if (typeof v.prefix !== 'string') return;
+    const id = ctx.id(v.id, `vaults:${v.prefix}`);
+    if (ctx.unique('vaults', 'prefix', v.prefix, path, declared) || ctx.unique('vaults', 'id', id, path, declared)) return;
+    declared.push({ id, prefix: v.prefix });
+    vaults.set(v.prefix, { prefix: v.config?.prefix ?? '' });
+  });
+  return vaults;
+}
+
+/** Kong's `is_reference`: `{vault://…}`. */
+export function isVaultReference(value: unknown): value is string {
+  return typeof value === 'string' && value.startsWith('{vault://') && value.endsWith('}');
+}
+
+/**
+ * The record with the references of its `referenceable` fields replaced by their values, or undefined
+ * when one cannot be resolved: that is reported at its field, and the entity is left out.
+ */
+export function resolveReferences(
+  record: Record<string, any>,
+  referenceable: readonly string[],
+  path: Path,
+  vaults: Vaults,
+  ctx: Pick<BuildContext, 'issue'>,
+): Record<string, any> | undefined {
+  const out = { ...record };
+  let resolvedAll = true;
+  for (const field of referenceable) {
+    if (!isVaultReference(out[field])) continue;
+    const resolved = resolveReference(out[field], vaults);
+    if ('value' in resolved) out[field] = resolved.value;
+    else {
+      ctx.issue([...path, field], `cannot resolve ${out[field]}: ${resolved.error}`);
+      resolvedAll = false;
+    }
+  }
+  return resolvedAll ? out : undefined;
+}
+
+function resolveReference(reference: string, vaults: Vaults): { value: string } | { error: string } {
+  let url: URL;
+  try {
+    url = new URL(reference.slice(1, -1));
+  } catch {
+    return { error: 'not a valid reference' };
+  }
+  const vault = vaults.get(url.hostname);
+  if (!vault) return { error: `no vault with prefix '${url.hostname}'` };
+  const parts = url.pathname.slice(1).split('/').map(decodeURIComponent);
+  if (parts[0] === '') return { error: 'the reference names no secret' };
+  // `<resource>/<key>`: the resource holds a JSON object, the key one of its strings (a trailing `/` names a directory).
+  const key = parts.length > 1 && parts.at(-1) !== '' ? parts.pop() : undefined;
+  const version = url.hash ? Number(url.hash.slice(1)) : undefined;
+  if (version !== undefined && !Number.isInteger(version)) return { error: 'invalid version' };
+  // Kong's env vault: the prefix (a `?prefix=` of the reference first), then the resource, upper-cased.
+  const prefix = url.searchParams.get('prefix') ?? vault.prefix;
+  const variable = (prefix + parts.join('/')).toUpperCase() + (version === 2 ? '_PREVIOUS' : '');
+  const value = process.env[variable];
+  if (value === undefined) return { error: `environment variable ${variable} is not set` };
+  return key === undefined ? { value } : valueAtKey(value, key, variable);
+}
+
+function valueAtKey(json: string, key: string, variable: string): { value: string } | { error: string } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return { error: `environment variable ${variable} does not hold a JSON object` };
+  }
+  const value = typeof parsed === 'object' && parsed !== null && Object.hasOwn(parsed, key) ? (parsed as Record<string, unknown>)[key] : undefined;
+  if (value === undefined) return { error: `subfield ${key} not found in JSON secret` };
+  if (typeof value !== 'string') return { error: `unexpected ${typeof value} value in JSON secret for subfield ${key}` };
+  return { value };
+}
