@@ -121,11 +121,11 @@ export const stop: CommandDefinition = {
     const timeoutMs = timeoutOf(options, 30, 'stop');
     const node = await nodeOf(options);
     signal(node, 'SIGTERM');
-    const deadline = Date.now() + timeoutMs;
-    while (isAlive(node.pid)) {
-      if (Date.now() > deadline) throw new ControlError(`process ${node.pid} still runs ${timeoutMs / 1000} s after SIGTERM (its log says what it waits for); kill -9 would lose usage not yet written`);
-      await sleep(POLL_MS);
-    }
+    await pollUntil(
+      () => !isAlive(node.pid),
+      timeoutMs,
+      () => new ControlError(`process ${node.pid} still runs ${timeoutMs / 1000} s after SIGTERM (its log says what it waits for); kill -9 would lose usage not yet written`),
+    );
     console.log(`stopped (pid ${node.pid})`);
     return EXIT.ok;
   }),
@@ -149,13 +149,11 @@ export const reload: CommandDefinition = {
       console.log(`SIGHUP sent to process ${node.pid}: without an admin API, its log says whether ${config.file} was reloaded`);
       return EXIT.ok;
     }
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const status = await adminGet(admin, '/status').catch(() => undefined);
-      if (status?.body?.configuration_hash === config.hash) break;
-      if (Date.now() > deadline) throw new ControlError(`process ${node.pid} does not serve ${config.file} ${timeoutMs / 1000} s after SIGHUP: its log says why`);
-      await sleep(POLL_MS);
-    }
+    await pollUntil(
+      async () => (await adminGet(admin, '/status').catch(() => undefined))?.body?.configuration_hash === config.hash,
+      timeoutMs,
+      () => new ControlError(`process ${node.pid} does not serve ${config.file} ${timeoutMs / 1000} s after SIGHUP: its log says why`),
+    );
     console.log(`reloaded ${config.file} (pid ${node.pid}, configuration_hash ${config.hash})`);
     return EXIT.ok;
   }),
@@ -227,4 +225,13 @@ function adminGet(base: string, path: string): Promise<AdminReply> {
     req.on('timeout', () => req.destroy(new Error(`no answer within ${ADMIN_TIMEOUT_MS / 1000} s`)));
     req.on('error', reject);
   });
+}
+
+/** Polls `done` every POLL_MS until it holds; throws `failure()` once `timeoutMs` have passed. */
+async function pollUntil(done: () => boolean | Promise<boolean>, timeoutMs: number, failure: () => ControlError): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw failure();
+    await sleep(POLL_MS);
+  }
 }
