@@ -85,20 +85,30 @@ export function statFields(pid: number | 'self'): string[] {
   return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
 }
 
-/**
- * CPU time (user + system) of a process and all its descendants so far, in ms, from /proc (Linux): a
- * gateway with several worker processes serves from its children.
- */
-export function treeCpuMs(pid: number): number {
-  let total = 0;
+/** A process and all its descendants alive now (Linux /proc): a gateway with several worker processes serves from its children. */
+export function processTree(pid: number): number[] {
+  const tree: number[] = [];
   const stack = [pid];
   while (stack.length > 0) {
     const p = stack.pop()!;
     try {
+      const children = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim();
+      tree.push(p);
+      if (children) stack.push(...children.split(' ').map(Number));
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return tree;
+}
+
+/** CPU time (user + system) of a process and all its descendants so far, in ms, from /proc. */
+export function treeCpuMs(pid: number): number {
+  let total = 0;
+  for (const p of processTree(pid)) {
+    try {
       const fields = statFields(p);
       total += (Number(fields[11]) + Number(fields[12])) * (1000 / CLOCK_TICKS_PER_SECOND);
-      const children = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim();
-      if (children) stack.push(...children.split(' ').map(Number));
     } catch {
       // The process ended meanwhile.
     }
