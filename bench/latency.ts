@@ -9,7 +9,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
-import { load, startChild } from './lib.ts';
+import { load, machineLoad, startChild } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
 const SECONDS = Number(process.env.LATENCY_SECONDS ?? 60);
@@ -122,6 +122,7 @@ export async function run(): Promise<void> {
     { name: 'tollgate, key-auth', url: `${proxy}/keyed/hello`, headers: KEY },
   ];
   try {
+    const loadBefore = machineLoad();
     const capacity: number[] = [];
     for (const target of targets) {
       const pid = target.url.startsWith(proxy) ? tollgate.process.pid : upstream.process.pid;
@@ -149,6 +150,7 @@ export async function run(): Promise<void> {
       console.log(`| ${targets[i].name} | ${Math.round(capacity[i])} | ${r.sorted.length} | ${at.map(ms).join(' | ')} | ${ms(r.sorted[r.sorted.length - 1])} | ${r.errors} | ${added} |`);
     });
     console.log('(added = the gateway\'s quantile minus the direct one; aim p99 added ≤ 1 ms. The client, upstream and gateway share the machine.)');
+    console.log(`(machine: ${loadBefore} before the runs, ${machineLoad()} after; latencies of seconds mean a target fell behind the rate for a while)`);
   } finally {
     await Promise.all([upstream.stop(), tollgate.stop()]);
   }

@@ -1,6 +1,7 @@
 /** Shared bench plumbing: child processes on loopback, autocannon runs, printing. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
 import { tempDir } from '../test/helpers/gateway.ts';
@@ -114,6 +115,11 @@ export function treeCpuMs(pid: number): number {
     }
   }
   return total;
+}
+
+/** The machine's 1-minute load average against its CPUs: on a shared machine, what the figures beside it competed with. */
+export function machineLoad(): string {
+  return `load average ${loadavg()[0].toFixed(1)} on ${availableParallelism()} CPUs`;
 }
 
 export function printTable(title: string, rows: [string, LoadResult][], baseline?: LoadResult): void {

@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { request } from '../test/helpers/gateway.ts';
-import { processTree, startChild, type Child } from './lib.ts';
+import { machineLoad, processTree, startChild, type Child } from './lib.ts';
 import { METERING, batchBodies, drive, meteringRoute } from './metering.ts';
 import { startTollgate } from './proxy.ts';
 
@@ -64,7 +64,8 @@ async function soak(gateway: Child, loadFor: (seconds: number) => Promise<string
   const sampling = setInterval(() => {
     void sample(gateway, Math.round((Date.now() - started) / 1000)).then((s) => samples.push(s));
   }, SAMPLE_SECONDS * 1000);
-  const summary = await loadFor(SECONDS);
+  const loadBefore = machineLoad();
+  const summary = `${await loadFor(SECONDS)}; machine: ${loadBefore} at the start, ${machineLoad()} at the end`;
   clearInterval(sampling);
   samples.push(await sample(gateway, Math.round((Date.now() - started) / 1000)));
   return { samples, summary };
