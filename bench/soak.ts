@@ -94,7 +94,7 @@ function report(title: string, summary: string, samples: Sample[]): void {
   console.log(samples.map((s) => `${s.second}: ${pids.map((p) => mib(s.rss.get(p) ?? 0)).join('+')} | ${mib(s.heapUsed)} | ${mib(s.external)}`).join('\n'));
 }
 
-async function proxySoak(): Promise<void> {
+export async function proxySoak(): Promise<void> {
   const upstream = await startChild('servers/upstream.ts');
   const gateway = await startTollgate(
     {
@@ -118,7 +118,7 @@ async function proxySoak(): Promise<void> {
   }
 }
 
-async function ingestSoak(): Promise<void> {
+export async function ingestSoak(): Promise<void> {
   const gateway = await startTollgate(
     {
       gateway: { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'], access_log: false, log_level: 'warn' },
