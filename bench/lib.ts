@@ -1,6 +1,7 @@
 /** Shared bench plumbing: child processes on loopback, autocannon runs, printing. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
 import { tempDir } from '../test/helpers/gateway.ts';
@@ -85,25 +86,40 @@ export function statFields(pid: number | 'self'): string[] {
   return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
 }
 
-/**
- * CPU time (user + system) of a process and all its descendants so far, in ms, from /proc (Linux): a
- * gateway with several worker processes serves from its children.
- */
-export function treeCpuMs(pid: number): number {
-  let total = 0;
+/** A process and all its descendants alive now (Linux /proc): a gateway with several worker processes serves from its children. */
+export function processTree(pid: number): number[] {
+  const tree: number[] = [];
   const stack = [pid];
   while (stack.length > 0) {
     const p = stack.pop()!;
     try {
-      const fields = statFields(p);
-      total += (Number(fields[11]) + Number(fields[12])) * (1000 / CLOCK_TICKS_PER_SECOND);
       const children = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim();
+      tree.push(p);
       if (children) stack.push(...children.split(' ').map(Number));
     } catch {
       // The process ended meanwhile.
     }
   }
+  return tree;
+}
+
+/** CPU time (user + system) of a process and all its descendants so far, in ms, from /proc. */
+export function treeCpuMs(pid: number): number {
+  let total = 0;
+  for (const p of processTree(pid)) {
+    try {
+      const fields = statFields(p);
+      total += (Number(fields[11]) + Number(fields[12])) * (1000 / CLOCK_TICKS_PER_SECOND);
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
   return total;
+}
+
+/** The machine's 1-minute load average against its CPUs: on a shared machine, what the figures beside it competed with. */
+export function machineLoad(): string {
+  return `load average ${loadavg()[0].toFixed(1)} on ${availableParallelism()} CPUs`;
 }
 
 export function printTable(title: string, rows: [string, LoadResult][], baseline?: LoadResult): void {
