@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-const AREAS = ['proxy', 'router', 'balancer', 'oauth2', 'key-auth', 'rate-limiting', 'metering', 'billing', 'request-metering', 'money-path', 'grpc', 'websocket', 'cluster'];
+const AREAS = ['proxy', 'peers', 'router', 'balancer', 'oauth2', 'key-auth', 'rate-limiting', 'metering', 'billing', 'request-metering', 'money-path', 'grpc', 'websocket', 'cluster'];
 const only = process.argv.slice(2);
 
 console.log(`# Tollgate benchmarks (${new Date().toISOString()}, node ${process.version})`);
