@@ -81,7 +81,7 @@ export async function run(): Promise<void> {
     if (nginx) targets.push(await nginxTarget(target));
 
     const measure = (t: Target) => load({ url: t.url + '/hello', headers: t.headers, pid: t.pid, seconds: SECONDS, connections: CONNECTIONS });
-    // One unrecorded round first: in a first trial run every Node target's first round cost up to 4× the CPU per request of its later ones (the JIT still compiling).
+    // One unrecorded round first: in a trial run without it every Node target's first round cost more CPU per request than its later ones, up to 4× (likely the JIT still compiling).
     for (const t of targets) await measure(t);
     const rounds = new Map<Target, LoadResult[]>(targets.map((t) => [t, []]));
     for (let round = 0; round < ROUNDS; round++) {
