@@ -11,10 +11,9 @@
  *   metering plugin's own path on it (journal + aggregator): acknowledged and counted events per second;
  * - the same plugin path on LevelDB, alone (the single writer) and as a shared store.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -29,7 +28,7 @@ import type { ConfigView } from '../src/pipeline/plugin-api.ts';
 import type { Store } from '../src/store/store.ts';
 import { tempDir } from '../test/helpers/gateway.ts';
 import { postgresSkipReason, startPostgres } from '../test/helpers/postgres.ts';
-import { load as autocannonLoad, printTable, startChild, statFields, treeCpuMs, type LoadResult } from './lib.ts';
+import { load as autocannonLoad, medianResult, printTable, startChild, startNginx, statFields, treeCpuMs, which, type LoadResult } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
 const ROUNDS = 5;
@@ -43,20 +42,6 @@ const CONNECTIONS = 50;
  * within the machine's noise.
  */
 const WARMUP_SECONDS = 20;
-
-function which(command: string): string | undefined {
-  const found = spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' });
-  return found.status === 0 ? found.stdout.trim() : undefined;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** CPU time (user + system) of this process's finished children (wrk runs as one), in ms. */
 function childrenCpuMs(): number {
@@ -108,36 +93,6 @@ function warmUp(wrk: string, url: string, seconds: number): void {
   spawnSync(wrk, ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, url]);
 }
 
-interface Nginx {
-  url: string;
-  process: ChildProcess;
-  stop(): Promise<void>;
-}
-
-/** nginx in the foreground in a directory of its own (`server`: the body of its one server block). */
-async function startNginx(workers: string, server: string, http = ''): Promise<Nginx> {
-  const dir = tempDir('tollgate-bench-nginx-');
-  mkdirSync(join(dir, 'logs'));
-  const port = await freePort();
-  const conf = join(dir, 'nginx.conf');
-  writeFileSync(
-    conf,
-    `worker_processes ${workers};\ndaemon off;\npid ${dir}/nginx.pid;\nerror_log ${dir}/logs/error.log;\n` +
-      (process.getuid?.() === 0 ? 'user root;\n' : '') +
-      `events { worker_connections 4096; }\nhttp {\n access_log off;\n client_body_temp_path ${dir}/b; proxy_temp_path ${dir}/p; fastcgi_temp_path ${dir}/f; uwsgi_temp_path ${dir}/u; scgi_temp_path ${dir}/s;\n keepalive_requests 1000000;\n ${http}\n server { listen 127.0.0.1:${port}; ${server} }\n}\n`,
-  );
-  const child = spawn(which('nginx')!, ['-p', dir, '-c', conf], { stdio: 'ignore' });
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  for (let i = 0; i < 100; i++) {
-    const up = await new Promise<boolean>((r) => {
-      const s: Socket = connect(port, '127.0.0.1', () => (s.destroy(), r(true))).on('error', () => r(false));
-    });
-    if (up) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { url: `http://127.0.0.1:${port}`, process: child, stop: () => (child.kill('SIGTERM'), exited) };
-}
-
 async function proxyScaling(): Promise<void> {
   const hasNginx = which('nginx') !== undefined;
   const upstream = hasNginx
@@ -162,16 +117,7 @@ async function proxyScaling(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       for (const [name, url, pid] of targets) rounds.get(name)!.push(await load(url + '/hello', pid, upstream.process.pid!));
     }
-    // Medians: one round disturbed by the machine's other work does not move the figure.
-    const median = (list: LoadResult[]): LoadResult => {
-      const mid = (f: (r: LoadResult) => number) => {
-        const sorted = list.map(f).sort((a, b) => a - b);
-        const half = sorted.length >> 1;
-        return sorted.length % 2 === 1 ? sorted[half] : (sorted[half - 1] + sorted[half]) / 2;
-      };
-      return { requestsPerSecond: mid((r) => r.requestsPerSecond), cpuPerRequest: mid((r) => r.cpuPerRequest ?? 0), p50: mid((r) => r.p50), p99: mid((r) => r.p99), errors: mid((r) => r.errors), non2xx: mid((r) => r.non2xx) };
-    };
-    const rows: [string, LoadResult][] = targets.map(([name]) => [name, median(rounds.get(name)!)]);
+    const rows: [string, LoadResult][] = targets.map(([name]) => [name, medianResult(rounds.get(name)!)]);
     printTable(
       `cluster: proxy, small GET, ${CONNECTIONS} keep-alive connections, ${ROUNDS} alternating ${SECONDS}-s rounds each, median (load: ${which('wrk') ? 'wrk' : 'autocannon'}; upstream: ${hasNginx ? 'nginx, 1 worker' : 'Node'}; CPU of the whole process tree; ratio to one worker)`,
       rows,
@@ -183,7 +129,7 @@ async function proxyScaling(): Promise<void> {
     // The cores are shared: g µs of gateway CPU and w µs of load generator and upstream per request
     // bound two busy cores to 2/(g + w) requests a second, one worker to 1/g: auto can reach 2g/(g + w).
     const single = rounds.get(targets[0][0])!;
-    const g = median(single).cpuPerRequest!;
+    const g = medianResult(single).cpuPerRequest!;
     const w = single.map((r) => r.aroundCpuPerRequest).filter((x) => x !== undefined).sort((a, b) => a - b)[single.length >> 1];
     if (w !== undefined) console.log(`  ceiling of auto / one worker here: 2g/(g + w) = ${((2 * g) / (g + w)).toFixed(2)} (gateway g = ${g.toFixed(1)} µs/req; wrk and upstream w = ${w.toFixed(1)} µs/req)`);
     if (!reference) console.log('  nginx: skipped (not installed; Debian: apt-get install nginx)');

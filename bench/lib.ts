@@ -1,6 +1,7 @@
 /** Shared bench plumbing: child processes on loopback, autocannon runs, printing. */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
@@ -133,4 +134,59 @@ export function printTable(title: string, rows: [string, LoadResult][], baseline
     const ms = (value: number) => String(Number(value.toFixed(2)));
     console.log(`| ${name} | ${Math.round(r.requestsPerSecond)} | ${ms(r.p50)} | ${ms(r.p99)} | ${r.errors} | ${r.non2xx} |${cpuCell}${ratio}`);
   }
+}
+
+/** Medians over rounds, field by field: one round disturbed by the machine's other work does not move the figure. */
+export function medianResult(list: LoadResult[]): LoadResult {
+  const mid = (f: (r: LoadResult) => number) => {
+    const sorted = list.map(f).sort((a, b) => a - b);
+    const half = sorted.length >> 1;
+    return sorted.length % 2 === 1 ? sorted[half] : (sorted[half - 1] + sorted[half]) / 2;
+  };
+  return { requestsPerSecond: mid((r) => r.requestsPerSecond), cpuPerRequest: mid((r) => r.cpuPerRequest ?? 0), p50: mid((r) => r.p50), p99: mid((r) => r.p99), errors: mid((r) => r.errors), non2xx: mid((r) => r.non2xx) };
+}
+
+/** The path of `command` when installed. */
+export function which(command: string): string | undefined {
+  const found = spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' });
+  return found.status === 0 ? found.stdout.trim() : undefined;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Nginx {
+  url: string;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** nginx in the foreground in a directory of its own (`server`: the body of its one server block). */
+export async function startNginx(workers: string, server: string, http = ''): Promise<Nginx> {
+  const dir = tempDir('tollgate-bench-nginx-');
+  mkdirSync(join(dir, 'logs'));
+  const port = await freePort();
+  const conf = join(dir, 'nginx.conf');
+  writeFileSync(
+    conf,
+    `worker_processes ${workers};\ndaemon off;\npid ${dir}/nginx.pid;\nerror_log ${dir}/logs/error.log;\n` +
+      (process.getuid?.() === 0 ? 'user root;\n' : '') +
+      `events { worker_connections 4096; }\nhttp {\n access_log off;\n client_body_temp_path ${dir}/b; proxy_temp_path ${dir}/p; fastcgi_temp_path ${dir}/f; uwsgi_temp_path ${dir}/u; scgi_temp_path ${dir}/s;\n keepalive_requests 1000000;\n ${http}\n server { listen 127.0.0.1:${port}; ${server} }\n}\n`,
+  );
+  const child = spawn(which('nginx')!, ['-p', dir, '-c', conf], { stdio: 'ignore' });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  for (let i = 0; i < 100; i++) {
+    const up = await new Promise<boolean>((r) => {
+      const s: Socket = connect(port, '127.0.0.1', () => (s.destroy(), r(true))).on('error', () => r(false));
+    });
+    if (up) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { url: `http://127.0.0.1:${port}`, process: child, stop: () => (child.kill('SIGTERM'), exited) };
 }
