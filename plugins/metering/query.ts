@@ -382,9 +382,12 @@ function compareDims(a: Record<string, string>, b: Record<string, string>): numb
  * The store procedure `metering.query` (Store.nearData): a query run where the aggregates are. On a node
  * of workers that is the primary, so the thousands of reads of a year's query never cross its socket.
  */
-export const queryNearData: StoreProcedure = (store, args) => {
+const queryNearData: StoreProcedure = (store, args) => {
   const [record, query, oldest] = args as [MeterRecord, MeterQuery, number];
   const journal = store.journal();
   const events = journal ? new JournaledEvents(journal) : new KeyedEvents(store);
   return new QueryEngine(store, events).run(compileMeter(record, record.gen), query, oldest);
 };
+
+/** The plugin's store procedures (PluginDefinition.storeProcedures): `metering.<key>`. */
+export const meteringProcedures = { query: queryNearData };

@@ -4,13 +4,13 @@
  * the operations the HTTP layer exposes.
  */
 import type { Logger } from 'pino';
-import type { ConfigView, Journal, PluginApi, Store } from '../../src/pipeline/plugin-api.ts';
+import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pipeline/plugin-api.ts';
 import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, meterKey, escapePart, subjectKey, unescapePart } from './keys.ts';
 import { AggregateLedger } from './ledger.ts';
 import { Maintenance } from './maintenance.ts';
 import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
 import { configMeterId, ulid } from './ids.ts';
-import type { QueryResult } from './query.ts';
+import { meteringProcedures, type QueryResult } from './query.ts';
 import type { MeterQuery } from './query-request.ts';
 import { MeterRegistry, type MeterRecord } from './registry.ts';
 import type { MeteringConfig } from './schema.ts';
@@ -114,6 +114,8 @@ export class MeteringService {
   ) {
     this.store = api.store;
     this.log = api.log;
+    // Wherever a service runs, so do its procedures (a gateway registers them too, and a node's primary).
+    registerStoreProcedures([{ name: 'metering', storeProcedures: meteringProcedures }]);
     this.journal = api.sharedStore ? this.store.journal() : null;
     this.events = this.journal ? new JournaledEvents(this.journal) : new KeyedEvents(this.store);
     // Names this process in the inboxes, meter commands and the aggregator's lease and status.

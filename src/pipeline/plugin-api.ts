@@ -21,7 +21,7 @@ export type { FieldSchema, Infer, Issue, Path, RecordSchema, StringSchema, Valid
 export { atLeastOneOf, isPlainObject, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, JournalRecord, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
-export type { StoreProcedure } from '../store/procedures.ts';
+export { registerStoreProcedures, type StoreProcedure } from '../store/procedures.ts';
 export type { Admission, NodeExchange, QuotaRequest, QuotaReservation } from '../process/exchange.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from '../process/quota-counters.ts';
 export { putIfAbsent, take } from '../store/store.ts';

@@ -18,14 +18,10 @@ import { prepareEvents } from '../../../../plugins/metering/events.ts';
 import { meterDefinitionFrom } from '../../../../plugins/metering/meter-model.ts';
 import { MeteringService } from '../../../../plugins/metering/service.ts';
 import { MeterUsage } from '../../../../plugins/metering/usage.ts';
-import metering from '../../../../plugins/metering/index.ts';
 import { LevelStore } from '../../../../src/store/level.ts';
-import { registerStoreProcedures } from '../../../../src/store/procedures.ts';
 import { tempDir } from '../../../helpers/gateway.ts';
 
 const log = pino({ level: 'silent' });
-// The service's usage queries run as a store procedure, which a gateway registers for its plugins.
-registerStoreProcedures([metering]);
 const closers: (() => Promise<void>)[] = [];
 after(async () => {
   for (const close of closers.reverse()) await close();
