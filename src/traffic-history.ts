@@ -67,16 +67,17 @@ class BucketRing {
 }
 
 export class TrafficHistory {
-  private readonly rings = Object.fromEntries(
-    Object.entries(RESOLUTIONS).map(([name, r]) => [name, new BucketRing(r.stepSeconds, r.buckets)]),
-  ) as Record<ResolutionName, BucketRing>;
+  private readonly hour = new BucketRing(RESOLUTIONS.hour.stepSeconds, RESOLUTIONS.hour.buckets);
+  private readonly day = new BucketRing(RESOLUTIONS.day.stepSeconds, RESOLUTIONS.day.buckets);
 
+  /** Called for every request: two counter increments, nothing allocated. */
   record(code: number, nowMs = Date.now()): void {
-    for (const ring of Object.values(this.rings)) ring.add(nowMs, code);
+    this.hour.add(nowMs, code);
+    this.day.add(nowMs, code);
   }
 
   snapshot(): HistorySnapshot {
-    return { hour: this.rings.hour.snapshot(), day: this.rings.day.snapshot() };
+    return { hour: this.hour.snapshot(), day: this.day.snapshot() };
   }
 }
 
