@@ -2,9 +2,12 @@
  * The metering writer's ingest queue (producers get 503 when it is full), the backfills of meters
  * created after their events, and what meters could not take of the events they count (a value missing
  * or invalid), from the admin API's `/metering/status`.
+ *
+ * A console tab of the metering plugin (index.ts): the page loads it from
+ * `/console/<build>/plugins/metering/`, so `../../` names the console's own modules.
  */
-import { every, getJson } from './api.js';
-import { failure, h, number, percent, show, table } from './dom.js';
+import { every, getJson } from '../../api.js';
+import { failure, h, number, percent, show, table } from '../../dom.js';
 
 const POLL_MS = 2_000;
 
@@ -26,7 +29,7 @@ const backfillColumns = [
   { label: 'Events aggregated', numeric: true, cell: (b) => number(b.aggregated_events) },
 ];
 
-export function startMetering(root) {
+export default function startMetering(root) {
   const box = root.querySelector('#metering-status');
   every(POLL_MS, async () => {
     try {

@@ -3,10 +3,13 @@
  * `/metering/meters/{key}/query`, the same query as the metering route's), by hour, day, minute or
  * month in a chosen time zone, per subject, per customer (`customer_id`) or per dimension, filtered by
  * subject or customer. The server attributes subjects to customers (`usage_attribution.subject_keys`).
+ *
+ * A console tab of the metering plugin (index.ts): the page loads it from
+ * `/console/<build>/plugins/metering/`, so `../../` names the console's own modules.
  */
-import { every, meteringList, postJson } from './api.js';
-import { barChart, COLORS } from './chart.js';
-import { failure, h, list, show, table } from './dom.js';
+import { every, meteringList, postJson } from '../../api.js';
+import { barChart, COLORS } from '../../chart.js';
+import { failure, h, list, show, table } from '../../dom.js';
 
 const POLL_MS = 30_000;
 const HOUR = 3_600_000;
@@ -80,7 +83,7 @@ function chartData(rows) {
   return { xs, series: groups.slice(0, MAX_SERIES), hidden: Math.max(groups.length - MAX_SERIES, 0) };
 }
 
-export function startUsage(root) {
+export default function startUsage(root) {
   const form = root.querySelector('#usage-form');
   const fields = form.elements;
   const status = root.querySelector('#usage-status');

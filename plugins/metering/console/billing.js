@@ -1,9 +1,12 @@
 /**
  * Customers, subscriptions and invoices (the admin API's read-only `/metering/customers`, …); a
  * customer chosen in the table shows what it may use now and its upcoming invoice.
+ *
+ * A console tab of the metering plugin (index.ts): the page loads it from
+ * `/console/<build>/plugins/metering/`, so `../../` names the console's own modules.
  */
-import { ApiError, every, getJson, meteringList } from './api.js';
-import { dateTime, failure, h, list, show, table } from './dom.js';
+import { ApiError, every, getJson, meteringList } from '../../api.js';
+import { dateTime, failure, h, list, show, table } from '../../dom.js';
 
 const POLL_MS = 15_000;
 
@@ -73,7 +76,7 @@ async function customerDetails(box, customer) {
   );
 }
 
-export function startBilling(root) {
+export default function startBilling(root) {
   const boxes = ['customers', 'subscriptions', 'invoices', 'customer-details'].map((id) => root.querySelector(`#${id}-table`));
   const [customersBox, subscriptionsBox, invoicesBox, detailsBox] = boxes;
   every(POLL_MS, async () => {
