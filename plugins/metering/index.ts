@@ -5,7 +5,7 @@
 import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
 import { billingEntities } from './billing/entities.ts';
 import { createRuntime } from './handler.ts';
-import { meteringProcedures } from './query.ts';
+import { meteringProcedures } from './query/query.ts';
 import { checkConfig, collectorEntity, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
 
 const metering: PluginDefinition<MeteringConfig> = {

@@ -5,24 +5,24 @@
  */
 import type { Logger } from 'pino';
 import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pipeline/plugin-api.ts';
-import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, meterKey, escapePart, subjectKey, unescapePart } from './keys.ts';
-import { AggregateLedger } from './ledger.ts';
-import { Maintenance } from './maintenance.ts';
-import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
-import { configMeterId, ulid } from './ids.ts';
-import { meteringProcedures, type QueryResult } from './query.ts';
-import type { MeterQuery } from './query-request.ts';
-import { MeterRegistry, type MeterRecord } from './registry.ts';
+import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, meterKey, escapePart, subjectKey, unescapePart } from './shared/keys.ts';
+import { AggregateLedger } from './aggregation/ledger.ts';
+import { Maintenance } from './aggregation/maintenance.ts';
+import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter/meter-model.ts';
+import { configMeterId, ulid } from './shared/ids.ts';
+import { meteringProcedures, type QueryResult } from './query/query.ts';
+import type { MeterQuery } from './query/query-request.ts';
+import { MeterRegistry, type MeterRecord } from './meter/registry.ts';
 import type { MeteringConfig } from './schema.ts';
-import { prepareEvents, type PreparedEvent, type StoredEvent } from './events.ts';
-import { formatUtc } from './time.ts';
-import { eventProblem } from './values.ts';
-import { Writer, type CommittedListener, type WriterOptions } from './writer.ts';
-import { BodyError, LeaseLostError, ServiceError } from './errors.ts';
-import { Aggregator, awaitDrained, drainInboxRound, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregator.ts';
-import { MeterCommands, MeterCommandTimeout, type MeterCommand, type MeterReply } from './meter-commands.ts';
-import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './journal-inbox.ts';
-import { JournaledEvents, KeyedEvents, type StoredEvents } from './stored-events.ts';
+import { prepareEvents, type PreparedEvent, type StoredEvent } from './ingest/events.ts';
+import { formatUtc } from './shared/time.ts';
+import { eventProblem } from './meter/values.ts';
+import { Writer, type CommittedListener, type WriterOptions } from './ingest/writer.ts';
+import { BodyError, LeaseLostError, ServiceError } from './shared/errors.ts';
+import { Aggregator, awaitDrained, drainInboxRound, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregation/aggregator.ts';
+import { MeterCommands, MeterCommandTimeout, type MeterCommand, type MeterReply } from './meter/meter-commands.ts';
+import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './ingest/journal-inbox.ts';
+import { JournaledEvents, KeyedEvents, type StoredEvents } from './ingest/stored-events.ts';
 
 export interface EventFilters {
   subject?: string;

@@ -10,10 +10,10 @@ import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { request, startGateway, tempDir, TEST_DATABASE } from '../../helpers/gateway.ts';
 import { LevelStore } from '../../../src/store/level.ts';
-import { decodeEvents, prepareEvents } from '../../../plugins/metering/events.ts';
-import { parseQuery } from '../../../plugins/metering/query-request.ts';
+import { decodeEvents, prepareEvents } from '../../../plugins/metering/ingest/events.ts';
+import { parseQuery } from '../../../plugins/metering/query/query-request.ts';
 import { MeteringService } from '../../../plugins/metering/service.ts';
-import { meterDefinitionFrom } from '../../../plugins/metering/meter-model.ts';
+import { meterDefinitionFrom } from '../../../plugins/metering/meter/meter-model.ts';
 
 const PATH = '/v3/metering';
 

@@ -12,12 +12,12 @@ import { after, describe, test } from 'node:test';
 import pino from 'pino';
 import { Billing } from '../../../../plugins/metering/billing/billing.ts';
 import { flatCard, planBody, unitCard } from './support.ts';
-import { parsePlan } from '../../../../plugins/metering/billing/plan-model.ts';
-import { billingPeriod } from '../../../../plugins/metering/billing/subscriptions.ts';
-import { prepareEvents } from '../../../../plugins/metering/events.ts';
-import { meterDefinitionFrom } from '../../../../plugins/metering/meter-model.ts';
+import { parsePlan } from '../../../../plugins/metering/billing/productcatalog/plan-model.ts';
+import { billingPeriod } from '../../../../plugins/metering/billing/subscription/subscriptions.ts';
+import { prepareEvents } from '../../../../plugins/metering/ingest/events.ts';
+import { meterDefinitionFrom } from '../../../../plugins/metering/meter/meter-model.ts';
 import { MeteringService } from '../../../../plugins/metering/service.ts';
-import { MeterUsage } from '../../../../plugins/metering/usage.ts';
+import { MeterUsage } from '../../../../plugins/metering/query/usage.ts';
 import { LevelStore } from '../../../../src/store/level.ts';
 import { tempDir } from '../../../helpers/gateway.ts';
 
