@@ -88,7 +88,7 @@ async function seedYear(dataDir: string): Promise<number> {
   const billing = new Billing(store.namespace('plugin.metering').namespace('billing'), new MeterUsage(service), log);
   const cards = [];
   for (let i = 0; i < CARDS; i++) {
-    await service.createMeter(meterDefinitionFrom({ key: `usage_${i}`, event_type: `usage_${i}`, aggregation: 'sum', value_property: '$.units', dimensions: { region: '$.region' } }));
+    await service.catalogue.createMeter(meterDefinitionFrom({ key: `usage_${i}`, event_type: `usage_${i}`, aggregation: 'sum', value_property: '$.units', dimensions: { region: '$.region' } }));
     await billing.features.create({ key: `feature_${i}`, name: `Feature ${i}`, description: null, labels: {}, meter: { idOrKey: `usage_${i}`, filters: i % 2 ? { region: { eq: 'eu' } } : {} } });
     const price = i % 2 === 0
       ? { type: 'unit', amount: '0.0125' }

@@ -211,8 +211,8 @@ export async function seedYear(dataDir: string): Promise<number> {
   const space = store.namespace('plugin.metering');
   const service = new MeteringService({ store: space, log: pino({ level: 'silent' }) });
   await service.open();
-  const created = await service.createMeter(meterDefinitionFrom({ key: 'year_requests', name: 'Year', event_type: 'year', aggregation: 'count', dimensions: { method: '$.method' } }));
-  const meter = service.meters.compiledOf(service.find(created.id));
+  const created = await service.catalogue.createMeter(meterDefinitionFrom({ key: 'year_requests', name: 'Year', event_type: 'year', aggregation: 'count', dimensions: { method: '$.method' } }));
+  const meter = service.meters.compiledOf(service.catalogue.find(created.id));
   await service.close();
   const yearStart = Date.UTC(new Date().getUTCFullYear() - 1, 0, 1);
   const step = (365 * 86_400_000) / QUERY_EVENTS;

@@ -13,7 +13,8 @@ import type { UsageQueries } from '../query/customer-query.ts';
 import { parseQuery } from '../query/query-request.ts';
 import { publicMeter, type MeterRecord } from '../meter/registry.ts';
 import type { MeteringConfig } from '../schema.ts';
-import type { EventFilters, MeteringService } from '../service.ts';
+import type { EventFilters } from '../query/event-listing.ts';
+import type { MeteringService } from '../service.ts';
 import { parseRfc3339 } from '../shared/time.ts';
 
 /**
@@ -198,11 +199,11 @@ export class MeteringHttp {
       allow(['GET', 'PUT', 'DELETE']);
       if (method === 'GET') {
         requireScope(ctx, config, 'read');
-        return void ctx.respond(200, publicMeter(this.service.find(parts[1])));
+        return void ctx.respond(200, publicMeter(this.service.catalogue.find(parts[1])));
       }
       if (method === 'PUT') return this.updateMeter(ctx, config, parts[1]);
       requireScope(ctx, config, 'manage');
-      await this.service.deleteMeter(parts[1]);
+      await this.service.catalogue.deleteMeter(parts[1]);
       return void ctx.respond(204);
     }
     if (parts[0] === 'meters' && parts.length === 3 && parts[2] === 'query') {
@@ -236,7 +237,7 @@ export class MeteringHttp {
     const after = q.get('page[after]') ?? undefined;
     if (after !== undefined && !/^\d{12}\/[0-9a-f]{12}$/.test(after)) problems.push({ field: 'page[after]', reason: 'invalid cursor', rule: 'invalid', source: 'query' });
     if (problems.length) throw validationProblem(problems);
-    const page = await this.service.listEvents(filters, size, after);
+    const page = await this.service.eventListing.list(filters, size, after);
     ctx.respond(200, { data: page.items, meta: { page: { size, next: page.next } } });
   }
 
@@ -245,7 +246,7 @@ export class MeteringHttp {
     const body = await readJson(ctx, config.max_body_size);
     const problems = validateMeterCreate(body);
     if (problems.length) throw validationProblem(problems);
-    const record = await this.service.createMeter(meterDefinitionFrom(body as Record<string, unknown>));
+    const record = await this.service.catalogue.createMeter(meterDefinitionFrom(body as Record<string, unknown>));
     ctx.respond(201, publicMeter(record));
   }
 
@@ -294,17 +295,17 @@ export class MeteringHttp {
 
   private async updateMeter(ctx: MeteringRequest, config: MeteringConfig, idOrKey: string): Promise<void> {
     requireScope(ctx, config, 'manage');
-    const current = this.service.find(idOrKey);
+    const current = this.service.catalogue.find(idOrKey);
     const body = await readJson(ctx, config.max_body_size);
     const problems = validateMeterUpdate(body, current);
     if (problems.length) throw validationProblem(problems);
-    const record = await this.service.updateMeter(idOrKey, body as Record<string, unknown>);
+    const record = await this.service.catalogue.updateMeter(idOrKey, body as Record<string, unknown>);
     ctx.respond(200, publicMeter(record));
   }
 
   private async query(ctx: MeteringRequest, config: MeteringConfig, idOrKey: string): Promise<void> {
     requireScope(ctx, config, 'read');
-    const record: MeterRecord = this.service.find(idOrKey);
+    const record: MeterRecord = this.service.catalogue.find(idOrKey);
     if (record.deleted_at) throw new MeteringError(404, `not found error: meter not found: ${idOrKey}`);
     const body = await readJson(ctx, config.max_body_size);
     const { query, problems } = parseQuery(body, this.service.meters.compiledOf(record));

@@ -137,11 +137,11 @@ export class OpenMeterV1Http implements SubRoutes {
       allow(['GET', 'PUT', 'DELETE']);
       if (method === 'GET') {
         requireScope(ctx, config, 'read');
-        return void ctx.respond(200, v1Meter(this.service.find(id)));
+        return void ctx.respond(200, v1Meter(this.service.catalogue.find(id)));
       }
       if (method === 'PUT') return this.updateMeter(ctx, config, id);
       requireScope(ctx, config, 'manage');
-      await this.service.deleteMeter(id);
+      await this.service.catalogue.deleteMeter(id);
       return void ctx.respond(204);
     }
     if (resource === 'meters' && sub === 'query' && rest.length === 0) {
@@ -157,19 +157,19 @@ export class OpenMeterV1Http implements SubRoutes {
     // OpenMeter v1 names a meter after its slug when no name is given.
     const problems = validateMeterCreate(body, { nameDefaultsToKey: true });
     if (problems.length) throw validationProblem(v1Problems(problems));
-    const record = await this.service.createMeter(meterDefinitionFrom(body as Record<string, unknown>));
+    const record = await this.service.catalogue.createMeter(meterDefinitionFrom(body as Record<string, unknown>));
     ctx.respond(201, v1Meter(record));
   }
 
   private async updateMeter(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string): Promise<void> {
     requireScope(ctx, config, 'manage');
-    const current = this.service.find(idOrSlug);
+    const current = this.service.catalogue.find(idOrSlug);
     const body = v3MeterBody(await readJson(ctx, config.max_body_size)) as Record<string, unknown>;
     // v1: an omitted name resets it to the slug.
     if (body && typeof body === 'object' && (body.name === undefined || body.name === null)) body.name = current.key;
     const problems = validateMeterUpdate(body, current);
     if (problems.length) throw validationProblem(v1Problems(problems));
-    ctx.respond(200, v1Meter(await this.service.updateMeter(idOrSlug, body)));
+    ctx.respond(200, v1Meter(await this.service.catalogue.updateMeter(idOrSlug, body)));
   }
 
   private async listEvents(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
@@ -189,7 +189,7 @@ export class OpenMeterV1Http implements SubRoutes {
     const limit = q.get('limit') === null ? 100 : Number(q.get('limit'));
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) problems.push({ field: 'limit', reason: 'must be an integer between 1 and 100', rule: 'range', source: 'query' });
     if (problems.length) throw validationProblem(problems);
-    const page = await this.service.listEvents({ subject: q.get('subject') ?? undefined, id: q.get('id') ?? undefined, from, to }, limit);
+    const page = await this.service.eventListing.list({ subject: q.get('subject') ?? undefined, id: q.get('id') ?? undefined, from, to }, limit);
     ctx.respond(
       200,
       page.items.map((item: any) => {
@@ -203,7 +203,7 @@ export class OpenMeterV1Http implements SubRoutes {
   /** `GET` (query string, deepObject filters) or `POST` (JSON body): both become one v3 query. */
   private async query(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string): Promise<void> {
     requireScope(ctx, config, 'read');
-    const record = this.service.find(idOrSlug);
+    const record = this.service.catalogue.find(idOrSlug);
     if (record.deleted_at) throw new MeteringError(404, `not found error: meter not found: ${idOrSlug}`);
     const request = ctx.method === 'GET' ? fromQueryString(ctx.query) : ((await readJson(ctx, config.max_body_size)) ?? {});
     if (typeof request !== 'object' || request === null || Array.isArray(request)) throw new MeteringError(400, 'the body must be a JSON object');

@@ -47,7 +47,7 @@ function billingOver(store: LevelStore, service: MeteringService): Billing {
 
 /** A customer on a PT1M plan pricing api calls by unit plus a fee in arrears (a line every period), with `events` calls in its first period. */
 async function setUp(service: MeteringService, billing: Billing, events: number) {
-  await service.createMeter(meterDefinitionFrom({ key: 'calls', event_type: 'call', aggregation: 'count' }));
+  await service.catalogue.createMeter(meterDefinitionFrom({ key: 'calls', event_type: 'call', aggregation: 'count' }));
   const feature = await billing.features.create({ key: 'calls', name: 'Calls', description: null, labels: {}, meter: { idOrKey: 'calls', filters: {} } });
   const plan = await billing.plans.create(parsePlan(planBody('usage', [unitCard(feature.key, '0.1'), flatCard('base', '1', 'in_arrears')])).definition!);
   await billing.plans.publish(plan.id);
