@@ -33,8 +33,8 @@ export interface LocalIngest {
   /**
    * Validates each event alone, as `POST /events` would, and commits the valid ones in the writer's
    * group commit; resolves once they are durable (or were duplicates). An invalid event is refused
-   * alone, with the reason. Rejects with QueueFullError or AggregationLagError (retry later), or
-   * WriterClosedError.
+   * alone, with the reason. Rejects with QueueFullError or AggregationLagError (retry later; other
+   * plugins compare their codes, exported by public.ts), or WriterClosedError.
    */
   ingest(events: readonly unknown[]): Promise<RefusedEvent[]>;
 }

@@ -90,12 +90,16 @@ function unavailable(name: string, code: string, message: string, retryAfterSeco
   };
 }
 
-export const QueueFullError = unavailable('QueueFullError', 'METERING_QUEUE_FULL', 'the ingest queue is full, retry later');
+/** The codes of the refusals another plugin's producer meets and retries (public.ts exports them to compare `error.code`). */
+export const QUEUE_FULL_CODE = 'METERING_QUEUE_FULL';
+export const AGGREGATION_LAG_CODE = 'METERING_AGGREGATION_LAG';
+
+export const QueueFullError = unavailable('QueueFullError', QUEUE_FULL_CODE, 'the ingest queue is full, retry later');
 /** A batch was not written because one before it failed (it was prepared on top of it). */
 export const EarlierBatchFailedError = unavailable('EarlierBatchFailedError', 'METERING_EARLIER_BATCH_FAILED', 'an earlier batch failed to commit; retry later');
 export const WriterClosedError = unavailable('WriterClosedError', 'METERING_SHUTTING_DOWN', 'the gateway is shutting down', 5);
 export const LeaseLostError = unavailable('LeaseLostError', 'METERING_LEASE_LOST', 'this process is no longer the metering aggregator');
-export const AggregationLagError = unavailable('AggregationLagError', 'METERING_AGGREGATION_LAG', 'events acknowledged earlier are still being aggregated; retry later');
+export const AggregationLagError = unavailable('AggregationLagError', AGGREGATION_LAG_CODE, 'events acknowledged earlier are still being aggregated; retry later');
 export const JournalNotReadyError = unavailable('JournalNotReadyError', 'METERING_JOURNAL_NOT_READY', 'events stored by an earlier version are being moved into the journal; retry later');
 
 /** A query names a customer that does not exist (OpenMeter: 404 with the code `customer_not_found`). */
