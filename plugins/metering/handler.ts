@@ -16,7 +16,7 @@ import { OpenMeterV1Http } from './http/openmeter-v1.ts';
 import { backfillRatio } from './meter/registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
-import { MeterRejections, summed, type Rejections } from './meter/meter-rejections.ts';
+import { MeterRejections, summed, type Rejections } from './aggregation/meter-rejections.ts';
 import { MeterUsage } from './query/usage.ts';
 
 /** The node exchange topic of each process's meter rejections (summed for /metering/status). */

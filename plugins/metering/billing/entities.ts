@@ -4,7 +4,7 @@
  * and reload (declared.ts) and are read-only through the API.
  */
 import type { EntityDefinition, Issue, RecordSchema } from '../../../src/pipeline/plugin-api.ts';
-import type { InvalidParameter } from '../meter/meter-model.ts';
+import type { InvalidParameter } from '../shared/errors.ts';
 import { parseCollectionPeriod } from './shared/calendar.ts';
 import { validateCustomer } from './customer/customers.ts';
 import { validateFeature } from './productcatalog/features.ts';

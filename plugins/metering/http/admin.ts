@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { HttpError, type AdminMethod, type AdminReply, type AdminRequest, type AdminRoute } from '../../../src/pipeline/plugin-api.ts';
 import type { MeteringHttp, MeteringRequest } from './http.ts';
-import type { Rejections } from '../meter/meter-rejections.ts';
+import type { Rejections } from '../aggregation/meter-rejections.ts';
 import { backfillRatio } from '../meter/registry.ts';
 import type { MeteringConfig } from '../schema.ts';
 import type { MeteringService } from '../service.ts';

@@ -5,9 +5,9 @@
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
 import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, StoreUnwritableError, type RequestContext } from '../../../src/pipeline/plugin-api.ts';
-import { MeteringError } from '../shared/errors.ts';
+import { MeteringError, type InvalidParameter } from '../shared/errors.ts';
 import type { Ingestion } from '../ingest/ingest.ts';
-import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from '../meter/meter-model.ts';
+import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate } from '../meter/meter-model.ts';
 import { toCsv } from './csv.ts';
 import type { UsageQueries } from '../query/customer-query.ts';
 import { parseQuery } from '../query/query-request.ts';

@@ -8,10 +8,10 @@
  * SUM|COUNT|..., eventType, valueProperty, groupBy, ...}`, query rows `{value, windowStart, windowEnd,
  * subject, customerId?, groupBy}` with numeric values, events listed as `{event, ingestedAt, storedAt, validationError}`.
  */
-import { MeteringError } from '../shared/errors.ts';
+import { MeteringError, type InvalidParameter } from '../shared/errors.ts';
 import { ingestRequest, readJson, requireScope, toProblem, validationProblem, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from '../ingest/ingest.ts';
-import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from '../meter/meter-model.ts';
+import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate } from '../meter/meter-model.ts';
 import type { UsageQueries } from '../query/customer-query.ts';
 import { CUSTOMER_DIMENSION, parseQuery } from '../query/query-request.ts';
 import type { MeterRecord } from '../meter/registry.ts';

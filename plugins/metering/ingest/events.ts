@@ -2,12 +2,12 @@
  * Ingest request bodies: content types, CloudEvents 1.0 validation (every problem of every event,
  * OpenMeter v3's sealed `MeteringEvent`), and the record each valid event is stored as.
  */
-import { BodyError } from '../shared/errors.ts';
+import { BodyError, type InvalidParameter } from '../shared/errors.ts';
 import { isUtf8 } from 'node:buffer';
 import { mediaType, parseUntrustedJson } from '../../../src/pipeline/plugin-api.ts';
+import { nestedDeeperThan } from '../shared/json-depth.ts';
 import { dedupeHash, escapePart } from '../shared/keys.ts';
 import { MAX_IDENTIFIER_LENGTH } from '../shared/limits.ts';
-import type { InvalidParameter } from '../meter/meter-model.ts';
 import { formatUtc, parseRfc3339 } from '../shared/time.ts';
 import { readingProblems, type CompiledMeter } from '../meter/values.ts';
 
@@ -47,31 +47,6 @@ const CONTENT_TYPES: Record<string, BodyShape> = {
 
 /** Deeper `data` is refused: it could not be stored or read back without exhausting the stack. */
 export const MAX_DATA_DEPTH = 64;
-
-/** True when `value` nests objects/arrays deeper than `limit` (iterative: safe on hostile input). */
-export function nestedDeeperThan(value: unknown, limit: number): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  // Usual case, flat data: no allocation.
-  let flat = true;
-  for (const key in value) {
-    const child = (value as Record<string, unknown>)[key];
-    if (typeof child === 'object' && child !== null) {
-      flat = false;
-      break;
-    }
-  }
-  if (flat) return false;
-  const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    if (depth > limit) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) {
-      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
-    }
-  }
-  return false;
-}
 
 const REQUIRED_STRINGS = ['id', 'source', 'type', 'subject'];
 const KNOWN_ATTRIBUTES = new Set(['specversion', 'id', 'source', 'type', 'subject', 'time', 'datacontenttype', 'dataschema', 'data']);

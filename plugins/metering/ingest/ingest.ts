@@ -4,9 +4,8 @@
  * them, validated, and committed by the writer. Nothing of a request is stored unless all of it is valid.
  */
 import { decodeEvents, prepareEvents, type PreparedEvent, type ValidationContext } from './events.ts';
-import { BodyError, CollectorError } from '../shared/errors.ts';
+import { BodyError, CollectorError, type InvalidParameter } from '../shared/errors.ts';
 import type { Collectors, CompiledCollector } from './collectors.ts';
-import type { InvalidParameter } from '../meter/meter-model.ts';
 import type { MeteringConfig } from '../schema.ts';
 import type { MeteringService } from '../service.ts';
 

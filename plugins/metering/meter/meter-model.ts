@@ -3,14 +3,14 @@
  * messages (reference §3.2), shared by the HTTP API and the `meters:` entity of gateway.yaml.
  */
 import { isPlainObject } from '../../../src/pipeline/plugin-api.ts';
+import type { InvalidParameter } from '../shared/errors.ts';
 import { compileJsonPath } from '../shared/jsonpath.ts';
-import { MAX_DIMENSIONS, MAX_IDENTIFIER_LENGTH, MAX_JSONPATH_LENGTH, MAX_NAME_LENGTH } from '../shared/limits.ts';
+import { KEY_PATTERN, MAX_DIMENSIONS, MAX_IDENTIFIER_LENGTH, MAX_JSONPATH_LENGTH, MAX_NAME_LENGTH } from '../shared/limits.ts';
 import { formatUtc, isPrintable, parseRfc3339, PRINTABLE_FROM, PRINTABLE_TO } from '../shared/time.ts';
 
 export const AGGREGATIONS = ['sum', 'count', 'unique_count', 'avg', 'min', 'max', 'latest'] as const;
 export type Aggregation = (typeof AGGREGATIONS)[number];
 
-export const KEY_PATTERN = /^[a-z0-9]+(?:_[a-z0-9]+)*$/;
 const DIMENSION_NAME_PATTERN = /^[a-zA-Z_][0-9a-zA-Z_]*$/;
 /** Query dimensions that always mean the event's own attributes. */
 export const RESERVED_DIMENSIONS = ['subject', 'customer_id'];
@@ -32,16 +32,6 @@ export interface Meter extends MeterDefinition {
   created_at: string;
   updated_at: string;
   deleted_at: string | null;
-}
-
-/** One problem of a request body, in the Konnect `invalid_parameters` shape. */
-export interface InvalidParameter {
-  field: string;
-  reason: string;
-  rule?: string;
-  source?: 'body' | 'query' | 'path' | 'header';
-  choices?: readonly string[];
-  [extra: string]: unknown;
 }
 
 const CREATE_FIELDS = ['key', 'name', 'description', 'labels', 'aggregation', 'event_type', 'events_from', 'value_property', 'dimensions'];

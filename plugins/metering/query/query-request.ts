@@ -2,7 +2,7 @@
  * A usage query as the client asks it (`POST /meters/{id}/query`): the body validated with OpenMeter's
  * codes into a MeterQuery, and what its dimension filters mean. The engine that answers it is query.ts.
  */
-import type { InvalidParameter } from '../meter/meter-model.ts';
+import type { InvalidParameter } from '../shared/errors.ts';
 import { formatUtc, isPrintable, isValidTimeZone, parseRfc3339, PRINTABLE_FROM, PRINTABLE_TO } from '../shared/time.ts';
 import type { CompiledMeter } from '../meter/values.ts';
 import { GRANULARITIES, type Granularity } from '../aggregation/windows.ts';

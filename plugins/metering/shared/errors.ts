@@ -4,7 +4,15 @@
  * parameters, a Retry-After). http.ts turns any of them into problem+json; the domains never write a
  * response themselves.
  */
-import type { InvalidParameter } from '../meter/meter-model.ts';
+/** One problem of a request body, in the Konnect `invalid_parameters` shape. */
+export interface InvalidParameter {
+  field: string;
+  reason: string;
+  rule?: string;
+  source?: 'body' | 'query' | 'path' | 'header';
+  choices?: readonly string[];
+  [extra: string]: unknown;
+}
 
 export interface ErrorDetails {
   invalidParameters?: InvalidParameter[];

@@ -6,6 +6,9 @@
  * and Konnect labels at 63; ClickHouse and Kafka set no smaller limit for the other attributes.
  */
 
+/** The key of a meter, and of billing's features and plans (OpenMeter's key pattern). */
+export const KEY_PATTERN = /^[a-z0-9]+(?:_[a-z0-9]+)*$/;
+
 /** `id`, `source`, `type` and `subject` of an event; a meter's `event_type`. */
 export const MAX_IDENTIFIER_LENGTH = 256;
 /** The text of one dimension value of an event (room for a request URI, as Kong's request events carry). */

@@ -3,9 +3,8 @@
  * pagination, and billing errors turned into the metering routes' problem+json answers. The domain
  * services know nothing of HTTP.
  */
-import { MeteringError } from '../../shared/errors.ts';
+import { MeteringError, type InvalidParameter } from '../../shared/errors.ts';
 import { readJson, requireScope, type MeteringRequest, type SubRoutes } from '../../http/http.ts';
-import type { InvalidParameter } from '../../meter/meter-model.ts';
 import type { MeteringConfig } from '../../schema.ts';
 import type { Billing } from '../billing.ts';
 import { parseInstant } from '../shared/calendar.ts';

@@ -3,7 +3,7 @@
  * a stable `code` and `name`, and the HTTP status it maps to. The HTTP mapping turns them into
  * problem+json; the domain never writes a response itself.
  */
-import type { InvalidParameter } from '../../meter/meter-model.ts';
+import type { InvalidParameter } from '../../shared/errors.ts';
 
 export class BillingError extends Error {
   /** Problems by field (validation), or the codes of the domain rules that were broken. */

@@ -7,7 +7,7 @@
  * reviver's `context` came with Node 21): lossless-json reads it.
  */
 import { isLosslessNumber, parse } from 'lossless-json';
-import { nestedDeeperThan } from '../../ingest/events.ts';
+import { nestedDeeperThan } from '../../shared/json-depth.ts';
 
 /** The text of each number member, by the object or array holding it and the member's key or index. */
 const numberTexts = new WeakMap<object, Map<string, string>>();

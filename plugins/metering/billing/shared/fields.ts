@@ -4,8 +4,8 @@
  * checks run for API bodies and for gateway.yaml entities, so both get the same messages.
  */
 import { isPlainObject } from '../../../../src/pipeline/plugin-api.ts';
-import type { InvalidParameter } from '../../meter/meter-model.ts';
-import { KEY_PATTERN } from '../../meter/meter-model.ts';
+import type { InvalidParameter } from '../../shared/errors.ts';
+import { KEY_PATTERN } from '../../shared/limits.ts';
 import { invalid } from './errors.ts';
 import { numberText } from './exact-json.ts';
 import { EXACT_NUMBER_DIGITS, MAX_DECIMAL_LENGTH, parseDecimal, parseNumber, parseNumberText, type Decimal } from './money.ts';

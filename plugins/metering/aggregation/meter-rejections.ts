@@ -9,8 +9,8 @@
  */
 import type { PreparedEvent } from '../ingest/events.ts';
 import { lookup, MISSING } from '../shared/jsonpath.ts';
-import type { MeterRegistry } from './registry.ts';
-import { numericReading, type CompiledMeter } from './values.ts';
+import type { MeterRegistry } from '../meter/registry.ts';
+import { numericReading, type CompiledMeter } from '../meter/values.ts';
 
 export type RejectionReason = 'value_missing' | 'value_invalid';
 
