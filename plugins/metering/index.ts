@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { PACKAGE_ROOT, type ConsoleTab, type PluginDefinition } from '../../src/pipeline/plugin-api.ts';
 import { billingEntities } from './billing/entities.ts';
 import { createRuntime } from './handler.ts';
-import { meteringProcedures } from './query.ts';
+import { meteringProcedures } from './query/query.ts';
 import { checkConfig, collectorEntity, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
 
 /** A console tab of console/: its section's markup `<id>.html`, its module `<id>.js`. */

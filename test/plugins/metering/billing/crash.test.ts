@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { Decimal, formatDecimal } from '../../../../plugins/metering/billing/money.ts';
+import { Decimal, formatDecimal } from '../../../../plugins/metering/billing/shared/money.ts';
 import { spawnGateway, tempDir, type SpawnedGateway } from '../../../helpers/gateway.ts';
 import { crash, inParallel } from '../catalogue-support.ts';
 import { afterStart, anchorEndingIn, BillingApi, billingConfig, flatCard, key, sleep, unitCard, until } from './support.ts';
