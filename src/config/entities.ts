@@ -2,21 +2,21 @@
 import { availableParallelism } from 'node:os';
 import { isCidr, validateServiceHost, validateSni } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
-import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema, type StringSchema } from './schema.ts';
+import { atLeastOneOf, type ArraySchema, type FieldSchema, type Issue, type NumberSchema, type RecordSchema, type StringSchema } from './schema.ts';
 
-const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };
-export const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
+const TIMEOUT = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 } as const satisfies NumberSchema;
+export const TAGS = { type: 'set', elements: { type: 'string', len_min: 1 } } as const satisfies ArraySchema;
 /**
  * `created_at` / `updated_at`, unix seconds: what a file exported from a Kong database carries (a fraction
  * included, as old exports' targets have), shown by the admin API as given.
  */
-export const TIMESTAMP: FieldSchema = { type: 'number', between: [0, 2 ** 40] };
+export const TIMESTAMP = { type: 'number', between: [0, 2 ** 40] } as const satisfies NumberSchema;
 /** Kong's `ttl` of the entities whose DAO has `ttl = true` (seconds; 0 = never expires), as typedefs.ttl bounds it. */
-export const TTL: FieldSchema = { type: 'integer', between: [0, 100_000_000] };
+export const TTL = { type: 'integer', between: [0, 100_000_000] } as const satisfies NumberSchema;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
+export const ID = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' } as const satisfies StringSchema;
 /** The fields every Kong entity has: its id, and the timestamps a database export carries. */
-export const ENTITY_KEYS: Record<string, FieldSchema> = { id: ID, created_at: TIMESTAMP, updated_at: TIMESTAMP };
+export const ENTITY_KEYS = { id: ID, created_at: TIMESTAMP, updated_at: TIMESTAMP } as const satisfies Record<string, FieldSchema>;
 
 /**
  * Kong's admin rule for `/{entity}/{id or endpoint key}` (kong/api/endpoints.lua): a UUID-shaped key
@@ -41,27 +41,27 @@ export function headerValueProblem(value: string): string | undefined {
     : 'must be usable as an HTTP header value: no control characters, no characters above U+00FF, no leading or trailing whitespace';
 }
 /** Kong's utf8 name: alphanumerics and `.-_~` in the ASCII range, any character beyond it. */
-const NAME: FieldSchema = {
+const NAME = {
   type: 'string',
   len_min: 1,
   custom: (v) => (/^[A-Za-z0-9.\-_~\u0080-\u{10FFFF}]+$/u.test(v) ? undefined : `invalid value '${v}': the only accepted ascii characters are alphanumerics or ., -, _, and ~`),
-};
+} as const satisfies StringSchema;
 /** Kong's typedefs.path (a service's `path`): RFC 3986 characters only, well-formed `%XX` escapes. */
 function checkPath(path: string): string | undefined {
   if (path.includes('//')) return 'must not have empty segments';
   if (!path.startsWith('/')) return 'should start with: /';
   return checkPathCharacters(path);
 }
-export const PATH: FieldSchema = { type: 'string', len_min: 1, custom: checkPath };
+export const PATH = { type: 'string', len_min: 1, custom: checkPath } as const satisfies StringSchema;
 
 /** Kong's typedefs.ip_or_cidr. */
-export const IP_OR_CIDR: FieldSchema = { type: 'string', custom: (v) => (isCidr(v) ? undefined : `invalid ip or cidr range: '${v}'`) };
+export const IP_OR_CIDR = { type: 'string', custom: (v) => (isCidr(v) ? undefined : `invalid ip or cidr range: '${v}'`) } as const satisfies StringSchema;
 
 /** Kong's header-name rule (kong/tools/http.lua validate_header_name), as its typedefs.header_name. */
 export function headerNameProblem(name: string): string | undefined {
   return /^[a-zA-Z0-9-_]+$/.test(name) ? undefined : `bad header name '${name}', allowed characters are A-Z, a-z, 0-9, '_', and '-'`;
 }
-export const HEADER_NAME: StringSchema = { type: 'string', len_min: 1, custom: headerNameProblem };
+export const HEADER_NAME = { type: 'string', len_min: 1, custom: headerNameProblem } as const satisfies StringSchema;
 
 /** Kong's stream protocols: a Kong export may hold them; they are accepted and not proxied. */
 export const STREAM_PROTOCOLS = ['tcp', 'tls', 'udp', 'tls_passthrough'] as const;

@@ -16,7 +16,7 @@ import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 import type { ParentDirectory } from '../toolkit/entity-directory.ts';
 
-export type { FieldSchema, Infer, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
+export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
 /** Schema validation with Kong's messages, for plugin configs and entities. */
 export { atLeastOneOf, isPlainObject, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
