@@ -2,14 +2,7 @@
  * Kong's acl (kong/plugins/acl/schema.lua and daos.lua): allow or deny lists of group names, and the
  * `acls` entity that puts a consumer in a group (one group name once per consumer).
  */
-import { headerValueProblem, type Entity, type EntityDefinition, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
-
-export interface AclConfig {
-  allow: string[] | null;
-  deny: string[] | null;
-  hide_groups_header: boolean;
-  always_use_authenticated_groups: boolean;
-}
+import { headerValueProblem, type Entity, type EntityDefinition, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
 const LISTS = "'config.allow', 'config.deny'";
 const nonEmpty = (list: unknown) => Array.isArray(list) && list.length > 0;
@@ -21,7 +14,7 @@ function exactlyOneList(config: Record<string, any>): Issue[] {
   return [{ path: [], message: given === 0 ? `at least one of these fields must be non-empty: ${LISTS}` : `only one of these fields must be non-empty: ${LISTS}` }];
 }
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     allow: { type: 'array', elements: { type: 'string' } },
@@ -30,7 +23,9 @@ export const configSchema: RecordSchema = {
     always_use_authenticated_groups: { type: 'boolean', required: true, default: false },
   },
   entity_checks: [exactlyOneList],
-};
+} as const satisfies RecordSchema;
+
+export type AclConfig = InferIgnoringStrayNulls<typeof configSchema>;
 
 export interface Acl extends Entity {
   id: string;

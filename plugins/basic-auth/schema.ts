@@ -5,15 +5,9 @@
  * hashes work as they are), those created through the admin API are stored as PBKDF2 hashes.
  */
 import { createHash } from 'node:crypto';
-import { headerValueProblem, type Entity, type EntityDefinition, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, type Entity, type EntityDefinition, type Infer, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
-export interface BasicAuthConfig {
-  anonymous: string | null;
-  hide_credentials: boolean;
-  realm: string;
-}
-
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     anonymous: { type: 'string', len_min: 1 },
@@ -21,7 +15,9 @@ export const configSchema: RecordSchema = {
     // Sent in WWW-Authenticate.
     realm: { type: 'string', required: true, default: 'service', custom: headerValueProblem },
   },
-};
+} as const satisfies RecordSchema;
+
+export type BasicAuthConfig = Infer<typeof configSchema>;
 
 export interface BasicCredential extends Entity {
   id: string;

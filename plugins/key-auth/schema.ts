@@ -2,20 +2,9 @@
  * Kong's key-auth (kong/plugins/key-auth/schema.lua and daos.lua): the plugin's config with Kong's
  * defaults, and the `keyauth_credentials` entity, whose keys are kept only as their digests.
  */
-import { HEADER_NAME, headerValueProblem, randomAlphanumeric, type EntityDefinition, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { HEADER_NAME, headerValueProblem, randomAlphanumeric, type EntityDefinition, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
-export interface KeyAuthConfig {
-  key_names: string[];
-  hide_credentials: boolean;
-  anonymous: string | null;
-  key_in_header: boolean;
-  key_in_query: boolean;
-  key_in_body: boolean;
-  run_on_preflight: boolean;
-  realm: string | null;
-}
-
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     key_names: { type: 'array', elements: HEADER_NAME, required: true, default: ['apikey'] },
@@ -28,7 +17,9 @@ export const configSchema: RecordSchema = {
     // Sent in WWW-Authenticate.
     realm: { type: 'string', custom: headerValueProblem },
   },
-};
+} as const satisfies RecordSchema;
+
+export type KeyAuthConfig = InferIgnoringStrayNulls<typeof configSchema>;
 
 export interface KeyCredential {
   id: string;
