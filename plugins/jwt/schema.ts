@@ -4,7 +4,7 @@
  * public keys are checked when written.
  */
 import { createPublicKey } from 'node:crypto';
-import { headerValueProblem, randomAlphanumeric, type Entity, type EntityDefinition, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
 
 /**
  * Kong's conditional entity check: with a maximum expiration, a list of claims to verify must hold `exp`.
@@ -41,17 +41,6 @@ export type JwtConfig = InferIgnoringStrayNulls<typeof configSchema>;
 export const ALGORITHMS = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'] as const;
 export type Algorithm = (typeof ALGORITHMS)[number];
 
-export interface JwtSecret extends Entity {
-  id: string;
-  created_at: number;
-  consumer: { id: string };
-  key: string;
-  secret: string | null;
-  rsa_public_key: string | null;
-  algorithm: Algorithm;
-  tags: string[] | null;
-}
-
 export function isSymmetric(algorithm: Algorithm): boolean {
   return algorithm.startsWith('HS');
 }
@@ -71,20 +60,24 @@ function publicKeyNeeded(secret: Record<string, any>): Issue[] {
   }
 }
 
+const secretSchema = {
+  type: 'record',
+  fields: {
+    // Sent upstream as X-Credential-Identifier.
+    key: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32), custom: headerValueProblem },
+    secret: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
+    rsa_public_key: { type: 'string', len_min: 1 },
+    algorithm: { type: 'string', one_of: ALGORITHMS, default: 'HS256' },
+    tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
+  },
+  entity_checks: [publicKeyNeeded],
+} as const satisfies RecordSchema;
+
+export type JwtSecret = ConsumerChild<InferIgnoringStrayNulls<typeof secretSchema>>;
+
 export const secretEntity: EntityDefinition = {
   name: 'jwt_secrets',
-  schema: {
-    type: 'record',
-    fields: {
-      // Sent upstream as X-Credential-Identifier.
-      key: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32), custom: headerValueProblem },
-      secret: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
-      rsa_public_key: { type: 'string', len_min: 1 },
-      algorithm: { type: 'string', one_of: ALGORITHMS, default: 'HS256' },
-      tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
-    },
-    entity_checks: [publicKeyNeeded],
-  },
+  schema: secretSchema,
   parent: { entity: 'consumers', field: 'consumer', required: true },
   endpointKey: 'key',
   admin: { name: 'jwts', nested: 'jwt' },

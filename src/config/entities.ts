@@ -19,6 +19,13 @@ export const ID = { type: 'string', match: UUID_RE, match_message: 'expected a v
 export const ENTITY_KEYS = { id: ID, created_at: TIMESTAMP, updated_at: TIMESTAMP } as const satisfies Record<string, FieldSchema>;
 
 /**
+ * A plugin entity that belongs to a consumer (a credential, an acl), as the loader and the admin API
+ * keep it: the fields its schema gives (`Infer<typeof schema>`), the id and creation time every Kong
+ * DAO adds, and its consumer.
+ */
+export type ConsumerChild<Fields> = Fields & { id: string; created_at: number; consumer: { id: string } };
+
+/**
  * Kong's admin rule for `/{entity}/{id or endpoint key}` (kong/api/endpoints.lua): a UUID-shaped key
  * names an id, and only an id; anything else names the endpoint key (username, client_id, ...).
  */

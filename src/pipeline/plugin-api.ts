@@ -28,7 +28,7 @@ export { putIfAbsent, take } from '../store/store.ts';
 export { StoreClosedError, StoreUnavailableError, StoreUnwritableError } from '../store/errors.ts';
 export { consumerByReference } from '../consumers.ts';
 export { compileOperatorRegex, operatorRegexProblem, RegexRefusedError, type OperatorRegex, type OperatorRegexOptions } from '../operator-regex.ts';
-export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH } from '../config/entities.ts';
+export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH, type ConsumerChild } from '../config/entities.ts';
 export { canonicalName } from '../config/hostnames.ts';
 export { AddressRanges } from '../address-ranges.ts';
 export { HttpError } from './http-error.ts';
