@@ -77,7 +77,7 @@ export const ROUTE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss', .
 /** Upstream TLS settings apply to these service protocols (Kong: https and tls; here also grpcs and wss). */
 const TLS_SERVICE_PROTOCOLS = ['https', 'grpcs', 'wss', 'tls'];
 
-export const serviceSchema: RecordSchema = {
+export const serviceSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -92,14 +92,17 @@ export const serviceSchema: RecordSchema = {
     write_timeout: TIMEOUT,
     read_timeout: TIMEOUT,
     tls_verify: { type: 'boolean' },
+    /** Most intermediate certificates allowed between the upstream's certificate and a trusted one. */
     tls_verify_depth: { type: 'integer', between: [0, 64] },
+    /** Ids of the `ca_certificates` the upstream's certificate is verified against (instead of the system's). */
     ca_certificates: { type: 'array', elements: ID },
+    /** The certificate presented to the upstream (mTLS). */
     client_certificate: { type: 'any' },
     enabled: { type: 'boolean', default: true },
     tags: TAGS,
   },
   entity_checks: [checkServiceProtocolFields],
-};
+} as const satisfies RecordSchema;
 
 /** Fields Kong allows only with some protocols: no `path` for gRPC, TLS settings only for TLS upstreams. */
 function checkServiceProtocolFields(s: Record<string, any>): Issue[] {
@@ -171,16 +174,17 @@ function checkRouteFields(r: Record<string, any>): Issue[] {
 type Check = (value: string) => string | undefined;
 
 /** A stream route's `sources` / `destinations` entry: an address or CIDR range, and/or a port. */
-const ENDPOINT: FieldSchema = {
+const ENDPOINT = {
   type: 'record',
   fields: {
     ip: IP_OR_CIDR,
     port: { type: 'integer', between: [0, 65535] },
   },
   entity_checks: [atLeastOneOf(['ip', 'port'])],
-};
+} as const satisfies RecordSchema;
 
-export function routeSchema(validatePath: Check, validateHost: Check, validateHeaderValue: Check): RecordSchema {
+/** The route schema, with the router's checks of paths, hosts and header values; its literal types kept. */
+export function routeSchema(validatePath: Check, validateHost: Check, validateHeaderValue: Check) {
   return {
     type: 'record',
     fields: {
@@ -201,14 +205,15 @@ export function routeSchema(validatePath: Check, validateHost: Check, validateHe
       https_redirect_status_code: { type: 'integer', custom: (c) => ([426, 301, 302, 307, 308].includes(c) ? undefined : 'expected one of: 426, 301, 302, 307, 308'), default: 426 },
       request_buffering: { type: 'boolean', default: true },
       response_buffering: { type: 'boolean', default: true },
+      /** The service id, or null for a route that only plugins answer. */
       service: { type: 'any' },
       tags: TAGS,
     },
     entity_checks: [(r) => checkProtocolGroups(r.protocols), checkRouteFields],
-  };
+  } as const satisfies RecordSchema;
 }
 
-export const consumerSchema: RecordSchema = {
+export const consumerSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -218,9 +223,9 @@ export const consumerSchema: RecordSchema = {
     tags: TAGS,
   },
   entity_checks: [atLeastOneOf(['custom_id', 'username'])],
-};
+} as const satisfies RecordSchema;
 
-export const pluginEntitySchema: RecordSchema = {
+export const pluginEntitySchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -234,7 +239,7 @@ export const pluginEntitySchema: RecordSchema = {
     consumer: { type: 'any' },
     tags: TAGS,
   },
-};
+} as const satisfies RecordSchema;
 
 /** Unquoted-identifier rules, so the name means the same quoted or not; 63 bytes is PostgreSQL's limit. */
 const PG_IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
