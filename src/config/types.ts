@@ -24,9 +24,13 @@ interface Timestamped {
 
 /**
  * A service as the loader keeps it: its schema's fields, `url` expanded into protocol, host, port and
- * path, references resolved, without timestamps.
+ * path, references resolved, without timestamps. The proxy reads `retries` and the timeouts unguarded:
+ * their stray nulls are ignored (see InferIgnoringStrayNulls), as for the route's lists.
  */
-export type Service = Omit<AbsentAsNull<InferIgnoringStrayNulls<typeof serviceSchema>>, 'id' | 'url' | 'created_at' | 'updated_at' | 'ca_certificates' | 'client_certificate'> &
+export type Service = Omit<
+  AbsentAsNull<InferIgnoringStrayNulls<typeof serviceSchema>>,
+  'id' | 'url' | 'created_at' | 'updated_at' | 'ca_certificates' | 'client_certificate'
+> &
   Identified & {
     ca_certificates: string[] | null;
     client_certificate: { id: string } | null;
