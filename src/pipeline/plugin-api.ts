@@ -16,7 +16,7 @@ import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 import type { ParentDirectory } from '../toolkit/entity-directory.ts';
 
-export type { FieldSchema, Infer, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
+export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
 /** Schema validation with Kong's messages, for plugin configs and entities. */
 export { atLeastOneOf, isPlainObject, validate } from '../config/schema.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
@@ -28,7 +28,7 @@ export { putIfAbsent, take } from '../store/store.ts';
 export { StoreClosedError, StoreUnavailableError, StoreUnwritableError } from '../store/errors.ts';
 export { consumerByReference } from '../consumers.ts';
 export { compileOperatorRegex, operatorRegexProblem, RegexRefusedError, type OperatorRegex, type OperatorRegexOptions } from '../operator-regex.ts';
-export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH } from '../config/entities.ts';
+export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH, type ConsumerChild } from '../config/entities.ts';
 export { canonicalName } from '../config/hostnames.ts';
 export { AddressRanges } from '../address-ranges.ts';
 export { HttpError } from './http-error.ts';
