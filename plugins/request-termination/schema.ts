@@ -16,14 +16,7 @@ export const configSchema = {
   entity_checks: [checkCombinations],
 } as const satisfies RecordSchema;
 
-/**
- * The handler tells a given `body` or `trigger` from an absent one with `!== undefined`: the explicit
- * null the schema also lets through (as a Kong export writes unset fields) is not handled there yet (a
- * null `trigger` fails each request), so the type keeps the handler's reading of these two fields.
- */
-type UnsetIsAbsent = 'body' | 'trigger';
-
-export type RequestTerminationConfig = Omit<Infer<typeof configSchema>, UnsetIsAbsent> & { [K in UnsetIsAbsent]?: string };
+export type RequestTerminationConfig = Infer<typeof configSchema>;
 
 /** Kong's custom_validator, with its messages. */
 function checkCombinations(c: Record<string, any>): Issue[] {
