@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { closestName, didYouMean } from '../did-you-mean.ts';
+import { UsageError } from '../errors.ts';
 
 export interface OptionDefinition {
   type: 'string' | 'boolean';
@@ -24,19 +25,6 @@ export interface CommandDefinition {
   options: Record<string, OptionDefinition>;
   /** Resolves with the process's exit code once the command is done. */
   run(options: OptionValues): Promise<number>;
-}
-
-/** Bad usage: an unknown command or option, a missing value. Exit code 2. */
-export class UsageError extends Error {
-  readonly name = 'UsageError';
-  readonly code = 'TOLLGATE_ERR_USAGE';
-  constructor(
-    message: string,
-    /** The command whose help tells the right usage, when known. */
-    readonly command?: string,
-  ) {
-    super(message);
-  }
 }
 
 /** `storeDamaged`: a restart cannot help (examples/tollgate.service lists it in RestartPreventExitStatus). */

@@ -13,7 +13,8 @@ import type { PeerSource } from '../balancer/peers.ts';
 import type { ExchangeHandlers } from '../proxy/exchange.ts';
 import type { GrpcHandlers, GrpcRequest } from '../proxy/grpc.ts';
 import { buildUpstreamHeaders, downstreamHeaders } from '../proxy/headers.ts';
-import { UnsendableRequestError, type HttpEngine } from '../proxy/http-engine.ts';
+import { UnsendableRequestError } from '../errors.ts';
+import type { HttpEngine } from '../proxy/http-engine.ts';
 import { FAILURE_ANSWERS, MESSAGES } from '../proxy/respond.ts';
 import type { WebSocketHandlers, WebSocketRequest } from '../proxy/websocket.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
@@ -157,7 +158,7 @@ export class ProxyStep {
             // Mid-body, destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
             if (!res.headersSent) ctx.error(status, message);
             else res.destroy(new Error('the upstream response was cut short'));
-            ctx.log.debug({ request_id: ctx.id, kind: failure.kind, tries: failure.tries, err: failure.message }, 'upstream failure');
+            ctx.log.debug({ request_id: ctx.id, code: failure.code, kind: failure.kind, tries: failure.tries, err: failure.message }, 'upstream failure');
           }),
       },
     );

@@ -15,7 +15,7 @@ export const MAX_JSON_DEPTH = 1000;
 /** A SyntaxError, so that every reader treats too deep JSON as it treats malformed JSON. */
 export class JsonTooDeepError extends SyntaxError {
   override readonly name = 'JsonTooDeepError';
-  readonly code = 'TG_ERR_JSON_TOO_DEEP';
+  readonly code = 'TOLLGATE_ERR_JSON_TOO_DEEP';
 
   constructor(readonly limit: number) {
     super(`JSON nested deeper than ${limit} levels`);

@@ -207,7 +207,7 @@ test('an endpoint that refuses the token is retried, not split; after max_retry_
     // While no instance sends the queue any more, a re-delivery is refused: its events would wait for ever.
     assert.ok(await sender.reload(config({ name: 'another' })));
     const unserved = await request(`${sender.admin}${LETTERS}/${letter.id}/redeliver`, { method: 'POST' });
-    assert.deepEqual([unserved.status, unserved.json().code], [409, 'TG_ERR_DEAD_LETTER_QUEUE_NOT_SERVED']);
+    assert.deepEqual([unserved.status, unserved.json().code], [409, 'TOLLGATE_ERR_DEAD_LETTER_QUEUE_NOT_SERVED']);
     // The queue back and the token fixed: re-delivered, all four arrive.
     assert.ok(await sender.reload(config({})));
     receiver.answer = () => undefined;

@@ -36,7 +36,7 @@ describe('the depth scan', () => {
   });
 
   test('parseUntrustedJson refuses too deep text as a SyntaxError with a stable code, and parses the rest', () => {
-    assert.throws(() => parseUntrustedJson(TOO_DEEP), (err: unknown) => err instanceof SyntaxError && err instanceof JsonTooDeepError && err.code === 'TG_ERR_JSON_TOO_DEEP');
+    assert.throws(() => parseUntrustedJson(TOO_DEEP), (err: unknown) => err instanceof SyntaxError && err instanceof JsonTooDeepError && err.code === 'TOLLGATE_ERR_JSON_TOO_DEEP');
     assert.equal(JSON.stringify(parseUntrustedJson(nested(MAX_JSON_DEPTH))), nested(MAX_JSON_DEPTH));
     assert.throws(() => parseUntrustedJson('{"a":'), SyntaxError);
   });
