@@ -95,8 +95,10 @@ export class UpstreamFailure extends TollgateError {
     message: string,
     readonly tries: number,
     readonly stage: FailureStage = 'exchange',
+    /** `cause`: what the HTTP client or the socket reported (its code goes into the log line). */
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }
 

@@ -204,7 +204,7 @@ export class GrpcProxy {
           const next = retryable && tries++ < service.retries ? peers.next() : null;
           if (next) return attempt(next);
           const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, timedOut);
-          handlers.onError(status, message);
+          handlers.onError(status, message, err);
         }),
       );
     };

@@ -97,7 +97,7 @@ export class HttpEngine {
         request.peers.failed(failure.kind);
         const next = tries < request.service.retries && this.canRetry(request, failure) ? request.peers.next() : null;
         if (next) return attempt(next, tries + 1);
-        handlers.onFailure(new UpstreamFailure(failure.kind, failure.message, tries + 1, failure.stage));
+        handlers.onFailure(new UpstreamFailure(failure.kind, failure.message, tries + 1, failure.stage, { cause: failure.cause }));
       });
       this.poolFor(request, peer).dispatch(current.options(), current);
     };
@@ -247,8 +247,9 @@ class Exchange implements Dispatcher.DispatchHandler {
       !this.connected ? 'connect'
       : !this.settled && !timedOut && kind === 'reset' ? 'early'
       : 'exchange';
-    if (this.settled) this.handlers.onFailure(new UpstreamFailure(kind, err.message, 1, stage));
-    else this.failed(new UpstreamFailure(kind, err.message, 1, stage));
+    const failure = new UpstreamFailure(kind, err.message, 1, stage, { cause: err });
+    if (this.settled) this.handlers.onFailure(failure);
+    else this.failed(failure);
   }
 
   /** write_timeout between two chunks of a streamed body going out (undici reads it only as fast as the upstream takes it). */

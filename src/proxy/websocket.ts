@@ -115,7 +115,7 @@ export class WebSocketProxy {
         const next = !connected && !socket.destroyed && tries < service.retries ? request.peers.next() : null;
         if (next) return this.handshake(request, handlers, next, tries + 1);
         const [status, message] = upstreamFailureAnswer(err, timedOut);
-        handlers.onError(status, message);
+        handlers.onError(status, message, err);
       }),
     );
     upstreamRequest.on(
