@@ -2,9 +2,10 @@
  * The core's errors that are not HTTP answers, made here only (as undici's lib/core/errors.js and
  * fastify's lib/errors.js): each class has a stable `name` and a `TOLLGATE_ERR_*` code, which the log
  * lines that report it carry (pino writes an error's own fields, `code` among them) and the CLI turns
- * into an exit code. The other layers keep their own catalogues: src/pipeline/http-error.ts (HttpError,
- * the errors that end a request with a status), src/toolkit/admin-errors.ts (the admin API's, with
- * Kong's numeric codes), src/toolkit/limits.ts (refused work), src/store/errors.ts (the store's).
+ * into an exit code. The errors that end a request with a status are HttpErrors, made beside the
+ * answer they stand for: src/pipeline/http-error.ts (the base), src/pipeline/upstream-edits.ts (a header
+ * value no request can carry), src/toolkit/limits.ts (refused work), src/toolkit/admin-errors.ts (the
+ * admin API's, with Kong's numeric codes); the store keeps its own catalogue, src/store/errors.ts.
  * docs/errors.md lists every code, what it means and what to do.
  */
 import type { FailureKind } from './proxy/respond.ts';
@@ -125,4 +126,35 @@ export class UnsendableRequestError extends TollgateError {
 export class ChainTooLongError extends TollgateError {
   readonly name = 'ChainTooLongError';
   readonly code = 'TOLLGATE_ERR_UPSTREAM_CHAIN_TOO_LONG';
+}
+
+/** A plugin set an upstream header that is not a header name, or one the gateway sets itself (the plugin's 500). */
+export class ForbiddenUpstreamHeaderError extends TollgateError {
+  readonly name = 'ForbiddenUpstreamHeaderError';
+  readonly code = 'TOLLGATE_ERR_FORBIDDEN_UPSTREAM_HEADER';
+}
+
+/** A pattern the regex engine cannot run, with where in the pattern (0-based) the construct starts. */
+export class RegexRefusedError extends TollgateError {
+  readonly name = 'RegexRefusedError';
+  readonly code = 'TOLLGATE_ERR_REGEX_REFUSED';
+  constructor(
+    readonly reason: string,
+    readonly position: number,
+  ) {
+    super(`${reason}, at position ${position}`);
+  }
+}
+
+/**
+ * JSON from outside nested deeper than `limit` (toolkit/json.ts). A SyntaxError, not a TollgateError,
+ * so that every reader treats too deep JSON as it treats malformed JSON.
+ */
+export class JsonTooDeepError extends SyntaxError {
+  override readonly name = 'JsonTooDeepError';
+  readonly code = 'TOLLGATE_ERR_JSON_TOO_DEEP';
+
+  constructor(readonly limit: number) {
+    super(`JSON nested deeper than ${limit} levels`);
+  }
 }

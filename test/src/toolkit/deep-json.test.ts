@@ -11,7 +11,8 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { MAX_JSON_DEPTH, nestsDeeperThan, parseUntrustedJson, JsonTooDeepError } from '../../../src/toolkit/json.ts';
+import { JsonTooDeepError } from '../../../src/errors.ts';
+import { MAX_JSON_DEPTH, nestsDeeperThan, parseUntrustedJson } from '../../../src/toolkit/json.ts';
 import { aroundTests, request, startGateway, startUpstream, type Reply, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 import { assertProblem, CE_SINGLE, event, MeteringApi, ROUTE_PATH } from '../../plugins/metering/catalogue-support.ts';
 
