@@ -60,18 +60,24 @@ export function portOf(url: string): number {
   return Number(new URL(url).port);
 }
 
+/** What a value is once it passed `Boolean`. */
+type Truthy<T> = Exclude<T, undefined | null | false | 0 | ''>;
+
 /**
  * The tests' one polling helper: calls `probe` until `done` holds for what it returns (by default, until
  * that is truthy) and returns that value. After `timeoutMs` it fails, naming what it waited for and the
- * last value seen.
+ * last value seen. The pause between calls grows from 10 ms to 100 ms: a condition about to hold is seen
+ * at once, and a long wait does not load the gateway it probes.
  */
+export async function waitFor<T>(probe: () => T | Promise<T>, what: string, timeoutMs?: number): Promise<Truthy<T>>;
+export async function waitFor<T>(probe: () => T | Promise<T>, what: string, timeoutMs: number, done: (value: T) => boolean): Promise<T>;
 export async function waitFor<T>(probe: () => T | Promise<T>, what: string, timeoutMs = 5000, done: (value: T) => boolean = Boolean): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  for (let pauseMs = 10; ; pauseMs = Math.min(pauseMs * 2, 100)) {
     const value = await probe();
     if (done(value)) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${JSON.stringify(value)?.slice(0, 500)}`);
-    await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, pauseMs));
   }
 }
 
