@@ -1,5 +1,5 @@
 /**
- * Helpers shared by the core's tests: raw HTTP/1.1 over a socket (for bytes Node's client will not send),
+ * Helpers shared by the tests: raw HTTP/1.1 over a socket (for bytes Node's client will not send),
  * upstreams that count their open connections, waiting for a condition (the one polling helper), and a
  * gateway started with a test-only plugin registry.
  */
