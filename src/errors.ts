@@ -16,10 +16,19 @@ export abstract class TollgateError extends Error {
   abstract readonly code: string;
 }
 
+/**
+ * The base of one entry of the catalogue, its `name` and `code` fixed (fastify's createError): an entry
+ * is `class FooError extends entry('FooError', 'TOLLGATE_ERR_FOO') {}`, with fields of its own if any.
+ */
+function entry(name: string, code: string) {
+  return class extends TollgateError {
+    override readonly name: string = name;
+    readonly code: string = code;
+  };
+}
+
 /** One problem of a configuration file, and where it is (`file:line:col: path: message`). */
-export class ConfigError extends TollgateError {
-  readonly name = 'ConfigError';
-  readonly code = 'TOLLGATE_ERR_CONFIG_INVALID';
+export class ConfigError extends entry('ConfigError', 'TOLLGATE_ERR_CONFIG_INVALID') {
   constructor(
     readonly file: string,
     readonly line: number,
@@ -35,19 +44,14 @@ export class ConfigError extends TollgateError {
 }
 
 /** A configuration file the gateway was given at start or reload has these problems. */
-export class ConfigLoadError extends TollgateError {
-  readonly name = 'ConfigLoadError';
-  readonly code = 'TOLLGATE_ERR_CONFIG';
+export class ConfigLoadError extends entry('ConfigLoadError', 'TOLLGATE_ERR_CONFIG') {
   constructor(readonly errors: ConfigError[]) {
     super(errors.map(String).join('\n'));
   }
 }
 
 /** A start-up failure with a message meant for the operator (taken port, unreadable data dir). */
-export class StartupError extends TollgateError {
-  readonly name: string = 'StartupError';
-  readonly code: string = 'TOLLGATE_ERR_STARTUP';
-}
+export class StartupError extends entry('StartupError', 'TOLLGATE_ERR_STARTUP') {}
 
 /**
  * A worker of a node of several processes was given a file that needs one process (worker_processes
@@ -62,9 +66,7 @@ export class OneProcessConfigError extends StartupError {
 }
 
 /** Bad usage: an unknown command or option, a missing value. Exit code 2. */
-export class UsageError extends TollgateError {
-  readonly name = 'UsageError';
-  readonly code = 'TOLLGATE_ERR_USAGE';
+export class UsageError extends entry('UsageError', 'TOLLGATE_ERR_USAGE') {
   constructor(
     message: string,
     /** The command whose help tells the right usage, when known. */
@@ -75,10 +77,7 @@ export class UsageError extends TollgateError {
 }
 
 /** Something the operator of `tollgate stop|reload|status` must hear, said in one line, ending the command with exit 1. */
-export class ControlError extends TollgateError {
-  readonly name = 'ControlError';
-  readonly code = 'TOLLGATE_ERR_CONTROL';
-}
+export class ControlError extends entry('ControlError', 'TOLLGATE_ERR_CONTROL') {}
 
 /**
  * Where an upstream exchange failed: `connect` (refused, DNS, connect timeout: nothing was sent), `early`
@@ -88,9 +87,7 @@ export class ControlError extends TollgateError {
 export type FailureStage = 'connect' | 'early' | 'exchange';
 
 /** The upstream could not be reached or failed mid-exchange, after `tries` tries (502, 503 or 504). */
-export class UpstreamFailure extends TollgateError {
-  readonly name = 'UpstreamFailure';
-  readonly code = 'TOLLGATE_ERR_UPSTREAM';
+export class UpstreamFailure extends entry('UpstreamFailure', 'TOLLGATE_ERR_UPSTREAM') {
   constructor(
     readonly kind: FailureKind,
     message: string,
@@ -108,36 +105,22 @@ export class UpstreamFailure extends TollgateError {
  * the gateway gave up on it (504). Its own code, not the HTTP client's, so that it is never taken for
  * a timeout the client library reported.
  */
-export class UpstreamTimeoutError extends TollgateError {
-  readonly name = 'UpstreamTimeoutError';
-  readonly code = 'TOLLGATE_ERR_UPSTREAM_TIMEOUT';
-}
+export class UpstreamTimeoutError extends entry('UpstreamTimeoutError', 'TOLLGATE_ERR_UPSTREAM_TIMEOUT') {}
 
 /**
  * The HTTP client refused to send the request (an invalid header, path or method): a defect of the
  * request the gateway built, never the upstream's failure. Nothing was sent; nothing is retried.
  */
-export class UnsendableRequestError extends TollgateError {
-  readonly name = 'UnsendableRequestError';
-  readonly code = 'TOLLGATE_ERR_UNSENDABLE_REQUEST';
-}
+export class UnsendableRequestError extends entry('UnsendableRequestError', 'TOLLGATE_ERR_UNSENDABLE_REQUEST') {}
 
 /** The upstream's certificate chain is longer than the service's tls_verify_depth allows: the connection is refused. */
-export class ChainTooLongError extends TollgateError {
-  readonly name = 'ChainTooLongError';
-  readonly code = 'TOLLGATE_ERR_UPSTREAM_CHAIN_TOO_LONG';
-}
+export class ChainTooLongError extends entry('ChainTooLongError', 'TOLLGATE_ERR_UPSTREAM_CHAIN_TOO_LONG') {}
 
 /** A plugin set an upstream header that is not a header name, or one the gateway sets itself (the plugin's 500). */
-export class ForbiddenUpstreamHeaderError extends TollgateError {
-  readonly name = 'ForbiddenUpstreamHeaderError';
-  readonly code = 'TOLLGATE_ERR_FORBIDDEN_UPSTREAM_HEADER';
-}
+export class ForbiddenUpstreamHeaderError extends entry('ForbiddenUpstreamHeaderError', 'TOLLGATE_ERR_FORBIDDEN_UPSTREAM_HEADER') {}
 
 /** A pattern the regex engine cannot run, with where in the pattern (0-based) the construct starts. */
-export class RegexRefusedError extends TollgateError {
-  readonly name = 'RegexRefusedError';
-  readonly code = 'TOLLGATE_ERR_REGEX_REFUSED';
+export class RegexRefusedError extends entry('RegexRefusedError', 'TOLLGATE_ERR_REGEX_REFUSED') {
   constructor(
     readonly reason: string,
     readonly position: number,
