@@ -27,7 +27,6 @@ import { nodeIdOf } from './node-id.ts';
 import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
 import type { AdminRoute, ConfigView, PluginRegistry, PluginRuntime, PluginServices } from './pipeline/plugin-api.ts';
 import type { ProtocolProxy } from './pipeline/proxy-step.ts';
-import { bundledPlugins } from './plugins.ts';
 import { GrpcProxy } from './proxy/grpc.ts';
 import { HttpEngine } from './proxy/http-engine.ts';
 import { WebSocketProxy } from './proxy/websocket.ts';
@@ -73,7 +72,8 @@ export function startFailureLines(err: unknown, configFile: string): string[] {
 export interface GatewayOptions {
   /** Overrides the config's log level (tests use 'silent'). */
   logLevel?: string;
-  registry?: PluginRegistry;
+  /** The plugins this gateway knows: the command line's bundled list (src/cli.ts), or a test's own. */
+  registry: PluginRegistry;
   /** An opened store to use instead of opening the configured one (a worker's link to its primary); closed at stop. */
   store?: StoreAdapter;
   /** The node's id, when the process that started this one knows it. */
@@ -142,8 +142,8 @@ export class Gateway {
     this.accessLog.enabled = config.gateway.access_log;
   }
 
-  static async start(configFile: string, options: GatewayOptions = {}): Promise<Gateway> {
-    const registry = options.registry ?? bundledPlugins;
+  static async start(configFile: string, options: GatewayOptions): Promise<Gateway> {
+    const { registry } = options;
     registerStoreProcedures(registry.values());
     const loaded = await loadConfigFile(configFile, registry);
     if (!loaded.ok) throw new ConfigLoadError(loaded.errors);

@@ -5,6 +5,7 @@
 import { parseArgs } from 'node:util';
 import { closestName, didYouMean } from '../did-you-mean.ts';
 import { UsageError } from '../errors.ts';
+import type { PluginRegistry } from '../pipeline/plugin-api.ts';
 
 export interface OptionDefinition {
   type: 'string' | 'boolean';
@@ -23,8 +24,11 @@ export interface CommandDefinition {
   /** More lines under the command's usage in its own help, if any. */
   details?: string;
   options: Record<string, OptionDefinition>;
-  /** Resolves with the process's exit code once the command is done. */
-  run(options: OptionValues): Promise<number>;
+  /**
+   * Resolves with the process's exit code once the command is done. `plugins`: the plugins this
+   * gateway knows, read once by the command line (src/cli.ts) and handed down from here.
+   */
+  run(options: OptionValues, plugins: PluginRegistry): Promise<number>;
 }
 
 /** `storeDamaged`: a restart cannot help (examples/tollgate.service lists it in RestartPreventExitStatus). */

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UsageError } from '../errors.ts';
 import { PACKAGE_ROOT } from '../package-root.ts';
+import type { PluginRegistry } from '../pipeline/plugin-api.ts';
 import { check } from './check.ts';
 import { EXIT, HELP_OPTION, readOptions, unknownCommand, type CommandDefinition, type OptionDefinition } from './command.ts';
 import { health, reload, status, stop } from './control.ts';
@@ -81,9 +82,9 @@ export function commandHelp(command: CommandDefinition): string {
 }
 
 /** Runs the command line `args` (without node and the script); resolves with the exit code. */
-export async function runCli(args: string[]): Promise<number> {
+export async function runCli(args: string[], plugins: PluginRegistry): Promise<number> {
   try {
-    return await dispatch(args);
+    return await dispatch(args, plugins);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     const helpCommand = err.command ? `tollgate ${err.command} --help` : 'tollgate --help';
@@ -92,14 +93,14 @@ export async function runCli(args: string[]): Promise<number> {
   }
 }
 
-async function dispatch(args: string[]): Promise<number> {
+async function dispatch(args: string[], plugins: PluginRegistry): Promise<number> {
   const [first, ...rest] = args;
   if (first === undefined) {
     console.error(overallHelp());
     return EXIT.usage;
   }
-  if (first === '--help' || first === '-h') return help.run({});
-  if (first === '--version' || first === '-v') return version.run({});
+  if (first === '--help' || first === '-h') return help.run({}, plugins);
+  if (first === '--version' || first === '-v') return version.run({}, plugins);
   if (first.startsWith('-')) throw new UsageError(`unknown option '${first}': options come after the command`);
   if (first === 'help' && rest.length > 0) {
     const topic = find(rest[0]);
@@ -114,5 +115,5 @@ async function dispatch(args: string[]): Promise<number> {
     console.log(commandHelp(command));
     return EXIT.ok;
   }
-  return command.run(options);
+  return command.run(options, plugins);
 }

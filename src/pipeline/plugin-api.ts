@@ -69,8 +69,36 @@ export interface PluginDefinition<Config = any> {
    * `<plugin name>.<key>`: on a node of workers, in the primary, which owns the embedded store.
    */
   storeProcedures?: Record<string, StoreProcedure>;
+  /**
+   * Tabs the plugin adds to the operators' console (docs/console.md), after the core's Traffic and
+   * Consumers, in this order; the page shows and starts them only where the plugin is in use.
+   */
+  console?: { tabs: ConsoleTab[] };
   /** Builds the plugin's runtime once per gateway process. */
   create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
+}
+
+/**
+ * A console tab: a section of the page and its link. Both files are the plugin's own, named from
+ * PACKAGE_ROOT (not import.meta, which is the bundle's where the gateway runs bundled); they are read
+ * once when the admin API starts.
+ */
+export interface ConsoleTab {
+  /** The section's id, its link's anchor (`#usage`): lowercase letters, digits and dashes. */
+  id: string;
+  /** The link's text. */
+  title: string;
+  /**
+   * The section's static HTML (headings, forms, empty boxes), placed in the page as it is: never data,
+   * which the script writes as text.
+   */
+  markup: string;
+  /**
+   * A JavaScript module whose default export starts the tab: `start(section)`. Served at
+   * `/console/<build>/plugins/<plugin>/<file name>`, so it imports the console's helpers as
+   * `../../api.js`, `../../dom.js`, `../../chart.js`.
+   */
+  script: string;
 }
 
 /** The plugins a gateway knows, by name. */

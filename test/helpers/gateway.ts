@@ -131,7 +131,7 @@ export async function startGateway(config: Record<string, any>, options: StartOp
   if (TEST_WORKERS > 0) return startWorkerNode(config, options, TEST_WORKERS);
   const dataDir = options.dataDir ?? tempDir();
   const configFile = writeConfig(config, dataDir);
-  const gateway = await Gateway.start(configFile);
+  const gateway = await Gateway.start(configFile, { registry: bundledPlugins });
   const [plain, tls, h2c] = gateway.proxyListeners;
   return {
     gateway,

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { Decimal, formatDecimal } from '../../../../plugins/metering/billing/money.ts';
+import { Decimal, formatDecimal } from '../../../../plugins/metering/billing/shared/money.ts';
 import { spawnGateway, tempDir, type SpawnedGateway } from '../../../helpers/gateway.ts';
 import { waitFor } from '../../../helpers/support.ts';
 import { crash, inParallel } from '../catalogue-support.ts';
