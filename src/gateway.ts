@@ -15,10 +15,11 @@ import { upstreamAdminRoutes } from './admin/upstream-routes.ts';
 import type { HealthChange } from './balancer/balancers.ts';
 import { workerCount } from './config/entities.ts';
 import { parseListenList } from './config/listen.ts';
-import { ConfigError, loadConfigFile } from './config/load.ts';
+import { loadConfigFile } from './config/load.ts';
 import type { GatewayConfig } from './config/types.ts';
 import { Consumers } from './consumers.ts';
 import { preparePrivateDir } from './data-dir.ts';
+import { ConfigError, ConfigLoadError, OneProcessConfigError, StartupError } from './errors.ts';
 import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
@@ -55,29 +56,6 @@ const RESTART_SETTINGS = [
   'worker_processes', 'db_update_frequency',
 ] as const;
 
-export class ConfigLoadError extends Error {
-  override readonly name = 'ConfigLoadError';
-  readonly code = 'TOLLGATE_ERR_CONFIG';
-  constructor(readonly errors: ConfigError[]) {
-    super(errors.map(String).join('\n'));
-  }
-}
-
-/** A start-up failure with a message meant for the operator (taken port, unreadable data dir). */
-export class StartupError extends Error {}
-
-/**
- * A worker of a node of several processes was given a file that needs one process (worker_processes
- * left at its default, with a plugin that keeps state in one process): it keeps its configuration.
- */
-export class OneProcessConfigError extends StartupError {
-  readonly code = 'ONE_PROCESS_CONFIG';
-  constructor(reason: string) {
-    super(`${reason}; this node runs several: restart it to apply this file`);
-    this.name = 'OneProcessConfigError';
-  }
-}
-
 /** The exit code of a failed start: a damaged store has its own, as restarting cannot help. */
 export function startFailureExitCode(err: unknown): number {
   const damaged = err instanceof StoreDamagedError || (err as Error | undefined)?.cause instanceof StoreDamagedError;
@@ -110,7 +88,7 @@ export interface GatewayOptions {
 
 /** What a reload of an invalid file logs: each error on a line of its own, then the outcome. */
 export function logRefusedConfiguration(log: Logger, errors: readonly ConfigError[]): void {
-  for (const e of errors) log.error({ error: String(e) }, 'invalid configuration');
+  for (const e of errors) log.error({ error: String(e), code: e.code }, 'invalid configuration');
   const count = errors.length === 1 ? '1 error' : `${errors.length} errors`;
   log.error(`configuration invalid (${count}): keeping the current one`);
 }

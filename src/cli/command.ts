@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { closestName, didYouMean } from '../did-you-mean.ts';
+import { UsageError } from '../errors.ts';
 import type { PluginRegistry } from '../pipeline/plugin-api.ts';
 
 export interface OptionDefinition {
@@ -28,19 +29,6 @@ export interface CommandDefinition {
    * gateway knows, read once by the command line (src/cli.ts) and handed down from here.
    */
   run(options: OptionValues, plugins: PluginRegistry): Promise<number>;
-}
-
-/** Bad usage: an unknown command or option, a missing value. Exit code 2. */
-export class UsageError extends Error {
-  readonly name = 'UsageError';
-  readonly code = 'TOLLGATE_ERR_USAGE';
-  constructor(
-    message: string,
-    /** The command whose help tells the right usage, when known. */
-    readonly command?: string,
-  ) {
-    super(message);
-  }
 }
 
 /** `storeDamaged`: a restart cannot help (examples/tollgate.service lists it in RestartPreventExitStatus). */

@@ -4,10 +4,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { UsageError } from '../errors.ts';
 import { PACKAGE_ROOT } from '../package-root.ts';
 import type { PluginRegistry } from '../pipeline/plugin-api.ts';
 import { check } from './check.ts';
-import { EXIT, HELP_OPTION, readOptions, unknownCommand, UsageError, type CommandDefinition, type OptionDefinition } from './command.ts';
+import { EXIT, HELP_OPTION, readOptions, unknownCommand, type CommandDefinition, type OptionDefinition } from './command.ts';
 import { health, reload, status, stop } from './control.ts';
 import { start } from './start.ts';
 import { migrate, storeCopy, storeRepair } from './store.ts';

@@ -11,8 +11,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseListenList } from '../config/listen.ts';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
+import { ControlError, UsageError } from '../errors.ts';
 import { pidFilePath, PID_FILE_NAME } from '../process/pid-file.ts';
-import { EXIT, UsageError, type CommandDefinition, type OptionDefinition, type OptionValues } from './command.ts';
+import { EXIT, type CommandDefinition, type OptionDefinition, type OptionValues } from './command.ts';
 import { CONFIG_OPTION, configFileOf } from './config-option.ts';
 import type { PluginRegistry } from '../pipeline/plugin-api.ts';
 
@@ -20,12 +21,6 @@ const PID_FILE_OPTION: OptionDefinition = { type: 'string', value: 'FILE', descr
 const POLL_MS = 100;
 /** An admin API that does not answer in this time is reported as not answering. */
 const ADMIN_TIMEOUT_MS = 5000;
-
-/** Something the operator must hear, said in one line, ending the command with exit 1. */
-class ControlError extends Error {
-  override readonly name = 'ControlError';
-  readonly code = 'TOLLGATE_ERR_CONTROL';
-}
 
 function timeoutOption(defaultSeconds: number, what: string): OptionDefinition {
   return { type: 'string', value: 'SECONDS', description: `how long to wait for ${what} (default ${defaultSeconds})` };

@@ -1,8 +1,9 @@
 /** `tollgate migrate` and `tollgate store:copy`: the PostgreSQL store's schema, and moving an embedded store into it. */
+import { UsageError } from '../errors.ts';
 import { copyStore, DEFAULT_COPY_BATCH } from '../store/copy.ts';
 import { migrateStore } from '../store/migrate.ts';
 import { repairStore } from '../store/repair.ts';
-import { UsageError, type CommandDefinition } from './command.ts';
+import type { CommandDefinition } from './command.ts';
 import { CONFIG_OPTION, configFileOf } from './config-option.ts';
 
 export const migrate: CommandDefinition = {

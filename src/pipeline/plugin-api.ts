@@ -27,7 +27,8 @@ export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaA
 export { putIfAbsent, take } from '../store/store.ts';
 export { StoreClosedError, StoreUnavailableError, StoreUnwritableError } from '../store/errors.ts';
 export { consumerByReference } from '../consumers.ts';
-export { compileOperatorRegex, operatorRegexProblem, RegexRefusedError, type OperatorRegex, type OperatorRegexOptions } from '../operator-regex.ts';
+export { compileOperatorRegex, operatorRegexProblem, type OperatorRegex, type OperatorRegexOptions } from '../operator-regex.ts';
+export { RegexRefusedError } from '../errors.ts';
 export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH, type ConsumerChild } from '../config/entities.ts';
 export { canonicalName } from '../config/hostnames.ts';
 export { AddressRanges } from '../address-ranges.ts';

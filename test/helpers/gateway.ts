@@ -22,7 +22,8 @@ import { join, resolve } from 'node:path';
 import { after, before } from 'node:test';
 import { stringify } from 'yaml';
 import { loadConfigFile } from '../../src/config/load.ts';
-import { ConfigLoadError, Gateway } from '../../src/gateway.ts';
+import { ConfigLoadError } from '../../src/errors.ts';
+import { Gateway } from '../../src/gateway.ts';
 import { bundledPlugins } from '../../src/plugins.ts';
 
 export interface GatewayUrls {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { REWRITABLE_BODY_LIMIT, type PluginDefinition, type ResponseHead } from '../../../src/pipeline/plugin-api.ts';
 import { request, startUpstream, type Upstream } from '../../helpers/gateway.ts';
-import { closedPort, startWithRegistry, type RegistryGateway } from '../support.ts';
+import { closedPort, startWithRegistry, type RegistryGateway } from '../../helpers/support.ts';
 
 const empty = { type: 'record' as const, fields: {} };
 const logged: string[] = [];

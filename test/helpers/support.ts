@@ -1,7 +1,7 @@
 /**
- * Helpers shared by the core's tests: raw HTTP/1.1 over a socket (for bytes Node's client will not send),
- * upstreams that count their open connections, waiting for a condition, and a gateway started with a
- * test-only plugin registry.
+ * Helpers shared by the tests: raw HTTP/1.1 over a socket (for bytes Node's client will not send),
+ * upstreams that count their open connections, waiting for a condition (the one polling helper), and a
+ * gateway started with a test-only plugin registry.
  */
 import { writeFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { PluginRegistry } from '../../src/pipeline/plugin-api.ts';
 import { Gateway } from '../../src/gateway.ts';
-import { startUpstream, tempDir } from '../helpers/gateway.ts';
+import { startUpstream, tempDir } from './gateway.ts';
 
 export interface RawReply {
   status: number;
@@ -60,12 +60,24 @@ export function portOf(url: string): number {
   return Number(new URL(url).port);
 }
 
-/** Polls `condition` until it holds; fails after `timeoutMs` with `what`. */
-export async function waitFor(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
+/** What a value is once it passed `Boolean`. */
+type Truthy<T> = Exclude<T, undefined | null | false | 0 | ''>;
+
+/**
+ * The tests' one polling helper: calls `probe` until `done` holds for what it returns (by default, until
+ * that is truthy) and returns that value. After `timeoutMs` it fails, naming what it waited for and the
+ * last value seen. The pause between calls grows from 10 ms to 100 ms: a condition about to hold is seen
+ * at once, and a long wait does not load the gateway it probes.
+ */
+export async function waitFor<T>(probe: () => T | Promise<T>, what: string, timeoutMs?: number): Promise<Truthy<T>>;
+export async function waitFor<T>(probe: () => T | Promise<T>, what: string, timeoutMs: number, done: (value: T) => boolean): Promise<T>;
+export async function waitFor<T>(probe: () => T | Promise<T>, what: string, timeoutMs = 5000, done: (value: T) => boolean = Boolean): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
+  for (let pauseMs = 10; ; pauseMs = Math.min(pauseMs * 2, 100)) {
+    const value = await probe();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${JSON.stringify(value)?.slice(0, 500)}`);
+    await new Promise((r) => setTimeout(r, pauseMs));
   }
 }
 
