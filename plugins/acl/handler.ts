@@ -5,7 +5,7 @@
  * X-Consumer-Groups (or X-Authenticated-Groups) unless `hide_groups_header`. Works with any
  * authentication plugin and with the `anonymous` consumer, which has groups like any consumer.
  */
-import { entityAdminRoutes, EntityDirectory, type PluginApi, type PluginRuntime, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { PluginApi, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
 import { aclEntity, type Acl, type AclConfig } from './schema.ts';
 
 const FORBIDDEN = 'You cannot consume this service';
@@ -18,9 +18,8 @@ interface Rule {
   groups: ReadonlySet<string>;
 }
 
-export async function createRuntime(api: PluginApi): Promise<PluginRuntime<AclConfig>> {
-  const acls = new EntityDirectory<Acl>(api.store, aclEntity, { parent: api.consumers, log: api.log });
-  await acls.load();
+export function createRuntime(api: PluginApi): PluginRuntime<AclConfig> {
+  const acls = api.entities<Acl>(aclEntity.name);
   const rules = new WeakMap<AclConfig, Rule>();
   const ruleOf = (config: AclConfig): Rule => {
     let rule = rules.get(config);
@@ -32,9 +31,6 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<AclCo
   };
 
   return {
-    configure(view) {
-      acls.setDeclared(view.entities(aclEntity.name));
-    },
     access(ctx, config) {
       const rule = ruleOf(config);
       const authenticated = authenticatedGroups(ctx);
@@ -49,10 +45,6 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<AclCo
       // A consumer without groups is in no allow list, and in no deny list either.
       if (groups.length === 0 && !rule.deny) return ctx.credential ? ctx.error(403, FORBIDDEN) : ctx.error(401, 'Unauthorized');
       decide(ctx, config, rule, groups, CONSUMER_GROUPS);
-    },
-    adminRoutes: entityAdminRoutes(acls),
-    async close() {
-      acls.close();
     },
   };
 }

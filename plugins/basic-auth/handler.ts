@@ -7,8 +7,6 @@
 import {
   authenticateWith,
   challenge,
-  entityAdminRoutes,
-  EntityDirectory,
   findHeader,
   isHashedSecret,
   RequestLimitError,
@@ -31,10 +29,9 @@ interface Given {
   password: string;
 }
 
-export async function createRuntime(api: PluginApi): Promise<PluginRuntime<BasicAuthConfig>> {
-  const credentials = new EntityDirectory<BasicCredential>(api.store, credentialEntity, { parent: api.consumers, log: api.log });
+export function createRuntime(api: PluginApi): PluginRuntime<BasicAuthConfig> {
+  const credentials = api.entities<BasicCredential>(credentialEntity.name);
   const secrets = new SecretVerifier(api.store);
-  await credentials.load();
   const challenges = new WeakMap<BasicAuthConfig, Record<string, string>>();
   const refusal = (config: BasicAuthConfig): AuthenticationFailure => {
     let headers = challenges.get(config);
@@ -78,18 +75,14 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Basic
   };
 
   return {
-    configure(view) {
-      credentials.setDeclared(view.entities(credentialEntity.name));
-    },
     access(ctx, config) {
       return authenticateWith(ctx, config, api.consumers, () => attempt(ctx, config));
     },
-    adminRoutes: entityAdminRoutes(credentials, {
+    beforeEntitySave: {
       // A password a write sets is stored as its PBKDF2 hash; a PATCH without one keeps the stored hash.
-      prepare: async (entity, { given, existing }) => (given.has('password') || !existing ? { ...entity, password: await secrets.hash(entity.password) } : entity),
-    }),
+      [credentialEntity.name]: async (entity, { given, existing }) => (given.has('password') || !existing ? { ...entity, password: await secrets.hash(entity.password) } : entity),
+    },
     async close() {
-      credentials.close();
       await secrets.close();
     },
   };

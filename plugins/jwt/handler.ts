@@ -8,8 +8,6 @@ import type { KeyObject } from 'node:crypto';
 import {
   authenticateWith,
   challenge,
-  entityAdminRoutes,
-  EntityDirectory,
   findHeader,
   parseArgs,
   type AuthenticationFailure,
@@ -30,9 +28,8 @@ interface Challenges {
   invalid: Record<string, string>;
 }
 
-export async function createRuntime(api: PluginApi): Promise<PluginRuntime<JwtConfig>> {
-  const secrets = new EntityDirectory<JwtSecret>(api.store, secretEntity, { parent: api.consumers, log: api.log });
-  await secrets.load();
+export function createRuntime(api: PluginApi): PluginRuntime<JwtConfig> {
+  const secrets = api.entities<JwtSecret>(secretEntity.name);
   const challenges = new WeakMap<JwtConfig, Challenges>();
   /** The verification key of a secret, parsed once per secret version (null: it has none). */
   const keys = new WeakMap<JwtSecret, Buffer | KeyObject | null>();
@@ -89,16 +86,9 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<JwtCo
   };
 
   return {
-    configure(view) {
-      secrets.setDeclared(view.entities(secretEntity.name));
-    },
     access(ctx, config) {
       if (!config.run_on_preflight && ctx.method === 'OPTIONS') return;
       return authenticateWith(ctx, config, api.consumers, () => attempt(ctx, config));
-    },
-    adminRoutes: entityAdminRoutes(secrets),
-    async close() {
-      secrets.close();
     },
   };
 }

@@ -9,8 +9,6 @@ import {
   clearBodyParam,
   clearQueryArg,
   credentialBodyParams,
-  entityAdminRoutes,
-  EntityDirectory,
   headerValues,
   parseArgs,
   type AuthenticationOutcome,
@@ -36,9 +34,8 @@ interface FoundKey {
 /** `duplicate`: a key sent twice in one place (Kong refuses rather than pick one); `body`: the body must be read to go on. */
 type Search = FoundKey | 'duplicate' | 'body' | undefined;
 
-export async function createRuntime(api: PluginApi): Promise<PluginRuntime<KeyAuthConfig>> {
-  const credentials = new EntityDirectory<KeyCredential>(api.store, credentialEntity, { parent: api.consumers, log: api.log });
-  await credentials.load();
+export function createRuntime(api: PluginApi): PluginRuntime<KeyAuthConfig> {
+  const credentials = api.entities<KeyCredential>(credentialEntity.name);
   const challenges = new WeakMap<KeyAuthConfig, string>();
   const challengeOf = (config: KeyAuthConfig) => {
     let cached = challenges.get(config);
@@ -61,9 +58,6 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<KeyAu
   };
 
   return {
-    configure(view) {
-      credentials.setDeclared(view.entities(credentialEntity.name));
-    },
     access(ctx, config) {
       if (!config.run_on_preflight && ctx.method === 'OPTIONS') return;
       return authenticateWith(ctx, config, api.consumers, () => {
@@ -71,10 +65,6 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<KeyAu
         if (found !== 'body') return outcome(ctx, config, found);
         return credentialBodyParams(ctx, { anyMethod: true }).then((body) => outcome(ctx, config, findKey(ctx, config, body) as Exclude<Search, 'body'>));
       });
-    },
-    adminRoutes: entityAdminRoutes(credentials),
-    async close() {
-      credentials.close();
     },
   };
 }

@@ -14,7 +14,8 @@ import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Servi
 import type { Store } from '../store/store.ts';
 import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
-import type { ParentDirectory } from '../toolkit/entity-directory.ts';
+import type { Entity, EntityDirectory, ParentDirectory } from '../toolkit/entity-directory.ts';
+import type { BeforeEntitySave } from '../toolkit/entity-admin.ts';
 
 export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
 /** Schema validation with Kong's messages, for plugin configs and entities. */
@@ -137,8 +138,19 @@ export interface EntityDefinition {
   allOrNone?: string[];
   /** Kong's `ttl = true`: the admin API accepts `ttl` (seconds) and the entity expires after it. */
   ttl?: boolean;
-  /** The admin API's names (Kong's `admin_api_name`, `admin_api_nested_name`); no admin API without them. */
-  admin?: { name: string; nested?: string };
+  /**
+   * The admin API's names (Kong's `admin_api_name`, `admin_api_nested_name`); no admin API without them.
+   * `expandParentOnLookup`: `GET /<name>?<endpoint key>=<value>` shows the match's parent whole (the
+   * question an authorization page asks: which application and which developer is this client_id?).
+   */
+  admin?: { name: string; nested?: string; expandParentOnLookup?: boolean };
+  /**
+   * The core keeps this entity (Kong's DAO, generated from `daos.lua`); see "Entities kept by the core" below.
+   * Without it the entity lives in gateway.yaml only and the plugin reads it in `configure` (`view.entities`).
+   */
+  keptByCore?: boolean;
+  /** Where the core keeps the runtime records of a `keptByCore` entity in the plugin's store (default `<name>/`). */
+  keyPrefix?: string;
   /**
    * Kong's transformations on write (e.g. hash a secret), synchronous, for entities of gateway.yaml (skipped
    * when the file says `_transform: false`, as Kong's exports do: their values are transformed already).
@@ -181,6 +193,11 @@ export interface PluginApi {
    * gather every process's; counters that are the node's (`admit`). One process alone keeps its own.
    */
   node: NodeExchange;
+  /**
+   * A `keptByCore` entity this plugin declares (e.g. `api.entities<KeyCredential>('keyauth_credentials')`);
+   * throws for any other name.
+   */
+  entities<T extends Entity = Entity>(name: string): KeptEntities<T>;
 }
 
 /**
@@ -278,8 +295,13 @@ export interface PluginRuntime<Config = any> {
    * Return true when answered; the core answers 404 otherwise.
    */
   unmatched?(req: UnmatchedRequest): boolean;
-  /** Routes on the admin API, e.g. `GET /oauth2/:id`. */
+  /** Routes on the admin API, e.g. `GET /oauth2/:id` (those of `keptByCore` entities are the core's). */
   adminRoutes?: AdminRoute[];
+  /**
+   * Kong's transformations of an admin write that need the runtime (a PBKDF2 hash on the worker pool), by
+   * `keptByCore` entity name: run after validation, before the record is stored.
+   */
+  beforeEntitySave?: Record<string, BeforeEntitySave<any>>;
   /** Flush and release everything; the store closes after this resolves. */
   close?(): Promise<void>;
 }
@@ -288,7 +310,7 @@ export interface ConfigView<Config = any> {
   config: GatewayConfig;
   /** The enabled instances of this plugin. */
   instances: PluginEntity<Config>[];
-  /** Entities this plugin declared, as loaded from the file. */
+  /** Entities this plugin declared, as loaded from the file (`keptByCore` ones are in their directory already). */
   entities(name: string): Record<string, any>[];
   routeById(id: string): Route | undefined;
   serviceById(id: string): Service | undefined;
@@ -496,3 +518,18 @@ export interface AdminReply {
 }
 
 export type { RouteProtocol };
+
+// -- Entities kept by the core (issue 29 step 2) ----------------------------------------------------------
+//
+// An entity declared `keptByCore` is the core's, as Kong generates `kong.db.*` and the Admin API from a
+// plugin's `daos.lua`: the gateway builds one EntityDirectory per such entity in every process (in the
+// plugin's store, under `keyPrefix`, a consumer's child when its `parent` is `consumers`), loads it once
+// the plugin is created (listeners a plugin registers in `create` see every removal), gives it the
+// file's records before each `configure` of the plugin, mounts its generated admin API ahead of the
+// plugin's own routes, and closes it after the plugin. The plugin asks `api.entities(name)` in `create`.
+
+/** A kept entity as its plugin sees it: lookups, runtime writes, removal listeners. */
+export type KeptEntities<T extends Entity = Entity> = Pick<
+  EntityDirectory<T>,
+  'byId' | 'find' | 'findInParent' | 'childrenOf' | 'list' | 'parentOf' | 'currentById' | 'currentBy' | 'isDeclared' | 'save' | 'remove' | 'onRemoved'
+>;

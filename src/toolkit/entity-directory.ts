@@ -3,7 +3,7 @@
  * (consumers, each credential type), answered from memory.
  *
  * - Declared entities come from gateway.yaml, are replaced on every reload and are read-only.
- * - Runtime entities are persisted in the store under `<keyPrefix><id>` and loaded at start.
+ * - Runtime entities are persisted in the store under `<definition.keyPrefix><id>` and loaded at start.
  * - Lookups by id and by each unique field are map hits. A child (a credential) whose parent (its consumer)
  *   is gone, or whose `ttl` has run out, reads as absent everywhere.
  * - Several processes and nodes share the store: a unique value is claimed with `commitIf` under
@@ -51,8 +51,6 @@ export interface ParentDirectory {
 }
 
 export interface DirectoryOptions {
-  /** Where runtime entities live in the store (default `<entity name>/`). */
-  keyPrefix?: string;
   /** The directory of the entities this one's `parent.field` references (consumers). */
   parent?: ParentDirectory;
   log?: Logger;
@@ -96,7 +94,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     readonly definition: EntityDefinition,
     private readonly options: DirectoryOptions = {},
   ) {
-    this.keyPrefix = options.keyPrefix ?? `${definition.name}/`;
+    this.keyPrefix = definition.keyPrefix ?? `${definition.name}/`;
     this.topic = `entities:${definition.name}`;
     this.parent = options.parent;
     this.uniqueFields = [...new Set([...(definition.endpointKey ? [definition.endpointKey] : []), ...(definition.unique ?? [])])];
