@@ -12,27 +12,23 @@ const FORBIDDEN = 'You cannot consume this service';
 const CONSUMER_GROUPS = 'x-consumer-groups';
 const AUTHENTICATED_GROUPS = 'x-authenticated-groups';
 
-/** A config read once: which list it checks and how. */
-interface Rule {
+/** A config read once per configuration: which list it checks and how. */
+export interface Rule {
   deny: boolean;
   groups: ReadonlySet<string>;
 }
 
-export function createRuntime(api: PluginApi): PluginRuntime<AclConfig> {
+export function prepareRule(config: AclConfig): Rule {
+  const deny = (config.deny ?? []).length > 0;
+  return { deny, groups: new Set(deny ? config.deny : config.allow) };
+}
+
+export function createRuntime(api: PluginApi): PluginRuntime<AclConfig, Rule> {
   const acls = api.entities<Acl>(aclEntity.name);
-  const rules = new WeakMap<AclConfig, Rule>();
-  const ruleOf = (config: AclConfig): Rule => {
-    let rule = rules.get(config);
-    if (!rule) {
-      const deny = (config.deny ?? []).length > 0;
-      rules.set(config, (rule = { deny, groups: new Set(deny ? config.deny : config.allow) }));
-    }
-    return rule;
-  };
 
   return {
-    access(ctx, config) {
-      const rule = ruleOf(config);
+    access(ctx, config, plugin) {
+      const rule = plugin.prepared;
       const authenticated = authenticatedGroups(ctx);
       const consumer = ctx.consumer;
       // Groups an authentication plugin vouched for count when there is no consumer, or only the

@@ -21,30 +21,25 @@ import { base64UrlDecode, claimErrors, decodeToken, exceedsMaximumExpiration, pu
 
 const BEARER = /^\s*[Bb]earer\s+(.+)/;
 
-interface Challenges {
+/** An instance's `WWW-Authenticate` headers, made once per configuration. */
+export interface Challenges {
   /** No token at all. */
   base: Record<string, string>;
   /** A token that did not pass. */
   invalid: Record<string, string>;
 }
 
-export function createRuntime(api: PluginApi): PluginRuntime<JwtConfig> {
+export function prepareChallenges(config: JwtConfig): Challenges {
+  return {
+    base: { 'www-authenticate': challenge('Bearer', { realm: config.realm }) },
+    invalid: { 'www-authenticate': challenge('Bearer', { realm: config.realm, error: 'invalid_token' }) },
+  };
+}
+
+export function createRuntime(api: PluginApi): PluginRuntime<JwtConfig, Challenges> {
   const secrets = api.entities<JwtSecret>(secretEntity.name);
-  const challenges = new WeakMap<JwtConfig, Challenges>();
   /** The verification key of a secret, parsed once per secret version (null: it has none). */
   const keys = new WeakMap<JwtSecret, Buffer | KeyObject | null>();
-
-  const challengesOf = (config: JwtConfig): Challenges => {
-    let cached = challenges.get(config);
-    if (!cached) {
-      cached = {
-        base: { 'www-authenticate': challenge('Bearer', { realm: config.realm }) },
-        invalid: { 'www-authenticate': challenge('Bearer', { realm: config.realm, error: 'invalid_token' }) },
-      };
-      challenges.set(config, cached);
-    }
-    return cached;
-  };
 
   const keyOf = (secret: JwtSecret, config: JwtConfig): Buffer | KeyObject | undefined => {
     if (isSymmetric(secret.algorithm)) {
@@ -57,8 +52,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<JwtConfig> {
     return key ?? undefined;
   };
 
-  const attempt = (ctx: RequestContext, config: JwtConfig): AuthenticationOutcome => {
-    const { base, invalid } = challengesOf(config);
+  const attempt = (ctx: RequestContext, config: JwtConfig, { base, invalid }: Challenges): AuthenticationOutcome => {
     const refuse = (message: string, body?: object): AuthenticationFailure => ({ status: 401, message, body, headers: invalid });
     const tokens = findTokens(ctx, config);
     if (tokens.length === 0) return { status: 401, message: 'Unauthorized', headers: base };
@@ -86,9 +80,9 @@ export function createRuntime(api: PluginApi): PluginRuntime<JwtConfig> {
   };
 
   return {
-    access(ctx, config) {
+    access(ctx, config, plugin) {
       if (!config.run_on_preflight && ctx.method === 'OPTIONS') return;
-      return authenticateWith(ctx, config, api.consumers, () => attempt(ctx, config));
+      return authenticateWith(ctx, config, api.consumers, () => attempt(ctx, config, plugin.prepared));
     },
   };
 }

@@ -14,6 +14,7 @@ import {
   type AuthenticationOutcome,
   type Params,
   type PluginApi,
+  type PluginInstance,
   type PluginRuntime,
   type RequestContext,
 } from '../../src/pipeline/plugin-api.ts';
@@ -34,18 +35,19 @@ interface FoundKey {
 /** `duplicate`: a key sent twice in one place (Kong refuses rather than pick one); `body`: the body must be read to go on. */
 type Search = FoundKey | 'duplicate' | 'body' | undefined;
 
-export function createRuntime(api: PluginApi): PluginRuntime<KeyAuthConfig> {
+/** An instance's `WWW-Authenticate` value, made once per configuration. */
+export function prepareChallenge(config: KeyAuthConfig): string {
+  return challenge('Key', { realm: config.realm });
+}
+
+type Instance = PluginInstance<KeyAuthConfig, string>;
+
+export function createRuntime(api: PluginApi): PluginRuntime<KeyAuthConfig, string> {
   const credentials = api.entities<KeyCredential>(credentialEntity.name);
-  const challenges = new WeakMap<KeyAuthConfig, string>();
-  const challengeOf = (config: KeyAuthConfig) => {
-    let cached = challenges.get(config);
-    if (cached === undefined) challenges.set(config, (cached = challenge('Key', { realm: config.realm })));
-    return cached;
-  };
 
   /** The outcome once the key is known (or known to be missing). */
-  const outcome = (ctx: RequestContext, config: KeyAuthConfig, search: Exclude<Search, 'body'>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
-    const refuse = (message: string): AuthenticationOutcome => ({ status: 401, message, headers: { 'www-authenticate': challengeOf(config) } });
+  const outcome = (ctx: RequestContext, { config, prepared: challengeHeader }: Instance, search: Exclude<Search, 'body'>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
+    const refuse = (message: string): AuthenticationOutcome => ({ status: 401, message, headers: { 'www-authenticate': challengeHeader } });
     if (search === 'duplicate') return refuse(DUPLICATE_KEY);
     if (!search || search.key === '') return refuse(NO_KEY);
     const credential = credentials.find('key', search.key);
@@ -58,12 +60,12 @@ export function createRuntime(api: PluginApi): PluginRuntime<KeyAuthConfig> {
   };
 
   return {
-    access(ctx, config) {
+    access(ctx, config, plugin) {
       if (!config.run_on_preflight && ctx.method === 'OPTIONS') return;
       return authenticateWith(ctx, config, api.consumers, () => {
         const found = findKey(ctx, config, undefined);
-        if (found !== 'body') return outcome(ctx, config, found);
-        return credentialBodyParams(ctx, { anyMethod: true }).then((body) => outcome(ctx, config, findKey(ctx, config, body) as Exclude<Search, 'body'>));
+        if (found !== 'body') return outcome(ctx, plugin, found);
+        return credentialBodyParams(ctx, { anyMethod: true }).then((body) => outcome(ctx, plugin, findKey(ctx, config, body) as Exclude<Search, 'body'>));
       });
     },
   };

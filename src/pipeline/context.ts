@@ -4,7 +4,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Readable, type Duplex } from 'node:stream';
 import { STATUS_CODES } from 'node:http';
 import type { PeerSource } from '../balancer/peers.ts';
-import type { Consumer, PluginEntity, Route, Service } from '../config/types.ts';
+import type { Consumer, PluginInstance, Route, Service } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
@@ -19,7 +19,7 @@ import { collect, prepend, readWhole, type BodyHead } from './request-body.ts';
 /** A plugin whose phases run on this request. */
 export interface RanPlugin {
   runtime: PluginRuntime;
-  plugin: PluginEntity;
+  plugin: PluginInstance;
 }
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;

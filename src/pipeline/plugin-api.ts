@@ -10,7 +10,7 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Logger } from 'pino';
 import type { Issue, RecordSchema } from '../config/schema.ts';
-import type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
+import type { Consumer, GatewayConfig, PluginInstance, Route, RouteProtocol, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
 import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
@@ -20,7 +20,7 @@ import type { BeforeEntitySave } from '../toolkit/entity-admin.ts';
 export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
 /** Schema validation with Kong's messages, for plugin configs and entities. */
 export { atLeastOneOf, isPlainObject, validate } from '../config/schema.ts';
-export type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
+export type { Consumer, GatewayConfig, PluginEntity, PluginInstance, Route, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, JournalRecord, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
 export { registerStoreProcedures, type StoreProcedure } from '../store/procedures.ts';
 export type { Admission, NodeExchange, QuotaRequest, QuotaReservation } from '../process/exchange.ts';
@@ -39,7 +39,7 @@ export { PACKAGE_ROOT } from '../package-root.ts';
 export { upstreamHeaderNameProblem } from '../proxy/headers.ts';
 export * from '../toolkit/index.ts';
 
-export interface PluginDefinition<Config = any> {
+export interface PluginDefinition<Config = any, Prepared = unknown> {
   name: string;
   version: string;
   /** Higher runs first (Kong: oauth2 1400). */
@@ -48,6 +48,8 @@ export interface PluginDefinition<Config = any> {
   configSchema: RecordSchema;
   /** Checks over the defaulted config and its scope (Kong's entity checks); paths relative to `config`. */
   checkConfig?(config: Config, scope: PluginScope): Issue[];
+  /** What the hooks need of an instance's config, made once per configuration: see "prepare" below. */
+  prepare?(config: Config): Prepared;
   /** Authentication plugins cannot be scoped to a consumer (Kong's `no_consumer`). */
   noConsumer?: boolean;
   /** Identifies the caller (sets `ctx.consumer` / `ctx.credential` or refuses): what plugins that need an authenticated caller look for. */
@@ -76,7 +78,7 @@ export interface PluginDefinition<Config = any> {
    */
   console?: { tabs: ConsoleTab[] };
   /** Builds the plugin's runtime once per gateway process. */
-  create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
+  create(api: PluginApi): PluginRuntime<Config, Prepared> | Promise<PluginRuntime<Config, Prepared>>;
 }
 
 /**
@@ -278,18 +280,18 @@ export interface ConsumerDirectory extends ParentDirectory {
   list(): Consumer[];
 }
 
-export interface PluginRuntime<Config = any> {
+export interface PluginRuntime<Config = any, Prepared = unknown> {
   /** Called with each configuration before it serves (at start and on every reload). */
-  configure?(view: ConfigView<Config>): void | Promise<void>;
-  access?(ctx: RequestContext, config: Config, plugin: PluginEntity<Config>): void | Promise<void>;
+  configure?(view: ConfigView<Config, Prepared>): void | Promise<void>;
+  access?(ctx: RequestContext, config: Config, plugin: PluginInstance<Config, Prepared>): void | Promise<void>;
   /**
    * Kong's header_filter: the head of every answer to a request this plugin applies to, before it goes
    * downstream: the upstream's, or the gateway's own (a plugin's answer, an upstream failure). It runs
    * even when an earlier plugin answered and this plugin's `access` never ran, as Kong's does.
    */
-  response?(ctx: RequestContext, config: Config, response: ResponseHead): void;
+  response?(ctx: RequestContext, config: Config, response: ResponseHead, plugin: PluginInstance<Config, Prepared>): void;
   /** After the response is finished (or the client went away). Must not throw. Runs in the same cases as `response`. */
-  log?(ctx: RequestContext, config: Config): void;
+  log?(ctx: RequestContext, config: Config, plugin: PluginInstance<Config, Prepared>): void;
   /**
    * Requests that matched no route (e.g. RFC 8414's `/.well-known/...<route prefix>` documents).
    * Return true when answered; the core answers 404 otherwise.
@@ -306,10 +308,10 @@ export interface PluginRuntime<Config = any> {
   close?(): Promise<void>;
 }
 
-export interface ConfigView<Config = any> {
+export interface ConfigView<Config = any, Prepared = unknown> {
   config: GatewayConfig;
   /** The enabled instances of this plugin. */
-  instances: PluginEntity<Config>[];
+  instances: PluginInstance<Config, Prepared>[];
   /** Entities this plugin declared, as loaded from the file (`keptByCore` ones are in their directory already). */
   entities(name: string): Record<string, any>[];
   routeById(id: string): Route | undefined;
@@ -318,7 +320,7 @@ export interface ConfigView<Config = any> {
    * The instance of this plugin that runs on a route's requests before any consumer is known: the
    * answer the request path itself gives (Kong's precedence), so a check can never disagree with it.
    */
-  instanceOn(routeId: string): PluginEntity<Config> | undefined;
+  instanceOn(routeId: string): PluginInstance<Config, Prepared> | undefined;
 }
 
 export interface AuthenticatedCredential {
@@ -533,3 +535,14 @@ export type KeptEntities<T extends Entity = Entity> = Pick<
   EntityDirectory<T>,
   'byId' | 'find' | 'findInParent' | 'childrenOf' | 'list' | 'parentOf' | 'currentById' | 'currentBy' | 'isDeclared' | 'save' | 'remove' | 'onRemoved'
 >;
+
+// -- prepare (issue 29 step 2) ----------------------------------------------------------------------------
+//
+// `PluginDefinition.prepare(config)` turns an instance's config into what its hooks need on every request
+// (compiled templates, address ranges, header texts): once per enabled instance each time a configuration
+// is loaded, after its schema and `checkConfig` passed. The hooks read the result as `plugin.prepared`
+// (`access(ctx, config, plugin)`, and `plugin` is the last argument of `response` and `log` too), so no
+// plugin keeps a cache keyed by config. A ConfigCompileError thrown by `prepare` refuses the
+// configuration, at start and on reload, with the instance's position (`plugins[3].config.allow[2]`),
+// as checkConfig's issues do. Caches keyed by something else (a connection, a secret) stay the plugin's.
+export { ConfigCompileError } from '../errors.ts';

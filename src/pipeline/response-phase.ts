@@ -29,7 +29,7 @@ export function runResponsePhase(ctx: Context, status: number, headers: Outgoing
     head.rewriteBody = (rewrite) => void (rewrites ??= []).push(rewrite);
     head.observeBody = (observe) => void (ctx.bodyObservers ??= []).push(observe);
   }
-  for (const { runtime, plugin } of ctx.ran) runtime.response?.(ctx, plugin.config, head);
+  for (const { runtime, plugin } of ctx.ran) runtime.response?.(ctx, plugin.config, head, plugin);
   return rewrites;
 }
 
