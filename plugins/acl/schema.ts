@@ -2,7 +2,7 @@
  * Kong's acl (kong/plugins/acl/schema.lua and daos.lua): allow or deny lists of group names, and the
  * `acls` entity that puts a consumer in a group (one group name once per consumer).
  */
-import { headerValueProblem, type Entity, type EntityDefinition, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, type Entity, type EntityDefinition, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 export interface AclConfig {
   allow: string[] | null;

@@ -1,5 +1,5 @@
 /** Kong's ip-restriction config (kong/plugins/ip-restriction/schema.lua). */
-import { IP_OR_CIDR, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { IP_OR_CIDR, type RecordSchema } from '../../src/pdk/index.ts';
 
 export interface IpRestrictionConfig {
   allow?: string[] | null;

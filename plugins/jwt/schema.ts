@@ -4,7 +4,7 @@
  * public keys are checked when written.
  */
 import { createPublicKey } from 'node:crypto';
-import { headerValueProblem, randomAlphanumeric, type Entity, type EntityDefinition, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, randomAlphanumeric, type Entity, type EntityDefinition, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 export interface JwtConfig {
   uri_param_names: string[];

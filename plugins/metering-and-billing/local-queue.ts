@@ -12,7 +12,7 @@
  * everything before the writer closes.
  */
 import type { Logger } from 'pino';
-import { StoreUnwritableError } from '../../src/pipeline/plugin-api.ts';
+import { StoreUnwritableError } from '../../src/pdk/index.ts';
 import type { LocalIngest } from '../metering/public.ts';
 import { AggregationLagError, QueueFullError } from '../metering/public.ts';
 import type { MeteringEvent } from './events.ts';

@@ -4,7 +4,7 @@
  */
 import { BodyError } from './errors.ts';
 import { isUtf8 } from 'node:buffer';
-import { mediaType, parseUntrustedJson } from '../../src/pipeline/plugin-api.ts';
+import { mediaType, parseUntrustedJson } from '../../src/pdk/index.ts';
 import { dedupeHash, escapePart } from './keys.ts';
 import { MAX_IDENTIFIER_LENGTH } from './limits.ts';
 import type { InvalidParameter } from './meter-model.ts';

@@ -4,7 +4,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
-import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, StoreUnwritableError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, StoreUnwritableError, type AccessContext } from '../../src/pdk/index.ts';
 import { MeteringError } from './errors.ts';
 import type { Ingestion } from './ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type InvalidParameter } from './meter-model.ts';
@@ -20,7 +20,7 @@ import { parseRfc3339 } from './time.ts';
  * What the metering API reads of a request and how it answers: the proxy's MeteringRequest, or the admin
  * API's read-only mount of the same resources (admin.ts), so both answer through this one mapping.
  */
-export type MeteringRequest = Pick<RequestContext, 'id' | 'method' | 'path' | 'matchedPrefix' | 'query' | 'headers' | 'credential' | 'readBody' | 'respond'>;
+export type MeteringRequest = Pick<AccessContext, 'id' | 'method' | 'path' | 'matchedPrefix' | 'query' | 'headers' | 'credential' | 'readBody' | 'respond'>;
 
 const PROBLEM_TYPES: Record<number, [string, string]> = {
   400: ['bad-request', 'Bad Request'],

@@ -2,7 +2,7 @@
  * The `metering` plugin: OpenMeter/Konnect v3 event ingestion, meters and usage
  * queries answered under its route, on LevelDB through the core's store, behind an auth plugin.
  */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { billingEntities } from './billing/entities.ts';
 import { createRuntime } from './handler.ts';
 import { meteringProcedures } from './query.ts';

@@ -9,7 +9,7 @@
  * answering, the next aggregator makes it again (a creation then answers 409: the meter exists).
  */
 import type { Logger } from 'pino';
-import type { Store } from '../../src/pipeline/plugin-api.ts';
+import type { Store } from '../../src/pdk/index.ts';
 import { DRAIN_WAIT_MS } from './aggregator.ts';
 import { COMMAND_PREFIX, commandReplyKey, padSeq } from './keys.ts';
 import type { MeterDefinition } from './meter-model.ts';

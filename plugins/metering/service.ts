@@ -4,7 +4,7 @@
  * the operations the HTTP layer exposes.
  */
 import type { Logger } from 'pino';
-import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pipeline/plugin-api.ts';
+import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pdk/index.ts';
 import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, meterKey, escapePart, subjectKey, unescapePart } from './keys.ts';
 import { AggregateLedger } from './ledger.ts';
 import { Maintenance } from './maintenance.ts';

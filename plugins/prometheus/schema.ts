@@ -1,5 +1,5 @@
 /** Kong's prometheus config (kong/plugins/prometheus/schema.lua): every field accepted, with Kong's defaults. */
-import type { RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import type { RecordSchema } from '../../src/pdk/index.ts';
 
 export interface PrometheusConfig {
   per_consumer: boolean;

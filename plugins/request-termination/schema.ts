@@ -1,5 +1,5 @@
 /** Kong's request-termination config (kong/plugins/request-termination/schema.lua): fields, defaults, checks. */
-import { HEADER_NAME, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { HEADER_NAME, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 export interface RequestTerminationConfig {
   status_code: number;

@@ -1,5 +1,5 @@
 /** Kong's request-transformer config (kong/plugins/request-transformer/schema.lua), with its checks. */
-import { headerNameProblem, upstreamHeaderNameProblem, type FieldSchema, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerNameProblem, upstreamHeaderNameProblem, type FieldSchema, type RecordSchema } from '../../src/pdk/index.ts';
 import { Template, TemplateError } from './templates.ts';
 
 interface Operations {

@@ -1,5 +1,5 @@
 /** Kong's response-transformer config (kong/plugins/response-transformer/schema.lua). */
-import { headerNameProblem, type FieldSchema, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerNameProblem, type FieldSchema, type RecordSchema } from '../../src/pdk/index.ts';
 
 export type JsonType = 'boolean' | 'number' | 'string';
 

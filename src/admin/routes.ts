@@ -1,10 +1,10 @@
 /** The core's admin endpoints, in the shapes of Kong's admin API (kong/api/routes/kong.lua, health.lua). */
 import { hostname } from 'node:os';
 import type { Consumers } from '../consumers.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import type { Metrics } from '../metrics.ts';
-import type { AdminRoute } from '../pipeline/plugin-api.ts';
+import type { AdminRoute } from '../pdk/types.ts';
 import { entityWriteUnsupported, NotFoundError, type WriteMethod } from '../toolkit/admin-errors.ts';
 import { entityAdminRoutes } from '../toolkit/entity-admin.ts';
 import { page } from '../toolkit/paging.ts';

@@ -17,7 +17,8 @@ import { UnsendableRequestError, type HttpEngine } from '../proxy/http-engine.ts
 import { FAILURE_ANSWERS, MESSAGES } from '../proxy/respond.ts';
 import type { WebSocketHandlers, WebSocketRequest } from '../proxy/websocket.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
-import type { Context, DownstreamRequest, DownstreamResponse } from './context.ts';
+import type { Context } from './context.ts';
+import type { DownstreamRequest, DownstreamResponse } from './core-context.ts';
 import { hasBody } from './request-body.ts';
 import { contain, failRequest } from './request-failure.ts';
 import { finishResponseHeaders, RewritingSink, type BodyRewrite } from './response-phase.ts';

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { ConfigLoadError, Gateway } from '../../../src/gateway.ts';
-import { HttpError, type PluginDefinition, type RequestContext } from '../../../src/pipeline/plugin-api.ts';
+import { HttpError, type AccessContext, type PluginDefinition } from '../../../src/pdk/index.ts';
 import { request, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
 import { startWithRegistry, waitFor, type RegistryGateway } from '../support.ts';
 
@@ -16,7 +16,7 @@ const logged: string[] = [];
 const configuredInstances: number[] = [];
 
 /** Appends the plugin's name to the upstream `x-order` header, so the test sees which ran and in which order. */
-function recordOrder(ctx: RequestContext, name: string): void {
+function recordOrder(ctx: AccessContext, name: string): void {
   const order = ((ctx.shared.order as string[] | undefined) ??= []);
   order.push(name);
   ctx.setUpstreamHeader('x-order', order.join(','));
