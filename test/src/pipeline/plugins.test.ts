@@ -51,9 +51,11 @@ const tag: PluginDefinition<{ value: string }> = {
     access(ctx, config) {
       recordOrder(ctx, 'tag');
       ctx.setUpstreamHeader('x-tag', config.value);
+      ctx.setUpstreamHeader('x-server-port', String(ctx.serverPort));
     },
-    response(_ctx, config, response) {
+    response(ctx, config, response) {
       response.headers['x-tag-seen'] = config.value;
+      response.headers['x-server'] = `${ctx.serverAddress} ${ctx.serverPort}`;
     },
     log(ctx) {
       logged.push(`${ctx.route.name}:${(ctx as unknown as { status: number }).status}`);
@@ -271,6 +273,13 @@ test('the response phase edits downstream headers; the log phase runs once per r
   await request(`${gw.http}/answered`);
   await waitFor(() => logged.length > before + 1, 'the log phase of an answered request');
   assert.deepEqual(logged.slice(before), ['rC:200', 'answered:201']);
+});
+
+test('plugins see the local address and port the request came on, in every phase', async () => {
+  const { hostname, port } = new URL(gw.http);
+  const reply = await request(`${gw.http}/c`);
+  assert.equal(reply.json().headers['x-server-port'], port);
+  assert.equal(reply.headers['x-server'], `${hostname} ${port}`);
 });
 
 test('a plugin can read the request body and replace what goes upstream', async () => {
