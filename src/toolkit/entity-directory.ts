@@ -24,7 +24,6 @@ import type { BatchOp, Expectation, Store } from '../store/store.ts';
 import { ConcurrentChangeError, PrimaryKeyViolationError, UniqueViolationError } from './admin-errors.ts';
 import { tokenDigest } from './secrets.ts';
 
-
 /** When a runtime entity expires (ms since the epoch); kept in the stored record, never shown. */
 const EXPIRES_AT = '_expires_at';
 /** How often expired entities leave memory (the store's sweeper deletes them from the store). */
