@@ -435,8 +435,8 @@ export interface AccessContext extends RequestView {
    * access phase): it replaces the upstream's header of that name, and the response phase sees it.
    */
   setResponseHeader(name: string, value: string | string[]): void;
-  setLogValue: SetLogValue;
-  afterLog: AfterLog;
+  readonly setLogValue: SetLogValue;
+  readonly afterLog: AfterLog;
 
   /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
   readBody(): Promise<Buffer>;
@@ -462,14 +462,14 @@ export interface AccessContext extends RequestView {
  * ResponseHead beside it. Too late to change what went upstream, to read the body or to answer.
  */
 export interface ResponseContext extends RequestView {
-  setLogValue: SetLogValue;
+  readonly setLogValue: SetLogValue;
 }
 
 /** The log phase, once the answer went downstream (or the client went away): what became of the request. */
 export interface LogContext extends RequestView {
   readonly outcome: RequestOutcome;
-  setLogValue: SetLogValue;
-  afterLog: AfterLog;
+  readonly setLogValue: SetLogValue;
+  readonly afterLog: AfterLog;
 }
 
 export type AdminMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
