@@ -46,6 +46,23 @@ export default tseslint.config(
     rules: { 'import-x/no-cycle': 'off' },
   },
   {
+    files: ['src/**/*.ts'],
+    rules: {
+      'import-x/no-restricted-paths': [
+        'error',
+        {
+          zones: [
+            {
+              target: './src',
+              from: './src/pdk/index.ts',
+              message: 'The core imports the module that defines a name, or the plugin types from src/pdk/types.ts.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['plugins/**/*.ts'],
     rules: {
       'import-x/no-restricted-paths': [
