@@ -14,11 +14,11 @@ import { performance } from 'node:perf_hooks';
 import pino from 'pino';
 import { request, tempDir } from '../test/helpers/gateway.ts';
 import { Billing } from '../plugins/metering/billing/billing.ts';
-import { parsePlan } from '../plugins/metering/billing/plan-model.ts';
-import { prepareEvents } from '../plugins/metering/events.ts';
-import { meterDefinitionFrom } from '../plugins/metering/meter-model.ts';
+import { parsePlan } from '../plugins/metering/billing/productcatalog/plan-model.ts';
+import { prepareEvents } from '../plugins/metering/ingest/events.ts';
+import { meterDefinitionFrom } from '../plugins/metering/meter/meter-model.ts';
 import { MeteringService } from '../plugins/metering/service.ts';
-import { MeterUsage } from '../plugins/metering/usage.ts';
+import { MeterUsage } from '../plugins/metering/query/usage.ts';
 import type { MeteringConfig } from '../plugins/metering/schema.ts';
 import { LevelStore } from '../src/store/level.ts';
 import { load, printTable, startChild, type LoadResult } from './lib.ts';
@@ -88,7 +88,7 @@ async function seedYear(dataDir: string): Promise<number> {
   const billing = new Billing(store.namespace('plugin.metering').namespace('billing'), new MeterUsage(service), log);
   const cards = [];
   for (let i = 0; i < CARDS; i++) {
-    await service.createMeter(meterDefinitionFrom({ key: `usage_${i}`, event_type: `usage_${i}`, aggregation: 'sum', value_property: '$.units', dimensions: { region: '$.region' } }));
+    await service.catalogue.createMeter(meterDefinitionFrom({ key: `usage_${i}`, event_type: `usage_${i}`, aggregation: 'sum', value_property: '$.units', dimensions: { region: '$.region' } }));
     await billing.features.create({ key: `feature_${i}`, name: `Feature ${i}`, description: null, labels: {}, meter: { idOrKey: `usage_${i}`, filters: i % 2 ? { region: { eq: 'eu' } } : {} } });
     const price = i % 2 === 0
       ? { type: 'unit', amount: '0.0125' }

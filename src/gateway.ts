@@ -15,10 +15,11 @@ import { upstreamAdminRoutes } from './admin/upstream-routes.ts';
 import type { HealthChange } from './balancer/balancers.ts';
 import { workerCount } from './config/entities.ts';
 import { parseListenList } from './config/listen.ts';
-import { ConfigError, loadConfigFile } from './config/load.ts';
+import { loadConfigFile } from './config/load.ts';
 import type { GatewayConfig } from './config/types.ts';
 import { Consumers } from './consumers.ts';
 import { preparePrivateDir } from './data-dir.ts';
+import { ConfigError, ConfigLoadError, OneProcessConfigError, StartupError } from './errors.ts';
 import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
@@ -26,7 +27,6 @@ import { nodeIdOf } from './node-id.ts';
 import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
 import type { AdminRoute, ConfigView, PluginRegistry, PluginRuntime, PluginServices } from './pdk/types.ts';
 import type { ProtocolProxy } from './pipeline/proxy-step.ts';
-import { bundledPlugins } from './plugins.ts';
 import { GrpcProxy } from './proxy/grpc.ts';
 import { HttpEngine } from './proxy/http-engine.ts';
 import { WebSocketProxy } from './proxy/websocket.ts';
@@ -56,29 +56,6 @@ const RESTART_SETTINGS = [
   'worker_processes', 'db_update_frequency',
 ] as const;
 
-export class ConfigLoadError extends Error {
-  override readonly name = 'ConfigLoadError';
-  readonly code = 'TOLLGATE_ERR_CONFIG';
-  constructor(readonly errors: ConfigError[]) {
-    super(errors.map(String).join('\n'));
-  }
-}
-
-/** A start-up failure with a message meant for the operator (taken port, unreadable data dir). */
-export class StartupError extends Error {}
-
-/**
- * A worker of a node of several processes was given a file that needs one process (worker_processes
- * left at its default, with a plugin that keeps state in one process): it keeps its configuration.
- */
-export class OneProcessConfigError extends StartupError {
-  readonly code = 'ONE_PROCESS_CONFIG';
-  constructor(reason: string) {
-    super(`${reason}; this node runs several: restart it to apply this file`);
-    this.name = 'OneProcessConfigError';
-  }
-}
-
 /** The exit code of a failed start: a damaged store has its own, as restarting cannot help. */
 export function startFailureExitCode(err: unknown): number {
   const damaged = err instanceof StoreDamagedError || (err as Error | undefined)?.cause instanceof StoreDamagedError;
@@ -95,7 +72,8 @@ export function startFailureLines(err: unknown, configFile: string): string[] {
 export interface GatewayOptions {
   /** Overrides the config's log level (tests use 'silent'). */
   logLevel?: string;
-  registry?: PluginRegistry;
+  /** The plugins this gateway knows: the command line's bundled list (src/cli.ts), or a test's own. */
+  registry: PluginRegistry;
   /** An opened store to use instead of opening the configured one (a worker's link to its primary); closed at stop. */
   store?: StoreAdapter;
   /** The node's id, when the process that started this one knows it. */
@@ -110,7 +88,7 @@ export interface GatewayOptions {
 
 /** What a reload of an invalid file logs: each error on a line of its own, then the outcome. */
 export function logRefusedConfiguration(log: Logger, errors: readonly ConfigError[]): void {
-  for (const e of errors) log.error({ error: String(e) }, 'invalid configuration');
+  for (const e of errors) log.error({ error: String(e), code: e.code }, 'invalid configuration');
   const count = errors.length === 1 ? '1 error' : `${errors.length} errors`;
   log.error(`configuration invalid (${count}): keeping the current one`);
 }
@@ -164,8 +142,8 @@ export class Gateway {
     this.accessLog.enabled = config.gateway.access_log;
   }
 
-  static async start(configFile: string, options: GatewayOptions = {}): Promise<Gateway> {
-    const registry = options.registry ?? bundledPlugins;
+  static async start(configFile: string, options: GatewayOptions): Promise<Gateway> {
+    const { registry } = options;
     registerStoreProcedures(registry.values());
     const loaded = await loadConfigFile(configFile, registry);
     if (!loaded.ok) throw new ConfigLoadError(loaded.errors);

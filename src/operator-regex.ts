@@ -13,6 +13,7 @@
  * with their position in the pattern.
  */
 import { RE2JS, RE2JSSyntaxException } from 're2js';
+import { RegexRefusedError } from './errors.ts';
 
 /** re2js's anchor values (its RE2Flags, which it does not export). */
 const UNANCHORED = 0;
@@ -22,18 +23,6 @@ export interface OperatorRegexOptions {
   /** Matches at the start of the text only (PCRE's "a" flag, ATC's prepended `^`), not necessarily to its end. */
   anchored: boolean;
   ignoreCase: boolean;
-}
-
-/** A pattern the engine cannot run, with where in the pattern (0-based) the construct starts. */
-export class RegexRefusedError extends Error {
-  override name = 'RegexRefusedError';
-  readonly code = 'TOLLGATE_ERR_REGEX_REFUSED';
-  constructor(
-    readonly reason: string,
-    readonly position: number,
-  ) {
-    super(`${reason}, at position ${position}`);
-  }
 }
 
 /** A match and its groups. */

@@ -1,4 +1,8 @@
-/** The plugins this gateway ships (Kong's bundled plugin list). Each is loaded through its entry module only. */
+/**
+ * The plugins this gateway ships (Kong's bundled plugin list). Each is loaded through its entry module only.
+ * Read by the command line alone (src/cli.ts), which hands it to what it runs: the gateway, the process
+ * model, check, migrate and the store commands.
+ */
 import acl from '../plugins/acl/index.ts';
 import basicAuth from '../plugins/basic-auth/index.ts';
 import correlationId from '../plugins/correlation-id/index.ts';

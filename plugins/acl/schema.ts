@@ -2,14 +2,7 @@
  * Kong's acl (kong/plugins/acl/schema.lua and daos.lua): allow or deny lists of group names, and the
  * `acls` entity that puts a consumer in a group (one group name once per consumer).
  */
-import { headerValueProblem, type Entity, type EntityDefinition, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
-
-export interface AclConfig {
-  allow: string[] | null;
-  deny: string[] | null;
-  hide_groups_header: boolean;
-  always_use_authenticated_groups: boolean;
-}
+import { headerValueProblem, type ConsumerChild, type EntityDefinition, type Infer, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 const LISTS = "'config.allow', 'config.deny'";
 const nonEmpty = (list: unknown) => Array.isArray(list) && list.length > 0;
@@ -21,7 +14,7 @@ function exactlyOneList(config: Record<string, any>): Issue[] {
   return [{ path: [], message: given === 0 ? `at least one of these fields must be non-empty: ${LISTS}` : `only one of these fields must be non-empty: ${LISTS}` }];
 }
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     allow: { type: 'array', elements: { type: 'string' } },
@@ -30,26 +23,24 @@ export const configSchema: RecordSchema = {
     always_use_authenticated_groups: { type: 'boolean', required: true, default: false },
   },
   entity_checks: [exactlyOneList],
-};
+} as const satisfies RecordSchema;
 
-export interface Acl extends Entity {
-  id: string;
-  created_at: number;
-  consumer: { id: string };
-  group: string;
-  tags: string[] | null;
-}
+export type AclConfig = InferIgnoringStrayNulls<typeof configSchema>;
+
+const aclSchema = {
+  type: 'record',
+  fields: {
+    // Sent upstream in X-Consumer-Groups: a name no header can carry would fail each request of its consumer.
+    group: { type: 'string', required: true, len_min: 1, custom: headerValueProblem },
+    tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
+  },
+} as const satisfies RecordSchema;
+
+export type Acl = ConsumerChild<Infer<typeof aclSchema>>;
 
 export const aclEntity: EntityDefinition = {
   name: 'acls',
-  schema: {
-    type: 'record',
-    fields: {
-      // Sent upstream in X-Consumer-Groups: a name no header can carry would fail each request of its consumer.
-      group: { type: 'string', required: true, len_min: 1, custom: headerValueProblem },
-      tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
-    },
-  },
+  schema: aclSchema,
   parent: { entity: 'consumers', field: 'consumer', required: true },
   // `/consumers/{c}/acls/{group}` names a consumer's group by its name (kong/plugins/acl/api.lua).
   uniqueInParent: 'group',

@@ -5,15 +5,9 @@
  * hashes work as they are), those created through the admin API are stored as PBKDF2 hashes.
  */
 import { createHash } from 'node:crypto';
-import { headerValueProblem, type Entity, type EntityDefinition, type RecordSchema } from '../../src/pdk/index.ts';
+import { headerValueProblem, type ConsumerChild, type EntityDefinition, type Infer, type RecordSchema } from '../../src/pdk/index.ts';
 
-export interface BasicAuthConfig {
-  anonymous: string | null;
-  hide_credentials: boolean;
-  realm: string;
-}
-
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     anonymous: { type: 'string', len_min: 1 },
@@ -21,17 +15,10 @@ export const configSchema: RecordSchema = {
     // Sent in WWW-Authenticate.
     realm: { type: 'string', required: true, default: 'service', custom: headerValueProblem },
   },
-};
+} as const satisfies RecordSchema;
 
-export interface BasicCredential extends Entity {
-  id: string;
-  created_at: number;
-  consumer: { id: string };
-  username: string;
-  /** A PBKDF2 PHC string, or Kong's 40 hex digits of SHA-1(password + consumer id). */
-  password: string;
-  tags: string[] | null;
-}
+export type BasicAuthConfig = Infer<typeof configSchema>;
+
 
 /** Kong's crypto.hash: SHA-1 of the password followed by the consumer id, in hex. */
 export function kongPasswordHash(consumerId: string, password: string | null | undefined): string {
@@ -42,17 +29,22 @@ export function kongPasswordHash(consumerId: string, password: string | null | u
 
 export const KONG_PASSWORD_HASH = /^[0-9a-f]{40}$/;
 
+const credentialSchema = {
+  type: 'record',
+  fields: {
+    // Sent upstream as X-Credential-Identifier.
+    username: { type: 'string', required: true, len_min: 1, custom: headerValueProblem },
+    /** Stored, a PBKDF2 PHC string, or Kong's 40 hex digits of SHA-1(password + consumer id). */
+    password: { type: 'string', required: true },
+    tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
+  },
+} as const satisfies RecordSchema;
+
+export type BasicCredential = ConsumerChild<Infer<typeof credentialSchema>>;
+
 export const credentialEntity: EntityDefinition = {
   name: 'basicauth_credentials',
-  schema: {
-    type: 'record',
-    fields: {
-      // Sent upstream as X-Credential-Identifier.
-      username: { type: 'string', required: true, len_min: 1, custom: headerValueProblem },
-      password: { type: 'string', required: true },
-      tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
-    },
-  },
+  schema: credentialSchema,
   parent: { entity: 'consumers', field: 'consumer', required: true },
   endpointKey: 'username',
   admin: { name: 'basic-auths', nested: 'basic-auth' },

@@ -1,15 +1,7 @@
 /** Kong's correlation-id config (kong/plugins/correlation-id/schema.lua). */
-import { HEADER_NAME, type RecordSchema } from '../../src/pdk/index.ts';
+import { HEADER_NAME, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
 
-export type Generator = 'uuid' | 'uuid#counter' | 'tracker';
-
-export interface CorrelationIdConfig {
-  header_name: string;
-  generator: Generator;
-  echo_downstream: boolean;
-}
-
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     // Kong declares a plain string; a name that cannot be a header would fail every request it is sent on.
@@ -17,4 +9,7 @@ export const configSchema: RecordSchema = {
     generator: { type: 'string', default: 'uuid#counter', required: true, one_of: ['uuid', 'uuid#counter', 'tracker'] },
     echo_downstream: { type: 'boolean', required: true, default: false },
   },
-};
+} as const satisfies RecordSchema;
+
+export type CorrelationIdConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type Generator = CorrelationIdConfig['generator'];

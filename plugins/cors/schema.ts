@@ -1,19 +1,7 @@
 /** Kong's cors config (kong/plugins/cors/schema.lua): fields, defaults and the origin check. */
-import { operatorRegexProblem, type OperatorRegexOptions, type RecordSchema } from '../../src/pdk/index.ts';
+import { operatorRegexProblem, type InferIgnoringStrayNulls, type OperatorRegexOptions, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const METHODS = ['GET', 'HEAD', 'PUT', 'PATCH', 'POST', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'] as const;
-
-export interface CorsConfig {
-  origins?: string[] | null;
-  headers?: string[] | null;
-  exposed_headers?: string[] | null;
-  methods?: string[] | null;
-  max_age?: number | null;
-  credentials: boolean;
-  private_network: boolean;
-  preflight_continue: boolean;
-  allow_origin_absent: boolean;
-}
 
 /** Origin regexes are matched whole (Kong anchors them at both ends), case-sensitively, in linear time (RE2). */
 export const ORIGIN_REGEX: OperatorRegexOptions = { anchored: true, ignoreCase: false };
@@ -25,7 +13,7 @@ function originProblem(origin: string): string | undefined {
   return problem === undefined ? undefined : `'${origin}' is not a valid regex (${problem})`;
 }
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     origins: { type: 'array', elements: { type: 'string', custom: originProblem } },
@@ -38,4 +26,6 @@ export const configSchema: RecordSchema = {
     preflight_continue: { type: 'boolean', required: true, default: false },
     allow_origin_absent: { type: 'boolean', required: true, default: true },
   },
-};
+} as const satisfies RecordSchema;
+
+export type CorsConfig = InferIgnoringStrayNulls<typeof configSchema>;

@@ -1,22 +1,13 @@
 /** The plugin's `config` (Kong Gateway 3.16's `entitlement-enforcement` fields that apply to an in-process decision). */
-import type { Issue, RecordSchema } from '../../src/pdk/index.ts';
-
-export interface EnforcementConfig {
-  feature: { key: string };
-  /** Where the customer's identifier comes from: the authenticated consumer (default) or a request header. */
-  customer: { look_up_value_in: 'consumer' | 'header'; field: string | null };
-  /** Refuse requests whose identifier names no customer (403); otherwise let them through. */
-  deny_unknown_customers: boolean;
-  /** When no decision can be made (billing not loaded yet, a subscription just started or ended). */
-  fail_policy: 'allow' | 'deny';
-}
+import type { InferIgnoringStrayNulls, Issue, RecordSchema } from '../../src/pdk/index.ts';
 
 export const CONSUMER_FIELDS = ['username', 'id', 'custom_id'] as const;
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     feature: { type: 'record', required: true, fields: { key: { type: 'string', required: true, len_min: 1, len_max: 64 } } },
+    /** Where the customer's identifier comes from: the authenticated consumer (default) or a request header. */
     customer: {
       type: 'record',
       fields: {
@@ -24,10 +15,14 @@ export const configSchema: RecordSchema = {
         field: { type: 'string', len_min: 1, len_max: 256 },
       },
     },
+    /** Refuse requests whose identifier names no customer (403); otherwise let them through. */
     deny_unknown_customers: { type: 'boolean', default: true },
+    /** When no decision can be made (billing not loaded yet, a subscription just started or ended). */
     fail_policy: { type: 'string', default: 'allow', one_of: ['allow', 'deny'] },
   },
-};
+} as const satisfies RecordSchema;
+
+export type EnforcementConfig = InferIgnoringStrayNulls<typeof configSchema>;
 
 export function checkConfig(config: EnforcementConfig): Issue[] {
   const { look_up_value_in: source, field } = config.customer;

@@ -1,16 +1,9 @@
 /** Kong's ip-restriction config (kong/plugins/ip-restriction/schema.lua). */
-import { IP_OR_CIDR, type RecordSchema } from '../../src/pdk/index.ts';
-
-export interface IpRestrictionConfig {
-  allow?: string[] | null;
-  deny?: string[] | null;
-  status?: number | null;
-  message?: string | null;
-}
+import { IP_OR_CIDR, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
 
 const nonEmpty = (list: unknown): boolean => Array.isArray(list) && list.length > 0;
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     allow: { type: 'array', elements: IP_OR_CIDR },
@@ -22,4 +15,6 @@ export const configSchema: RecordSchema = {
   entity_checks: [
     (c) => (nonEmpty(c.allow) || nonEmpty(c.deny) ? [] : [{ path: [], message: "at least one of these fields must be non-empty: 'config.allow', 'config.deny'" }]),
   ],
-};
+} as const satisfies RecordSchema;
+
+export type IpRestrictionConfig = InferIgnoringStrayNulls<typeof configSchema>;

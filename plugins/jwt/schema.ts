@@ -4,20 +4,7 @@
  * public keys are checked when written.
  */
 import { createPublicKey } from 'node:crypto';
-import { headerValueProblem, randomAlphanumeric, type Entity, type EntityDefinition, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
-
-export interface JwtConfig {
-  uri_param_names: string[];
-  cookie_names: string[];
-  key_claim_name: string;
-  secret_is_base64: boolean;
-  claims_to_verify: ('exp' | 'nbf')[] | null;
-  anonymous: string | null;
-  run_on_preflight: boolean;
-  maximum_expiration: number;
-  header_names: string[];
-  realm: string | null;
-}
+import { headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 /**
  * Kong's conditional entity check: with a maximum expiration, a list of claims to verify must hold `exp`.
@@ -31,7 +18,7 @@ function maximumExpirationNeedsExp(config: Record<string, any>): Issue[] {
   return [];
 }
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     uri_param_names: { type: 'set', elements: { type: 'string', len_min: 1 }, default: ['jwt'] },
@@ -47,21 +34,12 @@ export const configSchema: RecordSchema = {
     realm: { type: 'string', custom: headerValueProblem },
   },
   entity_checks: [maximumExpirationNeedsExp],
-};
+} as const satisfies RecordSchema;
+
+export type JwtConfig = InferIgnoringStrayNulls<typeof configSchema>;
 
 export const ALGORITHMS = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'] as const;
 export type Algorithm = (typeof ALGORITHMS)[number];
-
-export interface JwtSecret extends Entity {
-  id: string;
-  created_at: number;
-  consumer: { id: string };
-  key: string;
-  secret: string | null;
-  rsa_public_key: string | null;
-  algorithm: Algorithm;
-  tags: string[] | null;
-}
 
 export function isSymmetric(algorithm: Algorithm): boolean {
   return algorithm.startsWith('HS');
@@ -82,20 +60,24 @@ function publicKeyNeeded(secret: Record<string, any>): Issue[] {
   }
 }
 
+const secretSchema = {
+  type: 'record',
+  fields: {
+    // Sent upstream as X-Credential-Identifier.
+    key: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32), custom: headerValueProblem },
+    secret: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
+    rsa_public_key: { type: 'string', len_min: 1 },
+    algorithm: { type: 'string', one_of: ALGORITHMS, default: 'HS256' },
+    tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
+  },
+  entity_checks: [publicKeyNeeded],
+} as const satisfies RecordSchema;
+
+export type JwtSecret = ConsumerChild<InferIgnoringStrayNulls<typeof secretSchema>>;
+
 export const secretEntity: EntityDefinition = {
   name: 'jwt_secrets',
-  schema: {
-    type: 'record',
-    fields: {
-      // Sent upstream as X-Credential-Identifier.
-      key: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32), custom: headerValueProblem },
-      secret: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
-      rsa_public_key: { type: 'string', len_min: 1 },
-      algorithm: { type: 'string', one_of: ALGORITHMS, default: 'HS256' },
-      tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
-    },
-    entity_checks: [publicKeyNeeded],
-  },
+  schema: secretSchema,
   parent: { entity: 'consumers', field: 'consumer', required: true },
   endpointKey: 'key',
   admin: { name: 'jwts', nested: 'jwt' },

@@ -2,20 +2,9 @@
  * Kong's key-auth (kong/plugins/key-auth/schema.lua and daos.lua): the plugin's config with Kong's
  * defaults, and the `keyauth_credentials` entity, whose keys are kept only as their digests.
  */
-import { HEADER_NAME, headerValueProblem, randomAlphanumeric, type EntityDefinition, type RecordSchema } from '../../src/pdk/index.ts';
+import { HEADER_NAME, headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type Infer, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
 
-export interface KeyAuthConfig {
-  key_names: string[];
-  hide_credentials: boolean;
-  anonymous: string | null;
-  key_in_header: boolean;
-  key_in_query: boolean;
-  key_in_body: boolean;
-  run_on_preflight: boolean;
-  realm: string | null;
-}
-
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     key_names: { type: 'array', elements: HEADER_NAME, required: true, default: ['apikey'] },
@@ -28,27 +17,24 @@ export const configSchema: RecordSchema = {
     // Sent in WWW-Authenticate.
     realm: { type: 'string', custom: headerValueProblem },
   },
-};
+} as const satisfies RecordSchema;
 
-export interface KeyCredential {
-  id: string;
-  created_at: number;
-  consumer: { id: string };
-  /** The key's digest: the key itself is never kept. */
-  key: string;
-  tags: string[] | null;
-}
+export type KeyAuthConfig = InferIgnoringStrayNulls<typeof configSchema>;
+
+const credentialSchema = {
+  type: 'record',
+  fields: {
+    // Kong generates 32 random alphanumerics when none is given. Stored: the key's digest, never the key itself.
+    key: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
+    tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
+  },
+} as const satisfies RecordSchema;
+
+export type KeyCredential = ConsumerChild<Infer<typeof credentialSchema>>;
 
 export const credentialEntity: EntityDefinition = {
   name: 'keyauth_credentials',
-  schema: {
-    type: 'record',
-    fields: {
-      // Kong generates 32 random alphanumerics when none is given.
-      key: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
-      tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
-    },
-  },
+  schema: credentialSchema,
   parent: { entity: 'consumers', field: 'consumer', required: true },
   endpointKey: 'key',
   digested: ['key'],

@@ -23,7 +23,7 @@ export interface Redelivery {
 /** A re-delivery into a queue no plugin instance sends to an ingest endpoint any more (the configuration changed). */
 export class QueueNotServedError extends HttpError {
   override readonly name = 'QueueNotServedError';
-  override readonly code = 'TG_ERR_DEAD_LETTER_QUEUE_NOT_SERVED';
+  override readonly code = 'TOLLGATE_ERR_DEAD_LETTER_QUEUE_NOT_SERVED';
 
   constructor(queue: string) {
     super(

@@ -38,7 +38,7 @@ export abstract class DeliveryError extends Error {
 /** The endpoint refused the events themselves: resending the same batch cannot succeed. */
 export class EventsRefusedError extends DeliveryError {
   override readonly name = 'EventsRefusedError';
-  readonly code = 'TG_ERR_INGEST_EVENTS_REFUSED';
+  readonly code = 'TOLLGATE_ERR_INGEST_EVENTS_REFUSED';
 
   constructor(
     status: number,
@@ -53,7 +53,7 @@ export class EventsRefusedError extends DeliveryError {
 /** The endpoint refused the request for its URL or credentials: no event is at fault. */
 export class EndpointRefusedError extends DeliveryError {
   override readonly name = 'EndpointRefusedError';
-  readonly code = 'TG_ERR_INGEST_ENDPOINT_REFUSED';
+  readonly code = 'TOLLGATE_ERR_INGEST_ENDPOINT_REFUSED';
 
   constructor(status: number, reason: string) {
     super(`the ingest endpoint refused the request (${status}): check ingest_endpoint and api_token: ${reason}`, status, reason);
@@ -63,7 +63,7 @@ export class EndpointRefusedError extends DeliveryError {
 /** No answer, or an answer asking to try later. */
 export class EndpointUnavailableError extends DeliveryError {
   override readonly name = 'EndpointUnavailableError';
-  readonly code = 'TG_ERR_INGEST_UNAVAILABLE';
+  readonly code = 'TOLLGATE_ERR_INGEST_UNAVAILABLE';
 
   static answered(status: number, reason: string): EndpointUnavailableError {
     return new EndpointUnavailableError(`the ingest endpoint answered ${status}: ${reason}`, status, reason);

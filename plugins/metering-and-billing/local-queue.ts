@@ -13,8 +13,7 @@
  */
 import type { Logger } from 'pino';
 import { StoreUnwritableError } from '../../src/pdk/index.ts';
-import type { LocalIngest } from '../metering/public.ts';
-import { AggregationLagError, QueueFullError } from '../metering/public.ts';
+import { AGGREGATION_LAG_CODE, QUEUE_FULL_CODE, type LocalIngest } from '../metering/public.ts';
 import type { MeteringEvent } from './events.ts';
 import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';
 import { FullQueueLog, retryDelayMs, type EventQueue } from './queue.ts';
@@ -22,6 +21,9 @@ import type { QueueConfig, RequestMeteringConfig } from './schema.ts';
 
 /** The smallest batch handed to the writer (unless the coalescing delay ends it first). */
 export const LOCAL_BATCH_EVENTS = 1000;
+
+/** Metering's refusals that ask for a later retry, by code. */
+const RETRY_LATER_CODES: ReadonlySet<unknown> = new Set([QUEUE_FULL_CODE, AGGREGATION_LAG_CODE]);
 
 export class LocalQueue implements EventQueue {
   private waiting: MeteringEvent[] = [];
@@ -122,7 +124,7 @@ export class LocalQueue implements EventQueue {
     } else {
       this.waiting.unshift(...batch);
       // A full queue or a lagging aggregator asks for a later retry: the retries metric tells, not a line each.
-      if (!(err instanceof QueueFullError || err instanceof AggregationLagError)) this.log.warn({ queue: this.name, err }, `queue ${this.name}: handler could not process entries`);
+      if (!RETRY_LATER_CODES.has((err as { code?: unknown } | null)?.code)) this.log.warn({ queue: this.name, err }, `queue ${this.name}: handler could not process entries`);
     }
     this.metrics.retries.inc({ queue: this.name });
     const delay = retryDelayMs(this.queue, this.failures++);

@@ -3,62 +3,20 @@
  * schema, with the queue fields of kong/tools/queue_schema.lua), so Kong files load unchanged. One
  * difference: without `ingest_endpoint` the events go into this gateway's own metering store.
  */
-import type { Issue, RecordSchema } from '../../src/pdk/index.ts';
-
-export interface QueueConfig {
-  /** The queue's name; instances naming the same queue share it (default: the plugin instance's id). */
-  name: string | null;
-  max_batch_size: number;
-  /** Seconds after the first entry of a batch before the batch is sent, full or not. */
-  max_coalescing_delay: number;
-  max_entries: number;
-  max_bytes: number | null;
-  /** Seconds a failing batch is retried before it is dropped. */
-  max_retry_time: number;
-  initial_retry_delay: number;
-  max_retry_delay: number;
-  /** 1: one batch in flight at a time; -1: as many as there are batches ready. */
-  concurrency_limit: 1 | -1;
-}
-
-export type SubjectSource = 'consumer' | 'header' | 'query' | 'application';
-
-export interface Attribute {
-  source: 'header' | 'query';
-  /** The header or query parameter to read. */
-  look_up_value_in: string;
-  /** Where the value goes in the event's `data`. */
-  event_property_name: string;
-}
-
-export interface RequestMeteringConfig {
-  api_token: string | null;
-  ingest_endpoint: string | null;
-  meter_api_requests: boolean;
-  meter_ai_token_usage: boolean;
-  /** Also meter requests the gateway answered itself (a plugin's refusal, an upstream it could not reach). */
-  meter_gateway_answers: boolean;
-  subject: { look_up_value_in: SubjectSource; field: string | null };
-  attributes: Attribute[];
-  /** Milliseconds a POST to the ingest endpoint may take. */
-  timeout: number;
-  /** Milliseconds an idle connection to the ingest endpoint is kept. */
-  keepalive: number;
-  ssl_verify: boolean;
-  queue: QueueConfig;
-}
+import type { InferIgnoringStrayNulls, Issue, RecordSchema } from '../../src/pdk/index.ts';
 
 export const CONSUMER_FIELDS = ['username', 'id', 'custom_id'] as const;
 
 const seconds = (fallback: number, min: number, max: number) => ({ type: 'number' as const, default: fallback, between: [min, max] as [number, number] });
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     api_token: { type: 'string', len_min: 1 },
     ingest_endpoint: { type: 'string', len_min: 1, custom: endpointProblem },
     meter_api_requests: { type: 'boolean', default: true },
     meter_ai_token_usage: { type: 'boolean', default: true },
+    /** Also meter requests the gateway answered itself (a plugin's refusal, an upstream it could not reach). */
     meter_gateway_answers: { type: 'boolean', default: false },
     subject: {
       type: 'record',
@@ -74,30 +32,42 @@ export const configSchema: RecordSchema = {
         type: 'record',
         fields: {
           source: { type: 'string', required: true, one_of: ['header', 'query'] },
+          /** The header or query parameter to read. */
           look_up_value_in: { type: 'string', required: true, len_min: 1, len_max: 256 },
+          /** Where the value goes in the event's `data`. */
           event_property_name: { type: 'string', required: true, len_min: 1, len_max: 63 },
         },
       },
     },
+    /** Milliseconds a POST to the ingest endpoint may take. */
     timeout: { type: 'number', default: 10_000, between: [1, 3_600_000] },
+    /** Milliseconds an idle connection to the ingest endpoint is kept. */
     keepalive: { type: 'number', default: 60_000, between: [0, 3_600_000] },
     ssl_verify: { type: 'boolean', default: true },
     queue: {
       type: 'record',
       fields: {
+        /** The queue's name; instances naming the same queue share it (default: the plugin instance's id). */
         name: { type: 'string', len_min: 1, len_max: 128 },
         max_batch_size: { type: 'integer', default: 1, between: [1, 1_000_000] },
+        /** Seconds after the first entry of a batch before the batch is sent, full or not. */
         max_coalescing_delay: seconds(1, 0, 3600),
         max_entries: { type: 'integer', default: 10_000, between: [1, 1_000_000] },
         max_bytes: { type: 'integer', gt: 0 },
+        /** Seconds a failing batch is retried before it is dropped. */
         max_retry_time: { type: 'number', default: 60, between: [0, 1_000_000] },
         initial_retry_delay: seconds(0.01, 0.001, 1_000_000),
         max_retry_delay: seconds(60, 0.001, 1_000_000),
+        /** 1: one batch in flight at a time; -1: as many as there are batches ready. */
         concurrency_limit: { type: 'integer', default: 1, custom: (v) => (v === 1 || v === -1 ? undefined : 'expected one of: -1, 1') },
       },
     },
   },
-};
+} as const satisfies RecordSchema;
+
+export type RequestMeteringConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type QueueConfig = RequestMeteringConfig['queue'];
+export type Attribute = RequestMeteringConfig['attributes'][number];
 
 function endpointProblem(value: string): string | undefined {
   let url: URL;

@@ -1,23 +1,23 @@
 /** The plugin runtime: one metering service (and its billing) per process, answering every request under its routes. */
 import type { Logger } from 'pino';
 import type { PluginApi, PluginRuntime, Store } from '../../src/pdk/index.ts';
-import { meteringAdminRoutes } from './admin.ts';
-import { NodeLedger, ProcessLedger, StoreLedger, type AdmissionLedger } from './billing/admissions.ts';
+import { meteringAdminRoutes } from './http/admin.ts';
+import { NodeLedger, ProcessLedger, StoreLedger, type AdmissionLedger } from './billing/entitlement/admissions.ts';
 import { Billing } from './billing/billing.ts';
-import { parseCollectionPeriod } from './billing/calendar.ts';
+import { parseCollectionPeriod } from './billing/shared/calendar.ts';
 import { DeclaredSync } from './billing/declared.ts';
-import { BillingHttp } from './billing/http.ts';
-import { Collectors, mappingLimits } from './collectors.ts';
-import { UsageQueries } from './customer-query.ts';
-import { CollectorsHttp } from './collectors-http.ts';
-import { MeteringHttp } from './http.ts';
-import { Ingestion } from './ingest.ts';
-import { OpenMeterV1Http } from './openmeter-v1.ts';
-import { backfillRatio } from './registry.ts';
+import { BillingHttp } from './billing/http/http.ts';
+import { Collectors, mappingLimits } from './ingest/collectors.ts';
+import { UsageQueries } from './query/customer-query.ts';
+import { CollectorsHttp } from './http/collectors-http.ts';
+import { MeteringHttp } from './http/http.ts';
+import { Ingestion } from './ingest/ingest.ts';
+import { OpenMeterV1Http } from './http/openmeter-v1.ts';
+import { backfillRatio } from './meter/registry.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
-import { MeterRejections, summed, type Rejections } from './meter-rejections.ts';
-import { MeterUsage } from './usage.ts';
+import { MeterRejections, summed, type Rejections } from './aggregation/meter-rejections.ts';
+import { MeterUsage } from './query/usage.ts';
 
 /** The node exchange topic of each process's meter rejections (summed for /metering/status). */
 const REJECTIONS_TOPIC = 'metering.rejections';

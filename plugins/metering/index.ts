@@ -2,11 +2,18 @@
  * The `metering` plugin: OpenMeter/Konnect v3 event ingestion, meters and usage
  * queries answered under its route, on LevelDB through the core's store, behind an auth plugin.
  */
-import type { PluginDefinition } from '../../src/pdk/index.ts';
+import { join } from 'node:path';
+import { PACKAGE_ROOT, type ConsoleTab, type PluginDefinition } from '../../src/pdk/index.ts';
 import { billingEntities } from './billing/entities.ts';
 import { createRuntime } from './handler.ts';
-import { meteringProcedures } from './query.ts';
+import { meteringProcedures } from './query/query.ts';
 import { checkConfig, collectorEntity, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
+
+/** A console tab of console/: its section's markup `<id>.html`, its module `<id>.js`. */
+function consoleTab(id: string, title: string): ConsoleTab {
+  const file = join(PACKAGE_ROOT, 'plugins/metering/console', id);
+  return { id, title, markup: `${file}.html`, script: `${file}.js` };
+}
 
 const metering: PluginDefinition<MeteringConfig> = {
   name: 'metering',
@@ -19,6 +26,7 @@ const metering: PluginDefinition<MeteringConfig> = {
   checkConfig,
   entities: [meterEntity, collectorEntity, ...billingEntities],
   storeProcedures: meteringProcedures,
+  console: { tabs: [consoleTab('usage', 'Usage'), consoleTab('billing', 'Billing'), consoleTab('metering', 'Metering')] },
   create: createRuntime,
 };
 

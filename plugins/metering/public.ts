@@ -1,16 +1,17 @@
 /**
- * What other plugins may use of the metering plugin (its services' types, the errors they throw, the
- * reservation a request carries): the rest of this folder can change without them noticing.
+ * What other plugins may use of the metering plugin (its services' types, the codes of the errors they
+ * throw, the reservation a request carries): the rest of this folder can change without them noticing.
  */
 import type { RequestView } from '../../src/pdk/index.ts';
-import type { Reservation } from './billing/admissions.ts';
+import type { Reservation } from './billing/entitlement/admissions.ts';
 
-export type { AccessDecision, Admission, EntitlementEnforcer } from './billing/access-cache.ts';
-export type { Reservation } from './billing/admissions.ts';
+export type { AccessDecision, Admission, EntitlementEnforcer } from './billing/entitlement/access-cache.ts';
+export type { Reservation } from './billing/entitlement/admissions.ts';
 export type { LocalIngest, RefusedEvent } from './service.ts';
-export { AggregationLagError, QueueFullError } from './errors.ts';
-export { MAX_DIMENSION_VALUE_LENGTH, MAX_IDENTIFIER_LENGTH } from './limits.ts';
-export { boundedText } from './values.ts';
+/** Compared with a rejection's `code` (the errors' classes stay metering's own). */
+export { AGGREGATION_LAG_CODE, QUEUE_FULL_CODE } from './shared/errors.ts';
+export { MAX_DIMENSION_VALUE_LENGTH, MAX_IDENTIFIER_LENGTH } from './shared/limits.ts';
+export { boundedText } from './meter/values.ts';
 
 /** Where entitlement-enforcement leaves a request's reservation, for the plugin that meters the request. */
 const RESERVATION = 'billing:reservation';

@@ -1,42 +1,27 @@
 /**
- * The metering service: one per gateway process, shared by every metering route. Owns the writer
- * (group commit), the meter registry, the query engine and the background work, and implements
- * the operations the HTTP layer exposes.
+ * The metering service: one per gateway process, shared by every metering route. Composes the writer
+ * (group commit), the meter registry and catalogue, the event listing, the query engine and the
+ * background work; leads the aggregation on a shared store and keeps this process's meters fresh.
  */
 import type { Logger } from 'pino';
 import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pdk/index.ts';
-import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, meterKey, escapePart, subjectKey, unescapePart } from './keys.ts';
-import { AggregateLedger } from './ledger.ts';
-import { Maintenance } from './maintenance.ts';
-import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
-import { configMeterId, ulid } from './ids.ts';
-import { meteringProcedures, type QueryResult } from './query.ts';
-import type { MeterQuery } from './query-request.ts';
-import { MeterRegistry, type MeterRecord } from './registry.ts';
+import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, subjectKey, unescapePart } from './shared/keys.ts';
+import { AggregateLedger } from './aggregation/ledger.ts';
+import { Maintenance } from './aggregation/maintenance.ts';
+import { MeterCatalogue, METERS_TOPIC } from './meter/catalogue.ts';
+import { ulid } from './shared/ids.ts';
+import { meteringProcedures, type QueryResult } from './query/query.ts';
+import type { MeterQuery } from './query/query-request.ts';
+import { MeterRegistry, type MeterRecord } from './meter/registry.ts';
+import { EventListing } from './query/event-listing.ts';
 import type { MeteringConfig } from './schema.ts';
-import { prepareEvents, type PreparedEvent, type StoredEvent } from './events.ts';
-import { formatUtc } from './time.ts';
-import { eventProblem } from './values.ts';
-import { Writer, type CommittedListener, type WriterOptions } from './writer.ts';
-import { BodyError, LeaseLostError, ServiceError } from './errors.ts';
-import { Aggregator, awaitDrained, drainInboxRound, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregator.ts';
-import { MeterCommands, MeterCommandTimeout, type MeterCommand, type MeterReply } from './meter-commands.ts';
-import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './journal-inbox.ts';
-import { JournaledEvents, KeyedEvents, type StoredEvents } from './stored-events.ts';
-
-export interface EventFilters {
-  subject?: string;
-  type?: string;
-  source?: string;
-  id?: string;
-  from?: number;
-  to?: number;
-}
-
-export interface EventPage {
-  items: Record<string, unknown>[];
-  next: string | null;
-}
+import { prepareEvents, type PreparedEvent, type StoredEvent } from './ingest/events.ts';
+import { Writer, type CommittedListener, type WriterOptions } from './ingest/writer.ts';
+import { BodyError, ServiceError } from './shared/errors.ts';
+import { Aggregator, awaitDrained, drainInboxRound, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregation/aggregator.ts';
+import { MeterCommands } from './meter/meter-commands.ts';
+import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './ingest/journal-inbox.ts';
+import { JournaledEvents, KeyedEvents, type StoredEvents } from './ingest/stored-events.ts';
 
 const DEFAULTS = { batchMaxEvents: 5_000, batchMaxWaitMs: 1, retentionDays: 730, queueMaxEvents: 100_000 };
 
@@ -48,8 +33,8 @@ export interface LocalIngest {
   /**
    * Validates each event alone, as `POST /events` would, and commits the valid ones in the writer's
    * group commit; resolves once they are durable (or were duplicates). An invalid event is refused
-   * alone, with the reason. Rejects with QueueFullError or AggregationLagError (retry later), or
-   * WriterClosedError.
+   * alone, with the reason. Rejects with QueueFullError or AggregationLagError (retry later; other
+   * plugins compare their codes, exported by public.ts), or WriterClosedError.
    */
   ingest(events: readonly unknown[]): Promise<RefusedEvent[]>;
 }
@@ -75,10 +60,12 @@ interface Aggregation {
 }
 
 const REFRESH_METERS_EVERY_MS = 1_000;
-const METERS_TOPIC = 'metering-meters';
 
 export class MeteringService {
   readonly meters = new MeterRegistry();
+  /** Creating, changing and retiring meters (made by the aggregator on a shared store). */
+  readonly catalogue: MeterCatalogue;
+  readonly eventListing: EventListing;
   /** Where ingest puts events: the single writer, or on a shared store this process's inbox. */
   readonly writer: Writer;
   /** Called with each batch of events committed by this process's single writer (never on other processes). */
@@ -101,7 +88,8 @@ export class MeteringService {
   private readonly aggregator: Aggregator | null = null;
   /** Set once this process takes part in the aggregator's election (see joinElection). */
   private electionJoined: Promise<void> | null = null;
-  private readonly commands: MeterCommands | null = null;
+  /** Shared store only: meter changes handed to the aggregator. */
+  private readonly commands: MeterCommands | null;
   private meterRefresh: NodeJS.Timeout | undefined;
   private unsubscribeMeters: () => void = () => undefined;
   /** The registry reload in flight, and whether another must follow it (a read asked after it started). */
@@ -120,6 +108,9 @@ export class MeteringService {
     this.events = this.journal ? new JournaledEvents(this.journal) : new KeyedEvents(this.store);
     // Names this process in the inboxes, meter commands and the aggregator's lease and status.
     this.processId = `${api.nodeId ?? 'node'}.${process.pid}.${ulid()}`;
+    this.commands = api.sharedStore ? new MeterCommands(this.store, this.processId, this.log) : null;
+    this.catalogue = new MeterCatalogue(this.meters, this.store, this.commands, { changeSite: () => this.local, refreshMeters: () => this.refreshMeters() }, this.log);
+    this.eventListing = new EventListing(this.events, this.meters, { caughtUp: () => this.caughtUp(), retentionStart: () => this.retentionStart() });
     if (!api.sharedStore) {
       this.local = this.aggregation(this.store);
       this.writer = this.local.writer;
@@ -128,7 +119,6 @@ export class MeteringService {
     const processId = this.processId;
     const inbox = this.journal ? new JournalInbox(this.store, this.journal) : new ProcessInbox(this.store, processId);
     this.writer = new Writer(this.store, new AggregateLedger(this.store), this.meters, this.log, this.writerOptions(), { inbox });
-    this.commands = new MeterCommands(this.store, processId, this.log);
     this.aggregator = new Aggregator(this.store, processId, (fenced) => this.startTerm(fenced), this.log, (writer) => this.drainRound(writer));
   }
 
@@ -223,7 +213,7 @@ export class MeteringService {
       await this.meters.load(fenced);
       await term.writer.open();
       term.maintenance.start();
-      stopServing = this.commands!.serve(fenced, (command) => this.execute(command));
+      stopServing = this.commands!.serve(fenced, (command) => this.catalogue.execute(command));
     } catch (err) {
       this.local = null;
       await term.maintenance.stop();
@@ -324,7 +314,7 @@ export class MeteringService {
       this.local.writer.options = this.writer.options;
       this.local.maintenance.retentionDays = this.retentionDays;
     }
-    await this.syncDeclaredMeters(view.entities('meters'));
+    await this.catalogue.syncDeclared(view.entities('meters'));
   }
 
   // ---- events ----
@@ -367,251 +357,6 @@ export class MeteringService {
     }
     if (prepared.length === 0) return Promise.resolve(refused);
     return this.writer.submit(prepared, this.localQueueLimit).then(() => refused);
-  }
-
-  /** Stored events, newest event time first, `after` = cursor of the previous page. */
-  async listEvents(filters: EventFilters, size: number, after?: string): Promise<EventPage> {
-    await this.caughtUp();
-    const range = {
-      from: Math.max(filters.from ?? 0, this.retentionStart()),
-      to: filters.to,
-      typeEscaped: filters.type === undefined ? undefined : escapePart(filters.type),
-    };
-    const items: Record<string, unknown>[] = [];
-    for await (const row of this.events.newestFirst(range, after)) {
-      const event = JSON.parse(row.json) as StoredEvent;
-      if (filters.subject !== undefined && event.subject !== filters.subject) continue;
-      if (filters.source !== undefined && event.source !== filters.source) continue;
-      if (filters.id !== undefined && event.id !== filters.id) continue;
-      items.push(this.listedEvent(event, row.storedAt));
-      if (items.length >= size) return { items, next: row.cursor };
-    }
-    return { items, next: null };
-  }
-
-  private listedEvent(event: StoredEvent, storedAt: number): Record<string, unknown> {
-    const ce: Record<string, unknown> = {
-      specversion: '1.0',
-      id: event.id,
-      source: event.source,
-      type: event.type,
-      subject: event.subject,
-      time: formatUtc(event.time),
-    };
-    if (event.datacontenttype) ce.datacontenttype = event.datacontenttype;
-    if (event.dataschema) ce.dataschema = event.dataschema;
-    if (event.data !== undefined) ce.data = event.data;
-    return {
-      event: ce,
-      ingested_at: new Date(event.ingested_at).toISOString(),
-      stored_at: new Date(storedAt).toISOString(),
-      validation_errors: this.validationErrors(event),
-    };
-  }
-
-  private validationErrors(event: StoredEvent): { code: string; message: string }[] {
-    // One error per matching meter that cannot use the event (none when no meter matches), as OpenMeter lists them.
-    const errors: { code: string; message: string }[] = [];
-    for (const m of this.meters.live()) {
-      const problem = m.event_type === event.type ? eventProblem(m, event.data) : undefined;
-      if (problem) errors.push({ code: 'validation_error', message: problem });
-    }
-    return errors;
-  }
-
-  // ---- meters ----
-
-  private newRecord(def: MeterDefinition, id: string, origin: MeterRecord['origin'], gen = 1, retired: number[] = [], backfill = this.backfillFromHere()): MeterRecord {
-    const now = new Date().toISOString();
-    return {
-      id,
-      ...def,
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-      origin,
-      gen,
-      backfill,
-      retired,
-    };
-  }
-
-  /** The aggregation of this process; meter changes are made only where it is (on a shared store: by the aggregator). */
-  private here(): Aggregation {
-    if (!this.local) throw new LeaseLostError();
-    return this.local;
-  }
-
-  /** A new aggregate generation covers every event committed so far through the backfill. */
-  private backfillFromHere(): MeterRecord['backfill'] {
-    const lastSeq = this.here().writer.lastSeq;
-    return lastSeq > 0 ? { upTo: lastSeq, cursor: 0, aggregated: 0 } : null;
-  }
-
-  private async save(records: MeterRecord[]): Promise<void> {
-    if (records.length === 0) return;
-    const { store, maintenance } = this.here();
-    await store.batch(records.map((r) => ({ type: 'put' as const, key: meterKey(r.id), value: JSON.stringify(r) })), { sync: true });
-    for (const r of records) this.meters.set(r);
-    maintenance.kick();
-    // The change is answered once every process of this node serves it.
-    if (this.aggregator) await this.store.notices.publishAndWait(METERS_TOPIC, '');
-  }
-
-  /**
-   * Makes the stored meters match gateway.yaml's. On a shared store every process's configure asks,
-   * so only a process that sees a difference hands the change to the aggregator (which may be down).
-   */
-  private async syncDeclaredMeters(entities: Record<string, any>[]): Promise<void> {
-    if (this.commands) {
-      await this.refreshMeters();
-      if (this.declaredChanges(entities, () => null, false).length === 0) return;
-    }
-    await this.changeMeters({ op: 'sync', entities });
-  }
-
-  /** A meter change: made here when this process is alone on its store, else by the aggregator (meter-commands.ts). */
-  private async changeMeters(command: MeterCommand): Promise<MeterRecord | null> {
-    if (!this.commands) return this.makeChange(command);
-    let reply: MeterReply;
-    try {
-      reply = await this.commands.send(command);
-    } catch (err) {
-      if (err instanceof MeterCommandTimeout) throw new ServiceError(503, err.message, { 'retry-after': '5' });
-      throw err;
-    }
-    if ('error' in reply) throw new ServiceError(reply.error.status, reply.error.message, reply.error.headers);
-    // This process serves the change from now on.
-    await this.refreshMeters();
-    return reply.record;
-  }
-
-  private makeChange(command: MeterCommand): Promise<MeterRecord | null> {
-    switch (command.op) {
-      case 'create':
-        return this.createMeterHere(command.def);
-      case 'update':
-        return this.updateMeterHere(command.idOrKey, command.body);
-      case 'delete':
-        return this.deleteMeterHere(command.idOrKey).then(() => null);
-      case 'sync':
-        return this.syncDeclaredMetersHere(command.entities).then(() => null);
-    }
-  }
-
-  /** The aggregator's side of a meter change handed over by any process; refusals are answers, other failures are retried. */
-  private async execute(command: MeterCommand): Promise<MeterReply> {
-    try {
-      return { record: await this.makeChange(command) };
-    } catch (err) {
-      if (!(err instanceof ServiceError)) throw err;
-      return { error: { status: err.status, message: err.message, headers: err.headers } };
-    }
-  }
-
-  async createMeter(def: MeterDefinition): Promise<MeterRecord> {
-    return (await this.changeMeters({ op: 'create', def }))!;
-  }
-
-  async updateMeter(idOrKey: string, body: Record<string, any>): Promise<MeterRecord> {
-    return (await this.changeMeters({ op: 'update', idOrKey, body }))!;
-  }
-
-  async deleteMeter(idOrKey: string): Promise<void> {
-    await this.changeMeters({ op: 'delete', idOrKey });
-  }
-
-  private createMeterHere(def: MeterDefinition): Promise<MeterRecord> {
-    return this.here().writer.exclusive(async () => {
-      if (this.meters.liveByKey(def.key)) throw new ServiceError(409, 'conflict error: meter with the same slug already exists');
-      const record = this.newRecord(def, ulid(), 'api');
-      await this.save([record]);
-      return record;
-    });
-  }
-
-  find(idOrKey: string): MeterRecord {
-    const record = this.meters.find(idOrKey);
-    if (!record) throw new ServiceError(404, `not found error: meter not found: ${idOrKey}`);
-    return record;
-  }
-
-  private mutable(idOrKey: string): MeterRecord {
-    const record = this.find(idOrKey);
-    if (record.deleted_at) throw new ServiceError(404, `not found error: meter not found: ${idOrKey}`);
-    if (record.origin === 'config') {
-      throw new ServiceError(405, `meter ${record.key} is declared in gateway.yaml and is read-only; change it there`);
-    }
-    return record;
-  }
-
-  /** Name, description, labels and dimensions; new dimensions rebuild the aggregates from stored events. */
-  private updateMeterHere(idOrKey: string, body: Record<string, any>): Promise<MeterRecord> {
-    return this.here().writer.exclusive(async () => {
-      const current = this.mutable(idOrKey);
-      const dimensions = body.dimensions ?? {};
-      let next: MeterRecord = {
-        ...current,
-        name: body.name,
-        description: 'description' in body ? body.description ?? null : current.description,
-        labels: 'labels' in body ? body.labels ?? {} : current.labels,
-        dimensions,
-        updated_at: new Date().toISOString(),
-      };
-      if (!sameAggregation(current, next)) {
-        next = { ...next, gen: current.gen + 1, backfill: this.backfillFromHere(), retired: [...current.retired, current.gen] };
-      }
-      await this.save([next]);
-      return next;
-    });
-  }
-
-  private deleteMeterHere(idOrKey: string): Promise<void> {
-    return this.here().writer.exclusive(async () => {
-      const current = this.mutable(idOrKey);
-      await this.save([this.retire(current)]);
-    });
-  }
-
-  private retire(record: MeterRecord): MeterRecord {
-    const now = new Date().toISOString();
-    return { ...record, deleted_at: now, updated_at: now, backfill: null, retired: [...record.retired, record.gen] };
-  }
-
-  /** Makes the stored meters of gateway.yaml match the file (create, change, soft-delete). */
-  private syncDeclaredMetersHere(entities: Record<string, any>[]): Promise<void> {
-    return this.here().writer.exclusive(() => this.save(this.declaredChanges(entities, () => this.backfillFromHere(), true)));
-  }
-
-  /**
-   * The meter records that make the stored meters match gateway.yaml's (create, change, soft-delete).
-   * `backfill`: where a new aggregate generation starts (only the writer knows; a mere check passes any).
-   */
-  private declaredChanges(entities: Record<string, any>[], backfill: () => MeterRecord['backfill'], report: boolean): MeterRecord[] {
-    const changes: MeterRecord[] = [];
-    const declared = new Set<string>();
-    for (const entity of entities) {
-      const def = meterDefinitionFrom(entity);
-      const id = configMeterId(def.key);
-      const clash = this.meters.liveByKey(def.key);
-      if (clash && clash.id !== id) {
-        if (report) this.log.error({ meter: def.key }, 'metering: a meter created through the API already uses this key; the gateway.yaml meter is ignored');
-        continue;
-      }
-      declared.add(id);
-      const current = this.meters.get(id);
-      if (!current) changes.push(this.newRecord(def, id, 'config', 1, [], backfill()));
-      else if (current.deleted_at) changes.push({ ...this.newRecord(def, id, 'config', current.gen + 1, current.retired, backfill()), created_at: current.created_at });
-      else if (!sameAggregation(current, def)) {
-        changes.push({ ...current, ...def, updated_at: new Date().toISOString(), gen: current.gen + 1, backfill: backfill(), retired: [...current.retired, current.gen] });
-      } else if (current.name !== def.name || current.description !== def.description || JSON.stringify(current.labels) !== JSON.stringify(def.labels)) {
-        changes.push({ ...current, name: def.name, description: def.description, labels: def.labels, updated_at: new Date().toISOString() });
-      }
-    }
-    for (const record of this.meters.live()) {
-      if (record.origin === 'config' && !declared.has(record.id)) changes.push(this.retire(record));
-    }
-    return changes;
   }
 
   // ---- queries ----

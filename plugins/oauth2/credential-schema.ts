@@ -2,23 +2,9 @@
  * The `oauth2_credentials` entity (Kong's admin API name `oauth2`): its schema, shared by gateway.yaml
  * and the admin API, and the `hash_secret` transformation.
  */
-import { hashDeclaredSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type Entity, type EntityDefinition, type RecordSchema } from '../../src/pdk/index.ts';
+import { hashDeclaredSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const CREDENTIALS_ENTITY = 'oauth2_credentials';
-
-export interface OAuth2Credential extends Entity {
-  id: string;
-  created_at: number;
-  consumer: { id: string };
-  name: string;
-  client_id: string;
-  /** Plain text, or a PBKDF2 PHC string when `hash_secret`. */
-  client_secret: string;
-  hash_secret: boolean;
-  redirect_uris: string[] | null;
-  tags: string[] | null;
-  client_type: 'confidential' | 'public';
-}
 
 /** Kong validates each redirect URI with LuaSocket's parser: a scheme and a host, and no fragment. */
 function checkRedirectUri(uri: string): string | undefined {
@@ -34,20 +20,23 @@ function checkRedirectUri(uri: string): string | undefined {
 }
 
 /** The fields an operator gives; the loader adds `id` and the `consumer` reference. */
-export const credentialSchema: RecordSchema = {
+export const credentialSchema = {
   type: 'record',
   fields: {
     created_at: { type: 'integer' },
     name: { type: 'string', required: true, len_min: 1 },
     // Sent upstream as X-Credential-Identifier.
     client_id: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32), custom: headerValueProblem },
+    /** Stored, plain text, or a PBKDF2 PHC string when `hash_secret`. */
     client_secret: { type: 'string', len_min: 1, default: () => randomAlphanumeric(32) },
     hash_secret: { type: 'boolean', required: true, default: false },
     redirect_uris: { type: 'array', elements: { type: 'string', custom: checkRedirectUri } },
     tags: { type: 'set', elements: { type: 'string' } },
     client_type: { type: 'string', required: true, default: 'confidential', one_of: ['confidential', 'public'] },
   },
-};
+} as const satisfies RecordSchema;
+
+export type OAuth2Credential = ConsumerChild<InferIgnoringStrayNulls<typeof credentialSchema>>;
 
 /**
  * Kong's transformation: with `hash_secret`, the stored secret is its PBKDF2 hash (kept when already one).

@@ -1,19 +1,9 @@
 /** Kong's prometheus config (kong/plugins/prometheus/schema.lua): every field accepted, with Kong's defaults. */
-import type { RecordSchema } from '../../src/pdk/index.ts';
-
-export interface PrometheusConfig {
-  per_consumer: boolean;
-  status_code_metrics: boolean;
-  ai_metrics: boolean;
-  latency_metrics: boolean;
-  bandwidth_metrics: boolean;
-  upstream_health_metrics: boolean;
-  wasm_metrics: boolean;
-}
+import type { Infer, RecordSchema } from '../../src/pdk/index.ts';
 
 const flag = { type: 'boolean', default: false } as const;
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     per_consumer: flag,
@@ -24,4 +14,6 @@ export const configSchema: RecordSchema = {
     upstream_health_metrics: flag,
     wasm_metrics: flag,
   },
-};
+} as const satisfies RecordSchema;
+
+export type PrometheusConfig = Infer<typeof configSchema>;

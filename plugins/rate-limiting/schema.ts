@@ -1,22 +1,6 @@
 /** Kong's rate-limiting config (kong/plugins/rate-limiting/schema.lua): fields, defaults, checks, messages. */
-import { HEADER_NAME, PATH, type Issue, type PluginScope, type RecordSchema } from '../../src/pdk/index.ts';
-import { PERIODS, type Period } from './periods.ts';
-
-export type LimitBy = 'consumer' | 'credential' | 'ip' | 'service' | 'header' | 'path';
-export type Policy = 'local' | 'cluster' | 'redis';
-
-export type RateLimitingConfig = { [P in Period]?: number | null } & {
-  limit_by: LimitBy;
-  header_name?: string | null;
-  path?: string | null;
-  policy: Policy;
-  fault_tolerant: boolean;
-  redis: Record<string, unknown>;
-  hide_client_headers: boolean;
-  error_code: number;
-  error_message: string;
-  sync_rate: number;
-};
+import { HEADER_NAME, PATH, type InferIgnoringStrayNulls, type Issue, type PluginScope, type RecordSchema } from '../../src/pdk/index.ts';
+import { PERIODS } from './periods.ts';
 
 /** Kong's `sync_rate` value for "count synchronously". */
 export const SYNC_RATE_REALTIME = -1;
@@ -24,7 +8,7 @@ export const SYNC_RATE_REALTIME = -1;
 const limit = { type: 'number', gt: 0 } as const;
 
 /** Kong's shared Redis settings (kong/tools/redis/schema.lua): accepted, so Kong files load. */
-const redisSchema: RecordSchema = {
+const redisSchema = {
   type: 'record',
   fields: {
     host: { type: 'string' },
@@ -37,9 +21,9 @@ const redisSchema: RecordSchema = {
     ssl_verify: { type: 'boolean', default: false },
     server_name: { type: 'string' },
   },
-};
+} as const satisfies RecordSchema;
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     second: limit,
@@ -70,7 +54,9 @@ export const configSchema: RecordSchema = {
     redis_database: { type: 'integer' },
   },
   entity_checks: [checkLimits, checkLimitBy],
-};
+} as const satisfies RecordSchema;
+
+export type RateLimitingConfig = InferIgnoringStrayNulls<typeof configSchema>;
 
 function checkLimits(c: Record<string, any>): Issue[] {
   if (!PERIODS.some((p) => typeof c[p] === 'number')) {

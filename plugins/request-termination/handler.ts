@@ -23,9 +23,9 @@ const ECHOED_BODY_LIMIT = 1024 * 1024;
 export function createRuntime(api: PluginApi): PluginRuntime<RequestTerminationConfig> {
   return {
     access(ctx, config) {
-      if (config.trigger !== undefined && !triggered(ctx, config.trigger)) return;
+      if (config.trigger != null && !triggered(ctx, config.trigger)) return;
       if (config.echo) return echo(ctx, config, api.nodeId);
-      if (config.body !== undefined) return ctx.respond(config.status_code, config.body, config.content_type ? { 'content-type': config.content_type } : {});
+      if (config.body != null) return ctx.respond(config.status_code, config.body, config.content_type ? { 'content-type': config.content_type } : {});
       const message = config.message ?? DEFAULT_MESSAGES[config.status_code];
       ctx.respond(config.status_code, message === undefined ? undefined : { message });
     },

@@ -1,18 +1,9 @@
 /** Kong's request-termination config (kong/plugins/request-termination/schema.lua): fields, defaults, checks. */
-import { HEADER_NAME, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
-
-export interface RequestTerminationConfig {
-  status_code: number;
-  message?: string;
-  content_type?: string;
-  body?: string;
-  echo: boolean;
-  trigger?: string;
-}
+import { HEADER_NAME, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 const present = (v: unknown): boolean => typeof v === 'string' && v.length > 0;
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     status_code: { type: 'integer', required: true, default: 503, between: [100, 599] },
@@ -23,7 +14,9 @@ export const configSchema: RecordSchema = {
     trigger: HEADER_NAME,
   },
   entity_checks: [checkCombinations],
-};
+} as const satisfies RecordSchema;
+
+export type RequestTerminationConfig = Infer<typeof configSchema>;
 
 /** Kong's custom_validator, with its messages. */
 function checkCombinations(c: Record<string, any>): Issue[] {

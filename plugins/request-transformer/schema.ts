@@ -1,21 +1,6 @@
 /** Kong's request-transformer config (kong/plugins/request-transformer/schema.lua), with its checks. */
-import { headerNameProblem, upstreamHeaderNameProblem, type FieldSchema, type RecordSchema } from '../../src/pdk/index.ts';
+import { headerNameProblem, upstreamHeaderNameProblem, type FieldSchema, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
 import { Template, TemplateError } from './templates.ts';
-
-interface Operations {
-  body: string[];
-  headers: string[];
-  querystring: string[];
-}
-
-export interface RequestTransformerConfig {
-  http_method?: string | null;
-  remove: Operations;
-  rename: Operations;
-  replace: Operations & { uri?: string | null };
-  add: Operations;
-  append: Operations;
-}
 
 /** Kong's `name:value` split: the name runs to the first colon, the value starts after the colons that follow. */
 export function splitPair(pair: string): [name: string, value: string] {
@@ -48,7 +33,7 @@ function settableHeaderProblem(name: string): string | undefined {
   return headerProblem(name) ?? upstreamHeaderNameProblem(name);
 }
 
-const list = (elements: FieldSchema): FieldSchema => ({ type: 'array', default: [], required: true, elements });
+const list = <const E extends FieldSchema>(elements: E) => ({ type: 'array', default: [], required: true, elements }) as const;
 const strings = list({ type: 'string' });
 const headerNames = list({ type: 'string', custom: headerProblem });
 const pairs = list({ type: 'string', custom: pairProblem });
@@ -61,9 +46,9 @@ const renamedHeaders = list({
   },
 });
 
-const record = (fields: Record<string, FieldSchema>): RecordSchema => ({ type: 'record', fields });
+const record = <const F extends Record<string, FieldSchema>>(fields: F) => ({ type: 'record', fields }) as const;
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     http_method: { type: 'string', match: /^[A-Z]+$/ },
@@ -73,4 +58,6 @@ export const configSchema: RecordSchema = {
     add: record({ body: pairs, headers: headerPairs, querystring: pairs }),
     append: record({ body: pairs, headers: headerPairs, querystring: pairs }),
   },
-};
+} as const satisfies RecordSchema;
+
+export type RequestTransformerConfig = InferIgnoringStrayNulls<typeof configSchema>;

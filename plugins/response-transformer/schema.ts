@@ -1,21 +1,5 @@
 /** Kong's response-transformer config (kong/plugins/response-transformer/schema.lua). */
-import { headerNameProblem, type FieldSchema, type RecordSchema } from '../../src/pdk/index.ts';
-
-export type JsonType = 'boolean' | 'number' | 'string';
-
-interface Typed {
-  json: string[];
-  json_types: JsonType[];
-  headers: string[];
-}
-
-export interface ResponseTransformerConfig {
-  remove: { json: string[]; headers: string[] };
-  rename: { json: string[]; headers: string[] };
-  replace: Typed;
-  add: Typed;
-  append: Typed;
-}
+import { headerNameProblem, type FieldSchema, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
 
 /** Kong's `name:value` split: the name runs to the first colon, the value starts after the colons that follow. */
 export function splitPair(pair: string): [name: string, value: string | undefined] {
@@ -23,7 +7,7 @@ export function splitPair(pair: string): [name: string, value: string | undefine
   return m ? [m[1], m[2] === '' ? undefined : m[2]] : [pair, undefined];
 }
 
-const list = (elements: FieldSchema): FieldSchema => ({ type: 'array', default: [], required: true, elements });
+const list = <const E extends FieldSchema>(elements: E) => ({ type: 'array', default: [], required: true, elements }) as const;
 const strings = list({ type: 'string' });
 const pairs = list({ type: 'string', match: /^[^:]+:.*$/s, match_message: 'invalid value' });
 const renamedHeaders = list({
@@ -32,12 +16,12 @@ const renamedHeaders = list({
   match_message: 'invalid value',
   custom: (p) => splitPair(p).map((name) => name !== undefined && headerNameProblem(name) && `'${name}' is not a valid header`).find(Boolean) || undefined,
 });
-const typed: RecordSchema = {
+const typed = {
   type: 'record',
   fields: { json: pairs, json_types: list({ type: 'string', one_of: ['boolean', 'number', 'string'] }), headers: pairs },
-};
+} as const satisfies RecordSchema;
 
-export const configSchema: RecordSchema = {
+export const configSchema = {
   type: 'record',
   fields: {
     remove: { type: 'record', fields: { json: strings, headers: strings } },
@@ -46,4 +30,7 @@ export const configSchema: RecordSchema = {
     add: typed,
     append: typed,
   },
-};
+} as const satisfies RecordSchema;
+
+export type ResponseTransformerConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type JsonType = ResponseTransformerConfig['add']['json_types'][number];

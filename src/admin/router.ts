@@ -1,11 +1,12 @@
 /** The admin API's HTTP plumbing: path patterns, body parsing, JSON replies, typed errors. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { JsonTooDeepError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { readWhole } from '../pipeline/request-body.ts';
 import { answerFor, HttpError } from '../pipeline/http-error.ts';
 import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pdk/types.ts';
 import { parseArgs, type Params } from '../toolkit/params.ts';
-import { JsonTooDeepError, parseUntrustedJson } from '../toolkit/json.ts';
+import { parseUntrustedJson } from '../toolkit/json.ts';
 import { MESSAGES } from '../proxy/respond.ts';
 import { browserRefusal, type AdminListenerFacts } from './browser-guard.ts';
 

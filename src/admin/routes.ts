@@ -1,5 +1,6 @@
 /** The core's admin endpoints, in the shapes of Kong's admin API (kong/api/routes/kong.lua, health.lua). */
 import { hostname } from 'node:os';
+import type { GatewayConfig } from '../config/types.ts';
 import type { Consumers } from '../consumers.ts';
 import type { PluginRegistry } from '../pdk/types.ts';
 import { consoleRoutes } from '../console/routes.ts';
@@ -96,8 +97,13 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     routes.push({ method: 'POST', path: `/${entity}`, handler: dbLessWrite(entity, 'POST') });
     for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
   }
-  routes.push(...consoleRoutes());
+  routes.push(...consoleRoutes(state.registry, () => enabledInCluster(cfg())));
   return [...routes, ...entityAdminRoutes(state.consumers)];
+}
+
+/** The plugins the configuration runs somewhere (Kong's `enabled_in_cluster`). */
+function enabledInCluster(config: GatewayConfig): string[] {
+  return [...new Set(config.plugins.filter((p) => p.enabled).map((p) => p.name))];
 }
 
 function nodeInfo(state: AdminState) {
@@ -113,7 +119,7 @@ function nodeInfo(state: AdminState) {
     node_id: state.nodeId,
     lua_version: null,
     node_version: process.version,
-    plugins: { available_on_server: available, enabled_in_cluster: [...new Set(config.plugins.filter((p) => p.enabled).map((p) => p.name))] },
+    plugins: { available_on_server: available, enabled_in_cluster: enabledInCluster(config) },
     configuration: {
       database: gateway.database,
       worker_processes: gateway.worker_processes,

@@ -2,7 +2,6 @@
 import { availableParallelism } from 'node:os';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
-import { bundledPlugins } from '../plugins.ts';
 import { EXIT, type CommandDefinition } from './command.ts';
 import { CONFIG_OPTION, configFileOf } from './config-option.ts';
 
@@ -14,9 +13,9 @@ export const check: CommandDefinition = {
     'A valid file may get warnings on stderr (exit 0 still): settings that make no sense on this machine.',
   ].join('\n'),
   options: { config: CONFIG_OPTION },
-  async run(options) {
+  async run(options, plugins) {
     const file = configFileOf(options);
-    const result = await loadConfigFile(file, bundledPlugins);
+    const result = await loadConfigFile(file, plugins);
     if (result.ok) {
       console.log(`${file}: configuration is valid`);
       if (result.config.oneProcessBecause) console.log(`${file}: ${result.config.oneProcessBecause}`);

@@ -4,6 +4,8 @@
  */
 import { parseArgs } from 'node:util';
 import { closestName, didYouMean } from '../did-you-mean.ts';
+import { UsageError } from '../errors.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 
 export interface OptionDefinition {
   type: 'string' | 'boolean';
@@ -22,21 +24,11 @@ export interface CommandDefinition {
   /** More lines under the command's usage in its own help, if any. */
   details?: string;
   options: Record<string, OptionDefinition>;
-  /** Resolves with the process's exit code once the command is done. */
-  run(options: OptionValues): Promise<number>;
-}
-
-/** Bad usage: an unknown command or option, a missing value. Exit code 2. */
-export class UsageError extends Error {
-  readonly name = 'UsageError';
-  readonly code = 'TOLLGATE_ERR_USAGE';
-  constructor(
-    message: string,
-    /** The command whose help tells the right usage, when known. */
-    readonly command?: string,
-  ) {
-    super(message);
-  }
+  /**
+   * Resolves with the process's exit code once the command is done. `plugins`: the plugins this
+   * gateway knows, read once by the command line (src/cli.ts) and handed down from here.
+   */
+  run(options: OptionValues, plugins: PluginRegistry): Promise<number>;
 }
 
 /** `storeDamaged`: a restart cannot help (examples/tollgate.service lists it in RestartPreventExitStatus). */

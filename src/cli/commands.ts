@@ -4,9 +4,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { UsageError } from '../errors.ts';
 import { PACKAGE_ROOT } from '../package-root.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { check } from './check.ts';
-import { EXIT, HELP_OPTION, readOptions, unknownCommand, UsageError, type CommandDefinition, type OptionDefinition } from './command.ts';
+import { EXIT, HELP_OPTION, readOptions, unknownCommand, type CommandDefinition, type OptionDefinition } from './command.ts';
 import { health, reload, status, stop } from './control.ts';
 import { start } from './start.ts';
 import { migrate, storeCopy, storeRepair } from './store.ts';
@@ -80,9 +82,9 @@ export function commandHelp(command: CommandDefinition): string {
 }
 
 /** Runs the command line `args` (without node and the script); resolves with the exit code. */
-export async function runCli(args: string[]): Promise<number> {
+export async function runCli(args: string[], plugins: PluginRegistry): Promise<number> {
   try {
-    return await dispatch(args);
+    return await dispatch(args, plugins);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     const helpCommand = err.command ? `tollgate ${err.command} --help` : 'tollgate --help';
@@ -91,14 +93,14 @@ export async function runCli(args: string[]): Promise<number> {
   }
 }
 
-async function dispatch(args: string[]): Promise<number> {
+async function dispatch(args: string[], plugins: PluginRegistry): Promise<number> {
   const [first, ...rest] = args;
   if (first === undefined) {
     console.error(overallHelp());
     return EXIT.usage;
   }
-  if (first === '--help' || first === '-h') return help.run({});
-  if (first === '--version' || first === '-v') return version.run({});
+  if (first === '--help' || first === '-h') return help.run({}, plugins);
+  if (first === '--version' || first === '-v') return version.run({}, plugins);
   if (first.startsWith('-')) throw new UsageError(`unknown option '${first}': options come after the command`);
   if (first === 'help' && rest.length > 0) {
     const topic = find(rest[0]);
@@ -113,5 +115,5 @@ async function dispatch(args: string[]): Promise<number> {
     console.log(commandHelp(command));
     return EXIT.ok;
   }
-  return command.run(options);
+  return command.run(options, plugins);
 }

@@ -11,21 +11,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseListenList } from '../config/listen.ts';
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
+import { ControlError, UsageError } from '../errors.ts';
 import { pidFilePath, PID_FILE_NAME } from '../process/pid-file.ts';
-import { bundledPlugins } from '../plugins.ts';
-import { EXIT, UsageError, type CommandDefinition, type OptionDefinition, type OptionValues } from './command.ts';
+import { EXIT, type CommandDefinition, type OptionDefinition, type OptionValues } from './command.ts';
 import { CONFIG_OPTION, configFileOf } from './config-option.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 
 const PID_FILE_OPTION: OptionDefinition = { type: 'string', value: 'FILE', description: `the pid file start wrote (default: <data_dir>/${PID_FILE_NAME})` };
 const POLL_MS = 100;
 /** An admin API that does not answer in this time is reported as not answering. */
 const ADMIN_TIMEOUT_MS = 5000;
-
-/** Something the operator must hear, said in one line, ending the command with exit 1. */
-class ControlError extends Error {
-  override readonly name = 'ControlError';
-  readonly code = 'TOLLGATE_ERR_CONTROL';
-}
 
 function timeoutOption(defaultSeconds: number, what: string): OptionDefinition {
   return { type: 'string', value: 'SECONDS', description: `how long to wait for ${what} (default ${defaultSeconds})` };
@@ -39,10 +34,10 @@ function timeoutOf(options: OptionValues, defaultSeconds: number, command: strin
 }
 
 /** Runs a command's body; a ControlError is its one line on stderr and exit 1. */
-function controlCommand(name: string, body: (options: OptionValues) => Promise<number>): (options: OptionValues) => Promise<number> {
-  return async (options) => {
+function controlCommand(name: string, body: CommandDefinition['run']): CommandDefinition['run'] {
+  return async (options, plugins) => {
     try {
-      return await body(options);
+      return await body(options, plugins);
     } catch (err) {
       if (!(err instanceof ControlError)) throw err;
       console.error(`tollgate ${name}: ${err.message}`);
@@ -52,9 +47,9 @@ function controlCommand(name: string, body: (options: OptionValues) => Promise<n
 }
 
 /** The configuration, or a ControlError listing why it cannot be read. */
-async function configOf(options: OptionValues): Promise<GatewayConfig> {
+async function configOf(options: OptionValues, plugins: PluginRegistry): Promise<GatewayConfig> {
   const file = configFileOf(options);
-  const result = await loadConfigFile(file, bundledPlugins);
+  const result = await loadConfigFile(file, plugins);
   if (result.ok) return result.config;
   for (const error of result.errors) console.error(String(error));
   // The running node may be on an earlier, valid version of the file: --pid-file still finds it.
@@ -103,10 +98,10 @@ function signal(node: RunningNode, name: NodeJS.Signals): void {
 }
 
 /** The pid file of --pid-file or of the configuration's data directory (the file is read only for that then). */
-async function nodeOf(options: OptionValues, config?: GatewayConfig): Promise<RunningNode> {
+async function nodeOf(options: OptionValues, plugins: PluginRegistry, config?: GatewayConfig): Promise<RunningNode> {
   const option = options['pid-file'] as string | undefined;
   if (option !== undefined) return runningNode(pidFilePath(option, ''));
-  return runningNode(pidFilePath(undefined, (config ?? (await configOf(options))).gateway.data_dir));
+  return runningNode(pidFilePath(undefined, (config ?? (await configOf(options, plugins))).gateway.data_dir));
 }
 
 export const stop: CommandDefinition = {
@@ -117,9 +112,9 @@ export const stop: CommandDefinition = {
     'Exit 0 once the process is gone; 1 when it is not running (a stale pid file is removed) or still runs after --timeout.',
   ].join('\n'),
   options: { config: CONFIG_OPTION, 'pid-file': PID_FILE_OPTION, timeout: timeoutOption(30, 'the process to exit') },
-  run: controlCommand('stop', async (options) => {
+  run: controlCommand('stop', async (options, plugins) => {
     const timeoutMs = timeoutOf(options, 30, 'stop');
-    const node = await nodeOf(options);
+    const node = await nodeOf(options, plugins);
     signal(node, 'SIGTERM');
     await pollUntil(
       () => !isAlive(node.pid),
@@ -139,10 +134,10 @@ export const reload: CommandDefinition = {
     "the file's configuration_hash (--timeout); without one, the log says whether it reloaded.",
   ].join('\n'),
   options: { config: CONFIG_OPTION, 'pid-file': PID_FILE_OPTION, timeout: timeoutOption(10, 'the new configuration to be served') },
-  run: controlCommand('reload', async (options) => {
+  run: controlCommand('reload', async (options, plugins) => {
     const timeoutMs = timeoutOf(options, 10, 'reload');
-    const config = await configOf(options);
-    const node = await nodeOf(options, config);
+    const config = await configOf(options, plugins);
+    const node = await nodeOf(options, plugins, config);
     signal(node, 'SIGHUP');
     const admin = adminUrl(config);
     if (admin === undefined) {
@@ -167,9 +162,9 @@ export const status: CommandDefinition = {
     'Exit 0 when running and ready (or running, with the admin API off); 1 otherwise.',
   ].join('\n'),
   options: { config: CONFIG_OPTION, 'pid-file': PID_FILE_OPTION },
-  run: controlCommand('status', async (options) => {
-    const config = await configOf(options);
-    const node = await nodeOf(options, config);
+  run: controlCommand('status', async (options, plugins) => {
+    const config = await configOf(options, plugins);
+    const node = await nodeOf(options, plugins, config);
     console.log(`running (pid ${node.pid})`);
     const admin = adminUrl(config);
     if (admin === undefined) {

@@ -5,6 +5,7 @@
  */
 import { Gateway, startFailureExitCode, startFailureLines } from '../gateway.ts';
 import { createLogger, type Logger } from '../log.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { startNode } from '../process/cluster.ts';
 import { PID_FILE_NAME, removePidFile, writePidFile } from '../process/pid-file.ts';
 import { stopOnSignals } from '../process/stop-signals.ts';
@@ -26,16 +27,16 @@ export const start: CommandDefinition = {
     config: CONFIG_OPTION,
     'pid-file': { type: 'string', value: 'FILE', description: `where to write the pid (default: <data_dir>/${PID_FILE_NAME})` },
   },
-  run: (options) => runGateway(configFileOf(options), options['pid-file'] as string | undefined),
+  run: (options, plugins) => runGateway(configFileOf(options), plugins, options['pid-file'] as string | undefined),
 };
 
-async function runGateway(file: string, pidFileOption: string | undefined): Promise<number> {
+async function runGateway(file: string, plugins: PluginRegistry, pidFileOption: string | undefined): Promise<number> {
   // worker_processes above 1: the primary (or a worker) runs until the node stops, and exits itself.
-  const node = await startNode(file, pidFileOption);
+  const node = await startNode(file, plugins, pidFileOption);
   if (node !== undefined) return node;
   let gateway: Gateway;
   try {
-    gateway = await Gateway.start(file);
+    gateway = await Gateway.start(file, { registry: plugins });
   } catch (err) {
     for (const line of startFailureLines(err, file)) console.error(line);
     return startFailureExitCode(err);

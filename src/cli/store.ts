@@ -1,8 +1,9 @@
 /** `tollgate migrate` and `tollgate store:copy`: the PostgreSQL store's schema, and moving an embedded store into it. */
+import { UsageError } from '../errors.ts';
 import { copyStore, DEFAULT_COPY_BATCH } from '../store/copy.ts';
 import { migrateStore } from '../store/migrate.ts';
 import { repairStore } from '../store/repair.ts';
-import { UsageError, type CommandDefinition } from './command.ts';
+import type { CommandDefinition } from './command.ts';
 import { CONFIG_OPTION, configFileOf } from './config-option.ts';
 
 export const migrate: CommandDefinition = {
@@ -10,7 +11,7 @@ export const migrate: CommandDefinition = {
   summary: 'create or upgrade the PostgreSQL schema the configuration names (database: postgres)',
   details: 'Every node also does it at start, under the same lock; this runs it alone (e.g. before a rolling upgrade).',
   options: { config: CONFIG_OPTION },
-  run: (options) => migrateStore(configFileOf(options)),
+  run: (options, plugins) => migrateStore(configFileOf(options), plugins),
 };
 
 export const storeRepair: CommandDefinition = {
@@ -21,7 +22,7 @@ export const storeRepair: CommandDefinition = {
     'Copy the data directory aside before, to keep the damaged files as they were.',
   ].join('\n'),
   options: { config: CONFIG_OPTION },
-  run: (options) => repairStore(configFileOf(options)),
+  run: (options, plugins) => repairStore(configFileOf(options), plugins),
 };
 
 const MAX_BATCH = 100_000;
@@ -39,10 +40,10 @@ export const storeCopy: CommandDefinition = {
     config: CONFIG_OPTION,
     'batch-size': { type: 'string', value: 'N', description: `entries per transaction (default ${DEFAULT_COPY_BATCH}, at most ${MAX_BATCH})` },
   },
-  run(options) {
+  run(options, plugins) {
     if (options.from !== 'leveldb' || options.to !== 'postgres') throw new UsageError('only --from leveldb --to postgres is supported', 'store:copy');
     const batch = options['batch-size'] === undefined ? DEFAULT_COPY_BATCH : Number(options['batch-size']);
     if (!Number.isInteger(batch) || batch < 1 || batch > MAX_BATCH) throw new UsageError(`--batch-size must be an integer between 1 and ${MAX_BATCH}`, 'store:copy');
-    return copyStore(configFileOf(options), batch);
+    return copyStore(configFileOf(options), plugins, batch);
   },
 };

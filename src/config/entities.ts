@@ -2,21 +2,28 @@
 import { availableParallelism } from 'node:os';
 import { isCidr, validateServiceHost, validateSni } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
-import { atLeastOneOf, type FieldSchema, type Issue, type RecordSchema, type StringSchema } from './schema.ts';
+import { atLeastOneOf, type ArraySchema, type FieldSchema, type Issue, type NumberSchema, type RecordSchema, type StringSchema } from './schema.ts';
 
-const TIMEOUT: FieldSchema = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 };
-export const TAGS: FieldSchema = { type: 'set', elements: { type: 'string', len_min: 1 } };
+const TIMEOUT = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 } as const satisfies NumberSchema;
+export const TAGS = { type: 'set', elements: { type: 'string', len_min: 1 } } as const satisfies ArraySchema;
 /**
  * `created_at` / `updated_at`, unix seconds: what a file exported from a Kong database carries (a fraction
  * included, as old exports' targets have), shown by the admin API as given.
  */
-export const TIMESTAMP: FieldSchema = { type: 'number', between: [0, 2 ** 40] };
+export const TIMESTAMP = { type: 'number', between: [0, 2 ** 40] } as const satisfies NumberSchema;
 /** Kong's `ttl` of the entities whose DAO has `ttl = true` (seconds; 0 = never expires), as typedefs.ttl bounds it. */
-export const TTL: FieldSchema = { type: 'integer', between: [0, 100_000_000] };
+export const TTL = { type: 'integer', between: [0, 100_000_000] } as const satisfies NumberSchema;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export const ID: FieldSchema = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' };
+export const ID = { type: 'string', match: UUID_RE, match_message: 'expected a valid UUID' } as const satisfies StringSchema;
 /** The fields every Kong entity has: its id, and the timestamps a database export carries. */
-export const ENTITY_KEYS: Record<string, FieldSchema> = { id: ID, created_at: TIMESTAMP, updated_at: TIMESTAMP };
+export const ENTITY_KEYS = { id: ID, created_at: TIMESTAMP, updated_at: TIMESTAMP } as const satisfies Record<string, FieldSchema>;
+
+/**
+ * A plugin entity that belongs to a consumer (a credential, an acl), as the loader and the admin API
+ * keep it: the fields its schema gives (`Infer<typeof schema>`), the id and creation time every Kong
+ * DAO adds, and its consumer.
+ */
+export type ConsumerChild<Fields> = Fields & { id: string; created_at: number; consumer: { id: string } };
 
 /**
  * Kong's admin rule for `/{entity}/{id or endpoint key}` (kong/api/endpoints.lua): a UUID-shaped key
@@ -41,27 +48,27 @@ export function headerValueProblem(value: string): string | undefined {
     : 'must be usable as an HTTP header value: no control characters, no characters above U+00FF, no leading or trailing whitespace';
 }
 /** Kong's utf8 name: alphanumerics and `.-_~` in the ASCII range, any character beyond it. */
-const NAME: FieldSchema = {
+const NAME = {
   type: 'string',
   len_min: 1,
   custom: (v) => (/^[A-Za-z0-9.\-_~\u0080-\u{10FFFF}]+$/u.test(v) ? undefined : `invalid value '${v}': the only accepted ascii characters are alphanumerics or ., -, _, and ~`),
-};
+} as const satisfies StringSchema;
 /** Kong's typedefs.path (a service's `path`): RFC 3986 characters only, well-formed `%XX` escapes. */
 function checkPath(path: string): string | undefined {
   if (path.includes('//')) return 'must not have empty segments';
   if (!path.startsWith('/')) return 'should start with: /';
   return checkPathCharacters(path);
 }
-export const PATH: FieldSchema = { type: 'string', len_min: 1, custom: checkPath };
+export const PATH = { type: 'string', len_min: 1, custom: checkPath } as const satisfies StringSchema;
 
 /** Kong's typedefs.ip_or_cidr. */
-export const IP_OR_CIDR: FieldSchema = { type: 'string', custom: (v) => (isCidr(v) ? undefined : `invalid ip or cidr range: '${v}'`) };
+export const IP_OR_CIDR = { type: 'string', custom: (v) => (isCidr(v) ? undefined : `invalid ip or cidr range: '${v}'`) } as const satisfies StringSchema;
 
 /** Kong's header-name rule (kong/tools/http.lua validate_header_name), as its typedefs.header_name. */
 export function headerNameProblem(name: string): string | undefined {
   return /^[a-zA-Z0-9-_]+$/.test(name) ? undefined : `bad header name '${name}', allowed characters are A-Z, a-z, 0-9, '_', and '-'`;
 }
-export const HEADER_NAME: StringSchema = { type: 'string', len_min: 1, custom: headerNameProblem };
+export const HEADER_NAME = { type: 'string', len_min: 1, custom: headerNameProblem } as const satisfies StringSchema;
 
 /** Kong's stream protocols: a Kong export may hold them; they are accepted and not proxied. */
 export const STREAM_PROTOCOLS = ['tcp', 'tls', 'udp', 'tls_passthrough'] as const;
@@ -70,7 +77,7 @@ export const ROUTE_PROTOCOLS = ['grpc', 'grpcs', 'http', 'https', 'ws', 'wss', .
 /** Upstream TLS settings apply to these service protocols (Kong: https and tls; here also grpcs and wss). */
 const TLS_SERVICE_PROTOCOLS = ['https', 'grpcs', 'wss', 'tls'];
 
-export const serviceSchema: RecordSchema = {
+export const serviceSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -85,14 +92,17 @@ export const serviceSchema: RecordSchema = {
     write_timeout: TIMEOUT,
     read_timeout: TIMEOUT,
     tls_verify: { type: 'boolean' },
+    /** Most intermediate certificates allowed between the upstream's certificate and a trusted one. */
     tls_verify_depth: { type: 'integer', between: [0, 64] },
+    /** Ids of the `ca_certificates` the upstream's certificate is verified against (instead of the system's). */
     ca_certificates: { type: 'array', elements: ID },
+    /** The certificate presented to the upstream (mTLS). */
     client_certificate: { type: 'any' },
     enabled: { type: 'boolean', default: true },
     tags: TAGS,
   },
   entity_checks: [checkServiceProtocolFields],
-};
+} as const satisfies RecordSchema;
 
 /** Fields Kong allows only with some protocols: no `path` for gRPC, TLS settings only for TLS upstreams. */
 function checkServiceProtocolFields(s: Record<string, any>): Issue[] {
@@ -164,16 +174,17 @@ function checkRouteFields(r: Record<string, any>): Issue[] {
 type Check = (value: string) => string | undefined;
 
 /** A stream route's `sources` / `destinations` entry: an address or CIDR range, and/or a port. */
-const ENDPOINT: FieldSchema = {
+const ENDPOINT = {
   type: 'record',
   fields: {
     ip: IP_OR_CIDR,
     port: { type: 'integer', between: [0, 65535] },
   },
   entity_checks: [atLeastOneOf(['ip', 'port'])],
-};
+} as const satisfies RecordSchema;
 
-export function routeSchema(validatePath: Check, validateHost: Check, validateHeaderValue: Check): RecordSchema {
+/** The route schema, with the router's checks of paths, hosts and header values; its literal types kept. */
+export function routeSchema(validatePath: Check, validateHost: Check, validateHeaderValue: Check) {
   return {
     type: 'record',
     fields: {
@@ -194,14 +205,15 @@ export function routeSchema(validatePath: Check, validateHost: Check, validateHe
       https_redirect_status_code: { type: 'integer', custom: (c) => ([426, 301, 302, 307, 308].includes(c) ? undefined : 'expected one of: 426, 301, 302, 307, 308'), default: 426 },
       request_buffering: { type: 'boolean', default: true },
       response_buffering: { type: 'boolean', default: true },
+      /** The service id, or null for a route that only plugins answer. */
       service: { type: 'any' },
       tags: TAGS,
     },
     entity_checks: [(r) => checkProtocolGroups(r.protocols), checkRouteFields],
-  };
+  } as const satisfies RecordSchema;
 }
 
-export const consumerSchema: RecordSchema = {
+export const consumerSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -211,9 +223,9 @@ export const consumerSchema: RecordSchema = {
     tags: TAGS,
   },
   entity_checks: [atLeastOneOf(['custom_id', 'username'])],
-};
+} as const satisfies RecordSchema;
 
-export const pluginEntitySchema: RecordSchema = {
+export const pluginEntitySchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -227,7 +239,7 @@ export const pluginEntitySchema: RecordSchema = {
     consumer: { type: 'any' },
     tags: TAGS,
   },
-};
+} as const satisfies RecordSchema;
 
 /** Unquoted-identifier rules, so the name means the same quoted or not; 63 bytes is PostgreSQL's limit. */
 const PG_IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;

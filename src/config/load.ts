@@ -10,6 +10,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { LineCounter, parseDocument, type Document } from 'yaml';
+import { ConfigError } from '../errors.ts';
 import type { EntityDefinition, PluginRegistry } from '../pdk/types.ts';
 import { normalizePath } from '../router/index.ts';
 import { resolveReference, type BuildContext, type CoreEntities } from './builder-context.ts';
@@ -41,24 +42,6 @@ const CORE_KEYS = new Set([
 ]);
 /** decK's metadata keys: decK accepts and ignores them, so a file that works with decK works here too. */
 const DECK_METADATA_KEYS = ['_info', '_konnect', '_workspace'];
-
-/** One problem of a configuration file, and where it is (`file:line:col: path: message`). */
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-  readonly code = 'TOLLGATE_ERR_CONFIG_INVALID';
-  constructor(
-    readonly file: string,
-    readonly line: number,
-    readonly col: number,
-    readonly path: string,
-    message: string,
-  ) {
-    super(message);
-  }
-  override toString(): string {
-    return `${this.file}:${this.line}:${this.col}: ${this.path || '(root)'}: ${this.message}`;
-  }
-}
 
 export type LoadResult = { ok: true; config: GatewayConfig } | { ok: false; errors: ConfigError[] };
 

@@ -81,22 +81,42 @@ export type FieldSchema = StringSchema | NumberSchema | BooleanSchema | ArraySch
  * there too; any other field may be absent or null. Array elements and map values are checked as
  * fields: a null one stays unless they are required.
  */
-export type Infer<S extends FieldSchema> = S extends StringSchema
+export type Infer<S extends FieldSchema> = Value<S, 'exact'>;
+
+/**
+ * `Infer`, less the stray nulls `validate` lets through where a value is expected: an explicit null
+ * in a field with a default (`uri_param_names: null`) or in a list or map entry (`key_names: [null]`).
+ * For a handler that reads such fields unguarded, as those written before `Infer` do: it is not a
+ * guarantee, and such a config is accepted, then fails when a request reads it. The fix is in the
+ * schema (`required: true`, as `nodeSettingsSchema` has it), after which `Infer` is enough.
+ */
+export type InferIgnoringStrayNulls<S extends FieldSchema> = Value<S, 'ignoring stray nulls'>;
+
+type Nulls = 'exact' | 'ignoring stray nulls';
+
+type Value<S extends FieldSchema, N extends Nulls> = S extends StringSchema
   ? S['one_of'] extends readonly (infer L extends string)[] ? L : string
   : S extends NumberSchema
     ? number
     : S extends BooleanSchema
       ? boolean
       : S extends ArraySchema
-        ? FieldValue<S['elements']>[]
+        ? EntryValue<S['elements'], N>[]
         : S extends MapSchema
-          ? Record<string, FieldValue<S['values']>>
+          ? Record<string, EntryValue<S['values'], N>>
           : S extends RecordSchema
-            ? RecordValue<S['fields']>
+            ? RecordValue<S['fields'], N>
             : unknown;
 
 /** A field's value: `check` returns an explicit null as it is, unless the field is required. */
-type FieldValue<S extends FieldSchema> = S extends { required: true } ? Infer<S> : Infer<S> | null;
+type FieldValue<S extends FieldSchema, N extends Nulls> = S extends { required: true }
+  ? Value<S, N>
+  : N extends 'exact'
+    ? Value<S, N> | null
+    : FilledWhenAbsent<S> extends true ? Value<S, N> : Value<S, N> | null;
+
+/** A list or map entry: checked as a field, so null unless required (but for stray nulls ignored). */
+type EntryValue<S extends FieldSchema, N extends Nulls> = N extends 'exact' ? FieldValue<S, N> : Value<S, N>;
 
 type Fields = Readonly<Record<string, FieldSchema>>;
 
@@ -110,9 +130,9 @@ type FilledWhenAbsent<S extends FieldSchema> = S extends { default: {} }
     ? true extends { [K in keyof S['fields']]: FilledWhenAbsent<S['fields'][K]> }[keyof S['fields']] ? true : false
     : false;
 
-type RecordValue<F extends Fields> = Flatten<
-  { -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? K : never]: FieldValue<F[K]> } & {
-    -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? never : K]?: FieldValue<F[K]>;
+type RecordValue<F extends Fields, N extends Nulls> = Flatten<
+  { -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? K : never]: FieldValue<F[K], N> } & {
+    -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? never : K]?: FieldValue<F[K], N>;
   }
 >;
 type Flatten<T> = { [K in keyof T]: T[K] };

@@ -1,83 +1,70 @@
 /** The validated, defaulted, id-resolved configuration the gateway runs on. */
-import type { nodeSettingsSchema } from './entities.ts';
-import type { Infer } from './schema.ts';
-
-export type RouteProtocol = 'http' | 'https' | 'grpc' | 'grpcs' | 'ws' | 'wss';
-export type ServiceProtocol = 'http' | 'https' | 'grpc' | 'grpcs' | 'ws' | 'wss';
-
-export interface Service {
-  id: string;
-  name: string | null;
-  protocol: ServiceProtocol;
-  host: string;
-  port: number;
-  path: string | null;
-  retries: number;
-  connect_timeout: number;
-  write_timeout: number;
-  read_timeout: number;
-  tls_verify: boolean | null;
-  /** Most intermediate certificates allowed between the upstream's certificate and a trusted one. */
-  tls_verify_depth: number | null;
-  /** Ids of the `ca_certificates` the upstream's certificate is verified against (instead of the system's). */
-  ca_certificates: string[] | null;
-  /** The certificate presented to the upstream (mTLS). */
-  client_certificate: { id: string } | null;
-  enabled: boolean;
-  tags: string[] | null;
-}
+import type { consumerSchema, nodeSettingsSchema, pluginEntitySchema, ROUTE_PROTOCOLS, routeSchema, serviceSchema, STREAM_PROTOCOLS } from './entities.ts';
+import type { Infer, InferIgnoringStrayNulls } from './schema.ts';
 
 /** Stream protocols: accepted in a file exported from Kong, not proxied (logged at load). */
-export type StreamProtocol = 'tcp' | 'tls' | 'udp' | 'tls_passthrough';
-
-export interface Route {
-  id: string;
-  name: string | null;
-  protocols: RouteProtocol[];
-  methods: string[] | null;
-  hosts: string[] | null;
-  paths: string[] | null;
-  headers: Record<string, string[]> | null;
-  snis: string[] | null;
-  strip_path: boolean;
-  preserve_host: boolean;
-  regex_priority: number;
-  path_handling: 'v0' | 'v1';
-  https_redirect_status_code: 426 | 301 | 302 | 307 | 308;
-  request_buffering: boolean;
-  response_buffering: boolean;
-  /** The service id, or null for a route that only plugins answer. */
-  service: { id: string } | null;
-  tags: string[] | null;
-  /** Unix seconds: the file's, else when the file was written (config/load.ts). */
-  created_at: number;
-  updated_at: number;
-}
-
-export interface Consumer {
-  id: string;
-  username: string | null;
-  custom_id: string | null;
-  tags: string[] | null;
-  created_at: number;
-  updated_at: number;
-}
-
-export interface PluginEntity<Config = Record<string, any>> {
-  id: string;
-  name: string;
-  instance_name: string | null;
-  enabled: boolean;
-  protocols: RouteProtocol[];
-  config: Config;
-  route: { id: string } | null;
-  service: { id: string } | null;
-  consumer: { id: string } | null;
-  tags: string[] | null;
-}
+export type StreamProtocol = (typeof STREAM_PROTOCOLS)[number];
+/** The protocols of the routes the gateway keeps and serves. */
+export type RouteProtocol = Exclude<(typeof ROUTE_PROTOCOLS)[number], StreamProtocol>;
+export type ServiceProtocol = Service['protocol'];
 
 /** A validated record as the loader keeps it: an optional field the file left out reads as null, as in Kong's admin API. */
 type AbsentAsNull<T> = { [K in keyof T]-?: undefined extends T[K] ? Exclude<T[K], undefined> | null : T[K] };
+
+/** What the loader puts in every core entity it keeps: the id given, or one derived from the entity's name. */
+interface Identified {
+  id: string;
+}
+
+/** The loader's timestamps: the file's, else when the file was written (config/load.ts). */
+interface Timestamped {
+  created_at: number;
+  updated_at: number;
+}
+
+/**
+ * A service as the loader keeps it: its schema's fields, `url` expanded into protocol, host, port and
+ * path, references resolved, without timestamps. The proxy reads `retries` and the timeouts unguarded:
+ * their stray nulls are ignored (see InferIgnoringStrayNulls), as for the route's lists.
+ */
+export type Service = Omit<
+  AbsentAsNull<InferIgnoringStrayNulls<typeof serviceSchema>>,
+  'id' | 'url' | 'created_at' | 'updated_at' | 'ca_certificates' | 'client_certificate'
+> &
+  Identified & {
+    ca_certificates: string[] | null;
+    client_certificate: { id: string } | null;
+  };
+
+/**
+ * A route as the loader keeps it: its schema's fields with the service resolved and header names in
+ * lowercase. Stream routes are not kept, so neither are their protocols and `sources`/`destinations`;
+ * `strip_path` left out is true, but for gRPC routes.
+ */
+export type Route = Omit<
+  AbsentAsNull<InferIgnoringStrayNulls<ReturnType<typeof routeSchema>>>,
+  'id' | 'protocols' | 'sources' | 'destinations' | 'strip_path' | 'service' | 'created_at' | 'updated_at'
+> &
+  Identified &
+  Timestamped & {
+    protocols: RouteProtocol[];
+    strip_path: boolean;
+    service: { id: string } | null;
+  };
+
+export type Consumer = Omit<AbsentAsNull<Infer<typeof consumerSchema>>, 'id' | 'created_at' | 'updated_at'> & Identified & Timestamped;
+
+/** A plugin instance: its schema's fields, `config` validated by the plugin's schema, its scope resolved. */
+export type PluginEntity<Config = Record<string, any>> = Omit<
+  AbsentAsNull<Infer<typeof pluginEntitySchema>>,
+  'id' | 'created_at' | 'updated_at' | 'config' | 'route' | 'service' | 'consumer'
+> &
+  Identified & {
+    config: Config;
+    route: { id: string } | null;
+    service: { id: string } | null;
+    consumer: { id: string } | null;
+  };
 
 /**
  * Node settings: the `gateway:` block as validated, with `data_dir` and the certificate paths made

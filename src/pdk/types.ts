@@ -17,7 +17,8 @@ import type { Store } from '../store/store.ts';
 import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 
-export type { FieldSchema, Infer, Issue, RecordSchema } from '../config/schema.ts';
+export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, RecordSchema } from '../config/schema.ts';
+export type { ConsumerChild } from '../config/entities.ts';
 export type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, Notices, Store, WriteBatch } from '../store/store.ts';
 export type { StoreProcedure } from '../store/procedures.ts';
@@ -54,8 +55,36 @@ export interface PluginDefinition<Config = any> {
    * `<plugin name>.<key>`: on a node of workers, in the primary, which owns the embedded store.
    */
   storeProcedures?: Record<string, StoreProcedure>;
+  /**
+   * Tabs the plugin adds to the operators' console (docs/console.md), after the core's Traffic and
+   * Consumers, in this order; the page shows and starts them only where the plugin is in use.
+   */
+  console?: { tabs: ConsoleTab[] };
   /** Builds the plugin's runtime once per gateway process. */
   create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
+}
+
+/**
+ * A console tab: a section of the page and its link. Both files are the plugin's own, named from
+ * PACKAGE_ROOT (not import.meta, which is the bundle's where the gateway runs bundled); they are read
+ * once when the admin API starts.
+ */
+export interface ConsoleTab {
+  /** The section's id, its link's anchor (`#usage`): lowercase letters, digits and dashes. */
+  id: string;
+  /** The link's text. */
+  title: string;
+  /**
+   * The section's static HTML (headings, forms, empty boxes), placed in the page as it is: never data,
+   * which the script writes as text.
+   */
+  markup: string;
+  /**
+   * A JavaScript module whose default export starts the tab: `start(section)`. Served at
+   * `/console/<build>/plugins/<plugin>/<file name>`, so it imports the console's helpers as
+   * `../../api.js`, `../../dom.js`, `../../chart.js`.
+   */
+  script: string;
 }
 
 /** The plugins a gateway knows, by name. */

@@ -403,8 +403,10 @@ export class Context implements CoreContext {
   /** Answers with the error an exception stands for (answerFor), or Kong's 500. */
   fail(err: unknown): void {
     const answer = answerFor(err);
-    if (answer) this.error(answer.status, answer.message, answer.headers);
-    else this.send(errorAnswer(500, MESSAGES.unexpected, this.id, this.isGrpc), 'error');
+    if (!answer) return this.send(errorAnswer(500, MESSAGES.unexpected, this.id, this.isGrpc), 'error');
+    // The client's or the store's condition, not the gateway's fault: traced at debug, with the error's own code.
+    this.log.debug({ request_id: this.id, code: (err as { code?: unknown }).code, status: answer.status }, 'request answered with an error');
+    this.error(answer.status, answer.message, answer.headers);
   }
 }
 

@@ -4,7 +4,7 @@ import { StoreClosedError, StoreUnavailableError } from '../store/errors.ts';
 export class HttpError extends Error {
   override readonly name: string = 'HttpError';
   /** Stable across releases: a string here, Kong's numeric database error code in the admin API's errors. */
-  readonly code: string | number = 'TG_ERR_HTTP';
+  readonly code: string | number = 'TOLLGATE_ERR_HTTP';
 
   constructor(
     readonly status: number,

@@ -10,10 +10,11 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
 import type { PeerSource } from '../balancer/peers.ts';
+import { UnsendableRequestError } from '../errors.ts';
 import type { ExchangeHandlers } from '../proxy/exchange.ts';
 import type { GrpcHandlers, GrpcRequest } from '../proxy/grpc.ts';
 import { buildUpstreamHeaders, downstreamHeaders } from '../proxy/headers.ts';
-import { UnsendableRequestError, type HttpEngine } from '../proxy/http-engine.ts';
+import type { HttpEngine } from '../proxy/http-engine.ts';
 import { FAILURE_ANSWERS, MESSAGES } from '../proxy/respond.ts';
 import type { WebSocketHandlers, WebSocketRequest } from '../proxy/websocket.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
@@ -158,7 +159,7 @@ export class ProxyStep {
             // Mid-body, destroyed with an error so that an HTTP/2 client gets RST_STREAM, not a clean (truncated) end.
             if (!res.headersSent) ctx.error(status, message);
             else res.destroy(new Error('the upstream response was cut short'));
-            ctx.log.debug({ request_id: ctx.id, kind: failure.kind, tries: failure.tries, err: failure.message }, 'upstream failure');
+            traceUpstreamFailure(ctx, failure, { kind: failure.kind, tries: failure.tries });
           }),
       },
     );
@@ -200,10 +201,11 @@ export class ProxyStep {
       onUpstreamLatency: (ms) => (ctx.upstreamLatency = Math.round(ms)),
       onResponseHead: (status, headers, sentAt) => void finishResponseHeaders(ctx, status, headers, sentAt),
       onResponseSent: (status) => (ctx.status = status),
-      onError: (status, message) => {
+      onError: (status, message, failure) => {
         // No answer went out, whatever status was noted for one (a WebSocket handshake is marked 101 before it goes upstream).
         ctx.status = 0;
         ctx.error(status, message);
+        if (failure) traceUpstreamFailure(ctx, failure);
       },
       fail: (err) => failRequest(ctx, err),
     };
@@ -266,4 +268,13 @@ export class ProxyStep {
 function appendSetCookie(headers: Record<string, unknown>, cookie: string): void {
   const existing = headers['set-cookie'];
   headers['set-cookie'] = existing === undefined ? [cookie] : [...(Array.isArray(existing) ? existing : [String(existing)]), cookie];
+}
+
+/**
+ * An upstream failure, answered with Kong's 502/503/504: traced at debug with its code and, for the HTTP
+ * engine's UpstreamFailure, the code of what caused it (a timeout, a refused certificate chain, a socket error).
+ */
+function traceUpstreamFailure(ctx: Context, failure: Error, facts: Record<string, unknown> = {}): void {
+  const code = (err: unknown) => (err as { code?: unknown } | undefined)?.code;
+  ctx.log.debug({ request_id: ctx.id, code: code(failure), cause_code: code(failure.cause), ...facts, err: failure.message }, 'upstream failure');
 }

@@ -5,6 +5,7 @@
  * from the client's input (a template copied a query parameter or a header into it): 400. A header no
  * plugin may set is the plugin's own error (500); request-transformer refuses such names at load.
  */
+import { ForbiddenUpstreamHeaderError } from '../errors.ts';
 import { upstreamHeaderNameProblem } from '../proxy/headers.ts';
 import { HttpError } from './http-error.ts';
 
@@ -14,17 +15,11 @@ const UNSENDABLE_CHARACTER = /[^\t\x20-\x7e\x80-\xff]/u;
 /** A header value holds a character no header can carry (CR, LF, NUL, another control, or one above U+00FF). */
 export class UnsendableHeaderValueError extends HttpError {
   override readonly name = 'UnsendableHeaderValueError';
-  override readonly code = 'TG_ERR_UNSENDABLE_HEADER_VALUE';
+  override readonly code = 'TOLLGATE_ERR_UNSENDABLE_HEADER_VALUE';
 
   constructor(header: string, character: string) {
     super(400, `Bad request: the upstream header '${header}' would hold ${codePoint(character)}; header values cannot carry control characters or characters above U+00FF`);
   }
-}
-
-/** A plugin set a header that is not a header name, or one the gateway sets itself. */
-export class ForbiddenUpstreamHeaderError extends Error {
-  override readonly name = 'ForbiddenUpstreamHeaderError';
-  readonly code = 'TG_ERR_FORBIDDEN_UPSTREAM_HEADER';
 }
 
 /** Throws unless the upstream request can carry `value` as its header `name` (lowercase). */

@@ -20,7 +20,7 @@
 import cluster from 'node:cluster';
 import { workerCount } from '../config/entities.ts';
 import { loadConfigFile } from '../config/load.ts';
-import { bundledPlugins } from '../plugins.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { Primary } from './primary.ts';
 import { runWorker } from './worker.ts';
 
@@ -29,11 +29,11 @@ import { runWorker } from './worker.ts';
  * stopped; undefined at once when the node is a single process (worker_processes 1, or a config the
  * single-process path will report as invalid).
  */
-export async function startNode(configFile: string, pidFileOption?: string): Promise<number | undefined> {
-  if (cluster.isWorker) return runWorker(configFile);
-  const loaded = await loadConfigFile(configFile, bundledPlugins);
+export async function startNode(configFile: string, plugins: PluginRegistry, pidFileOption?: string): Promise<number | undefined> {
+  if (cluster.isWorker) return runWorker(configFile, plugins);
+  const loaded = await loadConfigFile(configFile, plugins);
   if (!loaded.ok) return undefined;
   const count = workerCount(loaded.config.gateway.worker_processes);
   if (count <= 1) return undefined;
-  return new Primary(configFile, loaded.config, count, pidFileOption).run();
+  return new Primary(configFile, loaded.config, plugins, count, pidFileOption).run();
 }

@@ -15,7 +15,7 @@ import { removePidFile, writePidFile } from './pid-file.ts';
 import { stopOnSignals } from './stop-signals.ts';
 import { createLogger, createLogging, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
-import { bundledPlugins } from '../plugins.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { NoticeHub, serveStore } from '../store/ipc.ts';
 import { registerStoreProcedures } from '../store/procedures.ts';
 import type { LevelStore } from '../store/level.ts';
@@ -72,12 +72,13 @@ export class Primary {
   constructor(
     private readonly configFile: string,
     private readonly config: GatewayConfig,
+    private readonly plugins: PluginRegistry,
     count: number,
     private readonly pidFileOption: string | undefined,
   ) {
     this.log = createLogging(config.gateway.log_level).log.child({ process: 'primary' });
     // The workers' plugins run their store procedures here, where LevelDB is.
-    registerStoreProcedures(bundledPlugins.values());
+    registerStoreProcedures(plugins.values());
     this.announce = createLogger('info').child({ process: 'primary' });
     this.slots = Array.from({ length: count }, (_, i) => ({ number: i + 1, worker: null, startedAt: 0, crashes: 0, listening: false, stopRequested: false }));
   }
@@ -256,7 +257,7 @@ export class Primary {
   /** The primary checks the file, then every worker re-reads it; one line says how it went. */
   private async reload(): Promise<void> {
     // Checked here first: an invalid file is reported once for the node, not once by every worker.
-    const loaded = await loadConfigFile(this.configFile, bundledPlugins);
+    const loaded = await loadConfigFile(this.configFile, this.plugins);
     if (!loaded.ok) return logRefusedConfiguration(this.log, loaded.errors);
     // The primary's own lines follow the file as the workers' do (log_level applies at once).
     this.log.level = loaded.config.gateway.log_level;

@@ -5,10 +5,14 @@ import { Gateway, startFailureExitCode, startFailureLines } from '../gateway.ts'
 import { STORE_FD, type ToPrimary, type ToWorker } from './messages.ts';
 import { WorkerExchange } from './worker-exchange.ts';
 import { flushLogs } from '../log.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { RemoteStore } from '../store/ipc.ts';
 
-/** A worker: serves until the primary stops it (or goes away); resolves with its exit code. */
-export async function runWorker(configFile: string): Promise<number> {
+/**
+ * A worker: serves until the primary stops it (or goes away); resolves with its exit code. Started
+ * by the command line the primary forked (`tollgate start` again), which hands it the plugins.
+ */
+export async function runWorker(configFile: string, plugins: PluginRegistry): Promise<number> {
   const number = Number(process.env.TOLLGATE_WORKER);
   let processes = { master: process.ppid, workers: [process.pid] };
   let gateway: Gateway | undefined;
@@ -16,6 +20,7 @@ export async function runWorker(configFile: string): Promise<number> {
   const exchange = new WorkerExchange();
   const store = process.env.TOLLGATE_STORE === 'ipc' ? new RemoteStore(new Socket({ fd: STORE_FD, readable: true, writable: true })) : undefined;
   const starting = Gateway.start(configFile, {
+    registry: plugins,
     store,
     nodeId: process.env.TOLLGATE_NODE_ID || undefined,
     // The primary sweeps the embedded store; on PostgreSQL the first worker of each node does.

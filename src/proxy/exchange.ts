@@ -16,8 +16,11 @@ export interface ExchangeHandlers {
   onResponseHead(status: number, headers: OutgoingHttpHeaders, sentAt: number): void;
   /** That head went downstream. */
   onResponseSent(status: number): void;
-  /** Nothing of the upstream's answer went downstream: the client gets the gateway's own error answer. */
-  onError(status: number, message: string): void;
+  /**
+   * Nothing of the upstream's answer went downstream: the client gets the gateway's own error answer.
+   * `failure`: the upstream's error, when there was one (traced at debug with its code).
+   */
+  onError(status: number, message: string, failure?: Error): void;
   /** One of the proxy's callbacks threw: the request gets its 500, or its connection is cut. */
   fail(err: unknown): void;
 }

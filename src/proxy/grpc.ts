@@ -13,6 +13,7 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type Http2Serve
 import type { Logger } from 'pino';
 import type { Peer, PeerSource } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
+import { UpstreamTimeoutError } from '../errors.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
 import { contained, type ExchangeHandlers } from './exchange.ts';
 import { downstreamHeaders } from './headers.ts';
@@ -67,10 +68,6 @@ export interface GrpcHandlers extends ExchangeHandlers {
   onResponseBytes(count: number): void;
   /** The client's stream closed: the call is over (once). */
   done(): void;
-}
-
-class ConnectTimeout extends Error {
-  readonly code = 'ETIMEDOUT';
 }
 
 interface PooledSession {
@@ -139,7 +136,7 @@ class SessionPool {
       clearTimeout(connectTimer);
       for (const wake of entry.waiting.splice(0)) wake(err);
     };
-    const connectTimer = setTimeout(() => session.destroy(new ConnectTimeout('connect timeout')), service.connect_timeout);
+    const connectTimer = setTimeout(() => session.destroy(new UpstreamTimeoutError('connect timeout')), service.connect_timeout);
     session.once('connect', () => session.setLocalWindowSize(WINDOW_BYTES));
     // Streams opened before the upstream's SETTINGS could exceed its limit and be refused.
     session.once('remoteSettings', () => {
@@ -200,14 +197,14 @@ export class GrpcProxy {
             return;
           }
           if (!err) return new GrpcCall(request, callHeaders(request.headers, peer, request.authorityPerPeer), entry!, this.options.log, handlers).start();
-          const timedOut = err instanceof ConnectTimeout;
+          const timedOut = err instanceof UpstreamTimeoutError;
           peers.failed(failureKind(err as NodeJS.ErrnoException, timedOut));
           // A connect timeout moves on only to another target of a balancer (the same host would time out again).
           const retryable = timedOut ? peers.retriesTimeouts : (err as NodeJS.ErrnoException).code !== undefined;
           const next = retryable && tries++ < service.retries ? peers.next() : null;
           if (next) return attempt(next);
           const [status, message] = upstreamFailureAnswer(err as NodeJS.ErrnoException, timedOut);
-          handlers.onError(status, message);
+          handlers.onError(status, message, err);
         }),
       );
     };

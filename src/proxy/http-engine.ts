@@ -13,39 +13,11 @@ import type { Readable, Writable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
 import type { Peer, PeerSource } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
+import { UnsendableRequestError, UpstreamFailure, UpstreamTimeoutError, type FailureStage } from '../errors.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
 import { failureKind, type FailureKind } from './respond.ts';
 
 export type { FailureKind };
-
-/**
- * Where it failed: `connect` (refused, DNS, connect timeout: nothing was sent), `early` (the
- * connection broke before any response byte: a keep-alive socket the upstream had just closed), or
- * `exchange` (anything later, or a timeout).
- */
-export type FailureStage = 'connect' | 'early' | 'exchange';
-
-export class UpstreamFailure extends Error {
-  override readonly name = 'UpstreamFailure';
-  readonly code = 'TOLLGATE_ERR_UPSTREAM';
-  constructor(
-    readonly kind: FailureKind,
-    message: string,
-    readonly tries: number,
-    readonly stage: FailureStage = 'exchange',
-  ) {
-    super(message);
-  }
-}
-
-/**
- * The HTTP client refused to send the request (an invalid header, path or method): a defect of the
- * request the gateway built, never the upstream's failure. Nothing was sent; nothing is retried.
- */
-export class UnsendableRequestError extends Error {
-  override readonly name = 'UnsendableRequestError';
-  readonly code = 'TOLLGATE_ERR_UNSENDABLE_REQUEST';
-}
 
 export interface ForwardRequest {
   /** Protocol, timeouts and retries. */
@@ -107,10 +79,6 @@ const BODILESS_STATUSES = new Set([204, 304]);
  */
 const REFUSED_BY_CLIENT = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH']);
 
-class WriteTimeoutError extends Error {
-  readonly code = 'UND_ERR_HEADERS_TIMEOUT';
-}
-
 export class HttpEngine {
   private readonly pools = new Map<string, Pool>();
 
@@ -129,7 +97,7 @@ export class HttpEngine {
         request.peers.failed(failure.kind);
         const next = tries < request.service.retries && this.canRetry(request, failure) ? request.peers.next() : null;
         if (next) return attempt(next, tries + 1);
-        handlers.onFailure(new UpstreamFailure(failure.kind, failure.message, tries + 1, failure.stage));
+        handlers.onFailure(new UpstreamFailure(failure.kind, failure.message, tries + 1, failure.stage, { cause: failure.cause }));
       });
       this.poolFor(request, peer).dispatch(current.options(), current);
     };
@@ -273,14 +241,15 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.aborted) return;
     if (BODILESS_STATUSES.has(this.status) && err.code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH') return this.onComplete();
     if (REFUSED_BY_CLIENT.has(err.code ?? '')) return this.failed(new UnsendableRequestError(err.message, { cause: err }));
-    const timedOut = err instanceof WriteTimeoutError || (err.code !== undefined && TIMEOUT_CODES.has(err.code));
+    const timedOut = err instanceof UpstreamTimeoutError || (err.code !== undefined && TIMEOUT_CODES.has(err.code));
     const kind = failureKind(err, timedOut);
     const stage: FailureStage =
       !this.connected ? 'connect'
       : !this.settled && !timedOut && kind === 'reset' ? 'early'
       : 'exchange';
-    if (this.settled) this.handlers.onFailure(new UpstreamFailure(kind, err.message, 1, stage));
-    else this.failed(new UpstreamFailure(kind, err.message, 1, stage));
+    const failure = new UpstreamFailure(kind, err.message, 1, stage, { cause: err });
+    if (this.settled) this.handlers.onFailure(failure);
+    else this.failed(failure);
   }
 
   /** write_timeout between two chunks of a streamed body going out (undici reads it only as fast as the upstream takes it). */
@@ -292,7 +261,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   onRequestSent(): void {
     if (!this.watchdog) return;
     clearTimeout(this.watchdog);
-    this.watchdog = setTimeout(() => this.abortUpstream?.(new WriteTimeoutError('read timeout')), this.request.service.read_timeout);
+    this.watchdog = setTimeout(() => this.abortUpstream?.(new UpstreamTimeoutError('read timeout')), this.request.service.read_timeout);
   }
 
   /**
@@ -304,7 +273,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     clearTimeout(this.watchdog);
     this.watchdog = setTimeout(() => {
       if (this.waitingOnClient()) this.watchWrites();
-      else this.abortUpstream?.(new WriteTimeoutError('write timeout'));
+      else this.abortUpstream?.(new UpstreamTimeoutError('write timeout'));
     }, this.request.service.write_timeout);
   }
 

@@ -14,6 +14,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Peer, PeerSource } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
+import { UpstreamTimeoutError } from '../errors.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
 import { contained, type ExchangeHandlers } from './exchange.ts';
 import { downstreamHeaders, headerLines } from './headers.ts';
@@ -49,8 +50,6 @@ export interface WebSocketHandlers extends ExchangeHandlers {
   /** The tunnel closed, having carried these bytes of frames each way (the access log's body bytes). */
   onTunnelClosed(bytes: { fromClient: number; toClient: number }): void;
 }
-
-class HandshakeTimeout extends Error {}
 
 export class WebSocketProxy {
   /** Upstream sockets of open tunnels and pending handshakes, destroyed at shutdown. */
@@ -95,7 +94,7 @@ export class WebSocketProxy {
       contained(handlers, (upstreamSocket: Socket) => {
         this.track(upstreamSocket);
         if (!upstreamSocket.connecting) return void (connected = true);
-        const timer = setTimeout(() => upstreamRequest.destroy(new HandshakeTimeout('connect timeout')), service.connect_timeout);
+        const timer = setTimeout(() => upstreamRequest.destroy(new UpstreamTimeoutError('connect timeout')), service.connect_timeout);
         upstreamSocket.once('connect', () => {
           connected = true;
           clearTimeout(timer);
@@ -103,7 +102,7 @@ export class WebSocketProxy {
         upstreamSocket.once('close', () => clearTimeout(timer));
       }),
     );
-    upstreamRequest.setTimeout(service.read_timeout, () => upstreamRequest.destroy(new HandshakeTimeout('handshake timeout')));
+    upstreamRequest.setTimeout(service.read_timeout, () => upstreamRequest.destroy(new UpstreamTimeoutError('handshake timeout')));
     /** The upstream answered (refusal or 101): from then on a failure can only close the socket. */
     let answered = false;
     upstreamRequest.on(
@@ -111,12 +110,12 @@ export class WebSocketProxy {
       contained(handlers, (err: NodeJS.ErrnoException) => {
         if (answered) return void socket.destroy();
         socket.off('close', onClientGone);
-        const timedOut = err instanceof HandshakeTimeout;
+        const timedOut = err instanceof UpstreamTimeoutError;
         request.peers.failed(failureKind(err, timedOut));
         const next = !connected && !socket.destroyed && tries < service.retries ? request.peers.next() : null;
         if (next) return this.handshake(request, handlers, next, tries + 1);
         const [status, message] = upstreamFailureAnswer(err, timedOut);
-        handlers.onError(status, message);
+        handlers.onError(status, message, err);
       }),
     );
     upstreamRequest.on(

@@ -9,6 +9,7 @@
  * `plugin.oauth2:acc:`, `plugin.metering:e/`) are counted on both sides, as of the copy's start.
  */
 import type pg from 'pg';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { Progress } from '../progress.ts';
 import { byteOrder } from './order.ts';
 import { commandConfig, commandFailed } from './migrate.ts';
@@ -41,8 +42,8 @@ export function keyGroup(key: string): string {
 }
 
 /** Copies the embedded store of the config `file` into the PostgreSQL database it names; resolves with the exit code. */
-export async function copyStore(file: string, batchSize = DEFAULT_COPY_BATCH): Promise<number> {
-  const config = await commandConfig(file);
+export async function copyStore(file: string, plugins: PluginRegistry, batchSize = DEFAULT_COPY_BATCH): Promise<number> {
+  const config = await commandConfig(file, plugins);
   if (!config) return 1;
   let source: LevelStore | undefined;
   let client: pg.Client | undefined;

@@ -4,15 +4,15 @@
  */
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
-import { bundledPlugins } from '../plugins.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { StoreError } from './errors.ts';
 import { postgresSettings } from './open.ts';
 import { connectedClient } from './postgres/connection.ts';
 import { migrate } from './postgres/schema.ts';
 
 /** The config a store command works on (`--config FILE`, GATEWAY_CONFIG, ./gateway.yaml); its errors printed. */
-export async function commandConfig(file: string): Promise<GatewayConfig | undefined> {
-  const loaded = await loadConfigFile(file, bundledPlugins);
+export async function commandConfig(file: string, plugins: PluginRegistry): Promise<GatewayConfig | undefined> {
+  const loaded = await loadConfigFile(file, plugins);
   if (loaded.ok) return loaded.config;
   for (const error of loaded.errors) console.error(String(error));
   console.error(`${file}: invalid configuration`);
@@ -27,8 +27,8 @@ export function commandFailed(err: unknown): number {
 }
 
 /** Creates or upgrades the schema of the PostgreSQL database the config `file` names; resolves with the exit code. */
-export async function migrateStore(file: string): Promise<number> {
-  const config = await commandConfig(file);
+export async function migrateStore(file: string, plugins: PluginRegistry): Promise<number> {
+  const config = await commandConfig(file, plugins);
   if (!config) return 1;
   const { gateway } = config;
   if (gateway.database !== 'postgres') {

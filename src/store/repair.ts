@@ -8,10 +8,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { LEVEL_OPTIONS } from './level.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { commandConfig, commandFailed } from './migrate.ts';
 
-export async function repairStore(file: string): Promise<number> {
-  const config = await commandConfig(file);
+export async function repairStore(file: string, plugins: PluginRegistry): Promise<number> {
+  const config = await commandConfig(file, plugins);
   if (!config) return 1;
   const location = join(config.gateway.data_dir, 'store');
   if (config.gateway.database !== 'leveldb' || !existsSync(location)) {

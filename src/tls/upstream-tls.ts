@@ -8,16 +8,12 @@
  */
 import tls, { type PeerCertificate } from 'node:tls';
 import type { CaCertificate, Certificate, Service, Upstream } from '../config/types.ts';
+import { ChainTooLongError } from '../errors.ts';
 
 export interface UpstreamTls {
   /** Connections made with different settings are never pooled together. */
   readonly key: string;
   readonly options: Pick<tls.ConnectionOptions, 'rejectUnauthorized' | 'ca' | 'cert' | 'key' | 'checkServerIdentity'>;
-}
-
-export class ChainTooLongError extends Error {
-  readonly code = 'TOLLGATE_UPSTREAM_CHAIN_TOO_LONG';
-  override readonly name = 'ChainTooLongError';
 }
 
 export interface TlsMaterialLookup {

@@ -4,6 +4,7 @@
  * JSON.stringify, structured clone, a walk over the value — and overflows the stack; the parse alone costs
  * a fraction of a second. A linear pre-scan refuses such text before any of that work.
  */
+import { JsonTooDeepError } from '../errors.ts';
 
 /**
  * The deepest nesting accepted: lua-cjson's `decode_max_depth` default, so Kong's plugins (which decode
@@ -11,16 +12,6 @@
  * from Node's stack limit at this depth.
  */
 export const MAX_JSON_DEPTH = 1000;
-
-/** A SyntaxError, so that every reader treats too deep JSON as it treats malformed JSON. */
-export class JsonTooDeepError extends SyntaxError {
-  override readonly name = 'JsonTooDeepError';
-  readonly code = 'TG_ERR_JSON_TOO_DEEP';
-
-  constructor(readonly limit: number) {
-    super(`JSON nested deeper than ${limit} levels`);
-  }
-}
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -18,12 +18,12 @@ export const MAX_PARAMETERS = 100;
 export const MAX_PARAMETER_BODY = 16 * 1024;
 
 export type LimitCode =
-  | 'TG_ERR_BODY_TOO_LARGE'
-  | 'TG_ERR_TOO_MANY_PARAMETERS'
-  | 'TG_ERR_HASHING_BUSY'
-  | 'TG_ERR_ADDRESS_LOCKED'
-  | 'TG_ERR_ADDRESS_BUSY'
-  | 'TG_ERR_CREDENTIAL_LOCKED';
+  | 'TOLLGATE_ERR_BODY_TOO_LARGE'
+  | 'TOLLGATE_ERR_TOO_MANY_PARAMETERS'
+  | 'TOLLGATE_ERR_HASHING_BUSY'
+  | 'TOLLGATE_ERR_ADDRESS_LOCKED'
+  | 'TOLLGATE_ERR_ADDRESS_BUSY'
+  | 'TOLLGATE_ERR_CREDENTIAL_LOCKED';
 
 /** An HttpError: wherever it is not answered in a protocol's own shape, the pipeline answers its status. */
 export class RequestLimitError extends HttpError {
@@ -45,31 +45,31 @@ export class RequestLimitError extends HttpError {
   }
 
   static bodyTooLarge(): RequestLimitError {
-    return new RequestLimitError('TG_ERR_BODY_TOO_LARGE', 413, `The request body must not exceed ${MAX_PARAMETER_BODY} bytes`);
+    return new RequestLimitError('TOLLGATE_ERR_BODY_TOO_LARGE', 413, `The request body must not exceed ${MAX_PARAMETER_BODY} bytes`);
   }
 
   static tooManyParameters(): RequestLimitError {
-    return new RequestLimitError('TG_ERR_TOO_MANY_PARAMETERS', 400, `At most ${MAX_PARAMETERS} parameters are read from the query and from the body`);
+    return new RequestLimitError('TOLLGATE_ERR_TOO_MANY_PARAMETERS', 400, `At most ${MAX_PARAMETERS} parameters are read from the query and from the body`);
   }
 
   static hashingBusy(): RequestLimitError {
-    return new RequestLimitError('TG_ERR_HASHING_BUSY', 503, 'Too many credential checks are in progress; retry later', 1);
+    return new RequestLimitError('TOLLGATE_ERR_HASHING_BUSY', 503, 'Too many credential checks are in progress; retry later', 1);
   }
 
   /** This client address failed too many checks of secrets lately (GuessThrottle). */
   static addressLocked(retryAfter: number): RequestLimitError {
     const message = `Too many failed authentications from this address; retry in ${retryAfter} seconds`;
-    return new RequestLimitError('TG_ERR_ADDRESS_LOCKED', 429, message, retryAfter);
+    return new RequestLimitError('TOLLGATE_ERR_ADDRESS_LOCKED', 429, message, retryAfter);
   }
 
   /** This client address has as many checks of secrets in progress as it may have (GuessThrottle). */
   static addressBusy(): RequestLimitError {
-    return new RequestLimitError('TG_ERR_ADDRESS_BUSY', 429, 'Too many credential checks from this address are in progress; retry later', 1);
+    return new RequestLimitError('TOLLGATE_ERR_ADDRESS_BUSY', 429, 'Too many credential checks from this address are in progress; retry later', 1);
   }
 
   /** The credential failed too many checks from many addresses; this address waits for the next probe (GuessThrottle). */
   static credentialLocked(retryAfter: number): RequestLimitError {
     const message = `Too many failed authentications of this credential; retry in ${retryAfter} seconds`;
-    return new RequestLimitError('TG_ERR_CREDENTIAL_LOCKED', 429, message, retryAfter);
+    return new RequestLimitError('TOLLGATE_ERR_CREDENTIAL_LOCKED', 429, message, retryAfter);
   }
 }

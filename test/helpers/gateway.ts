@@ -22,7 +22,8 @@ import { join, resolve } from 'node:path';
 import { after, before } from 'node:test';
 import { stringify } from 'yaml';
 import { loadConfigFile } from '../../src/config/load.ts';
-import { ConfigLoadError, Gateway } from '../../src/gateway.ts';
+import { ConfigLoadError } from '../../src/errors.ts';
+import { Gateway } from '../../src/gateway.ts';
 import { bundledPlugins } from '../../src/plugins.ts';
 
 export interface GatewayUrls {
@@ -130,7 +131,7 @@ export async function startGateway(config: Record<string, any>, options: StartOp
   if (TEST_WORKERS > 0) return startWorkerNode(config, options, TEST_WORKERS);
   const dataDir = options.dataDir ?? tempDir();
   const configFile = writeConfig(config, dataDir);
-  const gateway = await Gateway.start(configFile);
+  const gateway = await Gateway.start(configFile, { registry: bundledPlugins });
   const [plain, tls, h2c] = gateway.proxyListeners;
   return {
     gateway,

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { request, startGateway, startUpstream, type RequestOptions, type TestGateway, type Upstream } from '../helpers/gateway.ts';
-import { portOf, rawRequest } from './support.ts';
+import { portOf, rawRequest } from '../helpers/support.ts';
 
 let gw: TestGateway;
 let echo: Upstream;

@@ -10,7 +10,7 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { request, runTollgate, spawnGateway, startUpstream, tempDir, writeConfig } from '../helpers/gateway.ts';
-import { closedPort, isListening, waitFor } from './support.ts';
+import { closedPort, isListening, waitFor } from '../helpers/support.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 

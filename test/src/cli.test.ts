@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { stringify } from 'yaml';
 import { isAlive, request, tempDir } from '../helpers/gateway.ts';
-import { closedPort, isListening, waitFor } from './support.ts';
+import { closedPort, isListening, waitFor } from '../helpers/support.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const VERSION = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;

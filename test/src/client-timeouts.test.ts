@@ -12,7 +12,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { after, before, test } from 'node:test';
 import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../helpers/gateway.ts';
-import { countingUpstream, parseRaw, portOf, waitFor, type CountingServer } from './support.ts';
+import { countingUpstream, parseRaw, portOf, waitFor, type CountingServer } from '../helpers/support.ts';
 
 const CLIENT_TIMEOUT = 1000;
 let gw: TestGateway;

@@ -15,7 +15,7 @@ import tls from 'node:tls';
 import { after, before, test } from 'node:test';
 import selfsigned from 'selfsigned';
 import { request, startGateway, startUpstream, tempDir, type TestGateway, type Upstream } from '../helpers/gateway.ts';
-import { portOf, rawExchange } from './support.ts';
+import { portOf, rawExchange } from '../helpers/support.ts';
 
 let gw: TestGateway;
 let echo: Upstream;

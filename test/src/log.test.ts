@@ -14,7 +14,7 @@ import WebSocket from 'ws';
 import { issueToken, oauth2Plugin, tokenIssuerConfig } from '../fixtures/oauth2-setup.ts';
 import { startWsEcho } from '../fixtures/ws-echo.ts';
 import { request, spawnGateway, startUpstream, tempDir, tollgateArgs } from '../helpers/gateway.ts';
-import { portOf, rawRequest, waitFor } from './support.ts';
+import { portOf, rawRequest, waitFor } from '../helpers/support.ts';
 
 const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PluginDefinition } from '../../src/pdk/types.ts';
 import { request, startGateway, startUpstream } from '../helpers/gateway.ts';
-import { startWithRegistry, waitFor } from './support.ts';
+import { startWithRegistry, waitFor } from '../helpers/support.ts';
 
 test('a plugin’s counter, histogram and scrape-time gauge appear on /metrics', async (t) => {
   let depth = 7;

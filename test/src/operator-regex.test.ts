@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { compileOperatorRegex, operatorRegexProblem, RegexRefusedError } from '../../src/operator-regex.ts';
+import { RegexRefusedError } from '../../src/errors.ts';
+import { compileOperatorRegex, operatorRegexProblem } from '../../src/operator-regex.ts';
 
 const ANCHORED = { anchored: true, ignoreCase: false };
 

@@ -4,14 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { request, spawnGateway, startUpstream } from '../helpers/gateway.ts';
-
-const until = async (check: () => boolean, what: string) => {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  assert.fail(`timed out waiting for ${what}`);
-};
+import { waitFor } from '../helpers/support.ts';
 
 test('SIGHUP: a new log_level applies at once; a new max_header_size is reported as needing a restart', async (t) => {
   const upstream = await startUpstream();
@@ -33,7 +26,7 @@ test('SIGHUP: a new log_level applies at once; a new max_header_size is reported
     const out = gw.output();
     return out.includes('"process":"primary"') ? out.includes('configuration reloaded on every worker') : out.includes('configuration reloaded');
   };
-  await until(reloaded, 'the reload');
+  await waitFor(reloaded, 'the reload');
 
   assert.equal(accessLines(), 0, 'no access line was logged at warn');
   assert.equal((await request(gw.http + '/echo/b')).status, 200);

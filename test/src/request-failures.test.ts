@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import type { PluginDefinition } from '../../src/pdk/types.ts';
 import { echoClient, grpc, startGrpcEcho, unary, type GrpcEcho } from '../fixtures/grpc-echo.ts';
 import { request, startUpstream, type Upstream } from '../helpers/gateway.ts';
-import { parseRaw, portOf, rawExchange, startWithRegistry, type RegistryGateway } from './support.ts';
+import { parseRaw, portOf, rawExchange, startWithRegistry, type RegistryGateway } from '../helpers/support.ts';
 
 const escaped: unknown[] = [];
 const onEscape = (err: unknown) => escaped.push(err);

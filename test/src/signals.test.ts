@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { LevelStore } from '../../src/store/level.ts';
 import { request, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../helpers/gateway.ts';
-import { isListening, portOf, waitFor } from './support.ts';
+import { isListening, portOf, waitFor } from '../helpers/support.ts';
 
 const LISTENERS = { proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'] };
 

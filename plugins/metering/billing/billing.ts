@@ -6,16 +6,16 @@
  */
 import type { Logger } from 'pino';
 import type { Store } from '../../../src/pdk/index.ts';
-import { AccessCache } from './access-cache.ts';
-import { ProcessLedger, type AdmissionLedger } from './admissions.ts';
-import { CustomerService } from './customers.ts';
-import { EntitlementService } from './entitlements.ts';
-import { FeatureService, type Feature } from './features.ts';
-import { InvoiceService } from './invoices.ts';
-import { PlanService } from './plans.ts';
+import { AccessCache } from './entitlement/access-cache.ts';
+import { ProcessLedger, type AdmissionLedger } from './entitlement/admissions.ts';
+import { CustomerService } from './customer/customers.ts';
+import { EntitlementService } from './entitlement/entitlements.ts';
+import { FeatureService, type Feature } from './productcatalog/features.ts';
+import { InvoiceService } from './invoice/invoices.ts';
+import { PlanService } from './productcatalog/plans.ts';
 import { Scheduler } from './scheduler.ts';
-import { BillingStore, type Transaction } from './store.ts';
-import { subscriptionStatus, SubscriptionService } from './subscriptions.ts';
+import { BillingStore, type Transaction } from './shared/store.ts';
+import { subscriptionStatus, SubscriptionService } from './subscription/subscriptions.ts';
 import type { UsageSource } from './usage.ts';
 
 export class Billing {

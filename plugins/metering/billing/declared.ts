@@ -13,13 +13,13 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { stableId } from '../ids.ts';
+import { stableId } from '../shared/ids.ts';
 import type { Billing } from './billing.ts';
-import { validateCustomer, type Customer, type CustomerDefinition } from './customers.ts';
-import { validateFeature, type FeatureDefinition } from './features.ts';
-import { parsePlan, type PlanDefinition } from './plan-model.ts';
-import { planStatus } from './plans.ts';
-import { keys, Lease } from './store.ts';
+import { validateCustomer, type Customer, type CustomerDefinition } from './customer/customers.ts';
+import { validateFeature, type FeatureDefinition } from './productcatalog/features.ts';
+import { parsePlan, type PlanDefinition } from './productcatalog/plan-model.ts';
+import { planStatus } from './productcatalog/plans.ts';
+import { keys, Lease } from './shared/store.ts';
 
 type Entity = Record<string, unknown>;
 

@@ -4,11 +4,11 @@
  * and reload (declared.ts) and are read-only through the API.
  */
 import type { EntityDefinition, Issue, RecordSchema } from '../../../src/pdk/index.ts';
-import type { InvalidParameter } from '../meter-model.ts';
-import { parseCollectionPeriod } from './calendar.ts';
-import { validateCustomer } from './customers.ts';
-import { validateFeature } from './features.ts';
-import { parsePlan } from './plan-model.ts';
+import type { InvalidParameter } from '../shared/errors.ts';
+import { parseCollectionPeriod } from './shared/calendar.ts';
+import { validateCustomer } from './customer/customers.ts';
+import { validateFeature } from './productcatalog/features.ts';
+import { parsePlan } from './productcatalog/plan-model.ts';
 
 /** `a.b[2].c` -> ['a', 'b', 2, 'c'], so the loader can point at the line. */
 function pathOf(field: string): (string | number)[] {

@@ -12,11 +12,11 @@
  * stand by (and would only repeat harmless no-ops if two ever ran at once).
  */
 import type { Logger } from 'pino';
-import { formatInstant, type Instant } from './calendar.ts';
-import { grantsOf, usagePeriodAt } from './entitlements.ts';
-import type { InvoiceKind, InvoiceService } from './invoices.ts';
-import { CHANGES_TOPIC, keys, Lease, PREFIXES, type BillingStore, type Transaction } from './store.ts';
-import { billingPeriod, type Subscription } from './subscriptions.ts';
+import { formatInstant, type Instant } from './shared/calendar.ts';
+import { grantsOf, usagePeriodAt } from './entitlement/entitlements.ts';
+import type { InvoiceKind, InvoiceService } from './invoice/invoices.ts';
+import { CHANGES_TOPIC, keys, Lease, PREFIXES, type BillingStore, type Transaction } from './shared/store.ts';
+import { billingPeriod, type Subscription } from './subscription/subscriptions.ts';
 
 interface ScheduleState {
   /** Next period whose in-advance invoice is due. */

@@ -1,17 +1,15 @@
 /**
  * The Tollgate console: the node at the top, then one section per concern, each reading the admin
- * API on its own schedule (live figures every two seconds, lists less often). The metering sections
- * (usage, billing, the metering queue) exist only on a gateway with a metering route: asked once, when
- * the page opens, from the plugins the node runs, so a gateway without one is never polled for them.
+ * API on its own schedule (live figures every two seconds, lists less often). The sections plugins
+ * add (`data-needs` their plugin, e.g. metering's usage, billing and queue) exist only on a gateway
+ * that runs the plugin: asked once, when the page opens, from the plugins the node runs, so a gateway
+ * without it is never polled for them, and their scripts are never loaded.
  */
 import { every, getJson } from './api.js';
-import { startBilling } from './billing.js';
 import { startConsumers } from './consumers.js';
 import { startDeadLetters } from './dead-letters.js';
 import { failure, number, show } from './dom.js';
-import { startMetering } from './metering.js';
 import { startTraffic } from './traffic.js';
-import { startUsage } from './usage.js';
 
 const NODE_POLL_MS = 5_000;
 
@@ -26,23 +24,32 @@ function startNode(box) {
   });
 }
 
-/** Whether a route runs the metering plugin; when the node cannot be read, the sections say why themselves. */
-async function hasMetering() {
+/** The plugins the node runs; every plugin when the node cannot be read (the sections then say why themselves). */
+async function pluginsInUse() {
   try {
-    return (await getJson('/')).plugins.enabled_in_cluster.includes('metering');
+    const plugins = (await getJson('/')).plugins.enabled_in_cluster;
+    return (name) => plugins.includes(name);
   } catch {
-    return true;
+    return () => true;
+  }
+}
+
+/** A plugin's section, started by the default export of its module (`data-script`). */
+async function startPluginTab(section) {
+  try {
+    const { default: start } = await import(section.dataset.script);
+    start(section);
+  } catch (error) {
+    show(section, failure(error));
   }
 }
 
 startNode(document.querySelector('#node'));
 startTraffic(document.querySelector('#traffic'));
 startConsumers(document.querySelector('#consumers'));
-if (await hasMetering()) {
-  startUsage(document.querySelector('#usage'));
-  startBilling(document.querySelector('#billing'));
-  startMetering(document.querySelector('#metering'));
-} else {
-  for (const element of document.querySelectorAll('[data-needs=metering]')) element.hidden = true;
+const inUse = await pluginsInUse();
+for (const element of document.querySelectorAll('[data-needs]')) {
+  if (!inUse(element.dataset.needs)) element.hidden = true;
+  else if (element.dataset.script) void startPluginTab(element);
 }
 startDeadLetters(document.querySelector('#dead-letters'));

@@ -14,7 +14,7 @@ import { loadConfigText } from '../../../src/config/load.ts';
 import type { PluginDefinition } from '../../../src/pdk/index.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startUpstream, type Reply, type Upstream } from '../../helpers/gateway.ts';
-import { startWithRegistry, type RegistryGateway } from '../../src/support.ts';
+import { startWithRegistry, type RegistryGateway } from '../../helpers/support.ts';
 
 const ANONYMOUS_ID = '9a1c7a52-0000-4000-8000-00000000a0a0';
 

@@ -15,7 +15,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, test } from 'node:test';
 import { aroundTests, request, spawnGateway, startGateway, startUpstream, tempDir, type Reply, type SpawnedGateway, type TestGateway } from '../../helpers/gateway.ts';
-import { waitFor } from '../../src/support.ts';
+import { waitFor } from '../../helpers/support.ts';
 
 /** The owners' address: owners never fail, so nothing is ever counted against it. */
 const OWNER = '127.0.0.1';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request, spawnGateway, startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 import { echoClient, startGrpcEcho, unary, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
-import { closedPort, waitFor } from '../../src/support.ts';
+import { closedPort, waitFor } from '../../helpers/support.ts';
 import { pluginConfigErrors } from '../config-check.ts';
 
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';

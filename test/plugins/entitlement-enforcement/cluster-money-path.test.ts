@@ -17,7 +17,8 @@ import { describe, test } from 'node:test';
 import { request, spawnGateway, startUpstream, tempDir, type Reply, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
 import { seeded } from '../../helpers/random.ts';
-import { anchorEndingIn, BillingApi, billingConfig, sleep, until } from '../metering/billing/support.ts';
+import { waitFor } from '../../helpers/support.ts';
+import { anchorEndingIn, BillingApi, billingConfig, sleep } from '../metering/billing/support.ts';
 
 const SEED = Number(process.env.MONEY_PATH_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const CUSTOMERS = ['ada', 'bob', 'cy'];
@@ -213,7 +214,7 @@ class MoneyPathRun {
       const worker = this.pick(workerPids(pid));
       this.log.push(`kill -9 of worker ${worker}`);
       if (worker) process.kill(worker, 'SIGKILL');
-      await until('the worker replaced', async () => (workerPids(pid).length === this.workers && workerPids(pid).every((p) => p !== worker) ? true : undefined));
+      await waitFor(async () => (workerPids(pid).length === this.workers && workerPids(pid).every((p) => p !== worker) ? true : undefined), 'the worker replaced', 20_000);
       await sleep(1_500);
     } else {
       await this.quiet();
@@ -293,10 +294,10 @@ async function moneyPath(nodes: Node[], workers: number): Promise<void> {
       const metered = byStatus.data.map((row) => [row.dimensions!.status, row.value]);
       assert.deepEqual(metered, admitted.length ? [['200', String(admitted.length)]] : [], `${customer}, period ${index + 1}: metered by status; ${context()}`);
     }
-    const [issued] = await until(`${customer}'s first invoice`, async () => {
+    const [issued] = await waitFor(async () => {
       const list = await reader.invoices(customer);
       return list.length > 0 ? list : undefined;
-    }, 30_000);
+    }, `${customer}'s first invoice`, 30_000);
     const billed = (invoice: any) => invoice.lines.find((l: any) => l.rate_card_key === FEATURE)?.quantity ?? '0';
     const inFirst = run.answered.filter((a) => a.customer === customer && a.status === 200 && a.at < p1.to).length;
     assert.equal(billed(issued), String(inFirst), `${customer}: issued invoice of period 1; ${context()}`);

@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request, startGateway, startUpstream, TEST_DATABASE, TEST_WORKERS, type Reply, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { anchorEndingIn, afterStart, BillingApi, billingConfig, sleep, until } from '../metering/billing/support.ts';
+import { waitFor } from '../../helpers/support.ts';
+import { anchorEndingIn, afterStart, BillingApi, billingConfig, sleep } from '../metering/billing/support.ts';
 
 const FEATURE = 'api_access';
 const FLAG = 'beta_flag';
@@ -102,27 +103,27 @@ describe('entitlement-enforcement', () => {
 
   test('a customer without the feature gets 403', async () => {
     const token = await tokenOf('basic');
-    const res = await until('the subscription in the cache', async () => {
+    const res = await waitFor(async () => {
       const r = await call('/api/hello', token);
       return r.status === 403 && /feature/.test(r.text) ? r : undefined;
-    });
+    }, 'the subscription in the cache', 20_000);
     assert.match(res.json().message, /feature_unavailable/);
     assert.equal((await call('/beta/x', token)).status, 403);
   });
 
   test('a boolean entitlement lets the request through', async () => {
-    const res = await until('access to the flag', async () => {
+    const res = await waitFor(async () => {
       const r = await call('/beta/x', acmeToken);
       return r.status === 200 ? r : undefined;
-    });
+    }, 'access to the flag', 20_000);
     assert.equal(res.headers['x-usage-limit'], undefined);
   });
 
   test('usage posted → 429 at the limit → reset at the next usage period → 200', async () => {
-    const first = await until('metered access', async () => {
+    const first = await waitFor(async () => {
       const r = await call('/api/hello', acmeToken);
       return r.status === 200 ? r : undefined;
-    });
+    }, 'metered access', 20_000);
     assert.equal(first.headers['x-usage-limit'], '3');
     // What remains once this request is counted (this route meters nothing, so it gives its place back after).
     assert.equal(first.headers['x-usage-remaining'], '2');
@@ -135,10 +136,7 @@ describe('entitlement-enforcement', () => {
     // PostgreSQL (TOLLGATE_TEST_POSTGRES) the aggregator folds the journal in the background.
     const counted = (what: string, probe: () => Promise<Reply>, done: (r: Reply) => boolean) =>
       TEST_WORKERS || TEST_DATABASE === 'postgres'
-        ? until(what, async () => {
-            const r = await probe();
-            return done(r) ? r : undefined;
-          })
+        ? waitFor(probe, what, 20_000, done)
         : probe();
     await api.usage('acme', 'request', 2, { route: '/api' });
     const two = await counted('usage of 2', () => call('/api/hello', acmeToken), (r) => r.headers['x-usage-remaining'] === '0');

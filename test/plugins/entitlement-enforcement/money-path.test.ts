@@ -11,7 +11,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { request, startGateway, startUpstream, type Reply, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { anchorEndingIn, afterStart, BillingApi, billingConfig, METERS, sleep, until } from '../metering/billing/support.ts';
+import { waitFor } from '../../helpers/support.ts';
+import { anchorEndingIn, afterStart, BillingApi, billingConfig, METERS, sleep } from '../metering/billing/support.ts';
 
 const FEATURE = 'api_requests';
 const SOFT_FEATURE = 'soft_requests';
@@ -80,7 +81,7 @@ async function subscribed(who: string, entitlement: Record<string, unknown>, opt
   await afterStart(subscription);
   // The gateway's entitlement cache learns of the subscription at once on its node, within a rebuild elsewhere;
   // the first request let through is the first one counted.
-  await until(`${who}'s subscription at the gateway`, async () => ((await call(who, options.path)).status === 403 ? undefined : true));
+  await waitFor(async () => ((await call(who, options.path)).status === 403 ? undefined : true), `${who}'s subscription at the gateway`, 20_000);
   return subscription;
 }
 
@@ -95,7 +96,7 @@ async function meteredCount(who: string): Promise<string> {
 
 /** Waits until the meter holds `count` requests of the subject (request events are committed in batches). */
 function meteredWhen(who: string, count: number): Promise<string> {
-  return until(`${count} metered requests of ${who}`, async () => ((await meteredCount(who)) === String(count) ? String(count) : undefined));
+  return waitFor(async () => ((await meteredCount(who)) === String(count) ? String(count) : undefined), `${count} metered requests of ${who}`, 20_000);
 }
 
 describe('the money path', () => {
@@ -162,7 +163,7 @@ describe('the money path', () => {
   test('events dated in another usage period never reopen an exhausted limit', async () => {
     await subscribed('future', { limit: '2' });
     assert.equal((await call('future')).status, 200);
-    await until('the limit reached', async () => ((await call('future')).status === 429 ? true : undefined));
+    await waitFor(async () => ((await call('future')).status === 429 ? true : undefined), 'the limit reached', 20_000);
     const at = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString();
     const event = (time: string) => ({ specversion: '1.0', id: randomUUID(), source: 'elsewhere', type: 'kong.api_request', subject: 'future', time, data: { route_name: 'metered' } });
     const statuses: number[] = [];

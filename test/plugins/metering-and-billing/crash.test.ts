@@ -9,7 +9,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { spawnGateway, startGateway, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
-import { ALICE, call, fixtureConfig, meteringApi, metric, ROUTE_PATH, tokenOf, waitUntil, type MeteringApi } from './support.ts';
+import { waitFor } from '../../helpers/support.ts';
+import { ALICE, call, fixtureConfig, meteringApi, metric, ROUTE_PATH, tokenOf, type MeteringApi } from './support.ts';
 
 let upstream: Upstream;
 before(async () => {
@@ -134,19 +135,19 @@ test('kill -9 mid-traffic with a remote endpoint: after a restart every answered
       // being written to the disk queue): 50 ms of slack.
       const expected = load.answered.filter((a) => a.at < killedAt - 50).map((a) => a.id);
       assert.ok(expected.length > 50, `${expected.length} requests answered`);
-      await waitUntil('the restarted sender to drain its queue', () => metric(restarted.admin, 'tollgate_request_metering_queue_events'), (n) => n === 0, 20_000);
+      await waitFor(() => metric(restarted.admin, 'tollgate_request_metering_queue_events'), 'the restarted sender to drain its queue', 20_000, (n) => n === 0);
       // Batches the killed process had claimed arrive once their lease runs out, maybe after the others:
       // the stored events and the meter are read together until every answered request is there and the
       // meter agrees with what is stored (a meter that counted twice never would).
-      const { stored, total } = await waitUntil(
-        'every answered request at the receiver, counted once by the meter',
+      const { stored, total } = await waitFor(
         async () => {
           const stored = await storedIds(receiverApi);
           const total = Number((await receiverApi.queryOk('api_requests', {})).data[0]?.value ?? 0);
           return { stored, total };
         },
-        ({ stored, total }) => expected.every((id) => stored.has(id)) && total === stored.size,
+        'every answered request at the receiver, counted once by the meter',
         20_000,
+        ({ stored, total }) => expected.every((id) => stored.has(id)) && total === stored.size,
       );
       for (const [id, count] of stored) assert.equal(count, 1, `event ${id} stored once`);
       assert.equal(total, stored.size, 'the meter counts each request once');

@@ -14,7 +14,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { request, spawnGateway, startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { ALICE, BOB, call, fixtureConfig, metric, tokenOf, waitUntil } from './support.ts';
+import { waitFor } from '../../helpers/support.ts';
+import { ALICE, BOB, call, fixtureConfig, metric, tokenOf } from './support.ts';
 
 const LETTERS = '/metering-and-billing/dead-letters';
 
@@ -123,13 +124,13 @@ describe('a receiver that refuses the events of one subject', () => {
   test("the others' events are delivered while the refused one becomes a dead letter, with the receiver's reason", async () => {
     let aliceIds: string[];
     [aliceIds, [bobId]] = await Promise.all([requestsAs(sender, alice, 10), requestsAs(sender, bob, 1)]);
-    await waitUntil("alice's 10 events at the receiver", () => allAccepted(receiver, aliceIds), (n) => n === 10);
+    await waitFor(() => allAccepted(receiver, aliceIds), "alice's 10 events at the receiver", 10_000, (n) => n === 10);
     assert.ok(receiver.posts.some((ids) => ids.includes(bobId) && ids.length > 1), "bob's event was first sent in a batch with others");
     // The queue goes on: later events get through as well.
     const later = await requestsAs(sender, alice, 3);
-    await waitUntil('the later events at the receiver', () => allAccepted(receiver, later), (n) => n === 3);
+    await waitFor(() => allAccepted(receiver, later), 'the later events at the receiver', 10_000, (n) => n === 3);
 
-    const [letter] = await waitUntil('a dead letter', () => letters(sender.admin), (l) => l.length === 1);
+    const [letter] = await waitFor(() => letters(sender.admin), 'a dead letter', 10_000, (l) => l.length === 1);
     assert.equal(letter.queue, 'billing');
     assert.equal(letter.event_count, 1);
     assert.equal(letter.status, 400);
@@ -141,7 +142,7 @@ describe('a receiver that refuses the events of one subject', () => {
     assert.deepEqual(shown.json().events.map((e: CloudEvent) => [e.id, e.subject]), [[bobId, 'bob']]);
     assert.equal(receiver.accepted.has(bobId), false);
     assert.equal(await metric(sender.admin, 'tollgate_request_metering_dead_lettered_events_total', { reason: 'refused', status: '400' }), 1);
-    await waitUntil('the dead-letter gauge', () => metric(sender.admin, 'tollgate_request_metering_dead_letter_events', { queue: 'billing' }), (n) => n === 1);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_dead_letter_events', { queue: 'billing' }), 'the dead-letter gauge', 10_000, (n) => n === 1);
     assert.equal(await metric(sender.admin, 'tollgate_request_metering_dropped_events_total'), 0, 'nothing dropped');
   });
 
@@ -151,20 +152,20 @@ describe('a receiver that refuses the events of one subject', () => {
     const reply = await request(`${sender.admin}${LETTERS}/${letter.id}/redeliver`, { method: 'POST' });
     assert.equal(reply.status, 202, reply.text);
     assert.equal(reply.json().id, letter.id);
-    await waitUntil("bob's event at the receiver", () => Promise.resolve(receiver.accepted.get(bobId)), (n) => n !== undefined);
-    await waitUntil('an empty queue', () => metric(sender.admin, 'tollgate_request_metering_queue_events'), (n) => n === 0);
+    await waitFor(() => Promise.resolve(receiver.accepted.get(bobId)), "bob's event at the receiver", 10_000, (n) => n !== undefined);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_queue_events'), 'an empty queue', 10_000, (n) => n === 0);
     assert.equal(receiver.accepted.get(bobId), 1);
     assert.equal((await request(`${sender.admin}${LETTERS}/${letter.id}`)).status, 404);
     assert.equal((await request(`${sender.admin}${LETTERS}/${letter.id}/redeliver`, { method: 'POST' })).status, 404, 'a letter is re-delivered once');
     assert.deepEqual(await letters(sender.admin), []);
-    await waitUntil('the gauge back to 0', () => metric(sender.admin, 'tollgate_request_metering_dead_letter_events', { queue: 'billing' }), (n) => n === 0);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_dead_letter_events', { queue: 'billing' }), 'the gauge back to 0', 10_000, (n) => n === 0);
     assert.equal(receiver.accepted.get(bobId), 1, 'sent once');
     receiver.answer = refuseBob;
   });
 
   test('a deleted letter is gone for good, counted as dropped', async () => {
     const [id] = await requestsAs(sender, bob, 1);
-    const [letter] = await waitUntil('a dead letter', () => letters(sender.admin), (l) => l.length === 1);
+    const [letter] = await waitFor(() => letters(sender.admin), 'a dead letter', 10_000, (l) => l.length === 1);
     assert.equal((await request(`${sender.admin}${LETTERS}/${letter.id}`)).json().events[0].id, id);
     const reply = await request(`${sender.admin}${LETTERS}/${letter.id}`, { method: 'DELETE' });
     assert.equal(reply.status, 204);
@@ -179,8 +180,8 @@ describe('a receiver that refuses the events of one subject', () => {
   test('an answer naming the refused position isolates the event without halving the batch', async () => {
     receiver.answer = refuseBobNamingIt;
     const [aliceIds, [id]] = await Promise.all([requestsAs(sender, alice, 10), requestsAs(sender, bob, 1)]);
-    await waitUntil("alice's events at the receiver", () => allAccepted(receiver, aliceIds), (n) => n === 10);
-    const [letter] = await waitUntil('a dead letter', () => letters(sender.admin), (l) => l.length === 1);
+    await waitFor(() => allAccepted(receiver, aliceIds), "alice's events at the receiver", 10_000, (n) => n === 10);
+    const [letter] = await waitFor(() => letters(sender.admin), 'a dead letter', 10_000, (l) => l.length === 1);
     assert.equal(letter.reason, 'invalid event: unknown subject');
     // Sent in its batch, then alone: halving a batch of several would have sent it again with others.
     assert.deepEqual(receiver.posts.filter((ids) => ids.includes(id)).map((ids) => ids.length > 1), [true, false]);
@@ -196,7 +197,7 @@ test('an endpoint that refuses the token is retried, not split; after max_retry_
   const sender = await startGateway(config({}));
   try {
     const ids = await requestsAs(sender, await tokenOf(sender.https, ALICE), 4);
-    const [letter] = await waitUntil('a dead letter', () => letters(sender.admin), (l) => l.length > 0);
+    const [letter] = await waitFor(() => letters(sender.admin), 'a dead letter', 10_000, (l) => l.length > 0);
     assert.deepEqual(
       { events: letter.event_count, status: letter.status, cause: letter.cause, reason: letter.reason },
       { events: 4, status: 401, cause: 'retry_time', reason: 'Unauthorized' },
@@ -207,12 +208,12 @@ test('an endpoint that refuses the token is retried, not split; after max_retry_
     // While no instance sends the queue any more, a re-delivery is refused: its events would wait for ever.
     assert.ok(await sender.reload(config({ name: 'another' })));
     const unserved = await request(`${sender.admin}${LETTERS}/${letter.id}/redeliver`, { method: 'POST' });
-    assert.deepEqual([unserved.status, unserved.json().code], [409, 'TG_ERR_DEAD_LETTER_QUEUE_NOT_SERVED']);
+    assert.deepEqual([unserved.status, unserved.json().code], [409, 'TOLLGATE_ERR_DEAD_LETTER_QUEUE_NOT_SERVED']);
     // The queue back and the token fixed: re-delivered, all four arrive.
     assert.ok(await sender.reload(config({})));
     receiver.answer = () => undefined;
     assert.equal((await request(`${sender.admin}${LETTERS}/${letter.id}/redeliver`, { method: 'POST' })).status, 202);
-    await waitUntil('the 4 events at the receiver', () => allAccepted(receiver, ids), (n) => n === 4);
+    await waitFor(() => allAccepted(receiver, ids), 'the 4 events at the receiver', 10_000, (n) => n === 4);
     assert.deepEqual(await letters(sender.admin), []);
   } finally {
     await sender.stop();
@@ -234,7 +235,7 @@ test("the dead letters are bounded by the queue's max_entries: the oldest go, co
     // One at a time: max_entries bounds the live queue too, which must not drop any of them.
     for (let i = 1; i <= 5; i++) {
       ids.push(...(await requestsAs(sender, bob, 1)));
-      await waitUntil(`${i} events dead-lettered`, () => metric(sender.admin, 'tollgate_request_metering_dead_lettered_events_total'), (n) => n === i);
+      await waitFor(() => metric(sender.admin, 'tollgate_request_metering_dead_lettered_events_total'), `${i} events dead-lettered`, 10_000, (n) => n === i);
     }
     const kept = await letters(sender.admin);
     assert.equal(kept.length, 3);

@@ -22,7 +22,7 @@ test('statuses: the events refused, the endpoint refused, or try later', () => {
   for (const status of [401, 403, 404, 405, 410]) assert.equal(kind(status), EndpointRefusedError, String(status));
   for (const status of [408, 429, 500, 502, 503, 504, 301]) assert.equal(kind(status), EndpointUnavailableError, String(status));
   const refused = failureOf(422, 'text/plain', 'no', 3);
-  assert.deepEqual([refused.code, refused.status], ['TG_ERR_INGEST_EVENTS_REFUSED', 422]);
+  assert.deepEqual([refused.code, refused.status], ['TOLLGATE_ERR_INGEST_EVENTS_REFUSED', 422]);
 });
 
 test("the reason: a problem's detail, Kong's message, else the body, bounded", () => {

@@ -10,7 +10,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { ALICE, BOB, call, fixtureConfig, meteringApi, metric, nodeIdOf, tokenOf, waitUntil, type MeteringApi } from './support.ts';
+import { waitFor } from '../../helpers/support.ts';
+import { ALICE, BOB, call, fixtureConfig, meteringApi, metric, nodeIdOf, tokenOf, type MeteringApi } from './support.ts';
 
 const FAST = { queue: { max_coalescing_delay: 0.05 } };
 
@@ -100,7 +101,7 @@ describe('events into the local metering store', () => {
     // the upstream never answered, so no event, and one more request counted as the gateway's own answer.
     const refused = await call(gw.http, null);
     assert.equal(refused.status, 401);
-    await waitUntil('the unmetered request counted', () => metric(gw.admin, 'tollgate_request_metering_gateway_answers_total', { route: 'api' }), (n) => n === before + 1);
+    await waitFor(() => metric(gw.admin, 'tollgate_request_metering_gateway_answers_total', { route: 'api' }), 'the unmetered request counted', 10_000, (n) => n === before + 1);
     assert.deepEqual(await api.listAllEvents({ id: refused.headers['x-kong-request-id'] as string }), []);
   });
 
@@ -168,7 +169,7 @@ test('a consumer-scoped instance meters only that consumer', async () => {
     const a = await call(gw.http, alice);
     const b = await call(gw.http, bob);
     await eventsOf(api, { id: a.headers['x-kong-request-id'] as string }, 1);
-    await waitUntil('the writer to settle', () => metric(gw.admin, 'tollgate_request_metering_deliveries_total'), (n) => n >= 1);
+    await waitFor(() => metric(gw.admin, 'tollgate_request_metering_deliveries_total'), 'the writer to settle', 10_000, (n) => n >= 1);
     assert.equal((await api.listAllEvents({ id: b.headers['x-kong-request-id'] as string })).length, 0);
   } finally {
     await gw.stop();

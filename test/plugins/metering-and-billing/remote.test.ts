@@ -12,7 +12,8 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { spawnGateway, startGateway, startUpstream, tempDir, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { ALICE, call, fixtureConfig, meteringApi, metric, nodeIdOf, ROUTE_PATH, tokenOf, waitUntil, type MeteringApi } from './support.ts';
+import { waitFor } from '../../helpers/support.ts';
+import { ALICE, call, fixtureConfig, meteringApi, metric, nodeIdOf, ROUTE_PATH, tokenOf, type MeteringApi } from './support.ts';
 
 let upstream: Upstream;
 before(async () => {
@@ -70,15 +71,15 @@ describe('delivery to a second Tollgate', () => {
     const token = await tokenOf(sender.https, ALICE);
     const replies = await Promise.all([...Array(20)].map(() => call(sender.http, token)));
     const ids = replies.map((r) => r.headers['x-kong-request-id'] as string);
-    const counts = await waitUntil('20 events at the receiver', () => received(receiverApi, ids), (c) => c.size === 20);
+    const counts = await waitFor(() => received(receiverApi, ids), '20 events at the receiver', 10_000, (c) => c.size === 20);
     assert.deepEqual([...counts.values()], Array(20).fill(1));
     const [item] = await receiverApi.listAllEvents({ id: ids[0] });
     assert.equal(item.event.source, `tollgate/${await nodeIdOf(sender.admin)}`);
     assert.equal(item.event.subject, 'alice');
     assert.equal(item.event.data.route_name, 'api');
-    await waitUntil('an empty queue', () => metric(sender.admin, 'tollgate_request_metering_queue_events'), (n) => n === 0);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_queue_events'), 'an empty queue', 10_000, (n) => n === 0);
     // Counted once the batch is marked done in the queue, a moment after the receiver took it.
-    await waitUntil('a delivery counted', () => metric(sender.admin, 'tollgate_request_metering_deliveries_total'), (n) => n >= 1);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_deliveries_total'), 'a delivery counted', 10_000, (n) => n >= 1);
   });
 });
 
@@ -93,10 +94,10 @@ test('an endpoint that is away: queued on disk, retried with backoff, delivered 
     const alice = await tokenOf(sender.https, ALICE);
     const ids: string[] = [];
     for (let i = 0; i < 10; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
-    await waitUntil('retries', () => metric(sender.admin, 'tollgate_request_metering_retries_total'), (n) => n >= 3);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_retries_total'), 'retries', 10_000, (n) => n >= 3);
     receiver = await startReceiver(port, receiverDir);
     const api = await meteringApi(receiver.https);
-    const counts = await waitUntil('the 10 events at the receiver', () => received(api, ids), (c) => c.size === 10);
+    const counts = await waitFor(() => received(api, ids), 'the 10 events at the receiver', 10_000, (c) => c.size === 10);
     assert.deepEqual([...counts.values()], Array(10).fill(1));
   } finally {
     await sender.stop();
@@ -154,14 +155,14 @@ test('a batch whose acknowledgement was lost, sent again after a restart, is met
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
     // Stored by the receiver, never acknowledged: the sender keeps retrying.
-    await waitUntil('the receiver to store them', () => received(api, ids), (c) => c.size === 5);
-    await waitUntil('a retried batch', () => Promise.resolve(proxy.posts), (n) => n >= 2);
+    await waitFor(() => received(api, ids), 'the receiver to store them', 10_000, (c) => c.size === 5);
+    await waitFor(() => Promise.resolve(proxy.posts), 'a retried batch', 10_000, (n) => n >= 2);
     await sender.stop();
     proxy.dropAnswers = false;
     const postsBefore = proxy.posts;
     sender = await startGateway(config, { dataDir: senderDir });
-    await waitUntil('the batch sent again after the restart', () => Promise.resolve(proxy.posts), (n) => n > postsBefore);
-    await waitUntil('an empty queue', () => metric(sender.admin, 'tollgate_request_metering_queue_events'), (n) => n === 0);
+    await waitFor(() => Promise.resolve(proxy.posts), 'the batch sent again after the restart', 10_000, (n) => n > postsBefore);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_queue_events'), 'an empty queue', 10_000, (n) => n === 0);
     const counts = await received(api, ids);
     assert.deepEqual([...counts.values()], Array(5).fill(1));
     const total = await api.queryOk('api_requests', { filters: { dimensions: { subject: { eq: 'alice' } } } });
@@ -191,19 +192,19 @@ test('a full queue drops its oldest events, counted and logged as Kong does', as
     const ids: string[] = [];
     // The endpoint is away: the first batch of five is claimed and retried, what follows waits on disk.
     for (let i = 0; i < 5; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
-    await waitUntil('the first batch claimed', () => metric(sender.admin, 'tollgate_request_metering_retries_total'), (n) => n >= 1);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_retries_total'), 'the first batch claimed', 10_000, (n) => n >= 1);
     assert.equal(await metric(sender.admin, 'tollgate_request_metering_queue_events'), 0);
     for (let i = 0; i < 8; i++) ids.push((await call(sender.http, alice)).headers['x-kong-request-id'] as string);
-    await waitUntil('3 dropped', () => metric(sender.admin, 'tollgate_request_metering_dropped_events_total', { reason: 'queue_full' }), (n) => n === 3);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_dropped_events_total', { reason: 'queue_full' }), '3 dropped', 10_000, (n) => n === 3);
     assert.equal(await metric(sender.admin, 'tollgate_request_metering_queue_events', { where: 'disk' }), 5);
     assert.match(sender.output(), /queue full, dropping old entries until processing is successful again/);
     assert.equal(sender.output().match(/queue full, dropping/g)!.length, 1, 'one line per episode');
     receiver = await startReceiver(port, receiverDir);
     const api = await meteringApi(receiver.https);
     // The claimed batch (the first five) and the five newest arrive; the three between them were the oldest waiting.
-    const counts = await waitUntil('10 events at the receiver', () => received(api, ids), (c) => c.size === 10);
+    const counts = await waitFor(() => received(api, ids), '10 events at the receiver', 10_000, (c) => c.size === 10);
     assert.deepEqual([...counts.keys()].sort(), [...ids.slice(0, 5), ...ids.slice(8)].sort());
-    await waitUntil('the log line of the recovery', () => Promise.resolve(sender.output()), (out) => /queue resumed processing/.test(out));
+    await waitFor(() => Promise.resolve(sender.output()), 'the log line of the recovery', 10_000, (out) => /queue resumed processing/.test(out));
   } finally {
     sender.kill('SIGTERM');
     await sender.exited;
@@ -222,11 +223,11 @@ test('a batch that keeps failing is kept as a dead letter after max_retry_time, 
     await Promise.all([...Array(4)].map(() => call(sender.http, alice)));
     // The endpoint never answered: no status.
     const deadLettered = () => metric(sender.admin, 'tollgate_request_metering_dead_lettered_events_total', { reason: 'retry_time', status: 'none' });
-    await waitUntil('4 dead-lettered', deadLettered, (n) => n === 4);
+    await waitFor(deadLettered, '4 dead-lettered', 10_000, (n) => n === 4);
     assert.equal(await metric(sender.admin, 'tollgate_request_metering_dropped_events_total'), 0);
     // On a node of several processes, one that queued events learns within a second that another took them.
-    await waitUntil('the queue empty', () => metric(sender.admin, 'tollgate_request_metering_queue_events'), (n) => n === 0);
-    await waitUntil('4 events held as dead letters', () => metric(sender.admin, 'tollgate_request_metering_dead_letter_events'), (n) => n === 4);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_queue_events'), 'the queue empty', 10_000, (n) => n === 0);
+    await waitFor(() => metric(sender.admin, 'tollgate_request_metering_dead_letter_events'), '4 events held as dead letters', 10_000, (n) => n === 4);
   } finally {
     await sender.stop();
   }

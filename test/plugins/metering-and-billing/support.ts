@@ -96,13 +96,3 @@ export async function metric(admin: string, name: string, labels: Record<string,
   }
   return total;
 }
-
-export async function waitUntil<T>(what: string, probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)?.slice(0, 500)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { isAlive, request, spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
-import { waitFor } from '../../src/support.ts';
+import { waitFor } from '../../helpers/support.ts';
 import { crash, inParallel } from './catalogue-support.ts';
 import { apiOf, backlogIsBounded, batchesOf, config, expectedOf, lagIsBounded, makeEvents, post, postUntilAcknowledged, shuffled, TYPE, usageOn, type StoppableAggregator } from './cluster-support.ts';
 

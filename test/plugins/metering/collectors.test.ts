@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ConfigLoadError } from '../../../src/gateway.ts';
+import { ConfigLoadError } from '../../../src/errors.ts';
 import { startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { meteringConfig, MeteringApi } from './catalogue-support.ts';
 

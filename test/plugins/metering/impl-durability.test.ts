@@ -10,10 +10,10 @@ import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { request, startGateway, tempDir, TEST_DATABASE } from '../../helpers/gateway.ts';
 import { LevelStore } from '../../../src/store/level.ts';
-import { decodeEvents, prepareEvents } from '../../../plugins/metering/events.ts';
-import { parseQuery } from '../../../plugins/metering/query-request.ts';
+import { decodeEvents, prepareEvents } from '../../../plugins/metering/ingest/events.ts';
+import { parseQuery } from '../../../plugins/metering/query/query-request.ts';
 import { MeteringService } from '../../../plugins/metering/service.ts';
-import { meterDefinitionFrom } from '../../../plugins/metering/meter-model.ts';
+import { meterDefinitionFrom } from '../../../plugins/metering/meter/meter-model.ts';
 
 const PATH = '/v3/metering';
 
@@ -141,19 +141,19 @@ describe('metering durability', () => {
     const { events, batch } = decodeEvents('application/cloudevents-batch+json', body);
     const config = { queue_max_events: 100_000 } as Parameters<MeteringService['ingest']>[1];
     await service.ingest(prepareEvents(events, batch, { now: Date.now(), retentionStart: 0, retentionDays: 730 }), config);
-    const meter = await service.createMeter(meterDefinitionFrom({ key: 'resume_count', name: 'n', event_type: 'resume', aggregation: 'count' }));
+    const meter = await service.catalogue.createMeter(meterDefinitionFrom({ key: 'resume_count', name: 'n', event_type: 'resume', aggregation: 'count' }));
     await service.close();
     await store.close();
 
     ({ store, service } = await open());
     try {
-      const record = service.find('resume_count');
+      const record = service.catalogue.find('resume_count');
       assert.ok(record.backfill, 'the backfill was still in progress when stopped');
       assert.ok(record.backfill.cursor > 0, 'and had committed some progress');
       const compiled = service.meters.compiledOf(record);
       const result = await service.query(record, parseQuery({}, compiled).query!, 30_000);
       assert.equal(result.data[0].value, '2000');
-      assert.equal(service.find(meter.id).backfill, null);
+      assert.equal(service.catalogue.find(meter.id).backfill, null);
     } finally {
       await service.close();
       await store.close();
@@ -167,13 +167,13 @@ describe('metering durability', () => {
     const open = () => openService(dir, { dedupeFilterCapacity: 100 });
     const send = (service: MeteringService, events: unknown[]) => service.ingest(prepareEvents(events, true, { now: Date.now(), retentionStart: 0, retentionDays: 730 }), config);
     const count = async (service: MeteringService) => {
-      const record = service.find('filtered_count');
+      const record = service.catalogue.find('filtered_count');
       return Number((await service.query(record, parseQuery({}, service.meters.compiledOf(record)).query!, 30_000)).data[0]?.value ?? 0);
     };
     const sent = Array.from({ length: 600 }, () => ce({ type: 'filtered' }));
     let { store, service } = await open();
     try {
-      await service.createMeter(meterDefinitionFrom({ key: 'filtered_count', name: 'n', event_type: 'filtered', aggregation: 'count' }));
+      await service.catalogue.createMeter(meterDefinitionFrom({ key: 'filtered_count', name: 'n', event_type: 'filtered', aggregation: 'count' }));
       await service.writer.dedupeFilter.loaded();
       for (let i = 0; i < 300; i += 20) await send(service, sent.slice(i, i + 20));
       // Re-sent while the larger filter loads, then after.

@@ -5,13 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { compileJsonPath, jsonValueText, lookup } from '../../../plugins/metering/jsonpath.ts';
-import { storedEventJson, type StoredEvent } from '../../../plugins/metering/events.ts';
-import { escapePart, unescapePart } from '../../../plugins/metering/keys.ts';
+import { compileJsonPath, jsonValueText, lookup } from '../../../plugins/metering/shared/jsonpath.ts';
+import { storedEventJson, type StoredEvent } from '../../../plugins/metering/ingest/events.ts';
+import { escapePart, unescapePart } from '../../../plugins/metering/shared/keys.ts';
 import { configSchema } from '../../../plugins/metering/schema.ts';
-import { addQuantities, decodeQuantity, divideQuantity, formatQuantity, isOutOfRange, OUT_OF_RANGE, parseQuantity, type Quantity } from '../../../plugins/metering/quantity.ts';
-import { formatInZone, fromLocal, parseRfc3339 } from '../../../plugins/metering/time.ts';
-import { coverSpan, windowEnd, windowStart, type Granularity } from '../../../plugins/metering/windows.ts';
+import { addQuantities, decodeQuantity, divideQuantity, formatQuantity, isOutOfRange, OUT_OF_RANGE, parseQuantity, type Quantity } from '../../../plugins/metering/shared/quantity.ts';
+import { formatInZone, fromLocal, parseRfc3339 } from '../../../plugins/metering/shared/time.ts';
+import { coverSpan, windowEnd, windowStart, type Granularity } from '../../../plugins/metering/aggregation/windows.ts';
 import { validate } from '../../../src/pdk/index.ts';
 
 /** Window starts covering [from, to), plus the end of the last one. */

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { gatewayOnEchoUpstreamAroundTests, request, startGateway, type Reply } from '../../helpers/gateway.ts';
-import { parseRaw, portOf, rawExchange } from '../../src/support.ts';
+import { parseRaw, portOf, rawExchange } from '../../helpers/support.ts';
 
 const CLIENT = { client_id: 'acme-app', client_secret: 'acme-secret' };
 const FORM = 'application/x-www-form-urlencoded';

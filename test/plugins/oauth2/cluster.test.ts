@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request, spawnGateway, startGateway, startUpstream, type Reply, type SpawnedGateway, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
-import { waitFor } from '../../src/support.ts';
+import { waitFor } from '../../helpers/support.ts';
 
 const skip = postgresSkipReason();
 

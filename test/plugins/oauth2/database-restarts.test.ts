@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import { request, spawnGateway, startUpstream, type Reply, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
-import { waitFor } from '../../src/support.ts';
+import { waitFor } from '../../helpers/support.ts';
 import { inParallel } from '../metering/catalogue-support.ts';
 
 const PROVISION_KEY = 'restart-provision-key';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { gatewayOnEchoUpstreamAroundTests, request, type Reply } from '../../helpers/gateway.ts';
-import { parseRaw, portOf, rawExchange } from '../../src/support.ts';
+import { parseRaw, portOf, rawExchange } from '../../helpers/support.ts';
 
 const KONG_VECTOR_HASH = '$pbkdf2-sha512$i=10000,l=32$YSBsaXR0ZSBiaXQsIGp1c3QgYSBsaXR0bGUgYml0$z6ysNworexAhDELywIDi0ba0B0T7F/MBZ6Ige9lWRYI';
 const CALLBACK = 'https://acme.example/cb';

@@ -52,7 +52,7 @@ describe("Kong's PBKDF2 client-secret hashes", () => {
     const small = new KdfPool(1, 2);
     try {
       const accepted = [small.derive(KONG_JOB), small.derive(KONG_JOB), small.derive(KONG_JOB)];
-      await assert.rejects(small.derive(KONG_JOB), (err: RequestLimitError) => err.code === 'TG_ERR_HASHING_BUSY' && err.status === 503);
+      await assert.rejects(small.derive(KONG_JOB), (err: RequestLimitError) => err.code === 'TOLLGATE_ERR_HASHING_BUSY' && err.status === 503);
       const keys = await Promise.all(accepted);
       assert.ok(keys.every((key) => KONG_VECTOR.endsWith(key.toString('base64').replace(/=+$/, ''))));
       assert.ok(KONG_VECTOR.endsWith((await small.derive(KONG_JOB)).toString('base64').replace(/=+$/, '')));
@@ -67,7 +67,7 @@ describe("Kong's PBKDF2 client-secret hashes", () => {
       const finished: string[] = [];
       const derived = (name: string, urgent = false) => small.derive(KONG_JOB, urgent).then(() => void finished.push(name));
       const waiting = [derived('running'), derived('queued 1'), derived('queued 2')];
-      await assert.rejects(small.derive(KONG_JOB), (err: RequestLimitError) => err.code === 'TG_ERR_HASHING_BUSY');
+      await assert.rejects(small.derive(KONG_JOB), (err: RequestLimitError) => err.code === 'TOLLGATE_ERR_HASHING_BUSY');
       await Promise.all([...waiting, derived('urgent', true)]);
       assert.deepEqual(finished, ['running', 'urgent', 'queued 1', 'queued 2']);
     } finally {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { request, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
-import { waitFor } from '../../src/support.ts';
+import { waitFor } from '../../helpers/support.ts';
 
 const REQUESTS = 24;
 let upstream: Upstream;

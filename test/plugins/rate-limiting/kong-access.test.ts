@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request, startGateway, startUpstream, type Reply, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 import { echoClient, grpc, startGrpcEcho, unary, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
-import { waitFor } from '../../src/support.ts';
+import { waitFor } from '../../helpers/support.ts';
 
 const CLIENTS = [
   { name: 'Bob App', client_id: 'bob-app', client_secret: 'bob-secret-123456' },

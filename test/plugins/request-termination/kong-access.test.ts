@@ -44,6 +44,8 @@ describe('request-termination (access)', () => {
             { name: 'api8', hosts: ['api8.request-termination.test'], plugins: termination({ status_code: 204 }) },
             { name: 'api9', hosts: ['api9.request-termination.test'], strip_path: false, paths: ['~/(?<parameter>[^#?/]+)/200'], plugins: termination({ echo: true, status_code: 404 }) },
             { name: 'api10', hosts: ['api10.request-termination.test'], plugins: termination({ echo: true, trigger: 'gimme-an-echo', status_code: 404 }) },
+            // As Kong's exports write a config: every unset field an explicit null.
+            { name: 'exported', hosts: ['exported.request-termination.test'], plugins: termination({ status_code: 503, message: null, body: null, content_type: null, trigger: null, echo: false }) },
             { name: 'consumer-scoped', hosts: ['consumer.request-termination.test'], plugins: [oauth2Plugin()] },
           ],
         },
@@ -75,6 +77,12 @@ describe('request-termination (access)', () => {
 
   test('default status code and message with serviceless route', async () => {
     const res = await get('api7.request-termination.test');
+    assert.equal(res.status, 503);
+    assert.deepEqual(res.json(), { message: 'Service unavailable' });
+  });
+
+  test("a Kong export's nulls (trigger, body, message) are unset fields", async () => {
+    const res = await request(`${gw.http}/`, { headers: { host: 'exported.request-termination.test' } });
     assert.equal(res.status, 503);
     assert.deepEqual(res.json(), { message: 'Service unavailable' });
   });

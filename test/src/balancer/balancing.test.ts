@@ -10,7 +10,7 @@ import type { PluginDefinition } from '../../../src/pdk/types.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { startTargetServer, type TargetServer } from '../../fixtures/target-server.ts';
-import { closedPort, startWithRegistry } from '../support.ts';
+import { closedPort, startWithRegistry } from '../../helpers/support.ts';
 import { balancedConfig, clientRequests as requestsTo, newUpstreamName, SLOTS, startTargets as targets, stopAll, type TargetSpec } from './support.ts';
 
 let gw: TestGateway;

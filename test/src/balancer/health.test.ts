@@ -15,7 +15,7 @@ import { loadConfigText } from '../../../src/config/load.ts';
 import type { ActiveHealthchecks, Upstream } from '../../../src/config/types.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { testPki, type TestPki } from '../../fixtures/tls.ts';
-import { closedPort, waitFor } from '../support.ts';
+import { closedPort, waitFor } from '../../helpers/support.ts';
 
 function checkerOf(healthchecks: Record<string, unknown>, targets: string[] = ['10.0.0.1:80', '10.0.0.2:80']) {
   const text = stringify({ _format_version: '3.0', upstreams: [{ name: 'u', healthchecks, targets: targets.map((target) => ({ target })) }] });

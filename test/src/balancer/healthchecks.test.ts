@@ -11,7 +11,7 @@ import type { PluginDefinition } from '../../../src/pdk/types.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { startTargetServer, type TargetServer } from '../../fixtures/target-server.ts';
-import { startWithRegistry, waitFor, type RegistryGateway } from '../support.ts';
+import { startWithRegistry, waitFor, type RegistryGateway } from '../../helpers/support.ts';
 import { balancedConfig, clientRequests as requestsTo, newUpstreamName, SLOTS, startTargets as servers, stopAll, type TargetSpec } from './support.ts';
 
 /** Probe interval in seconds (Kong's tests use 1). */

@@ -10,7 +10,7 @@ import { WebSocket } from 'ws';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { echoClient, grpc, startGrpcEcho, unary, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
 import { startWsEcho, type WsEcho } from '../../fixtures/ws-echo.ts';
-import { closedPort } from '../support.ts';
+import { closedPort } from '../../helpers/support.ts';
 
 const PREFIX = '/tollgate.test.Echo/';
 

@@ -11,7 +11,7 @@ import type { PluginDefinition } from '../../../src/pdk/types.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startGateway, startUpstream, type Upstream } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
-import { startWithRegistry, waitFor } from '../support.ts';
+import { startWithRegistry, waitFor } from '../../helpers/support.ts';
 
 const skip = postgresSkipReason();
 

@@ -13,7 +13,7 @@ import { stringify } from 'yaml';
 import { keyGroup } from '../../../src/store/copy.ts';
 import { SCHEMA_VERSION } from '../../../src/store/postgres/schema.ts';
 import { LevelStore } from '../../../src/store/level.ts';
-import { prepareEvents } from '../../../plugins/metering/events.ts';
+import { prepareEvents } from '../../../plugins/metering/ingest/events.ts';
 import { request, runTollgate, startGateway, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
 import { apiOf, config as meteringConfig, expectedOf, makeEvents, postUntilAcknowledged, TYPE, usageOn } from '../../plugins/metering/cluster-support.ts';

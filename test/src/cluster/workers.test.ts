@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { isAlive, request, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
-import { waitFor } from '../support.ts';
+import { waitFor } from '../../helpers/support.ts';
 
 let upstream: Upstream;
 before(async () => {

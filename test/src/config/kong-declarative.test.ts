@@ -15,7 +15,7 @@ import { parse } from 'yaml';
 import { request, runTollgate, spawnGateway, tempDir, writeConfig, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { testPki } from '../../fixtures/tls.ts';
 import { kongPasswordHash } from '../../../plugins/basic-auth/schema.ts';
-import { portOf } from '../support.ts';
+import { portOf } from '../../helpers/support.ts';
 
 const CONSUMER_ID = '6a7d1c3e-1f2b-4c5d-9e8f-0a1b2c3d4e03';
 let pki: Awaited<ReturnType<typeof testPki>>;

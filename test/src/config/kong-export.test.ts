@@ -15,7 +15,7 @@ import { request, startGateway, type TestGateway } from '../../helpers/gateway.t
 import { startTargetServer, type TargetServer } from '../../fixtures/target-server.ts';
 import { testPki } from '../../fixtures/tls.ts';
 import { certificateDigest } from '../../../src/config/certificates.ts';
-import { portOf } from '../support.ts';
+import { portOf } from '../../helpers/support.ts';
 
 let gw: TestGateway;
 let apps: TargetServer[];

@@ -17,6 +17,7 @@ import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { PNG } from 'pngjs';
 import { request, spawnGateway, startGateway, startUpstream, type SpawnedGateway, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { waitFor } from '../../helpers/support.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const NO_CHROMIUM = 'chromium not installed: apt-get install chromium';
@@ -410,10 +411,7 @@ describe('the console in headless Chromium', () => {
     if (!haveChromium) return t.skip(NO_CHROMIUM);
     for (const subject of ['poison-1', 'poison-2']) assert.equal((await request(`${gw.http}/billed/x`, { headers: { 'x-subject': subject } })).status, 200);
     const letters = async () => (await request(`${gw.admin}/metering-and-billing/dead-letters`)).json().data as { id: string }[];
-    const deadline = Date.now() + 10_000;
-    while ((await letters()).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    const [first, second] = await letters();
-    assert.ok(first && second, 'two dead letters');
+    const [first, second] = await waitFor(letters, 'two dead letters', 10_000, (listed) => listed.length >= 2);
     const { tab } = await openConsole(t);
     const row = (id: string) => tab.locator(`#dead-letters-table tr[data-key="${id}"]`);
     await row(first.id).waitFor();
@@ -426,9 +424,7 @@ describe('the console in headless Chromium', () => {
     ingest.refusing = false;
     await row(first.id).getByRole('button', { name: 'Re-deliver' }).click();
     await row(first.id).waitFor({ state: 'detached', timeout: 15_000 });
-    const deliveredBy = Date.now() + 10_000;
-    while (!ingest.accepted.includes('poison-1') && Date.now() < deliveredBy) await new Promise((r) => setTimeout(r, 50));
-    assert.ok(ingest.accepted.includes('poison-1'), 're-delivered to the endpoint');
+    await waitFor(() => ingest.accepted.includes('poison-1'), 'the letter re-delivered to the endpoint', 10_000);
 
     tab.once('dialog', (dialog) => void dialog.accept());
     await row(second.id).getByRole('button', { name: 'Delete' }).click();

@@ -7,10 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { ConfigLoadError, Gateway } from '../../../src/gateway.ts';
+import { ConfigLoadError } from '../../../src/errors.ts';
+import { Gateway } from '../../../src/gateway.ts';
 import { HttpError, type AccessContext, type PluginDefinition } from '../../../src/pdk/index.ts';
 import { request, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
-import { startWithRegistry, waitFor, type RegistryGateway } from '../support.ts';
+import { startWithRegistry, waitFor, type RegistryGateway } from '../../helpers/support.ts';
 
 const logged: string[] = [];
 const configuredInstances: number[] = [];

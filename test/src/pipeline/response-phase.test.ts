@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import type { PluginDefinition, ResponseHead } from '../../../src/pdk/types.ts';
 import { REWRITABLE_BODY_LIMIT } from '../../../src/pipeline/response-phase.ts';
 import { request, startUpstream, type Upstream } from '../../helpers/gateway.ts';
-import { closedPort, startWithRegistry, type RegistryGateway } from '../support.ts';
+import { closedPort, startWithRegistry, type RegistryGateway } from '../../helpers/support.ts';
 
 const empty = { type: 'record' as const, fields: {} };
 const logged: string[] = [];

@@ -18,7 +18,7 @@ import { stringify } from 'yaml';
 import { PID_FILE_NAME } from '../../../src/process/pid-file.ts';
 import { request, spawnGateway, startUpstream, tempDir, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
-import { waitFor } from '../support.ts';
+import { waitFor } from '../../helpers/support.ts';
 
 /** Metered requests answered before each stop: the events of the last second are still in memory then. */
 const REQUESTS = 300;
@@ -80,8 +80,8 @@ function signalGroup(gw: SpawnedGateway, signal: NodeJS.Signals): void {
 }
 
 /** Waits until the primary (or the only process) has taken the stop in hand: a signal after this one arrives mid-stop. */
-function shuttingDown(output: () => string): Promise<void> {
-  return waitFor(() => output().includes('"msg":"shutting down"'), 'the node to start shutting down', 10_000);
+async function shuttingDown(output: () => string): Promise<void> {
+  await waitFor(() => output().includes('"msg":"shutting down"'), 'the node to start shutting down', 10_000);
 }
 
 interface Delivery {

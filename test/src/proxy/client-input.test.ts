@@ -15,7 +15,7 @@ import type { PluginDefinition } from '../../../src/pdk/types.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { requestFrame, startGrpcEcho, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
 import { request, startUpstream, type Upstream } from '../../helpers/gateway.ts';
-import { parseRaw, portOf, rawExchange, startWithRegistry, type RegistryGateway } from '../support.ts';
+import { parseRaw, portOf, rawExchange, startWithRegistry, type RegistryGateway } from '../../helpers/support.ts';
 
 /** A plugin doing, on the request that asks (`x-meddle`), what no plugin should: it must still cost the upstream nothing. */
 const meddling: PluginDefinition = {

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { echoClient, grpc, requestFrame, startGrpcEcho, unary, unaryAt, type EchoClient, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
-import { closedPort } from '../support.ts';
+import { closedPort } from '../../helpers/support.ts';
 
 const SVC = '/tollgate.test.Echo';
 

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { after, before, test } from 'node:test';
 import { request, startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { portOf, rawRequest } from '../support.ts';
+import { portOf, rawRequest } from '../../helpers/support.ts';
 
 let gw: TestGateway;
 let echo: Upstream;

@@ -14,7 +14,7 @@ import { upstreamHost } from '../../../src/proxy/headers.ts';
 import type { Service } from '../../../src/config/types.ts';
 import { loadTlsMaterial } from '../../../src/tls.ts';
 import { request, startGateway, startUpstream, tempDir, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { closedPort, countingUpstream, portOf, rawExchange, rawRequest, waitFor, type CountingServer } from '../support.ts';
+import { closedPort, countingUpstream, portOf, rawExchange, rawRequest, waitFor, type CountingServer } from '../../helpers/support.ts';
 
 const VIA = '1.1 tollgate/0.1.0';
 const FIVE_MB = 5 * 1024 * 1024;

@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { echoClient, requestFrame, startGrpcEcho, unary, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
 import { startWsEcho, type WsEcho } from '../../fixtures/ws-echo.ts';
 import { startGateway, startUpstream, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
-import { parseRaw, portOf, rawExchange, rawRequest } from '../support.ts';
+import { parseRaw, portOf, rawExchange, rawRequest } from '../../helpers/support.ts';
 
 let gw: TestGateway;
 let echo: Upstream;

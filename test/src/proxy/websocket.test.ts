@@ -14,9 +14,11 @@ import WebSocket from 'ws';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { testCertificate } from '../../fixtures/tls.ts';
 import { startWsEcho, type WsEcho } from '../../fixtures/ws-echo.ts';
-import { closedPort } from '../support.ts';
+import { closedPort, waitFor } from '../../helpers/support.ts';
 
 const deadline = () => ({ signal: AbortSignal.timeout(10_000) });
+/** How long counts of open sockets may take to settle after a tunnel closes. */
+const SETTLE_MS = 15_000;
 
 /** The TCP socket under each client TLS socket, so a test can reset it. */
 const tcpUnder = new WeakMap<object, Socket>();
@@ -36,15 +38,6 @@ function connectionFactory(secure: boolean) {
 function resetConnection(ws: WebSocket): void {
   const socket = (ws as unknown as { _socket: Socket })._socket;
   (tcpUnder.get(socket) ?? socket).resetAndDestroy();
-}
-
-/** Polls until `condition` holds (bounded), for counts that settle asynchronously. */
-async function eventually(condition: () => boolean, what: string): Promise<void> {
-  const until = Date.now() + 15_000;
-  while (!condition()) {
-    if (Date.now() > until) assert.fail(`never settled: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 for (const transport of ['ws', 'wss'] as const) {
@@ -241,7 +234,7 @@ for (const transport of ['ws', 'wss'] as const) {
 
     test('no leaked sockets after 1000 connect/disconnect cycles', async () => {
       const listener = gw.gateway.proxyListeners[tls ? 1 : 0];
-      await eventually(() => listener.openConnections === 0 && upstream.openSockets() === 0, 'earlier tests\' sockets closed');
+      await waitFor(() => listener.openConnections === 0 && upstream.openSockets() === 0, 'earlier tests\' sockets closed', SETTLE_MS);
       let cycle = 0;
       const worker = async () => {
         while (cycle < 1000) {
@@ -255,8 +248,8 @@ for (const transport of ['ws', 'wss'] as const) {
         }
       };
       await Promise.all(Array.from({ length: 25 }, worker));
-      await eventually(() => listener.openConnections === 0, 'gateway client sockets closed');
-      await eventually(() => upstream.openSockets() === 0, 'upstream sockets closed');
+      await waitFor(() => listener.openConnections === 0, 'gateway client sockets closed', SETTLE_MS);
+      await waitFor(() => upstream.openSockets() === 0, 'upstream sockets closed', SETTLE_MS);
     });
   });
 }

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { registerStoreProcedures } from '../../../src/store/procedures.ts';
 import { putIfAbsent, take, type Store, type StoreAdapter } from '../../../src/store/store.ts';
-import { waitFor } from '../support.ts';
+import { waitFor } from '../../helpers/support.ts';
 
 /** A place where data lives (a LevelDB directory, a PostgreSQL schema); adapters open on it. */
 export interface StoreLocation {

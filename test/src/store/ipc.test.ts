@@ -11,7 +11,7 @@ import { StoreClosedError } from '../../../src/store/errors.ts';
 import { NoticeHub, RemoteStore, serveStore } from '../../../src/store/ipc.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import { tempDir } from '../../helpers/gateway.ts';
-import { waitFor } from '../support.ts';
+import { waitFor } from '../../helpers/support.ts';
 import { storeContract } from './contract.ts';
 
 interface Owner {

@@ -12,7 +12,7 @@ import type { PostgresSettings } from '../../../src/store/postgres/connection.ts
 import { PostgresStore } from '../../../src/store/postgres/store.ts';
 import { SCHEMA_VERSION } from '../../../src/store/postgres/schema.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
-import { waitFor } from '../support.ts';
+import { waitFor } from '../../helpers/support.ts';
 import { storeContract } from './contract.ts';
 
 const skip = postgresSkipReason();

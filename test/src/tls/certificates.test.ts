@@ -10,7 +10,7 @@ import { X509Certificate } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { testPki, type CertifiedKey } from '../../fixtures/tls.ts';
-import { portOf } from '../support.ts';
+import { portOf } from '../../helpers/support.ts';
 
 /** The first DNS name of the certificate the listener presents for `servername` (none: no SNI sent). */
 function servedName(gw: TestGateway, servername?: string): Promise<string> {

@@ -11,7 +11,8 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { MAX_JSON_DEPTH, nestsDeeperThan, parseUntrustedJson, JsonTooDeepError } from '../../../src/toolkit/json.ts';
+import { JsonTooDeepError } from '../../../src/errors.ts';
+import { MAX_JSON_DEPTH, nestsDeeperThan, parseUntrustedJson } from '../../../src/toolkit/json.ts';
 import { aroundTests, request, startGateway, startUpstream, type Reply, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 import { assertProblem, CE_SINGLE, event, MeteringApi, ROUTE_PATH } from '../../plugins/metering/catalogue-support.ts';
 
@@ -36,7 +37,7 @@ describe('the depth scan', () => {
   });
 
   test('parseUntrustedJson refuses too deep text as a SyntaxError with a stable code, and parses the rest', () => {
-    assert.throws(() => parseUntrustedJson(TOO_DEEP), (err: unknown) => err instanceof SyntaxError && err instanceof JsonTooDeepError && err.code === 'TG_ERR_JSON_TOO_DEEP');
+    assert.throws(() => parseUntrustedJson(TOO_DEEP), (err: unknown) => err instanceof SyntaxError && err instanceof JsonTooDeepError && err.code === 'TOLLGATE_ERR_JSON_TOO_DEEP');
     assert.equal(JSON.stringify(parseUntrustedJson(nested(MAX_JSON_DEPTH))), nested(MAX_JSON_DEPTH));
     assert.throws(() => parseUntrustedJson('{"a":'), SyntaxError);
   });

@@ -16,7 +16,7 @@ import { ConcurrentChangeError, PrimaryKeyViolationError, UniqueViolationError }
 import { EntityDirectory } from '../../../src/toolkit/entity-directory.ts';
 import type { Entity, EntityDefinition } from '../../../src/pdk/types.ts';
 import { tempDir } from '../../helpers/gateway.ts';
-import { waitFor } from '../support.ts';
+import { waitFor } from '../../helpers/support.ts';
 
 const keyEntity: EntityDefinition = {
   name: 'keyauth_credentials',

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type TestGateway } from '../../../helpers/gateway.ts';
-import { afterStart, assertProblem, BillingApi, key, unitCard, until, startBillingGateway } from './support.ts';
+import { waitFor } from '../../../helpers/support.ts';
+import { afterStart, assertProblem, BillingApi, key, unitCard, startBillingGateway } from './support.ts';
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
@@ -23,11 +24,11 @@ async function meteredPlan(): Promise<{ planKey: string; featureKey: string }> {
 }
 
 async function usageOf(customerKey: string, featureKey: string, expected: string): Promise<string> {
-  return until(`usage ${expected} of ${customerKey}`, async () => {
+  return waitFor(async () => {
     const access = await api.ok(200, api.get(`/customers/${customerKey}/entitlement-access`));
     const usage = access.data.find((e: any) => e.feature_key === featureKey)?.usage;
     return usage === expected ? usage : undefined;
-  });
+  }, `usage ${expected} of ${customerKey}`, 20_000);
 }
 
 describe('customers', () => {

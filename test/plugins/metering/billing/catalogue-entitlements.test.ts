@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type TestGateway } from '../../../helpers/gateway.ts';
-import { afterStart, anchorEndingIn, assertProblem, BillingApi, key, sleep, unitCard, until, startBillingGateway } from './support.ts';
+import { waitFor } from '../../../helpers/support.ts';
+import { afterStart, anchorEndingIn, assertProblem, BillingApi, key, sleep, unitCard, startBillingGateway } from './support.ts';
 
 let gateway: TestGateway;
 let api: BillingApi;
@@ -24,11 +25,11 @@ async function metered(entitlement: Record<string, unknown>, extra: Record<strin
 }
 
 async function accessOf(customerKey: string, featureKey: string, until_: (e: any) => boolean = () => true): Promise<any> {
-  return until(`access of ${customerKey}`, async () => {
+  return waitFor(async () => {
     const res = await api.ok(200, api.get(`/customers/${customerKey}/entitlement-access`));
     const entry = res.data.find((e: any) => e.feature_key === featureKey);
     return entry && until_(entry) ? entry : undefined;
-  });
+  }, `access of ${customerKey}`, 20_000);
 }
 
 async function query(body: unknown, params = ''): Promise<any> {

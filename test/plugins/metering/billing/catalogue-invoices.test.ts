@@ -7,10 +7,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { alignedPeriod, parseCadence, parseInstant } from '../../../../plugins/metering/billing/calendar.ts';
-import { currencyOf, Decimal, formatDecimal, type Currency } from '../../../../plugins/metering/billing/money.ts';
-import type { Price } from '../../../../plugins/metering/billing/plan-model.ts';
-import { rateFlat, rateUsage } from '../../../../plugins/metering/billing/rating.ts';
+import { alignedPeriod, parseCadence, parseInstant } from '../../../../plugins/metering/billing/shared/calendar.ts';
+import { currencyOf, Decimal, formatDecimal, type Currency } from '../../../../plugins/metering/billing/shared/money.ts';
+import type { Price } from '../../../../plugins/metering/billing/productcatalog/plan-model.ts';
+import { rateFlat, rateUsage } from '../../../../plugins/metering/billing/invoice/rating.ts';
 import { request, type TestGateway } from '../../../helpers/gateway.ts';
 import { afterStart, anchorEndingIn, assertProblem, BillingApi, flatCard, key, planBody, sleep, unitCard, startBillingGateway } from './support.ts';
 

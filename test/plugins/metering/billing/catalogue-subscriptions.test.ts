@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { boundary, parseCadence, parseInstant, periodIndexAt } from '../../../../plugins/metering/billing/calendar.ts';
+import { boundary, parseCadence, parseInstant, periodIndexAt } from '../../../../plugins/metering/billing/shared/calendar.ts';
 import { type TestGateway } from '../../../helpers/gateway.ts';
 import { afterStart, anchorEndingIn, assertProblem, BillingApi, flatCard, key, planBody, unitCard, startBillingGateway } from './support.ts';
 

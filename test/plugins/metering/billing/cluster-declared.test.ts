@@ -10,7 +10,8 @@ import { describe, test } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { spawnGateway, type SpawnedGateway } from '../../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../../helpers/postgres.ts';
-import { BillingApi, billingConfig, planBody, until } from './support.ts';
+import { waitFor } from '../../../helpers/support.ts';
+import { BillingApi, billingConfig, planBody } from './support.ts';
 
 const REFUSED = 'cannot be applied';
 const APPLIED = 'billing: applied the customers, features and plans of gateway.yaml';
@@ -39,10 +40,10 @@ async function planVersions(api: BillingApi): Promise<[number, string][]> {
  * serves once its processes are configured, but their log lines reach its output in their own time).
  */
 async function outputAfter(nodes: SpawnedGateway[], applied: number): Promise<string> {
-  return until(`${applied} application(s) of gateway.yaml`, async () => {
+  return waitFor(async () => {
     const all = nodes.map((n) => n.output()).join('\n');
     return count(all, APPLIED) >= applied || all.includes(REFUSED) ? all : undefined;
-  });
+  }, `${applied} application(s) of gateway.yaml`, 20_000);
 }
 
 /** Applied `applied` times in all, by one process each time, and nothing refused. */
@@ -65,7 +66,7 @@ describe('declared billing entities on several processes', () => {
       next.plans[0].phases[0].rate_cards[0].price.amount = '0.02';
       writeFileSync(node.configFile, stringify(next));
       node.kill('SIGHUP');
-      await until('the reload on every worker', async () => (node.output().includes(RELOADED) ? true : undefined));
+      await waitFor(async () => (node.output().includes(RELOADED) ? true : undefined), 'the reload on every worker', 20_000);
       assert.deepEqual(await planVersions(api), [[1, 'archived'], [2, 'active']]);
       await assertAppliedOnce([node], 2);
     } finally {

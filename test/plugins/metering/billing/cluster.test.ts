@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { request, startGateway, startUpstream, type TestGateway } from '../../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../../helpers/postgres.ts';
-import { afterStart, anchorEndingIn, BillingApi, billingConfig, unitCard, until } from './support.ts';
+import { waitFor } from '../../../helpers/support.ts';
+import { afterStart, anchorEndingIn, BillingApi, billingConfig, unitCard } from './support.ts';
 
 describe('billing on nodes sharing PostgreSQL', { skip: postgresSkipReason() }, () => {
   const suite = postgresForSuite();
@@ -57,10 +58,10 @@ describe('billing on nodes sharing PostgreSQL', { skip: postgresSkipReason() }, 
 
     const accessOn = async (api: BillingApi) => (await api.ok(200, api.get(`/customers/${customer.key}/entitlement-access`))).data.find((e: any) => e.feature_key === calls.key);
     for (const api of [a, b]) {
-      const access = await until('the usage of both nodes', async () => {
+      const access = await waitFor(async () => {
         const entry = await accessOn(api);
         return entry?.usage === '11' ? entry : undefined;
-      });
+      }, 'the usage of both nodes', 20_000);
       assert.equal(access.balance, '89');
       const upcoming = await api.ok(200, api.get(`/customers/${customer.key}/upcoming-invoice`));
       assert.equal(upcoming.totals.total, '5.5');
@@ -107,18 +108,18 @@ describe('billing on nodes sharing PostgreSQL', { skip: postgresSkipReason() }, 
 
     // Both nodes admit the customer (B learns of the subscription made on A).
     for (const node of [nodeA, nodeB]) {
-      const first = await until('access on both nodes', async () => {
+      const first = await waitFor(async () => {
         const r = await call(node);
         return r.status === 200 ? r : undefined;
-      });
+      }, 'access on both nodes', 20_000);
       assert.equal(first.headers['x-usage-limit'], '3');
     }
     await afterStart(subscription);
     await a.usage('acme', 'request', 3, { route: '/api' });
-    const refused = await until('node B refusing the used-up limit', async () => {
+    const refused = await waitFor(async () => {
       const r = await call(nodeB);
       return r.status === 429 ? r : undefined;
-    });
+    }, 'node B refusing the used-up limit', 20_000);
     assert.equal(refused.headers['x-usage-remaining'], '0');
     assert.ok(Number(refused.headers['retry-after']) > 0);
     assert.equal((await call(nodeA)).status, 429);

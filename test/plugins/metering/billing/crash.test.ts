@@ -7,10 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { Decimal, formatDecimal } from '../../../../plugins/metering/billing/money.ts';
+import { Decimal, formatDecimal } from '../../../../plugins/metering/billing/shared/money.ts';
 import { spawnGateway, tempDir, type SpawnedGateway } from '../../../helpers/gateway.ts';
+import { waitFor } from '../../../helpers/support.ts';
 import { crash, inParallel } from '../catalogue-support.ts';
-import { afterStart, anchorEndingIn, BillingApi, billingConfig, flatCard, key, sleep, unitCard, until } from './support.ts';
+import { afterStart, anchorEndingIn, BillingApi, billingConfig, flatCard, key, sleep, unitCard } from './support.ts';
 
 const SUBSCRIPTIONS = 120;
 
@@ -46,20 +47,20 @@ test('kill -9 while invoices are being issued: after the restart every period ha
 
   // Kill as soon as the first invoices appear (issuing takes a while for this many).
   await sleep(Math.max(0, periodEnd + 1_000 - Date.now()));
-  const seenBeforeKill = await until('the first invoices', async () => {
+  const seenBeforeKill = await waitFor(async () => {
     const n = (await allInvoices(api)).length;
     return n > 0 ? n : undefined;
-  }, 30_000);
+  }, 'the first invoices', 30_000);
   await crash(gateway);
   t.diagnostic(`${seenBeforeKill} of ${SUBSCRIPTIONS} invoices were listed just before the kill`);
 
   gateway = await spawnGateway(config, { dataDir });
   running.push(gateway);
   api = await BillingApi.connect(gateway.https);
-  const invoices = await until(`${SUBSCRIPTIONS} invoices after the restart`, async () => {
+  const invoices = await waitFor(async () => {
     const list = await allInvoices(api);
     return list.length >= SUBSCRIPTIONS ? list : undefined;
-  }, 60_000);
+  }, `${SUBSCRIPTIONS} invoices after the restart`, 60_000);
   await sleep(1_500);
   const final = await allInvoices(api);
   assert.equal(final.length, SUBSCRIPTIONS, `no duplicates appeared (${seenBeforeKill} had been issued before the kill)`);

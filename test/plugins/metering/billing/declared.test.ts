@@ -12,7 +12,8 @@ import { stringify } from 'yaml';
 import { loadConfigFile } from '../../../../src/config/load.ts';
 import { bundledPlugins } from '../../../../src/plugins.ts';
 import { startGateway, tempDir, type TestGateway } from '../../../helpers/gateway.ts';
-import { assertProblem, BillingApi, billingConfig, planBody, sleep, until } from './support.ts';
+import { waitFor } from '../../../helpers/support.ts';
+import { assertProblem, BillingApi, billingConfig, planBody, sleep } from './support.ts';
 
 function declared(price: string, withExtras = true): Record<string, any> {
   return billingConfig({
@@ -59,10 +60,10 @@ describe('gateway.yaml customers, features and plans', () => {
     const subscription = await api.subscribe('declared-acme', 'declared_pro');
     assert.equal(subscription.plan.version, 1);
     assert.equal(await gateway.reload(declared('0.02', false)), true);
-    const plans = await until('v2', async () => {
+    const plans = await waitFor(async () => {
       const list = (await api.ok(200, api.get('/plans?key=declared_pro'))).data;
       return list.length === 2 ? list : undefined;
-    });
+    }, 'v2', 20_000);
     assert.deepEqual(plans.map((p: any) => [p.version, p.status]), [[1, 'archived'], [2, 'active']]);
     assert.equal(plans[1].phases[0].rate_cards[0].price.amount, '0.02');
     assert.equal((await api.ok(200, api.get(`/subscriptions/${subscription.id}`))).plan.version, 1);

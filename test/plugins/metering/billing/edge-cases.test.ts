@@ -12,7 +12,8 @@ import { stringify } from 'yaml';
 import { loadConfigFile } from '../../../../src/config/load.ts';
 import { bundledPlugins } from '../../../../src/plugins.ts';
 import { startGateway, tempDir, type TestGateway } from '../../../helpers/gateway.ts';
-import { anchorEndingIn, assertProblem, BillingApi, billingConfig, flatCard, key, planBody, sleep, startBillingGateway, unitCard, until } from './support.ts';
+import { waitFor } from '../../../helpers/support.ts';
+import { anchorEndingIn, assertProblem, BillingApi, billingConfig, flatCard, key, planBody, sleep, startBillingGateway, unitCard } from './support.ts';
 
 let gateway: TestGateway;
 let api: BillingApi;
@@ -199,10 +200,10 @@ describe('subscription instants', () => {
     const customer = await api.customer();
     const subscription = await api.subscribe(customer.key, plan.key);
     await api.usage(customer.key, 'request', 3, { route: '/a' }, subscription.active_from);
-    const access = await until('the 3 events of the first second', async () => {
+    const access = await waitFor(async () => {
       const [entry] = (await api.ok(200, api.get(`/customers/${customer.key}/entitlement-access`))).data;
       return entry.usage === '3' ? entry : undefined;
-    });
+    }, 'the 3 events of the first second', 20_000);
     assert.equal(access.balance, '7');
     const upcoming = await api.ok(200, api.get(`/customers/${customer.key}/upcoming-invoice`));
     assert.equal(upcoming.lines[0].quantity, '3');

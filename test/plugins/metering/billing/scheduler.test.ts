@@ -12,12 +12,12 @@ import { after, describe, test } from 'node:test';
 import pino from 'pino';
 import { Billing } from '../../../../plugins/metering/billing/billing.ts';
 import { flatCard, planBody, unitCard } from './support.ts';
-import { parsePlan } from '../../../../plugins/metering/billing/plan-model.ts';
-import { billingPeriod } from '../../../../plugins/metering/billing/subscriptions.ts';
-import { prepareEvents } from '../../../../plugins/metering/events.ts';
-import { meterDefinitionFrom } from '../../../../plugins/metering/meter-model.ts';
+import { parsePlan } from '../../../../plugins/metering/billing/productcatalog/plan-model.ts';
+import { billingPeriod } from '../../../../plugins/metering/billing/subscription/subscriptions.ts';
+import { prepareEvents } from '../../../../plugins/metering/ingest/events.ts';
+import { meterDefinitionFrom } from '../../../../plugins/metering/meter/meter-model.ts';
 import { MeteringService } from '../../../../plugins/metering/service.ts';
-import { MeterUsage } from '../../../../plugins/metering/usage.ts';
+import { MeterUsage } from '../../../../plugins/metering/query/usage.ts';
 import { LevelStore } from '../../../../src/store/level.ts';
 import { tempDir } from '../../../helpers/gateway.ts';
 
@@ -47,7 +47,7 @@ function billingOver(store: LevelStore, service: MeteringService): Billing {
 
 /** A customer on a PT1M plan pricing api calls by unit plus a fee in arrears (a line every period), with `events` calls in its first period. */
 async function setUp(service: MeteringService, billing: Billing, events: number) {
-  await service.createMeter(meterDefinitionFrom({ key: 'calls', event_type: 'call', aggregation: 'count' }));
+  await service.catalogue.createMeter(meterDefinitionFrom({ key: 'calls', event_type: 'call', aggregation: 'count' }));
   const feature = await billing.features.create({ key: 'calls', name: 'Calls', description: null, labels: {}, meter: { idOrKey: 'calls', filters: {} } });
   const plan = await billing.plans.create(parsePlan(planBody('usage', [unitCard(feature.key, '0.1'), flatCard('base', '1', 'in_arrears')])).definition!);
   await billing.plans.publish(plan.id);

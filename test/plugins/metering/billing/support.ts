@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { startGateway, type TestGateway } from '../../../helpers/gateway.ts';
+import { waitFor } from '../../../helpers/support.ts';
 import { MeteringApi, meteringConfig, sleep, type Reply } from '../catalogue-support.ts';
 
 export { assertProblem, sleep, unique } from '../catalogue-support.ts';
@@ -42,17 +43,6 @@ export function key(prefix: string): string {
 /** An anchor that makes the current PT1M period end `ms` from now (for a subscription created now). */
 export function anchorEndingIn(ms: number): string {
   return new Date(Date.now() + ms - 60_000).toISOString();
-}
-
-/** Polls `check` until it returns a value other than undefined (or the deadline passes). */
-export async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
 }
 
 export type Card = Record<string, unknown>;
@@ -130,10 +120,10 @@ export class BillingApi extends MeteringApi {
 
   /** The customer's issued invoices once there are `count` of them. */
   invoicesWhen(customerKey: string, count: number, timeoutMs = 20_000): Promise<any[]> {
-    return until(`${count} invoices of ${customerKey}`, async () => {
+    return waitFor(async () => {
       const list = await this.invoices(customerKey);
       return list.length >= count ? list : undefined;
-    }, timeoutMs);
+    }, `${count} invoices of ${customerKey}`, timeoutMs);
   }
 }
 

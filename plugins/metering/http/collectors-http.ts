@@ -1,0 +1,82 @@
+/**
+ * Collectors under the metering route: `GET|POST /collectors`, `GET|DELETE /collectors/{name}`, and the
+ * webhook endpoint `POST /collectors/{name}/events` of a collector without `match`.
+ */
+import { MeteringError } from '../shared/errors.ts';
+import { collectorProblems, type CollectorDefinition, type CollectorRecord, type Collectors } from '../ingest/collectors.ts';
+import { readJson, requireScope, type MeteringRequest, type SubRoutes } from './http.ts';
+import type { Ingestion } from '../ingest/ingest.ts';
+import type { MeteringConfig } from '../schema.ts';
+
+function publicCollector(record: CollectorRecord): Record<string, unknown> {
+  const out: Record<string, unknown> = { name: record.name, mapping: record.mapping, origin: record.origin, created_at: record.created_at };
+  if (record.description) out.description = record.description;
+  if (record.match) out.match = record.match;
+  return out;
+}
+
+export class CollectorsHttp implements SubRoutes {
+  constructor(
+    private readonly collectors: Collectors,
+    private readonly ingestion: Ingestion,
+  ) {}
+
+  async route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean> {
+    if (parts[0] !== 'collectors' || parts.length > 3) return false;
+    const method = ctx.method;
+    const allow = (methods: string[]) => {
+      if (!methods.includes(method)) throw new MeteringError(405, `method ${method} not allowed here`, { headers: { allow: methods.join(', ') } });
+    };
+    if (parts.length === 1) {
+      allow(['GET', 'POST']);
+      if (method === 'GET') {
+        requireScope(ctx, config, 'read');
+        ctx.respond(200, { data: this.collectors.list().map(publicCollector) });
+      } else await this.create(ctx, config);
+      return true;
+    }
+    const name = parts[1];
+    if (parts.length === 3) {
+      if (parts[2] !== 'events') return false;
+      allow(['POST']);
+      await this.webhook(ctx, config, name);
+      return true;
+    }
+    allow(['GET', 'DELETE']);
+    const found = this.collectors.get(name);
+    if (!found) throw new MeteringError(404, `not found error: collector not found: ${name}`);
+    if (method === 'GET') {
+      requireScope(ctx, config, 'read');
+      ctx.respond(200, publicCollector(found.record));
+      return true;
+    }
+    requireScope(ctx, config, 'manage');
+    if (found.record.origin === 'config') throw new MeteringError(405, `collector ${name} is declared in gateway.yaml and is read-only; change it there`);
+    await this.collectors.delete(name);
+    ctx.respond(204);
+    return true;
+  }
+
+  private async create(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
+    requireScope(ctx, config, 'manage');
+    const body = await readJson(ctx, config.max_body_size);
+    const problems = collectorProblems(body);
+    if (problems.length > 0) {
+      throw new MeteringError(400, `validation error: ${problems.map((p) => (p.field ? `${p.field}: ${p.reason}` : p.reason)).join('; ')}`, { invalidParameters: problems.map((p) => ({ ...p, rule: 'invalid', source: 'body' as const })) });
+    }
+    const record = await this.collectors.create(body as CollectorDefinition);
+    if (!record) throw new MeteringError(409, `conflict error: a collector named ${(body as CollectorDefinition).name} already exists`);
+    ctx.respond(201, publicCollector(record));
+  }
+
+  private async webhook(ctx: MeteringRequest, config: MeteringConfig, name: string): Promise<void> {
+    requireScope(ctx, config, 'ingest');
+    const collector = this.collectors.get(name);
+    if (!collector) throw new MeteringError(404, `not found error: collector not found: ${name}`);
+    if (collector.record.match) throw new MeteringError(409, `collector ${name} rewrites events posted to /events (it has a match); it takes no webhook`);
+    const body = await readJson(ctx, config.max_body_size);
+    if (body === undefined) throw new MeteringError(400, 'the body must be JSON', { invalidParameters: [{ field: 'body', reason: 'empty', rule: 'required', source: 'body' }] });
+    await this.ingestion.webhook(collector, body, config);
+    ctx.respond(202);
+  }
+}
