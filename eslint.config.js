@@ -32,20 +32,6 @@ export default tseslint.config(
     },
   },
   {
-    // The one cycle left, through types: query/customer-query -> service -> schema -> billing/entities ->
-    // billing/customer/customers -> query/customer-query. Named file by file, so that any other cycle, or
-    // this one under new names, is still reported; to be broken in metering (issue 29).
-    files: [
-      'plugins/metering/query/customer-query.ts',
-      'plugins/metering/service.ts',
-      'plugins/metering/schema.ts',
-      'plugins/metering/billing/entities.ts',
-      'plugins/metering/billing/customer/customers.ts',
-      'plugins/metering/billing/productcatalog/features.ts',
-    ],
-    rules: { 'import-x/no-cycle': 'off' },
-  },
-  {
     files: ['src/**/*.ts'],
     rules: {
       'import-x/no-restricted-paths': [
