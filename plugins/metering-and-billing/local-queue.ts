@@ -102,7 +102,8 @@ export class LocalQueue implements EventQueue {
     this.cannotRecord = false;
     if (refused.length > 0) {
       this.metrics.dropped.inc({ queue: this.name, reason: 'refused' }, refused.length);
-      this.log.warn({ queue: this.name, refused: refused.length, of: count, reason: refused[0].reason, code: refused[0].code }, 'request metering: events refused by the metering store');
+      const [{ reason, code }] = refused;
+      this.log.warn({ queue: this.name, refused: refused.length, of: count, reason, code }, 'request metering: events refused by the metering store');
     }
     if (this.failures > 0) {
       this.failures = 0;

@@ -99,7 +99,8 @@ export class DeclaredSync {
       await change();
     } catch (err) {
       this.refused++;
-      this.log.error({ entity: what, error: (err as Error).message, code: (err as { code?: unknown }).code }, 'billing: a gateway.yaml entity cannot be applied; skipped');
+      const { message, code } = err as Error & { code?: unknown };
+      this.log.error({ entity: what, error: message, code }, 'billing: a gateway.yaml entity cannot be applied; skipped');
     }
   }
 

@@ -2,7 +2,7 @@
  * Collectors under the metering route: `GET|POST /collectors`, `GET|DELETE /collectors/{name}`, and the
  * webhook endpoint `POST /collectors/{name}/events` of a collector without `match`.
  */
-import { collectorNotFound, declaredReadOnly, methodNotAllowed, RequestError, ServiceError, validationFailed } from '../shared/errors.ts';
+import { collectorExists, collectorHasMatch, collectorNotFound, declaredReadOnly, methodNotAllowed, RequestError, validationFailed } from '../shared/errors.ts';
 import { collectorProblems, type CollectorDefinition, type CollectorRecord, type Collectors } from '../ingest/collectors.ts';
 import { readJson, requireScope, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from '../ingest/ingest.ts';
@@ -66,7 +66,7 @@ export class CollectorsHttp implements SubRoutes {
       throw validationFailed(described, problems.map((p) => ({ ...p, rule: 'invalid', source: 'body' as const })));
     }
     const record = await this.collectors.create(body as CollectorDefinition);
-    if (!record) throw new ServiceError('METERING_ERR_COLLECTOR_EXISTS', `conflict error: a collector named ${(body as CollectorDefinition).name} already exists`);
+    if (!record) throw collectorExists((body as CollectorDefinition).name);
     ctx.respond(201, publicCollector(record));
   }
 
@@ -74,9 +74,11 @@ export class CollectorsHttp implements SubRoutes {
     requireScope(ctx, config, 'ingest');
     const collector = this.collectors.get(name);
     if (!collector) throw collectorNotFound(name);
-    if (collector.record.match) throw new ServiceError('METERING_ERR_COLLECTOR_HAS_MATCH', `collector ${name} rewrites events posted to /events (it has a match); it takes no webhook`);
+    if (collector.record.match) throw collectorHasMatch(name);
     const body = await readJson(ctx, config.max_body_size);
-    if (body === undefined) throw new RequestError('METERING_ERR_MALFORMED_BODY', 'the body must be JSON', { invalidParameters: [{ field: 'body', reason: 'empty', rule: 'required', source: 'body' }] });
+    if (body === undefined) {
+      throw new RequestError('METERING_ERR_MALFORMED_BODY', 'the body must be JSON', { invalidParameters: [{ field: 'body', reason: 'empty', rule: 'required', source: 'body' }] });
+    }
     await this.ingestion.webhook(collector, body, config);
     ctx.respond(202);
   }

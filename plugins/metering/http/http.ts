@@ -5,7 +5,10 @@
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
 import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, StoreUnwritableError, type RequestContext } from '../../../src/pipeline/plugin-api.ts';
-import { BodyError, bodyTooLarge, internalError, malformedJson, methodNotAllowed, MeteringError, meterNotFound, noResource, notUtf8, RequestError, scopeRequired, validationFailed, type InvalidParameter, type MeteringErrorKind } from '../shared/errors.ts';
+import {
+  BodyError, bodyTooLarge, internalError, malformedJson, methodNotAllowed, MeteringError, meterNotFound, noResource, notUtf8, RequestError, scopeRequired,
+  validationFailed, type InvalidParameter, type MeteringErrorKind,
+} from '../shared/errors.ts';
 import type { Ingestion } from '../ingest/ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate } from '../meter/meter-model.ts';
 import { toCsv } from './csv.ts';

@@ -128,10 +128,11 @@ export const bodyTooLarge = (limit: number) => new RequestError('METERING_ERR_BO
 export const validationFailed = (described: string[], problems: InvalidParameter[]) =>
   new RequestError('METERING_ERR_VALIDATION', `validation error: ${described.join('; ')}`, { invalidParameters: problems });
 
-/** A body that is not UTF-8 or not JSON; `prefix` names what was read (`invalid event: ` on ingest). */
+/** A body that is not UTF-8; `prefix` says what was being read (`invalid event: ` on ingest). */
 export const notUtf8 = (prefix = '') =>
   new BodyError('METERING_ERR_MALFORMED_BODY', `${prefix}the body is not valid UTF-8`, { invalidParameters: [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }] });
 
+/** A body that is not JSON: the detail names the parser's complaint, `reason` is the invalid parameter's. */
 export const malformedJson = (cause: Error, reason: string, prefix = '') =>
   new BodyError('METERING_ERR_MALFORMED_BODY', `${prefix}malformed JSON: ${cause.message}`, { invalidParameters: [{ field: 'body', reason, rule: 'type', source: 'body' }] });
 
@@ -153,6 +154,12 @@ export const declaredReadOnly = (what: 'meter' | 'collector', key: string) =>
   new ServiceError('METERING_ERR_READ_ONLY', `${what} ${key} is declared in gateway.yaml and is read-only; change it there`);
 
 export const meterExists = () => new ServiceError('METERING_ERR_METER_EXISTS', 'conflict error: meter with the same slug already exists');
+
+export const collectorExists = (name: string) => new ServiceError('METERING_ERR_COLLECTOR_EXISTS', `conflict error: a collector named ${name} already exists`);
+
+/** A collector with `match` rewrites events posted to /events: it has no webhook of its own. */
+export const collectorHasMatch = (name: string) =>
+  new ServiceError('METERING_ERR_COLLECTOR_HAS_MATCH', `collector ${name} rewrites events posted to /events (it has a match); it takes no webhook`);
 
 export const meterBackfilling = (key: string, percent: number) =>
   new ServiceError('METERING_ERR_METER_BACKFILLING', `meter ${key} is still aggregating stored events (${percent}%); retry later`, { retryAfterSeconds: 5 });
