@@ -2,7 +2,7 @@
  * Metering's error catalogue: every error metering raises is made here (billing's catalogue is
  * billing/shared/errors.ts). Each has a stable `name` (its class), a stable `code` (METERING_ERR_*) and
  * a kind — what went wrong in the domain's words. The domains never know HTTP: the HTTP layer alone
- * maps a kind to a status (http/problem.ts), as OpenMeter's httpdriver does. docs/errors-metering.md
+ * maps a kind to a status (http/http.ts), as OpenMeter's httpdriver does. docs/errors.md
  * lists every code with what to do about it.
  */
 /** One problem of a request body, in the Konnect `invalid_parameters` shape. */

@@ -1,7 +1,7 @@
 /**
  * Every problem+json answer of the metering route carries its catalogue code (`code`, an RFC 7807
  * extension member) beside the members it always had — metering's (v3 and OpenMeter v1 paths) and
- * billing's own, which used to be lost behind a code per status (docs/errors-metering.md).
+ * billing's own, which used to be lost behind a code per status (docs/errors.md).
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
