@@ -12,7 +12,7 @@
  * everything before the writer closes.
  */
 import type { Logger } from 'pino';
-import { StoreUnwritableError } from '../../src/pipeline/plugin-api.ts';
+import { StoreUnwritableError } from '../../src/pdk/index.ts';
 import { AGGREGATION_LAG_CODE, QUEUE_FULL_CODE, type LocalIngest, type RefusedEvent } from '../metering/public.ts';
 import type { MeteringEvent } from './events.ts';
 import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';

@@ -4,7 +4,7 @@
  * background work; leads the aggregation on a shared store and keeps this process's meters fresh.
  */
 import type { Logger } from 'pino';
-import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pipeline/plugin-api.ts';
+import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pdk/index.ts';
 import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, subjectKey, unescapePart } from './shared/keys.ts';
 import { AggregateLedger } from './aggregation/ledger.ts';
 import { Maintenance } from './aggregation/maintenance.ts';

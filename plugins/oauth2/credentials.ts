@@ -13,7 +13,7 @@ import {
   type ConsumerDirectory,
   type RemovedListener,
   type Store,
-} from '../../src/pipeline/plugin-api.ts';
+} from '../../src/pdk/index.ts';
 import type { Logger } from 'pino';
 import { credentialEntity, type OAuth2Credential } from './credential-schema.ts';
 

@@ -5,7 +5,7 @@
  * see every plugin a route runs.
  */
 import { closestName } from '../did-you-mean.ts';
-import type { PluginDefinition, PluginRegistry, PluginScope } from '../pipeline/plugin-api.ts';
+import type { PluginDefinition, PluginRegistry, PluginScope } from '../pdk/types.ts';
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
 import { pluginEntitySchema } from './entities.ts';

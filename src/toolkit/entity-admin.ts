@@ -8,9 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import { isUuid, TTL } from '../config/entities.ts';
 import { validate, type FieldSchema, type Issue, type RecordSchema } from '../config/schema.ts';
-import type { AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
+import type { AdminReply, AdminRequest, AdminRoute, Entity, ParentDirectory } from '../pdk/types.ts';
 import { ConcurrentChangeError, declaredEntityReadOnly, ForeignKeyViolationError, NotFoundError, SchemaViolationError, type WriteMethod } from './admin-errors.ts';
-import { MAX_WRITE_ATTEMPTS, type Entity, type EntityDirectory, type ParentDirectory } from './entity-directory.ts';
+import { MAX_WRITE_ATTEMPTS, type EntityDirectory } from './entity-directory.ts';
 import { page } from './paging.ts';
 
 export interface EntityAdminOptions<T extends Entity> {

@@ -47,7 +47,7 @@
  * reader's clock), i.e. how soon a fail-over starts.
  */
 import type { Logger } from 'pino';
-import type { BatchOp, Expectation, Store, WriteBatch } from '../../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Expectation, Store, WriteBatch } from '../../../src/pdk/index.ts';
 
 type WriteOptions = Parameters<Store['batch']>[1];
 import type { PreparedEvent } from '../ingest/events.ts';

@@ -4,7 +4,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
-import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, StoreUnwritableError, type RequestContext } from '../../../src/pipeline/plugin-api.ts';
+import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, StoreUnwritableError, type AccessContext } from '../../../src/pdk/index.ts';
 import {
   BodyError, bodyTooLarge, internalError, malformedJson, methodNotAllowed, MeteringError, meterNotFound, noResource, notUtf8, RequestError, scopeRequired,
   validationFailed, type InvalidParameter, type MeteringErrorKind,
@@ -24,7 +24,7 @@ import { parseRfc3339 } from '../shared/time.ts';
  * What the metering API reads of a request and how it answers: the proxy's MeteringRequest, or the admin
  * API's read-only mount of the same resources (admin.ts), so both answer through this one mapping.
  */
-export type MeteringRequest = Pick<RequestContext, 'id' | 'method' | 'path' | 'matchedPrefix' | 'query' | 'headers' | 'credential' | 'readBody' | 'respond'>;
+export type MeteringRequest = Pick<AccessContext, 'id' | 'method' | 'path' | 'matchedPrefix' | 'query' | 'headers' | 'credential' | 'readBody' | 'respond'>;
 
 /** An error as the client is answered: status, stable code, detail, and what the client can act on. */
 export interface Problem {

@@ -15,7 +15,7 @@ import { CollectorError, type CollectorFailure } from '../shared/errors.ts';
 import { createHash } from 'node:crypto';
 import jsonata from 'jsonata';
 import type { Logger } from 'pino';
-import { operatorRegexProblem, putIfAbsent, type Store } from '../../../src/pipeline/plugin-api.ts';
+import { operatorRegexProblem, putIfAbsent, type Store } from '../../../src/pdk/index.ts';
 import { MappingWorker, type MappingFailure, type MappingLimits } from './mapping-worker.ts';
 
 export interface CollectorDefinition {

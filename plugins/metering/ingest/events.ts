@@ -4,7 +4,7 @@
  */
 import { BodyError, invalidEvents, malformedJson, notUtf8, type InvalidParameter } from '../shared/errors.ts';
 import { isUtf8 } from 'node:buffer';
-import { mediaType, parseUntrustedJson } from '../../../src/pipeline/plugin-api.ts';
+import { mediaType, parseUntrustedJson } from '../../../src/pdk/index.ts';
 import { nestedDeeperThan } from '../shared/json-depth.ts';
 import { dedupeHash, escapePart } from '../shared/keys.ts';
 import { MAX_IDENTIFIER_LENGTH } from '../shared/limits.ts';

@@ -5,7 +5,7 @@
  * its store, else handed to the aggregator (meter-commands.ts), which may be another process.
  */
 import type { Logger } from 'pino';
-import type { Store } from '../../../src/pipeline/plugin-api.ts';
+import type { Store } from '../../../src/pdk/index.ts';
 import { declaredReadOnly, LeaseLostError, meterExists, meterNotFound, ServiceError } from '../shared/errors.ts';
 import { configMeterId, ulid } from '../shared/ids.ts';
 import { meterKey } from '../shared/keys.ts';

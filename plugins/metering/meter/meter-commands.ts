@@ -9,7 +9,7 @@
  * answering, the next aggregator makes it again (a creation then answers 409: the meter exists).
  */
 import type { Logger } from 'pino';
-import type { Store } from '../../../src/pipeline/plugin-api.ts';
+import type { Store } from '../../../src/pdk/index.ts';
 import { DRAIN_WAIT_MS } from '../aggregation/aggregator.ts';
 import { MeterCommandTimeout, type MeteringErrorCode } from '../shared/errors.ts';
 import { COMMAND_PREFIX, commandReplyKey, padSeq } from '../shared/keys.ts';
