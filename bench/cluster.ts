@@ -24,7 +24,7 @@ import { PostgresStore } from '../src/store/postgres/store.ts';
 import pino from 'pino';
 import type { MeteringConfig } from '../plugins/metering/schema.ts';
 import { MeteringService } from '../plugins/metering/service.ts';
-import type { ConfigView } from '../src/pipeline/plugin-api.ts';
+import type { ConfigView } from '../src/pdk/types.ts';
 import type { Store } from '../src/store/store.ts';
 import { tempDir } from '../test/helpers/gateway.ts';
 import { postgresSkipReason, startPostgres } from '../test/helpers/postgres.ts';

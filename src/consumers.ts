@@ -6,7 +6,7 @@
 import { consumerSchema, isUuid } from './config/entities.ts';
 import type { Consumer } from './config/types.ts';
 import type { Logger } from './log.ts';
-import type { ConsumerDirectory, EntityDefinition } from './pipeline/plugin-api.ts';
+import type { ConsumerDirectory, EntityDefinition } from './pdk/types.ts';
 import type { Store } from './store/store.ts';
 import { EntityDirectory } from './toolkit/entity-directory.ts';
 

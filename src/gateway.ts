@@ -26,7 +26,7 @@ import { createLogging, type AccessLog, type Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { nodeIdOf } from './node-id.ts';
 import { Lifecycle, type ListenerInfo } from './pipeline/lifecycle.ts';
-import type { AdminRoute, ConfigView, PluginRegistry, PluginRuntime, PluginServices } from './pipeline/plugin-api.ts';
+import type { AdminRoute, ConfigView, PluginRegistry, PluginRuntime, PluginServices } from './pdk/types.ts';
 import type { ProtocolProxy } from './pipeline/proxy-step.ts';
 import { GrpcProxy } from './proxy/grpc.ts';
 import { HttpEngine } from './proxy/http-engine.ts';

@@ -1,14 +1,14 @@
 /**
  * The entities one plugin declares `keptByCore` (Kong's DAOs): one EntityDirectory each, built in the
  * plugin's store before the plugin is created, loaded once it is, given the file's records before every
- * `configure` of the plugin, their admin API generated, closed after the plugin (see plugin-api.ts).
+ * `configure` of the plugin, their admin API generated, closed after the plugin (see src/pdk/types.ts).
  */
 import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/types.ts';
-import type { AdminRoute, ConsumerDirectory, KeptEntities, PluginDefinition, PluginRuntime } from './pipeline/plugin-api.ts';
+import type { AdminRoute, ConsumerDirectory, Entity, KeptEntities, PluginDefinition, PluginRuntime } from './pdk/types.ts';
 import type { Store } from './store/store.ts';
 import { entityAdminRoutes } from './toolkit/entity-admin.ts';
-import { EntityDirectory, type Entity } from './toolkit/entity-directory.ts';
+import { EntityDirectory } from './toolkit/entity-directory.ts';
 
 export class KeptEntityDirectories {
   private readonly byName = new Map<string, EntityDirectory>();
@@ -31,7 +31,7 @@ export class KeptEntityDirectories {
   get<T extends Entity>(name: string): KeptEntities<T> {
     const directory = this.byName.get(name);
     if (!directory) throw new Error(`plugin ${this.plugin.name} declares no entity ${name} kept by the core`);
-    return directory as unknown as EntityDirectory<T>;
+    return directory as unknown as KeptEntities<T>;
   }
 
   /** Reads the runtime records and starts following other processes' changes. */

@@ -8,7 +8,7 @@
  */
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram as PromHistogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { LocalExchange, type NodeExchange } from './process/exchange.ts';
-import type { GaugeSpec, HistogramSpec, MetricSpec, PluginMetrics } from './pipeline/plugin-api.ts';
+import type { GaugeSpec, HistogramSpec, MetricSpec, PluginMetrics } from './pdk/types.ts';
 import { sumHistories, TrafficHistory, type HistorySnapshot, type TrafficSeries } from './traffic-history.ts';
 
 const LATENCY_BUCKETS_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000];

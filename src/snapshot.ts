@@ -6,10 +6,10 @@ import type { Logger } from 'pino';
 import { Balancers } from './balancer/balancers.ts';
 import type { GatewayConfig, Route, Service } from './config/types.ts';
 import { PluginsIndex } from './pipeline/plugins-index.ts';
-import type { PluginRuntime } from './pipeline/plugin-api.ts';
+import type { PluginRuntime } from './pdk/types.ts';
 import { AddressRanges } from './address-ranges.ts';
 import { Router } from './router/index.ts';
-import type { PluginRegistry } from './pipeline/plugin-api.ts';
+import type { PluginRegistry } from './pdk/types.ts';
 import { CertificateIndex } from './tls/certificates.ts';
 import { upstreamTls, type UpstreamTls } from './tls/upstream-tls.ts';
 

@@ -5,7 +5,7 @@
  * X-Consumer-Groups (or X-Authenticated-Groups) unless `hide_groups_header`. Works with any
  * authentication plugin and with the `anonymous` consumer, which has groups like any consumer.
  */
-import type { PluginApi, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { AccessContext, PluginApi, PluginRuntime } from '../../src/pdk/index.ts';
 import { aclEntity, type Acl, type AclConfig } from './schema.ts';
 
 const FORBIDDEN = 'You cannot consume this service';
@@ -45,14 +45,14 @@ export function createRuntime(api: PluginApi): PluginRuntime<AclConfig, Rule> {
   };
 }
 
-function decide(ctx: RequestContext, config: AclConfig, rule: Rule, groups: string[], header: string): void {
+function decide(ctx: AccessContext, config: AclConfig, rule: Rule, groups: string[], header: string): void {
   const inGroup = groups.some((group) => rule.groups.has(group));
   if (rule.deny ? inGroup : !inGroup) return ctx.error(403, FORBIDDEN);
   if (!config.hide_groups_header && groups.length > 0) ctx.setUpstreamHeader(header, groups.join(', '));
 }
 
 /** `ctx.shared.authenticated_groups` when an authentication plugin set it to a list of names. */
-function authenticatedGroups(ctx: RequestContext): string[] | undefined {
+function authenticatedGroups(ctx: AccessContext): string[] | undefined {
   const groups = ctx.shared.authenticated_groups;
   return Array.isArray(groups) ? groups.filter((group): group is string => typeof group === 'string') : undefined;
 }

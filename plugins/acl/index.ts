@@ -1,5 +1,5 @@
 /** Kong's `acl` plugin on Tollgate's plugin API: allow or deny consumers by group, after any authentication plugin. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime, prepareRule, type Rule } from './handler.ts';
 import { aclEntity, configSchema, type AclConfig } from './schema.ts';
 

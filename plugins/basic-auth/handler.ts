@@ -12,12 +12,12 @@ import {
   RequestLimitError,
   safeEqual,
   SecretVerifier,
+  type AccessContext,
   type AuthenticationFailure,
   type AuthenticationOutcome,
   type PluginApi,
   type PluginRuntime,
-  type RequestContext,
-} from '../../src/pipeline/plugin-api.ts';
+} from '../../src/pdk/index.ts';
 import { credentialEntity, KONG_PASSWORD_HASH, kongPasswordHash, type BasicAuthConfig, type BasicCredential } from './schema.ts';
 
 const UNAUTHORIZED = 'Unauthorized';
@@ -49,7 +49,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<BasicAuthConfig, Re
     return KONG_PASSWORD_HASH.test(stored) && safeEqual(kongPasswordHash(credential.consumer.id, given), stored);
   };
 
-  const attempt = (ctx: RequestContext, config: BasicAuthConfig, challengeHeaders: Record<string, string>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
+  const attempt = (ctx: AccessContext, config: BasicAuthConfig, challengeHeaders: Record<string, string>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
     const proxyHeader = findHeader(ctx, 'proxy-authorization');
     const header = findHeader(ctx, 'authorization');
     if (!proxyHeader && !header) return refusal(challengeHeaders);

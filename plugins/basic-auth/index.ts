@@ -1,5 +1,5 @@
 /** Kong's `basic-auth` plugin on Tollgate's plugin API: HTTP Basic credentials, passwords hashed at rest. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime, prepareChallenge } from './handler.ts';
 import { configSchema, credentialEntity, type BasicAuthConfig } from './schema.ts';
 

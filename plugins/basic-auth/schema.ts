@@ -5,7 +5,7 @@
  * hashes work as they are), those created through the admin API are stored as PBKDF2 hashes.
  */
 import { createHash } from 'node:crypto';
-import { headerValueProblem, type ConsumerChild, type EntityDefinition, type Infer, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, type ConsumerChild, type EntityDefinition, type Infer, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const configSchema = {
   type: 'record',

@@ -4,8 +4,7 @@
  * value also goes back on the answer, whoever produced it.
  */
 import { randomUUID } from 'node:crypto';
-import type { Socket } from 'node:net';
-import type { PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { PluginRuntime, RequestView } from '../../src/pdk/index.ts';
 import type { CorrelationIdConfig, Generator } from './schema.ts';
 
 /** ctx.shared key: the id this request carries, for the response phase. */
@@ -22,17 +21,16 @@ export function createRuntime(): PluginRuntime<CorrelationIdConfig> {
   const processUuid = randomUUID();
   let counter = 0;
   let connections = 0;
-  const counts = new WeakMap<Socket, ConnectionCount>();
+  const counts = new WeakMap<object, ConnectionCount>();
 
-  const generators: Record<Generator, (ctx: RequestContext) => string> = {
+  const generators: Record<Generator, (ctx: RequestView) => string> = {
     uuid: () => randomUUID(),
     'uuid#counter': () => `${processUuid}#${++counter}`,
     tracker: (ctx) => {
-      const socket = ctx.raw.req.socket;
-      let count = counts.get(socket);
-      if (!count) counts.set(socket, (count = { serial: ++connections, requests: 0 }));
+      let count = counts.get(ctx.connection);
+      if (!count) counts.set(ctx.connection, (count = { serial: ++connections, requests: 0 }));
       count.requests++;
-      return `${socket.localAddress}-${socket.localPort}-${process.pid}-${count.serial}-${count.requests}-${(Date.now() / 1000).toFixed(3)}`;
+      return `${ctx.serverAddress}-${ctx.serverPort}-${process.pid}-${count.serial}-${count.requests}-${(Date.now() / 1000).toFixed(3)}`;
     },
   };
 
@@ -54,7 +52,7 @@ export function createRuntime(): PluginRuntime<CorrelationIdConfig> {
   };
 }
 
-function received(ctx: RequestContext, config: CorrelationIdConfig): string | undefined {
+function received(ctx: RequestView, config: CorrelationIdConfig): string | undefined {
   const value = ctx.headers[config.header_name.toLowerCase()];
   return (Array.isArray(value) ? value[0] : value) || undefined;
 }

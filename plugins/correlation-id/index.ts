@@ -1,5 +1,5 @@
 /** Kong's `correlation-id` plugin: an id per request, in a header upstream, in the log, and optionally back downstream. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime } from './handler.ts';
 import { configSchema, type CorrelationIdConfig } from './schema.ts';
 

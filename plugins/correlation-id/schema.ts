@@ -1,5 +1,5 @@
 /** Kong's correlation-id config (kong/plugins/correlation-id/schema.lua). */
-import { HEADER_NAME, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { HEADER_NAME, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const configSchema = {
   type: 'record',

@@ -5,7 +5,7 @@
  * credentials and exposed headers in the response phase.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import type { PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { PluginRuntime, RequestView } from '../../src/pdk/index.ts';
 import { matchOrigin, type OriginRule } from './origins.ts';
 import { METHODS, type CorsConfig } from './schema.ts';
 
@@ -93,7 +93,7 @@ function objectSink(headers: OutgoingHttpHeaders): HeaderSink {
   };
 }
 
-function firstHeader(ctx: RequestContext, name: string): string | undefined {
+function firstHeader(ctx: RequestView, name: string): string | undefined {
   const value = ctx.headers[name];
   return (Array.isArray(value) ? value[0] : value) || undefined;
 }

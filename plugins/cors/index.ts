@@ -1,5 +1,5 @@
 /** Kong's `cors` plugin: preflight answers and CORS response headers, origins as values or regexes. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime } from './handler.ts';
 import { prepareOriginRule, type OriginRule } from './origins.ts';
 import { configSchema, type CorsConfig } from './schema.ts';

@@ -4,7 +4,7 @@
  * host, port without the scheme's default) and compared with each entry: plain ones by the whole
  * normalized origin, regexes anchored at both ends, against the host alone when the regex has no `:`.
  */
-import { compileOperatorRegex, ConfigCompileError, RegexRefusedError, type OperatorRegex } from '../../src/pipeline/plugin-api.ts';
+import { compileOperatorRegex, ConfigCompileError, RegexRefusedError, type OperatorRegex } from '../../src/pdk/index.ts';
 import { ORIGIN_REGEX, type CorsConfig } from './schema.ts';
 
 /** What configure_origin decides. */

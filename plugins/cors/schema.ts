@@ -1,5 +1,5 @@
 /** Kong's cors config (kong/plugins/cors/schema.lua): fields, defaults and the origin check. */
-import { operatorRegexProblem, type InferIgnoringStrayNulls, type OperatorRegexOptions, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { operatorRegexProblem, type InferIgnoringStrayNulls, type OperatorRegexOptions, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const METHODS = ['GET', 'HEAD', 'PUT', 'PATCH', 'POST', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'] as const;
 

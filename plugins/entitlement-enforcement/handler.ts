@@ -8,14 +8,14 @@
  * limit counts exactly what it let through.
  */
 import { holdReservation, reservationOf, type AccessDecision, type Admission, type EntitlementEnforcer } from '../metering/public.ts';
-import type { PluginApi, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { AccessContext, PluginApi, PluginRuntime } from '../../src/pdk/index.ts';
 import type { EnforcementConfig } from './schema.ts';
 
 /** Where the access phase leaves the decision for the response phase (its usage headers). */
 const DECISION = 'entitlement-enforcement:decision';
 const UNDECIDED: Admission = { decision: { kind: 'undecided' } };
 
-function identifiers(ctx: RequestContext, config: EnforcementConfig): (string | null | undefined)[] {
+function identifiers(ctx: AccessContext, config: EnforcementConfig): (string | null | undefined)[] {
   const { look_up_value_in: source, field } = config.customer;
   if (source === 'header') {
     const value = ctx.headers[field!.toLowerCase()];
@@ -33,14 +33,14 @@ function usageHeaders(d: AccessDecision): Record<string, string> | undefined {
 }
 
 /** Milliseconds since the Unix epoch at which the request arrived (the time its events carry). */
-function arrivedAt(ctx: RequestContext): number {
+function arrivedAt(ctx: AccessContext): number {
   return performance.timeOrigin + ctx.startedAt;
 }
 
 export function createRuntime(api: PluginApi): PluginRuntime<EnforcementConfig> {
   let enforcer: EntitlementEnforcer | undefined;
 
-  function enforce(ctx: RequestContext, config: EnforcementConfig, { decision, reservation }: Admission): void {
+  function enforce(ctx: AccessContext, config: EnforcementConfig, { decision, reservation }: Admission): void {
     if (reservation) {
       holdReservation(ctx, reservation);
       ctx.afterLog(() => reservation.settle());

@@ -2,7 +2,7 @@
  * The `entitlement-enforcement` plugin (Kong Gateway 3.16's name and config): refuses requests of
  * customers without a feature or over a metered hard limit, decided in process from billing.
  */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime } from './handler.ts';
 import { checkConfig, configSchema, type EnforcementConfig } from './schema.ts';
 

@@ -1,5 +1,5 @@
 /** The plugin's `config` (Kong Gateway 3.16's `entitlement-enforcement` fields that apply to an in-process decision). */
-import type { InferIgnoringStrayNulls, Issue, RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import type { InferIgnoringStrayNulls, Issue, RecordSchema } from '../../src/pdk/index.ts';
 
 export const CONSUMER_FIELDS = ['username', 'id', 'custom_id'] as const;
 

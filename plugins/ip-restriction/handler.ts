@@ -4,7 +4,7 @@
  * X-Real-IP from a trusted peer (Kong's realip rule).
  */
 import { isIP } from 'node:net';
-import { AddressRanges, type PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import { AddressRanges, type PluginRuntime } from '../../src/pdk/index.ts';
 import type { IpRestrictionConfig } from './schema.ts';
 
 /** An instance's lists, built once per configuration. */

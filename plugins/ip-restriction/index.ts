@@ -1,5 +1,5 @@
 /** Kong's `ip-restriction` plugin: allow and deny lists of addresses and CIDR ranges, IPv4 and IPv6. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime, prepareLists, type Lists } from './handler.ts';
 import { configSchema, type IpRestrictionConfig } from './schema.ts';
 

@@ -10,12 +10,12 @@ import {
   challenge,
   findHeader,
   parseArgs,
+  type AccessContext,
   type AuthenticationFailure,
   type AuthenticationOutcome,
   type PluginApi,
   type PluginRuntime,
-  type RequestContext,
-} from '../../src/pipeline/plugin-api.ts';
+} from '../../src/pdk/index.ts';
 import { isSymmetric, secretEntity, type JwtConfig, type JwtSecret } from './schema.ts';
 import { base64UrlDecode, claimErrors, decodeToken, exceedsMaximumExpiration, publicKeyOf, signatureValid } from './token.ts';
 
@@ -52,7 +52,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<JwtConfig, Challeng
     return key ?? undefined;
   };
 
-  const attempt = (ctx: RequestContext, config: JwtConfig, { base, invalid }: Challenges): AuthenticationOutcome => {
+  const attempt = (ctx: AccessContext, config: JwtConfig, { base, invalid }: Challenges): AuthenticationOutcome => {
     const refuse = (message: string, body?: object): AuthenticationFailure => ({ status: 401, message, body, headers: invalid });
     const tokens = findTokens(ctx, config);
     if (tokens.length === 0) return { status: 401, message: 'Unauthorized', headers: base };
@@ -88,7 +88,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<JwtConfig, Challeng
 }
 
 /** Kong's retrieve_tokens: every distinct non-empty token of the query parameters, cookies and headers. */
-function findTokens(ctx: RequestContext, config: JwtConfig): string[] {
+function findTokens(ctx: AccessContext, config: JwtConfig): string[] {
   const tokens = new Set<string>();
   if (ctx.rawQuery !== '' && config.uri_param_names.length > 0) {
     const args = parseArgs(ctx.rawQuery);
@@ -113,7 +113,7 @@ function findTokens(ctx: RequestContext, config: JwtConfig): string[] {
 }
 
 /** The request's cookies, the first of each name (nginx's `$cookie_<name>`). */
-function cookiesOf(ctx: RequestContext): Map<string, string> {
+function cookiesOf(ctx: AccessContext): Map<string, string> {
   const cookies = new Map<string, string>();
   const header = ctx.headers.cookie;
   for (const pair of (Array.isArray(header) ? header.join(';') : (header ?? '')).split(';')) {

@@ -1,5 +1,5 @@
 /** Kong's `jwt` plugin on Tollgate's plugin API: JSON Web Tokens signed with a consumer's secret or key. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime, prepareChallenges, type Challenges } from './handler.ts';
 import { configSchema, secretEntity, type JwtConfig } from './schema.ts';
 

@@ -4,7 +4,7 @@
  * public keys are checked when written.
  */
 import { createPublicKey } from 'node:crypto';
-import { headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 /**
  * Kong's conditional entity check: with a maximum expiration, a list of claims to verify must hold `exp`.

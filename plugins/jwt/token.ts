@@ -4,7 +4,7 @@
  * its registered claims checked (RFC 7519 §4.1.4, §4.1.5).
  */
 import { createHmac, createPublicKey, constants, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
-import { parseUntrustedJson } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson } from '../../src/pdk/index.ts';
 import type { Algorithm } from './schema.ts';
 
 export interface DecodedToken {

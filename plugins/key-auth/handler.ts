@@ -11,13 +11,13 @@ import {
   credentialBodyParams,
   headerValues,
   parseArgs,
+  type AccessContext,
   type AuthenticationOutcome,
   type Params,
   type PluginApi,
   type PluginInstance,
   type PluginRuntime,
-  type RequestContext,
-} from '../../src/pipeline/plugin-api.ts';
+} from '../../src/pdk/index.ts';
 import { credentialEntity, type KeyAuthConfig, type KeyCredential } from './schema.ts';
 
 const NO_KEY = 'No API key found in request';
@@ -46,7 +46,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<KeyAuthConfig, stri
   const credentials = api.entities<KeyCredential>(credentialEntity.name);
 
   /** The outcome once the key is known (or known to be missing). */
-  const outcome = (ctx: RequestContext, { config, prepared: challengeHeader }: Instance, search: Exclude<Search, 'body'>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
+  const outcome = (ctx: AccessContext, { config, prepared: challengeHeader }: Instance, search: Exclude<Search, 'body'>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
     const refuse = (message: string): AuthenticationOutcome => ({ status: 401, message, headers: { 'www-authenticate': challengeHeader } });
     if (search === 'duplicate') return refuse(DUPLICATE_KEY);
     if (!search || search.key === '') return refuse(NO_KEY);
@@ -75,7 +75,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<KeyAuthConfig, stri
  * Kong's search: for each name, the header, then the query, then the body. The first string wins; a value
  * sent twice is a duplicate. The body is read only when the search gets to it (`body` undefined: `'body'`).
  */
-function findKey(ctx: RequestContext, config: KeyAuthConfig, body: Params | undefined): Search {
+function findKey(ctx: AccessContext, config: KeyAuthConfig, body: Params | undefined): Search {
   let query: Params | undefined;
   for (const name of config.key_names) {
     if (config.key_in_header) {
@@ -100,7 +100,7 @@ function findKey(ctx: RequestContext, config: KeyAuthConfig, body: Params | unde
 }
 
 /** The name a header arrived under (`api_key` or `api-key` for either), for removing it. */
-function headerNameOf(ctx: RequestContext, name: string): string {
+function headerNameOf(ctx: AccessContext, name: string): string {
   const lower = name.toLowerCase();
   if (ctx.headers[lower] !== undefined) return lower;
   const wanted = lower.replace(/_/g, '-');
@@ -108,7 +108,7 @@ function headerNameOf(ctx: RequestContext, name: string): string {
 }
 
 /** `hide_credentials`: Kong clears the name from the headers and the query, and from the body when it reads bodies. */
-function hideKey(ctx: RequestContext, found: FoundKey, config: KeyAuthConfig): Promise<void> | undefined {
+function hideKey(ctx: AccessContext, found: FoundKey, config: KeyAuthConfig): Promise<void> | undefined {
   if (found.header) ctx.removeUpstreamHeader(found.header);
   clearQueryArg(ctx, found.name);
   return config.key_in_body ? clearBodyParam(ctx, found.name, { anyMethod: true }) : undefined;

@@ -1,5 +1,5 @@
 /** Kong's `key-auth` plugin on Tollgate's plugin API: API keys in a header, the query or the body, hashed at rest. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime, prepareChallenge } from './handler.ts';
 import { configSchema, credentialEntity, type KeyAuthConfig } from './schema.ts';
 

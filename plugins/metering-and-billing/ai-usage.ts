@@ -11,7 +11,7 @@
  * (`input_tokens`, `output_tokens`, also nested as `response.usage` in its stream) are read.
  */
 import { StringDecoder } from 'node:string_decoder';
-import { parseUntrustedJson, type BodyObserver } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson, type BodyObserver } from '../../src/pdk/index.ts';
 
 export interface TokenUsage {
   promptTokens: number;

@@ -9,7 +9,7 @@
  *                                                           logged, and counted as dropped with reason `deleted`)
  */
 import type { Logger } from 'pino';
-import { HttpError, NotFoundError, page, type AdminReply, type AdminRoute } from '../../src/pipeline/plugin-api.ts';
+import { HttpError, NotFoundError, page, type AdminReply, type AdminRoute } from '../../src/pdk/index.ts';
 import type { DeadLetter, DeadLetterStore } from './dead-letters.ts';
 import type { RequestMeteringMetrics } from './metrics.ts';
 

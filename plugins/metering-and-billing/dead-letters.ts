@@ -17,7 +17,7 @@
  * letters hold more makes room by dropping that queue's oldest letters (counted and logged by the caller).
  */
 import { randomBytes } from 'node:crypto';
-import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Store } from '../../src/pdk/index.ts';
 import { eventsIn } from './disk-queue.ts';
 
 const LETTERS = 'dead/m/';

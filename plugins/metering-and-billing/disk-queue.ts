@@ -20,7 +20,7 @@
  * resend).
  */
 import { randomBytes } from 'node:crypto';
-import type { BatchOp, Store } from '../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Store } from '../../src/pdk/index.ts';
 
 export interface ClaimState {
   owner: string;

@@ -9,7 +9,7 @@
  * - no answer, or one that says "later" (5xx, 408, 429, a timeout, a connection error): retried.
  */
 import { Pool } from 'undici';
-import { parseUntrustedJson } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson } from '../../src/pdk/index.ts';
 import type { RequestMeteringConfig } from './schema.ts';
 
 /** How much of a refusal's reason is kept (the dead letters show it; a receiver may answer with a page of HTML). */

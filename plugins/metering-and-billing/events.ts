@@ -4,7 +4,7 @@
  * WebSocket session), and with AI token metering a `kong.llm_request` pair (prompt and completion
  * tokens). Built from what the gateway already knows about the exchange; nothing is parsed here.
  */
-import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { LogContext, RequestView } from '../../src/pdk/index.ts';
 import { boundedText, MAX_DIMENSION_VALUE_LENGTH, MAX_IDENTIFIER_LENGTH } from '../metering/public.ts';
 import type { TokenUsage } from './ai-usage.ts';
 import type { Attribute, RequestMeteringConfig } from './schema.ts';
@@ -38,7 +38,7 @@ function clientText(value: string, max = MAX_DIMENSION_VALUE_LENGTH): string {
 }
 
 /** The subject the config names, or undefined when the request has none (no event then). */
-export function subjectOf(ctx: RequestContext, subject: RequestMeteringConfig['subject']): Subject | undefined {
+export function subjectOf(ctx: RequestView, subject: RequestMeteringConfig['subject']): Subject | undefined {
   const { look_up_value_in: source, field } = subject;
   let value: string | null | undefined;
   switch (source) {
@@ -65,7 +65,7 @@ function firstValue(value: string | string[] | undefined): string | undefined {
 }
 
 /** The request's protocol as its route names them, for meters that tell calls from sessions. */
-function protocolOf(ctx: RequestContext): string {
+function protocolOf(ctx: RequestView): string {
   const secure = ctx.scheme === 'https';
   if (ctx.isGrpc) return secure ? 'grpcs' : 'grpc';
   if (ctx.isUpgrade) return secure ? 'wss' : 'ws';
@@ -73,11 +73,11 @@ function protocolOf(ctx: RequestContext): string {
 }
 
 /** Milliseconds since the Unix epoch at which the request arrived. */
-export function startedAtMs(ctx: RequestContext): number {
+export function startedAtMs(ctx: RequestView): number {
   return performance.timeOrigin + ctx.startedAt;
 }
 
-function addAttributes(data: Record<string, unknown>, ctx: RequestContext, attributes: Attribute[]): void {
+function addAttributes(data: Record<string, unknown>, ctx: RequestView, attributes: Attribute[]): void {
   for (const a of attributes) {
     const value = a.source === 'header' ? firstValue(ctx.headers[a.look_up_value_in.toLowerCase()]) : ctx.query.get(a.look_up_value_in);
     // Kong omits an attribute the request does not carry.
@@ -89,7 +89,7 @@ function addAttributes(data: Record<string, unknown>, ctx: RequestContext, attri
  * `kong.api_request`: one per request, call or session, with its duration (`latency_ms`) and bytes.
  * `source` is `tollgate/<node id>`: with the request id, what receivers dedupe on.
  */
-export function apiRequestEvent(ctx: RequestContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, endedAt: number): MeteringEvent {
+export function apiRequestEvent(ctx: LogContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, endedAt: number): MeteringEvent {
   const route = ctx.route;
   const service = ctx.service;
   const outcome = ctx.outcome;
@@ -121,7 +121,7 @@ export function apiRequestEvent(ctx: RequestContext, config: RequestMeteringConf
 }
 
 /** `kong.llm_request`, twice: the prompt tokens (`type: request`) and the completion tokens (`type: response`). */
-export function llmRequestEvents(ctx: RequestContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, usage: TokenUsage): MeteringEvent[] {
+export function llmRequestEvents(ctx: LogContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, usage: TokenUsage): MeteringEvent[] {
   const common = {
     // The upstream's word: as unbounded as a client's.
     model: clientText(usage.model ?? ''),

@@ -2,7 +2,7 @@
  * The runtime: one queue per plugin instance (or per `queue.name`, shared as in Kong), the AI usage
  * readers set up in the response phase, and the events built in the log phase.
  */
-import type { PluginApi, PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import type { PluginApi, PluginRuntime } from '../../src/pdk/index.ts';
 import { reservationOf, type LocalIngest } from '../metering/public.ts';
 import { usageReaderFor, type UsageReader } from './ai-usage.ts';
 import { deadLetterAdminRoutes } from './dead-letter-admin.ts';

@@ -4,7 +4,7 @@
  * response also a pair of `kong.llm_request` token events; they go into this gateway's own metering
  * store, or through an on-disk queue to a remote OpenMeter-compatible endpoint.
  */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime } from './handler.ts';
 import { checkConfig, configSchema, type RequestMeteringConfig } from './schema.ts';
 

@@ -12,8 +12,8 @@
  * everything before the writer closes.
  */
 import type { Logger } from 'pino';
-import { StoreUnwritableError } from '../../src/pipeline/plugin-api.ts';
-import { AGGREGATION_LAG_CODE, QUEUE_FULL_CODE, type LocalIngest } from '../metering/public.ts';
+import { StoreUnwritableError } from '../../src/pdk/index.ts';
+import { AGGREGATION_LAG_CODE, QUEUE_FULL_CODE, type LocalIngest, type RefusedEvent } from '../metering/public.ts';
 import type { MeteringEvent } from './events.ts';
 import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';
 import { FullQueueLog, retryDelayMs, type EventQueue } from './queue.ts';
@@ -97,12 +97,13 @@ export class LocalQueue implements EventQueue {
     this.schedule();
   }
 
-  private committed(count: number, refused: { index: number; reason: string }[]): void {
+  private committed(count: number, refused: RefusedEvent[]): void {
     this.metrics.deliveries.inc({ queue: this.name });
     this.cannotRecord = false;
     if (refused.length > 0) {
       this.metrics.dropped.inc({ queue: this.name, reason: 'refused' }, refused.length);
-      this.log.warn({ queue: this.name, refused: refused.length, of: count, reason: refused[0].reason }, 'request metering: events refused by the metering store');
+      const [{ reason, code }] = refused;
+      this.log.warn({ queue: this.name, refused: refused.length, of: count, reason, code }, 'request metering: events refused by the metering store');
     }
     if (this.failures > 0) {
       this.failures = 0;

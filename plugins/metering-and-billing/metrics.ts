@@ -1,5 +1,5 @@
 /** The plugin's series on `GET /metrics`, registered once per process and summed over the node's; `queue` is the queue's name (bounded by the config). */
-import type { PluginMetrics } from '../../src/pipeline/plugin-api.ts';
+import type { PluginMetrics } from '../../src/pdk/index.ts';
 import type { HeldLetters } from './dead-letters.ts';
 
 export interface QueueDepth {

@@ -11,7 +11,7 @@
  * the rest is delivered; a batch still undelivered after `max_retry_time` becomes a dead letter whole.
  */
 import type { Logger } from 'pino';
-import { StoreUnwritableError, type Store } from '../../src/pipeline/plugin-api.ts';
+import { StoreUnwritableError, type Store } from '../../src/pdk/index.ts';
 import type { DeadLetter, DeadLetterCause, DeadLetterStore } from './dead-letters.ts';
 import { DiskQueue, type Claim, type Depth } from './disk-queue.ts';
 import { EventsRefusedError, IngestEndpoint, type DeliveryError } from './endpoint.ts';

@@ -3,7 +3,7 @@
  * schema, with the queue fields of kong/tools/queue_schema.lua), so Kong files load unchanged. One
  * difference: without `ingest_endpoint` the events go into this gateway's own metering store.
  */
-import type { InferIgnoringStrayNulls, Issue, RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import type { InferIgnoringStrayNulls, Issue, RecordSchema } from '../../src/pdk/index.ts';
 
 export const CONSUMER_FIELDS = ['username', 'id', 'custom_id'] as const;
 

@@ -1,6 +1,6 @@
 /** The plugin runtime: one metering service (and its billing) per process, answering every request under its routes. */
 import type { Logger } from 'pino';
-import type { PluginApi, PluginRuntime, Store } from '../../src/pipeline/plugin-api.ts';
+import type { PluginApi, PluginRuntime, Store } from '../../src/pdk/index.ts';
 import { meteringAdminRoutes } from './http/admin.ts';
 import { NodeLedger, ProcessLedger, StoreLedger, type AdmissionLedger } from './billing/entitlement/admissions.ts';
 import { Billing } from './billing/billing.ts';

@@ -3,7 +3,7 @@
  * queries answered under its route, on LevelDB through the core's store, behind an auth plugin.
  */
 import { join } from 'node:path';
-import { PACKAGE_ROOT, type ConsoleTab, type PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import { PACKAGE_ROOT, type ConsoleTab, type PluginDefinition } from '../../src/pdk/index.ts';
 import { billingEntities } from './billing/entities.ts';
 import { createRuntime } from './handler.ts';
 import { meteringProcedures } from './query/query.ts';

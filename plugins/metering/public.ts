@@ -2,7 +2,7 @@
  * What other plugins may use of the metering plugin (its services' types, the codes of the errors they
  * throw, the reservation a request carries): the rest of this folder can change without them noticing.
  */
-import type { RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { RequestView } from '../../src/pdk/index.ts';
 import type { Reservation } from './billing/entitlement/admissions.ts';
 
 export type { AccessDecision, Admission, EntitlementEnforcer } from './billing/entitlement/access-cache.ts';
@@ -16,11 +16,11 @@ export { boundedText } from './meter/values.ts';
 /** Where entitlement-enforcement leaves a request's reservation, for the plugin that meters the request. */
 const RESERVATION = 'billing:reservation';
 
-export function holdReservation(ctx: RequestContext, reservation: Reservation): void {
+export function holdReservation(ctx: RequestView, reservation: Reservation): void {
   ctx.shared[RESERVATION] = reservation;
 }
 
 /** The reservation an admitted request carries (none without a metered limit on its route). */
-export function reservationOf(ctx: RequestContext): Reservation | undefined {
+export function reservationOf(ctx: RequestView): Reservation | undefined {
   return ctx.shared[RESERVATION] as Reservation | undefined;
 }

@@ -1,5 +1,5 @@
 /** The plugin's `config` schema, its scope check, and the `meters` entity of gateway.yaml. */
-import type { EntityDefinition, Infer, Issue, PluginScope, RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import type { EntityDefinition, Infer, Issue, PluginScope, RecordSchema } from '../../src/pdk/index.ts';
 import { collectionPeriodProblem } from './billing/entities.ts';
 import { collectorProblems } from './ingest/collectors.ts';
 import { AGGREGATIONS, validateMeterCreate } from './meter/meter-model.ts';

@@ -4,7 +4,7 @@
  * background work; leads the aggregation on a shared store and keeps this process's meters fresh.
  */
 import type { Logger } from 'pino';
-import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pipeline/plugin-api.ts';
+import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pdk/index.ts';
 import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, subjectKey, unescapePart } from './shared/keys.ts';
 import { AggregateLedger } from './aggregation/ledger.ts';
 import { Maintenance } from './aggregation/maintenance.ts';
@@ -17,7 +17,7 @@ import { EventListing } from './query/event-listing.ts';
 import type { MeteringConfig } from './schema.ts';
 import { prepareEvents, type PreparedEvent, type StoredEvent } from './ingest/events.ts';
 import { Writer, type CommittedListener, type WriterOptions } from './ingest/writer.ts';
-import { BodyError, ServiceError } from './shared/errors.ts';
+import { BodyError, meterBackfilling } from './shared/errors.ts';
 import { Aggregator, awaitDrained, drainInboxRound, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregation/aggregator.ts';
 import { MeterCommands } from './meter/meter-commands.ts';
 import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './ingest/journal-inbox.ts';
@@ -42,6 +42,8 @@ export interface LocalIngest {
 export interface RefusedEvent {
   index: number;
   reason: string;
+  /** The catalogue code of the refusal (METERING_ERR_INVALID_EVENT, …). */
+  code: string;
 }
 
 export interface ServiceOptions {
@@ -351,7 +353,7 @@ export class MeteringService {
           prepared.push(...prepareEvents([event], false, context));
         } catch (err) {
           if (!(err instanceof BodyError)) throw err;
-          refused.push({ index, reason: err.message });
+          refused.push({ index, reason: err.message, code: err.code });
         }
       });
     }
@@ -366,7 +368,7 @@ export class MeteringService {
     if (!(await this.meters.whenReady(record.id, waitMs))) {
       const progress = this.meters.get(record.id)?.backfill;
       const percent = progress && progress.upTo > 0 ? Math.floor((progress.cursor / progress.upTo) * 100) : 0;
-      throw new ServiceError(503, `meter ${record.key} is still aggregating stored events (${percent}%); retry later`, { 'retry-after': '5' });
+      throw meterBackfilling(record.key, percent);
     }
     const current = this.meters.get(record.id)!;
     // Where the aggregates are (queryNearData): on a node of workers, in the primary.

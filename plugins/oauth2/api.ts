@@ -19,7 +19,7 @@ import {
   type AdminRoute,
   type ConsumerDirectory,
   type RecordSchema,
-} from '../../src/pipeline/plugin-api.ts';
+} from '../../src/pdk/index.ts';
 import type { CredentialDirectory } from './credentials.ts';
 import { scopeTokenProblem } from './schema.ts';
 import { TokenValueTakenError, type TokenRow, type TokenStore } from './tokens.ts';

@@ -4,7 +4,7 @@
  * Kong's validation order: HTTPS, provision_key and authenticated_userid stop at once; then response
  * type, scope, client and redirect URI, PKCE, where the last failing check wins.
  */
-import { safeEqual, type Params, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { safeEqual, type AccessContext, type Params } from '../../src/pdk/index.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { bindingOf, retrieveCodeChallenge, retrieveScope, userIdError, type EndpointDeps, type Plugin } from './grants.ts';
 import { readParams, stringParam, userIdParam } from './params.ts';
@@ -26,7 +26,7 @@ type AuthorizationCheck =
       implicit: boolean;
     };
 
-export async function authorizeEndpoint(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, deps: EndpointDeps): Promise<void> {
+export async function authorizeEndpoint(ctx: AccessContext, config: OAuth2Config, plugin: Plugin, deps: EndpointDeps): Promise<void> {
   if (ctx.method !== 'POST') return rejectMethod(ctx, config, 'authorization');
   const { params, repeated } = await readParams(ctx);
   const withState = (body: Params): Params => (params.state !== undefined ? { ...body, state: params.state } : body);
@@ -85,7 +85,7 @@ function checkRequest(params: Params, config: OAuth2Config, deps: EndpointDeps):
 
 /** A code (kept 5 minutes, hashed) or, for the implicit grant, a token without refresh token. */
 async function grant(
-  ctx: RequestContext,
+  ctx: AccessContext,
   config: OAuth2Config,
   plugin: Plugin,
   deps: EndpointDeps,

@@ -2,7 +2,7 @@
  * The `oauth2_credentials` entity (Kong's admin API name `oauth2`): its schema, shared by gateway.yaml
  * and the admin API, and the `hash_secret` transformation.
  */
-import { hashDeclaredSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { hashDeclaredSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const CREDENTIALS_ENTITY = 'oauth2_credentials';
 

@@ -13,7 +13,7 @@ import {
   type KeptEntities,
   type RemovedListener,
   type Store,
-} from '../../src/pipeline/plugin-api.ts';
+} from '../../src/pdk/index.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 
 export class CredentialDirectory {

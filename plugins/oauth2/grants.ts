@@ -1,6 +1,6 @@
 /** Pieces shared by the endpoints: client credentials, scopes, PKCE, header lookup, token bindings. */
 import { createHash } from 'node:crypto';
-import { decodeArg, findHeader, headerValueProblem, type Params, type PluginEntity, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { decodeArg, findHeader, headerValueProblem, type AccessContext, type Params, type PluginEntity } from '../../src/pdk/index.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import type { CredentialDirectory } from './credentials.ts';
 import { userIdParam } from './params.ts';
@@ -16,7 +16,7 @@ export interface ClientCredentials {
 }
 
 /** Kong's `retrieve_client_credentials`: body/query pair, else Basic in `auth_header_name`, else `client_id` alone. */
-export function retrieveClientCredentials(ctx: RequestContext, params: Params, config: OAuth2Config): ClientCredentials {
+export function retrieveClientCredentials(ctx: AccessContext, params: Params, config: OAuth2Config): ClientCredentials {
   if (params.client_id !== undefined && params.client_secret !== undefined) {
     return { clientId: params.client_id, clientSecret: params.client_secret, fromHeader: false };
   }
@@ -109,16 +109,16 @@ export function s256(verifier: string): string {
  * What a token or code is bound to: nothing with `global_credentials`, else the route's service (Kong),
  * or the route itself on a service-less route (Kong has none).
  */
-export function bindingOf(ctx: RequestContext, config: OAuth2Config): string | null {
+export function bindingOf(ctx: AccessContext, config: OAuth2Config): string | null {
   return config.global_credentials ? null : ownBinding(ctx);
 }
 
-function ownBinding(ctx: RequestContext): string {
+function ownBinding(ctx: AccessContext): string {
   return ctx.service ? `service:${ctx.service.id}` : `route:${ctx.route.id}`;
 }
 
 /** Service-bound tokens only on their service (or service-less route); global ones where credentials are global. */
-export function isBoundHere(row: { binding: string | null }, ctx: RequestContext, config: OAuth2Config): boolean {
+export function isBoundHere(row: { binding: string | null }, ctx: AccessContext, config: OAuth2Config): boolean {
   return row.binding === null ? config.global_credentials : row.binding === ownBinding(ctx);
 }
 

@@ -2,7 +2,7 @@
  * Kong's `oauth2` plugin on Tollgate's plugin API: authorization and token endpoints answered in
  * `access`, bearer-token protection of the route, RFC 7662/7009/8414 extras, admin routes.
  */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { credentialEntity } from './credential-schema.ts';
 import { createRuntime } from './runtime.ts';
 import { configSchema, type OAuth2Config } from './schema.ts';

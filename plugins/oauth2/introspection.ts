@@ -4,7 +4,7 @@
  * Confidential clients may introspect any token valid on this plugin; public clients (who prove
  * nothing but their client_id) only their own. A client revokes only its own tokens.
  */
-import type { Params, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { AccessContext, Params } from '../../src/pdk/index.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { isBoundHere, retrieveClientCredentials, type EndpointDeps } from './grants.ts';
 import { readParams } from './params.ts';
@@ -17,7 +17,7 @@ type Authenticated = { client: OAuth2Credential; params: Params } | undefined;
 
 /** Method, HTTPS, client authentication and the `token` parameter; answers the request when one fails. */
 async function authenticateClient(
-  ctx: RequestContext,
+  ctx: AccessContext,
   config: OAuth2Config,
   deps: EndpointDeps,
   endpoint: 'introspection' | 'revocation',
@@ -62,7 +62,7 @@ async function findAnyToken(deps: EndpointDeps, token: string, hint: unknown): P
   return hint === 'refresh_token' ? ((await asRefresh()) ?? (await asAccess())) : ((await asAccess()) ?? (await asRefresh()));
 }
 
-export async function introspectionEndpoint(ctx: RequestContext, config: OAuth2Config, deps: EndpointDeps): Promise<void> {
+export async function introspectionEndpoint(ctx: AccessContext, config: OAuth2Config, deps: EndpointDeps): Promise<void> {
   const authenticated = await authenticateClient(ctx, config, deps, 'introspection');
   if (!authenticated) return;
   const { client, params } = authenticated;
@@ -87,7 +87,7 @@ export async function introspectionEndpoint(ctx: RequestContext, config: OAuth2C
   respondNoStore(ctx, 200, body);
 }
 
-export async function revocationEndpoint(ctx: RequestContext, config: OAuth2Config, deps: EndpointDeps): Promise<void> {
+export async function revocationEndpoint(ctx: AccessContext, config: OAuth2Config, deps: EndpointDeps): Promise<void> {
   const authenticated = await authenticateClient(ctx, config, deps, 'revocation');
   if (!authenticated) return;
   const { client, params } = authenticated;

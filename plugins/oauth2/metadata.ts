@@ -4,7 +4,7 @@
  * (through the route) and at `/.well-known/oauth-authorization-server<prefix>` (RFC 8414 §3.1, a path no
  * route matches, answered from the runtime's `unmatched` hook).
  */
-import { canonicalName, type ConfigView, type UnmatchedRequest } from '../../src/pipeline/plugin-api.ts';
+import { canonicalName, type ConfigView, type UnmatchedRequest } from '../../src/pdk/index.ts';
 import type { OAuth2Config } from './schema.ts';
 
 export const WELL_KNOWN = '/.well-known/oauth-authorization-server';

@@ -2,7 +2,7 @@
  * Kong's `retrieve_parameters` for the endpoints: query arguments merged with the parsed body (the body
  * wins), read with the toolkit's bounds (RequestLimitError beyond them).
  */
-import { MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, type Params, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, type AccessContext, type Params } from '../../src/pdk/index.ts';
 
 export interface RequestParams {
   params: Params;
@@ -11,7 +11,7 @@ export interface RequestParams {
 }
 
 /** Query and body parameters together, the body winning; RequestLimitError beyond the limits. */
-export async function readParams(ctx: RequestContext): Promise<RequestParams> {
+export async function readParams(ctx: AccessContext): Promise<RequestParams> {
   const query = parseArgs(ctx.rawQuery, MAX_PARAMETERS);
   const body = await readBodyParams(ctx);
   // Only JSON values can be arrays by themselves; elsewhere an array is a repeated key.

@@ -12,10 +12,10 @@ import {
   identifiedEarlier,
   parseArgs,
   tokenDigest,
+  type AccessContext,
   type Consumer,
   type ConsumerDirectory,
-  type RequestContext,
-} from '../../src/pipeline/plugin-api.ts';
+} from '../../src/pdk/index.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { isBoundHere, type EndpointDeps } from './grants.ts';
 import { bearerChallenge, oauthError, type OAuthError } from './responses.ts';
@@ -42,7 +42,7 @@ export interface ProtectDeps extends EndpointDeps {
   consumers: ConsumerDirectory;
 }
 
-export async function protect(ctx: RequestContext, config: OAuth2Config, deps: ProtectDeps): Promise<void> {
+export async function protect(ctx: AccessContext, config: OAuth2Config, deps: ProtectDeps): Promise<void> {
   // Logical OR with an earlier authentication plugin: it already identified the caller.
   if (identifiedEarlier(ctx, config)) return clearTokenHeaders(ctx);
   const header = findHeader(ctx, config.auth_header_name);
@@ -70,7 +70,7 @@ export async function protect(ctx: RequestContext, config: OAuth2Config, deps: P
   clearTokenHeaders(ctx);
 }
 
-function refuse(ctx: RequestContext, config: OAuth2Config, body: OAuthError, challenge: OAuthError): void {
+function refuse(ctx: AccessContext, config: OAuth2Config, body: OAuthError, challenge: OAuthError): void {
   // A gRPC client gets UNAUTHENTICATED with the error_description as grpc-message.
   ctx.respond(401, body, { 'www-authenticate': bearerChallenge(config, challenge === MISSING ? undefined : challenge) });
 }
@@ -87,14 +87,14 @@ function tokenInHeader(header: { name: string; value: string }): FoundToken | un
 }
 
 /** Without the header: `access_token` from the body (POST/PUT/PATCH forms, JSON, multipart), else the query. */
-async function tokenInParams(ctx: RequestContext): Promise<FoundToken | undefined> {
+async function tokenInParams(ctx: AccessContext): Promise<FoundToken | undefined> {
   const fromQuery = ctx.rawQuery.includes('access_token') ? parseArgs(ctx.rawQuery).access_token : undefined;
   const fromBody = (await credentialBodyParams(ctx)).access_token;
   const token = fromBody !== undefined ? fromBody : fromQuery;
   return typeof token === 'string' && token !== '' ? { token } : undefined;
 }
 
-function authenticateToken(ctx: RequestContext, consumer: Consumer, credential: OAuth2Credential, row: TokenRow): void {
+function authenticateToken(ctx: AccessContext, consumer: Consumer, credential: OAuth2Credential, row: TokenRow): void {
   const scopes = row.scope ? row.scope.split(' ') : [];
   authenticate(ctx, consumer, { id: credential.id, identifier: credential.client_id, scopes, authenticatedUserid: row.authenticated_userid });
   setOrRemove(ctx, TOKEN_HEADERS.scope, scopes.length ? scopes.join(',') : null);
@@ -102,12 +102,12 @@ function authenticateToken(ctx: RequestContext, consumer: Consumer, credential: 
 }
 
 /** Kong clears them when another plugin (or the anonymous consumer) stands for the caller. */
-function clearTokenHeaders(ctx: RequestContext): void {
+function clearTokenHeaders(ctx: AccessContext): void {
   ctx.removeUpstreamHeader(TOKEN_HEADERS.scope);
   ctx.removeUpstreamHeader(TOKEN_HEADERS.userid);
 }
 
-function setOrRemove(ctx: RequestContext, name: string, value: string | null): void {
+function setOrRemove(ctx: AccessContext, name: string, value: string | null): void {
   if (value === null || value === '') ctx.removeUpstreamHeader(name);
   else ctx.setUpstreamHeader(name, value);
 }
@@ -116,7 +116,7 @@ function setOrRemove(ctx: RequestContext, name: string, value: string | null): v
  * `hide_credentials`: the token leaves the header, or the query and the body (form, JSON or multipart:
  * each is a place a token is read from; Kong cleans only forms).
  */
-async function hideToken(ctx: RequestContext, found: FoundToken): Promise<void> {
+async function hideToken(ctx: AccessContext, found: FoundToken): Promise<void> {
   if (found.header) return ctx.removeUpstreamHeader(found.header);
   clearQueryArg(ctx, 'access_token');
   await clearBodyParam(ctx, 'access_token');

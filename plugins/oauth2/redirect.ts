@@ -3,7 +3,7 @@
  * with ours (ours win), keys sorted, both sides escaped like LuaSocket's `url.escape` (every byte
  * outside [A-Za-z0-9_] as %xx, lower-case hex).
  */
-import { parseArgs, type Params } from '../../src/pipeline/plugin-api.ts';
+import { parseArgs, type Params } from '../../src/pdk/index.ts';
 
 const URI = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*[^?#]*)(?:\?([^#]*))?(?:#(.*))?$/;
 

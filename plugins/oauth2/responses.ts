@@ -1,5 +1,5 @@
 /** OAuth 2.0 answers as Kong's plugin gives them: JSON bodies, cache headers, `WWW-Authenticate`. */
-import { challenge, RequestLimitError, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { challenge, RequestLimitError, type AccessContext } from '../../src/pdk/index.ts';
 import type { OAuth2Config } from './schema.ts';
 
 /**
@@ -44,7 +44,7 @@ export function bearerChallenge(config: OAuth2Config, error?: OAuthError): strin
 export type Endpoint = 'token' | 'authorization' | 'introspection' | 'revocation';
 
 /** 405 for a non-POST request on an endpoint (before the HTTPS check, as Kong). */
-export function rejectMethod(ctx: RequestContext, config: OAuth2Config, endpoint: Endpoint): void {
+export function rejectMethod(ctx: AccessContext, config: OAuth2Config, endpoint: Endpoint): void {
   const error = oauthError('invalid_method', `The HTTP method ${ctx.method} is invalid for the ${endpoint} endpoint`);
   ctx.respond(405, error, { 'www-authenticate': bearerChallenge(config, error) });
 }
@@ -53,7 +53,7 @@ export function rejectMethod(ctx: RequestContext, config: OAuth2Config, endpoint
  * Kong's `check_https`: the connection is TLS, or (with `accept_http_if_already_terminated`) a trusted
  * proxy says `X-Forwarded-Proto: https`. Returns the error, or undefined when fine.
  */
-function httpsError(ctx: RequestContext, config: OAuth2Config): OAuthError | undefined {
+function httpsError(ctx: AccessContext, config: OAuth2Config): OAuthError | undefined {
   if (ctx.scheme === 'https') return undefined;
   // The core believes only trusted peers' X-Forwarded-Proto (and keeps its first value).
   if (config.accept_http_if_already_terminated && ctx.forwardedProto === 'https') {
@@ -65,14 +65,14 @@ function httpsError(ctx: RequestContext, config: OAuth2Config): OAuthError | und
 }
 
 /** What stops any endpoint before its own checks: plain HTTP, then a repeated parameter (RFC 6749 §5.2). */
-export function requestError(ctx: RequestContext, config: OAuth2Config, repeated: string | undefined): OAuthError | undefined {
+export function requestError(ctx: AccessContext, config: OAuth2Config, repeated: string | undefined): OAuthError | undefined {
   const insecure = httpsError(ctx, config);
   if (insecure || repeated === undefined) return insecure;
   return oauthError('invalid_request', `The ${repeated} parameter must not be sent more than once`);
 }
 
 /** An endpoint's JSON answer with `Cache-Control: no-store` and `Pragma: no-cache`. */
-export function respondNoStore(ctx: RequestContext, status: number, body: object, headers: Record<string, string> = {}): void {
+export function respondNoStore(ctx: AccessContext, status: number, body: object, headers: Record<string, string> = {}): void {
   ctx.respond(status, body, { ...NO_STORE, ...headers });
 }
 
@@ -80,7 +80,7 @@ export function respondNoStore(ctx: RequestContext, status: number, body: object
  * Runs an endpoint, answering a RequestLimitError it throws as an OAuth error: `temporarily_unavailable`
  * (with Retry-After) when a retry may succeed, `invalid_request` otherwise.
  */
-export async function answeringLimits(ctx: RequestContext, endpoint: () => Promise<void>): Promise<void> {
+export async function answeringLimits(ctx: AccessContext, endpoint: () => Promise<void>): Promise<void> {
   try {
     await endpoint();
   } catch (err) {

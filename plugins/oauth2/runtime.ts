@@ -1,6 +1,6 @@
 /** The plugin's runtime: one per gateway process, holding the credential directory and token store. */
 import { createHmac, randomBytes } from 'node:crypto';
-import { alphanumericFrom, putIfAbsent, type PluginApi, type PluginRuntime, type RequestContext, type Store } from '../../src/pipeline/plugin-api.ts';
+import { alphanumericFrom, putIfAbsent, type AccessContext, type PluginApi, type PluginRuntime, type Store } from '../../src/pdk/index.ts';
 import { adminRoutes } from './api.ts';
 import { authorizeEndpoint } from './authorize.ts';
 import { CREDENTIALS_ENTITY, type OAuth2Credential } from './credential-schema.ts';
@@ -76,11 +76,11 @@ function endpointOf(path: string): 'token' | 'authorize' | 'introspect' | 'revok
 }
 
 /** A GET of a metadata document at the issuer's path: answered here, never behind the bearer check. */
-function isWellKnownRequest(ctx: RequestContext, document: string): boolean {
+function isWellKnownRequest(ctx: AccessContext, document: string): boolean {
   return (ctx.method === 'GET' || ctx.method === 'HEAD') && ctx.path === issuerPath(ctx.matchedPrefix) + document;
 }
 
-function answerMetadata(ctx: RequestContext, config: OAuth2Config): void {
+function answerMetadata(ctx: AccessContext, config: OAuth2Config): void {
   ctx.respond(200, metadataDocument(issuerOf(ctx.rawHost, issuerPath(ctx.matchedPrefix)), config));
 }
 
@@ -88,7 +88,7 @@ function answerMetadata(ctx: RequestContext, config: OAuth2Config): void {
  * OIDC clients ask for `openid-configuration` first and turn to RFC 8414 metadata when it is not found;
  * the bearer check's 401 ("The access token is missing") would end their discovery instead.
  */
-function answerNoOpenIdConfiguration(ctx: RequestContext): void {
+function answerNoOpenIdConfiguration(ctx: AccessContext): void {
   const metadata = issuerOf(ctx.rawHost, issuerPath(ctx.matchedPrefix)) + WELL_KNOWN;
   ctx.error(404, `Not found: no OpenID Connect discovery here; the OAuth 2.0 authorization server metadata (RFC 8414) is at ${metadata}`);
 }

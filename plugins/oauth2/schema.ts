@@ -1,5 +1,5 @@
 /** The plugin's `config` schema (Kong's kong/plugins/oauth2/schema.lua, same defaults and messages). */
-import { headerValueProblem, randomAlphanumeric, type Infer, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerValueProblem, randomAlphanumeric, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 /**
  * Provision keys the schema generated (the operator gave none). `configure` swaps each for a key

@@ -3,7 +3,7 @@
  * authentication checked in that order, the last failure winning), then the grant itself. Where Kong
  * departs from RFC 6749, the RFC's error codes are used (RFC 6749 §5.2: invalid_grant, unauthorized_client).
  */
-import { safeEqual, type Params, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { safeEqual, type AccessContext, type Params } from '../../src/pdk/index.ts';
 import type { OAuth2Credential } from './credential-schema.ts';
 import { bindingOf, isBoundHere, requiresPkce, retrieveClientCredentials, retrieveScope, s256, userIdError, type EndpointDeps, type Plugin } from './grants.ts';
 import { readParams, userIdParam } from './params.ts';
@@ -23,7 +23,7 @@ const failWith = (error: OAuthErrorCode, description: string, basicChallenge = f
   failure: { ...oauthError(error, description), basicChallenge },
 });
 
-export async function tokenEndpoint(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, deps: EndpointDeps): Promise<void> {
+export async function tokenEndpoint(ctx: AccessContext, config: OAuth2Config, plugin: Plugin, deps: EndpointDeps): Promise<void> {
   if (ctx.method !== 'POST') return rejectMethod(ctx, config, 'token');
   const { params, repeated } = await readParams(ctx);
   const malformed = requestError(ctx, config, repeated);
@@ -31,7 +31,7 @@ export async function tokenEndpoint(ctx: RequestContext, config: OAuth2Config, p
   respondOutcome(ctx, outcome, params);
 }
 
-export function respondOutcome(ctx: RequestContext, outcome: Outcome, params: Params): void {
+export function respondOutcome(ctx: AccessContext, outcome: Outcome, params: Params): void {
   const state = params.state !== undefined ? { state: params.state } : {};
   if ('body' in outcome) return respondNoStore(ctx, 200, { ...outcome.body, ...state });
   const { basicChallenge, ...error } = outcome.failure;
@@ -59,7 +59,7 @@ function grantAllowed(grant: unknown, config: OAuth2Config): boolean {
 
 /** A token request that passed the common checks, with what the grant needs. */
 interface GrantRequest {
-  ctx: RequestContext;
+  ctx: AccessContext;
   config: OAuth2Config;
   plugin: Plugin;
   params: Params;
@@ -72,7 +72,7 @@ interface GrantRequest {
   fromHeader: boolean;
 }
 
-async function issueToken(ctx: RequestContext, config: OAuth2Config, plugin: Plugin, params: Params, deps: EndpointDeps): Promise<Outcome> {
+async function issueToken(ctx: AccessContext, config: OAuth2Config, plugin: Plugin, params: Params, deps: EndpointDeps): Promise<Outcome> {
   const checked = await checkTokenRequest(ctx, config, params, deps);
   if ('failure' in checked) return checked;
   const request: GrantRequest = { ctx, config, plugin, params, deps, ...checked };
@@ -90,7 +90,7 @@ async function issueToken(ctx: RequestContext, config: OAuth2Config, plugin: Plu
 
 /** Kong's step 3: grant type, client, redirect URI, client authentication; the last failure wins. */
 async function checkTokenRequest(
-  ctx: RequestContext,
+  ctx: AccessContext,
   config: OAuth2Config,
   params: Params,
   deps: EndpointDeps,
@@ -166,7 +166,7 @@ async function passwordGrant(request: GrantRequest): Promise<Outcome> {
 
 /** Confidential clients prove their secret; public clients must not send one. */
 async function checkClientSecret(
-  ctx: RequestContext,
+  ctx: AccessContext,
   client: OAuth2Credential,
   secret: unknown,
   fromHeader: boolean,

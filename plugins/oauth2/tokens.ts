@@ -29,7 +29,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { putIfAbsent, randomToken, take, tokenDigest, type BatchOp, type Expectation, type Store } from '../../src/pipeline/plugin-api.ts';
+import { putIfAbsent, randomToken, take, tokenDigest, type BatchOp, type Expectation, type Store } from '../../src/pdk/index.ts';
 
 export interface TokenRow {
   id: string;

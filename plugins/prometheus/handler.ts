@@ -3,7 +3,7 @@
  * (status codes with their source, latencies, bandwidth, as the config flags ask; the consumer label with
  * `per_consumer`), served on the admin API's /metrics beside Tollgate's own, summed over the node's processes.
  */
-import type { PluginApi, PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import type { PluginApi, PluginRuntime } from '../../src/pdk/index.ts';
 import type { PrometheusConfig } from './schema.ts';
 import { KongSeries, type RequestFacts, type SeriesSnapshot } from './series.ts';
 

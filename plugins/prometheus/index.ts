@@ -1,5 +1,5 @@
 /** Kong's `prometheus` plugin: Kong's kong_* request series on the admin API's /metrics. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime } from './handler.ts';
 import { configSchema, type PrometheusConfig } from './schema.ts';
 

@@ -1,5 +1,5 @@
 /** Kong's prometheus config (kong/plugins/prometheus/schema.lua): every field accepted, with Kong's defaults. */
-import type { Infer, RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import type { Infer, RecordSchema } from '../../src/pdk/index.ts';
 
 const flag = { type: 'boolean', default: false } as const;
 

@@ -12,7 +12,7 @@
  * Each call admits one request when every window is below its limit and counts it; refused requests are
  * not counted (Kong's handler adds only what it lets through).
  */
-import type { NodeExchange, Store } from '../../src/pipeline/plugin-api.ts';
+import type { NodeExchange, Store } from '../../src/pdk/index.ts';
 import { windowEnd, windowStart, type Period } from './periods.ts';
 
 /** The windows a configuration limits and their limits (one per period); `id` names the pair, made once per configuration. */

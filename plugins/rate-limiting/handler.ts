@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { PluginApi, PluginEntity, PluginRuntime, RequestContext } from '../../src/pipeline/plugin-api.ts';
+import type { AccessContext, PluginApi, PluginEntity, PluginRuntime } from '../../src/pdk/index.ts';
 import { MemoryCounters, NodeCounters, StoreCounters, type Counters, type WindowLimits } from './counters.ts';
 import { PERIOD_SECONDS, PERIODS, windowStart, type Period } from './periods.ts';
 import type { RateLimitingConfig } from './schema.ts';
@@ -58,7 +58,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig,
 }
 
 /** Kong's get_identifier: the configured entity, falling back to the consumer's credential, then the client address. */
-function identifierOf(ctx: RequestContext, config: RateLimitingConfig): string {
+function identifierOf(ctx: AccessContext, config: RateLimitingConfig): string {
   let identifier: string | undefined;
   switch (config.limit_by) {
     case 'service':
@@ -90,7 +90,7 @@ function counterKey(plugin: PluginEntity, identifier: string): string {
 }
 
 /** Headers, and the refusal when a window was full (the counters have not counted this request then). */
-function decide(ctx: RequestContext, config: RateLimitingConfig, limits: Limits, usage: number[], now: number): void {
+function decide(ctx: AccessContext, config: RateLimitingConfig, limits: Limits, usage: number[], now: number): void {
   const { periods, values } = limits;
   let stop = -1;
   for (let i = 0; i < periods.length; i++) if (values[i] - usage[i] <= 0) stop = i;
@@ -106,7 +106,7 @@ function decide(ctx: RequestContext, config: RateLimitingConfig, limits: Limits,
  * it), and RateLimit-* for the period with the fewest remaining (on a tie, the longer one). Returns the
  * seconds until that period's window resets (Kong counts them from its fixed period lengths).
  */
-function setHeaders(ctx: RequestContext, { periods, values, texts }: Limits, usage: number[], stop: number, now: number): number {
+function setHeaders(ctx: AccessContext, { periods, values, texts }: Limits, usage: number[], stop: number, now: number): number {
   let limit = 0;
   let remaining = Infinity;
   let window = 0;
@@ -133,7 +133,7 @@ function setHeaders(ctx: RequestContext, { periods, values, texts }: Limits, usa
 }
 
 /** The counters could not be read: with `fault_tolerant` the request goes on uncounted, else Kong's 500. */
-function unavailable(ctx: RequestContext, config: RateLimitingConfig, log: Logger, err: unknown): void {
+function unavailable(ctx: AccessContext, config: RateLimitingConfig, log: Logger, err: unknown): void {
   log.error({ err, request_id: ctx.id }, 'rate-limiting: failed to get usage');
   if (!config.fault_tolerant) throw err;
 }

@@ -4,7 +4,7 @@
  * node's keys when the node has several worker processes) or across every node sharing the gateway's store
  * (`policy: cluster`), never admitting more than the limit.
  */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime, prepareLimits, type Limits } from './handler.ts';
 import { checkConfig, configSchema, type RateLimitingConfig } from './schema.ts';
 

@@ -1,5 +1,5 @@
 /** Kong's rate-limiting config (kong/plugins/rate-limiting/schema.lua): fields, defaults, checks, messages. */
-import { HEADER_NAME, PATH, type InferIgnoringStrayNulls, type Issue, type PluginScope, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { HEADER_NAME, PATH, type InferIgnoringStrayNulls, type Issue, type PluginScope, type RecordSchema } from '../../src/pdk/index.ts';
 import { PERIODS } from './periods.ts';
 
 /** Kong's `sync_rate` value for "count synchronously". */

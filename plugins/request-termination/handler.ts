@@ -4,7 +4,7 @@
  * requests carrying that header or query parameter are answered; the others pass on.
  */
 import { hostname } from 'node:os';
-import { parseUntrustedJson, type PluginApi, type PluginRuntime, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson, type AccessContext, type PluginApi, type PluginRuntime } from '../../src/pdk/index.ts';
 import type { RequestTerminationConfig } from './schema.ts';
 
 /** Kong's messages for the statuses it has one for; other statuses are answered without a body. */
@@ -32,11 +32,11 @@ export function createRuntime(api: PluginApi): PluginRuntime<RequestTerminationC
   };
 }
 
-function triggered(ctx: RequestContext, trigger: string): boolean {
+function triggered(ctx: AccessContext, trigger: string): boolean {
   return ctx.headers[trigger.toLowerCase()] !== undefined || ctx.query.has(trigger);
 }
 
-async function echo(ctx: RequestContext, config: RequestTerminationConfig, nodeId: string): Promise<void> {
+async function echo(ctx: AccessContext, config: RequestTerminationConfig, nodeId: string): Promise<void> {
   const raw = await ctx.readBodyWithin(ECHOED_BODY_LIMIT);
   const rawBody = raw?.toString('utf8') ?? null;
   ctx.respond(config.status_code, {
@@ -45,7 +45,7 @@ async function echo(ctx: RequestContext, config: RequestTerminationConfig, nodeI
     request: {
       scheme: ctx.scheme,
       host: ctx.host,
-      port: ctx.raw.req.socket?.localPort,
+      port: ctx.serverPort,
       headers: ctx.headers,
       query: queryObject(ctx.query),
       body: parsedBody(ctx.headers['content-type'], rawBody),

@@ -1,5 +1,5 @@
 /** Kong's `request-termination` plugin: the gateway answers the request itself, before any upstream. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime } from './handler.ts';
 import { configSchema, type RequestTerminationConfig } from './schema.ts';
 

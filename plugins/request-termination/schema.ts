@@ -1,5 +1,5 @@
 /** Kong's request-termination config (kong/plugins/request-termination/schema.lua): fields, defaults, checks. */
-import { HEADER_NAME, type Infer, type Issue, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { HEADER_NAME, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 const present = (v: unknown): boolean => typeof v === 'string' && v.length > 0;
 

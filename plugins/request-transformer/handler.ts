@@ -4,7 +4,7 @@
  * form, up to BODY_LIMIT) and the query are changed: remove, rename, replace (only what exists), add (only
  * what is missing), append. Templates read the request as the client sent it.
  */
-import { parseUntrustedJson, type PluginRuntime, type RequestContext } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson, type AccessContext, type PluginRuntime } from '../../src/pdk/index.ts';
 import { splitPair, type RequestTransformerConfig } from './schema.ts';
 import { Template, type TemplateSources } from './templates.ts';
 
@@ -71,7 +71,7 @@ function hasOperations(o: Operations<Pair>): boolean {
   return o.remove.length + o.rename.length + o.replace.length + o.add.length + o.append.length > 0;
 }
 
-function templateSources(ctx: RequestContext): TemplateSources {
+function templateSources(ctx: AccessContext): TemplateSources {
   return {
     header: (name) => ctx.headers[name.toLowerCase()],
     query: (name) => {
@@ -103,7 +103,7 @@ function apply(values: Map<string, Value>, o: Operations<Pair>, sources: Templat
 }
 
 /** Returns the Content-Type the upstream request will have. */
-function transformHeaders(ctx: RequestContext, o: Operations<Pair>, sources: TemplateSources): string | undefined {
+function transformHeaders(ctx: AccessContext, o: Operations<Pair>, sources: TemplateSources): string | undefined {
   const contentType = ctx.headers['content-type'];
   if (!hasOperations(o)) return contentType;
   const before = new Map<string, Value>();
@@ -117,7 +117,7 @@ function transformHeaders(ctx: RequestContext, o: Operations<Pair>, sources: Tem
   return Array.isArray(type) ? type[0] : type;
 }
 
-function transformQuery(ctx: RequestContext, o: Operations<Pair>, sources: TemplateSources, fromBody: Map<string, Value> | undefined): void {
+function transformQuery(ctx: AccessContext, o: Operations<Pair>, sources: TemplateSources, fromBody: Map<string, Value> | undefined): void {
   if (!hasOperations(o) && !fromBody) return;
   const query = decodeArgs(ctx.rawQuery);
   for (const [name, value] of fromBody ?? []) {
@@ -138,7 +138,7 @@ function bodyType(contentType: string | undefined): BodyType | undefined {
   return undefined;
 }
 
-function transformBody(ctx: RequestContext, type: BodyType, raw: Buffer, o: Operations<Pair>, sources: TemplateSources): void {
+function transformBody(ctx: AccessContext, type: BodyType, raw: Buffer, o: Operations<Pair>, sources: TemplateSources): void {
   // Kong changes what a body has (remove, rename, replace) only when there is a body.
   const ops = raw.length > 0 ? o : { ...o, remove: [], rename: [], replace: [] };
   if (type === 'form') {

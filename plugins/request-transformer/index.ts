@@ -1,5 +1,5 @@
 /** Kong's `request-transformer` plugin: the upstream request's path, method, headers, query and body rewritten by config. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { compileOperations, createRuntime, type Compiled } from './handler.ts';
 import { configSchema, type RequestTransformerConfig } from './schema.ts';
 

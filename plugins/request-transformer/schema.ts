@@ -1,5 +1,5 @@
 /** Kong's request-transformer config (kong/plugins/request-transformer/schema.lua), with its checks. */
-import { headerNameProblem, upstreamHeaderNameProblem, type FieldSchema, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pipeline/plugin-api.ts';
+import { headerNameProblem, upstreamHeaderNameProblem, type FieldSchema, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
 import { Template, TemplateError } from './templates.ts';
 
 /** Kong's `name:value` split: the name runs to the first colon, the value starts after the colons that follow. */

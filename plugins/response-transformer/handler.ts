@@ -4,7 +4,7 @@
  * what is not), append. It applies to every answer of its routes, the gateway's own included.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
-import { parseUntrustedJson, type PluginRuntime } from '../../src/pipeline/plugin-api.ts';
+import { parseUntrustedJson, type PluginRuntime } from '../../src/pdk/index.ts';
 import { splitPair, type JsonType, type ResponseTransformerConfig } from './schema.ts';
 
 export function createRuntime(): PluginRuntime<ResponseTransformerConfig> {

@@ -1,5 +1,5 @@
 /** Kong's `response-transformer` plugin: the answer's headers and JSON body rewritten by config. */
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime } from './handler.ts';
 import { configSchema, type ResponseTransformerConfig } from './schema.ts';
 

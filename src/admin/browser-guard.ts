@@ -7,7 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import { AddressRanges } from '../address-ranges.ts';
 import { parseRequestHost } from '../config/hostnames.ts';
-import { HttpError } from '../pipeline/plugin-api.ts';
+import { HttpError } from '../pipeline/http-error.ts';
 
 export interface AdminListenerFacts {
   scheme: 'http' | 'https';

@@ -4,7 +4,7 @@
  * API cannot otherwise take the gateway's identity.
  */
 import type { Certificate, GatewayConfig } from '../config/types.ts';
-import type { AdminRoute } from '../pipeline/plugin-api.ts';
+import type { AdminRoute } from '../pdk/types.ts';
 import { page } from '../toolkit/paging.ts';
 import { byIdOrName, dbLessWrite } from './routes.ts';
 

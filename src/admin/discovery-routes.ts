@@ -4,7 +4,7 @@
  * the top-level listings show, as `{entity_name, entity_id, tag}`. They read the routes the admin API
  * serves, so an entity kind or an endpoint a plugin adds is covered without being named here.
  */
-import type { AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
+import type { AdminReply, AdminRequest, AdminRoute } from '../pdk/types.ts';
 import { MAX_PAGE_SIZE, pageOf } from '../toolkit/paging.ts';
 
 interface TagRow {

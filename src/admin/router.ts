@@ -4,7 +4,7 @@ import { JsonTooDeepError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { readWhole } from '../pipeline/request-body.ts';
 import { answerFor, HttpError } from '../pipeline/http-error.ts';
-import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
+import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pdk/types.ts';
 import { parseArgs, type Params } from '../toolkit/params.ts';
 import { parseUntrustedJson } from '../toolkit/json.ts';
 import { MESSAGES } from '../proxy/respond.ts';

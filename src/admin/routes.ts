@@ -2,10 +2,10 @@
 import { hostname } from 'node:os';
 import type { GatewayConfig } from '../config/types.ts';
 import type { Consumers } from '../consumers.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import type { Metrics } from '../metrics.ts';
-import type { AdminRoute } from '../pipeline/plugin-api.ts';
+import type { AdminRoute } from '../pdk/types.ts';
 import { entityWriteUnsupported, NotFoundError, type WriteMethod } from '../toolkit/admin-errors.ts';
 import { entityAdminRoutes } from '../toolkit/entity-admin.ts';
 import { page } from '../toolkit/paging.ts';

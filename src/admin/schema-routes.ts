@@ -7,7 +7,7 @@
 import { CORE_ENTITY_SCHEMAS } from '../config/entity-schemas.ts';
 import { pluginEntitySchema } from '../config/entities.ts';
 import { validate, type FieldSchema, type Issue, type RecordSchema } from '../config/schema.ts';
-import type { AdminReply, AdminRoute, EntityDefinition, PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { AdminReply, AdminRoute, EntityDefinition, PluginRegistry } from '../pdk/types.ts';
 import { HttpError } from '../pipeline/http-error.ts';
 import { SchemaViolationError } from '../toolkit/admin-errors.ts';
 

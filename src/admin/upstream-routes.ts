@@ -7,7 +7,8 @@ import type { Balancer } from '../balancer/balancer.ts';
 import type { TargetState } from '../balancer/target-state.ts';
 import { formatTarget } from '../config/upstreams.ts';
 import type { GatewayConfig, Target } from '../config/types.ts';
-import { HttpError, type AdminReply, type AdminRequest, type AdminRoute } from '../pipeline/plugin-api.ts';
+import type { AdminReply, AdminRequest, AdminRoute } from '../pdk/types.ts';
+import { HttpError } from '../pipeline/http-error.ts';
 import { page } from '../toolkit/paging.ts';
 import { dbLessWrite } from './routes.ts';
 

@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { closestName, didYouMean } from '../did-you-mean.ts';
 import { UsageError } from '../errors.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 
 export interface OptionDefinition {
   type: 'string' | 'boolean';

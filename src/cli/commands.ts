@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UsageError } from '../errors.ts';
 import { PACKAGE_ROOT } from '../package-root.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { check } from './check.ts';
 import { EXIT, HELP_OPTION, readOptions, unknownCommand, type CommandDefinition, type OptionDefinition } from './command.ts';
 import { health, reload, status, stop } from './control.ts';

@@ -15,7 +15,7 @@ import { ControlError, UsageError } from '../errors.ts';
 import { pidFilePath, PID_FILE_NAME } from '../process/pid-file.ts';
 import { EXIT, type CommandDefinition, type OptionDefinition, type OptionValues } from './command.ts';
 import { CONFIG_OPTION, configFileOf } from './config-option.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 
 const PID_FILE_OPTION: OptionDefinition = { type: 'string', value: 'FILE', description: `the pid file start wrote (default: <data_dir>/${PID_FILE_NAME})` };
 const POLL_MS = 100;

@@ -5,7 +5,7 @@
  */
 import { Gateway, startFailureExitCode, startFailureLines } from '../gateway.ts';
 import { createLogger, type Logger } from '../log.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { startNode } from '../process/cluster.ts';
 import { PID_FILE_NAME, removePidFile, writePidFile } from '../process/pid-file.ts';
 import { stopOnSignals } from '../process/stop-signals.ts';

@@ -11,7 +11,7 @@ import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { LineCounter, parseDocument, type Document } from 'yaml';
 import { ConfigError } from '../errors.ts';
-import type { EntityDefinition, PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { EntityDefinition, PluginRegistry } from '../pdk/types.ts';
 import { normalizePath } from '../router/index.ts';
 import { resolveReference, type BuildContext, type CoreEntities } from './builder-context.ts';
 import { buildTlsEntities, certificateRef, type TlsEntities } from './certificate-builder.ts';

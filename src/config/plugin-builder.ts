@@ -6,7 +6,7 @@
  */
 import { closestName } from '../did-you-mean.ts';
 import { ConfigCompileError } from '../errors.ts';
-import type { PluginDefinition, PluginRegistry, PluginScope } from '../pipeline/plugin-api.ts';
+import type { PluginDefinition, PluginRegistry, PluginScope } from '../pdk/types.ts';
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
 import { pluginEntitySchema } from './entities.ts';

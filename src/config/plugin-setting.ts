@@ -2,7 +2,7 @@
  * Kong's `plugins` setting (kong.conf `plugins = bundled,<name>,...`, or `off`): which plugins a
  * configuration may use. Every plugin this gateway ships counts as bundled.
  */
-import type { PluginDefinition } from '../pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../pdk/types.ts';
 
 type Registry = ReadonlyMap<string, PluginDefinition>;
 

@@ -4,7 +4,7 @@
  * (e.g. meters it syncs), and so is every plugin whose services an in-use plugin calls (`uses`): their
  * state is then written from every process too. The loader checks `worker_processes` against them.
  */
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import type { BuildContext } from './builder-context.ts';
 import { workerCount } from './entities.ts';
 import type { GatewayConfig, NodeSettings, PluginEntity } from './types.ts';

@@ -14,7 +14,8 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join } from 'node:path';
 import { PACKAGE_ROOT } from '../package-root.ts';
-import { HttpError, type AdminReply, type AdminRequest, type AdminRoute, type ConsoleTab, type PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { AdminReply, AdminRequest, AdminRoute, ConsoleTab, PluginRegistry } from '../pdk/types.ts';
+import { HttpError } from '../pipeline/http-error.ts';
 
 const PUBLIC_DIR = join(PACKAGE_ROOT, 'src/console/public');
 const UPLOT_DIST = join(dirname(createRequire(import.meta.url).resolve('uplot/package.json')), 'dist');

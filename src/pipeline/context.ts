@@ -1,29 +1,21 @@
 /** The per-request context handed to plugins: request facts, upstream edits, and ways to answer. */
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { Http2ServerResponse } from 'node:http2';
 import { Readable, type Duplex } from 'node:stream';
 import { STATUS_CODES } from 'node:http';
 import type { PeerSource } from '../balancer/peers.ts';
-import type { Consumer, PluginInstance, Route, Service } from '../config/types.ts';
+import type { Consumer, Route, Service } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import { headerLines } from '../proxy/headers.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
-import { HttpError, type AuthenticatedCredential, type BodyObserver, type PluginRuntime, type RequestContext, type RequestOutcome, type ResponseSource } from './plugin-api.ts';
-import { answerFor } from './http-error.ts';
+import type { AuthenticatedCredential, BodyObserver, RequestOutcome, ResponseSource } from '../pdk/types.ts';
+import type { CoreContext, DownstreamRequest, DownstreamResponse, RanPlugin } from './core-context.ts';
+import { answerFor, HttpError } from './http-error.ts';
 import { rewriteBody, runResponsePhase } from './response-phase.ts';
 import { checkUpstreamHeader } from './upstream-edits.ts';
 import { collect, prepend, readWhole, type BodyHead } from './request-body.ts';
-
-/** A plugin whose phases run on this request. */
-export interface RanPlugin {
-  runtime: PluginRuntime;
-  plugin: PluginInstance;
-}
-
-export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
-export type DownstreamResponse = ServerResponse | Http2ServerResponse;
 
 /** Where the gateway's own answers go: an HTTP response, or the raw socket of an upgrade request. */
 export interface Downstream {
@@ -108,7 +100,7 @@ export interface ContextInit {
 const NO_CAPTURES: Readonly<Record<string, string>> = Object.freeze({});
 const METHOD_TOKEN = /^[A-Z]+$/;
 
-export class Context implements RequestContext {
+export class Context implements CoreContext {
   readonly id: string;
   readonly startedAt: number;
   readonly scheme: 'http' | 'https';
@@ -235,6 +227,18 @@ export class Context implements RequestContext {
 
   get query(): URLSearchParams {
     return (this.queryParams ??= new URLSearchParams(this.rawQuery));
+  }
+
+  get serverAddress(): string | undefined {
+    return this.raw.req.socket?.localAddress;
+  }
+
+  get serverPort(): number | undefined {
+    return this.raw.req.socket?.localPort;
+  }
+
+  get connection(): object {
+    return this.raw.req.socket;
   }
 
   get responded(): boolean {

@@ -19,8 +19,9 @@ import { errorAnswer, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } fr
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import type { Metrics } from '../metrics.ts';
-import { Context, ResponseDownstream, SocketDownstream, type Downstream, type DownstreamRequest, type DownstreamResponse, type RanPlugin } from './context.ts';
-import type { UnmatchedRequest } from './plugin-api.ts';
+import type { UnmatchedRequest } from '../pdk/types.ts';
+import { Context, ResponseDownstream, SocketDownstream, type Downstream } from './context.ts';
+import type { DownstreamRequest, DownstreamResponse, RanPlugin } from './core-context.ts';
 import { ProxyStep, type ProtocolProxy } from './proxy-step.ts';
 import { hasBody } from './request-body.ts';
 import { contain, failRequest } from './request-failure.ts';

@@ -4,7 +4,7 @@
  * global), computed per route once per configuration so a request only walks a short list.
  */
 import type { PluginInstance, Route } from '../config/types.ts';
-import type { PluginDefinition } from './plugin-api.ts';
+import type { PluginDefinition } from '../pdk/types.ts';
 
 export interface PluginStep {
   name: string;

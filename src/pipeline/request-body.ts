@@ -6,7 +6,7 @@ import type { IncomingMessage } from 'node:http';
 import { Http2ServerRequest } from 'node:http2';
 import { Readable } from 'node:stream';
 import { MESSAGES } from '../proxy/respond.ts';
-import type { DownstreamRequest } from './context.ts';
+import type { DownstreamRequest } from './core-context.ts';
 import { HttpError } from './http-error.ts';
 
 /** Reads a request body into memory, refusing more than `limit` bytes (0 = no limit). */

@@ -7,16 +7,19 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerResponse } from 'node:http2';
 import { Writable } from 'node:stream';
-import type { Context } from './context.ts';
-import { REWRITABLE_BODY_LIMIT, type ResponseHead, type ResponseSource } from './plugin-api.ts';
+import type { ResponseHead, ResponseSource } from '../pdk/types.ts';
+import type { CoreContext } from './core-context.ts';
 
 export type BodyRewrite = (body: Buffer) => Buffer;
+
+/** The largest response body a plugin may rewrite; larger ones stream through unchanged (and a warning is logged). */
+export const REWRITABLE_BODY_LIMIT = 16 * 1024 * 1024;
 
 /**
  * Runs the response phase over an answer's head; returns the body rewrites plugins asked for, if any.
  * `withBody`: a body follows that plugins may rewrite or observe. Throws what a plugin throws.
  */
-export function runResponsePhase(ctx: Context, status: number, headers: OutgoingHttpHeaders, source: ResponseSource, withBody: boolean): BodyRewrite[] | undefined {
+export function runResponsePhase(ctx: CoreContext, status: number, headers: OutgoingHttpHeaders, source: ResponseSource, withBody: boolean): BodyRewrite[] | undefined {
   // Once per request, as Kong's header_filter: the answer that replaces one Node refused (a 502 for
   // headers a plugin set) must not get the same headers again.
   if (ctx.responsePhaseRan) return undefined;
@@ -44,7 +47,7 @@ export function rewriteBody(body: Buffer, rewrites: BodyRewrite[]): Buffer {
  * the plugins' response phase, then Kong's latency and request-id headers. Returns the body rewrites
  * the plugins asked for (only when `withBody`: an HTTP body follows, which plugins may also observe).
  */
-export function finishResponseHeaders(ctx: Context, status: number, out: OutgoingHttpHeaders, sentAt: number, withBody = false): BodyRewrite[] | undefined {
+export function finishResponseHeaders(ctx: CoreContext, status: number, out: OutgoingHttpHeaders, sentAt: number, withBody = false): BodyRewrite[] | undefined {
   ctx.upstreamStatus = status;
   const rewrites = ctx.ran || ctx.responseHeaders ? runResponsePhase(ctx, status, out, 'service', withBody) : undefined;
   out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
@@ -66,7 +69,7 @@ export class RewritingSink extends Writable {
   private passing = false;
 
   constructor(
-    private readonly ctx: Context,
+    private readonly ctx: CoreContext,
     private readonly res: ServerResponse | Http2ServerResponse,
     private readonly headers: OutgoingHttpHeaders,
     private readonly upstreamLength: OutgoingHttpHeaders[string],

@@ -20,7 +20,7 @@
 import cluster from 'node:cluster';
 import { workerCount } from '../config/entities.ts';
 import { loadConfigFile } from '../config/load.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { Primary } from './primary.ts';
 import { runWorker } from './worker.ts';
 

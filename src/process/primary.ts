@@ -15,7 +15,7 @@ import { removePidFile, writePidFile } from './pid-file.ts';
 import { stopOnSignals } from './stop-signals.ts';
 import { createLogger, createLogging, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { NoticeHub, serveStore } from '../store/ipc.ts';
 import { registerStoreProcedures } from '../store/procedures.ts';
 import type { LevelStore } from '../store/level.ts';

@@ -5,7 +5,7 @@ import { Gateway, startFailureExitCode, startFailureLines } from '../gateway.ts'
 import { STORE_FD, type ToPrimary, type ToWorker } from './messages.ts';
 import { WorkerExchange } from './worker-exchange.ts';
 import { flushLogs } from '../log.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { RemoteStore } from '../store/ipc.ts';
 
 /**

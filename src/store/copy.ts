@@ -9,7 +9,7 @@
  * `plugin.oauth2:acc:`, `plugin.metering:e/`) are counted on both sides, as of the copy's start.
  */
 import type pg from 'pg';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { Progress } from '../progress.ts';
 import { byteOrder } from './order.ts';
 import { commandConfig, commandFailed } from './migrate.ts';

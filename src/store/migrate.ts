@@ -4,7 +4,7 @@
  */
 import { loadConfigFile } from '../config/load.ts';
 import type { GatewayConfig } from '../config/types.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { StoreError } from './errors.ts';
 import { postgresSettings } from './open.ts';
 import { connectedClient } from './postgres/connection.ts';

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { LEVEL_OPTIONS } from './level.ts';
-import type { PluginRegistry } from '../pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../pdk/types.ts';
 import { commandConfig, commandFailed } from './migrate.ts';
 
 export async function repairStore(file: string, plugins: PluginRegistry): Promise<number> {

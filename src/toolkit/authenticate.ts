@@ -6,7 +6,7 @@
  */
 import type { Consumer } from '../config/types.ts';
 import { consumerByReference } from '../consumers.ts';
-import type { AuthenticatedCredential, ConsumerDirectory, RequestContext } from '../pipeline/plugin-api.ts';
+import type { AccessContext, AuthenticatedCredential, ConsumerDirectory, RequestView } from '../pdk/types.ts';
 
 /** Kong's HEADERS (kong/constants.lua). Client-sent copies never reach the upstream (the proxy drops them). */
 export const IDENTITY_HEADERS = {
@@ -27,7 +27,7 @@ export interface AuthenticationConfig {
  * The request's caller is `consumer`, authenticated by `credential` (null for the anonymous consumer):
  * sets `ctx.consumer`, `ctx.credential` and the identity headers.
  */
-export function authenticate(ctx: RequestContext, consumer: Consumer, credential: AuthenticatedCredential | null): void {
+export function authenticate(ctx: AccessContext, consumer: Consumer, credential: AuthenticatedCredential | null): void {
   ctx.consumer = consumer;
   ctx.credential = credential;
   ctx.setUpstreamHeader(IDENTITY_HEADERS.consumerId, consumer.id);
@@ -42,7 +42,7 @@ export function authenticate(ctx: RequestContext, consumer: Consumer, credential
  * Kong's "logical OR": with `anonymous` set, a caller an earlier authentication plugin identified passes
  * this one unchecked. (Without `anonymous` every plugin must succeed: "logical AND".)
  */
-export function identifiedEarlier(ctx: RequestContext, config: AuthenticationConfig): boolean {
+export function identifiedEarlier(ctx: RequestView, config: AuthenticationConfig): boolean {
   return Boolean(config.anonymous) && ctx.credential !== null;
 }
 
@@ -50,7 +50,7 @@ export function identifiedEarlier(ctx: RequestContext, config: AuthenticationCon
  * Continues as the `anonymous` consumer (by id or username, Kong's rule), or answers 500 when it does not
  * exist, with Kong's message: a configuration error the operator must see, never a silent pass.
  */
-export function authenticateAnonymous(ctx: RequestContext, anonymous: string, consumers: ConsumerDirectory): void {
+export function authenticateAnonymous(ctx: AccessContext, anonymous: string, consumers: ConsumerDirectory): void {
   const consumer = consumerByReference(consumers, anonymous);
   if (!consumer) return ctx.error(500, `anonymous consumer ${anonymous} is configured but doesn't exist`);
   authenticate(ctx, consumer, null);
@@ -79,7 +79,7 @@ export type AuthenticationOutcome = Authenticated | AuthenticationFailure;
  * failure. Stays synchronous when `attempt` is (a cached credential costs no promise).
  */
 export function authenticateWith(
-  ctx: RequestContext,
+  ctx: AccessContext,
   config: AuthenticationConfig,
   consumers: ConsumerDirectory,
   attempt: () => AuthenticationOutcome | Promise<AuthenticationOutcome>,
@@ -90,7 +90,7 @@ export function authenticateWith(
   conclude(ctx, config, consumers, outcome);
 }
 
-function conclude(ctx: RequestContext, config: AuthenticationConfig, consumers: ConsumerDirectory, outcome: AuthenticationOutcome): void {
+function conclude(ctx: AccessContext, config: AuthenticationConfig, consumers: ConsumerDirectory, outcome: AuthenticationOutcome): void {
   if ('consumer' in outcome) return authenticate(ctx, outcome.consumer, outcome.credential);
   if (config.anonymous) return authenticateAnonymous(ctx, config.anonymous, consumers);
   if (outcome.body) ctx.respond(outcome.status, outcome.body, outcome.headers);
@@ -105,7 +105,7 @@ export function challenge(scheme: string, params: Record<string, string | null |
   return parts.length ? `${scheme} ${parts.join(', ')}` : scheme;
 }
 
-function setOrRemove(ctx: RequestContext, name: string, value: string | null): void {
+function setOrRemove(ctx: AccessContext, name: string, value: string | null): void {
   if (value === null || value === '') ctx.removeUpstreamHeader(name);
   else ctx.setUpstreamHeader(name, value);
 }

@@ -8,19 +8,10 @@
 import { randomUUID } from 'node:crypto';
 import { isUuid, TTL } from '../config/entities.ts';
 import { validate, type FieldSchema, type Issue, type RecordSchema } from '../config/schema.ts';
-import type { AdminReply, AdminRequest, AdminRoute } from '../pipeline/plugin-api.ts';
+import type { AdminReply, AdminRequest, AdminRoute, BeforeEntitySave, Entity, ParentDirectory } from '../pdk/types.ts';
 import { ConcurrentChangeError, declaredEntityReadOnly, ForeignKeyViolationError, NotFoundError, SchemaViolationError, type WriteMethod } from './admin-errors.ts';
-import { MAX_WRITE_ATTEMPTS, type Entity, type EntityDirectory, type ParentDirectory } from './entity-directory.ts';
+import { MAX_WRITE_ATTEMPTS, type EntityDirectory } from './entity-directory.ts';
 import { page } from './paging.ts';
-
-/**
- * Runs on an admin write after validation, before the entity is stored (e.g. hashing a password on the
- * worker pool). `given` names the fields this request set; `existing` is the entity a PUT or PATCH replaces.
- */
-export type BeforeEntitySave<T extends Entity = Entity> = (
-  entity: Record<string, any>,
-  context: { given: ReadonlySet<string>; existing: T | undefined },
-) => Record<string, any> | Promise<Record<string, any>>;
 
 /** Kong's auto_timestamp_s: set when created, may be given. */
 const CREATED_AT: FieldSchema = { type: 'integer', between: [0, 2 ** 40] };

@@ -19,15 +19,10 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { EntityDefinition } from '../pipeline/plugin-api.ts';
+import type { ChildDirectory, Entity, EntityDefinition, KeptEntities, ParentDirectory, RemovedListener } from '../pdk/types.ts';
 import type { BatchOp, Expectation, Store } from '../store/store.ts';
 import { ConcurrentChangeError, PrimaryKeyViolationError, UniqueViolationError } from './admin-errors.ts';
 import { tokenDigest } from './secrets.ts';
-
-export interface Entity {
-  id: string;
-  [field: string]: any;
-}
 
 /** When a runtime entity expires (ms since the epoch); kept in the stored record, never shown. */
 const EXPIRES_AT = '_expires_at';
@@ -37,18 +32,6 @@ const PRUNE_INTERVAL_MS = 60_000;
 const MAX_PLAIN_CLAIM = 128;
 /** Tries of a write whose entities other processes keep changing, before the client is told to retry. */
 export const MAX_WRITE_ATTEMPTS = 5;
-
-export type RemovedListener<T> = (entity: T, byThisProcess: boolean) => void | Promise<void>;
-
-/** What a child needs of its parent: liveness, and a place to register for the cascade. */
-export interface ParentDirectory {
-  readonly definition: EntityDefinition;
-  byId(id: string): Entity | undefined;
-  find(field: string, value: string): Entity | undefined;
-  currentById(id: string): Promise<Entity | undefined>;
-  currentBy(field: string, value: string): Promise<Entity | undefined>;
-  adopt(child: EntityDirectory): void;
-}
 
 export interface DirectoryOptions {
   /** The directory of the entities this one's `parent.field` references (consumers). */
@@ -69,10 +52,10 @@ function emptyIndex<T>(): Indexed<T> {
   return { byId: new Map(), unique: new Map(), byParent: new Map() };
 }
 
-export class EntityDirectory<T extends Entity = Entity> implements ParentDirectory {
+export class EntityDirectory<T extends Entity = Entity> implements ParentDirectory, ChildDirectory, KeptEntities<T> {
   private declared: Indexed<T> = emptyIndex();
   private readonly runtime: Indexed<T> = emptyIndex();
-  private readonly children: EntityDirectory[] = [];
+  private readonly children: ChildDirectory[] = [];
   private readonly removedListeners: RemovedListener<T>[] = [];
   private refreshing: Promise<void> = Promise.resolve();
   private pendingRefreshes = 0;
@@ -98,7 +81,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     this.topic = `entities:${definition.name}`;
     this.parent = options.parent;
     this.uniqueFields = [...new Set([...(definition.endpointKey ? [definition.endpointKey] : []), ...(definition.unique ?? [])])];
-    options.parent?.adopt(this as unknown as EntityDirectory);
+    options.parent?.adopt(this);
   }
 
   /** Reads the runtime entities and starts following other processes' changes. */
@@ -116,7 +99,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     clearInterval(this.pruner);
   }
 
-  adopt(child: EntityDirectory): void {
+  adopt(child: ChildDirectory): void {
     this.children.push(child);
   }
 
@@ -236,7 +219,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
    * so deleting it again finishes the job.
    */
   async remove(entity: T): Promise<void> {
-    for (const child of this.children) await child.removeAll(child.runtimeChildrenOf(entity.id));
+    for (const child of this.children) await child.removeChildrenOf(entity.id);
     await this.removeAll([entity]);
   }
 
@@ -275,11 +258,25 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     return (entity as Entity)[EXPIRES_AT];
   }
 
-  // -- internals --------------------------------------------------------------------------------------
-
-  private runtimeChildrenOf(parentId: string): T[] {
-    return [...(this.runtime.byParent.get(parentId) ?? [])];
+  /** A parent this process deletes: its runtime children of this type go first, in one write. */
+  removeChildrenOf(parentId: string): Promise<void> {
+    return this.removeAll([...(this.runtime.byParent.get(parentId) ?? [])]);
   }
+
+  /**
+   * A parent deleted by another process: the children this process knows that the deleting one did not
+   * yet (created here just before) are deleted too, so none outlives its parent with its values claimed.
+   * Children the deleting process removed already are found gone on the way.
+   */
+  async removeOrphansOf(parentId: string): Promise<void> {
+    try {
+      await this.removeChildrenOf(parentId);
+    } catch (err) {
+      this.options.log?.error({ err, entity: this.definition.name, parent: parentId }, 'deleting the children of a deleted parent failed');
+    }
+  }
+
+  // -- internals --------------------------------------------------------------------------------------
 
   /** A runtime entity removed from this process's view; the store was written already (or by another process). */
   private forget(entity: T, byThisProcess: boolean): Promise<void> {
@@ -292,19 +289,6 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     }
     for (const child of this.children) void child.removeOrphansOf(entity.id);
     return this.announceRemoved(current, false);
-  }
-
-  /**
-   * A parent deleted by another process: the children this process knows that the deleting one did not
-   * yet (created here just before) are deleted too, so none outlives its parent with its values claimed.
-   * Children the deleting process removed already are found gone on the way.
-   */
-  private async removeOrphansOf(parentId: string): Promise<void> {
-    try {
-      await this.removeAll(this.runtimeChildrenOf(parentId));
-    } catch (err) {
-      this.options.log?.error({ err, entity: this.definition.name, parent: parentId }, 'deleting the children of a deleted parent failed');
-    }
   }
 
   /** Calls the listeners at once (so caches drop the entity before anything else runs); resolves when their cleanups end. */

@@ -4,7 +4,7 @@
  * else is 400 invalid offset), `tags` (src/toolkit/tag-filter.ts), and the shape `{data, next, offset}`. One
  * helper for the core and the plugins, so every listing filters by tags.
  */
-import type { AdminReply, AdminRequest } from '../pipeline/plugin-api.ts';
+import type { AdminReply, AdminRequest } from '../pdk/types.ts';
 import { InvalidOffsetError, InvalidSizeError } from './admin-errors.ts';
 import { carriesTags, tagFilter } from './tag-filter.ts';
 

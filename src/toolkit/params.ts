@@ -5,7 +5,8 @@
  * Parameters are read before anyone is authenticated, so a body is read only up to MAX_PARAMETER_BODY and
  * at most MAX_PARAMETERS of each part are accepted: RequestLimitError beyond either.
  */
-import type { RequestContext } from '../pipeline/plugin-api.ts';
+import type { AccessContext, RequestView } from '../pdk/types.ts';
+import { downstreamRequestOf } from '../pipeline/core-context.ts';
 import { parseUntrustedJson } from './json.ts';
 import { MAX_PARAMETER_BODY, MAX_PARAMETERS, RequestLimitError } from './limits.ts';
 
@@ -64,7 +65,7 @@ export interface BodyScope {
 }
 
 /** The body's parameters, for the content types Kong parses; `{}` otherwise. */
-export async function readBodyParams(ctx: RequestContext, scope: BodyScope = {}): Promise<Params> {
+export async function readBodyParams(ctx: AccessContext, scope: BodyScope = {}): Promise<Params> {
   const type = paramBodyType(ctx, scope);
   if (type === undefined) return {};
   const body = await ctx.readBodyWithin(MAX_PARAMETER_BODY);
@@ -82,7 +83,7 @@ export async function readBodyParams(ctx: RequestContext, scope: BodyScope = {})
  * holds none, as in Kong, which cannot read a body nginx spilled to disk. It is not read into memory, and
  * goes upstream untouched if the caller authenticates otherwise.
  */
-export async function credentialBodyParams(ctx: RequestContext, scope: BodyScope = {}): Promise<Params> {
+export async function credentialBodyParams(ctx: AccessContext, scope: BodyScope = {}): Promise<Params> {
   try {
     return await readBodyParams(ctx, scope);
   } catch (err) {
@@ -92,7 +93,7 @@ export async function credentialBodyParams(ctx: RequestContext, scope: BodyScope
 }
 
 /** The media type of a body Kong reads parameters from, or undefined. */
-function paramBodyType(ctx: RequestContext, scope: BodyScope): string | undefined {
+function paramBodyType(ctx: RequestView, scope: BodyScope): string | undefined {
   const type = mediaType(ctx.headers['content-type']);
   return (scope.anyMethod || METHODS_WITH_BODY.has(ctx.method)) && BODY_PARAM_TYPES.has(type) ? type : undefined;
 }
@@ -130,7 +131,7 @@ export function argsWithout(raw: string, name: string): string {
 }
 
 /** Removes the query argument `name` from what goes upstream (Kong's `clear_query_arg`). */
-export function clearQueryArg(ctx: RequestContext, name: string): void {
+export function clearQueryArg(ctx: AccessContext, name: string): void {
   if (ctx.rawQuery === '') return;
   const cleaned = argsWithout(ctx.rawQuery, name);
   if (cleaned !== ctx.rawQuery) ctx.setUpstreamQuery(cleaned);
@@ -141,7 +142,7 @@ export function clearQueryArg(ctx: RequestContext, name: string): void {
  * type; undefined when the body holds no such parameter, is of another type, or is too large to hold
  * parameters (it was never read for them, and goes upstream untouched).
  */
-export async function bodyWithout(ctx: RequestContext, name: string, scope: BodyScope = {}): Promise<{ body: Buffer; contentType: string } | undefined> {
+export async function bodyWithout(ctx: AccessContext, name: string, scope: BodyScope = {}): Promise<{ body: Buffer; contentType: string } | undefined> {
   const type = paramBodyType(ctx, scope);
   if (type === undefined) return undefined;
   const contentType = String(ctx.headers['content-type']);
@@ -167,7 +168,7 @@ export async function bodyWithout(ctx: RequestContext, name: string, scope: Body
 }
 
 /** Removes the body parameter `name` from what goes upstream, when the body has one. */
-export async function clearBodyParam(ctx: RequestContext, name: string, scope: BodyScope = {}): Promise<void> {
+export async function clearBodyParam(ctx: AccessContext, name: string, scope: BodyScope = {}): Promise<void> {
   const cleaned = await bodyWithout(ctx, name, scope);
   if (!cleaned) return;
   ctx.setUpstreamBody(cleaned.body);
@@ -179,7 +180,7 @@ export async function clearBodyParam(ctx: RequestContext, name: string, scope: B
  * equivalent (nginx with `underscores_in_headers on`, as Kong runs it). Node joins repeated headers with
  * ", ", so a joined value is split by the raw headers, which keep each one as sent.
  */
-export function headerValues(ctx: RequestContext, name: string): string[] {
+export function headerValues(ctx: RequestView, name: string): string[] {
   const lower = name.toLowerCase();
   const direct = ctx.headers[lower];
   if (typeof direct === 'string' && !direct.includes(',')) return [direct];
@@ -187,20 +188,20 @@ export function headerValues(ctx: RequestContext, name: string): string[] {
   // Only names with `-` or `_` have other spellings to look for.
   if (direct === undefined && !/[-_]/.test(lower)) return [];
   const wanted = canonicalHeaderName(lower);
-  const raw = ctx.raw.req.rawHeaders;
+  const raw = downstreamRequestOf(ctx).rawHeaders;
   const values: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) if (canonicalHeaderName(raw[i]) === wanted) values.push(raw[i + 1]);
   return values;
 }
 
 /** The first value of a header (see headerValues), with the name it came under. */
-export function findHeader(ctx: RequestContext, name: string): { name: string; value: string } | undefined {
+export function findHeader(ctx: RequestView, name: string): { name: string; value: string } | undefined {
   const lower = name.toLowerCase();
   const direct = ctx.headers[lower];
   if (typeof direct === 'string' && !direct.includes(',')) return { name: lower, value: direct };
   if (direct === undefined && !/[-_]/.test(lower)) return undefined;
   const wanted = canonicalHeaderName(lower);
-  const raw = ctx.raw.req.rawHeaders;
+  const raw = downstreamRequestOf(ctx).rawHeaders;
   for (let i = 0; i + 1 < raw.length; i += 2) if (canonicalHeaderName(raw[i]) === wanted) return { name: raw[i].toLowerCase(), value: raw[i + 1] };
   return undefined;
 }

@@ -9,7 +9,7 @@ import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import type { PluginRegistry } from '../../src/pipeline/plugin-api.ts';
+import type { PluginRegistry } from '../../src/pdk/types.ts';
 import { Gateway } from '../../src/gateway.ts';
 import { startUpstream, tempDir } from './gateway.ts';
 

@@ -1,6 +1,6 @@
 /**
- * The plugin boundary: a plugin reaches the core only through src/pipeline/plugin-api.ts (which re-exports
- * the toolkit), never another core module, so that the core can change behind that one interface; and
+ * The plugin boundary: a plugin reaches the core only through src/pdk/index.ts (the PDK, which
+ * re-exports what plugins use of the toolkit and the core), never another core module, so that the core can change behind that one interface; and
  * another plugin only through that plugin's public.ts.
  */
 import assert from 'node:assert/strict';
@@ -18,13 +18,13 @@ function sources(dir: string): string[] {
   });
 }
 
-test('plugins import nothing of src/ but the plugin API', () => {
+test('plugins import nothing of src/ but the PDK', () => {
   const leaks: string[] = [];
   for (const file of sources(join(root, 'plugins'))) {
     for (const [, target] of readFileSync(file, 'utf8').matchAll(/from\s+'([^']+)'/g)) {
       if (!target.startsWith('.')) continue;
       const imported = relative(root, resolve(file, '..', target));
-      if (imported.startsWith('src/') && imported !== 'src/pipeline/plugin-api.ts') leaks.push(`${relative(root, file)} imports ${imported}`);
+      if (imported.startsWith('src/') && imported !== 'src/pdk/index.ts') leaks.push(`${relative(root, file)} imports ${imported}`);
     }
   }
   assert.deepEqual(leaks, []);

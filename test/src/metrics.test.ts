@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/types.ts';
 import { request, startGateway, startUpstream } from '../helpers/gateway.ts';
 import { startWithRegistry, waitFor } from '../helpers/support.ts';
 

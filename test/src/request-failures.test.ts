@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { after, before, test } from 'node:test';
-import type { PluginDefinition } from '../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../src/pdk/types.ts';
 import { echoClient, grpc, startGrpcEcho, unary, type GrpcEcho } from '../fixtures/grpc-echo.ts';
 import { request, startUpstream, type Upstream } from '../helpers/gateway.ts';
 import { parseRaw, portOf, rawExchange, startWithRegistry, type RegistryGateway } from '../helpers/support.ts';

@@ -47,7 +47,7 @@
  * reader's clock), i.e. how soon a fail-over starts.
  */
 import type { Logger } from 'pino';
-import type { BatchOp, Expectation, Store, WriteBatch } from '../../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Expectation, Store, WriteBatch } from '../../../src/pdk/index.ts';
 
 type WriteOptions = Parameters<Store['batch']>[1];
 import type { PreparedEvent } from '../ingest/events.ts';
@@ -450,8 +450,9 @@ export class Aggregator {
         drained = await this.drainRound(term.writer);
         if (drained > 0 || first) await this.report(term.writer);
       } catch (err) {
-        if (err instanceof LeaseLostError) this.log.warn('metering: a batch was not written: this process no longer holds the aggregator lease');
-        else this.log.error({ err }, 'metering: aggregating inbox entries failed; retrying');
+        if (err instanceof LeaseLostError) {
+          this.log.warn({ code: err.code }, 'metering: a batch was not written: this process no longer holds the aggregator lease');
+        } else this.log.error({ err }, 'metering: aggregating inbox entries failed; retrying');
         await sleep(POLL_MS);
       }
       idlePoll = drained > 0 ? POLL_MS : Math.min(idlePoll * 2, IDLE_POLL_MS);

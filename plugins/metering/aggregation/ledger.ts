@@ -4,7 +4,7 @@
  * calls this, and a cache of committed states saves most reads. The cache only ever holds committed
  * values, so it needs no recovery: after a restart it starts empty.
  */
-import type { BatchOp, Store, WriteBatch } from '../../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Store, WriteBatch } from '../../../src/pdk/index.ts';
 import {
   addEvent as addToState, BASE_SIZE, copyRow, decodeRow, decodeState, emptyRow, emptyState, encodeState, eventState, LEVELS, merge,
   boundedRowText, ROW_LEVELS, ROW_OVERFLOW, type Row, type State,

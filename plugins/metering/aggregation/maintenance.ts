@@ -5,7 +5,7 @@
  * aggregate generations, and the retention purge of expired events and fully expired buckets.
  */
 import type { Logger } from 'pino';
-import type { BatchOp, Store } from '../../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Store } from '../../../src/pdk/index.ts';
 import { LEVELS } from './aggregates.ts';
 import type { StoredEvent } from '../ingest/events.ts';
 import { aggregatePrefix, aggregateSpace, escapePart, meterKey, padTime, rowPrefix, uniquePrefix } from '../shared/keys.ts';

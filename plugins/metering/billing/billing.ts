@@ -5,7 +5,7 @@
  * in the store, so several processes or nodes can run it side by side.
  */
 import type { Logger } from 'pino';
-import type { Store } from '../../../src/pipeline/plugin-api.ts';
+import type { Store } from '../../../src/pdk/index.ts';
 import { AccessCache } from './entitlement/access-cache.ts';
 import { ProcessLedger, type AdmissionLedger } from './entitlement/admissions.ts';
 import { CustomerService } from './customer/customers.ts';

@@ -19,6 +19,7 @@ import { validateCustomer, type Customer, type CustomerDefinition } from './cust
 import { validateFeature, type FeatureDefinition } from './productcatalog/features.ts';
 import { parsePlan, type PlanDefinition } from './productcatalog/plan-model.ts';
 import { planStatus } from './productcatalog/plans.ts';
+import { DeclaredLeaseLostError } from './shared/errors.ts';
 import { keys, Lease } from './shared/store.ts';
 
 type Entity = Record<string, unknown>;
@@ -40,16 +41,6 @@ const digest = (value: unknown) => createHash('sha256').update(JSON.stringify(va
 function declared(entity: Entity): Entity {
   const { id: _id, ...rest } = entity;
   return rest;
-}
-
-/** The lease ran out during a change that took longer than it lasts: the process that took it over applies. */
-class DeclaredLeaseLostError extends Error {
-  readonly code = 'BILLING_ERR_DECLARED_LEASE_LOST';
-
-  constructor() {
-    super('the lease on applying gateway.yaml\'s billing entities expired; another process applies them');
-    this.name = 'DeclaredLeaseLostError';
-  }
 }
 
 export class DeclaredSync {
@@ -84,7 +75,7 @@ export class DeclaredSync {
       await work();
     } catch (err) {
       if (!(err instanceof DeclaredLeaseLostError)) throw err;
-      this.log.warn(err.message);
+      this.log.warn({ code: err.code }, err.message);
     } finally {
       await this.lease.release();
     }
@@ -108,7 +99,8 @@ export class DeclaredSync {
       await change();
     } catch (err) {
       this.refused++;
-      this.log.error({ entity: what, error: (err as Error).message }, 'billing: a gateway.yaml entity cannot be applied; skipped');
+      const { message, code } = err as Error & { code?: unknown };
+      this.log.error({ entity: what, error: message, code }, 'billing: a gateway.yaml entity cannot be applied; skipped');
     }
   }
 

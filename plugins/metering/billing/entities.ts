@@ -3,7 +3,7 @@
  * so with the same messages) as the API bodies. Declared entities are synced into the store on start
  * and reload (declared.ts) and are read-only through the API.
  */
-import type { EntityDefinition, Issue, RecordSchema } from '../../../src/pipeline/plugin-api.ts';
+import type { EntityDefinition, Issue, RecordSchema } from '../../../src/pdk/index.ts';
 import type { InvalidParameter } from '../shared/errors.ts';
 import { parseCollectionPeriod } from './shared/calendar.ts';
 import { validateCustomer } from './customer/customers.ts';

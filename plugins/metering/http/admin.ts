@@ -6,7 +6,7 @@
  * ingest queue and the backfills, which the route does not expose.
  */
 import { randomUUID } from 'node:crypto';
-import { HttpError, type AdminMethod, type AdminReply, type AdminRequest, type AdminRoute } from '../../../src/pipeline/plugin-api.ts';
+import { HttpError, type AdminMethod, type AdminReply, type AdminRequest, type AdminRoute } from '../../../src/pdk/index.ts';
 import type { MeteringHttp, MeteringRequest } from './http.ts';
 import type { Rejections } from '../aggregation/meter-rejections.ts';
 import { backfillRatio } from '../meter/registry.ts';

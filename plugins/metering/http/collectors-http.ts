@@ -2,7 +2,7 @@
  * Collectors under the metering route: `GET|POST /collectors`, `GET|DELETE /collectors/{name}`, and the
  * webhook endpoint `POST /collectors/{name}/events` of a collector without `match`.
  */
-import { MeteringError } from '../shared/errors.ts';
+import { collectorExists, collectorHasMatch, collectorNotFound, declaredReadOnly, methodNotAllowed, RequestError, validationFailed } from '../shared/errors.ts';
 import { collectorProblems, type CollectorDefinition, type CollectorRecord, type Collectors } from '../ingest/collectors.ts';
 import { readJson, requireScope, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from '../ingest/ingest.ts';
@@ -25,7 +25,7 @@ export class CollectorsHttp implements SubRoutes {
     if (parts[0] !== 'collectors' || parts.length > 3) return false;
     const method = ctx.method;
     const allow = (methods: string[]) => {
-      if (!methods.includes(method)) throw new MeteringError(405, `method ${method} not allowed here`, { headers: { allow: methods.join(', ') } });
+      if (!methods.includes(method)) throw methodNotAllowed(method, methods);
     };
     if (parts.length === 1) {
       allow(['GET', 'POST']);
@@ -44,14 +44,14 @@ export class CollectorsHttp implements SubRoutes {
     }
     allow(['GET', 'DELETE']);
     const found = this.collectors.get(name);
-    if (!found) throw new MeteringError(404, `not found error: collector not found: ${name}`);
+    if (!found) throw collectorNotFound(name);
     if (method === 'GET') {
       requireScope(ctx, config, 'read');
       ctx.respond(200, publicCollector(found.record));
       return true;
     }
     requireScope(ctx, config, 'manage');
-    if (found.record.origin === 'config') throw new MeteringError(405, `collector ${name} is declared in gateway.yaml and is read-only; change it there`);
+    if (found.record.origin === 'config') throw declaredReadOnly('collector', name);
     await this.collectors.delete(name);
     ctx.respond(204);
     return true;
@@ -62,20 +62,23 @@ export class CollectorsHttp implements SubRoutes {
     const body = await readJson(ctx, config.max_body_size);
     const problems = collectorProblems(body);
     if (problems.length > 0) {
-      throw new MeteringError(400, `validation error: ${problems.map((p) => (p.field ? `${p.field}: ${p.reason}` : p.reason)).join('; ')}`, { invalidParameters: problems.map((p) => ({ ...p, rule: 'invalid', source: 'body' as const })) });
+      const described = problems.map((p) => (p.field ? `${p.field}: ${p.reason}` : p.reason));
+      throw validationFailed(described, problems.map((p) => ({ ...p, rule: 'invalid', source: 'body' as const })));
     }
     const record = await this.collectors.create(body as CollectorDefinition);
-    if (!record) throw new MeteringError(409, `conflict error: a collector named ${(body as CollectorDefinition).name} already exists`);
+    if (!record) throw collectorExists((body as CollectorDefinition).name);
     ctx.respond(201, publicCollector(record));
   }
 
   private async webhook(ctx: MeteringRequest, config: MeteringConfig, name: string): Promise<void> {
     requireScope(ctx, config, 'ingest');
     const collector = this.collectors.get(name);
-    if (!collector) throw new MeteringError(404, `not found error: collector not found: ${name}`);
-    if (collector.record.match) throw new MeteringError(409, `collector ${name} rewrites events posted to /events (it has a match); it takes no webhook`);
+    if (!collector) throw collectorNotFound(name);
+    if (collector.record.match) throw collectorHasMatch(name);
     const body = await readJson(ctx, config.max_body_size);
-    if (body === undefined) throw new MeteringError(400, 'the body must be JSON', { invalidParameters: [{ field: 'body', reason: 'empty', rule: 'required', source: 'body' }] });
+    if (body === undefined) {
+      throw new RequestError('METERING_ERR_MALFORMED_BODY', 'the body must be JSON', { invalidParameters: [{ field: 'body', reason: 'empty', rule: 'required', source: 'body' }] });
+    }
     await this.ingestion.webhook(collector, body, config);
     ctx.respond(202);
   }

@@ -4,8 +4,11 @@
  */
 import { isUtf8 } from 'node:buffer';
 import Negotiator from 'negotiator';
-import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, StoreUnwritableError, type RequestContext } from '../../../src/pipeline/plugin-api.ts';
-import { MeteringError, type InvalidParameter } from '../shared/errors.ts';
+import { HttpError, parseUntrustedJson, StoreClosedError, StoreUnavailableError, StoreUnwritableError, type AccessContext } from '../../../src/pdk/index.ts';
+import {
+  BodyError, bodyTooLarge, internalError, malformedJson, methodNotAllowed, MeteringError, meterNotFound, noResource, notUtf8, RequestError, scopeRequired,
+  validationFailed, type InvalidParameter, type MeteringErrorKind,
+} from '../shared/errors.ts';
 import type { Ingestion } from '../ingest/ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate } from '../meter/meter-model.ts';
 import { toCsv } from './csv.ts';
@@ -21,7 +24,53 @@ import { parseRfc3339 } from '../shared/time.ts';
  * What the metering API reads of a request and how it answers: the proxy's MeteringRequest, or the admin
  * API's read-only mount of the same resources (admin.ts), so both answer through this one mapping.
  */
-export type MeteringRequest = Pick<RequestContext, 'id' | 'method' | 'path' | 'matchedPrefix' | 'query' | 'headers' | 'credential' | 'readBody' | 'respond'>;
+export type MeteringRequest = Pick<AccessContext, 'id' | 'method' | 'path' | 'matchedPrefix' | 'query' | 'headers' | 'credential' | 'readBody' | 'respond'>;
+
+/** An error as the client is answered: status, stable code, detail, and what the client can act on. */
+export interface Problem {
+  status: number;
+  code: string;
+  detail: string;
+  invalidParameters?: InvalidParameter[];
+  headers: Record<string, string>;
+}
+
+/** The one place metering's kinds become statuses (billing/http maps billing's). */
+const STATUS_OF_KIND: Record<MeteringErrorKind, number> = {
+  validation: 400,
+  forbidden: 403,
+  notFound: 404,
+  methodNotAllowed: 405,
+  readOnly: 405,
+  conflict: 409,
+  tooLarge: 413,
+  unavailable: 503,
+  internal: 500,
+};
+
+function problemOf(err: MeteringError): Problem {
+  const headers: Record<string, string> = {};
+  if (err.allowedMethods) headers.allow = err.allowedMethods.join(', ');
+  if (err.retryAfterSeconds !== undefined) headers['retry-after'] = String(err.retryAfterSeconds);
+  const problem: Problem = { status: STATUS_OF_KIND[err.kind], code: err.code, detail: err.message, headers };
+  if (err.invalidParameters) problem.invalidParameters = err.invalidParameters;
+  return problem;
+}
+
+/** The problem a failure of any metering domain, or of the core beneath it (keeping the core's code), is answered with. */
+export function toProblem(err: unknown): Problem {
+  if (err instanceof MeteringError) return problemOf(err);
+  // The disk is full or failing: writes are refused until the operator restarts the gateway.
+  if (err instanceof StoreUnwritableError) {
+    return { status: 503, code: err.code, detail: 'storage is full or failing: nothing of this request was stored; retry later', headers: { 'retry-after': '10' } };
+  }
+  // The database is down or restarting: nothing of the request was stored, the producer retries.
+  if (err instanceof StoreUnavailableError || err instanceof StoreClosedError) {
+    return { status: 503, code: err.code, detail: 'the store is unavailable; retry later', headers: { 'retry-after': '1' } };
+  }
+  if (err instanceof HttpError) return { status: err.status, code: String(err.code), detail: err.message, headers: {} };
+  return problemOf(internalError());
+}
 
 const PROBLEM_TYPES: Record<number, [string, string]> = {
   400: ['bad-request', 'Bad Request'],
@@ -36,14 +85,16 @@ const PROBLEM_TYPES: Record<number, [string, string]> = {
   503: ['service-unavailable', 'Service Unavailable'],
 };
 
-export function sendProblem(ctx: MeteringRequest, p: MeteringError): void {
+/** Answers with `p` as problem+json in the Konnect shape. */
+export function sendProblem(ctx: MeteringRequest, p: Problem): void {
   const [slug, title] = PROBLEM_TYPES[p.status] ?? ['error', 'Error'];
   const body: Record<string, unknown> = {
     type: `https://kongapi.info/konnect/${slug}`,
     title,
     status: p.status,
-    detail: p.message,
+    detail: p.detail,
     instance: `urn:request:${ctx.id}`,
+    code: p.code,
   };
   if (p.invalidParameters) body.invalid_parameters = p.invalidParameters;
   ctx.respond(p.status, JSON.stringify(body), { 'content-type': 'application/problem+json', ...p.headers });
@@ -55,7 +106,7 @@ const SELF_DESCRIBING_RULES = new Set(['invalid', 'required', 'invalid_group_by'
 /** 400 whose detail reads as OpenMeter's (`validation error: invalid group by: unknown`); generic reasons keep their field. */
 export function validationProblem(problems: InvalidParameter[]): MeteringError {
   const described = problems.map((p) => (!p.field || SELF_DESCRIBING_RULES.has(p.rule ?? '') ? p.reason : `${p.field}: ${p.reason}`));
-  return new MeteringError(400, `validation error: ${described.join('; ')}`, { invalidParameters: problems });
+  return validationFailed(described, problems);
 }
 
 /** Resources answered under the same route by another mapping (billing, collectors, OpenMeter's v1 API); false when the path is not theirs. */
@@ -68,23 +119,23 @@ type Operation = 'ingest' | 'manage' | 'read' | 'billing';
 export function requireScope(ctx: MeteringRequest, config: MeteringConfig, operation: Operation): void {
   const needed = config.scopes?.[operation];
   if (!needed) return;
-  if (!ctx.credential?.scopes?.includes(needed)) throw new MeteringError(403, `this operation requires the scope '${needed}'`);
+  if (!ctx.credential?.scopes?.includes(needed)) throw scopeRequired(needed);
 }
 
 /** The body as JSON (`parse`: JSON.parse, or a reader that keeps more of the text); undefined when empty. */
 export async function readJson(ctx: MeteringRequest, limit: number, parse: (text: string) => unknown = JSON.parse): Promise<unknown> {
   const body = await readLimited(ctx, limit);
   if (body.length === 0) return undefined;
-  if (!isUtf8(body)) throw new MeteringError(400, 'the body is not valid UTF-8', { invalidParameters: [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }] });
+  if (!isUtf8(body)) throw notUtf8();
   try {
     return parseUntrustedJson(body.toString('utf8'), parse);
   } catch (err) {
-    throw new MeteringError(400, `malformed JSON: ${(err as Error).message}`, { invalidParameters: [{ field: 'body', reason: 'malformed JSON', rule: 'type', source: 'body' }] });
+    throw malformedJson(err as Error, 'malformed JSON');
   }
 }
 
 async function readLimited(ctx: MeteringRequest, limit: number): Promise<Buffer> {
-  const tooLarge = () => new MeteringError(413, `request body is larger than ${limit} bytes`);
+  const tooLarge = () => bodyTooLarge(limit);
   if (Number(ctx.headers['content-length']) > limit) throw tooLarge();
   let body: Buffer;
   try {
@@ -103,7 +154,7 @@ export async function ingestRequest(ctx: MeteringRequest, config: MeteringConfig
   const body = await readLimited(ctx, config.max_body_size);
   if (ctx.headers['ce-specversion'] !== undefined) {
     // The cloudevents SDK's default emitter: attributes in headers, the data alone as the body (as OpenMeter, not accepted).
-    throw new MeteringError(400, 'invalid event: binary content mode (ce-* headers) is not supported; send the event in structured mode as application/cloudevents+json', { invalidParameters: [
+    throw new BodyError('METERING_ERR_CONTENT_TYPE', 'invalid event: binary content mode (ce-* headers) is not supported; send the event in structured mode as application/cloudevents+json', { invalidParameters: [
       { field: 'ce-specversion', reason: 'binary content mode is not supported', rule: 'content_mode', source: 'header' },
     ] });
   }
@@ -142,19 +193,6 @@ function prefersCsv(accept: string | string[] | undefined): boolean {
   return new Negotiator({ headers: { accept } }).mediaType(QUERY_MEDIA_TYPES) === CSV;
 }
 
-/** The problem a failure of any metering domain is answered with. */
-export function toProblem(err: unknown): MeteringError {
-  if (err instanceof MeteringError) return err;
-  // The disk is full or failing: writes are refused until the operator restarts the gateway.
-  if (err instanceof StoreUnwritableError) {
-    return new MeteringError(503, 'storage is full or failing: nothing of this request was stored; retry later', { code: err.code, headers: { 'retry-after': '10' } });
-  }
-  // The database is down or restarting: nothing of the request was stored, the producer retries.
-  if (err instanceof StoreUnavailableError || err instanceof StoreClosedError) return new MeteringError(503, 'the store is unavailable; retry later', { code: err.code, headers: { 'retry-after': '1' } });
-  if (err instanceof HttpError) return new MeteringError(err.status, err.message);
-  return new MeteringError(500, 'internal error');
-}
-
 export class MeteringHttp {
   constructor(
     private readonly service: MeteringService,
@@ -177,11 +215,11 @@ export class MeteringHttp {
     try {
       parts = sub.split('/').slice(1).map((p) => decodeURIComponent(p));
     } catch {
-      throw new MeteringError(400, 'malformed percent-encoding in the path');
+      throw new RequestError('METERING_ERR_MALFORMED_PATH', 'malformed percent-encoding in the path');
     }
     const method = ctx.method;
     const allow = (methods: string[]) => {
-      if (!methods.includes(method)) throw new MeteringError(405, `method ${method} not allowed here`, { headers: { allow: methods.join(', ') } });
+      if (!methods.includes(method)) throw methodNotAllowed(method, methods);
     };
     // On a shared store, meters another process changed are served at once (ingest needs no meter).
     if (!(method === 'POST' && parts.at(-1) === 'events')) await this.service.refreshMeters();
@@ -211,7 +249,7 @@ export class MeteringHttp {
       return this.query(ctx, config, parts[1]);
     }
     for (const sub of this.subRoutes) if (await sub.route(ctx, config, parts)) return;
-    throw new MeteringError(404, `no metering resource at ${ctx.path}`);
+    throw noResource('metering', ctx.path);
   }
 
   private async ingest(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
@@ -306,7 +344,7 @@ export class MeteringHttp {
   private async query(ctx: MeteringRequest, config: MeteringConfig, idOrKey: string): Promise<void> {
     requireScope(ctx, config, 'read');
     const record: MeterRecord = this.service.catalogue.find(idOrKey);
-    if (record.deleted_at) throw new MeteringError(404, `not found error: meter not found: ${idOrKey}`);
+    if (record.deleted_at) throw meterNotFound(idOrKey);
     const body = await readJson(ctx, config.max_body_size);
     const { query, problems } = parseQuery(body, this.service.meters.compiledOf(record));
     if (!query) throw validationProblem(problems);

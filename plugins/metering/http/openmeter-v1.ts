@@ -8,7 +8,7 @@
  * SUM|COUNT|..., eventType, valueProperty, groupBy, ...}`, query rows `{value, windowStart, windowEnd,
  * subject, customerId?, groupBy}` with numeric values, events listed as `{event, ingestedAt, storedAt, validationError}`.
  */
-import { MeteringError, type InvalidParameter } from '../shared/errors.ts';
+import { methodNotAllowed, meterNotFound, noResource, RequestError, type InvalidParameter } from '../shared/errors.ts';
 import { ingestRequest, readJson, requireScope, toProblem, validationProblem, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from '../ingest/ingest.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate } from '../meter/meter-model.ts';
@@ -42,7 +42,7 @@ function v1Problems(problems: InvalidParameter[]): InvalidParameter[] {
 /** RFC 7807 as OpenMeter's v1 API answers it (the SDK reads the body only with exactly this content type). */
 function sendV1Problem(ctx: MeteringRequest, err: unknown): void {
   const p = toProblem(err);
-  const body: Record<string, unknown> = { type: 'about:blank', title: titleOf(p.status), status: p.status, detail: p.message, instance: `urn:request:${ctx.id}` };
+  const body: Record<string, unknown> = { type: 'about:blank', title: titleOf(p.status), status: p.status, detail: p.detail, instance: `urn:request:${ctx.id}`, code: p.code };
   if (p.invalidParameters) body.invalidParameters = v1Problems(p.invalidParameters);
   ctx.respond(p.status, JSON.stringify(body), { 'content-type': 'application/problem+json', ...p.headers });
 }
@@ -109,7 +109,7 @@ export class OpenMeterV1Http implements SubRoutes {
   private async v1(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<void> {
     const method = ctx.method;
     const allow = (methods: string[]) => {
-      if (!methods.includes(method)) throw new MeteringError(405, `method ${method} not allowed here`, { headers: { allow: methods.join(', ') } });
+      if (!methods.includes(method)) throw methodNotAllowed(method, methods);
     };
     const [resource, id, sub, ...rest] = parts;
     if (resource === 'events' && parts.length === 1) {
@@ -148,7 +148,7 @@ export class OpenMeterV1Http implements SubRoutes {
       allow(['GET', 'POST']);
       return this.query(ctx, config, id);
     }
-    throw new MeteringError(404, `no OpenMeter v1 resource at ${ctx.path}`);
+    throw noResource('OpenMeter v1', ctx.path);
   }
 
   private async createMeter(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
@@ -204,9 +204,9 @@ export class OpenMeterV1Http implements SubRoutes {
   private async query(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string): Promise<void> {
     requireScope(ctx, config, 'read');
     const record = this.service.catalogue.find(idOrSlug);
-    if (record.deleted_at) throw new MeteringError(404, `not found error: meter not found: ${idOrSlug}`);
+    if (record.deleted_at) throw meterNotFound(idOrSlug);
     const request = ctx.method === 'GET' ? fromQueryString(ctx.query) : ((await readJson(ctx, config.max_body_size)) ?? {});
-    if (typeof request !== 'object' || request === null || Array.isArray(request)) throw new MeteringError(400, 'the body must be a JSON object');
+    if (typeof request !== 'object' || request === null || Array.isArray(request)) throw new RequestError('METERING_ERR_MALFORMED_BODY', 'the body must be a JSON object');
     const v1 = request as Record<string, any>;
     const windowSize = v1.windowSize;
     const subjects: string[] = asList(v1.subject);

@@ -11,11 +11,11 @@
  * Collectors made through the API live in the store (`col/<name>`), created and deleted with commitIf
  * and announced with a notice, so every process sharing the store serves the same ones.
  */
-import { CollectorError, type CollectorErrorCode } from '../shared/errors.ts';
+import { CollectorError, type CollectorFailure } from '../shared/errors.ts';
 import { createHash } from 'node:crypto';
 import jsonata from 'jsonata';
 import type { Logger } from 'pino';
-import { operatorRegexProblem, putIfAbsent, type Store } from '../../../src/pipeline/plugin-api.ts';
+import { operatorRegexProblem, putIfAbsent, type Store } from '../../../src/pdk/index.ts';
 import { MappingWorker, type MappingFailure, type MappingLimits } from './mapping-worker.ts';
 
 export interface CollectorDefinition {
@@ -250,16 +250,16 @@ export class Collectors {
   }
 }
 
-const FAILURE_CODES: Record<string, CollectorErrorCode> = {
+const FAILURES: Record<string, CollectorFailure> = {
   D1012: 'COLLECTOR_TIMEOUT',
   COLLECTOR_TOO_LARGE: 'COLLECTOR_TOO_LARGE',
   COLLECTOR_INVALID_RESULT: 'COLLECTOR_INVALID_RESULT',
 };
 
 function collectorErrorOf(collector: string, failure: MappingFailure): CollectorError {
-  const code = failure.code === undefined ? undefined : FAILURE_CODES[failure.code];
-  if (code === 'COLLECTOR_TIMEOUT') return new CollectorError(code, collector, 'the mapping ran past its time budget (collector_timeout_ms)');
-  if (code) return new CollectorError(code, collector, failure.message);
+  const known = failure.code === undefined ? undefined : FAILURES[failure.code];
+  if (known === 'COLLECTOR_TIMEOUT') return new CollectorError(known, collector, 'the mapping ran past its time budget (collector_timeout_ms)');
+  if (known) return new CollectorError(known, collector, failure.message);
   return new CollectorError('COLLECTOR_MAPPING_FAILED', collector, `the mapping failed${failure.code ? ` (${failure.code})` : ''}: ${failure.message}`);
 }
 

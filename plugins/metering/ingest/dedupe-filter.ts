@@ -13,7 +13,7 @@
  * it is stored, so a crash loses nothing: the next start loads it anew.
  */
 import type { Logger } from 'pino';
-import type { Store } from '../../../src/pipeline/plugin-api.ts';
+import type { Store } from '../../../src/pdk/index.ts';
 import { DEDUPE_PREFIX } from '../shared/keys.ts';
 
 /** 10 bits and 7 probes per hash: ~1% false positives at capacity. */

@@ -2,9 +2,9 @@
  * Ingest request bodies: content types, CloudEvents 1.0 validation (every problem of every event,
  * OpenMeter v3's sealed `MeteringEvent`), and the record each valid event is stored as.
  */
-import { BodyError, type InvalidParameter } from '../shared/errors.ts';
+import { BodyError, invalidEvents, malformedJson, notUtf8, type InvalidParameter } from '../shared/errors.ts';
 import { isUtf8 } from 'node:buffer';
-import { mediaType, parseUntrustedJson } from '../../../src/pipeline/plugin-api.ts';
+import { mediaType, parseUntrustedJson } from '../../../src/pdk/index.ts';
 import { nestedDeeperThan } from '../shared/json-depth.ts';
 import { dedupeHash, escapePart } from '../shared/keys.ts';
 import { MAX_IDENTIFIER_LENGTH } from '../shared/limits.ts';
@@ -69,24 +69,24 @@ export interface DecodedEvents {
 export function decodeEvents(contentType: string | undefined, body: Buffer): DecodedEvents {
   const type = mediaType(contentType);
   const shape = CONTENT_TYPES[type];
-  if (!shape) throw new BodyError(400, `invalid content type: ${type || '(none)'}`);
+  if (!shape) throw new BodyError('METERING_ERR_CONTENT_TYPE', `invalid content type: ${type || '(none)'}`);
   // Decoding would turn every invalid sequence into U+FFFD: two different ids would read as one.
-  if (!isUtf8(body)) throw new BodyError(400, 'invalid event: the body is not valid UTF-8', [{ field: 'body', reason: 'not valid UTF-8', rule: 'encoding', source: 'body' }]);
+  if (!isUtf8(body)) throw notUtf8('invalid event: ');
   const text = body.toString('utf8');
   let parsed: unknown;
   try {
     parsed = parseUntrustedJson(text);
   } catch (err) {
-    throw new BodyError(400, `invalid event: malformed JSON: ${(err as Error).message}`, [
-      { field: 'body', reason: `malformed JSON: ${(err as Error).message}`, rule: 'type', source: 'body' },
-    ]);
+    throw malformedJson(err as Error, `malformed JSON: ${(err as Error).message}`, 'invalid event: ');
   }
   const mayHoldLoneSurrogates = SURROGATE_ESCAPE.test(text);
   if (shape === 'batch' || (shape === 'either' && Array.isArray(parsed))) {
     if (!Array.isArray(parsed)) {
-      throw new BodyError(400, 'invalid event: a batch must be a JSON array', [{ field: 'body', reason: 'must be an array of events', rule: 'type', source: 'body' }]);
+      throw new BodyError('METERING_ERR_MALFORMED_BODY', 'invalid event: a batch must be a JSON array', { invalidParameters: [{ field: 'body', reason: 'must be an array of events', rule: 'type', source: 'body' }] });
     }
-    if (shape === 'either' && parsed.length === 0) throw new BodyError(400, 'invalid event: no events found', [{ field: 'body', reason: 'no events found', rule: 'min_items', source: 'body' }]);
+    if (shape === 'either' && parsed.length === 0) {
+      throw new BodyError('METERING_ERR_MALFORMED_BODY', 'invalid event: no events found', { invalidParameters: [{ field: 'body', reason: 'no events found', rule: 'min_items', source: 'body' }] });
+    }
     return { events: parsed, batch: true, mayHoldLoneSurrogates };
   }
   return { events: [parsed], batch: false, mayHoldLoneSurrogates };
@@ -246,9 +246,6 @@ export function prepareEvents(events: unknown[], batch: boolean, ctx: Validation
     }
   }
   const problems = report.problems;
-  if (problems.length > 0) {
-    const count = new Set(problems.map((p) => p.index)).size;
-    throw new BodyError(400, `invalid event: ${count} of ${events.length} events are invalid: ${problems[0].field}: ${problems[0].reason}`, problems);
-  }
+  if (problems.length > 0) throw invalidEvents(problems, events.length);
   return prepared;
 }

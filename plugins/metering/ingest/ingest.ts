@@ -4,7 +4,7 @@
  * them, validated, and committed by the writer. Nothing of a request is stored unless all of it is valid.
  */
 import { decodeEvents, prepareEvents, type PreparedEvent, type ValidationContext } from './events.ts';
-import { BodyError, CollectorError, type InvalidParameter } from '../shared/errors.ts';
+import { BodyError, CollectorError, invalidEvents, tooManyEvents, type InvalidParameter } from '../shared/errors.ts';
 import type { Collectors, CompiledCollector } from './collectors.ts';
 import type { MeteringConfig } from '../schema.ts';
 import type { MeteringService } from '../service.ts';
@@ -55,7 +55,7 @@ export class Ingestion {
   }
 
   private checkCount(count: number, config: MeteringConfig): void {
-    if (count > config.max_events_per_request) throw new BodyError(413, `a request may carry at most ${config.max_events_per_request} events (got ${count})`);
+    if (count > config.max_events_per_request) throw tooManyEvents(config.max_events_per_request, count);
   }
 
   /** The events with the matching collectors applied; undefined when none matched. */
@@ -96,10 +96,7 @@ export class Ingestion {
       const { collector, problem } = fromCollector;
       throw new CollectorError('COLLECTOR_INVALID_EVENT', collector, `the mapping yields an invalid event: ${problem.field}: ${problem.reason}`);
     }
-    if (problems.length > 0) {
-      const count = new Set(problems.map((p) => p.index)).size;
-      throw new BodyError(400, `invalid event: ${count} of ${candidates.length} events are invalid: ${problems[0].field}: ${problems[0].reason}`, problems);
-    }
+    if (problems.length > 0) throw invalidEvents(problems, candidates.length);
     return prepared;
   }
 }

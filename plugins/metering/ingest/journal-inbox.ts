@@ -16,7 +16,7 @@
  * entries: until the aggregator has moved both into the journal (moveKeyedEvents), ingest is refused
  * with a retry, since the journal could not yet tell their duplicates.
  */
-import type { Journal, JournalEntry, Store } from '../../../src/pipeline/plugin-api.ts';
+import type { Journal, JournalEntry, Store } from '../../../src/pdk/index.ts';
 import { BACKLOG_CHECK_MS, DRAIN_WAIT_MS, eventsOf, INBOX_BACKLOG_FACTOR, INBOX_TOPIC, MAX_LAG_MS, POLL_MS, ROUND_BATCHES, sleep } from '../aggregation/aggregator.ts';
 import { AggregationLagError, JournalNotReadyError, QueueFullError } from '../shared/errors.ts';
 import type { PreparedEvent, StoredEvent } from './events.ts';

@@ -20,7 +20,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { PACKAGE_ROOT } from '../../../src/pipeline/plugin-api.ts';
+import { PACKAGE_ROOT } from '../../../src/pdk/index.ts';
 import { createRequire } from 'node:module';
 
 /** OpenMeter's practical ceiling for one event (its Kafka producer's default message size). */

@@ -11,7 +11,7 @@
  * Both number events in commit order (`seq`) and index them by event time, so cursors and backfill
  * ranges mean the same in each.
  */
-import type { BatchOp, Journal, Store } from '../../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Journal, Store } from '../../../src/pdk/index.ts';
 import { dedupeKey, eventKey, eventTypePrefix, padSeq, padTime, parseSeq, parseTimeIndexValue, parseTimeKey, TIME_PREFIX } from '../shared/keys.ts';
 
 /** A stored event: its number, its JSON (StoredEvent) and when it was stored (ms). */

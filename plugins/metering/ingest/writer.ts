@@ -20,7 +20,7 @@
  * it has folded (`meta/seq`, then the journal's number).
  */
 import type { Logger } from 'pino';
-import type { Store, WriteBatch } from '../../../src/pipeline/plugin-api.ts';
+import type { Store, WriteBatch } from '../../../src/pdk/index.ts';
 import type { PreparedEvent } from './events.ts';
 import { dedupeKey, eventKey, padSeq, SEQ_KEY, subjectKey, timeIndexValue, timeKey } from '../shared/keys.ts';
 import { DedupeFilter } from './dedupe-filter.ts';

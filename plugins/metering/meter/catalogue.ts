@@ -5,11 +5,11 @@
  * its store, else handed to the aggregator (meter-commands.ts), which may be another process.
  */
 import type { Logger } from 'pino';
-import type { Store } from '../../../src/pipeline/plugin-api.ts';
-import { LeaseLostError, ServiceError } from '../shared/errors.ts';
+import type { Store } from '../../../src/pdk/index.ts';
+import { declaredReadOnly, LeaseLostError, meterExists, meterNotFound, ServiceError } from '../shared/errors.ts';
 import { configMeterId, ulid } from '../shared/ids.ts';
 import { meterKey } from '../shared/keys.ts';
-import { MeterCommandTimeout, type MeterCommand, type MeterCommands, type MeterReply } from './meter-commands.ts';
+import type { MeterCommand, MeterCommands, MeterReply } from './meter-commands.ts';
 import { meterDefinitionFrom, sameAggregation, type MeterDefinition } from './meter-model.ts';
 import type { MeterRecord, MeterRegistry } from './registry.ts';
 
@@ -58,7 +58,7 @@ export class MeterCatalogue {
 
   find(idOrKey: string): MeterRecord {
     const record = this.meters.find(idOrKey);
-    if (!record) throw new ServiceError(404, `not found error: meter not found: ${idOrKey}`);
+    if (!record) throw meterNotFound(idOrKey);
     return record;
   }
 
@@ -80,21 +80,15 @@ export class MeterCatalogue {
       return { record: await this.makeChange(command) };
     } catch (err) {
       if (!(err instanceof ServiceError)) throw err;
-      return { error: { status: err.status, message: err.message, headers: err.headers } };
+      return { error: { code: err.code, message: err.message } };
     }
   }
 
   /** A meter change: made here when this process is alone on its store, else by the aggregator (meter-commands.ts). */
   private async changeMeters(command: MeterCommand): Promise<MeterRecord | null> {
     if (!this.commands) return this.makeChange(command);
-    let reply: MeterReply;
-    try {
-      reply = await this.commands.send(command);
-    } catch (err) {
-      if (err instanceof MeterCommandTimeout) throw new ServiceError(503, err.message, { 'retry-after': '5' });
-      throw err;
-    }
-    if ('error' in reply) throw new ServiceError(reply.error.status, reply.error.message, reply.error.headers);
+    const reply = await this.commands.send(command);
+    if ('error' in reply) throw new ServiceError(reply.error.code, reply.error.message);
     // This process serves the change from now on.
     await this.host.refreshMeters();
     return reply.record;
@@ -122,7 +116,7 @@ export class MeterCatalogue {
 
   private create(def: MeterDefinition): Promise<MeterRecord> {
     return this.site().writer.exclusive(async () => {
-      if (this.meters.liveByKey(def.key)) throw new ServiceError(409, 'conflict error: meter with the same slug already exists');
+      if (this.meters.liveByKey(def.key)) throw meterExists();
       const record = this.newRecord(def, ulid(), 'api');
       await this.save([record]);
       return record;
@@ -164,10 +158,8 @@ export class MeterCatalogue {
 
   private mutable(idOrKey: string): MeterRecord {
     const record = this.find(idOrKey);
-    if (record.deleted_at) throw new ServiceError(404, `not found error: meter not found: ${idOrKey}`);
-    if (record.origin === 'config') {
-      throw new ServiceError(405, `meter ${record.key} is declared in gateway.yaml and is read-only; change it there`);
-    }
+    if (record.deleted_at) throw meterNotFound(idOrKey);
+    if (record.origin === 'config') throw declaredReadOnly('meter', record.key);
     return record;
   }
 

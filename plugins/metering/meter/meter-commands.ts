@@ -9,8 +9,9 @@
  * answering, the next aggregator makes it again (a creation then answers 409: the meter exists).
  */
 import type { Logger } from 'pino';
-import type { Store } from '../../../src/pipeline/plugin-api.ts';
+import type { Store } from '../../../src/pdk/index.ts';
 import { DRAIN_WAIT_MS } from '../aggregation/aggregator.ts';
+import { MeterCommandTimeout, type MeteringErrorCode } from '../shared/errors.ts';
 import { COMMAND_PREFIX, commandReplyKey, padSeq } from '../shared/keys.ts';
 import type { MeterDefinition } from './meter-model.ts';
 import type { MeterRecord } from './registry.ts';
@@ -21,7 +22,8 @@ export type MeterCommand =
   | { op: 'delete'; idOrKey: string }
   | { op: 'sync'; entities: Record<string, any>[] };
 
-export type MeterReply = { record: MeterRecord | null } | { error: { status: number; message: string; headers?: Record<string, string> } };
+/** The change made, or the catalogue code and message of the rule that refused it (a ServiceError). */
+export type MeterReply = { record: MeterRecord | null } | { error: { code: MeteringErrorCode; message: string } };
 
 const COMMANDS_TOPIC = 'metering-meter-commands';
 /** Answers nobody read (the asker gave up or died) expire after this. */
@@ -29,14 +31,6 @@ const REPLY_TTL_MS = 600_000;
 const POLL_MAX_MS = 50;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
-
-export class MeterCommandTimeout extends Error {
-  override readonly name = 'MeterCommandTimeout';
-  readonly code = 'METERING_COMMAND_TIMEOUT';
-  constructor() {
-    super('no metering aggregator answered in time; the meter change may or may not have been made, retry later');
-  }
-}
 
 export class MeterCommands {
   private sent = 0;

@@ -2,7 +2,7 @@
  * Meters: their shape, and the create/update validation rules of OpenMeter's meter service with its
  * messages (reference §3.2), shared by the HTTP API and the `meters:` entity of gateway.yaml.
  */
-import { isPlainObject } from '../../../src/pipeline/plugin-api.ts';
+import { isPlainObject } from '../../../src/pdk/index.ts';
 import type { InvalidParameter } from '../shared/errors.ts';
 import { compileJsonPath } from '../shared/jsonpath.ts';
 import { KEY_PATTERN, MAX_DIMENSIONS, MAX_IDENTIFIER_LENGTH, MAX_JSONPATH_LENGTH, MAX_NAME_LENGTH } from '../shared/limits.ts';

@@ -4,7 +4,7 @@
  * Only the writer's serial section changes records, so a record and the aggregates it describes are
  * always written in one batch.
  */
-import type { Store } from '../../../src/pipeline/plugin-api.ts';
+import type { Store } from '../../../src/pdk/index.ts';
 import { METER_PREFIX } from '../shared/keys.ts';
 import type { Meter } from './meter-model.ts';
 import { compileMeter, type CompiledMeter } from './values.ts';

@@ -9,7 +9,6 @@ import { CustomerNotFoundError } from '../shared/errors.ts';
 import type { QueryResult } from './query.ts';
 import { CUSTOMER_DIMENSION, type Filter, type MeterQuery } from './query-request.ts';
 import type { MeterRecord } from '../meter/registry.ts';
-import type { MeteringService } from '../service.ts';
 
 /** What a usage query needs of a customer. */
 export interface UsageCustomer {
@@ -56,10 +55,15 @@ async function named(filter: Filter, directory: CustomerDirectory): Promise<Usag
   return found as UsageCustomer[];
 }
 
+/** What runs a meter query near the data (MeteringService): named here so that query/ needs nothing of the service. */
+export interface MeterQueries {
+  query(record: MeterRecord, query: MeterQuery, waitMs: number): Promise<QueryResult>;
+}
+
 /** Meter queries as the HTTP mappings run them: by customer too, the rest as the service answers them. */
 export class UsageQueries {
   constructor(
-    private readonly service: MeteringService,
+    private readonly service: MeterQueries,
     private readonly directory: CustomerDirectory,
   ) {}
 

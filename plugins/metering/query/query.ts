@@ -3,7 +3,7 @@
  * buckets (see windows.ts), sub-minute edges of `from`/`to` read from raw events, groups by subject and
  * dimensions, dimension filters; rows as JSON (CSV: csv.ts).
  */
-import type { Store, StoreProcedure } from '../../../src/pipeline/plugin-api.ts';
+import type { Store, StoreProcedure } from '../../../src/pdk/index.ts';
 import { BASE_SIZE, emptyState, eventState, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, type State, type StoredState } from '../aggregation/aggregates.ts';
 import type { StoredEvent } from '../ingest/events.ts';
 import { aggregatePrefix, bucketOf, distinctPart, escapePart, padTime, rowPrefix, seriesOf, uniquePrefix, unescapePart } from '../shared/keys.ts';

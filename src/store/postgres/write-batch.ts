@@ -1,6 +1,5 @@
 import { checkStrings } from '../namespace.ts';
 import { expiryFor, type BatchOp, type Expectation, type PutOptions, type WriteBatch, type WriteOptions } from '../store.ts';
-import type { PostgresStore } from './store.ts';
 import { encodeText } from './text.ts';
 
 /** The rows a set of operations leaves, by key: the last operation on a key wins. */
@@ -43,12 +42,18 @@ export class Changes {
   }
 }
 
+/** What a batch needs of the store (PostgresStore) to write its changes. */
+export interface ChangeWriter {
+  writeChanges(changes: Changes, options: WriteOptions): Promise<void>;
+  writeChangesIf(base: string, expectations: Expectation[], changes: Changes, alsoLocked: string[], options: WriteOptions): Promise<boolean>;
+}
+
 /** A WriteBatch collected in memory and written as one multi-row statement. */
 export class PostgresWriteBatch implements WriteBatch {
   private changes: Changes | null = new Changes();
 
   constructor(
-    private readonly store: PostgresStore,
+    private readonly store: ChangeWriter,
     private readonly base: string,
   ) {}
 

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
 import { loadConfigText } from '../../../src/config/load.ts';
-import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../../src/pdk/index.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startUpstream, type Reply, type Upstream } from '../../helpers/gateway.ts';
 import { startWithRegistry, type RegistryGateway } from '../../helpers/support.ts';

@@ -12,7 +12,7 @@ import { configSchema } from '../../../plugins/metering/schema.ts';
 import { addQuantities, decodeQuantity, divideQuantity, formatQuantity, isOutOfRange, OUT_OF_RANGE, parseQuantity, type Quantity } from '../../../plugins/metering/shared/quantity.ts';
 import { formatInZone, fromLocal, parseRfc3339 } from '../../../plugins/metering/shared/time.ts';
 import { coverSpan, windowEnd, windowStart, type Granularity } from '../../../plugins/metering/aggregation/windows.ts';
-import { validate } from '../../../src/pipeline/plugin-api.ts';
+import { validate } from '../../../src/pdk/index.ts';
 
 /** Window starts covering [from, to), plus the end of the last one. */
 function windowBounds(from: number, to: number, granularity: Granularity, timeZone: string): number[] {

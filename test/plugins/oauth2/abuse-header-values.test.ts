@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import oauth2 from '../../../plugins/oauth2/index.ts';
-import { validate } from '../../../src/pipeline/plugin-api.ts';
+import { validate } from '../../../src/pdk/index.ts';
 import { gatewayOnEchoUpstreamAroundTests, request, type Reply } from '../../helpers/gateway.ts';
 
 const CALLBACK = 'https://app.example/cb';

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../../src/pdk/types.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startGateway, type TestGateway } from '../../helpers/gateway.ts';
 import { startTargetServer, type TargetServer } from '../../fixtures/target-server.ts';

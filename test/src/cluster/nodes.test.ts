@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../../src/pdk/types.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startGateway, startUpstream, type Upstream } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';

@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { workerCount } from '../../../src/config/entities.ts';
 import { loadConfigText } from '../../../src/config/load.ts';
 import type { GatewayConfig } from '../../../src/config/types.ts';
-import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../../src/pdk/types.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { postgresSettings } from '../../../src/store/open.ts';
 

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { ConfigLoadError } from '../../../src/errors.ts';
 import { Gateway } from '../../../src/gateway.ts';
-import { ConfigCompileError, HttpError, type PluginDefinition, type RequestContext } from '../../../src/pipeline/plugin-api.ts';
+import { ConfigCompileError, HttpError, type AccessContext, type PluginDefinition } from '../../../src/pdk/index.ts';
 import { request, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
 import { startWithRegistry, waitFor, type RegistryGateway } from '../../helpers/support.ts';
 
@@ -17,7 +17,7 @@ const logged: string[] = [];
 const configuredInstances: number[] = [];
 
 /** Appends the plugin's name to the upstream `x-order` header, so the test sees which ran and in which order. */
-function recordOrder(ctx: RequestContext, name: string): void {
+function recordOrder(ctx: AccessContext, name: string): void {
   const order = ((ctx.shared.order as string[] | undefined) ??= []);
   order.push(name);
   ctx.setUpstreamHeader('x-order', order.join(','));
@@ -52,9 +52,11 @@ const tag: PluginDefinition<{ value: string }> = {
     access(ctx, config) {
       recordOrder(ctx, 'tag');
       ctx.setUpstreamHeader('x-tag', config.value);
+      ctx.setUpstreamHeader('x-server-port', String(ctx.serverPort));
     },
-    response(_ctx, config, response) {
+    response(ctx, config, response) {
       response.headers['x-tag-seen'] = config.value;
+      response.headers['x-server'] = `${ctx.serverAddress} ${ctx.serverPort}`;
     },
     log(ctx) {
       logged.push(`${ctx.route.name}:${(ctx as unknown as { status: number }).status}`);
@@ -272,6 +274,13 @@ test('the response phase edits downstream headers; the log phase runs once per r
   await request(`${gw.http}/answered`);
   await waitFor(() => logged.length > before + 1, 'the log phase of an answered request');
   assert.deepEqual(logged.slice(before), ['rC:200', 'answered:201']);
+});
+
+test('plugins see the local address and port the request came on, in every phase', async () => {
+  const { hostname, port } = new URL(gw.http);
+  const reply = await request(`${gw.http}/c`);
+  assert.equal(reply.json().headers['x-server-port'], port);
+  assert.equal(reply.headers['x-server'], `${hostname} ${port}`);
 });
 
 test('a plugin can read the request body and replace what goes upstream', async () => {

@@ -8,7 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { REWRITABLE_BODY_LIMIT, type PluginDefinition, type ResponseHead } from '../../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition, ResponseHead } from '../../../src/pdk/types.ts';
+import { REWRITABLE_BODY_LIMIT } from '../../../src/pipeline/response-phase.ts';
 import { request, startUpstream, type Upstream } from '../../helpers/gateway.ts';
 import { closedPort, startWithRegistry, type RegistryGateway } from '../../helpers/support.ts';
 

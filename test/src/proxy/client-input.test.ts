@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import type { PluginDefinition } from '../../../src/pipeline/plugin-api.ts';
+import type { PluginDefinition } from '../../../src/pdk/types.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { requestFrame, startGrpcEcho, type GrpcEcho } from '../../fixtures/grpc-echo.ts';
 import { request, startUpstream, type Upstream } from '../../helpers/gateway.ts';

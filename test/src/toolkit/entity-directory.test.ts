@@ -13,8 +13,8 @@ import { after, before, describe, it } from 'node:test';
 import { Consumers } from '../../../src/consumers.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import { ConcurrentChangeError, PrimaryKeyViolationError, UniqueViolationError } from '../../../src/toolkit/admin-errors.ts';
-import { EntityDirectory, type Entity } from '../../../src/toolkit/entity-directory.ts';
-import type { EntityDefinition } from '../../../src/pipeline/plugin-api.ts';
+import { EntityDirectory } from '../../../src/toolkit/entity-directory.ts';
+import type { Entity, EntityDefinition } from '../../../src/pdk/types.ts';
 import { tempDir } from '../../helpers/gateway.ts';
 import { waitFor } from '../../helpers/support.ts';
 

@@ -24,7 +24,7 @@
  *   node re-read at once.
  */
 import type { Logger } from 'pino';
-import type { Notices, QuotaAnswer, QuotaRequest } from '../../../../src/pipeline/plugin-api.ts';
+import type { Notices, QuotaAnswer, QuotaRequest } from '../../../../src/pdk/index.ts';
 import { Reservation, type AdmissionLedger } from './admissions.ts';
 import { eventSeconds, type Instant, type Period } from '../shared/calendar.ts';
 import type { Customer, CustomerService } from '../customer/customers.ts';

@@ -13,8 +13,8 @@
  * counter never saw (posted events, a restart's earlier run) counts against the limit too.
  */
 import type { Logger } from 'pino';
-import type { NodeExchange, QuotaRequest, QuotaReservation, Store } from '../../../../src/pipeline/plugin-api.ts';
-import { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from '../../../../src/pipeline/plugin-api.ts';
+import type { NodeExchange, QuotaRequest, QuotaReservation, Store } from '../../../../src/pdk/index.ts';
+import { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from '../../../../src/pdk/index.ts';
 import { Decimal, ZERO } from '../shared/money.ts';
 import type { RequestEvent } from '../usage.ts';
 

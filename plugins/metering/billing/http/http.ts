@@ -1,15 +1,15 @@
 /**
  * The HTTP mapping of billing under the metering route: paths and methods, request bodies, scopes,
- * pagination, and billing errors turned into the metering routes' problem+json answers. The domain
- * services know nothing of HTTP.
+ * pagination, and billing errors turned into the metering routes' problem+json answers (their status
+ * chosen here, by kind; their code kept). The domain services know nothing of HTTP.
  */
-import { MeteringError, type InvalidParameter } from '../../shared/errors.ts';
-import { readJson, requireScope, type MeteringRequest, type SubRoutes } from '../../http/http.ts';
+import { methodNotAllowed, type InvalidParameter } from '../../shared/errors.ts';
+import { readJson, requireScope, sendProblem, type MeteringRequest, type Problem, type SubRoutes } from '../../http/http.ts';
 import type { MeteringConfig } from '../../schema.ts';
 import type { Billing } from '../billing.ts';
 import { parseInstant } from '../shared/calendar.ts';
 import { publicCustomer, validateCustomer } from '../customer/customers.ts';
-import { BillingError, invalid, validationFailed } from '../shared/errors.ts';
+import { BillingError, invalid, validationFailed, type BillingErrorKind } from '../shared/errors.ts';
 import { parseExactJson } from '../shared/exact-json.ts';
 import { publicFeature, validateFeature } from '../productcatalog/features.ts';
 import { isObject, reference, type Problems } from '../shared/fields.ts';
@@ -20,6 +20,26 @@ import { publicSubscription, type CustomerRef, type Timing } from '../subscripti
 const DEFAULT_PAGE_SIZE = 20;
 const MAX_PAGE_SIZE = 1000;
 const MAX_ACCESS_PAGE_SIZE = 100;
+
+/** The one place billing's kinds become statuses. */
+const STATUS_OF_KIND: Record<BillingErrorKind, number> = {
+  validation: 400,
+  notFound: 404,
+  gone: 410,
+  conflict: 409,
+  // As OpenMeter answers a state transition the resource's state does not allow.
+  forbidden: 403,
+  // As OpenMeter answers for a deleted customer.
+  precondition: 412,
+  readOnly: 405,
+  contention: 503,
+};
+
+function billingProblem(err: BillingError): Problem {
+  const problem: Problem = { status: STATUS_OF_KIND[err.kind], code: err.code, detail: err.message, headers: {} };
+  if (err.invalidParameters) problem.invalidParameters = err.invalidParameters;
+  return problem;
+}
 
 type Handler = (ctx: MeteringRequest, config: MeteringConfig, params: string[]) => Promise<void>;
 type Routes = Record<string, Partial<Record<string, Handler>>>;
@@ -120,14 +140,14 @@ export class BillingHttp implements SubRoutes {
     const methods = this.routes[pattern];
     if (!methods) return false;
     const handler = methods[ctx.method];
-    if (!handler) throw new MeteringError(405, `method ${ctx.method} not allowed here`, { headers: { allow: Object.keys(methods).join(', ') } });
+    if (!handler) throw methodNotAllowed(ctx.method, Object.keys(methods));
     const access = pattern.includes('entitlement-access');
     requireScope(ctx, config, access ? 'read' : 'billing');
     try {
       await handler.call(this, ctx, config, parts.filter((_, i) => i % 2 === 1));
     } catch (err) {
-      if (err instanceof BillingError) throw new MeteringError(err.status, err.message, { invalidParameters: err.invalidParameters });
-      throw err;
+      if (!(err instanceof BillingError)) throw err;
+      sendProblem(ctx, billingProblem(err));
     }
     return true;
   }

@@ -8,6 +8,7 @@
  */
 import { isLosslessNumber, parse } from 'lossless-json';
 import { nestedDeeperThan } from '../../shared/json-depth.ts';
+import { JsonTooDeepError } from './errors.ts';
 
 /** The text of each number member, by the object or array holding it and the member's key or index. */
 const numberTexts = new WeakMap<object, Map<string, string>>();
@@ -15,20 +16,11 @@ const numberTexts = new WeakMap<object, Map<string, string>>();
 /** Deeper bodies are refused: billing bodies are a few levels deep, and the reader recurses. */
 const MAX_DEPTH = 64;
 
-export class JsonTooDeepError extends SyntaxError {
-  readonly code = 'BILLING_ERR_JSON_TOO_DEEP';
-
-  constructor() {
-    super(`JSON nested deeper than ${MAX_DEPTH} levels`);
-    this.name = 'JsonTooDeepError';
-  }
-}
-
 /** JSON.parse's value for `text` (and its SyntaxError when malformed), with every number's text kept. */
 export function parseExactJson(text: string): unknown {
   // JSON.parse's verdict and messages first; lossless-json then reads only text known to be JSON.
   const value = JSON.parse(text);
-  if (nestedDeeperThan(value, MAX_DEPTH)) throw new JsonTooDeepError();
+  if (nestedDeeperThan(value, MAX_DEPTH)) throw new JsonTooDeepError(MAX_DEPTH);
   try {
     return parse(text, keepNumberText);
   } catch {

@@ -3,7 +3,7 @@
  * its problem in the Konnect `invalid_parameters` shape and returning the value when usable. The same
  * checks run for API bodies and for gateway.yaml entities, so both get the same messages.
  */
-import { isPlainObject } from '../../../../src/pipeline/plugin-api.ts';
+import { isPlainObject } from '../../../../src/pdk/index.ts';
 import type { InvalidParameter } from '../../shared/errors.ts';
 import { KEY_PATTERN } from '../../shared/limits.ts';
 import { invalid } from './errors.ts';

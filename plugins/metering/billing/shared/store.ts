@@ -21,7 +21,7 @@
  *   declared                          digest of the gateway.yaml declarations last applied in full
  */
 import { randomUUID } from 'node:crypto';
-import type { BatchOp, Store } from '../../../../src/pipeline/plugin-api.ts';
+import type { BatchOp, Store } from '../../../../src/pdk/index.ts';
 import { escapePart } from '../../shared/keys.ts';
 import { contention } from './errors.ts';
 

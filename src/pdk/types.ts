@@ -1,43 +1,28 @@
 /**
- * The plugin API: everything a plugin may know about the core. A plugin module default-exports a
- * PluginDefinition; the core never reaches into a plugin's other files.
+ * The plugin types: what a plugin module default-exports (PluginDefinition), what the core gives it
+ * (PluginApi), and the context each phase of a request hands it. Types only: the toolkit, the consumers
+ * and the core import their plugin types from here, so that nothing here imports them back.
  *
  * Request lifecycle (named phases, as Kong's): route match → protocol checks → `access` of every
  * applicable plugin in descending priority (any may answer the request itself) → upstream →
  * `response` (headers from upstream, before they go downstream) → `log` after the response ends.
+ * Each phase gets a context with only what that phase may do (Kong's PDK checks phases at run time;
+ * here a call in the wrong phase does not compile).
  */
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { Issue, RecordSchema } from '../config/schema.ts';
-import type { Consumer, GatewayConfig, PluginInstance, Route, RouteProtocol, Service } from '../config/types.ts';
+import type { Consumer, GatewayConfig, PluginInstance, Route, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
 import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
-import type { Entity, EntityDirectory, ParentDirectory } from '../toolkit/entity-directory.ts';
-import type { BeforeEntitySave } from '../toolkit/entity-admin.ts';
 
-export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, Path, RecordSchema, StringSchema, Validated } from '../config/schema.ts';
-/** Schema validation with Kong's messages, for plugin configs and entities. */
-export { atLeastOneOf, isPlainObject, validate } from '../config/schema.ts';
-export type { Consumer, GatewayConfig, PluginEntity, PluginInstance, Route, Service } from '../config/types.ts';
-export type { BatchOp, Expectation, Journal, JournalEntry, JournalRecord, Notices, ScanOptions, Store, WriteBatch } from '../store/store.ts';
-export { registerStoreProcedures, type StoreProcedure } from '../store/procedures.ts';
-export type { Admission, NodeExchange, QuotaRequest, QuotaReservation } from '../process/exchange.ts';
-export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from '../process/quota-counters.ts';
-export { putIfAbsent, take } from '../store/store.ts';
-export { StoreClosedError, StoreUnavailableError, StoreUnwritableError } from '../store/errors.ts';
-export { consumerByReference } from '../consumers.ts';
-export { compileOperatorRegex, operatorRegexProblem, type OperatorRegex, type OperatorRegexOptions } from '../operator-regex.ts';
-export { RegexRefusedError } from '../errors.ts';
-export { HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isUuid, PATH, type ConsumerChild } from '../config/entities.ts';
-export { canonicalName } from '../config/hostnames.ts';
-export { AddressRanges } from '../address-ranges.ts';
-export { HttpError } from './http-error.ts';
-/** The package's root folder: files of the package (a plugin's own scripts) are named from it. */
-export { PACKAGE_ROOT } from '../package-root.ts';
-export { upstreamHeaderNameProblem } from '../proxy/headers.ts';
-export * from '../toolkit/index.ts';
+export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, RecordSchema } from '../config/schema.ts';
+export type { ConsumerChild } from '../config/entities.ts';
+export type { Consumer, GatewayConfig, PluginEntity, PluginInstance, Route, RouteProtocol, Service } from '../config/types.ts';
+export type { BatchOp, Expectation, Journal, JournalEntry, Notices, Store, WriteBatch } from '../store/store.ts';
+export type { StoreProcedure } from '../store/procedures.ts';
+export type { NodeExchange, QuotaRequest, QuotaReservation } from '../process/exchange.ts';
 
 export interface PluginDefinition<Config = any, Prepared = unknown> {
   name: string;
@@ -268,6 +253,30 @@ export interface PluginServices {
   get<T>(name: string): T | undefined;
 }
 
+/** A stored entity: its id, and the fields its definition's schema gives it. */
+export interface Entity {
+  id: string;
+  [field: string]: any;
+}
+
+/** What a child directory needs of its parent (EntityDirectory): liveness, and a place to register for the cascade. */
+export interface ParentDirectory {
+  readonly definition: EntityDefinition;
+  byId(id: string): Entity | undefined;
+  find(field: string, value: string): Entity | undefined;
+  currentById(id: string): Promise<Entity | undefined>;
+  currentBy(field: string, value: string): Promise<Entity | undefined>;
+  adopt(child: ChildDirectory): void;
+}
+
+/** What a parent directory asks of its children's: deleting the children of a deleted parent (Kong's cascade). */
+export interface ChildDirectory {
+  /** Deletes the runtime children of a parent this process is deleting, before the parent goes. */
+  removeChildrenOf(parentId: string): Promise<void>;
+  /** Deletes the children this process knows of a parent another process deleted. */
+  removeOrphansOf(parentId: string): Promise<void>;
+}
+
 /**
  * Consumers by id or by username, never both in one lookup: an id stored in an entity (a credential's
  * consumer) is resolved with `byId` only. For a reference a client or an operator gives (an admin URL,
@@ -283,15 +292,15 @@ export interface ConsumerDirectory extends ParentDirectory {
 export interface PluginRuntime<Config = any, Prepared = unknown> {
   /** Called with each configuration before it serves (at start and on every reload). */
   configure?(view: ConfigView<Config, Prepared>): void | Promise<void>;
-  access?(ctx: RequestContext, config: Config, plugin: PluginInstance<Config, Prepared>): void | Promise<void>;
+  access?(ctx: AccessContext, config: Config, plugin: PluginInstance<Config, Prepared>): void | Promise<void>;
   /**
    * Kong's header_filter: the head of every answer to a request this plugin applies to, before it goes
    * downstream: the upstream's, or the gateway's own (a plugin's answer, an upstream failure). It runs
    * even when an earlier plugin answered and this plugin's `access` never ran, as Kong's does.
    */
-  response?(ctx: RequestContext, config: Config, response: ResponseHead, plugin: PluginInstance<Config, Prepared>): void;
+  response?(ctx: ResponseContext, config: Config, response: ResponseHead, plugin: PluginInstance<Config, Prepared>): void;
   /** After the response is finished (or the client went away). Must not throw. Runs in the same cases as `response`. */
-  log?(ctx: RequestContext, config: Config, plugin: PluginInstance<Config, Prepared>): void;
+  log?(ctx: LogContext, config: Config, plugin: PluginInstance<Config, Prepared>): void;
   /**
    * Requests that matched no route (e.g. RFC 8414's `/.well-known/...<route prefix>` documents).
    * Return true when answered; the core answers 404 otherwise.
@@ -343,7 +352,7 @@ export interface UnmatchedRequest {
   readonly rawHost: string;
   readonly scheme: 'http' | 'https';
   readonly forwardedProto: string;
-  /** As RequestContext.respond: gRPC-shaped for a gRPC call. */
+  /** As AccessContext.respond: gRPC-shaped for a gRPC call. */
   respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;
 }
 
@@ -378,7 +387,7 @@ export interface ResponseHead {
   /**
    * Present when the body can be rewritten (an HTTP answer with a body, not gRPC, a WebSocket handshake or
    * HEAD): `rewrite` gets the whole body and returns the one to send. The body is then read whole before
-   * anything goes downstream; one larger than `REWRITABLE_BODY_LIMIT` is sent unchanged. Content-Length is
+   * anything goes downstream; one larger than 16 MiB (REWRITABLE_BODY_LIMIT) is sent unchanged. Content-Length is
    * set from the result.
    */
   rewriteBody?(rewrite: (body: Buffer) => Buffer): void;
@@ -394,10 +403,8 @@ export interface ResponseHead {
 /** Sees a response body chunk by chunk (see ResponseHead.observeBody). */
 export type BodyObserver = (chunk: Buffer) => void;
 
-/** The largest response body a plugin may rewrite; larger ones stream through unchanged (and a warning is logged). */
-export const REWRITABLE_BODY_LIMIT = 16 * 1024 * 1024;
-
-export interface RequestContext {
+/** What every phase reads of a request: what the client sent, where it was routed, who the caller is. */
+export interface RequestView {
   readonly id: string;
   /** `performance.now()` when the request arrived. */
   readonly startedAt: number;
@@ -423,6 +430,14 @@ export interface RequestContext {
   /** Host with port as the client addressed it: Host, `:authority` on h2, or an absolute-form target's authority. */
   readonly rawHost: string;
   readonly clientIp: string;
+  /** The local address and port of the connection the request came on (nginx's `$server_addr`, `$server_port`). */
+  readonly serverAddress: string | undefined;
+  readonly serverPort: number | undefined;
+  /**
+   * The downstream connection, as a key only (the streams of one HTTP/2 connection share it): for what is
+   * counted per connection (nginx's `$connection_requests`).
+   */
+  readonly connection: object;
   readonly route: Route;
   readonly service: Service | null;
   /** The part of the path that matched a prefix path of the route ('' for regex or no path). */
@@ -430,11 +445,29 @@ export interface RequestContext {
   /** Captures of the route's regex path: "0" the whole match, "1".."n" the groups, and named groups (empty otherwise). */
   readonly uriCaptures: Readonly<Record<string, string>>;
 
-  consumer: Consumer | null;
+  readonly consumer: Consumer | null;
   /** The credential that authenticated the consumer, with what it grants. */
-  credential: AuthenticatedCredential | null;
-  /** Free-form data plugins share on this request (Kong's ngx.ctx). */
+  readonly credential: AuthenticatedCredential | null;
+  /** Free-form data plugins share on this request (Kong's ngx.ctx), in every phase. */
   readonly shared: Record<string, unknown>;
+}
+
+/** A value added to this request's access log line (Kong's `kong.log.set_serialize_value`, in every phase); the line's own fields win. */
+type SetLogValue = (name: string, value: unknown) => void;
+
+/**
+ * Runs `callback` once, after every plugin's log phase of this request has run: to settle what several
+ * plugins' log phases contribute to (an entitlement's reservation and the events that pay it).
+ */
+type AfterLog = (callback: () => void) => void;
+
+/**
+ * The access phase (Kong's rewrite and access): the request may be read whole, its caller authenticated,
+ * what goes upstream changed, or the request answered here.
+ */
+export interface AccessContext extends RequestView {
+  consumer: Consumer | null;
+  credential: AuthenticatedCredential | null;
 
   /**
    * Headers and query sent upstream (start as the client's). A header value holding a control character
@@ -454,13 +487,8 @@ export interface RequestContext {
    * access phase): it replaces the upstream's header of that name, and the response phase sees it.
    */
   setResponseHeader(name: string, value: string | string[]): void;
-  /** A value added to this request's access log line (Kong's `kong.log.set_serialize_value`); the line's own fields win. */
-  setLogValue(name: string, value: unknown): void;
-  /**
-   * Runs `callback` once, after every plugin's log phase of this request has run: to settle what several
-   * plugins' log phases contribute to (an entitlement's reservation and the events that pay it).
-   */
-  afterLog(callback: () => void): void;
+  readonly setLogValue: SetLogValue;
+  readonly afterLog: AfterLog;
 
   /** Reads the whole request body (at most the gateway's limit; 413 otherwise); it is then proxied from memory. */
   readBody(): Promise<Buffer>;
@@ -479,14 +507,21 @@ export interface RequestContext {
   error(status: number, message: string, headers?: Record<string, string | string[]>): void;
   /** True once respond/error has been called. */
   readonly responded: boolean;
-  /** In the log phase: what became of the request. */
-  readonly outcome: RequestOutcome;
+}
 
-  /** The raw request and response, for plugins that stream their own answer. */
-  readonly raw: {
-    req: IncomingMessage | Http2ServerRequest;
-    res: ServerResponse | Http2ServerResponse;
-  };
+/**
+ * The response phase (Kong's header_filter): the request as access left it; the answer itself is the
+ * ResponseHead beside it. Too late to change what went upstream, to read the body or to answer.
+ */
+export interface ResponseContext extends RequestView {
+  readonly setLogValue: SetLogValue;
+}
+
+/** The log phase, once the answer went downstream (or the client went away): what became of the request. */
+export interface LogContext extends RequestView {
+  readonly outcome: RequestOutcome;
+  readonly setLogValue: SetLogValue;
+  readonly afterLog: AfterLog;
 }
 
 export type AdminMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -519,8 +554,6 @@ export interface AdminReply {
   headers?: Record<string, string>;
 }
 
-export type { RouteProtocol };
-
 // -- Entities kept by the core (issue 29 step 2) ----------------------------------------------------------
 //
 // An entity declared `keptByCore` is the core's, as Kong generates `kong.db.*` and the Admin API from a
@@ -530,11 +563,39 @@ export type { RouteProtocol };
 // file's records before each `configure` of the plugin, mounts its generated admin API ahead of the
 // plugin's own routes, and closes it after the plugin. The plugin asks `api.entities(name)` in `create`.
 
-/** A kept entity as its plugin sees it: lookups, runtime writes, removal listeners. */
-export type KeptEntities<T extends Entity = Entity> = Pick<
-  EntityDirectory<T>,
-  'byId' | 'find' | 'findInParent' | 'childrenOf' | 'list' | 'parentOf' | 'currentById' | 'currentBy' | 'isDeclared' | 'save' | 'remove' | 'onRemoved'
->;
+/** Told of each entity removed (deleted, its parent deleted, or expired), by this process or another. */
+export type RemovedListener<T> = (entity: T, byThisProcess: boolean) => void | Promise<void>;
+
+/** A kept entity as its plugin sees it (the core's EntityDirectory): lookups, runtime writes, removal listeners. */
+export interface KeptEntities<T extends Entity = Entity> {
+  byId(id: string): T | undefined;
+  /** By the endpoint key or another unique field. */
+  find(field: string, value: string): T | undefined;
+  /** By the definition's `uniqueInParent` field among one parent's children. */
+  findInParent(parentId: string, value: string): T | undefined;
+  childrenOf(parentId: string): T[];
+  list(): T[];
+  parentOf(entity: T): Entity | undefined;
+  /** As byId, re-reading the store when this process has not heard of the entity yet. */
+  currentById(id: string): Promise<T | undefined>;
+  /** As find, re-reading the store when this process has not heard of the entity yet. */
+  currentBy(field: string, value: string): Promise<T | undefined>;
+  /** The entity comes from gateway.yaml (read-only). */
+  isDeclared(entity: T): boolean;
+  /** Creates or replaces (`previous`) a runtime entity, expiring after `ttlSeconds` when given. */
+  save(entity: T, previous?: T, ttlSeconds?: number): Promise<T>;
+  remove(entity: T): Promise<void>;
+  onRemoved(listener: RemovedListener<T>): void;
+}
+
+/**
+ * Runs on an admin write after validation, before the entity is stored (e.g. hashing a password on the
+ * worker pool). `given` names the fields this request set; `existing` is the entity a PUT or PATCH replaces.
+ */
+export type BeforeEntitySave<T extends Entity = Entity> = (
+  entity: Record<string, any>,
+  context: { given: ReadonlySet<string>; existing: T | undefined },
+) => Record<string, any> | Promise<Record<string, any>>;
 
 // -- prepare (issue 29 step 2) ----------------------------------------------------------------------------
 //
@@ -542,7 +603,7 @@ export type KeptEntities<T extends Entity = Entity> = Pick<
 // (compiled templates, address ranges, header texts): once per enabled instance each time a configuration
 // is loaded, after its schema and `checkConfig` passed. The hooks read the result as `plugin.prepared`
 // (`access(ctx, config, plugin)`, and `plugin` is the last argument of `response` and `log` too), so no
-// plugin keeps a cache keyed by config. A ConfigCompileError thrown by `prepare` refuses the
-// configuration, at start and on reload, with the instance's position (`plugins[3].config.allow[2]`),
-// as checkConfig's issues do. Caches keyed by something else (a connection, a secret) stay the plugin's.
-export { ConfigCompileError } from '../errors.ts';
+// plugin keeps a cache keyed by config. A ConfigCompileError (src/errors.ts, exported by the PDK) thrown
+// by `prepare` refuses the configuration, at start and on reload, with the instance's position
+// (`plugins[3].config.allow[2]`), as checkConfig's issues do. Caches keyed by something else (a
+// connection, a secret) stay the plugin's.

@@ -1,0 +1,65 @@
+/**
+ * The plugin development kit: the one module a plugin imports from the core. Named exports only, and
+ * only what plugins use; each part is a file of its own beside this one. The core imports the types
+ * from ./types.ts and everything else from the module that defines it, never from here.
+ */
+export type {
+  AccessContext,
+  AdminMethod,
+  AdminReply,
+  AdminRequest,
+  AdminRoute,
+  AuthenticatedCredential,
+  BatchOp,
+  BodyObserver,
+  ConfigView,
+  ConsoleTab,
+  Consumer,
+  ConsumerChild,
+  ConsumerDirectory,
+  Entity,
+  EntityDefinition,
+  Expectation,
+  FieldSchema,
+  Infer,
+  InferIgnoringStrayNulls,
+  Issue,
+  Journal,
+  JournalEntry,
+  KeptEntities,
+  LogContext,
+  NodeExchange,
+  Notices,
+  PluginApi,
+  PluginDefinition,
+  PluginEntity,
+  PluginInstance,
+  PluginMetrics,
+  PluginRuntime,
+  PluginScope,
+  QuotaRequest,
+  QuotaReservation,
+  RecordSchema,
+  RemovedListener,
+  RequestOutcome,
+  RequestView,
+  ResponseContext,
+  ResponseHead,
+  Route,
+  Service,
+  Store,
+  StoreProcedure,
+  UnmatchedRequest,
+  WriteBatch,
+} from './types.ts';
+export { authenticate, authenticateAnonymous, authenticateWith, challenge, consumerByReference, identifiedEarlier, type AuthenticationFailure, type AuthenticationOutcome } from './auth.ts';
+export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, type Params } from './params.ts';
+export { alphanumericFrom, hashDeclaredSecret, isHashedSecret, randomAlphanumeric, randomToken, SecretVerifier, safeEqual, tokenDigest } from './secrets.ts';
+export { page, pageSize } from './entities.ts';
+export { canonicalName, HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isPlainObject, isUuid, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
+export { AddressRanges, compileOperatorRegex, operatorRegexProblem, type OperatorRegex, type OperatorRegexOptions } from './patterns.ts';
+export { ConfigCompileError, ForeignKeyViolationError, HttpError, NotFoundError, RegexRefusedError, RequestLimitError, SchemaViolationError, StoreClosedError, StoreUnavailableError, StoreUnwritableError, UniqueViolationError } from './errors.ts';
+export { putIfAbsent, registerStoreProcedures, take } from './store.ts';
+export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from './quota.ts';
+export { parseUntrustedJson } from './json.ts';
+export { PACKAGE_ROOT } from './package.ts';
