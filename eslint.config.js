@@ -1,9 +1,20 @@
-// Guard rails, not style: no import cycles, plugins reach the core only through the PDK, and those of
-// typescript-eslint's recommended rules the code already keeps. Parsing only (no type information),
-// so that a run takes seconds.
+// Guard rails, not style: no import cycles, plugins reach the core only through the PDK and each other
+// only through a `public.ts`, and those of typescript-eslint's recommended rules the code already keeps.
+// Parsing only (no type information), so that a run takes seconds.
 import tseslint from 'typescript-eslint';
 import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 import * as typeImportsAsValues from './eslint-parser.js';
+import { readdirSync } from 'node:fs';
+
+const PLUGINS = readdirSync('plugins', { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+
+/** A plugin's own folder, and of every other plugin its `public.ts` only. */
+const pluginDoors = PLUGINS.map((plugin) => ({
+  target: `./plugins/${plugin}`,
+  from: './plugins',
+  except: [`./${plugin}`, ...PLUGINS.filter((other) => other !== plugin).map((other) => `./${other}/public.ts`)],
+  message: 'A plugin reaches another plugin only through its public.ts.',
+}));
 
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', '.scratch/', 'bench/peers/'] },
@@ -61,6 +72,7 @@ export default tseslint.config(
               except: ['./pdk/index.ts'],
               message: 'A plugin reaches the core only through src/pdk/index.ts.',
             },
+            ...pluginDoors,
           ],
         },
       ],
