@@ -17,6 +17,7 @@ export const consumerEntity: EntityDefinition = {
   endpointKey: 'username',
   unique: ['custom_id'],
   admin: { name: 'consumers' },
+  keyPrefix: 'consumers/',
 };
 
 /**
@@ -30,7 +31,7 @@ export function consumerByReference(directory: ConsumerDirectory, reference: str
 
 export class Consumers extends EntityDirectory<Consumer & { id: string }> implements ConsumerDirectory {
   constructor(store: Store, log?: Logger) {
-    super(store, consumerEntity, { keyPrefix: 'consumers/', log });
+    super(store, consumerEntity, { log });
   }
 
   byUsername(username: string): Consumer | undefined {

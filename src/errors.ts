@@ -8,6 +8,7 @@
  * admin API's, with Kong's numeric codes); the store keeps its own catalogue, src/store/errors.ts.
  * docs/errors.md lists every code, what it means and what to do.
  */
+import type { Path } from './config/schema.ts';
 import type { FailureKind } from './proxy/respond.ts';
 
 /** The root of this catalogue: a stable `name` and `code`, whatever the message says. */
@@ -40,6 +41,19 @@ export class ConfigError extends entry('ConfigError', 'TOLLGATE_ERR_CONFIG_INVAL
   }
   override toString(): string {
     return `${this.file}:${this.line}:${this.col}: ${this.path || '(root)'}: ${this.message}`;
+  }
+}
+
+/**
+ * What a plugin's `prepare` throws for a config it cannot turn into what its hooks need: the file is
+ * refused as a `checkConfig` issue refuses it, a ConfigError at `path` (relative to the instance's `config`).
+ */
+export class ConfigCompileError extends entry('ConfigCompileError', 'TOLLGATE_ERR_CONFIG_COMPILE') {
+  constructor(
+    readonly path: Path,
+    message: string,
+  ) {
+    super(message);
   }
 }
 

@@ -18,6 +18,7 @@ import { parseListenList } from './config/listen.ts';
 import { loadConfigFile } from './config/load.ts';
 import type { GatewayConfig } from './config/types.ts';
 import { Consumers } from './consumers.ts';
+import { KeptEntityDirectories } from './kept-entities.ts';
 import { preparePrivateDir } from './data-dir.ts';
 import { ConfigError, ConfigLoadError, OneProcessConfigError, StartupError } from './errors.ts';
 import { Listener } from './listeners.ts';
@@ -98,6 +99,8 @@ export class Gateway {
   readonly adminListeners: Listener[] = [];
   private snapshot!: Snapshot;
   private readonly runtimes = new Map<string, PluginRuntime>();
+  /** Each plugin's `keptByCore` entities, by plugin name. */
+  private readonly keptEntities = new Map<string, KeptEntityDirectories>();
   private draining = false;
   private sweeper: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
@@ -229,9 +232,13 @@ export class Gateway {
       get: <T>(name: string) => provided.get(name) as T | undefined,
     };
     for (const definition of this.registry.values()) {
+      const store = this.store.namespace(`plugin.${definition.name}`);
+      const log = this.log.child({ plugin: definition.name });
+      const kept = new KeptEntityDirectories(definition, store, this.consumers, log);
+      this.keptEntities.set(definition.name, kept);
       const runtime = await definition.create({
-        store: this.store.namespace(`plugin.${definition.name}`),
-        log: this.log.child({ plugin: definition.name }),
+        store,
+        log,
         consumers: this.consumers,
         dataDir: config.gateway.data_dir,
         nodeId: this.nodeId,
@@ -243,8 +250,10 @@ export class Gateway {
         services,
         metrics: this.metrics.plugins,
         node: this.exchange,
+        entities: (name) => kept.get(name),
       });
       this.runtimes.set(definition.name, runtime);
+      await kept.load();
     }
   }
 
@@ -276,6 +285,7 @@ export class Gateway {
           serviceById: (id) => snapshot.servicesById.get(id),
           instanceOn: (routeId) => snapshot.plugins.steps(routeId).find((step) => step.name === name)?.anonymous,
         };
+        this.keptEntities.get(name)!.setDeclared(config);
         await runtime.configure?.(view);
       }
     } catch (err) {
@@ -354,8 +364,8 @@ export class Gateway {
     }
   }
 
-  private pluginAdminRoutes() {
-    return [...this.runtimes.values()].flatMap((r) => r.adminRoutes ?? []);
+  private pluginAdminRoutes(): AdminRoute[] {
+    return [...this.runtimes].flatMap(([name, runtime]) => [...this.keptEntities.get(name)!.adminRoutes(runtime), ...(runtime.adminRoutes ?? [])]);
   }
 
   private adminState() {
@@ -434,12 +444,13 @@ export class Gateway {
     await closed;
     // In reverse order of creation: a plugin created after another may use its service until it closes
     // (request metering hands its last events to metering's writer).
-    for (const runtime of [...this.runtimes.values()].reverse()) {
+    for (const [name, runtime] of [...this.runtimes].reverse()) {
       try {
         await runtime.close?.();
       } catch (err) {
         this.log.error({ err }, 'plugin failed to close');
       }
+      this.keptEntities.get(name)!.close();
     }
     this.snapshot?.balancers.stop();
     this.engine.close();

@@ -5,38 +5,30 @@
  * X-Consumer-Groups (or X-Authenticated-Groups) unless `hide_groups_header`. Works with any
  * authentication plugin and with the `anonymous` consumer, which has groups like any consumer.
  */
-import { entityAdminRoutes, EntityDirectory, type AccessContext, type PluginApi, type PluginRuntime } from '../../src/pdk/index.ts';
+import type { AccessContext, PluginApi, PluginRuntime } from '../../src/pdk/index.ts';
 import { aclEntity, type Acl, type AclConfig } from './schema.ts';
 
 const FORBIDDEN = 'You cannot consume this service';
 const CONSUMER_GROUPS = 'x-consumer-groups';
 const AUTHENTICATED_GROUPS = 'x-authenticated-groups';
 
-/** A config read once: which list it checks and how. */
-interface Rule {
+/** A config read once per configuration: which list it checks and how. */
+export interface Rule {
   deny: boolean;
   groups: ReadonlySet<string>;
 }
 
-export async function createRuntime(api: PluginApi): Promise<PluginRuntime<AclConfig>> {
-  const acls = new EntityDirectory<Acl>(api.store, aclEntity, { parent: api.consumers, log: api.log });
-  await acls.load();
-  const rules = new WeakMap<AclConfig, Rule>();
-  const ruleOf = (config: AclConfig): Rule => {
-    let rule = rules.get(config);
-    if (!rule) {
-      const deny = (config.deny ?? []).length > 0;
-      rules.set(config, (rule = { deny, groups: new Set(deny ? config.deny : config.allow) }));
-    }
-    return rule;
-  };
+export function prepareRule(config: AclConfig): Rule {
+  const deny = (config.deny ?? []).length > 0;
+  return { deny, groups: new Set(deny ? config.deny : config.allow) };
+}
+
+export function createRuntime(api: PluginApi): PluginRuntime<AclConfig, Rule> {
+  const acls = api.entities<Acl>(aclEntity.name);
 
   return {
-    configure(view) {
-      acls.setDeclared(view.entities(aclEntity.name));
-    },
-    access(ctx, config) {
-      const rule = ruleOf(config);
+    access(ctx, config, plugin) {
+      const rule = plugin.prepared;
       const authenticated = authenticatedGroups(ctx);
       const consumer = ctx.consumer;
       // Groups an authentication plugin vouched for count when there is no consumer, or only the
@@ -49,10 +41,6 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<AclCo
       // A consumer without groups is in no allow list, and in no deny list either.
       if (groups.length === 0 && !rule.deny) return ctx.credential ? ctx.error(403, FORBIDDEN) : ctx.error(401, 'Unauthorized');
       decide(ctx, config, rule, groups, CONSUMER_GROUPS);
-    },
-    adminRoutes: entityAdminRoutes(acls),
-    async close() {
-      acls.close();
     },
   };
 }

@@ -45,4 +45,5 @@ export const aclEntity: EntityDefinition = {
   // `/consumers/{c}/acls/{group}` names a consumer's group by its name (kong/plugins/acl/api.lua).
   uniqueInParent: 'group',
   admin: { name: 'acls' },
+  keptByCore: true,
 };

@@ -7,8 +7,6 @@
 import {
   authenticateWith,
   challenge,
-  entityAdminRoutes,
-  EntityDirectory,
   findHeader,
   isHashedSecret,
   RequestLimitError,
@@ -31,16 +29,18 @@ interface Given {
   password: string;
 }
 
-export async function createRuntime(api: PluginApi): Promise<PluginRuntime<BasicAuthConfig>> {
-  const credentials = new EntityDirectory<BasicCredential>(api.store, credentialEntity, { parent: api.consumers, log: api.log });
+/** The headers of an instance's refusals, made once per configuration. */
+export function prepareChallenge(config: BasicAuthConfig): Record<string, string> {
+  return { 'www-authenticate': challenge('Basic', { realm: config.realm }) };
+}
+
+function refusal(challengeHeaders: Record<string, string>): AuthenticationFailure {
+  return { status: 401, message: UNAUTHORIZED, headers: challengeHeaders };
+}
+
+export function createRuntime(api: PluginApi): PluginRuntime<BasicAuthConfig, Record<string, string>> {
+  const credentials = api.entities<BasicCredential>(credentialEntity.name);
   const secrets = new SecretVerifier(api.store);
-  await credentials.load();
-  const challenges = new WeakMap<BasicAuthConfig, Record<string, string>>();
-  const refusal = (config: BasicAuthConfig): AuthenticationFailure => {
-    let headers = challenges.get(config);
-    if (!headers) challenges.set(config, (headers = { 'www-authenticate': challenge('Basic', { realm: config.realm }) }));
-    return { status: 401, message: UNAUTHORIZED, headers };
-  };
 
   /** True when `given` is the credential's password, sent from `clientIp` (a promise when a derivation is needed). */
   const passwordMatches = (credential: BasicCredential, given: string, clientIp: string): boolean | Promise<boolean> => {
@@ -49,47 +49,43 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Basic
     return KONG_PASSWORD_HASH.test(stored) && safeEqual(kongPasswordHash(credential.consumer.id, given), stored);
   };
 
-  const attempt = (ctx: AccessContext, config: BasicAuthConfig): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
+  const attempt = (ctx: AccessContext, config: BasicAuthConfig, challengeHeaders: Record<string, string>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
     const proxyHeader = findHeader(ctx, 'proxy-authorization');
     const header = findHeader(ctx, 'authorization');
-    if (!proxyHeader && !header) return refusal(config);
+    if (!proxyHeader && !header) return refusal(challengeHeaders);
     let given = proxyHeader && basicCredentials(proxyHeader.value);
     if (proxyHeader && config.hide_credentials) ctx.removeUpstreamHeader(proxyHeader.name);
     let credential = given ? credentials.find('username', given.username) : undefined;
     if (!credential) {
       given = header && basicCredentials(header.value);
       if (header && config.hide_credentials) ctx.removeUpstreamHeader(header.name);
-      if (!given) return refusal(config);
+      if (!given) return refusal(challengeHeaders);
       credential = credentials.find('username', given.username);
     }
     const consumer = credential && api.consumers.byId(credential.consumer.id);
-    if (!credential || !consumer || !given) return refusal(config);
+    if (!credential || !consumer || !given) return refusal(challengeHeaders);
     const authenticated: AuthenticationOutcome = { consumer, credential: { id: credential.id, identifier: credential.username } };
     const matches = passwordMatches(credential, given.password, ctx.clientIp);
-    if (typeof matches === 'boolean') return matches ? authenticated : refusal(config);
+    if (typeof matches === 'boolean') return matches ? authenticated : refusal(challengeHeaders);
     return matches.then(
-      (ok) => (ok ? authenticated : refusal(config)),
+      (ok) => (ok ? authenticated : refusal(challengeHeaders)),
       (err) => {
         // Too many guesses from this address (or of this credential), or too many checks at once: refused without a derivation.
         if (!(err instanceof RequestLimitError)) throw err;
-        return { status: err.status, message: err.message, headers: { ...refusal(config).headers, ...err.headers } };
+        return { status: err.status, message: err.message, headers: { ...refusal(challengeHeaders).headers, ...err.headers } };
       },
     );
   };
 
   return {
-    configure(view) {
-      credentials.setDeclared(view.entities(credentialEntity.name));
+    access(ctx, config, plugin) {
+      return authenticateWith(ctx, config, api.consumers, () => attempt(ctx, config, plugin.prepared));
     },
-    access(ctx, config) {
-      return authenticateWith(ctx, config, api.consumers, () => attempt(ctx, config));
-    },
-    adminRoutes: entityAdminRoutes(credentials, {
+    beforeEntitySave: {
       // A password a write sets is stored as its PBKDF2 hash; a PATCH without one keeps the stored hash.
-      prepare: async (entity, { given, existing }) => (given.has('password') || !existing ? { ...entity, password: await secrets.hash(entity.password) } : entity),
-    }),
+      [credentialEntity.name]: async (entity, { given, existing }) => (given.has('password') || !existing ? { ...entity, password: await secrets.hash(entity.password) } : entity),
+    },
     async close() {
-      credentials.close();
       await secrets.close();
     },
   };

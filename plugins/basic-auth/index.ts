@@ -1,9 +1,9 @@
 /** Kong's `basic-auth` plugin on Tollgate's plugin API: HTTP Basic credentials, passwords hashed at rest. */
 import type { PluginDefinition } from '../../src/pdk/index.ts';
-import { createRuntime } from './handler.ts';
+import { createRuntime, prepareChallenge } from './handler.ts';
 import { configSchema, credentialEntity, type BasicAuthConfig } from './schema.ts';
 
-const basicAuth: PluginDefinition<BasicAuthConfig> = {
+const basicAuth: PluginDefinition<BasicAuthConfig, Record<string, string>> = {
   name: 'basic-auth',
   version: '0.1.0',
   priority: 1100,
@@ -12,6 +12,7 @@ const basicAuth: PluginDefinition<BasicAuthConfig> = {
   authenticates: true,
   configSchema,
   entities: [credentialEntity],
+  prepare: prepareChallenge,
   create: createRuntime,
 };
 

@@ -48,5 +48,6 @@ export const credentialEntity: EntityDefinition = {
   parent: { entity: 'consumers', field: 'consumer', required: true },
   endpointKey: 'username',
   admin: { name: 'basic-auths', nested: 'basic-auth' },
+  keptByCore: true,
   transform: (credential) => ({ ...credential, password: kongPasswordHash(credential.consumer.id, credential.password) }),
 };

@@ -6,7 +6,7 @@
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { PluginRuntime, RequestView } from '../../src/pdk/index.ts';
-import { matchOrigin, originRule } from './origins.ts';
+import { matchOrigin, type OriginRule } from './origins.ts';
 import { METHODS, type CorsConfig } from './schema.ts';
 
 /** ctx.shared key: this request was a preflight, answered here or passed upstream; its answer needs nothing more. */
@@ -21,16 +21,16 @@ interface HeaderSink {
   clear(name: string): void;
 }
 
-export function createRuntime(): PluginRuntime<CorsConfig> {
+export function createRuntime(): PluginRuntime<CorsConfig, OriginRule> {
   return {
-    access(ctx, config) {
+    access(ctx, config, plugin) {
       const origin = firstHeader(ctx, 'origin');
       if (ctx.method !== 'OPTIONS' || !origin || ctx.headers['access-control-request-method'] === undefined) return;
       ctx.shared[PREFLIGHT] = true;
       if (config.preflight_continue) return;
       const headers: OutgoingHttpHeaders = {};
       const sink = objectSink(headers);
-      const allowAll = configureOrigin(config, sink, origin);
+      const allowAll = configureOrigin(plugin.prepared, sink, origin);
       configureCredentials(config, sink, allowAll, origin);
       const requested = firstHeader(ctx, 'access-control-request-headers');
       if (config.headers && config.headers.length > 0) sink.set('access-control-allow-headers', config.headers.join(','));
@@ -41,12 +41,12 @@ export function createRuntime(): PluginRuntime<CorsConfig> {
       ctx.respond(200, undefined, headers as Record<string, string>);
     },
 
-    response(ctx, config, head) {
+    response(ctx, config, head, plugin) {
       if (ctx.shared[PREFLIGHT]) return;
       const origin = firstHeader(ctx, 'origin');
       if (!origin && !config.allow_origin_absent) return;
       const sink = objectSink(head.headers);
-      const allowAll = configureOrigin(config, sink, origin);
+      const allowAll = configureOrigin(plugin.prepared, sink, origin);
       configureCredentials(config, sink, allowAll, origin);
       if (config.exposed_headers && config.exposed_headers.length > 0) sink.set('access-control-expose-headers', config.exposed_headers.join(','));
     },
@@ -54,8 +54,7 @@ export function createRuntime(): PluginRuntime<CorsConfig> {
 }
 
 /** Kong's configure_origin: sets Access-Control-Allow-Origin; true when every origin is allowed (`*`). */
-function configureOrigin(config: CorsConfig, sink: HeaderSink, origin: string | undefined): boolean {
-  const rule = originRule(config);
+function configureOrigin(rule: OriginRule, sink: HeaderSink, origin: string | undefined): boolean {
   if (rule.kind === 'any') {
     sink.set('access-control-allow-origin', '*');
     return true;

@@ -4,7 +4,7 @@
  * host, port without the scheme's default) and compared with each entry: plain ones by the whole
  * normalized origin, regexes anchored at both ends, against the host alone when the regex has no `:`.
  */
-import { compileOperatorRegex, type OperatorRegex } from '../../src/pdk/index.ts';
+import { compileOperatorRegex, ConfigCompileError, RegexRefusedError, type OperatorRegex } from '../../src/pdk/index.ts';
 import { ORIGIN_REGEX, type CorsConfig } from './schema.ts';
 
 /** What configure_origin decides. */
@@ -29,26 +29,32 @@ const DEFAULT_PORTS: Record<string, string> = { http: '80', https: '443' };
 /** No real origin is longer (scheme, a 253-character host, a port): a longer Origin header matches nothing. */
 const MAX_ORIGIN_LENGTH = 512;
 
-const rules = new WeakMap<CorsConfig, OriginRule>();
-
-export function originRule(config: CorsConfig): OriginRule {
-  let rule = rules.get(config);
-  if (!rule) rules.set(config, (rule = buildRule(config.origins ?? [])));
-  return rule;
-}
-
-function buildRule(origins: string[]): OriginRule {
+/** An instance's rule, made once per configuration (its regexes compiled). */
+export function prepareOriginRule(config: CorsConfig): OriginRule {
+  const origins = config.origins ?? [];
   if (origins.length === 0 || origins.includes('*')) return { kind: 'any' };
   if (origins.length === 1 && PLAIN.test(origins[0])) return { kind: 'fixed', origin: origins[0] };
   return {
     kind: 'list',
-    entries: origins.map((entry): OriginEntry => {
+    entries: origins.map((entry, i): OriginEntry => {
       if (PLAIN.test(entry)) return { domain: normalizeOrigin(entry).domain };
-      // Kong anchors user regexes at both ends (it used not to): an explicit ^ or $ is kept meaning the same.
-      const source = (entry.startsWith('^') ? entry.slice(1) : entry) + (entry.endsWith('$') ? '' : '$');
-      return { regex: compileOperatorRegex(source, ORIGIN_REGEX), byHost: !entry.includes(':') };
+      return { regex: anchoredRegex(entry, i), byHost: !entry.includes(':') };
     }),
   };
+}
+
+/**
+ * Kong anchors user regexes at both ends (it used not to): an explicit ^ or $ is kept meaning the same.
+ * The schema checked the entry as written; one that fails only once anchored refuses the configuration.
+ */
+function anchoredRegex(entry: string, index: number): OperatorRegex {
+  const source = (entry.startsWith('^') ? entry.slice(1) : entry) + (entry.endsWith('$') ? '' : '$');
+  try {
+    return compileOperatorRegex(source, ORIGIN_REGEX);
+  } catch (err) {
+    if (!(err instanceof RegexRefusedError)) throw err;
+    throw new ConfigCompileError(['origins', index], `'${entry}' is not a valid regex (${err.message})`);
+  }
 }
 
 /** The normalized request origin a list entry matches, or undefined. */

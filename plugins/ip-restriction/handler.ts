@@ -7,34 +7,27 @@ import { isIP } from 'node:net';
 import { AddressRanges, type PluginRuntime } from '../../src/pdk/index.ts';
 import type { IpRestrictionConfig } from './schema.ts';
 
-interface Lists {
+/** An instance's lists, built once per configuration. */
+export interface Lists {
   allow: AddressRanges | null;
   deny: AddressRanges | null;
 }
 
-/** Built once per configuration object (a reload brings new ones). */
-const listsByConfig = new WeakMap<IpRestrictionConfig, Lists>();
+export function prepareLists(config: IpRestrictionConfig): Lists {
+  return { allow: ranges(config.allow), deny: ranges(config.deny) };
+}
 
-export function createRuntime(): PluginRuntime<IpRestrictionConfig> {
+export function createRuntime(): PluginRuntime<IpRestrictionConfig, Lists> {
   return {
-    access(ctx, config) {
+    access(ctx, config, plugin) {
       const family = isIP(ctx.clientIp);
       if (family === 0) return ctx.error(403, 'Cannot identify the client IP address, unix domain sockets are not supported.');
-      const { allow, deny } = listsOf(config);
+      const { allow, deny } = plugin.prepared;
       if (deny?.has(ctx.clientIp) || (allow && !allow.has(ctx.clientIp))) {
         ctx.error(config.status ?? 403, config.message ?? `IP address not allowed: ${ctx.clientIp}`);
       }
     },
   };
-}
-
-function listsOf(config: IpRestrictionConfig): Lists {
-  let lists = listsByConfig.get(config);
-  if (!lists) {
-    lists = { allow: ranges(config.allow), deny: ranges(config.deny) };
-    listsByConfig.set(config, lists);
-  }
-  return lists;
 }
 
 function ranges(entries: string[] | null | undefined): AddressRanges | null {

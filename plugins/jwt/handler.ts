@@ -8,8 +8,6 @@ import type { KeyObject } from 'node:crypto';
 import {
   authenticateWith,
   challenge,
-  entityAdminRoutes,
-  EntityDirectory,
   findHeader,
   parseArgs,
   type AccessContext,
@@ -23,31 +21,25 @@ import { base64UrlDecode, claimErrors, decodeToken, exceedsMaximumExpiration, pu
 
 const BEARER = /^\s*[Bb]earer\s+(.+)/;
 
-interface Challenges {
+/** An instance's `WWW-Authenticate` headers, made once per configuration. */
+export interface Challenges {
   /** No token at all. */
   base: Record<string, string>;
   /** A token that did not pass. */
   invalid: Record<string, string>;
 }
 
-export async function createRuntime(api: PluginApi): Promise<PluginRuntime<JwtConfig>> {
-  const secrets = new EntityDirectory<JwtSecret>(api.store, secretEntity, { parent: api.consumers, log: api.log });
-  await secrets.load();
-  const challenges = new WeakMap<JwtConfig, Challenges>();
+export function prepareChallenges(config: JwtConfig): Challenges {
+  return {
+    base: { 'www-authenticate': challenge('Bearer', { realm: config.realm }) },
+    invalid: { 'www-authenticate': challenge('Bearer', { realm: config.realm, error: 'invalid_token' }) },
+  };
+}
+
+export function createRuntime(api: PluginApi): PluginRuntime<JwtConfig, Challenges> {
+  const secrets = api.entities<JwtSecret>(secretEntity.name);
   /** The verification key of a secret, parsed once per secret version (null: it has none). */
   const keys = new WeakMap<JwtSecret, Buffer | KeyObject | null>();
-
-  const challengesOf = (config: JwtConfig): Challenges => {
-    let cached = challenges.get(config);
-    if (!cached) {
-      cached = {
-        base: { 'www-authenticate': challenge('Bearer', { realm: config.realm }) },
-        invalid: { 'www-authenticate': challenge('Bearer', { realm: config.realm, error: 'invalid_token' }) },
-      };
-      challenges.set(config, cached);
-    }
-    return cached;
-  };
 
   const keyOf = (secret: JwtSecret, config: JwtConfig): Buffer | KeyObject | undefined => {
     if (isSymmetric(secret.algorithm)) {
@@ -60,8 +52,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<JwtCo
     return key ?? undefined;
   };
 
-  const attempt = (ctx: AccessContext, config: JwtConfig): AuthenticationOutcome => {
-    const { base, invalid } = challengesOf(config);
+  const attempt = (ctx: AccessContext, config: JwtConfig, { base, invalid }: Challenges): AuthenticationOutcome => {
     const refuse = (message: string, body?: object): AuthenticationFailure => ({ status: 401, message, body, headers: invalid });
     const tokens = findTokens(ctx, config);
     if (tokens.length === 0) return { status: 401, message: 'Unauthorized', headers: base };
@@ -89,16 +80,9 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<JwtCo
   };
 
   return {
-    configure(view) {
-      secrets.setDeclared(view.entities(secretEntity.name));
-    },
-    access(ctx, config) {
+    access(ctx, config, plugin) {
       if (!config.run_on_preflight && ctx.method === 'OPTIONS') return;
-      return authenticateWith(ctx, config, api.consumers, () => attempt(ctx, config));
-    },
-    adminRoutes: entityAdminRoutes(secrets),
-    async close() {
-      secrets.close();
+      return authenticateWith(ctx, config, api.consumers, () => attempt(ctx, config, plugin.prepared));
     },
   };
 }

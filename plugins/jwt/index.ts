@@ -1,9 +1,9 @@
 /** Kong's `jwt` plugin on Tollgate's plugin API: JSON Web Tokens signed with a consumer's secret or key. */
 import type { PluginDefinition } from '../../src/pdk/index.ts';
-import { createRuntime } from './handler.ts';
+import { createRuntime, prepareChallenges, type Challenges } from './handler.ts';
 import { configSchema, secretEntity, type JwtConfig } from './schema.ts';
 
-const jwt: PluginDefinition<JwtConfig> = {
+const jwt: PluginDefinition<JwtConfig, Challenges> = {
   name: 'jwt',
   version: '0.1.0',
   priority: 1450,
@@ -12,6 +12,7 @@ const jwt: PluginDefinition<JwtConfig> = {
   authenticates: true,
   configSchema,
   entities: [secretEntity],
+  prepare: prepareChallenges,
   create: createRuntime,
 };
 

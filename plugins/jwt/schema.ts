@@ -81,4 +81,5 @@ export const secretEntity: EntityDefinition = {
   parent: { entity: 'consumers', field: 'consumer', required: true },
   endpointKey: 'key',
   admin: { name: 'jwts', nested: 'jwt' },
+  keptByCore: true,
 };

@@ -9,14 +9,13 @@ import {
   clearBodyParam,
   clearQueryArg,
   credentialBodyParams,
-  entityAdminRoutes,
-  EntityDirectory,
   headerValues,
   parseArgs,
   type AccessContext,
   type AuthenticationOutcome,
   type Params,
   type PluginApi,
+  type PluginInstance,
   type PluginRuntime,
 } from '../../src/pdk/index.ts';
 import { credentialEntity, type KeyAuthConfig, type KeyCredential } from './schema.ts';
@@ -36,19 +35,19 @@ interface FoundKey {
 /** `duplicate`: a key sent twice in one place (Kong refuses rather than pick one); `body`: the body must be read to go on. */
 type Search = FoundKey | 'duplicate' | 'body' | undefined;
 
-export async function createRuntime(api: PluginApi): Promise<PluginRuntime<KeyAuthConfig>> {
-  const credentials = new EntityDirectory<KeyCredential>(api.store, credentialEntity, { parent: api.consumers, log: api.log });
-  await credentials.load();
-  const challenges = new WeakMap<KeyAuthConfig, string>();
-  const challengeOf = (config: KeyAuthConfig) => {
-    let cached = challenges.get(config);
-    if (cached === undefined) challenges.set(config, (cached = challenge('Key', { realm: config.realm })));
-    return cached;
-  };
+/** An instance's `WWW-Authenticate` value, made once per configuration. */
+export function prepareChallenge(config: KeyAuthConfig): string {
+  return challenge('Key', { realm: config.realm });
+}
+
+type Instance = PluginInstance<KeyAuthConfig, string>;
+
+export function createRuntime(api: PluginApi): PluginRuntime<KeyAuthConfig, string> {
+  const credentials = api.entities<KeyCredential>(credentialEntity.name);
 
   /** The outcome once the key is known (or known to be missing). */
-  const outcome = (ctx: AccessContext, config: KeyAuthConfig, search: Exclude<Search, 'body'>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
-    const refuse = (message: string): AuthenticationOutcome => ({ status: 401, message, headers: { 'www-authenticate': challengeOf(config) } });
+  const outcome = (ctx: AccessContext, { config, prepared: challengeHeader }: Instance, search: Exclude<Search, 'body'>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
+    const refuse = (message: string): AuthenticationOutcome => ({ status: 401, message, headers: { 'www-authenticate': challengeHeader } });
     if (search === 'duplicate') return refuse(DUPLICATE_KEY);
     if (!search || search.key === '') return refuse(NO_KEY);
     const credential = credentials.find('key', search.key);
@@ -61,20 +60,13 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<KeyAu
   };
 
   return {
-    configure(view) {
-      credentials.setDeclared(view.entities(credentialEntity.name));
-    },
-    access(ctx, config) {
+    access(ctx, config, plugin) {
       if (!config.run_on_preflight && ctx.method === 'OPTIONS') return;
       return authenticateWith(ctx, config, api.consumers, () => {
         const found = findKey(ctx, config, undefined);
-        if (found !== 'body') return outcome(ctx, config, found);
-        return credentialBodyParams(ctx, { anyMethod: true }).then((body) => outcome(ctx, config, findKey(ctx, config, body) as Exclude<Search, 'body'>));
+        if (found !== 'body') return outcome(ctx, plugin, found);
+        return credentialBodyParams(ctx, { anyMethod: true }).then((body) => outcome(ctx, plugin, findKey(ctx, config, body) as Exclude<Search, 'body'>));
       });
-    },
-    adminRoutes: entityAdminRoutes(credentials),
-    async close() {
-      credentials.close();
     },
   };
 }

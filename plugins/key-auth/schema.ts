@@ -40,4 +40,5 @@ export const credentialEntity: EntityDefinition = {
   digested: ['key'],
   ttl: true,
   admin: { name: 'key-auths', nested: 'key-auth' },
+  keptByCore: true,
 };

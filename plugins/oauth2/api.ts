@@ -1,12 +1,10 @@
 /**
- * The plugin's admin API: `oauth2` (credentials, by id or client_id), generated from the entity by the
- * toolkit (gateway.yaml's read-only, runtime ones persisted), and `oauth2_tokens` (by id or access token
- * value) in the same shapes. Tokens are stored hashed, so `access_token`/`refresh_token` values are shown
- * only when created here.
+ * The plugin's own admin API: `oauth2_tokens` (by id or access token value), in the shapes of `oauth2`
+ * (credentials, by id or client_id), which the core generates from the entity it keeps. Tokens are stored
+ * hashed, so `access_token`/`refresh_token` values are shown only when created here.
  */
 import {
   consumerByReference,
-  entityAdminRoutes,
   ForeignKeyViolationError,
   headerValueProblem,
   isUuid,
@@ -30,14 +28,11 @@ export interface AdminDeps {
   credentials: CredentialDirectory;
   tokens: TokenStore;
   consumers: ConsumerDirectory;
-  /** `hash_secret`: the secret a write sets is stored as its PBKDF2 hash, derived on the worker pool. */
-  hashSecret(credential: Record<string, any>): Promise<Record<string, any>>;
 }
 
 export function adminRoutes(deps: AdminDeps): AdminRoute[] {
   const tokens = new TokenAdmin(deps);
   return [
-    ...entityAdminRoutes(deps.credentials.entities, { expandParentOnLookup: true, prepare: deps.hashSecret }),
     { method: 'GET', path: '/oauth2_tokens', handler: (req) => tokens.list(req) },
     { method: 'POST', path: '/oauth2_tokens', handler: (req) => tokens.create(req.body) },
     { method: 'DELETE', path: '/oauth2_tokens', handler: (req) => tokens.deleteMatching(req) },

@@ -56,6 +56,10 @@ export const credentialEntity: EntityDefinition = {
   endpointKey: 'client_id',
   // Kong's transformation reads both: a lone secret or a lone flag cannot say how to store it.
   allOrNone: ['hash_secret', 'client_secret'],
-  admin: { name: 'oauth2' },
+  // An authorization page asks which application and which developer a client_id is.
+  admin: { name: 'oauth2', expandParentOnLookup: true },
+  keptByCore: true,
+  // Where runtime credentials have always been kept in the plugin's store.
+  keyPrefix: 'cred:',
   transform: applySecretHashing,
 };

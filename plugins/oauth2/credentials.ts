@@ -1,45 +1,30 @@
 /**
- * oauth2's clients: the `oauth2_credentials` directory (gateway.yaml's, read-only, and the admin API's,
- * persisted; see EntityDirectory) with the lookups the endpoints make, and the check of a client's secret.
- * A credential whose consumer no longer exists is absent everywhere.
+ * oauth2's clients: the `oauth2_credentials` the core keeps (gateway.yaml's, read-only, and the admin
+ * API's, persisted; see EntityDirectory) with the lookups the endpoints make, and the check of a client's
+ * secret. A credential whose consumer no longer exists is absent everywhere.
  */
 import {
-  EntityDirectory,
   isHashedSecret,
   isUuid,
   safeEqual,
   SecretVerifier,
   type Consumer,
   type ConsumerDirectory,
+  type KeptEntities,
   type RemovedListener,
   type Store,
 } from '../../src/pdk/index.ts';
-import type { Logger } from 'pino';
-import { credentialEntity, type OAuth2Credential } from './credential-schema.ts';
-
-/** Where runtime credentials have always been kept in the plugin's store. */
-const CREDENTIAL_PREFIX = 'cred:';
+import type { OAuth2Credential } from './credential-schema.ts';
 
 export class CredentialDirectory {
-  readonly entities: EntityDirectory<OAuth2Credential>;
   private readonly secrets: SecretVerifier;
 
   constructor(
+    private readonly entities: KeptEntities<OAuth2Credential>,
     store: Store,
     private readonly consumers: ConsumerDirectory,
-    log: Logger,
   ) {
     this.secrets = new SecretVerifier(store);
-    this.entities = new EntityDirectory<OAuth2Credential>(store, credentialEntity, { keyPrefix: CREDENTIAL_PREFIX, parent: consumers, log });
-  }
-
-  load(): Promise<void> {
-    return this.entities.load();
-  }
-
-  /** Replaces the credentials of gateway.yaml (on start and on every reload). */
-  setFileCredentials(entities: Record<string, any>[]): void {
-    this.entities.setDeclared(entities);
   }
 
   /** Called whenever a credential disappears (deleted, by its consumer's deletion, or from the file). */
@@ -92,7 +77,6 @@ export class CredentialDirectory {
   }
 
   async close(): Promise<void> {
-    this.entities.close();
     await this.secrets.close();
   }
 }

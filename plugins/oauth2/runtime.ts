@@ -3,7 +3,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { alphanumericFrom, putIfAbsent, type AccessContext, type PluginApi, type PluginRuntime, type Store } from '../../src/pdk/index.ts';
 import { adminRoutes } from './api.ts';
 import { authorizeEndpoint } from './authorize.ts';
-import { CREDENTIALS_ENTITY } from './credential-schema.ts';
+import { CREDENTIALS_ENTITY, type OAuth2Credential } from './credential-schema.ts';
 import { CredentialDirectory } from './credentials.ts';
 import { introspectionEndpoint, revocationEndpoint } from './introspection.ts';
 import { issuerOf, issuerPath, MetadataDirectory, metadataDocument, OIDC_WELL_KNOWN, WELL_KNOWN } from './metadata.ts';
@@ -17,7 +17,7 @@ const ENDPOINT_MARKER = '/oauth2/';
 const PROVISION_SECRET_KEY = 'meta:provision-secret';
 
 export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth2Config>> {
-  const credentials = new CredentialDirectory(api.store, api.consumers, api.log);
+  const credentials = new CredentialDirectory(api.entities<OAuth2Credential>(CREDENTIALS_ENTITY), api.store, api.consumers);
   const tokens = new TokenStore(api.store);
   // Tokens of a removed credential are refused at once (every check looks the credential up, and the
   // cache forgets them); the process that removed it deletes their rows and codes, and `close` waits for that.
@@ -32,14 +32,12 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
     cleanups.add(tracked);
     return cleanup;
   });
-  await credentials.load();
   const provisionSecret = await loadProvisionSecret(api.store);
   const metadata = new MetadataDirectory();
   const deps: ProtectDeps = { credentials, tokens, consumers: api.consumers };
 
   return {
     configure(view) {
-      credentials.setFileCredentials(view.entities(CREDENTIALS_ENTITY));
       for (const instance of view.instances) {
         if (generatedProvisionKeys.delete(instance.config.provision_key)) {
           instance.config.provision_key = deriveProvisionKey(provisionSecret, instance.id);
@@ -58,7 +56,9 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<OAuth
       return protect(ctx, config, deps);
     },
     unmatched: (req) => metadata.answer(req),
-    adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers, hashSecret: (credential) => credentials.withHashedSecret(credential) }),
+    adminRoutes: adminRoutes({ credentials, tokens, consumers: api.consumers }),
+    // `hash_secret`: the secret a write sets is stored as its PBKDF2 hash, derived on the worker pool.
+    beforeEntitySave: { [CREDENTIALS_ENTITY]: (credential) => credentials.withHashedSecret(credential) },
     async close() {
       await Promise.allSettled([...cleanups]);
       tokens.close();

@@ -21,16 +21,21 @@ const HEADER = {
   remaining: Object.fromEntries(PERIODS.map((p) => [p, `x-ratelimit-remaining-${p}`])) as Record<Period, string>,
 };
 
-/** The limits of one config, computed once per configuration object. */
-interface Limits extends WindowLimits {
+/** The limits of one instance, computed once per configuration. */
+export interface Limits extends WindowLimits {
   periods: Period[];
   values: number[];
   /** The values as header text. */
   texts: string[];
 }
-const limitsByConfig = new WeakMap<RateLimitingConfig, Limits>();
 
-export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig> {
+export function prepareLimits(config: RateLimitingConfig): Limits {
+  const periods = PERIODS.filter((p) => typeof config[p] === 'number');
+  const values = periods.map((p) => config[p] as number);
+  return { periods, values, id: `${periods.join(',')}#${values.join(',')}`, texts: values.map(String) };
+}
+
+export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig, Limits> {
   const policies: Record<'local' | 'cluster', Counters> = {
     // Kong's `local` counts per node: a node of several processes counts in its primary, which every worker asks.
     local: api.processesOnNode > 1 ? new NodeCounters(api.node, 'rate-limiting|') : new MemoryCounters(),
@@ -39,7 +44,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig>
   return {
     access(ctx, config, plugin) {
       const counters = policies[config.policy === 'cluster' ? 'cluster' : 'local'];
-      const limits = limitsOf(config);
+      const limits = plugin.prepared;
       const key = counterKey(plugin, identifierOf(ctx, config));
       const now = Date.now();
       const usage = counters.consume(key, limits, now);
@@ -50,17 +55,6 @@ export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig>
       );
     },
   };
-}
-
-function limitsOf(config: RateLimitingConfig): Limits {
-  let limits = limitsByConfig.get(config);
-  if (!limits) {
-    const periods = PERIODS.filter((p) => typeof config[p] === 'number');
-    const values = periods.map((p) => config[p] as number);
-    limits = { periods, values, id: `${periods.join(',')}#${values.join(',')}`, texts: values.map(String) };
-    limitsByConfig.set(config, limits);
-  }
-  return limits;
 }
 
 /** Kong's get_identifier: the configured entity, falling back to the consumer's credential, then the client address. */

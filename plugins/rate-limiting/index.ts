@@ -5,10 +5,10 @@
  * (`policy: cluster`), never admitting more than the limit.
  */
 import type { PluginDefinition } from '../../src/pdk/index.ts';
-import { createRuntime } from './handler.ts';
+import { createRuntime, prepareLimits, type Limits } from './handler.ts';
 import { checkConfig, configSchema, type RateLimitingConfig } from './schema.ts';
 
-const rateLimiting: PluginDefinition<RateLimitingConfig> = {
+const rateLimiting: PluginDefinition<RateLimitingConfig, Limits> = {
   name: 'rate-limiting',
   version: '0.1.0',
   // Kong's PRIORITY: after authentication (910 < 1250 key-auth), so limits can be per consumer.
@@ -16,6 +16,7 @@ const rateLimiting: PluginDefinition<RateLimitingConfig> = {
   multiProcess: true,
   configSchema,
   checkConfig,
+  prepare: prepareLimits,
   create: createRuntime,
 };
 

@@ -22,19 +22,18 @@ interface Operations<T> {
   append: T[];
 }
 
-interface Compiled {
+/** An instance's operations with their templates parsed, once per configuration. */
+export interface Compiled {
   headers: Operations<Pair>;
   query: Operations<Pair>;
   body: Operations<Pair>;
   uri: Template | undefined;
 }
 
-const compiledByConfig = new WeakMap<RequestTransformerConfig, Compiled>();
-
-export function createRuntime(): PluginRuntime<RequestTransformerConfig> {
+export function createRuntime(): PluginRuntime<RequestTransformerConfig, Compiled> {
   return {
-    access(ctx, config) {
-      const c = compiledOf(config);
+    access(ctx, config, plugin) {
+      const c = plugin.prepared;
       const sources = templateSources(ctx);
       if (c.uri) ctx.setUpstreamPath(c.uri.render(sources));
       const method = config.http_method ?? undefined;
@@ -52,20 +51,15 @@ export function createRuntime(): PluginRuntime<RequestTransformerConfig> {
   };
 }
 
-function compiledOf(config: RequestTransformerConfig): Compiled {
-  let compiled = compiledByConfig.get(config);
-  if (!compiled) {
-    const section = (key: 'body' | 'headers' | 'querystring'): Operations<Pair> => ({
-      remove: config.remove[key],
-      rename: config.rename[key].map(splitPair),
-      replace: config.replace[key].map(pair),
-      add: config.add[key].map(pair),
-      append: config.append[key].map(pair),
-    });
-    compiled = { headers: section('headers'), query: section('querystring'), body: section('body'), uri: config.replace.uri ? Template.parse(config.replace.uri) : undefined };
-    compiledByConfig.set(config, compiled);
-  }
-  return compiled;
+export function compileOperations(config: RequestTransformerConfig): Compiled {
+  const section = (key: 'body' | 'headers' | 'querystring'): Operations<Pair> => ({
+    remove: config.remove[key],
+    rename: config.rename[key].map(splitPair),
+    replace: config.replace[key].map(pair),
+    add: config.add[key].map(pair),
+    append: config.append[key].map(pair),
+  });
+  return { headers: section('headers'), query: section('querystring'), body: section('body'), uri: config.replace.uri ? Template.parse(config.replace.uri) : undefined };
 }
 
 function pair(text: string): Pair {

@@ -5,12 +5,13 @@
  * see every plugin a route runs.
  */
 import { closestName } from '../did-you-mean.ts';
+import { ConfigCompileError } from '../errors.ts';
 import type { PluginDefinition, PluginRegistry, PluginScope } from '../pdk/types.ts';
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
 import { pluginEntitySchema } from './entities.ts';
 import { validate, type Path } from './schema.ts';
-import type { PluginEntity } from './types.ts';
+import type { PluginEntity, PluginInstance } from './types.ts';
 
 /** What a plugin's place in the file decides: the id of the route, service or consumer it is nested in. */
 export interface Nesting {
@@ -30,9 +31,11 @@ interface PendingPlugin {
 
 /** A built instance, with where the file declares it and its plugin, for the checks that follow. */
 interface BuiltPlugin {
-  entity: PluginEntity;
+  entity: PluginInstance;
   path: Path;
   def: PluginDefinition;
+  /** Its config passed the plugin's schema: `checkConfig` and `prepare` may read it. */
+  configValid: boolean;
 }
 
 export class PluginBuilder {
@@ -48,8 +51,8 @@ export class PluginBuilder {
     this.ctx.eachEntry(container, 'plugins', (raw, path) => this.queueOne(raw, path, nesting), base);
   }
 
-  /** Validates the queued plugins against the `enabled` ones, then runs each plugin's own check. */
-  build(registry: PluginRegistry, enabled: PluginRegistry): PluginEntity[] {
+  /** Validates the queued plugins against the `enabled` ones, then runs each plugin's own check and `prepare`. */
+  build(registry: PluginRegistry, enabled: PluginRegistry): PluginInstance[] {
     const built: BuiltPlugin[] = [];
     for (const pending of this.pending) {
       const plugin = this.buildOne(pending, registry, enabled);
@@ -92,7 +95,7 @@ export class PluginBuilder {
     const { value: config, issues } = validate(def.configSchema, p.raw.config ?? {}, [...p.path, 'config']);
     for (const issue of issues) this.ctx.issue(issue.path, issue.message);
     const cacheKey = `plugins:${e.name}:${p.route ?? ''}:${p.service ?? ''}:${p.consumer ?? ''}`;
-    const entity: PluginEntity = {
+    const entity = withPrepared({
       id: this.ctx.id(e.id, cacheKey),
       name: e.name,
       instance_name: e.instance_name ?? null,
@@ -103,22 +106,39 @@ export class PluginBuilder {
       service: p.service ? { id: p.service } : null,
       consumer: p.consumer ? { id: p.consumer } : null,
       tags: e.tags ?? null,
-    };
-    return { entity, path: p.path, def };
+    }, undefined);
+    return { entity, path: p.path, def, configValid: issues.length === 0 };
   }
 
-  /** Runs the `checkConfig` of each enabled instance, which looks beyond its own config (its scope, the plugins before it). */
+  /**
+   * Runs the `checkConfig` of each enabled instance, which looks beyond its own config (its scope, the
+   * plugins before it), then, when its config passed, its `prepare`.
+   */
   private checkEach(built: BuiltPlugin[], registry: PluginRegistry): void {
     // The index requests will use: a check must see the plugins a route runs, not guess them.
     const index = new PluginsIndex(built.map((p) => p.entity), this.core.routes, registry);
-    for (const { entity, path, def } of built) {
-      if (!def.checkConfig || !entity.enabled) continue;
-      for (const issue of def.checkConfig(entity.config, this.scopeOf(entity, index))) this.ctx.issue([...path, 'config', ...issue.path], issue.message);
+    for (const plugin of built) {
+      const { entity, path, def } = plugin;
+      if (!entity.enabled) continue;
+      const issues = def.checkConfig?.(entity.config, this.scopeOf(entity, index)) ?? [];
+      for (const issue of issues) this.ctx.issue([...path, 'config', ...issue.path], issue.message);
+      if (plugin.configValid && issues.length === 0) this.prepare(plugin);
+    }
+  }
+
+  /** What the instance's hooks need of its config; a ConfigCompileError is an issue at its position. */
+  private prepare({ entity, path, def }: BuiltPlugin): void {
+    if (!def.prepare) return;
+    try {
+      withPrepared(entity, def.prepare(entity.config));
+    } catch (err) {
+      if (!(err instanceof ConfigCompileError)) throw err;
+      this.ctx.issue([...path, 'config', ...err.path], err.message);
     }
   }
 
   /** What an instance applies to and where it runs, as its check sees them. */
-  private scopeOf(entity: PluginEntity, index: PluginsIndex): PluginScope {
+  private scopeOf(entity: PluginInstance, index: PluginsIndex): PluginScope {
     const route = this.core.routes.find((r) => r.id === entity.route?.id) ?? null;
     const serviceId = entity.service?.id ?? route?.service?.id;
     return {
@@ -128,6 +148,11 @@ export class PluginBuilder {
       runsOn: index.placements(entity).map(({ route, before }) => ({ route, before: before.map((step) => step.definition) })),
     };
   }
+}
+
+/** Sets what `prepare` made of the instance's config, kept out of enumeration (see PluginInstance). */
+function withPrepared(entity: PluginEntity, prepared: unknown): PluginInstance {
+  return Object.defineProperty(entity, 'prepared', { value: prepared, configurable: true }) as PluginInstance;
 }
 
 /**

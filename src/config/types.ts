@@ -67,6 +67,13 @@ export type PluginEntity<Config = Record<string, any>> = Omit<
   };
 
 /**
+ * An instance as the gateway runs it: with what its plugin's `prepare` made of `config` once, when the
+ * configuration was loaded (undefined without `prepare`, and for a disabled instance). `prepared` is not
+ * enumerable: the admin API and the checks see the instance as the file declares it.
+ */
+export type PluginInstance<Config = Record<string, any>, Prepared = unknown> = PluginEntity<Config> & { readonly prepared: Prepared };
+
+/**
  * Node settings: the `gateway:` block as validated, with `data_dir` and the certificate paths made
  * absolute. `worker_processes` is typed here: the schema takes it as `any` (a count or 'auto') and checks it.
  */
@@ -171,7 +178,7 @@ export interface GatewayConfig {
   services: Service[];
   routes: Route[];
   consumers: Consumer[];
-  plugins: PluginEntity[];
+  plugins: PluginInstance[];
   upstreams: Upstream[];
   targets: Target[];
   certificates: Certificate[];

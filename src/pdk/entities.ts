@@ -1,4 +1,2 @@
-/** A plugin's entities: the directory (declared plus runtime, kept fresh across processes), its admin API, paging. */
-export { EntityDirectory, type RemovedListener } from '../toolkit/entity-directory.ts';
-export { entityAdminRoutes } from '../toolkit/entity-admin.ts';
+/** A plugin's entity listings: Kong's paging (the core keeps and serves entities declared `keptByCore`). */
 export { page, pageSize } from '../toolkit/paging.ts';

@@ -26,18 +26,21 @@ export type {
   Issue,
   Journal,
   JournalEntry,
+  KeptEntities,
   LogContext,
   NodeExchange,
   Notices,
   PluginApi,
   PluginDefinition,
   PluginEntity,
+  PluginInstance,
   PluginMetrics,
   PluginRuntime,
   PluginScope,
   QuotaRequest,
   QuotaReservation,
   RecordSchema,
+  RemovedListener,
   RequestOutcome,
   RequestView,
   ResponseContext,
@@ -52,10 +55,10 @@ export type {
 export { authenticate, authenticateAnonymous, authenticateWith, challenge, consumerByReference, identifiedEarlier, type AuthenticationFailure, type AuthenticationOutcome } from './auth.ts';
 export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, type Params } from './params.ts';
 export { alphanumericFrom, hashDeclaredSecret, isHashedSecret, randomAlphanumeric, randomToken, SecretVerifier, safeEqual, tokenDigest } from './secrets.ts';
-export { EntityDirectory, entityAdminRoutes, page, pageSize, type RemovedListener } from './entities.ts';
+export { page, pageSize } from './entities.ts';
 export { canonicalName, HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isPlainObject, isUuid, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
 export { AddressRanges, compileOperatorRegex, operatorRegexProblem, type OperatorRegex, type OperatorRegexOptions } from './patterns.ts';
-export { ForeignKeyViolationError, HttpError, NotFoundError, RequestLimitError, SchemaViolationError, StoreClosedError, StoreUnavailableError, StoreUnwritableError, UniqueViolationError } from './errors.ts';
+export { ConfigCompileError, ForeignKeyViolationError, HttpError, NotFoundError, RegexRefusedError, RequestLimitError, SchemaViolationError, StoreClosedError, StoreUnavailableError, StoreUnwritableError, UniqueViolationError } from './errors.ts';
 export { putIfAbsent, registerStoreProcedures, take } from './store.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from './quota.ts';
 export { parseUntrustedJson } from './json.ts';

@@ -12,19 +12,19 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { Issue, RecordSchema } from '../config/schema.ts';
-import type { Consumer, GatewayConfig, PluginEntity, Route, Service } from '../config/types.ts';
+import type { Consumer, GatewayConfig, PluginInstance, Route, Service } from '../config/types.ts';
 import type { Store } from '../store/store.ts';
 import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 
 export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, RecordSchema } from '../config/schema.ts';
 export type { ConsumerChild } from '../config/entities.ts';
-export type { Consumer, GatewayConfig, PluginEntity, Route, RouteProtocol, Service } from '../config/types.ts';
+export type { Consumer, GatewayConfig, PluginEntity, PluginInstance, Route, RouteProtocol, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, Notices, Store, WriteBatch } from '../store/store.ts';
 export type { StoreProcedure } from '../store/procedures.ts';
 export type { NodeExchange, QuotaRequest, QuotaReservation } from '../process/exchange.ts';
 
-export interface PluginDefinition<Config = any> {
+export interface PluginDefinition<Config = any, Prepared = unknown> {
   name: string;
   version: string;
   /** Higher runs first (Kong: oauth2 1400). */
@@ -33,6 +33,8 @@ export interface PluginDefinition<Config = any> {
   configSchema: RecordSchema;
   /** Checks over the defaulted config and its scope (Kong's entity checks); paths relative to `config`. */
   checkConfig?(config: Config, scope: PluginScope): Issue[];
+  /** What the hooks need of an instance's config, made once per configuration: see "prepare" below. */
+  prepare?(config: Config): Prepared;
   /** Authentication plugins cannot be scoped to a consumer (Kong's `no_consumer`). */
   noConsumer?: boolean;
   /** Identifies the caller (sets `ctx.consumer` / `ctx.credential` or refuses): what plugins that need an authenticated caller look for. */
@@ -61,7 +63,7 @@ export interface PluginDefinition<Config = any> {
    */
   console?: { tabs: ConsoleTab[] };
   /** Builds the plugin's runtime once per gateway process. */
-  create(api: PluginApi): PluginRuntime<Config> | Promise<PluginRuntime<Config>>;
+  create(api: PluginApi): PluginRuntime<Config, Prepared> | Promise<PluginRuntime<Config, Prepared>>;
 }
 
 /**
@@ -123,8 +125,19 @@ export interface EntityDefinition {
   allOrNone?: string[];
   /** Kong's `ttl = true`: the admin API accepts `ttl` (seconds) and the entity expires after it. */
   ttl?: boolean;
-  /** The admin API's names (Kong's `admin_api_name`, `admin_api_nested_name`); no admin API without them. */
-  admin?: { name: string; nested?: string };
+  /**
+   * The admin API's names (Kong's `admin_api_name`, `admin_api_nested_name`); no admin API without them.
+   * `expandParentOnLookup`: `GET /<name>?<endpoint key>=<value>` shows the match's parent whole (the
+   * question an authorization page asks: which application and which developer is this client_id?).
+   */
+  admin?: { name: string; nested?: string; expandParentOnLookup?: boolean };
+  /**
+   * The core keeps this entity (Kong's DAO, generated from `daos.lua`); see "Entities kept by the core" below.
+   * Without it the entity lives in gateway.yaml only and the plugin reads it in `configure` (`view.entities`).
+   */
+  keptByCore?: boolean;
+  /** Where the core keeps the runtime records of a `keptByCore` entity in the plugin's store (default `<name>/`). */
+  keyPrefix?: string;
   /**
    * Kong's transformations on write (e.g. hash a secret), synchronous, for entities of gateway.yaml (skipped
    * when the file says `_transform: false`, as Kong's exports do: their values are transformed already).
@@ -167,6 +180,11 @@ export interface PluginApi {
    * gather every process's; counters that are the node's (`admit`). One process alone keeps its own.
    */
   node: NodeExchange;
+  /**
+   * A `keptByCore` entity this plugin declares (e.g. `api.entities<KeyCredential>('keyauth_credentials')`);
+   * throws for any other name.
+   */
+  entities<T extends Entity = Entity>(name: string): KeptEntities<T>;
 }
 
 /**
@@ -271,34 +289,39 @@ export interface ConsumerDirectory extends ParentDirectory {
   list(): Consumer[];
 }
 
-export interface PluginRuntime<Config = any> {
+export interface PluginRuntime<Config = any, Prepared = unknown> {
   /** Called with each configuration before it serves (at start and on every reload). */
-  configure?(view: ConfigView<Config>): void | Promise<void>;
-  access?(ctx: AccessContext, config: Config, plugin: PluginEntity<Config>): void | Promise<void>;
+  configure?(view: ConfigView<Config, Prepared>): void | Promise<void>;
+  access?(ctx: AccessContext, config: Config, plugin: PluginInstance<Config, Prepared>): void | Promise<void>;
   /**
    * Kong's header_filter: the head of every answer to a request this plugin applies to, before it goes
    * downstream: the upstream's, or the gateway's own (a plugin's answer, an upstream failure). It runs
    * even when an earlier plugin answered and this plugin's `access` never ran, as Kong's does.
    */
-  response?(ctx: ResponseContext, config: Config, response: ResponseHead): void;
+  response?(ctx: ResponseContext, config: Config, response: ResponseHead, plugin: PluginInstance<Config, Prepared>): void;
   /** After the response is finished (or the client went away). Must not throw. Runs in the same cases as `response`. */
-  log?(ctx: LogContext, config: Config): void;
+  log?(ctx: LogContext, config: Config, plugin: PluginInstance<Config, Prepared>): void;
   /**
    * Requests that matched no route (e.g. RFC 8414's `/.well-known/...<route prefix>` documents).
    * Return true when answered; the core answers 404 otherwise.
    */
   unmatched?(req: UnmatchedRequest): boolean;
-  /** Routes on the admin API, e.g. `GET /oauth2/:id`. */
+  /** Routes on the admin API, e.g. `GET /oauth2/:id` (those of `keptByCore` entities are the core's). */
   adminRoutes?: AdminRoute[];
+  /**
+   * Kong's transformations of an admin write that need the runtime (a PBKDF2 hash on the worker pool), by
+   * `keptByCore` entity name: run after validation, before the record is stored.
+   */
+  beforeEntitySave?: Record<string, BeforeEntitySave<any>>;
   /** Flush and release everything; the store closes after this resolves. */
   close?(): Promise<void>;
 }
 
-export interface ConfigView<Config = any> {
+export interface ConfigView<Config = any, Prepared = unknown> {
   config: GatewayConfig;
   /** The enabled instances of this plugin. */
-  instances: PluginEntity<Config>[];
-  /** Entities this plugin declared, as loaded from the file. */
+  instances: PluginInstance<Config, Prepared>[];
+  /** Entities this plugin declared, as loaded from the file (`keptByCore` ones are in their directory already). */
   entities(name: string): Record<string, any>[];
   routeById(id: string): Route | undefined;
   serviceById(id: string): Service | undefined;
@@ -306,7 +329,7 @@ export interface ConfigView<Config = any> {
    * The instance of this plugin that runs on a route's requests before any consumer is known: the
    * answer the request path itself gives (Kong's precedence), so a check can never disagree with it.
    */
-  instanceOn(routeId: string): PluginEntity<Config> | undefined;
+  instanceOn(routeId: string): PluginInstance<Config, Prepared> | undefined;
 }
 
 export interface AuthenticatedCredential {
@@ -530,3 +553,57 @@ export interface AdminReply {
   body?: unknown;
   headers?: Record<string, string>;
 }
+
+// -- Entities kept by the core (issue 29 step 2) ----------------------------------------------------------
+//
+// An entity declared `keptByCore` is the core's, as Kong generates `kong.db.*` and the Admin API from a
+// plugin's `daos.lua`: the gateway builds one EntityDirectory per such entity in every process (in the
+// plugin's store, under `keyPrefix`, a consumer's child when its `parent` is `consumers`), loads it once
+// the plugin is created (listeners a plugin registers in `create` see every removal), gives it the
+// file's records before each `configure` of the plugin, mounts its generated admin API ahead of the
+// plugin's own routes, and closes it after the plugin. The plugin asks `api.entities(name)` in `create`.
+
+/** Told of each entity removed (deleted, its parent deleted, or expired), by this process or another. */
+export type RemovedListener<T> = (entity: T, byThisProcess: boolean) => void | Promise<void>;
+
+/** A kept entity as its plugin sees it (the core's EntityDirectory): lookups, runtime writes, removal listeners. */
+export interface KeptEntities<T extends Entity = Entity> {
+  byId(id: string): T | undefined;
+  /** By the endpoint key or another unique field. */
+  find(field: string, value: string): T | undefined;
+  /** By the definition's `uniqueInParent` field among one parent's children. */
+  findInParent(parentId: string, value: string): T | undefined;
+  childrenOf(parentId: string): T[];
+  list(): T[];
+  parentOf(entity: T): Entity | undefined;
+  /** As byId, re-reading the store when this process has not heard of the entity yet. */
+  currentById(id: string): Promise<T | undefined>;
+  /** As find, re-reading the store when this process has not heard of the entity yet. */
+  currentBy(field: string, value: string): Promise<T | undefined>;
+  /** The entity comes from gateway.yaml (read-only). */
+  isDeclared(entity: T): boolean;
+  /** Creates or replaces (`previous`) a runtime entity, expiring after `ttlSeconds` when given. */
+  save(entity: T, previous?: T, ttlSeconds?: number): Promise<T>;
+  remove(entity: T): Promise<void>;
+  onRemoved(listener: RemovedListener<T>): void;
+}
+
+/**
+ * Runs on an admin write after validation, before the entity is stored (e.g. hashing a password on the
+ * worker pool). `given` names the fields this request set; `existing` is the entity a PUT or PATCH replaces.
+ */
+export type BeforeEntitySave<T extends Entity = Entity> = (
+  entity: Record<string, any>,
+  context: { given: ReadonlySet<string>; existing: T | undefined },
+) => Record<string, any> | Promise<Record<string, any>>;
+
+// -- prepare (issue 29 step 2) ----------------------------------------------------------------------------
+//
+// `PluginDefinition.prepare(config)` turns an instance's config into what its hooks need on every request
+// (compiled templates, address ranges, header texts): once per enabled instance each time a configuration
+// is loaded, after its schema and `checkConfig` passed. The hooks read the result as `plugin.prepared`
+// (`access(ctx, config, plugin)`, and `plugin` is the last argument of `response` and `log` too), so no
+// plugin keeps a cache keyed by config. A ConfigCompileError (src/errors.ts, exported by the PDK) thrown
+// by `prepare` refuses the configuration, at start and on reload, with the instance's position
+// (`plugins[3].config.allow[2]`), as checkConfig's issues do. Caches keyed by something else (a
+// connection, a secret) stay the plugin's.

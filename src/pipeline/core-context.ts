@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
-import type { Consumer, PluginEntity } from '../config/types.ts';
+import type { Consumer, PluginInstance } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import type { AccessContext, AuthenticatedCredential, BodyObserver, LogContext, PluginRuntime, RequestView, ResponseContext } from '../pdk/types.ts';
 
@@ -15,7 +15,7 @@ export type DownstreamResponse = ServerResponse | Http2ServerResponse;
 /** A plugin whose phases run on this request. */
 export interface RanPlugin {
   runtime: PluginRuntime;
-  plugin: PluginEntity;
+  plugin: PluginInstance;
 }
 
 export interface CoreContext extends AccessContext, ResponseContext, LogContext {

@@ -264,7 +264,7 @@ export class Lifecycle {
     ctx.peers?.release();
     for (const { runtime, plugin } of ctx.ran ?? []) {
       try {
-        runtime.log?.(ctx, plugin.config);
+        runtime.log?.(ctx, plugin.config, plugin);
       } catch (err) {
         this.log.error({ err }, 'plugin log phase failed');
       }

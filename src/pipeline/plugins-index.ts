@@ -3,14 +3,14 @@
  * (route+service+consumer, route+consumer, service+consumer, route+service, consumer, route, service,
  * global), computed per route once per configuration so a request only walks a short list.
  */
-import type { PluginEntity, Route } from '../config/types.ts';
+import type { PluginInstance, Route } from '../config/types.ts';
 import type { PluginDefinition } from '../pdk/types.ts';
 
 export interface PluginStep {
   name: string;
   definition: PluginDefinition;
   /** The instance that applies when no consumer is identified (or none is consumer-scoped). */
-  anonymous: PluginEntity | undefined;
+  anonymous: PluginInstance | undefined;
   /** True when some instance of this plugin is consumer-scoped: resolve again once a consumer is known. */
   consumerScoped: boolean;
 }
@@ -26,11 +26,11 @@ function key(name: string, route: string | null, service: string | null, consume
 }
 
 export class PluginsIndex {
-  private readonly byKey = new Map<string, PluginEntity>();
+  private readonly byKey = new Map<string, PluginInstance>();
   private readonly stepsByRoute = new Map<string, PluginStep[]>();
 
   constructor(
-    plugins: PluginEntity[],
+    plugins: PluginInstance[],
     private readonly routes: Route[],
     private readonly definitions: ReadonlyMap<string, PluginDefinition>,
   ) {
@@ -44,7 +44,7 @@ export class PluginsIndex {
   }
 
   /** The config for `step` once the consumer is known (Kong looks it up lazily during the access phase). */
-  resolve(step: PluginStep, route: Route, consumerId: string | null): PluginEntity | undefined {
+  resolve(step: PluginStep, route: Route, consumerId: string | null): PluginInstance | undefined {
     if (!consumerId || !step.consumerScoped) return step.anonymous;
     const r = route.id;
     const s = route.service?.id ?? null;
@@ -63,7 +63,7 @@ export class PluginsIndex {
    * one resolved (for its consumer, if it has one), with the steps that run before it for that caller.
    * Config checks ask this instead of re-deriving precedence, so a check and the runtime cannot disagree.
    */
-  placements(plugin: PluginEntity): Placement[] {
+  placements(plugin: PluginInstance): Placement[] {
     const consumerId = plugin.consumer?.id ?? null;
     const placements: Placement[] = [];
     for (const route of this.routes) {
@@ -76,7 +76,7 @@ export class PluginsIndex {
     return placements;
   }
 
-  private stepsFor(route: Route, enabled: PluginEntity[]): PluginStep[] {
+  private stepsFor(route: Route, enabled: PluginInstance[]): PluginStep[] {
     const serviceId = route.service?.id ?? null;
     const applicable = enabled.filter(
       (p) => (p.route === null || p.route.id === route.id) && (p.service === null || p.service.id === serviceId),

@@ -32,7 +32,7 @@ export function runResponsePhase(ctx: CoreContext, status: number, headers: Outg
     head.rewriteBody = (rewrite) => void (rewrites ??= []).push(rewrite);
     head.observeBody = (observe) => void (ctx.bodyObservers ??= []).push(observe);
   }
-  for (const { runtime, plugin } of ctx.ran) runtime.response?.(ctx, plugin.config, head);
+  for (const { runtime, plugin } of ctx.ran) runtime.response?.(ctx, plugin.config, head, plugin);
   return rewrites;
 }
 

@@ -8,29 +8,16 @@
 import { randomUUID } from 'node:crypto';
 import { isUuid, TTL } from '../config/entities.ts';
 import { validate, type FieldSchema, type Issue, type RecordSchema } from '../config/schema.ts';
-import type { AdminReply, AdminRequest, AdminRoute, Entity, ParentDirectory } from '../pdk/types.ts';
+import type { AdminReply, AdminRequest, AdminRoute, BeforeEntitySave, Entity, ParentDirectory } from '../pdk/types.ts';
 import { ConcurrentChangeError, declaredEntityReadOnly, ForeignKeyViolationError, NotFoundError, SchemaViolationError, type WriteMethod } from './admin-errors.ts';
 import { MAX_WRITE_ATTEMPTS, type EntityDirectory } from './entity-directory.ts';
 import { page } from './paging.ts';
 
-export interface EntityAdminOptions<T extends Entity> {
-  /**
-   * Runs after validation, before the entity is stored (e.g. hashing a password on the worker pool).
-   * `given` names the fields this request set; `existing` is the entity a PUT or PATCH replaces.
-   */
-  prepare?(entity: Record<string, any>, context: { given: ReadonlySet<string>; existing: T | undefined }): Record<string, any> | Promise<Record<string, any>>;
-  /**
-   * `GET /<name>?<endpoint key>=<value>` answers the match with its parent shown whole: the question an
-   * authorization page asks (which application and which developer is this client_id?).
-   */
-  expandParentOnLookup?: boolean;
-}
-
 /** Kong's auto_timestamp_s: set when created, may be given. */
 const CREATED_AT: FieldSchema = { type: 'integer', between: [0, 2 ** 40] };
 
-export function entityAdminRoutes<T extends Entity>(directory: EntityDirectory<T>, options: EntityAdminOptions<T> = {}): AdminRoute[] {
-  const admin = new EntityAdmin(directory, options);
+export function entityAdminRoutes<T extends Entity>(directory: EntityDirectory<T>, beforeSave?: BeforeEntitySave<T>): AdminRoute[] {
+  const admin = new EntityAdmin(directory, beforeSave);
   return admin.routes();
 }
 
@@ -50,7 +37,7 @@ class EntityAdmin<T extends Entity> {
 
   constructor(
     private readonly directory: EntityDirectory<T>,
-    private readonly options: EntityAdminOptions<T>,
+    private readonly beforeSave: BeforeEntitySave<T> | undefined,
   ) {
     this.definition = directory.definition;
     const names = this.definition.admin;
@@ -107,7 +94,7 @@ class EntityAdmin<T extends Entity> {
     const found = await this.directory.currentBy(field, value);
     const owner = found ? this.directory.parentOf(found) : undefined;
     const matches = found && (!parent || owner?.id === parent.id);
-    const shown = matches ? { ...this.view(found), ...(this.options.expandParentOnLookup && owner ? { [this.parentField!]: owner } : {}) } : undefined;
+    const shown = matches ? { ...this.view(found), ...(this.definition.admin?.expandParentOnLookup && owner ? { [this.parentField!]: owner } : {}) } : undefined;
     return { status: 200, body: { data: shown ? [shown] : [], next: null } };
   }
 
@@ -250,8 +237,8 @@ class EntityAdmin<T extends Entity> {
     entity.id = existing?.id ?? id ?? randomUUID();
     entity.created_at = existing?.created_at ?? created_at ?? Math.floor(Date.now() / 1000);
     if (this.parentField && parent) entity[this.parentField] = { id: parent.id };
-    const prepared = this.options.prepare ? await this.options.prepare(entity, { given: new Set(Object.keys(given)), existing }) : entity;
-    const saved = await this.directory.save(prepared as T, existing, ttlSeconds);
+    const transformed = this.beforeSave ? await this.beforeSave(entity, { given: new Set(Object.keys(given)), existing }) : entity;
+    const saved = await this.directory.save(transformed as T, existing, ttlSeconds);
     return { status, body: this.view(saved, revealed) };
   }
 

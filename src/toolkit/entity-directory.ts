@@ -3,7 +3,7 @@
  * (consumers, each credential type), answered from memory.
  *
  * - Declared entities come from gateway.yaml, are replaced on every reload and are read-only.
- * - Runtime entities are persisted in the store under `<keyPrefix><id>` and loaded at start.
+ * - Runtime entities are persisted in the store under `<definition.keyPrefix><id>` and loaded at start.
  * - Lookups by id and by each unique field are map hits. A child (a credential) whose parent (its consumer)
  *   is gone, or whose `ttl` has run out, reads as absent everywhere.
  * - Several processes and nodes share the store: a unique value is claimed with `commitIf` under
@@ -19,7 +19,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { ChildDirectory, Entity, EntityDefinition, ParentDirectory } from '../pdk/types.ts';
+import type { ChildDirectory, Entity, EntityDefinition, KeptEntities, ParentDirectory, RemovedListener } from '../pdk/types.ts';
 import type { BatchOp, Expectation, Store } from '../store/store.ts';
 import { ConcurrentChangeError, PrimaryKeyViolationError, UniqueViolationError } from './admin-errors.ts';
 import { tokenDigest } from './secrets.ts';
@@ -33,11 +33,7 @@ const MAX_PLAIN_CLAIM = 128;
 /** Tries of a write whose entities other processes keep changing, before the client is told to retry. */
 export const MAX_WRITE_ATTEMPTS = 5;
 
-export type RemovedListener<T> = (entity: T, byThisProcess: boolean) => void | Promise<void>;
-
 export interface DirectoryOptions {
-  /** Where runtime entities live in the store (default `<entity name>/`). */
-  keyPrefix?: string;
   /** The directory of the entities this one's `parent.field` references (consumers). */
   parent?: ParentDirectory;
   log?: Logger;
@@ -56,7 +52,7 @@ function emptyIndex<T>(): Indexed<T> {
   return { byId: new Map(), unique: new Map(), byParent: new Map() };
 }
 
-export class EntityDirectory<T extends Entity = Entity> implements ParentDirectory, ChildDirectory {
+export class EntityDirectory<T extends Entity = Entity> implements ParentDirectory, ChildDirectory, KeptEntities<T> {
   private declared: Indexed<T> = emptyIndex();
   private readonly runtime: Indexed<T> = emptyIndex();
   private readonly children: ChildDirectory[] = [];
@@ -81,7 +77,7 @@ export class EntityDirectory<T extends Entity = Entity> implements ParentDirecto
     readonly definition: EntityDefinition,
     private readonly options: DirectoryOptions = {},
   ) {
-    this.keyPrefix = options.keyPrefix ?? `${definition.name}/`;
+    this.keyPrefix = definition.keyPrefix ?? `${definition.name}/`;
     this.topic = `entities:${definition.name}`;
     this.parent = options.parent;
     this.uniqueFields = [...new Set([...(definition.endpointKey ? [definition.endpointKey] : []), ...(definition.unique ?? [])])];

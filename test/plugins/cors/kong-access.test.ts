@@ -342,6 +342,9 @@ describe('cors (schema)', () => {
     ]);
     assert.deepEqual(await check({ origins: ['(a+)+.example.com'] }), []);
   });
+  test('a regex that compiles as written but not once anchored (Kong anchors it) refuses the configuration', async () => {
+    assert.deepEqual(await check({ origins: ['^*'] }), ["config.origins[0]: '^*' is not a valid regex (missing argument to repetition operator: `*`, at position 0)"]);
+  });
   test('methods must be HTTP methods', async () => {
     assert.deepEqual(await check({ methods: ['GET', 'FETCH'] }), ['config.methods[1]: expected one of: GET, HEAD, PUT, PATCH, POST, DELETE, OPTIONS, TRACE, CONNECT']);
   });

@@ -3,13 +3,13 @@
  * consumer and their combinations), the lazy consumer lookup, priority order and ties, the response and
  * log phases, plugins answering on routes without a service, errors thrown by plugins, body rewriting,
  * response bodies observed as they pass (an observer that throws is dropped, the body goes on whole),
- * plugin config validation, admin routes, and configure() on reload.
+ * plugin config validation, admin routes, configure() on reload, and prepare() with its compile errors.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { ConfigLoadError } from '../../../src/errors.ts';
 import { Gateway } from '../../../src/gateway.ts';
-import { HttpError, type AccessContext, type PluginDefinition } from '../../../src/pdk/index.ts';
+import { ConfigCompileError, HttpError, type AccessContext, type PluginDefinition } from '../../../src/pdk/index.ts';
 import { request, startUpstream, tempDir, type Upstream } from '../../helpers/gateway.ts';
 import { startWithRegistry, waitFor, type RegistryGateway } from '../../helpers/support.ts';
 
@@ -414,6 +414,55 @@ test('plugin configs are validated against the schema of the registry in use', a
       `${file}:8:11: plugins[2].name: plugin 'oauth2' not enabled; add it to the 'plugins' configuration property`,
     ],
   );
+});
+
+test('prepare runs once per instance and configuration; its hooks read plugin.prepared; a compile error refuses the file at its position', async () => {
+  const prepared: string[] = [];
+  const stamp: PluginDefinition<{ value: string }, { upper: string }> = {
+    name: 'stamp',
+    version: '1.0.0',
+    priority: 10,
+    configSchema: valueSchema,
+    prepare(config) {
+      if (config.value === 'bad') throw new ConfigCompileError(['value'], 'cannot compile this value');
+      prepared.push(config.value);
+      return { upper: config.value.toUpperCase() };
+    },
+    create: () => ({
+      access(ctx, _config, plugin) {
+        ctx.setUpstreamHeader('x-stamp', plugin.prepared.upper);
+      },
+      response(_ctx, _config, response, plugin) {
+        response.headers['x-stamp-seen'] = plugin.prepared.upper;
+      },
+    }),
+  };
+  const configWith = (value: string) => ({ services: [{ name: 's', url: echo.url, routes: [{ paths: ['/'] }] }], plugins: [{ name: 'stamp', config: { value } }] });
+  const stamps = new Map([['stamp', stamp as PluginDefinition]]);
+  const gw2 = await startWithRegistry(configWith('first'), stamps);
+  try {
+    const res = await request(`${gw2.http}/x`);
+    assert.equal(res.json().headers['x-stamp'], 'FIRST');
+    assert.equal(res.headers['x-stamp-seen'], 'FIRST');
+    await request(`${gw2.http}/x`);
+    assert.deepEqual(prepared, ['first'], 'prepared once, not per request');
+    const shown = (await request(`${gw2.admin}/plugins`)).json().data[0];
+    assert.equal('prepared' in shown, false, 'the admin API shows the instance as the file declares it');
+
+    assert.equal(await gw2.reload(configWith('bad')), false);
+    const refused = await gw2.gateway.reload(); // the same file again, for its errors
+    assert.deepEqual(refused.ok ? [] : refused.errors.map((e) => `${e.path}: ${e.message}`), ['plugins[0].config.value: cannot compile this value']);
+    assert.equal((await request(`${gw2.http}/x`)).json().headers['x-stamp'], 'FIRST', 'the current configuration stays');
+    assert.equal(await gw2.reload(configWith('second')), true);
+    assert.equal((await request(`${gw2.http}/x`)).json().headers['x-stamp'], 'SECOND');
+  } finally {
+    await gw2.stop();
+  }
+  await assert.rejects(startWithRegistry(configWith('bad'), stamps), (err: unknown) => {
+    assert.ok(err instanceof ConfigLoadError);
+    assert.match(String(err.errors[0]), /:\d+:\d+: plugins\[0\]\.config\.value: cannot compile this value$/);
+    return true;
+  });
 });
 
 test('a response body is observed chunk by chunk as it passes; an observer that throws is dropped and the body goes on whole', async () => {
