@@ -4,7 +4,7 @@
  */
 import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { credentialEntity } from './credential-schema.ts';
-import { createRuntime } from './runtime.ts';
+import { createRuntime } from './handler.ts';
 import { configSchema, type OAuth2Config } from './schema.ts';
 
 const oauth2: PluginDefinition<OAuth2Config> = {

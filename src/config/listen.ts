@@ -33,7 +33,3 @@ export function parseListenList(list: string[]): { specs: ListenSpec[]; errors: 
   });
   return { specs, errors };
 }
-
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host.startsWith('127.');
-}

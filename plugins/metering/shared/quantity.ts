@@ -151,11 +151,6 @@ export function formatQuantity(q: Quantity): string {
   return (negative ? '-' : '') + integer + (fraction ? '.' + fraction : '');
 }
 
-/** The stored form: a JSON number for a safe integer, decimal text otherwise. */
-export function encodeQuantity(q: Quantity): number | string {
-  return typeof q === 'number' ? q : formatQuantity(q);
-}
-
 /**
  * A stored quantity. States written before quantities were exact hold doubles: each reads as the
  * decimal its shortest text shows (what the query printed then); `null`, which such states held for
