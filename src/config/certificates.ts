@@ -40,7 +40,7 @@ export function checkWildcardHost(host: string): string | undefined {
   return validateSni(host);
 }
 
-export const certificateSchema: RecordSchema = {
+export const certificateSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -51,7 +51,7 @@ export const certificateSchema: RecordSchema = {
     tags: TAGS,
   },
   entity_checks: [checkPairs],
-};
+} as const satisfies RecordSchema;
 
 function checkPairs(c: Record<string, any>): Issue[] {
   if ((c.cert_alt == null) !== (c.key_alt == null)) {
@@ -82,7 +82,7 @@ function keyType(certPem: string): string | undefined {
   return typeof cert === 'string' ? undefined : cert.publicKey.asymmetricKeyType;
 }
 
-export const sniSchema: RecordSchema = {
+export const sniSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -90,9 +90,9 @@ export const sniSchema: RecordSchema = {
     certificate: { type: 'any' },
     tags: TAGS,
   },
-};
+} as const satisfies RecordSchema;
 
-export const caCertificateSchema: RecordSchema = {
+export const caCertificateSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -100,7 +100,7 @@ export const caCertificateSchema: RecordSchema = {
     cert_digest: { type: 'string' },
     tags: TAGS,
   },
-};
+} as const satisfies RecordSchema;
 
 function checkCaCertificate(pem: string): string | undefined {
   const first = pem.indexOf(PEM_CERTIFICATE);

@@ -1,6 +1,8 @@
 /** The validated, defaulted, id-resolved configuration the gateway runs on. */
 import type { consumerSchema, nodeSettingsSchema, pluginEntitySchema, ROUTE_PROTOCOLS, routeSchema, serviceSchema, STREAM_PROTOCOLS } from './entities.ts';
+import type { caCertificateSchema, certificateSchema, sniSchema } from './certificates.ts';
 import type { Infer, InferIgnoringStrayNulls } from './schema.ts';
+import type { ALGORITHMS, HASH_INPUTS, targetSchema, upstreamSchema } from './upstreams.ts';
 
 /** Stream protocols: accepted in a file exported from Kong, not proxied (logged at load). */
 export type StreamProtocol = (typeof STREAM_PROTOCOLS)[number];
@@ -79,95 +81,48 @@ export type PluginInstance<Config = Record<string, any>, Prepared = unknown> = P
  */
 export type NodeSettings = Omit<AbsentAsNull<Infer<typeof nodeSettingsSchema>>, 'worker_processes'> & { worker_processes: number | 'auto' };
 
-export type BalancingAlgorithm = 'round-robin' | 'consistent-hashing' | 'least-connections' | 'latency';
-export type HashInput = 'none' | 'consumer' | 'ip' | 'header' | 'cookie' | 'path' | 'query_arg' | 'uri_capture';
-export type ProbeType = 'tcp' | 'http' | 'https' | 'grpc' | 'grpcs';
+type InferredUpstream = InferIgnoringStrayNulls<typeof upstreamSchema>;
 
-export interface ActiveHealthchecks {
-  type: ProbeType;
-  /** Seconds each probe may take (connect, send, receive). */
-  timeout: number;
-  concurrency: number;
-  http_path: string;
-  https_sni: string | null;
-  https_verify_certificate: boolean;
-  headers: Record<string, string[]> | null;
-  /** interval 0: healthy targets are not probed; successes 0: probes never make a target healthy. */
-  healthy: { interval: number; http_statuses: number[]; successes: number };
-  unhealthy: { interval: number; http_statuses: number[]; tcp_failures: number; timeouts: number; http_failures: number };
-}
+export type BalancingAlgorithm = (typeof ALGORITHMS)[number];
+export type HashInput = (typeof HASH_INPUTS)[number];
+export type ProbeType = ActiveHealthchecks['type'];
 
-export interface PassiveHealthchecks {
-  type: ProbeType;
-  healthy: { http_statuses: number[]; successes: number };
-  unhealthy: { http_statuses: number[]; tcp_failures: number; timeouts: number; http_failures: number };
-}
+/**
+ * Active probes as the loader keeps them: `https_sni` and `headers` left out read as null. `timeout` is
+ * the seconds each probe may take (connect, send, receive); an `interval` of 0 leaves healthy targets
+ * unprobed, `successes` 0 never makes a target healthy.
+ */
+export type ActiveHealthchecks = AbsentAsNull<InferredUpstream['healthchecks']['active']>;
+export type PassiveHealthchecks = InferredUpstream['healthchecks']['passive'];
 
-export interface Healthchecks {
-  active: ActiveHealthchecks;
-  passive: PassiveHealthchecks;
-  /** Percentage of the weight that must be healthy for the upstream to take traffic. */
-  threshold: number;
-}
+/** `threshold`: the percentage of the weight that must be healthy for the upstream to take traffic. */
+export type Healthchecks = Omit<InferredUpstream['healthchecks'], 'active'> & { active: ActiveHealthchecks };
 
-export interface Upstream {
-  id: string;
-  /** The host name a service's `host` refers to. */
-  name: string;
-  algorithm: BalancingAlgorithm;
-  hash_on: HashInput;
-  hash_fallback: HashInput;
-  hash_on_header: string | null;
-  hash_fallback_header: string | null;
-  hash_on_cookie: string | null;
-  hash_on_cookie_path: string;
-  hash_on_query_arg: string | null;
-  hash_fallback_query_arg: string | null;
-  hash_on_uri_capture: string | null;
-  hash_fallback_uri_capture: string | null;
-  slots: number;
-  healthchecks: Healthchecks;
-  tags: string[] | null;
-  /** Host header sent to the targets instead of their own names. */
-  host_header: string | null;
-  client_certificate: { id: string } | null;
-  use_srv_name: boolean;
-}
+/**
+ * An upstream as the loader keeps it, without timestamps: `name` is the host a service's `host` refers
+ * to, `host_header` the Host sent to the targets instead of their own names. Defaults are read
+ * unguarded: their stray nulls are ignored, as for the service.
+ */
+export type Upstream = Omit<AbsentAsNull<InferredUpstream>, 'id' | 'created_at' | 'updated_at' | 'healthchecks' | 'client_certificate'> &
+  Identified & {
+    healthchecks: Healthchecks;
+    client_certificate: { id: string } | null;
+  };
 
-export interface Target {
-  id: string;
-  /** `host:port` in Kong's normal form (port 8000 when the file gave none). */
-  target: string;
-  weight: number;
-  upstream: { id: string };
-  tags: string[] | null;
-}
+/** A target, without timestamps: `target` is `host:port` in Kong's normal form (port 8000 when the file gave none). */
+export type Target = Omit<AbsentAsNull<InferIgnoringStrayNulls<typeof targetSchema>>, 'id' | 'created_at' | 'updated_at' | 'upstream'> &
+  Identified & { upstream: { id: string } };
 
-export interface Certificate {
-  id: string;
-  cert: string;
-  key: string;
-  cert_alt: string | null;
-  key_alt: string | null;
-  tags: string[] | null;
-  /** Names of the SNIs served with this certificate. */
-  snis: string[];
-}
+/** A certificate, without timestamps, with the names of the SNIs served with it. */
+export type Certificate = Omit<AbsentAsNull<Infer<typeof certificateSchema>>, 'id' | 'created_at' | 'updated_at'> & Identified & { snis: string[] };
 
-export interface Sni {
-  id: string;
-  /** A host name, `*.example.com`, `example.*`, or `*` (every name without a better match). */
-  name: string;
-  certificate: { id: string };
-  tags: string[] | null;
-}
+/** An SNI, without timestamps: `name` is a host name, `*.example.com`, `example.*`, or `*` (every name without a better match). */
+export type Sni = Omit<AbsentAsNull<Infer<typeof sniSchema>>, 'id' | 'created_at' | 'updated_at' | 'certificate'> &
+  Identified & { certificate: { id: string } };
 
-export interface CaCertificate {
-  id: string;
-  cert: string;
-  cert_digest: string;
-  tags: string[] | null;
-}
+/** A CA certificate, without timestamps: `cert_digest` is the one the loader computed (and checked against the file's). */
+export type CaCertificate = Omit<AbsentAsNull<Infer<typeof caCertificateSchema>>, 'id' | 'created_at' | 'updated_at' | 'cert_digest'> &
+  Identified & { cert_digest: string };
 
 export interface GatewayConfig {
   /** Absolute path of the file it came from. */

@@ -7,20 +7,21 @@ import { parseHostAddress } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
 import { validateSni } from './hostnames.ts';
 import { ENTITY_KEYS, TAGS } from './entities.ts';
-import type { FieldSchema, Issue, RecordSchema } from './schema.ts';
+import type { ArraySchema, Issue, MapSchema, NumberSchema, RecordSchema, StringSchema } from './schema.ts';
 
 export const ALGORITHMS = ['consistent-hashing', 'least-connections', 'round-robin', 'latency'] as const;
 export const HASH_INPUTS = ['none', 'consumer', 'ip', 'header', 'cookie', 'path', 'query_arg', 'uri_capture'] as const;
 /** Kong's default port of a target given without one (kong/db/dao/targets.lua). */
 export const DEFAULT_TARGET_PORT = 8000;
 
-const SECONDS = (value: number): FieldSchema => ({ type: 'number', between: [0, 65535], default: value });
-const ONE_BYTE = (value: number): FieldSchema => ({ type: 'integer', between: [0, 255], default: value });
-const HTTP_STATUSES = (statuses: number[]): FieldSchema => ({
-  type: 'array',
-  elements: { type: 'integer', between: [100, 999] },
-  default: statuses,
-});
+const SECONDS = (value: number) => ({ type: 'number', between: [0, 65535], default: value }) as const satisfies NumberSchema;
+const ONE_BYTE = (value: number) => ({ type: 'integer', between: [0, 255], default: value }) as const satisfies NumberSchema;
+const HTTP_STATUSES = (statuses: number[]) =>
+  ({
+    type: 'array',
+    elements: { type: 'integer', between: [100, 999] },
+    default: statuses,
+  }) as const satisfies ArraySchema;
 
 /** Kong's header_name: the characters nginx accepts in a header name. */
 export function checkHeaderName(name: string): string | undefined {
@@ -59,13 +60,13 @@ function checkHostWithOptionalPort(host: string): string | undefined {
 /** Probe header values go on the wire as written: a line break would start another header. */
 const checkHeaderValue = (value: string) => (/[\r\n\0]/.test(value) ? 'must not contain line breaks' : undefined);
 
-const HEADERS: FieldSchema = {
+const HEADERS = {
   type: 'map',
   keys: { type: 'string', custom: checkHeaderName },
   values: { type: 'array', elements: { type: 'string', custom: checkHeaderValue } },
-};
+} as const satisfies MapSchema;
 
-function activeChecks(): FieldSchema {
+function activeChecks() {
   return {
     type: 'record',
     fields: {
@@ -92,10 +93,10 @@ function activeChecks(): FieldSchema {
         },
       },
     },
-  };
+  } as const satisfies RecordSchema;
 }
 
-function passiveChecks(): FieldSchema {
+function passiveChecks() {
   return {
     type: 'record',
     fields: {
@@ -117,13 +118,13 @@ function passiveChecks(): FieldSchema {
         },
       },
     },
-  };
+  } as const satisfies RecordSchema;
 }
 
-const HASH_INPUT: FieldSchema = { type: 'string', one_of: HASH_INPUTS, default: 'none' };
-const PARAMETER: FieldSchema = { type: 'string', len_min: 1 };
+const HASH_INPUT = { type: 'string', one_of: HASH_INPUTS, default: 'none' } as const satisfies StringSchema;
+const PARAMETER = { type: 'string', len_min: 1 } as const satisfies StringSchema;
 
-export const upstreamSchema: RecordSchema = {
+export const upstreamSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -150,7 +151,7 @@ export const upstreamSchema: RecordSchema = {
     use_srv_name: { type: 'boolean', default: false },
   },
   entity_checks: [checkHashing],
-};
+} as const satisfies RecordSchema;
 
 /**
  * Kong's shorthands between `algorithm` and `hash_on`, applied before validation as Kong does:
@@ -215,7 +216,7 @@ function checkHashing(u: Record<string, any>): Issue[] {
   return issues;
 }
 
-export const targetSchema: RecordSchema = {
+export const targetSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
@@ -224,7 +225,7 @@ export const targetSchema: RecordSchema = {
     weight: { type: 'integer', between: [0, 65535], default: 100 },
     tags: TAGS,
   },
-};
+} as const satisfies RecordSchema;
 
 function invalidTarget(target: string): string {
   return `Invalid target ('${target}'); not a valid hostname or ip address`;
