@@ -22,9 +22,9 @@
  * - `pending`: store reads in flight, shared by concurrent misses on one digest; confined to one lookup.
  * - `storedForms`: the stored JSON of rows read here, the value a compare-and-set expects; weak, per row object.
  * - The credential directory (credentials.ts): the toolkit's entity directory, refreshed on its own
- *   notices; a credential removed in any process drops its rows from `found` (runtime.ts).
+ *   notices; a credential removed in any process drops its rows from `found` (handler.ts).
  * - Per-process by design: the secret verifier's remembered digests and failure windows (its own comment
- *   says why), the cleanups runtime.ts waits for on close, and what gateway.yaml configures (metadata
+ *   says why), the cleanups handler.ts waits for on close, and what gateway.yaml configures (metadata
  *   routes, provision keys derived from the plugin id and a secret every node reads from the store).
  */
 import { randomUUID } from 'node:crypto';
