@@ -29,8 +29,12 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** The receiving Tollgate, on a fixed https port so it can go away and come back at the same address. */
-async function startReceiver(port: number, dataDir = tempDir()): Promise<TestGateway> {
+/**
+ * The receiving Tollgate. Its first start takes any free https port (0: a port picked beforehand could be
+ * taken by a concurrent test before the gateway binds it); a restart names the port it had, so that it
+ * comes back at the same address.
+ */
+async function startReceiver(port = 0, dataDir = tempDir()): Promise<TestGateway> {
   return startGateway(
     fixtureConfig({
       upstream: upstream.url,
@@ -46,6 +50,10 @@ function remotePlugin(endpoint: string, token: string, queue: Record<string, unk
   return { ingest_endpoint: endpoint, api_token: token, ssl_verify: false, timeout: 2000, queue: { max_coalescing_delay: 0.05, max_batch_size: 50, initial_retry_delay: 0.05, max_retry_delay: 0.2, ...queue }, ...extra };
 }
 
+function httpsPort(gateway: TestGateway): number {
+  return Number(new URL(gateway.https).port);
+}
+
 async function received(receiver: MeteringApi, ids: string[]): Promise<Map<string, number>> {
   const items = await receiver.listAllEvents({ type: 'kong.api_request' });
   const counts = new Map<string, number>();
@@ -58,7 +66,7 @@ describe('delivery to a second Tollgate', () => {
   let sender: TestGateway;
   let receiverApi: MeteringApi;
   before(async () => {
-    receiver = await startReceiver(await freePort());
+    receiver = await startReceiver();
     receiverApi = await meteringApi(receiver.https);
     sender = await startGateway(fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`${receiver.https}${ROUTE_PATH}/events`, receiverApi.token) }));
   });
@@ -84,9 +92,9 @@ describe('delivery to a second Tollgate', () => {
 });
 
 test('an endpoint that is away: queued on disk, retried with backoff, delivered once it is back', async () => {
-  const port = await freePort();
   const receiverDir = tempDir();
-  let receiver = await startReceiver(port, receiverDir);
+  let receiver = await startReceiver(0, receiverDir);
+  const port = httpsPort(receiver);
   const token = (await meteringApi(receiver.https)).token;
   await receiver.stop();
   const sender = await startGateway(fixtureConfig({ upstream: upstream.url, plugin: remotePlugin(`https://127.0.0.1:${port}${ROUTE_PATH}/events`, token, { max_retry_time: 60 }) }));
@@ -141,9 +149,9 @@ async function lossyProxy(target: number): Promise<{ port: number; posts: number
 const https = await import('node:https');
 
 test('a batch whose acknowledgement was lost, sent again after a restart, is metered once', async () => {
-  const receiver = await startReceiver(await freePort());
+  const receiver = await startReceiver();
   const api = await meteringApi(receiver.https);
-  const proxy = await lossyProxy(Number(new URL(receiver.https).port));
+  const proxy = await lossyProxy(httpsPort(receiver));
   const senderDir = tempDir();
   // Every batch in flight at once: on a loaded machine the five requests may make more batches than a
   // node has processes, and with one batch per process the last would wait behind the retried ones.
@@ -175,9 +183,9 @@ test('a batch whose acknowledgement was lost, sent again after a restart, is met
 });
 
 test('a full queue drops its oldest events, counted and logged as Kong does', async () => {
-  const port = await freePort();
   const receiverDir = tempDir();
-  let receiver = await startReceiver(port, receiverDir);
+  let receiver = await startReceiver(0, receiverDir);
+  const port = httpsPort(receiver);
   const token = (await meteringApi(receiver.https)).token;
   await receiver.stop();
   const sender = await spawnGateway(fixtureConfig({
