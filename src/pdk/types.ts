@@ -554,7 +554,7 @@ export interface AdminReply {
   headers?: Record<string, string>;
 }
 
-// -- Entities kept by the core (issue 29 step 2) ----------------------------------------------------------
+// -- Entities kept by the core ---------------------------------------------------------------------------------
 //
 // An entity declared `keptByCore` is the core's, as Kong generates `kong.db.*` and the Admin API from a
 // plugin's `daos.lua`: the gateway builds one EntityDirectory per such entity in every process (in the
@@ -597,7 +597,7 @@ export type BeforeEntitySave<T extends Entity = Entity> = (
   context: { given: ReadonlySet<string>; existing: T | undefined },
 ) => Record<string, any> | Promise<Record<string, any>>;
 
-// -- prepare (issue 29 step 2) ----------------------------------------------------------------------------
+// -- prepare ---------------------------------------------------------------------------------------------
 //
 // `PluginDefinition.prepare(config)` turns an instance's config into what its hooks need on every request
 // (compiled templates, address ranges, header texts): once per enabled instance each time a configuration
