@@ -404,8 +404,9 @@ export class Context implements CoreContext {
   fail(err: unknown): void {
     const answer = answerFor(err);
     if (!answer) return this.send(errorAnswer(500, MESSAGES.unexpected, this.id, this.isGrpc), 'error');
-    // The client's or the store's condition, not the gateway's fault: traced at debug, with the error's own code.
-    this.log.debug({ request_id: this.id, code: (err as { code?: unknown }).code, status: answer.status }, 'request answered with an error');
+    // The client's or the store's condition, not the gateway's fault: traced at debug, with the error's own
+    // code. A flood of refusals must not build a log object each when debug is off.
+    if (this.log.isLevelEnabled('debug')) this.log.debug({ request_id: this.id, code: (err as { code?: unknown }).code, status: answer.status }, 'request answered with an error');
     this.error(answer.status, answer.message, answer.headers);
   }
 }

@@ -275,6 +275,7 @@ function appendSetCookie(headers: Record<string, unknown>, cookie: string): void
  * engine's UpstreamFailure, the code of what caused it (a timeout, a refused certificate chain, a socket error).
  */
 function traceUpstreamFailure(ctx: Context, failure: Error, facts: Record<string, unknown> = {}): void {
+  if (!ctx.log.isLevelEnabled('debug')) return;
   const code = (err: unknown) => (err as { code?: unknown } | undefined)?.code;
   ctx.log.debug({ request_id: ctx.id, code: code(failure), cause_code: code(failure.cause), ...facts, err: failure.message }, 'upstream failure');
 }
