@@ -373,6 +373,8 @@ export interface RequestOutcome {
   /** Body bytes received from the client and sent to it (a WebSocket tunnel: the bytes through it each way). */
   requestBytes: number;
   responseBytes: number;
+  /** The whole answer went downstream: false when it was cut short (the upstream failed mid-body, the client went away). */
+  complete: boolean;
 }
 
 /** Who produced an answer (Kong's `kong.response.get_source()`). */
@@ -420,6 +422,8 @@ export interface RequestView {
   readonly method: string;
   /** Normalized request path, without the query. */
   readonly path: string;
+  /** The path as the client sent it (escapes and dot segments kept), without the query. */
+  readonly rawPath: string;
   /** Raw query string without the `?` ('' when none). */
   readonly rawQuery: string;
   readonly query: URLSearchParams;
