@@ -15,6 +15,7 @@ import metering from '../plugins/metering/index.ts';
 import meteringAndBilling from '../plugins/metering-and-billing/index.ts';
 import oauth2 from '../plugins/oauth2/index.ts';
 import prometheus from '../plugins/prometheus/index.ts';
+import proxyCache from '../plugins/proxy-cache/index.ts';
 import rateLimiting from '../plugins/rate-limiting/index.ts';
 import requestTermination from '../plugins/request-termination/index.ts';
 import requestTransformer from '../plugins/request-transformer/index.ts';
@@ -25,6 +26,6 @@ import type { PluginDefinition } from './pdk/types.ts';
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
-    correlationId, requestTransformer, responseTransformer, prometheus,
+    correlationId, requestTransformer, responseTransformer, prometheus, proxyCache,
   ].map((p) => [p.name, p as PluginDefinition]),
 );
