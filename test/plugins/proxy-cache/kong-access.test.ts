@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { request, startGateway, TEST_WORKERS, type RequestOptions, type TestGateway } from '../../helpers/gateway.ts';
-import { startHttpbin, type Httpbin } from './httpbin.ts';
+import { startHttpbin, type Httpbin } from '../../fixtures/httpbin.ts';
 
 const ROUTE1_PLUGIN = '5c1b2d3e-0000-4000-8000-000000000001';
 const JSON_AND_TEXT = { strategy: 'memory', content_type: ['text/plain', 'application/json'] };
