@@ -9,7 +9,8 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import type { AccessContext, PluginApi, PluginRuntime, RequestView, ResponseHead } from '../../src/pdk/index.ts';
 import { cacheKeyOf } from './cache-key.ts';
 import { contentTypeMatches, parseDirectives, parseMediaType, resourceTtl, seconds, type Directives, type MediaType } from './cacheability.ts';
-import { CACHE_VERSION, Dictionaries, MAX_CACHED_BODY, type CachedResponse } from './memory.ts';
+import { CACHE_VERSION, MAX_CACHED_BODY, type CachedResponse } from './memory.ts';
+import type { NodeCache } from './node-cache.ts';
 import type { ProxyCacheConfig } from './schema.ts';
 
 /** What the hooks need of a config, made once per configuration. */
@@ -53,21 +54,17 @@ function shows(ctx: RequestView, config: ProxyCacheConfig, header: DiagnosticHea
   return ctx.headers['kong-debug'] !== undefined || config.response_headers[header];
 }
 
-export function createRuntime(api: PluginApi, dictionaries: Dictionaries): PluginRuntime<ProxyCacheConfig, Prepared> {
+export function createRuntime(api: PluginApi, cache: NodeCache): PluginRuntime<ProxyCacheConfig, Prepared> {
   return {
     access(ctx, config, plugin) {
       const directives = parseDirectives(ctx.headers['cache-control']);
       const key = cacheableRequest(ctx, config, plugin.prepared, directives) ? cacheKeyOf(ctx, config) : undefined;
       if (key === undefined) return setDiagnostic(ctx, config, 'X-Cache-Status', 'Bypass');
       setDiagnostic(ctx, config, 'X-Cache-Key', key);
-      const entry = dictionaries.find(key, config.memory.dictionary_name);
-      if (!entry) {
-        // RFC 7234 §5.2.1.7: the client wants a cached answer or none.
-        if (config.cache_control && directives['only-if-cached'] !== undefined) return ctx.respond(504);
-        return awaitResponse(ctx, config, key, 'Miss');
-      }
-      if (!fresh(entry, config, directives)) return awaitResponse(ctx, config, key, 'Refresh');
-      ctx.respond(entry.status, entry.body, hitHeaders(ctx, config, entry, key));
+      const dictionary = config.memory.dictionary_name;
+      const entry = cache.dictionaries.find(key, dictionary);
+      if (entry || api.processesOnNode < 2) return serve(ctx, config, directives, key, entry);
+      return cache.copyFromNode(dictionary, key).then((copy) => serve(ctx, config, directives, key, copy));
     },
 
     response(ctx, config, head, plugin) {
@@ -101,12 +98,23 @@ export function createRuntime(api: PluginApi, dictionaries: Dictionaries): Plugi
       };
       const storageTtl = config.storage_ttl ?? (config.cache_control ? response.ttl : config.cache_ttl);
       try {
-        dictionaries.store(config.memory.dictionary_name, pending.key, entry, storageTtl);
+        cache.dictionaries.store(config.memory.dictionary_name, pending.key, entry, storageTtl);
       } catch (err) {
         api.log.error({ err, request_id: ctx.id }, 'proxy-cache: could not store the response');
       }
     },
   };
+}
+
+/** Answers from the entry when it is fresh enough for this request (Hit), else lets the request go upstream. */
+function serve(ctx: AccessContext, config: ProxyCacheConfig, directives: Directives, key: string, entry: CachedResponse | undefined): void {
+  if (!entry) {
+    // RFC 7234 §5.2.1.7: the client wants a cached answer or none.
+    if (config.cache_control && directives['only-if-cached'] !== undefined) return ctx.respond(504);
+    return awaitResponse(ctx, config, key, 'Miss');
+  }
+  if (!fresh(entry, config, directives)) return awaitResponse(ctx, config, key, 'Refresh');
+  ctx.respond(entry.status, entry.body, hitHeaders(ctx, config, entry, key));
 }
 
 function setDiagnostic(ctx: AccessContext, config: ProxyCacheConfig, header: DiagnosticHeader, value: string): void {

@@ -1,12 +1,12 @@
 /**
  * Kong's `proxy-cache` plugin with its `memory` strategy: answers cacheable requests from cached upstream
- * responses, keyed as Kong keys them, with Kong's admin endpoints to read and purge entries. Each gateway
- * process keeps its own cache (Kong's is one per node); purges reach every process and node.
+ * responses, keyed as Kong keys them, with Kong's admin endpoints to read and purge entries. The cache is
+ * the node's (node-cache.ts); purges reach every node.
  */
 import type { PluginDefinition } from '../../src/pdk/index.ts';
-import { serveCaches } from './api.ts';
+import { adminRoutes } from './api.ts';
 import { createRuntime, prepare, type Prepared } from './handler.ts';
-import { Dictionaries } from './memory.ts';
+import { NodeCache } from './node-cache.ts';
 import { configSchema, type ProxyCacheConfig } from './schema.ts';
 
 const proxyCache: PluginDefinition<ProxyCacheConfig, Prepared> = {
@@ -18,16 +18,15 @@ const proxyCache: PluginDefinition<ProxyCacheConfig, Prepared> = {
   configSchema,
   prepare,
   create(api) {
-    const dictionaries = new Dictionaries();
+    const cache = new NodeCache(api);
     let dictionaryById = new Map<string, string>();
-    const caches = serveCaches(api, dictionaries, (id) => dictionaryById.get(id));
     return {
-      ...createRuntime(api, dictionaries),
+      ...createRuntime(api, cache),
       configure(view) {
         dictionaryById = new Map(view.instances.map((instance) => [instance.id, instance.config.memory.dictionary_name]));
       },
-      adminRoutes: caches.routes,
-      close: async () => caches.close(),
+      adminRoutes: adminRoutes(cache, (id) => dictionaryById.get(id)),
+      close: async () => cache.close(),
     };
   },
 };

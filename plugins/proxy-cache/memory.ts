@@ -67,6 +67,11 @@ export class Dictionaries {
     return undefined;
   }
 
+  /** Milliseconds the entry under `key` has left in the named dictionary (0 when there is none). */
+  remainingMs(name: string, key: string): number {
+    return this.byName.get(name)?.getRemainingTTL(key) ?? 0;
+  }
+
   /** Drops `key` from the named dictionary (every one without a name), or everything without a key. */
   purge(name: string | undefined, key: string | undefined): void {
     const dictionaries = name === undefined ? [...this.byName.values()] : [this.byName.get(name)].filter((d) => d !== undefined);

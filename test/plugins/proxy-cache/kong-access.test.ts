@@ -7,12 +7,12 @@
  * uncacheable methods, statuses and content types (Bypass); content types with wildcards and parameters;
  * ignore_uri_case; bodies past the cache's bound streamed uncached; and the admin endpoints.
  *
- * Each gateway process keeps its own cache (docs/plugins.md): on worker processes a Hit needs the same
- * process twice, so this suite runs on one process.
+ * On worker processes (TOLLGATE_TEST_WORKERS) the same cases hold: a process without an entry takes
+ * another's copy, and purges reach every process.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { request, startGateway, TEST_WORKERS, type RequestOptions, type TestGateway } from '../../helpers/gateway.ts';
+import { request, startGateway, type RequestOptions, type TestGateway } from '../../helpers/gateway.ts';
 import { startHttpbin, type Httpbin } from '../../fixtures/httpbin.ts';
 
 const ROUTE1_PLUGIN = '5c1b2d3e-0000-4000-8000-000000000001';
@@ -80,7 +80,7 @@ const get = (host: string, path = '/get', options: RequestOptions = {}) =>
 const admin = (method: string, path: string) => request(gw.admin + path, { method });
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe('proxy-cache access (memory)', { skip: TEST_WORKERS > 1 && 'each process keeps its own cache' }, () => {
+describe('proxy-cache access (memory)', () => {
   it('caches a simple request', async () => {
     const first = await get('route-1.test');
     assert.equal(first.status, 200);
@@ -351,7 +351,7 @@ describe('proxy-cache access (memory)', { skip: TEST_WORKERS > 1 && 'each proces
   });
 });
 
-describe('proxy-cache admin API', { skip: TEST_WORKERS > 1 && 'each process keeps its own cache' }, () => {
+describe('proxy-cache admin API', () => {
   it('reads, deletes and purges entries', async () => {
     await admin('DELETE', '/proxy-cache');
     const miss = await get('route-1.test', '/get?admin=1');
