@@ -1,5 +1,5 @@
 /** Kong's response-ratelimiting config (kong/plugins/response-ratelimiting/schema.lua): fields, defaults, checks, messages. */
-import { atLeastOneOf, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
+import { atLeastOneOf, HEADER_NAME, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 import { periodOrderProblem, PERIODS, redisSchema, redisShorthands } from '../rate-limiting/public.ts';
 
 const limit = { type: 'number', gt: 0 } as const;
@@ -15,14 +15,15 @@ const usageLimits = {
 export const configSchema = {
   type: 'record',
   fields: {
-    header_name: { type: 'string', required: true, default: 'x-kong-limit' },
+    header_name: { ...HEADER_NAME, required: true, default: 'x-kong-limit' },
     limit_by: { type: 'string', required: true, default: 'consumer', one_of: ['consumer', 'credential', 'ip'] },
     policy: { type: 'string', required: true, default: 'local', one_of: ['local', 'cluster', 'redis'] },
     fault_tolerant: { type: 'boolean', required: true, default: true },
     redis: redisSchema,
     block_on_first_violation: { type: 'boolean', required: true, default: false },
     hide_client_headers: { type: 'boolean', required: true, default: false },
-    limits: { type: 'map', required: true, keys: { type: 'string' }, values: usageLimits },
+    // A usage's name is part of header names (X-RateLimit-Remaining-<name>): it must be fit for one.
+    limits: { type: 'map', required: true, keys: HEADER_NAME, values: usageLimits },
     ...redisShorthands,
   },
   entity_checks: [checkLimits],

@@ -40,3 +40,8 @@ test('the redis policy is refused with what to use instead', async () => {
     "config.policy: the 'redis' policy is not available in Tollgate: use 'local' (counters per node) or 'cluster' (counters in the gateway's shared store)",
   ]);
 });
+test('a usage name must fit in a header name', async () => {
+  assert.deepEqual(await check({ limits: { 'video clips': { second: 1 } } }), [
+    "config.limits.video clips: bad header name 'video clips', allowed characters are A-Z, a-z, 0-9, '_', and '-'",
+  ]);
+});
