@@ -241,8 +241,8 @@ export class ProxyStep {
 
   /**
    * Counts a streamed request body as it flows, for the access log, and enforces the request's body
-   * limit on bodies without a Content-Length (chunked): the limit is refused as soon as it is passed,
-   * without holding the body.
+   * limit on bodies without a Content-Length (chunked): a body is refused as soon as it passes the
+   * limit, without being held.
    */
   private meterStreamedBody(ctx: Context, body: Readable): void {
     const { bytes: limit, status } = ctx.bodyLimit;
