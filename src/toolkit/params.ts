@@ -175,15 +175,22 @@ export async function clearBodyParam(ctx: AccessContext, name: string, scope: Bo
   ctx.setUpstreamHeader('content-type', cleaned.contentType);
 }
 
+/** Headers of which Node keeps the first and drops any repeat (IncomingMessage): only the raw headers show one. */
+const FIRST_KEPT = new Set([
+  'age', 'authorization', 'content-length', 'content-type', 'etag', 'expires', 'from', 'host', 'if-modified-since', 'if-unmodified-since',
+  'last-modified', 'location', 'max-forwards', 'proxy-authorization', 'referer', 'retry-after', 'server', 'user-agent',
+]);
+
 /**
  * The values of a request header, in the order sent. Names compare case-insensitively with `-` and `_`
  * equivalent (nginx with `underscores_in_headers on`, as Kong runs it). Node joins repeated headers with
- * ", ", so a joined value is split by the raw headers, which keep each one as sent.
+ * ", " or keeps the first only (FIRST_KEPT), so such values are read from the raw headers, which keep each
+ * one as sent.
  */
 export function headerValues(ctx: RequestView, name: string): string[] {
   const lower = name.toLowerCase();
   const direct = ctx.headers[lower];
-  if (typeof direct === 'string' && !direct.includes(',')) return [direct];
+  if (typeof direct === 'string' && !direct.includes(',') && !FIRST_KEPT.has(lower)) return [direct];
   if (Array.isArray(direct)) return direct;
   // Only names with `-` or `_` have other spellings to look for.
   if (direct === undefined && !/[-_]/.test(lower)) return [];
