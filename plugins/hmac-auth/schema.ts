@@ -44,6 +44,8 @@ export const credentialEntity: EntityDefinition = {
   schema: credentialSchema,
   parent: { entity: 'consumers', field: 'consumer', required: true },
   endpointKey: 'username',
+  // In gateway.yaml, `{vault://env/NAME}`: the secret is read from the environment, not kept in the file.
+  referenceable: ['secret'],
   admin: { name: 'hmac-auths', nested: 'hmac-auth' },
   keptByCore: true,
 };

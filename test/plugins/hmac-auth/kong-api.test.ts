@@ -3,7 +3,8 @@
  * 02-api_spec.lua) on the API the core generates from `hmacauth_credentials`:
  * `/consumers/{c}/hmac-auth[/{id or username}]`, `/hmac-auths[/{id or username}[/consumer]]`, create (a secret
  * generated when none is given), upsert, update, delete, paging, Kong's errors; credentials of gateway.yaml are
- * read-only; a credential written here signs requests at once, and no longer once deleted.
+ * read-only, their secret may be read from the environment (`{vault://env/…}`) and they change on reload; a
+ * credential written here signs requests at once, and no longer once deleted.
  */
 import assert from 'node:assert/strict';
 import { createHmac, randomUUID } from 'node:crypto';
@@ -16,12 +17,27 @@ let gw: TestGateway;
 let upstream: Upstream;
 let bob: Record<string, any>;
 
-before(async () => {
-  upstream = await startUpstream();
-  gw = await startGateway({
+/** The file: a credential with its secret, and one whose secret is read from the environment. */
+function declaring(secret: string): Record<string, any> {
+  return {
     services: [{ name: 'echo', url: upstream.url, routes: [{ name: 'signed', paths: ['/signed'], plugins: [{ name: 'hmac-auth' }] }] }],
-    consumers: [{ username: 'declared', hmacauth_credentials: [{ username: 'declared-signer', secret: 'declared-secret' }] }],
-  });
+    consumers: [
+      {
+        username: 'declared',
+        hmacauth_credentials: [
+          { username: 'declared-signer', secret },
+          { username: 'vaulted-signer', secret: '{vault://env/tollgate_test_hmac_secret}' },
+        ],
+      },
+    ],
+  };
+}
+
+before(async () => {
+  // Worker processes inherit the environment the vault reference reads.
+  process.env.TOLLGATE_TEST_HMAC_SECRET = 'from-the-environment';
+  upstream = await startUpstream();
+  gw = await startGateway(declaring('declared-secret'));
   bob = (await admin('POST', '/consumers', { username: 'bob', custom_id: '1234' })).json();
   await admin('POST', '/consumers', { username: 'alice' });
 });
@@ -171,7 +187,16 @@ describe('Kong hmac-auth API: /hmac-auths', () => {
     assert.equal((await signedCall('declared-signer', 'declared-secret')).status, 200);
   });
 
-  it('HP14 deleting the consumer deletes its credentials', async () => {
+  it('HP14 a secret of the file read from the environment ({vault://env/…}), again on reload; the file itself changed on reload', async () => {
+    assert.equal((await signedCall('vaulted-signer', 'from-the-environment')).status, 200);
+    assert.equal((await signedCall('vaulted-signer', '{vault://env/tollgate_test_hmac_secret}')).status, 401);
+    assert.equal(await gw.reload(declaring('declared-secret-2')), true);
+    assert.equal((await signedCall('declared-signer', 'declared-secret')).status, 401);
+    assert.equal((await signedCall('declared-signer', 'declared-secret-2')).status, 200);
+    assert.equal((await signedCall('vaulted-signer', 'from-the-environment')).status, 200);
+  });
+
+  it('HP15 deleting the consumer deletes its credentials', async () => {
     await admin('POST', '/consumers', { username: 'leaving' });
     await create('leaving', { username: 'leaving-signer', secret: 'bye' });
     assert.equal((await admin('DELETE', '/consumers/leaving')).status, 204);
@@ -188,7 +213,7 @@ describe('Kong hmac-auth: config schema', () => {
     return loaded.ok ? [] : loaded.errors.map(String);
   };
 
-  it("HP15 Kong's defaults; a clock skew of 10 is accepted", () => {
+  it("HP16 Kong's defaults; a clock skew of 10 is accepted", () => {
     const loaded = load({});
     assert.ok(loaded.ok);
     assert.deepEqual(loaded.config.plugins[0].config, {
@@ -201,12 +226,12 @@ describe('Kong hmac-auth: config schema', () => {
     assert.deepEqual(errorsOf({ clock_skew: 10 }), []);
   });
 
-  it("HP16 Kong's messages: a negative clock skew, an unknown algorithm", () => {
+  it("HP17 Kong's messages: a negative clock skew, an unknown algorithm", () => {
     assert.match(errorsOf({ clock_skew: -10 }).join('\n'), /config\.clock_skew: value must be greater than 0/);
     assert.match(errorsOf({ algorithms: ['sha1024'] }).join('\n'), /config\.algorithms\[0\]: expected one of: hmac-sha1, hmac-sha256, hmac-sha384, hmac-sha512/);
   });
 
-  it('HP17 a username declared twice is refused', () => {
+  it('HP18 a username declared twice is refused', () => {
     const loaded = loadConfigText(
       JSON.stringify({ _format_version: '3.0', consumers: [{ username: 'a', hmacauth_credentials: [{ username: 'twice' }] }, { username: 'b', hmacauth_credentials: [{ username: 'twice' }] }] }),
       '/tmp/hmac-auth.yaml',
@@ -214,5 +239,15 @@ describe('Kong hmac-auth: config schema', () => {
     );
     assert.equal(loaded.ok, false);
     assert.match(String(!loaded.ok && loaded.errors[0]), /uniqueness violation: 'hmacauth_credentials' entity with username set to 'twice' already declared/);
+  });
+
+  it('HP19 a secret referring to an unset variable is an error at its field', () => {
+    const loaded = loadConfigText(
+      JSON.stringify({ _format_version: '3.0', consumers: [{ username: 'a', hmacauth_credentials: [{ username: 'u', secret: '{vault://env/tollgate_test_unset_hmac}' }] }] }),
+      '/tmp/hmac-auth.yaml',
+      bundledPlugins,
+    );
+    assert.equal(loaded.ok, false);
+    assert.match(String(!loaded.ok && loaded.errors[0]), /consumers\[0\]\.hmacauth_credentials\[0\]\.secret: cannot resolve \{vault:\/\/env\/tollgate_test_unset_hmac\}: environment variable TOLLGATE_TEST_UNSET_HMAC is not set/);
   });
 });
