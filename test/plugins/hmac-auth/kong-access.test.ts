@@ -246,6 +246,17 @@ describe('Kong hmac-auth: authorized', () => {
     echoed(await proxy('hmacauth1.test', '/request', { headers: { 'x-date': date, date: 'wrong date', authorization: dateWrong } }));
   });
 
+  it("HM14b the date forms nginx reads: RFC 1123, RFC 850 and asctime; an impossible day is none", async () => {
+    const now = new Date();
+    const [weekday, day, month, year, time] = now.toUTCString().replace(',', '').split(' ');
+    const longWeekday = new Intl.DateTimeFormat('en-US', { weekday: 'long', timeZone: 'UTC' }).format(now);
+    for (const date of [`${longWeekday}, ${day}-${month}-${year.slice(2)} ${time} GMT`, `${weekday} ${month} ${String(Number(day)).padStart(2, ' ')} ${time} ${year}`]) {
+      echoed(await proxy('hmacauth1.test', '/request', { headers: { date, authorization: signedDate(date) } }));
+    }
+    const impossible = `${weekday}, 31 Feb ${year} ${time} GMT`;
+    assertRefused(await proxy('hmacauth1.test', '/request', { headers: { date: impossible, authorization: signedDate(impossible) } }), NO_VALID_DATE);
+  });
+
   it('HM15 the identity headers: consumer id, custom id, username; the credential by its username', async () => {
     const consumer = (await admin('GET', '/consumers/bob')).json();
     const date = httpDate();
