@@ -199,8 +199,10 @@ export function headerValues(ctx: RequestView, name: string): string[] {
  * `2.0`): what a signature over the request line covers, before the gateway normalizes the path.
  */
 export function requestLine(ctx: RequestView): { target: string; httpVersion: string } {
-  const core = ctx as CoreContext;
-  return { target: ctx.rawQuery === '' ? core.rawPath : `${core.rawPath}?${ctx.rawQuery}`, httpVersion: core.raw.req.httpVersion };
+  const { rawPath, raw } = ctx as CoreContext;
+  // A `?` with nothing after it is part of the target too.
+  const hasQuery = ctx.rawQuery !== '' || raw.req.url?.includes('?');
+  return { target: hasQuery ? `${rawPath}?${ctx.rawQuery}` : rawPath, httpVersion: raw.req.httpVersion };
 }
 
 /** The first value of a header (see headerValues), with the name it came under. */

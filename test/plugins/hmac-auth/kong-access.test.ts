@@ -317,16 +317,12 @@ describe('Kong hmac-auth: request-line and @request-target', () => {
     assert.equal(decodeURIComponent(escaped.path), '/request/some value/');
   });
 
-  it('HM20 an HTTP/1.0 request signs its line as HTTP/1.0', async () => {
+  it('HM20 an HTTP/1.0 request signs its line as HTTP/1.0; a bare `?` is part of the target', async () => {
     const date = httpDate();
-    const reply = await rawRequest(portOf(fx.gw.http), [
-      'GET /request HTTP/1.0',
-      'Host: hmacauth1.test',
-      `Date: ${date}`,
-      'Content-MD5: md5',
-      `Proxy-Authorization: ${signedLine('GET /request HTTP/1.0', date)}`,
-    ]);
-    assert.equal(reply.status, 200, reply.raw);
+    for (const line of ['GET /request HTTP/1.0', 'GET /request? HTTP/1.1']) {
+      const reply = await rawRequest(portOf(fx.gw.http), [line, 'Host: hmacauth1.test', `Date: ${date}`, 'Content-MD5: md5', `Proxy-Authorization: ${signedLine(line, date)}`]);
+      assert.equal(reply.status, 200, reply.raw);
+    }
   });
 
   it('HM21 @request-target: the lowercase method and the target', async () => {
