@@ -27,8 +27,8 @@ export interface SignatureParameters {
 }
 
 // The pieces of Kong's pattern `\s*[Hh]mac\s*username="(.+)",\s*algorithm="(.+)",\s*headers="(.+)",\s*signature="(.+)"`
-// (PCRE's `\s`: no Unicode spaces), found by the sticky searches of `occurrences`.
-const OPENING = /[Hh]mac[ \t\n\v\f\r]*username="/y;
+// (PCRE's `\s`: no Unicode spaces). The three after the opening are sticky: tried where a `",` starts.
+const OPENING = /[Hh]mac[ \t\n\v\f\r]*username="/g;
 const ALGORITHM = /",[ \t\n\v\f\r]*algorithm="/y;
 const HEADERS = /",[ \t\n\v\f\r]*headers="/y;
 const SIGNATURE = /",[ \t\n\v\f\r]*signature="/y;
@@ -52,7 +52,7 @@ export function signatureParameters(value: string | undefined): SignatureParamet
   const signature = lastBefore(value, SIGNATURE, lastQuote);
   const headers = signature && lastBefore(value, HEADERS, signature.start);
   const algorithm = headers && lastBefore(value, ALGORITHM, headers.start);
-  const opening = algorithm && firstBefore(value, OPENING, algorithm.start);
+  const opening = algorithm && openingBefore(value, algorithm.start);
   if (!opening) return undefined;
   return {
     username: value.slice(opening.end, algorithm.start),
@@ -62,33 +62,27 @@ export function signatureParameters(value: string | undefined): SignatureParamet
   };
 }
 
-/** The last match of `piece` that ends before `limit` with a character to spare. */
+/**
+ * The last match of the sticky `piece` that ends before `limit` with a character to spare. Matches are
+ * tried at each `",` (which cannot overlap itself), so overlapping ones count; their ends grow with their
+ * starts, since a piece's variable part is whitespace after its first two characters.
+ */
 function lastBefore(value: string, piece: RegExp, limit: number): Span | undefined {
   let last: Span | undefined;
-  for (const span of occurrences(value, piece)) {
-    if (span.end >= limit) break;
-    last = span;
+  for (let i = value.indexOf('",'); i !== -1 && i < limit; i = value.indexOf('",', i + 2)) {
+    piece.lastIndex = i;
+    if (!piece.test(value)) continue;
+    if (piece.lastIndex >= limit) break;
+    last = { start: i, end: piece.lastIndex };
   }
   return last;
 }
 
-/** The first match of `piece` that ends before `limit` with a character to spare. */
-function firstBefore(value: string, piece: RegExp, limit: number): Span | undefined {
-  for (const span of occurrences(value, piece)) return span.end < limit ? span : undefined;
-  return undefined;
-}
-
-/**
- * Every match of the sticky `piece`, overlapping ones included, in order of start (so of end: a piece's
- * variable part is whitespace after its first two characters). Tried only where one can start: at
- * `hmac` or `Hmac` for the opening, at `",` for the others (neither overlaps itself).
- */
-function* occurrences(value: string, piece: RegExp): Generator<Span> {
-  const starts = piece === OPENING ? /[Hh]mac/g : /",/g;
-  for (let m = starts.exec(value); m; m = starts.exec(value)) {
-    piece.lastIndex = m.index;
-    if (piece.test(value)) yield { start: m.index, end: piece.lastIndex };
-  }
+/** The leftmost opening (`hmac username="`), when it ends before `limit` with a character to spare. */
+function openingBefore(value: string, limit: number): Span | undefined {
+  OPENING.lastIndex = 0;
+  const m = OPENING.exec(value);
+  return m && OPENING.lastIndex < limit ? { start: m.index, end: OPENING.lastIndex } : undefined;
 }
 
 const NODE_DIGESTS: Record<Algorithm, string> = { 'hmac-sha1': 'sha1', 'hmac-sha256': 'sha256', 'hmac-sha384': 'sha384', 'hmac-sha512': 'sha512' };
