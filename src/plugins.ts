@@ -8,6 +8,7 @@ import basicAuth from '../plugins/basic-auth/index.ts';
 import correlationId from '../plugins/correlation-id/index.ts';
 import cors from '../plugins/cors/index.ts';
 import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts';
+import hmacAuth from '../plugins/hmac-auth/index.ts';
 import ipRestriction from '../plugins/ip-restriction/index.ts';
 import jwt from '../plugins/jwt/index.ts';
 import keyAuth from '../plugins/key-auth/index.ts';
@@ -29,6 +30,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
-    botDetection,
+    botDetection, hmacAuth,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -121,6 +121,11 @@ export interface EntityDefinition {
    * by the admin API only in the answer to the write that set them.
    */
   digested?: string[];
+  /**
+   * Fields that may hold a `{vault://…}` reference in gateway.yaml (Kong's `referenceable`), replaced by its
+   * value as the file loads, so that a secret the gateway must be able to read back need not be in the file.
+   */
+  referenceable?: readonly string[];
   /** Fields a partial update (PATCH) must give all or none of: a transformation needs them together. */
   allOrNone?: string[];
   /** Kong's `ttl = true`: the admin API accepts `ttl` (seconds) and the entity expires after it. */

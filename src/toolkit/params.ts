@@ -6,7 +6,7 @@
  * at most MAX_PARAMETERS of each part are accepted: RequestLimitError beyond either.
  */
 import type { AccessContext, RequestView } from '../pdk/types.ts';
-import { downstreamRequestOf } from '../pipeline/core-context.ts';
+import { downstreamRequestOf, type CoreContext } from '../pipeline/core-context.ts';
 import { parseUntrustedJson } from './json.ts';
 import { MAX_PARAMETER_BODY, MAX_PARAMETERS, RequestLimitError } from './limits.ts';
 
@@ -199,6 +199,17 @@ export function headerValues(ctx: RequestView, name: string): string[] {
   const values: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) if (canonicalHeaderName(raw[i]) === wanted) values.push(raw[i + 1]);
   return values;
+}
+
+/**
+ * The request target and HTTP version as the client sent them (nginx's `$request_uri`, and `1.0`, `1.1` or
+ * `2.0`): what a signature over the request line covers, before the gateway normalizes the path.
+ */
+export function requestLine(ctx: RequestView): { target: string; httpVersion: string } {
+  const { rawPath, raw } = ctx as CoreContext;
+  // A `?` with nothing after it is part of the target too.
+  const hasQuery = ctx.rawQuery !== '' || raw.req.url?.includes('?');
+  return { target: hasQuery ? `${rawPath}?${ctx.rawQuery}` : rawPath, httpVersion: raw.req.httpVersion };
 }
 
 /** The first value of a header (see headerValues), with the name it came under. */
