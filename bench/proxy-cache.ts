@@ -3,7 +3,7 @@
  * route without the plugin (a proxied round trip) and straight to the upstream; the issue aims at a hit
  * faster than the upstream round trip. One gateway process, as `proxy`; alternating rounds, best of each.
  */
-import { load, printTable, startChild, type LoadResult } from './lib.ts';
+import { bestOfAlternating, load, machineLoad, printTable, startChild, type LoadResult } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
 export async function run(): Promise<void> {
@@ -25,17 +25,14 @@ export async function run(): Promise<void> {
     const first = await fetch(`${proxy}/cached/hello`);
     await first.arrayBuffer();
     if (first.headers.get('x-cache-status') !== 'Miss') throw new Error(`the first request was not a Miss: ${first.headers.get('x-cache-status')}`);
-    const open = () => load({ url: `${proxy}/open/hello`, pid });
-    const hit = () => load({ url: `${proxy}/cached/hello`, pid });
-    const rounds: [LoadResult, LoadResult][] = [];
-    for (let round = 0; round < 2; round++) rounds.push([await open(), await hit()]);
-    const best = (i: 0 | 1) => rounds.map((r) => r[i]).reduce((a, b) => (b.requestsPerSecond > a.requestsPerSecond ? b : a));
+    const [open, hit] = await bestOfAlternating([() => load({ url: `${proxy}/open/hello`, pid }), () => load({ url: `${proxy}/cached/hello`, pid })]);
     const rows: [string, LoadResult][] = [
-      ['tollgate, no plugins (upstream round trip)', best(0)],
-      ['proxy-cache hit (no upstream)', best(1)],
+      ['tollgate, no plugins (upstream round trip)', open],
+      ['proxy-cache hit (no upstream)', hit],
       ['direct to upstream', await load({ url: `${target}/hello`, pid: upstream.process.pid })],
     ];
     printTable('proxy-cache: small GET, 50 keep-alive connections, 5 s, best of 2 alternating rounds (CPU of the serving process; ratio to the route without plugin; aim: a hit faster than the round trip)', rows, rows[0][1]);
+    console.log(`(machine: ${machineLoad()})`);
   } finally {
     await Promise.all([upstream.stop(), tollgate.stop()]);
   }

@@ -8,7 +8,7 @@
  * `vary_headers` (nothing without them).
  */
 import { createHash } from 'node:crypto';
-import { headerValues, MAX_PARAMETERS, parseArgs, type AccessContext, type Params } from '../../src/pdk/index.ts';
+import { headerValues, MAX_PARAMETERS, parseArgs, requestLine, type AccessContext, type Params } from '../../src/pdk/index.ts';
 import type { ProxyCacheConfig } from './schema.ts';
 
 /** Kong's prefix_uuid: an authenticated caller's entries are its own on each route. */
@@ -36,9 +36,10 @@ export function paramsKey(args: Params, varyQueryParams: readonly string[] | nul
 }
 
 /** nginx's `$request` with Kong's `\?.*` cut: the method, the target as sent, and the protocol only when there is no query. */
-export function requestLine(ctx: AccessContext): string {
-  if (ctx.rawQuery !== '') return `${ctx.method} ${ctx.rawPath}`;
-  return `${ctx.method} ${ctx.rawPath} HTTP/${ctx.httpVersion === '2' ? '2.0' : '1.1'}`;
+function requestLineKey(ctx: AccessContext): string {
+  const { target, httpVersion } = requestLine(ctx);
+  const query = target.indexOf('?');
+  return query === -1 ? `${ctx.method} ${target} HTTP/${httpVersion}` : `${ctx.method} ${target.slice(0, query)}`;
 }
 
 /**
@@ -52,7 +53,7 @@ export function cacheKeyOf(ctx: AccessContext, config: ProxyCacheConfig): string
   } catch {
     return undefined;
   }
-  const line = config.ignore_uri_case ? requestLine(ctx).toLowerCase() : requestLine(ctx);
+  const line = config.ignore_uri_case ? requestLineKey(ctx).toLowerCase() : requestLineKey(ctx);
   const headers = config.vary_headers?.length ? keyFrom(headerArgs(ctx, config.vary_headers), config.vary_headers) : '';
   const text = [prefixOf(ctx.consumer?.id, ctx.route.id), ctx.method, line, paramsKey(args, config.vary_query_params), headers].join('|');
   return createHash('sha256').update(text).digest('hex');

@@ -427,8 +427,6 @@ export interface RequestView {
   readonly method: string;
   /** Normalized request path, without the query. */
   readonly path: string;
-  /** The path as the client sent it (escapes and dot segments kept), without the query. */
-  readonly rawPath: string;
   /** Raw query string without the `?` ('' when none). */
   readonly rawQuery: string;
   readonly query: URLSearchParams;
