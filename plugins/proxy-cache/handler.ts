@@ -63,8 +63,9 @@ export function createRuntime(api: PluginApi, cache: NodeCache): PluginRuntime<P
       setDiagnostic(ctx, config, 'X-Cache-Key', key);
       const dictionary = config.memory.dictionary_name;
       const entry = cache.dictionaries.find(key, dictionary);
-      if (entry || api.processesOnNode < 2) return serve(ctx, config, directives, key, entry);
-      return cache.copyFromNode(dictionary, key).then((copy) => serve(ctx, config, directives, key, copy));
+      if ((entry && fresh(entry, config, directives)) || api.processesOnNode < 2) return serve(ctx, config, directives, key, entry);
+      // Another process of the node may hold the entry, or a newer one it refreshed.
+      return cache.copyFromNode(dictionary, key, entry?.timestamp).then((copy) => serve(ctx, config, directives, key, copy ?? entry));
     },
 
     response(ctx, config, head, plugin) {

@@ -50,15 +50,18 @@ export class NodeCache {
   }
 
   /**
-   * Another process's entry, kept in this one too; undefined when none has it (or none answers in time).
-   * A purge made while a copy travels may miss that copy: it lives on until its storage TTL, as an entry
-   * stored by a request in flight during a purge does in Kong.
+   * The newest of the other processes' entries, stored after `newerThan` (seconds) when given, kept in this
+   * process too; undefined when none has one (or none answers in time). A purge made while a copy travels
+   * may miss that copy: it lives on until its storage TTL, as an entry stored by a request in flight
+   * during a purge does in Kong.
    */
-  async copyFromNode(dictionary: string, key: string): Promise<CachedResponse | undefined> {
+  async copyFromNode(dictionary: string, key: string, newerThan = -Infinity): Promise<CachedResponse | undefined> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<unknown[]>((resolve) => (timer = setTimeout(() => resolve([]), COPY_WAIT_MS)));
     const copies = await Promise.race([this.api.node.gather(COPY_TOPIC, JSON.stringify({ dictionary, key })), late]).finally(() => clearTimeout(timer));
-    const copy = copies.find((value): value is Copy => value != null);
+    const copy = copies
+      .filter((value): value is Copy => value != null && (value as Copy).entry.timestamp > newerThan)
+      .reduce<Copy | undefined>((newest, value) => (newest && newest.entry.timestamp >= value.entry.timestamp ? newest : value), undefined);
     if (!copy) return undefined;
     const entry = { ...copy.entry, body: Buffer.from(copy.entry.body, 'base64') };
     this.dictionaries.store(dictionary, key, entry, copy.storageMs / 1000);
