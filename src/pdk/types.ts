@@ -378,6 +378,8 @@ export interface RequestOutcome {
   /** Body bytes received from the client and sent to it (a WebSocket tunnel: the bytes through it each way). */
   requestBytes: number;
   responseBytes: number;
+  /** The whole answer went downstream: false when it was cut short (the upstream failed mid-body, the client went away). */
+  complete: boolean;
 }
 
 /** Who produced an answer (Kong's `kong.response.get_source()`). */
