@@ -21,6 +21,8 @@ export type {
   EntityDefinition,
   Expectation,
   FieldSchema,
+  GrpcCallAnswer,
+  GrpcTranscoder,
   Infer,
   InferIgnoringStrayNulls,
   Issue,

@@ -10,7 +10,7 @@ import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import { headerLines } from '../proxy/headers.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
-import type { AuthenticatedCredential, BodyObserver, RequestOutcome, ResponseSource } from '../pdk/types.ts';
+import type { AuthenticatedCredential, BodyObserver, GrpcTranscoder, RequestOutcome, ResponseSource } from '../pdk/types.ts';
 import type { CoreContext, DownstreamRequest, DownstreamResponse, RanPlugin } from './core-context.ts';
 import { answerFor, HttpError } from './http-error.ts';
 import { rewriteBody, runResponsePhase } from './response-phase.ts';
@@ -150,6 +150,8 @@ export class Context implements CoreContext {
   /** A path and method plugins set for the upstream request instead of the routed ones. */
   upstreamPath: string | undefined;
   upstreamMethod: string | undefined;
+  /** Set by sendAsGrpc: the request goes to its gRPC service as one call, its answer transcoded. */
+  grpcTranscoder: GrpcTranscoder | undefined;
   /** Headers plugins set for the downstream answer during access (kong.response.set_header). */
   responseHeaders: Record<string, string | string[]> | undefined;
   /** Values plugins add to the access log line. */
@@ -281,6 +283,10 @@ export class Context implements CoreContext {
     // Kong escapes what is unsafe in a request line, byte by byte of the UTF-8; `?` too here, so a path
     // can never carry a query.
     this.upstreamPath = escapeUpstreamPath(Buffer.from(path, 'utf8').toString('latin1')).replaceAll('?', '%3F');
+  }
+
+  sendAsGrpc(transcode: GrpcTranscoder): void {
+    this.grpcTranscoder = transcode;
   }
 
   setUpstreamMethod(method: string): void {
