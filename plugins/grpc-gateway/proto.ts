@@ -1,5 +1,5 @@
 /**
- * A .proto file and the REST bindings its `google.api.http` annotations declare (Kong's deco.lua reads
+ * A .proto file, its methods, and the REST bindings its `google.api.http` annotations declare (Kong's deco.lua reads
  * them the same way: each method's rule and its `additional_bindings`, one level deep). Compiled once per
  * plugin instance; an unreadable file or a proto that does not parse is the config's error.
  */
@@ -33,17 +33,34 @@ export interface Binding {
 export type Bindings = Map<string, Binding[]>;
 
 export function loadBindings(file: string): Bindings {
-  const root = loadProto(resolve(file));
   const bindings: Bindings = new Map();
-  for (const service of servicesOf(root)) {
-    for (const method of service.methodsArray) {
-      for (const rule of httpRules(method)) {
-        const binding = bindingOf(service, method, rule);
-        if (binding) bindings.set(binding.method, [...(bindings.get(binding.method) ?? []), binding]);
-      }
+  for (const { service, method } of methodsOf(file)) {
+    for (const rule of httpRules(method)) {
+      const binding = bindingOf(service, method, rule);
+      if (binding) bindings.set(binding.method, [...(bindings.get(binding.method) ?? []), binding]);
     }
   }
   return bindings;
+}
+
+/** A method's message types. */
+export interface MethodTypes {
+  input: protobuf.Type;
+  output: protobuf.Type;
+}
+
+/** Every method of the proto's services by its gRPC path (`/package.Service/Method`). */
+export function loadMethods(file: string): Map<string, MethodTypes> {
+  return new Map(methodsOf(file).map(({ service, method }) => [grpcPathOf(service, method), { input: method.resolvedRequestType!, output: method.resolvedResponseType! }]));
+}
+
+function methodsOf(file: string): { service: protobuf.Service; method: protobuf.Method }[] {
+  return servicesOf(loadProto(resolve(file))).flatMap((service) => service.methodsArray.map((method) => ({ service, method })));
+}
+
+function grpcPathOf(service: protobuf.Service, method: protobuf.Method): string {
+  const packageName = service.parent && service.parent !== service.root ? `${service.parent.fullName.slice(1)}.` : '';
+  return `/${packageName}${service.name}/${method.name}`;
 }
 
 function loadProto(path: string): protobuf.Root {
@@ -88,12 +105,11 @@ function bindingOf(service: protobuf.Service, method: protobuf.Method, rule: Htt
   const template = rule[verb] as string;
   const { source, variables } = templatePattern(template);
   const pattern = compileOperatorRegex(source, { anchored: true, ignoreCase: false });
-  const packageName = service.parent && service.parent !== service.root ? `${service.parent.fullName.slice(1)}.` : '';
   return {
     method: verb,
     pattern,
     variables,
-    grpcPath: `/${packageName}${service.name}/${method.name}`,
+    grpcPath: grpcPathOf(service, method),
     input: method.resolvedRequestType!,
     output: method.resolvedResponseType!,
     body: typeof rule.body === 'string' && rule.body !== '' ? rule.body : undefined,
