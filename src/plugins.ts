@@ -27,6 +27,7 @@ import redirect from '../plugins/redirect/index.ts';
 import botDetection from '../plugins/bot-detection/index.ts';
 import grpcGateway from '../plugins/grpc-gateway/index.ts';
 import grpcWeb from '../plugins/grpc-web/index.ts';
+import awsLambda from '../plugins/aws-lambda/index.ts';
 import type { PluginDefinition } from './pdk/types.ts';
 
 /** In order of creation (the gateway closes them in reverse): request metering after metering, whose writer it uses until it closes. */
@@ -34,6 +35,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
-    botDetection, hmacAuth, proxyCache, responseRateLimiting, grpcGateway, grpcWeb,
+    botDetection, hmacAuth, proxyCache, responseRateLimiting, grpcGateway, grpcWeb, awsLambda,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -11,7 +11,7 @@ import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
 import { pluginEntitySchema } from './entities.ts';
 import { luaPluginRefusal } from './lua-plugins.ts';
-import { validate, type Path } from './schema.ts';
+import { isPlainObject, validate, type Path } from './schema.ts';
 import type { PluginEntity, PluginInstance } from './types.ts';
 
 /** What a plugin's place in the file decides: the id of the route, service or consumer it is nested in. */
@@ -93,7 +93,9 @@ export class PluginBuilder {
     }
     if (!def) return undefined;
     if (def.noConsumer && p.consumer) this.ctx.issue([...p.path, 'consumer'], 'value must be null');
-    const { value: config, issues } = validate(def.configSchema, p.raw.config ?? {}, [...p.path, 'config']);
+    const given = def.referenceableConfig && isPlainObject(p.raw.config) ? this.ctx.dereference(p.raw.config, def.referenceableConfig, [...p.path, 'config']) : p.raw.config;
+    if (given === undefined) return undefined;
+    const { value: config, issues } = validate(def.configSchema, given ?? {}, [...p.path, 'config']);
     for (const issue of issues) this.ctx.issue(issue.path, issue.message);
     const cacheKey = `plugins:${e.name}:${p.route ?? ''}:${p.service ?? ''}:${p.consumer ?? ''}`;
     const entity = withPrepared({

@@ -64,4 +64,4 @@ export { ConfigCompileError, ForeignKeyViolationError, HttpError, NotFoundError,
 export { putIfAbsent, registerStoreProcedures, take } from './store.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from './quota.ts';
 export { parseUntrustedJson } from './json.ts';
-export { PACKAGE_ROOT } from './package.ts';
+export { PACKAGE_ROOT, SERVER_TOKEN } from './package.ts';

@@ -31,6 +31,11 @@ export interface PluginDefinition<Config = any, Prepared = unknown> {
   priority: number;
   /** Schema of the plugin's `config`; defaults are filled in before the plugin sees it. */
   configSchema: RecordSchema;
+  /**
+   * Config fields that may hold a `{vault://…}` reference in gateway.yaml (Kong's `referenceable`), replaced
+   * by its value as the file loads and on every reload; one that cannot be resolved is an error at its field.
+   */
+  referenceableConfig?: readonly string[];
   /** Checks over the defaulted config and its scope (Kong's entity checks); paths relative to `config`. */
   checkConfig?(config: Config, scope: PluginScope): Issue[];
   /** What the hooks need of an instance's config, made once per configuration: see "prepare" below. */
