@@ -5,6 +5,7 @@
  * and, in empty_arrays_mode `legacy`, empty JSON arrays sent as `{}` as Kong long did.
  */
 import { parseUntrustedJson } from '../../src/pdk/index.ts';
+import { ProxyResponseError } from './errors.ts';
 import type { LambdaAnswer } from './invoke.ts';
 import type { AwsLambdaConfig } from './schema.ts';
 
@@ -16,11 +17,6 @@ export interface ClientAnswer {
 
 /** Headers of the Lambda service's own connection, and its length (the body may change). */
 const NOT_RELAYED = new Set(['content-length', 'connection', 'keep-alive', 'proxy-connection', 'upgrade', 'transfer-encoding', 'date']);
-
-/** A function's proxy response Kong refuses: the client gets Kong's 502 with the reason. */
-export class ProxyResponseError extends Error {
-  override readonly name = 'ProxyResponseError';
-}
 
 export function clientAnswer(config: AwsLambdaConfig, answer: LambdaAnswer): ClientAnswer {
   const headers: Record<string, string | string[]> = {};

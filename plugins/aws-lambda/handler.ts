@@ -4,8 +4,9 @@
  * no credentials, the Lambda service unreachable, slow or refusing the call) are Kong's 500.
  */
 import { SERVER_TOKEN, type PluginRuntime } from '../../src/pdk/index.ts';
-import { clientAnswer, ProxyResponseError } from './answer.ts';
-import { invoke, LambdaInvokeError, type LambdaEndpoint } from './invoke.ts';
+import { clientAnswer } from './answer.ts';
+import { LambdaInvokeError, ProxyResponseError } from './errors.ts';
+import { invoke, type LambdaEndpoint } from './invoke.ts';
 import { requestPayload } from './payload.ts';
 import type { AwsLambdaConfig } from './schema.ts';
 import type { Credentials } from './sigv4.ts';

@@ -4,6 +4,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
+import { LambdaInvokeError } from './errors.ts';
 import { sign, uriEncode, type Credentials } from './sigv4.ts';
 import type { AwsLambdaConfig } from './schema.ts';
 
@@ -30,11 +31,6 @@ export function endpointOf(config: AwsLambdaConfig, region: string | undefined):
   const secure = !config.disable_https;
   const options = { keepAlive: true, keepAliveMsecs: config.keepalive, timeout: config.keepalive };
   return { host, port: config.port ?? 443, https: secure, agent: secure ? new https.Agent(options) : new http.Agent(options) };
-}
-
-/** An Error whose message is the gateway log's: the client gets Kong's 500. */
-export class LambdaInvokeError extends Error {
-  override readonly name = 'LambdaInvokeError';
 }
 
 export function invoke(endpoint: LambdaEndpoint, config: AwsLambdaConfig, region: string, credentials: Credentials, payload: Buffer): Promise<LambdaAnswer> {
@@ -70,11 +66,11 @@ export function invoke(endpoint: LambdaEndpoint, config: AwsLambdaConfig, region
           chunks.push(chunk);
         });
         res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks, size) }));
-        res.on('error', reject);
+        res.on('error', (err) => reject(new LambdaInvokeError(`the Lambda service's answer was cut short: ${err.message}`, { cause: err })));
       },
     );
-    req.on('timeout', () => req.destroy(new LambdaInvokeError('timeout')));
-    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new LambdaInvokeError(`no answer from the Lambda service within ${config.timeout} ms`)));
+    req.on('error', (err) => reject(err instanceof LambdaInvokeError ? err : new LambdaInvokeError(`cannot invoke the Lambda service: ${err.message}`, { cause: err })));
     req.end(payload);
   });
 }

@@ -15,6 +15,7 @@ const INTEGER_TEXT = /^-?\d{1,20}$/;
 /** A request value a field cannot take. */
 export class PayloadTypeError extends Error {
   override readonly name = 'PayloadTypeError';
+  readonly code = 'GRPC_GATEWAY_ERR_PAYLOAD';
 }
 
 /** The message `type` encoded from a JSON object. */

@@ -93,9 +93,11 @@ export class PluginBuilder {
     }
     if (!def) return undefined;
     if (def.noConsumer && p.consumer) this.ctx.issue([...p.path, 'consumer'], 'value must be null');
-    const given = def.referenceableConfig && isPlainObject(p.raw.config) ? this.ctx.dereference(p.raw.config, def.referenceableConfig, [...p.path, 'config']) : p.raw.config;
-    if (given === undefined) return undefined;
-    const { value: config, issues } = validate(def.configSchema, given ?? {}, [...p.path, 'config']);
+    const given = p.raw.config ?? {};
+    // A reference that cannot be resolved is reported at its field, and the instance left out.
+    const dereferenced = def.referenceableConfig && isPlainObject(given) ? this.ctx.dereference(given, def.referenceableConfig, [...p.path, 'config']) : given;
+    if (dereferenced === undefined) return undefined;
+    const { value: config, issues } = validate(def.configSchema, dereferenced, [...p.path, 'config']);
     for (const issue of issues) this.ctx.issue(issue.path, issue.message);
     const cacheKey = `plugins:${e.name}:${p.route ?? ''}:${p.service ?? ''}:${p.consumer ?? ''}`;
     const entity = withPrepared({

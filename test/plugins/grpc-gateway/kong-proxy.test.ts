@@ -4,20 +4,21 @@
  * (bools as Kong reads them), bodies, Timestamps, grpc-status as the HTTP status, Kong's 400s. Beyond
  * Kong's spec: a body into one field with a nested path variable, enums and int64 in answers, the CORS
  * preflight, an instance without a proto, an authenticated consumer reaching the upstream as metadata,
- * an unreachable upstream, and a proto that does not load refused as the config's error.
+ * an unreachable upstream, a reload with a new proto, and a proto that does not load refused as the config's error.
  */
 import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { aroundTests, request, startGateway } from '../../helpers/gateway.ts';
+import { aroundTests, request, startGateway, tempDir } from '../../helpers/gateway.ts';
 import { pluginConfigErrors } from '../config-check.ts';
 import { BOUNCER_PROTO, startBouncer } from './bouncer.ts';
 
-const gateway = { name: 'grpc-gateway', config: { proto: BOUNCER_PROTO } };
 
 describe('grpc-gateway (proxy)', () => {
   const started = aroundTests(async () => {
     const bouncer = await startBouncer();
-    const gw = await startGateway({
+    const config = (proto: string) => ({
       _format_version: '3.0',
       services: [
         {
@@ -26,21 +27,22 @@ describe('grpc-gateway (proxy)', () => {
           host: '127.0.0.1',
           port: bouncer.port,
           routes: [
-            { name: 'gateway', protocols: ['http', 'https'], paths: ['/'], plugins: [gateway] },
+            { name: 'gateway', protocols: ['http', 'https'], paths: ['/'], plugins: [{ name: 'grpc-gateway', config: { proto } }] },
             { name: 'no-proto', hosts: ['no-proto.test'], paths: ['/'], plugins: [{ name: 'grpc-gateway' }] },
             {
               name: 'authenticated',
               hosts: ['auth.test'],
               paths: ['/'],
-              plugins: [gateway, { name: 'key-auth' }],
+              plugins: [{ name: 'grpc-gateway', config: { proto } }, { name: 'key-auth' }],
             },
           ],
         },
-        { name: 'down', protocol: 'grpc', host: '127.0.0.1', port: 1, routes: [{ name: 'down', hosts: ['down.test'], paths: ['/'], plugins: [gateway] }] },
+        { name: 'down', protocol: 'grpc', host: '127.0.0.1', port: 1, routes: [{ name: 'down', hosts: ['down.test'], paths: ['/'], plugins: [{ name: 'grpc-gateway', config: { proto } }] }] },
       ],
       consumers: [{ username: 'lizard-keeper', keyauth_credentials: [{ key: 'secret-key' }] }],
     });
-    return { gw, close: async () => (await gw.stop(), await bouncer.close()) };
+    const gw = await startGateway(config(BOUNCER_PROTO));
+    return { gw, config, close: async () => (await gw.stop(), await bouncer.close()) };
   });
   const get = (path: string, headers: Record<string, string> = {}) => request(`${started.gw.http}${path}`, { headers });
   const post = (path: string, body: string | object, method = 'POST') => request(`${started.gw.http}${path}`, { method, body, headers: { 'content-type': 'application/json' } });
@@ -195,6 +197,17 @@ describe('grpc-gateway (proxy)', () => {
     const res = await get('/v1/messages/john_doe', { host: 'no-proto.test' });
     assert.equal(res.status, 400);
     assert.equal(res.text, 'transcoding requests require a .proto file defining the service');
+  });
+
+  test('a reload compiles the new proto; one that does not load is refused and the old one keeps serving', async () => {
+    assert.equal(await started.gw.reload(started.config('/nonexistent/bouncer.proto')), false);
+    assert.equal((await get('/v1/messages/john_doe')).status, 200);
+    const renamed = join(tempDir(), 'renamed.proto');
+    writeFileSync(renamed, readFileSync(BOUNCER_PROTO, 'utf8').replace('/v1/messages/{greeting}', '/v2/greetings/{greeting}'));
+    assert.equal(await started.gw.reload(started.config(renamed)), true);
+    assert.deepEqual((await get('/v2/greetings/ada')).json(), { reply: 'hello ada', boolean_test: false });
+    assert.equal((await get('/v1/messages/ada')).status, 400);
+    assert.equal(await started.gw.reload(started.config(BOUNCER_PROTO)), true);
   });
 
   test('an upstream that cannot be reached is a 502', async () => {
