@@ -20,7 +20,7 @@ const metering: PluginDefinition<MeteringConfig> = {
   version: '0.1.0',
   // After authentication (oauth2 runs at 1400), so the token's scopes are known.
   priority: 900,
-  // On a shared store, events go through per-process inboxes to one elected aggregator (aggregator.ts).
+  // On a shared store, events go through per-process inboxes to one elected aggregator (aggregation/aggregator.ts).
   multiProcess: true,
   configSchema,
   checkConfig,

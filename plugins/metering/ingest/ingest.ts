@@ -3,7 +3,8 @@
  * `POST /collectors/{name}/events`): bodies decoded, events passed through the collectors that match
  * them, validated, and committed by the writer. Nothing of a request is stored unless all of it is valid.
  */
-import { decodeEvents, prepareEvents, type PreparedEvent, type ValidationContext } from './events.ts';
+import { decodeEvents, prepareEvents, type ValidationContext } from './events.ts';
+import type { PreparedEvent } from '../shared/events.ts';
 import { BodyError, CollectorError, invalidEvents, tooManyEvents, type InvalidParameter } from '../shared/errors.ts';
 import type { Collectors, CompiledCollector } from './collectors.ts';
 import type { MeteringConfig } from '../schema.ts';

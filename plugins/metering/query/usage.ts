@@ -4,7 +4,7 @@
  * readings of every event the writer commits in this process.
  */
 import type { CommittedReading, MeterInfo, RequestEvent, UsageQuery, UsageSource } from '../billing/usage.ts';
-import type { PreparedEvent, StoredEvent } from '../ingest/events.ts';
+import type { PreparedEvent, StoredEvent } from '../shared/events.ts';
 import { formatQuantity } from '../shared/quantity.ts';
 import type { MeterRecord } from '../meter/registry.ts';
 import type { MeteringService } from '../service.ts';
