@@ -323,7 +323,7 @@ export class MeteringService {
 
   // ---- events ----
 
-  ingest(events: PreparedEvent[], config: MeteringConfig): Promise<void> {
+  ingest(events: PreparedEvent[], config: Pick<MeteringConfig, 'queue_max_events'>): Promise<void> {
     return this.writer.submit(events, config.queue_max_events);
   }
 

@@ -16,7 +16,7 @@ import { PlanService } from './productcatalog/plans.ts';
 import { Scheduler } from './scheduler.ts';
 import { BillingStore, type Transaction } from './shared/store.ts';
 import { subscriptionStatus, SubscriptionService } from './subscription/subscriptions.ts';
-import type { UsageSource } from './usage.ts';
+import type { UsageSource } from './shared/usage.ts';
 
 export class Billing {
   readonly db: BillingStore;

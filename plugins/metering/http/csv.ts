@@ -3,7 +3,7 @@
  * (api/v3/handlers/meters/query_csv.go), safe to open in a spreadsheet.
  */
 import type { QueryResult } from '../query/query.ts';
-import type { UsageCustomer } from '../query/customer-query.ts';
+import type { UsageCustomer } from '../shared/customer-directory.ts';
 import { CUSTOMER_DIMENSION, type MeterQuery } from '../query/query-request.ts';
 
 /**

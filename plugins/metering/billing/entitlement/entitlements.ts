@@ -12,7 +12,7 @@ import { invalid, precondition, validationFailed } from '../shared/errors.ts';
 import type { FeatureMeter, FeatureService } from '../productcatalog/features.ts';
 import { Decimal, formatDecimal, ZERO } from '../shared/money.ts';
 import type { Subscription, SubscriptionService } from '../subscription/subscriptions.ts';
-import type { UsageSource } from '../usage.ts';
+import type { UsageSource } from '../shared/usage.ts';
 
 /** One entitlement a subscription grants. */
 export interface Grant {

@@ -16,7 +16,7 @@ import type { Price } from '../productcatalog/plan-model.ts';
 import { rateFlat, rateUsage, type RatedTier } from './rating.ts';
 import { keys, PREFIXES, type BillingStore, type Transaction } from '../shared/store.ts';
 import { billingPeriodAt, type BillingPeriod, type Item, type Subscription, type SubscriptionService } from '../subscription/subscriptions.ts';
-import type { UsageSource } from '../usage.ts';
+import type { UsageSource } from '../shared/usage.ts';
 
 export type InvoiceKind = 'in_advance' | 'in_arrears';
 
