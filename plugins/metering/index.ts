@@ -4,9 +4,9 @@
  */
 import { join } from 'node:path';
 import { PACKAGE_ROOT, type ConsoleTab, type PluginDefinition } from '../../src/pdk/index.ts';
-import { billingEntities } from './billing/entities.ts';
+import { billingEntities } from './billing/port.ts';
 import { createRuntime } from './handler.ts';
-import { meteringProcedures } from './query/query.ts';
+import { meteringProcedures } from './query/port.ts';
 import { checkConfig, collectorEntity, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
 
 /** A console tab of console/: its section's markup `<id>.html`, its module `<id>.js`. */

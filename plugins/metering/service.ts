@@ -6,22 +6,16 @@
 import type { Logger } from 'pino';
 import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pdk/index.ts';
 import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, subjectKey, unescapePart } from './shared/keys.ts';
-import { AggregateLedger, writerAggregates } from './aggregation/ledger.ts';
-import { Maintenance } from './aggregation/maintenance.ts';
-import { MeterCatalogue, METERS_TOPIC } from './meter/catalogue.ts';
+import { AggregateLedger, Aggregator, Maintenance, processOf, writerAggregates, type AggregatorStatus, type Term } from './aggregation/port.ts';
+import { MeterCatalogue, MeterCommands, MeterRegistry, METERS_TOPIC, type MeterRecord } from './meter/port.ts';
 import { ulid } from './shared/ids.ts';
-import { meteringProcedures, type QueryResult } from './query/query.ts';
-import type { MeterQuery } from './query/query-request.ts';
-import { MeterRegistry, type MeterRecord } from './meter/registry.ts';
-import { EventListing } from './query/event-listing.ts';
+import { EventListing, meteringProcedures, type MeterQuery, type QueryResult, type UsageService } from './query/port.ts';
 import type { MeteringConfig } from './schema.ts';
-import { prepareEvents } from './ingest/events.ts';
+import { prepareEvents, type EventSink } from './ingest/port.ts';
 import type { PreparedEvent, StoredEvent } from './shared/events.ts';
 import { Writer, type CommittedListener, type WriterOptions } from './storage/writer.ts';
 import { BodyError, meterBackfilling } from './shared/errors.ts';
-import { Aggregator, processOf, type AggregatorStatus, type Term } from './aggregation/aggregator.ts';
 import { awaitDrained, drainInboxRound, ProcessInbox } from './storage/inbox.ts';
-import { MeterCommands } from './meter/meter-commands.ts';
 import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './storage/journal-inbox.ts';
 import { JournaledEvents, KeyedEvents, type StoredEvents } from './storage/stored-events.ts';
 
@@ -65,7 +59,8 @@ interface Aggregation {
 
 const REFRESH_METERS_EVERY_MS = 1_000;
 
-export class MeteringService {
+/** One per process: what ingestion commits to (EventSink) and billing's usage reads (UsageService). */
+export class MeteringService implements EventSink, UsageService {
   readonly meters = new MeterRegistry();
   /** Creating, changing and retiring meters (made by the aggregator on a shared store). */
   readonly catalogue: MeterCatalogue;

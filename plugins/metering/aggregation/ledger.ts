@@ -11,8 +11,10 @@ import {
 } from './aggregates.ts';
 import type { StoredEvent } from '../shared/events.ts';
 import { distinctPart, escapePart, padTime, TIME_WIDTH } from '../shared/keys.ts';
-import { boundedText, dimensionText, dimensionTexts, distinctReading, numericReading, type CompiledMeter } from '../meter/values.ts';
-import type { MeterRegistry } from '../meter/registry.ts';
+import {
+  boundedText, dimensionText, dimensionTexts, distinctReading, numericReading, type CompiledMeter,
+  type MeterRegistry,
+} from '../meter/port.ts';
 import type { BatchAggregates, NumberedEvent } from '../storage/writer.ts';
 
 /** Aggregate updates of a group of events in one minute and series, at the base level; prepare() rolls them up. */

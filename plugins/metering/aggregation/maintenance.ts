@@ -10,7 +10,7 @@ import { LEVELS } from './aggregates.ts';
 import type { StoredEvent } from '../shared/events.ts';
 import { aggregatePrefix, aggregateSpace, escapePart, meterKey, padTime, rowPrefix, uniquePrefix } from '../shared/keys.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
-import type { MeterRecord, MeterRegistry } from '../meter/registry.ts';
+import type { MeterRecord, MeterRegistry } from '../meter/port.ts';
 import type { StoredEvents } from '../storage/stored-events.ts';
 import type { Writer } from '../storage/writer.ts';
 

@@ -9,8 +9,7 @@
  */
 import type { PreparedEvent } from '../shared/events.ts';
 import { lookup, MISSING } from '../shared/jsonpath.ts';
-import type { MeterRegistry } from '../meter/registry.ts';
-import { numericReading, type CompiledMeter } from '../meter/values.ts';
+import { numericReading, type CompiledMeter, type MeterRegistry } from '../meter/port.ts';
 
 export type RejectionReason = 'value_missing' | 'value_invalid';
 

@@ -13,10 +13,10 @@
  */
 import type { Logger } from 'pino';
 import { formatInstant, type Instant } from './shared/calendar.ts';
-import { grantsOf, usagePeriodAt } from './entitlement/entitlements.ts';
-import type { InvoiceKind, InvoiceService } from './invoice/invoices.ts';
+import { grantsOf, usagePeriodAt } from './entitlement/port.ts';
+import type { InvoiceKind, InvoiceService } from './invoice/port.ts';
 import { CHANGES_TOPIC, keys, Lease, PREFIXES, RESETS_TOPIC, type BillingStore, type Transaction } from './shared/store.ts';
-import { billingPeriod, type Subscription } from './subscription/subscriptions.ts';
+import { billingPeriod, type Subscription } from './subscription/port.ts';
 
 interface ScheduleState {
   /** Next period whose in-advance invoice is due. */

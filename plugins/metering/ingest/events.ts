@@ -9,7 +9,7 @@ import { nestedDeeperThan } from '../shared/json-depth.ts';
 import { dedupeHash, escapePart } from '../shared/keys.ts';
 import { MAX_IDENTIFIER_LENGTH } from '../shared/limits.ts';
 import { formatUtc, parseRfc3339 } from '../shared/time.ts';
-import { readingProblems, type CompiledMeter } from '../meter/values.ts';
+import { readingProblems, type CompiledMeter } from '../meter/port.ts';
 import type { PreparedEvent, StoredEvent } from '../shared/events.ts';
 
 type BodyShape = 'one' | 'batch' | 'either';

@@ -7,7 +7,7 @@ import { decodeEvents, prepareEvents, type ValidationContext } from './events.ts
 import type { PreparedEvent } from '../shared/events.ts';
 import { BodyError, CollectorError, invalidEvents, tooManyEvents, type InvalidParameter } from '../shared/errors.ts';
 import type { Collectors, CompiledCollector } from './collectors.ts';
-import type { MeterRegistry } from '../meter/registry.ts';
+import type { MeterRegistry } from '../meter/port.ts';
 
 /** The settings of a metering instance that ingestion applies (of its MeteringConfig). */
 export interface IngestSettings {

@@ -8,7 +8,7 @@
 import { CustomerNotFoundError } from '../shared/errors.ts';
 import type { QueryResult } from './query.ts';
 import { CUSTOMER_DIMENSION, type Filter, type MeterQuery } from './query-request.ts';
-import type { MeterRecord } from '../meter/registry.ts';
+import type { MeterRecord } from '../meter/port.ts';
 import type { CustomerDirectory, UsageCustomer } from '../shared/customer-directory.ts';
 
 const usesCustomers = (query: MeterQuery) => query.groupBy.includes(CUSTOMER_DIMENSION) || query.filters[CUSTOMER_DIMENSION] !== undefined;

@@ -4,8 +4,7 @@
  */
 import type { StoredEvent } from '../shared/events.ts';
 import type { StoredEvents } from '../storage/stored-events.ts';
-import type { MeterRegistry } from '../meter/registry.ts';
-import { eventProblem } from '../meter/values.ts';
+import { eventProblem, type MeterRegistry } from '../meter/port.ts';
 import { escapePart } from '../shared/keys.ts';
 import { formatUtc } from '../shared/time.ts';
 

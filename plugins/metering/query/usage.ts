@@ -3,14 +3,13 @@
  * quantity of a meter for a set of subjects over [from, to) through the query engine, and the
  * readings of every event the writer commits in this process.
  */
-import type { CommittedReading, MeterInfo, RequestEvent, UsageQuery, UsageSource } from '../billing/shared/usage.ts';
+import type { CommittedReading, MeterInfo, RequestEvent, UsageQuery, UsageSource } from '../billing/port.ts';
 import type { StoredEvent } from '../shared/events.ts';
 import { formatQuantity } from '../shared/quantity.ts';
-import type { MeterRecord, MeterRegistry } from '../meter/registry.ts';
+import { dimensionTexts, numericReading, type MeterRecord, type MeterRegistry } from '../meter/port.ts';
 import type { CommittedListener, Writer } from '../storage/writer.ts';
 import type { MeterQueries } from './customer-query.ts';
 import { parseRfc3339 } from '../shared/time.ts';
-import { dimensionTexts, numericReading } from '../meter/values.ts';
 
 type Readable = Pick<StoredEvent, 'type' | 'subject' | 'time' | 'data'>;
 
