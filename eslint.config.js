@@ -41,7 +41,7 @@ function domainZones(root, { domains, free, mounted = {} }) {
     {
       target: free.map(path),
       from: entries.filter((entry) => !free.includes(entry)).map(path),
-      message: 'shared/ and storage/ import no domain.',
+      message: `Nothing in ${free.map((entry) => `${root}/${entry}/`).join(' or ')} imports a domain.`,
     },
   ];
 }
