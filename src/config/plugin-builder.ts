@@ -95,7 +95,7 @@ export class PluginBuilder {
     const { value: config, issues } = validate(def.configSchema, p.raw.config ?? {}, [...p.path, 'config']);
     for (const issue of issues) this.ctx.issue(issue.path, issue.message);
     const cacheKey = `plugins:${e.name}:${p.route ?? ''}:${p.service ?? ''}:${p.consumer ?? ''}`;
-    const entity = withPrepared({
+    const entity = withPrepared(this.ctx.stamped('plugins', e, {
       id: this.ctx.id(e.id, cacheKey),
       name: e.name,
       instance_name: e.instance_name ?? null,
@@ -106,7 +106,7 @@ export class PluginBuilder {
       service: p.service ? { id: p.service } : null,
       consumer: p.consumer ? { id: p.consumer } : null,
       tags: e.tags ?? null,
-    }, undefined);
+    }), undefined);
     return { entity, path: p.path, def, configValid: issues.length === 0 };
   }
 

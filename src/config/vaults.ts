@@ -7,6 +7,7 @@
 import { ENTITY_KEYS, TAGS } from './entities.ts';
 import type { BuildContext } from './builder-context.ts';
 import type { Path, RecordSchema } from './schema.ts';
+import type { VaultEntity } from './types.ts';
 
 /** The vaults Kong OSS bundles; a `vaults` entity configures one under a prefix of its own. */
 const BUNDLED_VAULTS = ['env'];
@@ -37,18 +38,20 @@ interface EnvVault {
 /** The vaults a reference may name, by prefix: `env` itself, and those the file's `vaults` configure. */
 export type Vaults = Map<string, EnvVault>;
 
-export function buildVaults(raw: Record<string, any>, ctx: BuildContext): Vaults {
-  const vaults: Vaults = new Map([['env', { prefix: '' }]]);
-  const declared: { id: string; prefix: string }[] = [];
+/** The file's `vaults` entities, and every vault a reference may name. */
+export function buildVaults(raw: Record<string, any>, ctx: BuildContext): { entities: VaultEntity[]; byPrefix: Vaults } {
+  const byPrefix: Vaults = new Map([['env', { prefix: '' }]]);
+  const entities: VaultEntity[] = [];
   ctx.eachEntry(raw, 'vaults', (entry, path) => {
     const v = ctx.validateEntity<Record<string, any>>(vaultSchema, entry, path, []);
-    if (typeof v.prefix !== 'string') return;
+    if (typeof v.prefix !== 'string' || typeof v.name !== 'string') return;
     const id = ctx.id(v.id, `vaults:${v.prefix}`);
-    if (ctx.unique('vaults', 'prefix', v.prefix, path, declared) || ctx.unique('vaults', 'id', id, path, declared)) return;
-    declared.push({ id, prefix: v.prefix });
-    vaults.set(v.prefix, { prefix: v.config?.prefix ?? '' });
+    if (ctx.unique('vaults', 'prefix', v.prefix, path, entities) || ctx.unique('vaults', 'id', id, path, entities)) return;
+    const config = { prefix: v.config?.prefix ?? null };
+    entities.push(ctx.stamped('vaults', v, { id, name: v.name, prefix: v.prefix, description: v.description ?? null, config, tags: v.tags ?? null }));
+    byPrefix.set(v.prefix, { prefix: config.prefix ?? '' });
   });
-  return vaults;
+  return { entities, byPrefix };
 }
 
 /** Kong's `is_reference`: `{vault://…}`. */

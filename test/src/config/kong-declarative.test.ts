@@ -3,7 +3,8 @@
  * `kong config db_export` with every credential kind (fixture test/fixtures/kong-db-export-credentials.yaml)
  * loads, its timestamps and a key's ttl show in the admin API, a jwt plugin with `claims_to_verify: null` and a
  * maximum expiration is accepted, decK's metadata keys are ignored with a warning, and `{vault://…}`
- * references of a certificate are read from the environment, an unset variable being an error at its field.
+ * references of a certificate are read from the environment, an unset variable being an error at its field;
+ * the `vaults` entity shows at `/vaults`.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -63,6 +64,21 @@ test('the admin API shows the timestamps of the file, and the remaining ttl of t
     const { data } = (await request(`${gw.admin}/consumers/acme/${path}`)).json();
     assert.deepEqual(data.map((c: { created_at: number }) => c.created_at), [createdAt], path);
   }
+});
+
+test('GET /vaults and /vaults/{prefix}: the vaults entity as Kong shows it; the certificate and SNI with their timestamps', async () => {
+  const { data } = (await request(`${gw.admin}/vaults`)).json();
+  const expected = {
+    id: '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c01', name: 'env', prefix: 'tls-env', description: 'certificates from the environment',
+    config: { prefix: 'TOLLGATE_TEST_' }, tags: null, created_at: 1714060100, updated_at: 1714060100,
+  };
+  assert.deepEqual(data, [expected]);
+  assert.deepEqual((await request(`${gw.admin}/vaults/tls-env`)).json(), expected);
+  assert.equal((await request(`${gw.admin}/vaults/nope`)).status, 404);
+  const certificate = (await request(`${gw.admin}/certificates`)).json().data[0];
+  assert.deepEqual([certificate.created_at, certificate.updated_at], [1714060101, 1714060101]);
+  const sni = (await request(`${gw.admin}/snis/orders.example.com`)).json();
+  assert.deepEqual([sni.created_at, sni.updated_at], [1714060102, 1714060102]);
 });
 
 test('the certificate read through the vaults is served', async () => {
