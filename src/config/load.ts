@@ -383,10 +383,14 @@ class ConfigBuilder implements BuildContext {
     }
     if (!taken) this.unique(def.name, 'id', e.id, path, list);
     const transformed = this.transformEntities && def.transform ? def.transform(e) : e;
-    list.push(this.createdAt(def.name, withDigests(def, transformed)));
+    const record = withDigests(def, transformed);
+    list.push(def.keptByCore ? this.createdAt(def.name, record) : record);
   }
 
-  /** A plugin entity has Kong's `created_at` alone: the file's, else as `stamped` gives it. */
+  /**
+   * An entity the core keeps as Kong's DAOs do (a credential) has Kong's `created_at` alone: the file's,
+   * else as `stamped` gives it. Other plugin entities keep times of their own (a meter's, a plan's).
+   */
   private createdAt(kind: string, record: Record<string, any>): Record<string, any> {
     if (typeof record.created_at === 'number') return record;
     const stamped = { ...record, created_at: this.loadTime(kind) };
