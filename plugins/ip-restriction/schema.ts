@@ -1,5 +1,5 @@
 /** Kong's ip-restriction config (kong/plugins/ip-restriction/schema.lua). */
-import { IP_OR_CIDR, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
+import { IP_OR_CIDR, type Infer, type RecordSchema } from '../../src/pdk/index.ts';
 
 const nonEmpty = (list: unknown): boolean => Array.isArray(list) && list.length > 0;
 
@@ -17,4 +17,4 @@ export const configSchema = {
   ],
 } as const satisfies RecordSchema;
 
-export type IpRestrictionConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type IpRestrictionConfig = Infer<typeof configSchema>;

@@ -76,47 +76,26 @@ export type FieldSchema = StringSchema | NumberSchema | BooleanSchema | ArraySch
 /**
  * The value `validate` returns for `schema` and a present, non-null input when it reports no issue;
  * the schema must keep its literal types (`as const satisfies RecordSchema`). It follows `check`
- * exactly: a required field is there (null is refused); a field with a default is there, but an
- * explicit null stays null; a record whose fields have defaults is filled in when absent, so it is
- * there too; any other field may be absent or null. Array elements and map values are checked as
- * fields: a null one stays unless they are required.
+ * exactly: a required field is there (null is refused); a field with a default is there (an explicit
+ * null reads as the default); a record whose fields have defaults is filled in when absent or null, so
+ * it is there too; any other field may be absent or null. Array elements and map values are never null.
  */
-export type Infer<S extends FieldSchema> = Value<S, 'exact'>;
-
-/**
- * `Infer`, less the stray nulls `validate` lets through where a value is expected: an explicit null
- * in a field with a default (`uri_param_names: null`) or in a list or map entry (`key_names: [null]`).
- * For a handler that reads such fields unguarded, as those written before `Infer` do: it is not a
- * guarantee, and such a config is accepted, then fails when a request reads it. The fix is in the
- * schema (`required: true`, as `nodeSettingsSchema` has it), after which `Infer` is enough.
- */
-export type InferIgnoringStrayNulls<S extends FieldSchema> = Value<S, 'ignoring stray nulls'>;
-
-type Nulls = 'exact' | 'ignoring stray nulls';
-
-type Value<S extends FieldSchema, N extends Nulls> = S extends StringSchema
+export type Infer<S extends FieldSchema> = S extends StringSchema
   ? S['one_of'] extends readonly (infer L extends string)[] ? L : string
   : S extends NumberSchema
     ? number
     : S extends BooleanSchema
       ? boolean
       : S extends ArraySchema
-        ? EntryValue<S['elements'], N>[]
+        ? Infer<S['elements']>[]
         : S extends MapSchema
-          ? Record<string, EntryValue<S['values'], N>>
+          ? Record<string, Infer<S['values']>>
           : S extends RecordSchema
-            ? RecordValue<S['fields'], N>
+            ? RecordValue<S['fields']>
             : unknown;
 
-/** A field's value: `check` returns an explicit null as it is, unless the field is required. */
-type FieldValue<S extends FieldSchema, N extends Nulls> = S extends { required: true }
-  ? Value<S, N>
-  : N extends 'exact'
-    ? Value<S, N> | null
-    : FilledWhenAbsent<S> extends true ? Value<S, N> : Value<S, N> | null;
-
-/** A list or map entry: checked as a field, so null unless required (but for stray nulls ignored). */
-type EntryValue<S extends FieldSchema, N extends Nulls> = N extends 'exact' ? FieldValue<S, N> : Value<S, N>;
+/** A field's value: null only where the field is neither required nor filled in when absent. */
+type FieldValue<S extends FieldSchema> = AlwaysThere<S> extends true ? Infer<S> : Infer<S> | null;
 
 type Fields = Readonly<Record<string, FieldSchema>>;
 
@@ -130,9 +109,9 @@ type FilledWhenAbsent<S extends FieldSchema> = S extends { default: {} }
     ? true extends { [K in keyof S['fields']]: FilledWhenAbsent<S['fields'][K]> }[keyof S['fields']] ? true : false
     : false;
 
-type RecordValue<F extends Fields, N extends Nulls> = Flatten<
-  { -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? K : never]: FieldValue<F[K], N> } & {
-    -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? never : K]?: FieldValue<F[K], N>;
+type RecordValue<F extends Fields> = Flatten<
+  { -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? K : never]: FieldValue<F[K]> } & {
+    -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? never : K]?: FieldValue<F[K]>;
   }
 >;
 type Flatten<T> = { [K in keyof T]: T[K] };
@@ -159,7 +138,11 @@ function defaultOf(schema: FieldSchema): unknown {
   return d;
 }
 
-function check(schema: FieldSchema, input: unknown, path: Path, issues: Issue[]): unknown {
+/**
+ * `entry`: an array element or a map value, which Kong's validator requires (validate_elements): a null
+ * one is refused as a required field's would be.
+ */
+function check(schema: FieldSchema, input: unknown, path: Path, issues: Issue[], entry = false): unknown {
   if (input === undefined) {
     if (schema.default !== undefined) return defaultOf(schema);
     // Kong fills nested records with their defaults when absent, required ones too.
@@ -168,7 +151,10 @@ function check(schema: FieldSchema, input: unknown, path: Path, issues: Issue[])
     return undefined;
   }
   if (input === null) {
-    if (schema.required) issues.push({ path, message: 'required field missing' });
+    if (schema.required || entry) issues.push({ path, message: 'required field missing' });
+    // Kong stores such a null, but hands plugins and the proxy a stored null as absent (process_auto_fields
+    // "select" without nulls): where absent means a default, the null means it too.
+    else if (schema.default !== undefined || (schema.type === 'record' && hasDefaults(schema))) return check(schema, undefined, path, issues);
     return null;
   }
   const before = issues.length;
@@ -248,7 +234,7 @@ function checkArray(schema: ArraySchema, input: unknown, path: Path, issues: Iss
   if (schema.len_min !== undefined && input.length < schema.len_min) {
     issues.push({ path, message: `length must be at least ${schema.len_min}` });
   }
-  const out = input.map((item, i) => check(schema.elements, item, [...path, i], issues));
+  const out = input.map((item, i) => check(schema.elements, item, [...path, i], issues, true));
   return schema.type === 'set' ? [...new Set(out)] : out;
 }
 
@@ -260,7 +246,7 @@ function checkMap(schema: MapSchema, input: unknown, path: Path, issues: Issue[]
   const out: Record<string, unknown> = {};
   for (const [key, item] of Object.entries(input)) {
     if (schema.keys) check(schema.keys, key, [...path, key], issues);
-    out[key] = check(schema.values, item, [...path, key], issues);
+    out[key] = check(schema.values, item, [...path, key], issues, true);
   }
   return out;
 }

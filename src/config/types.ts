@@ -1,7 +1,7 @@
 /** The validated, defaulted, id-resolved configuration the gateway runs on. */
 import type { consumerSchema, nodeSettingsSchema, pluginEntitySchema, ROUTE_PROTOCOLS, routeSchema, serviceSchema, STREAM_PROTOCOLS } from './entities.ts';
 import type { caCertificateSchema, certificateSchema, sniSchema } from './certificates.ts';
-import type { Infer, InferIgnoringStrayNulls } from './schema.ts';
+import type { Infer } from './schema.ts';
 import type { ALGORITHMS, HASH_INPUTS, targetSchema, upstreamSchema } from './upstreams.ts';
 
 /** Stream protocols: accepted in a file exported from Kong, not proxied (logged at load). */
@@ -38,11 +38,10 @@ export interface UnstampedEntity {
 
 /**
  * A service as the loader keeps it: its schema's fields, `url` expanded into protocol, host, port and
- * path, references resolved. The proxy reads `retries` and the timeouts unguarded:
- * their stray nulls are ignored (see InferIgnoringStrayNulls), as for the route's lists.
+ * path, references resolved.
  */
 export type Service = Omit<
-  AbsentAsNull<InferIgnoringStrayNulls<typeof serviceSchema>>,
+  AbsentAsNull<Infer<typeof serviceSchema>>,
   'id' | 'url' | 'created_at' | 'updated_at' | 'ca_certificates' | 'client_certificate'
 > &
   Identified &
@@ -57,7 +56,7 @@ export type Service = Omit<
  * `strip_path` left out is true, but for gRPC routes.
  */
 export type Route = Omit<
-  AbsentAsNull<InferIgnoringStrayNulls<ReturnType<typeof routeSchema>>>,
+  AbsentAsNull<Infer<ReturnType<typeof routeSchema>>>,
   'id' | 'protocols' | 'sources' | 'destinations' | 'strip_path' | 'service' | 'created_at' | 'updated_at'
 > &
   Identified &
@@ -95,7 +94,7 @@ export type PluginInstance<Config = Record<string, any>, Prepared = unknown> = P
  */
 export type NodeSettings = Omit<AbsentAsNull<Infer<typeof nodeSettingsSchema>>, 'worker_processes'> & { worker_processes: number | 'auto' };
 
-type InferredUpstream = InferIgnoringStrayNulls<typeof upstreamSchema>;
+type InferredUpstream = Infer<typeof upstreamSchema>;
 
 export type BalancingAlgorithm = (typeof ALGORITHMS)[number];
 export type HashInput = (typeof HASH_INPUTS)[number];
@@ -114,8 +113,7 @@ export type Healthchecks = Omit<InferredUpstream['healthchecks'], 'active'> & { 
 
 /**
  * An upstream as the loader keeps it: `name` is the host a service's `host` refers
- * to, `host_header` the Host sent to the targets instead of their own names. Defaults are read
- * unguarded: their stray nulls are ignored, as for the service.
+ * to, `host_header` the Host sent to the targets instead of their own names.
  */
 export type Upstream = Omit<AbsentAsNull<InferredUpstream>, 'id' | 'created_at' | 'updated_at' | 'healthchecks' | 'client_certificate'> &
   Identified &
@@ -125,7 +123,7 @@ export type Upstream = Omit<AbsentAsNull<InferredUpstream>, 'id' | 'created_at' 
   };
 
 /** A target: `target` is `host:port` in Kong's normal form (port 8000 when the file gave none). */
-export type Target = Omit<AbsentAsNull<InferIgnoringStrayNulls<typeof targetSchema>>, 'id' | 'created_at' | 'updated_at' | 'upstream'> &
+export type Target = Omit<AbsentAsNull<Infer<typeof targetSchema>>, 'id' | 'created_at' | 'updated_at' | 'upstream'> &
   Identified &
   Timestamped & { upstream: { id: string } };
 

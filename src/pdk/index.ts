@@ -22,7 +22,6 @@ export type {
   Expectation,
   FieldSchema,
   Infer,
-  InferIgnoringStrayNulls,
   Issue,
   Journal,
   JournalEntry,

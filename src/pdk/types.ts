@@ -17,7 +17,7 @@ import type { Store } from '../store/store.ts';
 import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 
-export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, RecordSchema } from '../config/schema.ts';
+export type { FieldSchema, Infer, Issue, RecordSchema } from '../config/schema.ts';
 export type { ConsumerChild } from '../config/entities.ts';
 export type { Consumer, GatewayConfig, PluginEntity, PluginInstance, Route, RouteProtocol, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, Notices, Store, WriteBatch } from '../store/store.ts';
