@@ -4,7 +4,7 @@
  * public keys are checked when written.
  */
 import { createPublicKey } from 'node:crypto';
-import { headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
+import { describedAs, headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 /**
  * Kong's conditional entity check: with a maximum expiration, a list of claims to verify must hold `exp`.
@@ -33,7 +33,12 @@ export const configSchema = {
     // Sent in WWW-Authenticate.
     realm: { type: 'string', custom: headerValueProblem },
   },
-  entity_checks: [maximumExpirationNeedsExp],
+  entity_checks: [
+    describedAs(
+      [{ conditional: { if_field: 'maximum_expiration', if_match: { gt: 0 }, then_field: 'claims_to_verify', then_match: { contains: 'exp' } } }],
+      maximumExpirationNeedsExp,
+    ),
+  ],
 } as const satisfies RecordSchema;
 
 export type JwtConfig = Infer<typeof configSchema>;

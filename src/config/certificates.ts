@@ -6,7 +6,7 @@
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { validateSni } from './hostnames.ts';
 import { ENTITY_KEYS, TAGS } from './entities.ts';
-import type { Issue, RecordSchema } from './schema.ts';
+import { describedAs, type Issue, type RecordSchema } from './schema.ts';
 
 const PEM_CERTIFICATE = '-----BEGIN CERTIFICATE-----';
 
@@ -50,7 +50,16 @@ export const certificateSchema = {
     key_alt: { type: 'string', custom: checkKey },
     tags: TAGS,
   },
-  entity_checks: [checkPairs],
+  // Kong's checks (kong/db/schema/entities/certificates.lua): the pair rule, and three written as code.
+  entity_checks: [
+    describedAs(
+      [
+        { mutually_required: ['cert_alt', 'key_alt'] },
+        ...[['cert', 'key'], ['cert_alt', 'key_alt'], ['cert', 'cert_alt']].map((field_sources) => ({ custom_entity_check: { field_sources } })),
+      ],
+      checkPairs,
+    ),
+  ],
 } as const satisfies RecordSchema;
 
 function checkPairs(c: Record<string, any>): Issue[] {

@@ -66,7 +66,19 @@ export interface RecordSchema extends Common<Record<string, unknown>> {
   type: 'record';
   fields: Readonly<Record<string, FieldSchema>>;
   /** Checks over the whole (defaulted) record, as Kong's entity_checks. */
-  entity_checks?: readonly ((record: Record<string, any>) => Issue[])[];
+  entity_checks?: readonly EntityCheck[];
+}
+
+/**
+ * A check over a whole record. `kong`, when set, is the check as Kong's schema declares it (e.g.
+ * `{at_least_one_of: ['custom_id', 'username']}`, field names relative to the record), which
+ * `/schemas/...` shows; a check without it has no declarative form there.
+ */
+export type EntityCheck = ((record: Record<string, any>) => Issue[]) & { readonly kong?: readonly Record<string, unknown>[] };
+
+/** `check`, described as the Kong entity checks it implements. */
+export function describedAs(kong: readonly Record<string, unknown>[], check: (record: Record<string, any>) => Issue[]): EntityCheck {
+  return Object.assign(check, { kong });
 }
 export interface AnySchema extends Common<unknown> {
   type: 'any';
@@ -279,12 +291,12 @@ export function isPlainObject(v: unknown): v is Record<string, any> {
 }
 
 /** Kong's "at least one of these fields must be non-empty" entity check. */
-export function atLeastOneOf(fields: string[]): (r: Record<string, any>) => Issue[] {
-  return (r) => {
+export function atLeastOneOf(fields: string[]): EntityCheck {
+  return describedAs([{ at_least_one_of: fields }], (r) => {
     const present = fields.some((f) => {
       const v = r[f];
       return v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(isPlainObject(v) && Object.keys(v).length === 0);
     });
     return present ? [] : [{ path: [], message: `at least one of these fields must be non-empty: ${fields.map((f) => `'${f}'`).join(', ')}` }];
-  };
+  });
 }
