@@ -140,7 +140,9 @@ function fieldJson(name: string, field: FieldSchema): KongField {
   const json: KongField = { type: field.type };
   if (field.required) json.required = true;
   if (field.default !== undefined && typeof field.default !== 'function') json.default = field.default;
-  if (field.type === 'string') Object.assign(json, defined({ one_of: field.one_of, len_min: field.len_min, len_max: field.len_max }));
+  if (field.type === 'string') {
+    Object.assign(json, defined({ one_of: field.one_of, len_min: field.len_min, len_max: field.len_max, referenceable: field.referenceable }));
+  }
   if (field.type === 'integer' || field.type === 'number') Object.assign(json, defined({ between: field.between, gt: field.gt }));
   if (field.type === 'array' || field.type === 'set') Object.assign(json, defined({ elements: fieldJson(name, field.elements), len_min: field.len_min }));
   if (field.type === 'map') Object.assign(json, defined({ keys: field.keys && fieldJson(name, field.keys), values: fieldJson(name, field.values) }));

@@ -15,8 +15,8 @@ export interface BuildContext {
   id(given: unknown, name: string): string;
   /** Reports `value` already taken in `pool`; true when it was. */
   unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): boolean;
-  /** The record with the vault references of its `referenceable` fields resolved, or undefined when one cannot be (reported). */
-  dereference(record: Record<string, any>, referenceable: readonly string[], path: Path): Record<string, any> | undefined;
+  /** The record with the vault references of the fields `schema` marks `referenceable` resolved, or undefined when one cannot be (reported). */
+  dereference(record: Record<string, any>, schema: RecordSchema, path: Path): Record<string, any> | undefined;
   /**
    * `entity` with Kong's `created_at` / `updated_at`: those the file gives in `given` (a Kong export has
    * them), else the load's time, which the gateway replaces by the ones it keeps for the entity.

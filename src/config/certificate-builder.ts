@@ -30,11 +30,8 @@ export function certificateRef(ref: unknown, path: Path, ctx: BuildContext, cert
   return id ? { id } : null;
 }
 
-/** The certificate fields Kong marks `referenceable` (kong/db/schema/entities/certificates.lua). */
-const REFERENCEABLE = ['cert', 'key', 'cert_alt', 'key_alt'];
-
 function addCertificate(raw: Record<string, any>, path: Path, ctx: BuildContext, out: TlsEntities): void {
-  const dereferenced = ctx.dereference(raw, REFERENCEABLE, path);
+  const dereferenced = ctx.dereference(raw, certificateSchema, path);
   if (!dereferenced) return;
   const c = ctx.validateEntity<Record<string, any>>(certificateSchema, dereferenced, path, ['snis']);
   const fingerprint = typeof c.cert === 'string' ? createHash('sha256').update(c.cert.trim()).digest('hex') : `#${path.join('.')}`;

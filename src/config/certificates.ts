@@ -44,10 +44,10 @@ export const certificateSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
-    cert: { type: 'string', required: true, custom: checkCertificate },
-    key: { type: 'string', required: true, custom: checkKey },
-    cert_alt: { type: 'string', custom: checkCertificate },
-    key_alt: { type: 'string', custom: checkKey },
+    cert: { type: 'string', required: true, referenceable: true, custom: checkCertificate },
+    key: { type: 'string', required: true, referenceable: true, custom: checkKey },
+    cert_alt: { type: 'string', referenceable: true, custom: checkCertificate },
+    key_alt: { type: 'string', referenceable: true, custom: checkKey },
     tags: TAGS,
   },
   // Kong's checks (kong/db/schema/entities/certificates.lua): the pair rule, and three written as code.

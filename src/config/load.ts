@@ -221,8 +221,8 @@ class ConfigBuilder implements BuildContext {
     return value;
   }
 
-  dereference(record: Record<string, any>, referenceable: readonly string[], path: Path): Record<string, any> | undefined {
-    return resolveReferences(record, referenceable, path, this.vaults.byPrefix, this);
+  dereference(record: Record<string, any>, schema: RecordSchema, path: Path): Record<string, any> | undefined {
+    return resolveReferences(record, schema, path, this.vaults.byPrefix, this);
   }
 
   /** Validates a record, with nested child arrays taken out first (they are validated on their own). */

@@ -38,6 +38,8 @@ interface Common<T> {
 
 export interface StringSchema extends Common<string> {
   type: 'string';
+  /** Kong's `referenceable`: a `{vault://…}` reference here is replaced by its value when the file loads (config/vaults.ts). */
+  referenceable?: boolean;
   one_of?: readonly string[];
   match?: RegExp;
   match_message?: string;

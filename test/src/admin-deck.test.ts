@@ -209,7 +209,9 @@ test('/schemas/{entity} and /schemas/plugins/{name} in Kong’s shape, entity ch
   assert.deepEqual(services.entity_checks[1], {
     conditional: { if_field: 'protocol', if_match: { not_one_of: ['https', 'tls'] }, then_field: 'client_certificate', then_match: { eq: null } },
   });
-  assert.deepEqual((await admin('/schemas/certificates')).json().entity_checks[0], { mutually_required: ['cert_alt', 'key_alt'] });
+  const certificates = (await admin('/schemas/certificates')).json();
+  assert.deepEqual(certificates.entity_checks[0], { mutually_required: ['cert_alt', 'key_alt'] });
+  assert.equal(field(certificates, 'key').referenceable, true);
   // A plugin's, at the top of its schema, on `config.` fields (as kong/plugins/jwt/schema.lua and acl's write them).
   assert.deepEqual((await admin('/schemas/plugins/jwt')).json().entity_checks, [
     { conditional: { if_field: 'config.maximum_expiration', if_match: { gt: 0 }, then_field: 'config.claims_to_verify', then_match: { contains: 'exp' } } },

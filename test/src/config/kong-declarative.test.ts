@@ -13,7 +13,7 @@ import { resolve } from 'node:path';
 import tls from 'node:tls';
 import { after, before, test } from 'node:test';
 import { parse } from 'yaml';
-import { request, runTollgate, spawnGateway, tempDir, writeConfig, type SpawnedGateway } from '../../helpers/gateway.ts';
+import { request, runTollgate, spawnGateway, startGateway, tempDir, writeConfig, type SpawnedGateway } from '../../helpers/gateway.ts';
 import { testPki } from '../../fixtures/tls.ts';
 import { kongPasswordHash } from '../../../plugins/basic-auth/schema.ts';
 import { portOf } from '../../helpers/support.ts';
@@ -79,6 +79,21 @@ test('GET /vaults and /vaults/{prefix}: the vaults entity as Kong shows it; the 
   assert.deepEqual([certificate.created_at, certificate.updated_at], [1714060101, 1714060101]);
   const sni = (await request(`${gw.admin}/snis/orders.example.com`)).json();
   assert.deepEqual([sni.created_at, sni.updated_at], [1714060102, 1714060102]);
+});
+
+test("a plugin's referenceable field (rate-limiting's redis.password) is read from the vault, the admin API showing the reference", async () => {
+  process.env.TOLLGATE_TEST_REDIS_PASSWORD = 'redis-secret';
+  const limits = (password: string) => ({ plugins: [{ name: 'rate-limiting', config: { minute: 100, redis: { password } } }] });
+  const node = await startGateway(limits('{vault://env/tollgate_test_redis_password}'));
+  try {
+    const { config } = (await request(`${node.admin}/plugins`)).json().data[0];
+    assert.deepEqual([config.redis.password, config.redis.port, config.policy], ['{vault://env/tollgate_test_redis_password}', 6379, 'local']);
+  } finally {
+    await node.stop();
+  }
+  const run = await runTollgate(['check', '--config', writeConfig(limits('{vault://env/tollgate_test_unset_redis}'), tempDir())]);
+  assert.equal(run.code, 1, run.output);
+  assert.match(run.output, /plugins\[0\]\.config\.redis\.password: cannot resolve \{vault:\/\/env\/tollgate_test_unset_redis\}: environment variable TOLLGATE_TEST_UNSET_REDIS is not set/);
 });
 
 test('the certificate read through the vaults is served', async () => {
