@@ -2,7 +2,9 @@
  * Explicit nulls in gateway.yaml, as Kong's exports and decK files write them for unset fields, through a
  * real load: a field with a default takes it (Kong stores the null but hands its code a stored null as
  * absent, kong/db/schema/init.lua process_auto_fields), a field without one stays null, and a null list
- * entry or map value is refused, as Kong's validator requires them (validate_elements).
+ * entry or map value is refused, as Kong's validator requires them (validate_elements). Kong's admin API
+ * shows such a null as null (spec/02-integration/02-cmd/11-config_spec.lua, correlation-id's
+ * `header_name: null`); Tollgate shows the default it runs with.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -34,6 +36,8 @@ before(async () => {
       },
     ],
     upstreams: [{ name: 'pool', healthchecks: null, slots: null }],
+    // As in Kong's db_import spec.
+    plugins: [{ name: 'correlation-id', id: '467f719f-a544-4a8f-bc4b-7cd12913a9d4', config: { header_name: null, generator: 'uuid', echo_downstream: false } }],
   });
 });
 
@@ -52,7 +56,7 @@ test('a null in a field with a default reads as the default; one without a defau
   const route = await admin('/routes/orders');
   assert.equal(route.regex_priority, 0);
   assert.equal(route.https_redirect_status_code, 426);
-  const [cors] = (await admin('/plugins')).data;
+  const cors = (await admin('/plugins')).data.find((p: { name: string }) => p.name === 'cors');
   assert.deepEqual(cors.config.methods, [...METHODS]);
   assert.equal(cors.config.max_age, null);
   assert.equal(cors.config.headers, null);
@@ -60,6 +64,8 @@ test('a null in a field with a default reads as the default; one without a defau
   assert.equal(pool.slots, 10000);
   assert.equal(pool.healthchecks.active.type, 'http');
   assert.equal(pool.healthchecks.passive.unhealthy.http_failures, 0);
+  const correlation = await admin('/plugins/467f719f-a544-4a8f-bc4b-7cd12913a9d4');
+  assert.deepEqual(correlation.config, { header_name: 'Kong-Request-ID', generator: 'uuid', echo_downstream: false });
 });
 
 test('the proxy and the plugin run with those defaults', async () => {
@@ -70,6 +76,7 @@ test('the proxy and the plugin run with those defaults', async () => {
   assert.equal(preflight.headers['access-control-allow-methods'], METHODS.join(','));
   const proxied = await request(`${gw.http}/orders`);
   assert.equal(proxied.status, 200);
+  assert.match(String(proxied.json().headers['kong-request-id']), /^[0-9a-f]{8}-[0-9a-f]{4}-/);
 });
 
 test('a null list entry or map value is refused at its position', async () => {
