@@ -8,6 +8,7 @@ import basicAuth from '../plugins/basic-auth/index.ts';
 import correlationId from '../plugins/correlation-id/index.ts';
 import cors from '../plugins/cors/index.ts';
 import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts';
+import hmacAuth from '../plugins/hmac-auth/index.ts';
 import ipRestriction from '../plugins/ip-restriction/index.ts';
 import jwt from '../plugins/jwt/index.ts';
 import keyAuth from '../plugins/key-auth/index.ts';
@@ -19,12 +20,16 @@ import rateLimiting from '../plugins/rate-limiting/index.ts';
 import requestTermination from '../plugins/request-termination/index.ts';
 import requestTransformer from '../plugins/request-transformer/index.ts';
 import responseTransformer from '../plugins/response-transformer/index.ts';
+import requestSizeLimiting from '../plugins/request-size-limiting/index.ts';
+import redirect from '../plugins/redirect/index.ts';
+import botDetection from '../plugins/bot-detection/index.ts';
 import type { PluginDefinition } from './pdk/types.ts';
 
 /** In order of creation (the gateway closes them in reverse): request metering after metering, whose writer it uses until it closes. */
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
-    correlationId, requestTransformer, responseTransformer, prometheus,
+    correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
+    botDetection, hmacAuth,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -500,6 +500,13 @@ export interface AccessContext extends RequestView {
   readBodyWithin(limit: number): Promise<Buffer | undefined>;
   /** Replaces the body sent upstream (after readBody). */
   setUpstreamBody(body: Buffer): void;
+  /**
+   * Lowers the most bytes of body this request may carry (the gateway's client_max_body_size is the
+   * most): a larger body is refused with `status` and Kong's "Request size limit exceeded" — a declared
+   * one before it goes upstream, a chunked one as soon as it passes the limit while it streams there
+   * (the upstream request is then dropped), one already read whole before it goes upstream.
+   */
+  limitRequestBody(bytes: number, status: number): void;
 
   /** Answers the request here; no upstream. Objects are sent as JSON. */
   respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;

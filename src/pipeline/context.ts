@@ -15,7 +15,7 @@ import type { CoreContext, DownstreamRequest, DownstreamResponse, RanPlugin } fr
 import { answerFor, HttpError } from './http-error.ts';
 import { rewriteBody, runResponsePhase } from './response-phase.ts';
 import { checkUpstreamHeader } from './upstream-edits.ts';
-import { collect, prepend, readWhole, type BodyHead } from './request-body.ts';
+import { bodyLimitOf, collect, prepend, readWhole, type BodyHead, type BodyLimit } from './request-body.ts';
 
 /** Where the gateway's own answers go: an HTTP response, or the raw socket of an upgrade request. */
 export interface Downstream {
@@ -185,7 +185,8 @@ export class Context implements CoreContext {
   private headRead: Promise<BodyHead> | undefined;
   /** What readBodyWithin read of a body that proved larger: it goes upstream ahead of the rest. */
   private bodyHead: BodyHead | undefined;
-  private readonly maxBodySize: number;
+  /** The gateway's client_max_body_size, or less when a plugin lowered it (limitRequestBody). */
+  bodyLimit: BodyLimit;
 
   constructor(init: ContextInit) {
     this.id = init.id;
@@ -207,7 +208,7 @@ export class Context implements CoreContext {
     this.matchedPrefix = init.matchedPrefix;
     this.downstream = init.downstream;
     this.raw = { req: init.req, res: init.res as DownstreamResponse };
-    this.maxBodySize = init.maxBodySize;
+    this.bodyLimit = bodyLimitOf(init.maxBodySize);
     this.match = init.match;
     this.snapshot = init.snapshot;
     this.rawPath = init.rawPath;
@@ -304,7 +305,7 @@ export class Context implements CoreContext {
   }
 
   readBody(): Promise<Buffer> {
-    return (this.bodyPromise ??= readWhole(this.raw.req, this.maxBodySize, this.bodyHead).then((b) => this.keepBody(b)));
+    return (this.bodyPromise ??= readWhole(this.raw.req, this.bodyLimit, this.bodyHead).then((b) => this.keepBody(b)));
   }
 
   private keepBody(body: Buffer): Buffer {
@@ -333,6 +334,10 @@ export class Context implements CoreContext {
   unreadBody(): Readable {
     const req = this.raw.req;
     return this.bodyHead ? prepend(this.bodyHead.chunks, req) : req;
+  }
+
+  limitRequestBody(bytes: number, status: number): void {
+    if (bytes < this.bodyLimit.bytes) this.bodyLimit = { bytes, status };
   }
 
   setUpstreamBody(body: Buffer): void {
