@@ -10,6 +10,7 @@ export {
   parseArgs,
   readBodyParams,
   requestLine,
+  requestHeadLength,
   type Params,
 } from '../toolkit/params.ts';
 export { MAX_PARAMETERS } from '../toolkit/limits.ts';

@@ -212,6 +212,19 @@ export function requestLine(ctx: RequestView): { target: string; httpVersion: st
   return { target: hasQuery ? `${rawPath}?${ctx.rawQuery}` : rawPath, httpVersion: raw.req.httpVersion };
 }
 
+/**
+ * nginx's `$request_length` without the body: the request line and the header block, counted in their
+ * HTTP/1.1 form (an HTTP/2 request as if it had come that way). Kong's bandwidth and log sizes add the body.
+ */
+export function requestHeadLength(ctx: RequestView): number {
+  const { target, httpVersion } = requestLine(ctx);
+  // "METHOD target HTTP/x.y\r\n", each "name: value\r\n", the blank line.
+  let length = ctx.method.length + 1 + target.length + 6 + httpVersion.length + 2 + 2;
+  const raw = downstreamRequestOf(ctx).rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) if (!raw[i].startsWith(':')) length += raw[i].length + 2 + raw[i + 1].length + 2;
+  return length;
+}
+
 /** The first value of a header (see headerValues), with the name it came under. */
 export function findHeader(ctx: RequestView, name: string): { name: string; value: string } | undefined {
   const lower = name.toLowerCase();
