@@ -11,6 +11,7 @@ export {
   readBodyParams,
   requestLine,
   requestHeadLength,
+  responseHeadLength,
   type Params,
 } from '../toolkit/params.ts';
 export { MAX_PARAMETERS } from '../toolkit/limits.ts';
