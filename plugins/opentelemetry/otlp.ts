@@ -70,17 +70,17 @@ class MessageWriter {
   }
 
   fixed64(field: number, value: bigint): this {
-    this.tag(field, FIXED64);
-    const b = Buffer.alloc(8);
-    b.writeBigUInt64LE(value);
-    this.parts.push(b);
-    return this;
+    return this.eightBytes(field, (b) => b.writeBigUInt64LE(value));
   }
 
   double(field: number, value: number): this {
+    return this.eightBytes(field, (b) => b.writeDoubleLE(value));
+  }
+
+  private eightBytes(field: number, fill: (b: Buffer) => void): this {
     this.tag(field, FIXED64);
     const b = Buffer.alloc(8);
-    b.writeDoubleLE(value);
+    fill(b);
     this.parts.push(b);
     return this;
   }

@@ -73,12 +73,7 @@ export function checkConfig(config: OpenTelemetryConfig): Issue[] {
   return [...issues, ...queueSettingsProblems(config.queue)];
 }
 
+/** Kong's typedefs.url, for an OTLP/HTTP receiver: an absolute http or https URL. */
 function endpointProblem(value: string): string | undefined {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return 'must be an absolute http or https URL';
-  }
-  return url.protocol === 'http:' || url.protocol === 'https:' ? undefined : 'must be an absolute http or https URL';
+  return URL.canParse(value) && /^https?:$/.test(new URL(value).protocol) ? undefined : 'must be an absolute http or https URL';
 }
