@@ -22,6 +22,7 @@ describe('opentelemetry', () => {
   let upstream: Upstream;
   let receiver: OtlpReceiver;
   let gw: TestGateway;
+  let config: Record<string, any>;
 
   /** One request through `path`; what the upstream received. */
   async function proxied(path: string, headers: Record<string, string> = {}): Promise<{ upstreamHeaders: EchoRequest['headers']; responseHeaders: Record<string, unknown> }> {
@@ -41,7 +42,7 @@ describe('opentelemetry', () => {
     upstream = await startUpstream();
     receiver = await startOtlpReceiver();
     const otel = (config: Record<string, unknown>) => [{ name: 'opentelemetry', config: { traces_endpoint: receiver.url, queue: QUEUE, ...config } }];
-    gw = await startGateway({
+    config = {
       services: [
         {
           name: 'mock-service',
@@ -56,7 +57,8 @@ describe('opentelemetry', () => {
           ],
         },
       ],
-    });
+    };
+    gw = await startGateway(config);
   });
 
   after(async () => {
@@ -175,6 +177,14 @@ describe('opentelemetry', () => {
     assert.equal(root.attributes['http.status_code'], 403);
     // The balancer span would have been in the same batch.
     assert.equal(receiver.spans().filter((s) => s.traceId === traceId).length, 1);
+  });
+
+  test('a reload (as SIGHUP) applies the new header_type to the next requests', async () => {
+    const reloaded = structuredClone(config);
+    reloaded.services[0].routes.find((r: any) => r.name === 'endpoint').plugins[0].config.header_type = 'jaeger';
+    assert.equal(await gw.reload(reloaded), true);
+    const { upstreamHeaders } = await proxied('/endpoint', { traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` });
+    assert.match(upstreamHeaders['uber-trace-id'] as string, new RegExp(`^${TRACE_ID}:[0-9a-f]{16}:[0-9a-f]{16}:01$`));
   });
 
   test('a batch the receiver refuses is sent again', async () => {

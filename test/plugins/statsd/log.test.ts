@@ -27,6 +27,7 @@ describe('statsd', () => {
   const datagrams: string[] = [];
   const tcpText: string[] = [];
   let gw: TestGateway;
+  let config: Record<string, any>;
 
   const lines = () => datagrams.flatMap((d) => d.split('\n'));
   /** Waits until the lines matching `pattern` number `count`, and gives them. */
@@ -56,7 +57,7 @@ describe('statsd', () => {
       url: upstream.url,
       routes: [{ name: `${name}-route`, paths: [`/${name}`], plugins: [...(auth ? [{ name: 'key-auth' }] : []), ...plugins] }],
     });
-    gw = await startGateway({
+    config = {
       services: [
         service('statsd1', [statsd()]),
         service('statsd-dog', [statsd({ tag_style: 'dogstatsd', prefix: 'dog' })]),
@@ -70,7 +71,8 @@ describe('statsd', () => {
         service('statsd-tcp', [statsd({ prefix: 'tcp', use_tcp: true, port: tcpPort, metrics: [{ name: 'request_count', stat_type: 'counter', sample_rate: 1 }] })], false),
       ],
       consumers: [{ username: 'bob', custom_id: 'robert', keyauth_credentials: [{ key: 'kong' }] }],
-    });
+    };
+    gw = await startGateway(config);
   });
 
   after(async () => {
@@ -158,6 +160,14 @@ describe('statsd', () => {
     assert.equal((await request(`${gw.http}/statsd-tcp`)).status, 200);
     await waitFor(() => tcpText.join('').includes('\n'), 'a TCP line');
     assert.equal(tcpText.join(''), 'tcp.service.statsd-tcp.request.count:1|c\n');
+  });
+
+  test('a reload (as SIGHUP) applies a new prefix to the next requests', async () => {
+    const reloaded = structuredClone(config);
+    reloaded.services.find((s: any) => s.name === 'statsd-size').routes[0].plugins[0].config.prefix = 'resized';
+    assert.equal(await gw.reload(reloaded), true);
+    assert.equal((await request(`${gw.http}/statsd-size`)).status, 200);
+    assert.match((await linesLike(/^resized\./))[0], /^resized\.service\.statsd-size\.request\.size:\d+\|c$/);
   });
 });
 
