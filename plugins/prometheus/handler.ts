@@ -4,7 +4,7 @@
  * `per_consumer`), served on the admin API's /metrics beside Tollgate's own, summed over the node's processes,
  * after the node-level series Kong always exports.
  */
-import { requestHeadLength, type PluginApi, type PluginRuntime } from '../../src/pdk/index.ts';
+import { requestHeadLength, responseHeadLength, type PluginApi, type PluginRuntime } from '../../src/pdk/index.ts';
 import { renderNodeSeries, type NodeFacts, type ProcessMemory } from './node-series.ts';
 import type { PrometheusConfig } from './schema.ts';
 import { KongSeries, type RequestFacts, type SeriesSnapshot } from './series.ts';
@@ -15,6 +15,8 @@ const KONG_VERSION = '3.10.0';
 const SERIES_TOPIC = 'prometheus.kong-series';
 /** Each process's memory, one series per process. */
 const MEMORY_TOPIC = 'prometheus.memory';
+/** The answer's head length, noted in the response phase for the log phase's egress. */
+const RESPONSE_HEAD = 'prometheus.response-head';
 
 export function createRuntime(api: PluginApi): PluginRuntime<PrometheusConfig> {
   const series = new KongSeries(api.nodeId, KONG_VERSION);
@@ -40,6 +42,9 @@ export function createRuntime(api: PluginApi): PluginRuntime<PrometheusConfig> {
     configure(view) {
       exportTargetHealth = view.instances.some((i) => i.config.upstream_health_metrics);
     },
+    response(ctx, config, head) {
+      if (config.bandwidth_metrics) ctx.shared[RESPONSE_HEAD] = responseHeadLength(head);
+    },
     log(ctx, config) {
       const outcome = ctx.outcome;
       const facts: RequestFacts = {
@@ -51,9 +56,9 @@ export function createRuntime(api: PluginApi): PluginRuntime<PrometheusConfig> {
       if (config.status_code_metrics) series.countStatus(facts, outcome.status, outcome.source === 'service' ? 'service' : 'kong');
       if (config.latency_metrics) series.observeLatencies(facts, outcome.latencies.request, outcome.latencies.kong, outcome.latencies.upstream);
       if (config.bandwidth_metrics) {
-        // Kong's ingress is nginx's $request_length: the request line and headers count with the body.
+        // Kong's are nginx's $request_length and $bytes_sent: the heads count with the bodies.
         series.addBandwidth(facts, 'ingress', requestHeadLength(ctx) + outcome.requestBytes);
-        series.addBandwidth(facts, 'egress', outcome.responseBytes);
+        series.addBandwidth(facts, 'egress', ((ctx.shared[RESPONSE_HEAD] as number | undefined) ?? 0) + outcome.responseBytes);
       }
     },
   };

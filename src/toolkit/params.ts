@@ -228,7 +228,8 @@ export function requestHeadLength(ctx: RequestView): number {
 
 /**
  * nginx's `$bytes_sent` less the body: the status line and the header block of an answer as the response
- * phase sees it, in HTTP/1.1 form (headers Node adds on the wire itself, Date and Connection, not counted).
+ * phase sees it, in HTTP/1.1 form (the latency and request id headers, added later, and those Node adds on
+ * the wire itself, Connection and a missing Date, are not counted).
  */
 export function responseHeadLength(head: ResponseHead): number {
   // "HTTP/1.1 200 OK\r\n", each "name: value\r\n", the blank line.

@@ -69,16 +69,21 @@ describe('prometheus (node series)', () => {
     assert.match(body, new RegExp(`^kong_memory_workers_lua_vms_bytes\\{node_id="${UUID}",pid="\\d+",kong_subsystem="http"\\} [1-9]\\d*$`, 'm'));
   });
 
-  test('ingress bandwidth counts the request line and headers with the body, as $request_length', async () => {
+  test('bandwidth counts whole messages, heads included, as $request_length and $bytes_sent', async () => {
     const head = ['POST /bw?x=1 HTTP/1.1', 'Host: example.test', 'X-Padding: 0123456789', 'Content-Length: 5', 'Connection: close'];
     const sent = Buffer.byteLength(head.join('\r\n') + '\r\n\r\nhello');
-    assert.equal((await rawRequest(portOf(gw.http), head, 'hello')).status, 200);
-    const body = await scrape(gw);
-    const before = Number(/kong_bandwidth_bytes\{service="plain",route="bw",direction="ingress",workspace="default",consumer=""\} (\d+)/.exec(body)?.[1]);
-    assert.equal((await rawRequest(portOf(gw.http), head, 'hello')).status, 200);
-    const afterBody = await scrape(gw);
-    const now = Number(/kong_bandwidth_bytes\{service="plain",route="bw",direction="ingress",workspace="default",consumer=""\} (\d+)/.exec(afterBody)?.[1]);
-    assert.equal(now - before, sent);
+    const bandwidth = async (direction: string) => {
+      const pattern = new RegExp(`kong_bandwidth_bytes\\{service="plain",route="bw",direction="${direction}",workspace="default",consumer=""\\} (\\d+)`);
+      return Number(pattern.exec(await scrape(gw))?.[1] ?? 0);
+    };
+    const [ingress, egress] = [await bandwidth('ingress'), await bandwidth('egress')];
+    const reply = await rawRequest(portOf(gw.http), head, 'hello');
+    assert.equal(reply.status, 200);
+    assert.equal((await bandwidth('ingress')) - ingress, sent);
+    // What went out, less what is written after the plugins' response phase: the latency and request id
+    // headers, and Connection (Node's).
+    const received = reply.raw.replace(/^(x-kong-upstream-latency|x-kong-proxy-latency|x-kong-request-id|connection): [^\r]*\r\n/gim, '').length;
+    assert.equal((await bandwidth('egress')) - egress, received);
   });
 
   test('target health: healthchecks_off, healthy, unhealthy and dns_error, each address with its four states', async () => {
