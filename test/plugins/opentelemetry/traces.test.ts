@@ -52,6 +52,8 @@ describe('opentelemetry', () => {
             { name: 'b3-out', paths: ['/b3-out'], plugins: otel({ header_type: 'b3' }) },
             { name: 'ignore', paths: ['/ignore'], plugins: otel({ header_type: 'ignore', propagation: { default_format: 'b3-single' } }) },
             { name: 'never', paths: ['/never'], plugins: otel({ sampling_rate: 0 }) },
+            { name: 'clear', paths: ['/clear'], plugins: otel({ propagation: { extract: ['w3c', 'ot'], inject: ['w3c'], clear: ['ot-tracer-traceid', 'ot-tracer-spanid', 'ot-tracer-sampled'], default_format: 'w3c' } }) },
+            { name: 'no-preserve', paths: ['/no-preserve'], plugins: otel({ propagation: { extract: ['b3'], inject: ['w3c'], default_format: 'w3c' } }) },
             { name: 'endpoint', paths: ['/endpoint'], plugins: [{ name: 'opentelemetry', config: { endpoint: receiver.url, queue: QUEUE } }] },
             { name: 'refused', paths: ['/refused'], plugins: [...otel({}), { name: 'request-termination', config: { status_code: 403, message: 'no' } }] },
           ],
@@ -147,6 +149,16 @@ describe('opentelemetry', () => {
     const sent = /^([0-9a-f]{32})-([0-9a-f]{16})-1-([0-9a-f]{16})$/.exec(upstreamHeaders.b3 as string);
     assert.ok(sent, String(upstreamHeaders.b3));
     assert.notEqual(sent[1], TRACE_ID);
+  });
+
+  test('propagation: cleared headers do not go upstream; without preserve the incoming format is left as it came', async () => {
+    const cleared = await proxied('/clear', { traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`, 'ot-tracer-traceid': TRACE_ID, 'ot-tracer-spanid': PARENT_ID, 'ot-tracer-sampled': '1' });
+    assert.match(cleared.upstreamHeaders.traceparent as string, new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
+    for (const name of ['ot-tracer-traceid', 'ot-tracer-spanid', 'ot-tracer-sampled']) assert.equal(cleared.upstreamHeaders[name], undefined, name);
+    const b3 = `${TRACE_ID}-${PARENT_ID}-1-c7ad6b7169203331`;
+    const kept = await proxied('/no-preserve', { b3 });
+    assert.equal(kept.upstreamHeaders.b3, b3, 'b3 was not injected, only passed on as it came');
+    assert.match(kept.upstreamHeaders.traceparent as string, new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
   });
 
   test("a client's not-sampled decision is kept: propagated with 00, no span exported", async () => {
