@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { requestLine, type LogContext, type PluginApi, type PluginInstance, type PluginRuntime, type RequestView } from '../../src/pdk/index.ts';
 import { SpanQueue, type ExportTarget } from './exporter.ts';
 import { SPAN_KIND, STATUS_ERROR, type Span } from './otlp.ts';
-import { extract, injectedHeaders, propagationOf, resolveInjected, SPAN_ID_BYTES, TRACE_ID_BYTES, type Propagation } from './propagation.ts';
+import { extract, inject, resolveInjected, SPAN_ID_BYTES, TRACE_ID_BYTES, type Propagation } from './propagation.ts';
 import type { OpenTelemetryConfig } from './schema.ts';
 
 /** The Kong version the resource reports (`service.version`), as the prometheus plugin's. */
@@ -46,10 +46,14 @@ export function createRuntime(api: PluginApi): PluginRuntime<OpenTelemetryConfig
       for (const name of propagation.clear) ctx.removeUpstreamHeader(name);
       // The upstream sees the upstream call's span as its parent, as Kong's balancer span.
       const injected = { ...found?.context, traceId: trace.traceId, spanId: trace.balancerSpanId, parentId: trace.rootSpanId, sampled: trace.sampled };
+      const traceIds: Record<string, string> = {};
       for (const format of resolveInjected(propagation, found?.format, found?.context.b3Single ?? false)) {
-        for (const [name, value] of Object.entries(injectedHeaders(format, injected))) ctx.setUpstreamHeader(name, value);
+        const written = inject(format, injected);
+        if (!written) continue;
+        for (const [name, value] of Object.entries(written.headers)) ctx.setUpstreamHeader(name, value);
+        traceIds[written.traceId[0]] = written.traceId[1];
       }
-      ctx.setLogValue('trace_id', { [found?.format ?? propagation.defaultFormat]: trace.traceId.toString('hex') });
+      if (Object.keys(traceIds).length > 0) ctx.setLogValue('trace_id', traceIds);
     },
     response(ctx, config, head) {
       if (config.http_response_header_for_traceid) head.headers[config.http_response_header_for_traceid.toLowerCase()] = traceOf(ctx, config).traceId.toString('hex');

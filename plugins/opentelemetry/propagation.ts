@@ -284,12 +284,17 @@ export function extract(formats: readonly HeaderFormat[], headers: IncomingHttpH
   return undefined;
 }
 
-/** The headers of `format` for `ctx` (none when the format needs ids the context lacks). */
-export function injectedHeaders(format: HeaderFormat, ctx: TraceContext): Record<string, string> {
+/**
+ * The headers of `format` for `ctx`, and the trace id as that format writes it (what Kong adds to the log
+ * entry's `trace_id`, under the format's name: b3-single's under `b3`); undefined when the format needs ids
+ * the context lacks.
+ */
+export function inject(format: HeaderFormat, ctx: TraceContext): { headers: Record<string, string>; traceId: [string, string] } | undefined {
   const injector = INJECTORS[format];
-  if (!injector || (injector.needsIds && (!ctx.traceId || !ctx.spanId))) return {};
+  if (!injector || (injector.needsIds && (!ctx.traceId || !ctx.spanId))) return undefined;
   const size = injector.traceIdSizes.includes(ctx.traceIdSize ?? 0) ? ctx.traceIdSize! : injector.traceIdSizes[0];
-  return injector.headers({ ...ctx, traceId: ctx.traceId && toIdSize(ctx.traceId, size) });
+  const traceId = ctx.traceId && toIdSize(ctx.traceId, size);
+  return { headers: injector.headers({ ...ctx, traceId }), traceId: [format === 'b3-single' ? 'b3' : format, hex(traceId) ?? ''] };
 }
 
 /** The formats `preserve` stands for here: the one the context came in, else the default. */

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { request, startGateway, startUpstream, type EchoRequest, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { request, spawnGateway, startGateway, startUpstream, type EchoRequest, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 import { waitFor } from '../../helpers/support.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../../fixtures/otlp-receiver.ts';
 import { pluginConfigErrors } from '../config-check.ts';
@@ -203,6 +203,27 @@ describe('opentelemetry', () => {
     receiver.failNext(500, 503);
     const { upstreamHeaders } = await proxied('/preserve');
     await spansOf((upstreamHeaders.traceparent as string).split('-')[1]);
+  });
+});
+
+describe('opentelemetry (log serializer)', () => {
+  test('the access log line carries the trace id of each injected format', async () => {
+    const upstream = await startUpstream();
+    const gw = await spawnGateway({
+      gateway: { log_level: 'info', proxy_listen: ['127.0.0.1:0'], admin_listen: ['127.0.0.1:0'] },
+      services: [{ name: 's', url: upstream.url, routes: [{ name: 'traced', paths: ['/'], plugins: [{ name: 'opentelemetry', config: { traces_endpoint: 'http://127.0.0.1:9/v1/traces', header_type: 'b3' } }] }] }],
+    });
+    try {
+      const res = await request(`${gw.http}/`, { headers: { traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` } });
+      assert.equal(res.status, 200);
+      await waitFor(() => gw.output().includes('"type":"access"'), 'the access log line');
+      const line = JSON.parse(gw.output().split('\n').find((l) => l.includes('"type":"access"'))!);
+      assert.deepEqual(line.trace_id, { w3c: TRACE_ID, b3: TRACE_ID });
+    } finally {
+      gw.kill();
+      await gw.exited;
+      await upstream.close();
+    }
   });
 });
 
