@@ -4,7 +4,7 @@
  * What Tollgate does not do is refused by name rather than ignored: OTLP logs, and the datadog and
  * instana header formats.
  */
-import { HEADER_NAME, QUEUE_SCHEMA, queueSettingsProblems, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
+import { HEADER_NAME, QUEUE_SCHEMA, queueSettingsProblems, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 /** Kong's header formats (propagation/utils.lua FORMATS); b3-single is only ever injected. */
 export const INJECT_FORMATS = ['w3c', 'b3', 'b3-single', 'jaeger', 'ot', 'aws', 'gcp', 'datadog', 'instana'] as const;
@@ -52,7 +52,7 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type OpenTelemetryConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type OpenTelemetryConfig = Infer<typeof configSchema>;
 export type HeaderFormat = (typeof INJECT_FORMATS)[number];
 
 export function checkConfig(config: OpenTelemetryConfig): Issue[] {

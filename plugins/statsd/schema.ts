@@ -1,5 +1,5 @@
 /** Kong's statsd config (kong/plugins/statsd/schema.lua), with Kong's default metrics and typedefs.queue. */
-import { QUEUE_SCHEMA, queueSettingsProblems, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
+import { QUEUE_SCHEMA, queueSettingsProblems, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const METRIC_NAMES = [
   'kong_latency', 'latency', 'request_count', 'request_per_user', 'request_size', 'response_size', 'status_count', 'status_count_per_user',
@@ -69,7 +69,7 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type StatsdConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type StatsdConfig = Infer<typeof configSchema>;
 export type MetricConfig = StatsdConfig['metrics'][number];
 export type ConsumerIdentifier = (typeof CONSUMER_IDENTIFIERS)[number];
 export type ServiceIdentifier = (typeof SERVICE_IDENTIFIERS)[number];
