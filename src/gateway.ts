@@ -251,6 +251,11 @@ export class Gateway {
         services,
         metrics: this.metrics.plugins,
         node: this.exchange,
+        status: {
+          server: () => this.metrics.serverCounts(),
+          databaseReachable: () => this.databaseReachable(),
+          targetHealth: async () => (await this.snapshot?.balancers.targetHealth()) ?? [],
+        },
         entities: (name) => kept.get(name),
       });
       this.runtimes.set(definition.name, runtime);

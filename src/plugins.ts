@@ -25,6 +25,8 @@ import responseTransformer from '../plugins/response-transformer/index.ts';
 import requestSizeLimiting from '../plugins/request-size-limiting/index.ts';
 import redirect from '../plugins/redirect/index.ts';
 import botDetection from '../plugins/bot-detection/index.ts';
+import opentelemetry from '../plugins/opentelemetry/index.ts';
+import statsd from '../plugins/statsd/index.ts';
 import type { PluginDefinition } from './pdk/types.ts';
 
 /** In order of creation (the gateway closes them in reverse): request metering after metering, whose writer it uses until it closes. */
@@ -32,6 +34,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
-    botDetection, hmacAuth, proxyCache, responseRateLimiting,
+    botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -28,6 +28,7 @@ export type {
   KeptEntities,
   LogContext,
   NodeExchange,
+  NodeStatus,
   Notices,
   PluginApi,
   PluginDefinition,
@@ -48,11 +49,13 @@ export type {
   Service,
   Store,
   StoreProcedure,
+  TargetHealthReport,
+  TargetHealthState,
   UnmatchedRequest,
   WriteBatch,
 } from './types.ts';
 export { authenticate, authenticateAnonymous, authenticateWith, challenge, consumerByReference, identifiedEarlier, type AuthenticationFailure, type AuthenticationOutcome } from './auth.ts';
-export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, requestLine, type Params } from './params.ts';
+export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, requestHeadLength, requestLine, responseHeadLength, type Params } from './params.ts';
 export { alphanumericFrom, hashDeclaredSecret, isHashedSecret, randomAlphanumeric, randomToken, SecretVerifier, safeEqual, tokenDigest } from './secrets.ts';
 export { page, pageSize } from './entities.ts';
 export { atLeastOneOf, canonicalName, describedAs, HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isPlainObject, isUuid, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
@@ -62,3 +65,4 @@ export { putIfAbsent, registerStoreProcedures, take } from './store.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from './quota.ts';
 export { parseUntrustedJson } from './json.ts';
 export { PACKAGE_ROOT } from './package.ts';
+export { FullQueueLog, QUEUE_SCHEMA, queueSettingsProblems, retryDelayMs, type QueueSettings } from './queue.ts';
