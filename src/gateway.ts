@@ -20,6 +20,7 @@ import type { GatewayConfig } from './config/types.ts';
 import { Consumers } from './consumers.ts';
 import { KeptEntityDirectories } from './kept-entities.ts';
 import { preparePrivateDir } from './data-dir.ts';
+import { keepTimestampsOrLog } from './entity-timestamps.ts';
 import { ConfigError, ConfigLoadError, OneProcessConfigError, StartupError } from './errors.ts';
 import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
@@ -251,6 +252,11 @@ export class Gateway {
         services,
         metrics: this.metrics.plugins,
         node: this.exchange,
+        status: {
+          server: () => this.metrics.serverCounts(),
+          databaseReachable: () => this.databaseReachable(),
+          targetHealth: async () => (await this.snapshot?.balancers.targetHealth()) ?? [],
+        },
         entities: (name) => kept.get(name),
       });
       this.runtimes.set(definition.name, runtime);
@@ -264,6 +270,7 @@ export class Gateway {
    */
   private async apply(config: GatewayConfig): Promise<void> {
     const current = this.snapshot?.config;
+    await keepTimestampsOrLog(config.unstamped, this.store.namespace('core'), this.log);
     try {
       await this.configure(config);
     } catch (err) {
@@ -347,7 +354,13 @@ export class Gateway {
     for (const spec of adminSpecs) {
       const facts: AdminListenerFacts = { scheme: spec.ssl ? 'https' : 'http', loopback: isLoopbackName(spec.host) };
       if (!facts.loopback) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
-      const listener = await this.listen(spec, tls, { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse, facts) }, limits, events);
+      const listener = await this.listen(
+        spec,
+        tls,
+        { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse, facts) },
+        limits,
+        events,
+      );
       this.adminListeners.push(listener);
     }
   }

@@ -25,6 +25,8 @@ import responseTransformer from '../plugins/response-transformer/index.ts';
 import requestSizeLimiting from '../plugins/request-size-limiting/index.ts';
 import redirect from '../plugins/redirect/index.ts';
 import botDetection from '../plugins/bot-detection/index.ts';
+import opentelemetry from '../plugins/opentelemetry/index.ts';
+import statsd from '../plugins/statsd/index.ts';
 import grpcGateway from '../plugins/grpc-gateway/index.ts';
 import grpcWeb from '../plugins/grpc-web/index.ts';
 import awsLambda from '../plugins/aws-lambda/index.ts';
@@ -35,6 +37,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
-    botDetection, hmacAuth, proxyCache, responseRateLimiting, grpcGateway, grpcWeb, awsLambda,
+    botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, grpcGateway, grpcWeb, awsLambda,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -11,7 +11,6 @@ const awsLambda: PluginDefinition<AwsLambdaConfig, Prepared> = {
   priority: 750,
   multiProcess: true,
   configSchema,
-  referenceableConfig: ['aws_key', 'aws_secret'],
   checkConfig,
   prepare(config) {
     // The config's region first, then the environment's, as Kong reads it.

@@ -16,7 +16,8 @@ const PARSED_CONTENT_TYPES = new Set(['application/json', 'application/x-www-for
 
 export async function requestPayload(ctx: AccessContext, config: AwsLambdaConfig): Promise<Record<string, unknown>> {
   if (config.awsgateway_compatible) return apiGatewayEvent(ctx, config);
-  if (config.forward_request_body || config.forward_request_headers || config.forward_request_method || config.forward_request_uri) return forwardedRequest(ctx, config);
+  const forwards = config.forward_request_body || config.forward_request_headers || config.forward_request_method || config.forward_request_uri;
+  if (forwards) return forwardedRequest(ctx, config);
   return { ...queryArgs(ctx), ...(await readBodyParams(ctx, { anyMethod: true })) };
 }
 

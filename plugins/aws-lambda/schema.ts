@@ -8,10 +8,10 @@ export const configSchema = {
   fields: {
     timeout: { type: 'number', required: true, default: 60000 },
     keepalive: { type: 'number', required: true, default: 60000 },
-    aws_key: { type: 'string' },
-    aws_secret: { type: 'string' },
+    aws_key: { type: 'string', referenceable: true },
+    aws_secret: { type: 'string', referenceable: true },
     // Kong's role assumption through STS: accepted in the file, refused by checkConfig (not supported here).
-    aws_assume_role_arn: { type: 'string' },
+    aws_assume_role_arn: { type: 'string', referenceable: true },
     aws_role_session_name: { type: 'string', default: 'kong' },
     aws_sts_endpoint_url: { type: 'string' },
     aws_region: { type: 'string', match: HOST, match_message: 'invalid value' },

@@ -4,7 +4,7 @@
  * The call's message is built from the path's variables, then the body (`body: "*"` or into one field)
  * or, for a rule without a body, the query args; the answer's grpc-status becomes the HTTP status.
  */
-import { parseUntrustedJson, type AccessContext, type GrpcCallAnswer, type PluginRuntime } from '../../src/pdk/index.ts';
+import { parseUntrustedJson, type AccessContext, type GrpcCallAnswer, type GrpcTranscoder, type PluginRuntime } from '../../src/pdk/index.ts';
 import { frame, unframe } from './frames.ts';
 import { decodeMessage, encodeMessage } from './json-message.ts';
 import type { Binding, Bindings } from './proto.ts';
@@ -108,7 +108,7 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
 }
 
 /** Each message of the answer as JSON, one after the other (a stream's too); the grpc-status as the HTTP status. */
-function jsonAnswer(binding: Binding, answer: GrpcCallAnswer): { status: number; headers: Record<string, string | string[]>; body: Buffer } {
+function jsonAnswer(binding: Binding, answer: GrpcCallAnswer): ReturnType<GrpcTranscoder> {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries({ ...answer.headers, ...answer.trailers })) {
     if (!name.startsWith(':') && !ANSWER_HEADERS_LEFT_OUT.has(name) && value !== undefined) headers[name] = value;

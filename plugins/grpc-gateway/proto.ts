@@ -51,7 +51,9 @@ export interface MethodTypes {
 
 /** Every method of the proto's services by its gRPC path (`/package.Service/Method`). */
 export function loadMethods(file: string): Map<string, MethodTypes> {
-  return new Map(methodsOf(file).map(({ service, method }) => [grpcPathOf(service, method), { input: method.resolvedRequestType!, output: method.resolvedResponseType! }]));
+  return new Map(
+    methodsOf(file).map(({ service, method }) => [grpcPathOf(service, method), { input: method.resolvedRequestType!, output: method.resolvedResponseType! }]),
+  );
 }
 
 function methodsOf(file: string): { service: protobuf.Service; method: protobuf.Method }[] {

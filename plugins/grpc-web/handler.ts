@@ -3,7 +3,7 @@
  * base64 text, or JSON with the proto) becomes a call to the route's gRPC service, and the answer a
  * gRPC-Web body whose last frame carries the call's status, as browsers cannot read HTTP trailers.
  */
-import type { AccessContext, GrpcCallAnswer, PluginRuntime } from '../../src/pdk/index.ts';
+import type { AccessContext, GrpcCallAnswer, GrpcTranscoder, PluginRuntime } from '../../src/pdk/index.ts';
 import type { MethodTypes } from '../grpc-gateway/public.ts';
 import { codecOf, downstreamBody, upstreamBody, type Codec } from './codecs.ts';
 import type { GrpcWebConfig } from './schema.ts';
@@ -55,7 +55,7 @@ function strippedPath(ctx: AccessContext): string {
   return rest.startsWith('/') ? rest : `/${rest}`;
 }
 
-function webAnswer(codec: Codec, types: MethodTypes | undefined, answer: GrpcCallAnswer): { status: number; headers: Record<string, string | string[]>; body: Buffer } {
+function webAnswer(codec: Codec, types: MethodTypes | undefined, answer: GrpcCallAnswer): ReturnType<GrpcTranscoder> {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(answer.headers)) {
     if (!name.startsWith(':') && !ANSWER_HEADERS_LEFT_OUT.has(name) && value !== undefined) headers[name] = value;

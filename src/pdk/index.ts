@@ -24,13 +24,13 @@ export type {
   GrpcCallAnswer,
   GrpcTranscoder,
   Infer,
-  InferIgnoringStrayNulls,
   Issue,
   Journal,
   JournalEntry,
   KeptEntities,
   LogContext,
   NodeExchange,
+  NodeStatus,
   Notices,
   PluginApi,
   PluginDefinition,
@@ -51,17 +51,20 @@ export type {
   Service,
   Store,
   StoreProcedure,
+  TargetHealthReport,
+  TargetHealthState,
   UnmatchedRequest,
   WriteBatch,
 } from './types.ts';
 export { authenticate, authenticateAnonymous, authenticateWith, challenge, consumerByReference, identifiedEarlier, type AuthenticationFailure, type AuthenticationOutcome } from './auth.ts';
-export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, requestLine, type Params } from './params.ts';
+export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, requestHeadLength, requestLine, responseHeadLength, type Params } from './params.ts';
 export { alphanumericFrom, hashDeclaredSecret, isHashedSecret, randomAlphanumeric, randomToken, SecretVerifier, safeEqual, tokenDigest } from './secrets.ts';
 export { page, pageSize } from './entities.ts';
-export { atLeastOneOf, canonicalName, HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isPlainObject, isUuid, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
+export { atLeastOneOf, canonicalName, describedAs, HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isPlainObject, isUuid, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
 export { AddressRanges, compileOperatorRegex, operatorRegexProblem, type OperatorRegex, type OperatorRegexOptions } from './patterns.ts';
 export { ConfigCompileError, ForeignKeyViolationError, HttpError, NotFoundError, RegexRefusedError, RequestLimitError, SchemaViolationError, StoreClosedError, StoreUnavailableError, StoreUnwritableError, UniqueViolationError } from './errors.ts';
 export { putIfAbsent, registerStoreProcedures, take } from './store.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from './quota.ts';
 export { parseUntrustedJson } from './json.ts';
 export { PACKAGE_ROOT, SERVER_TOKEN } from './package.ts';
+export { FullQueueLog, QUEUE_SCHEMA, queueSettingsProblems, retryDelayMs, type QueueSettings } from './queue.ts';

@@ -17,7 +17,7 @@ import type { Store } from '../store/store.ts';
 import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 
-export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, RecordSchema } from '../config/schema.ts';
+export type { FieldSchema, Infer, Issue, RecordSchema } from '../config/schema.ts';
 export type { ConsumerChild } from '../config/entities.ts';
 export type { Consumer, GatewayConfig, PluginEntity, PluginInstance, Route, RouteProtocol, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, Notices, Store, WriteBatch } from '../store/store.ts';
@@ -31,11 +31,6 @@ export interface PluginDefinition<Config = any, Prepared = unknown> {
   priority: number;
   /** Schema of the plugin's `config`; defaults are filled in before the plugin sees it. */
   configSchema: RecordSchema;
-  /**
-   * Config fields that may hold a `{vault://…}` reference in gateway.yaml (Kong's `referenceable`), replaced
-   * by its value as the file loads and on every reload; one that cannot be resolved is an error at its field.
-   */
-  referenceableConfig?: readonly string[];
   /** Checks over the defaulted config and its scope (Kong's entity checks); paths relative to `config`. */
   checkConfig?(config: Config, scope: PluginScope): Issue[];
   /** What the hooks need of an instance's config, made once per configuration: see "prepare" below. */
@@ -126,11 +121,6 @@ export interface EntityDefinition {
    * by the admin API only in the answer to the write that set them.
    */
   digested?: string[];
-  /**
-   * Fields that may hold a `{vault://…}` reference in gateway.yaml (Kong's `referenceable`), replaced by its
-   * value as the file loads, so that a secret the gateway must be able to read back need not be in the file.
-   */
-  referenceable?: readonly string[];
   /** Fields a partial update (PATCH) must give all or none of: a transformation needs them together. */
   allOrNone?: string[];
   /** Kong's `ttl = true`: the admin API accepts `ttl` (seconds) and the entity expires after it. */
@@ -190,11 +180,36 @@ export interface PluginApi {
    * gather every process's; counters that are the node's (`admit`). One process alone keeps its own.
    */
   node: NodeExchange;
+  /** The node's own figures and its upstreams' health. */
+  status: NodeStatus;
   /**
    * A `keptByCore` entity this plugin declares (e.g. `api.entities<KeyCredential>('keyauth_credentials')`);
    * throws for any other name.
    */
   entities<T extends Entity = Entity>(name: string): KeptEntities<T>;
+}
+
+/** What the node reports of itself (Kong's /status and upstream health): for the exporters of node-level series. */
+export interface NodeStatus {
+  /** The node's downstream connections and started requests, every process's summed. */
+  server(): Promise<{ active: number; accepted: number; totalRequests: number }>;
+  /** Whether the store's database answers, within a bound. */
+  databaseReachable(): Promise<boolean>;
+  /** Every address of every target of every upstream with its health, as the balancers of this process see it. */
+  targetHealth(): Promise<TargetHealthReport[]>;
+}
+
+/** Kong's health of a target's address (`GET /upstreams/{upstream}/health`). */
+export type TargetHealthState = 'HEALTHY' | 'UNHEALTHY' | 'HEALTHCHECKS_OFF';
+
+export interface TargetHealthReport {
+  /** The upstream's name. */
+  upstream: string;
+  /** The target as configured (`host:port`). */
+  target: string;
+  /** One address of the target (`ip:port`); '' when its name does not resolve. */
+  address: string;
+  health: TargetHealthState | 'DNS_ERROR';
 }
 
 /**

@@ -62,9 +62,8 @@ export class ProxyStep {
     if (!destination) return;
     const headers = this.upstreamHeaders(ctx, listenerPort);
     const protocol = ctx.service!.protocol;
-    if (protocol === 'grpc' || protocol === 'grpcs') {
-      return ctx.grpcTranscoder && !ctx.isGrpc ? this.proxyTranscoded(ctx, ctx.grpcTranscoder, headers, destination) : this.proxyGrpc(ctx, headers, destination);
-    }
+    if ((protocol === 'grpc' || protocol === 'grpcs') && ctx.grpcTranscoder && !ctx.isGrpc) return this.proxyTranscoded(ctx, ctx.grpcTranscoder, headers, destination);
+    if (protocol === 'grpc' || protocol === 'grpcs') return this.proxyGrpc(ctx, headers, destination);
     this.proxyHttp(ctx, req, res, headers, destination);
   }
 
@@ -131,7 +130,16 @@ export class ProxyStep {
     const sentAt = performance.now();
     const { peers, tls } = destination;
     const handle = this.engine.forward(
-      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, method: ctx.upstreamMethod ?? ctx.method, path: ctx.upstreamTarget(), headers, body },
+      {
+        service: ctx.service!,
+        peers,
+        tls,
+        hostPerPeer: !ctx.route.preserve_host,
+        method: ctx.upstreamMethod ?? ctx.method,
+        path: ctx.upstreamTarget(),
+        headers,
+        body,
+      },
       {
         onResponse: (upstream) => {
           const now = performance.now();
@@ -143,7 +151,13 @@ export class ProxyStep {
           const upstreamLength = out['content-length'];
           let rewrites: BodyRewrite[] | undefined;
           try {
-            rewrites = finishResponseHeaders(ctx, upstream.status, out, sentAt, ctx.method !== 'HEAD' && !BODILESS.has(upstream.status));
+            rewrites = finishResponseHeaders(
+              ctx,
+              upstream.status,
+              out,
+              sentAt,
+              ctx.method !== 'HEAD' && !BODILESS.has(upstream.status),
+            );
           } catch (err) {
             failRequest(ctx, err);
             return null;

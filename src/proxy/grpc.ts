@@ -218,7 +218,9 @@ export class GrpcProxy {
 
   /** Makes one whole call for a plugin that transcodes an HTTP request (grpc-gateway, grpc-web). */
   unary(request: UnaryGrpcRequest, handlers: UnaryGrpcHandlers): void {
-    this.withSession(request, handlers, () => false, (entry, peer) => unaryCall(request, callHeaders(request.headers, peer, request.authorityPerPeer), entry, handlers));
+    this.withSession(request, handlers, () => false, (entry, peer) =>
+      unaryCall(request, callHeaders(request.headers, peer, request.authorityPerPeer), entry, handlers),
+    );
   }
 
   /**

@@ -9,9 +9,13 @@ import {
   addEvent as addToState, BASE_SIZE, copyRow, decodeRow, decodeState, emptyRow, emptyState, encodeState, eventState, LEVELS, merge,
   boundedRowText, ROW_LEVELS, ROW_OVERFLOW, type Row, type State,
 } from './aggregates.ts';
-import type { StoredEvent } from '../ingest/events.ts';
+import type { StoredEvent } from '../shared/events.ts';
 import { distinctPart, escapePart, padTime, TIME_WIDTH } from '../shared/keys.ts';
-import { boundedText, dimensionText, dimensionTexts, distinctReading, numericReading, type CompiledMeter } from '../meter/values.ts';
+import {
+  boundedText, dimensionText, dimensionTexts, distinctReading, numericReading, type CompiledMeter,
+  type MeterRegistry,
+} from '../meter/port.ts';
+import type { BatchAggregates, NumberedEvent } from '../storage/writer.ts';
 
 /** Aggregate updates of a group of events in one minute and series, at the base level; prepare() rolls them up. */
 interface MinuteDelta {
@@ -216,7 +220,13 @@ export class AggregateLedger {
   }
 
   /** Current values of keys: pinned or cached, else read (decoded; `empty` when absent). */
-  private async currentValues<V>(keys: Iterable<string>, known: Versioned<V>, decode: (text: string) => V, empty: () => V, copy: (v: V) => V): Promise<Map<string, V>> {
+  private async currentValues<V>(
+    keys: Iterable<string>,
+    known: Versioned<V>,
+    decode: (text: string) => V,
+    empty: () => V,
+    copy: (v: V) => V,
+  ): Promise<Map<string, V>> {
     const current = new Map<string, V>();
     const missing: string[] = [];
     for (const key of keys) {
@@ -242,7 +252,8 @@ export class AggregateLedger {
     // Per-series keys: at the base level, and in rows that already overflow.
     const keyed = [...unrowed];
     for (const [rowKey, changes] of byRow) {
-      if (rows.get(rowKey)!.series === ROW_OVERFLOW) for (const series of changes.series.keys()) keyed.push(seriesKeyOf(rowKey, series));
+      if (rows.get(rowKey)!.series === ROW_OVERFLOW)
+        for (const series of changes.series.keys()) keyed.push(seriesKeyOf(rowKey, series));
     }
     const current = await this.currentValues(keyed, this.states, decodeState, emptyState, (v) => ({ ...v }));
     const token = Symbol('batch');
@@ -255,10 +266,14 @@ export class AggregateLedger {
       const row = rows.get(rowKey)!;
       if (row.total) merge(row.total, changes.change);
       if (row.series !== ROW_OVERFLOW) {
-        for (const [series, change] of changes.series) row.series.set(series, merge({ ...(row.series.get(series) ?? emptyState()) }, change));
+        for (const [series, change] of changes.series)
+          row.series.set(series, merge({ ...(row.series.get(series) ?? emptyState()) }, change));
       }
       // From the overflow on, the bucket is read series by series: each gets its own key.
-      batch.put(rowKey, boundedRowText(row, (series, state) => putState(seriesKeyOf(rowKey, series), state)));
+      batch.put(
+        rowKey,
+        boundedRowText(row, (series, state) => putState(seriesKeyOf(rowKey, series), state)),
+      );
       this.rows.pin(rowKey, row, token);
     }
     for (const key of uniques) batch.put(key, '');
@@ -283,6 +298,18 @@ export class AggregateLedger {
       this.rows.delete(key);
     }
   }
+}
+
+/** The single writer's aggregates: each event counted by the meters that aggregate its type. */
+export function writerAggregates(ledger: AggregateLedger, meters: MeterRegistry): BatchAggregates {
+  return {
+    prepare(events: readonly NumberedEvent[], batch: WriteBatch) {
+      const delta = newDelta();
+      for (const { seq, record } of events) for (const m of meters.aggregating(record.type)) addEvent(delta, m, seq, record);
+      return ledger.prepare(delta, batch);
+    },
+    clear: () => ledger.clear(),
+  };
 }
 
 /** The writes of a delta into an aggregate space that holds nothing yet (bulk seeding, e.g. benchmarks). */

@@ -15,10 +15,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { stableId } from '../shared/ids.ts';
 import type { Billing } from './billing.ts';
-import { validateCustomer, type Customer, type CustomerDefinition } from './customer/customers.ts';
-import { validateFeature, type FeatureDefinition } from './productcatalog/features.ts';
-import { parsePlan, type PlanDefinition } from './productcatalog/plan-model.ts';
-import { planStatus } from './productcatalog/plans.ts';
+import { validateCustomer, type Customer, type CustomerDefinition } from './customer/port.ts';
+import { parsePlan, planStatus, validateFeature, type FeatureDefinition, type PlanDefinition } from './productcatalog/port.ts';
 import { DeclaredLeaseLostError } from './shared/errors.ts';
 import { keys, Lease } from './shared/store.ts';
 
@@ -88,7 +86,12 @@ export class DeclaredSync {
     await this.plans(declarations.plans);
     // A refused declaration (e.g. its key taken by an API-made entity) is tried again by the next sync.
     if (this.refused === 0) await this.billing.db.transact(async (tx) => tx.put(keys.declared, JSON.stringify(version)), 'declared');
-    const counts = { customers: declarations.customers.length, features: declarations.features.length, plans: declarations.plans.length, refused: this.refused };
+    const counts = {
+      customers: declarations.customers.length,
+      features: declarations.features.length,
+      plans: declarations.plans.length,
+      refused: this.refused,
+    };
     this.log.info(counts, 'billing: applied the customers, features and plans of gateway.yaml');
   }
 

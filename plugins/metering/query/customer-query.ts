@@ -8,24 +8,8 @@
 import { CustomerNotFoundError } from '../shared/errors.ts';
 import type { QueryResult } from './query.ts';
 import { CUSTOMER_DIMENSION, type Filter, type MeterQuery } from './query-request.ts';
-import type { MeterRecord } from '../meter/registry.ts';
-
-/** What a usage query needs of a customer. */
-export interface UsageCustomer {
-  id: string;
-  key: string;
-  name: string;
-  /** The subjects whose events are the customer's usage. */
-  subjects: string[];
-}
-
-/** The customers as billing keeps them. */
-export interface CustomerDirectory {
-  /** A customer by id (deleted ones too, as OpenMeter's query) or by the key of a live one. */
-  find(idOrKey: string): Promise<UsageCustomer | undefined>;
-  /** Every live customer. */
-  live(): Promise<UsageCustomer[]>;
-}
+import type { MeterRecord } from '../meter/port.ts';
+import type { CustomerDirectory, UsageCustomer } from '../shared/customer-directory.ts';
 
 const usesCustomers = (query: MeterQuery) => query.groupBy.includes(CUSTOMER_DIMENSION) || query.filters[CUSTOMER_DIMENSION] !== undefined;
 
@@ -35,15 +19,23 @@ const usesCustomers = (query: MeterQuery) => query.groupBy.includes(CUSTOMER_DIM
  * (404 when one is unknown); a grouping alone reads every live customer, and the usage of subjects no
  * customer claims forms one group without a `customer_id`.
  */
-export async function attributeToCustomers(query: MeterQuery, directory: CustomerDirectory): Promise<{ query: MeterQuery; customers: Map<string, UsageCustomer> }> {
+export async function attributeToCustomers(
+  query: MeterQuery,
+  directory: CustomerDirectory,
+): Promise<{ query: MeterQuery; customers: Map<string, UsageCustomer> }> {
   const filter = query.filters[CUSTOMER_DIMENSION];
   const customers = filter ? await named(filter, directory) : await directory.live();
   const owners = new Map<string, string>();
   // A subject maps to the first customer listing it (only a deleted customer can share one with another).
   for (const c of customers) for (const subject of c.subjects) if (!owners.has(subject)) owners.set(subject, c.id);
-  const filters = filter ? { ...query.filters, [CUSTOMER_DIMENSION]: { in: customers.map((c) => c.id) } } : query.filters;
+  const filters = filter
+    ? { ...query.filters, [CUSTOMER_DIMENSION]: { in: customers.map((c) => c.id) } }
+    : query.filters;
   // fromEntries defines own properties, so a subject named `__proto__` is a key like any other.
-  return { query: { ...query, filters, customerOf: Object.fromEntries(owners) }, customers: new Map(customers.map((c) => [c.id, c])) };
+  return {
+    query: { ...query, filters, customerOf: Object.fromEntries(owners) },
+    customers: new Map(customers.map((c) => [c.id, c])),
+  };
 }
 
 /** The customers an `eq`/`in` filter names, by id or key; every unknown one is reported at once. */

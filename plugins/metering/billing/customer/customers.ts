@@ -5,7 +5,7 @@
  * in the store, taken in the same commit as the record). Deleting is soft, and refused while a
  * subscription is live.
  */
-import type { CustomerDirectory, UsageCustomer } from '../../query/customer-query.ts';
+import type { CustomerDirectory, UsageCustomer } from '../../shared/customer-directory.ts';
 import { ulid } from '../../shared/ids.ts';
 import { formatInstant } from '../shared/calendar.ts';
 import { conflict, gone, invalid, notFound, readOnly, ruleBroken, validationFailed } from '../shared/errors.ts';
@@ -51,7 +51,15 @@ export function validateCustomer(body: unknown): { definition?: CustomerDefiniti
   const email = text(body, 'primary_email', '', { max: 256 }, out) ?? null;
   if (out.length > 0) return { problems: out };
   return {
-    definition: { key: key!, name: customerName!, description: desc, labels: customerLabels, usage_attribution: { subject_keys: subjectKeys }, currency, primary_email: email },
+    definition: {
+      key: key!,
+      name: customerName!,
+      description: desc,
+      labels: customerLabels,
+      usage_attribution: { subject_keys: subjectKeys },
+      currency,
+      primary_email: email,
+    },
     problems: out,
   };
 }

@@ -7,12 +7,12 @@
  * same values (access-cache.ts).
  */
 import { alignedPeriod, eventSeconds, formatInstant, parseCadence, periodIndexAt, type Cadence, type Instant, type Period } from '../shared/calendar.ts';
-import type { Customer, CustomerService } from '../customer/customers.ts';
+import type { Customer, CustomerService } from '../customer/port.ts';
 import { invalid, precondition, validationFailed } from '../shared/errors.ts';
-import type { FeatureMeter, FeatureService } from '../productcatalog/features.ts';
+import type { FeatureMeter, FeatureService } from '../productcatalog/port.ts';
 import { Decimal, formatDecimal, ZERO } from '../shared/money.ts';
-import type { Subscription, SubscriptionService } from '../subscription/subscriptions.ts';
-import type { UsageSource } from '../usage.ts';
+import type { Subscription, SubscriptionService } from '../subscription/port.ts';
+import type { UsageSource } from '../shared/usage.ts';
 
 /** One entitlement a subscription grants. */
 export interface Grant {
@@ -49,7 +49,13 @@ export function grantsOf(s: Subscription): Grant[] {
   for (const { card, meter } of s.items) {
     const e = card.entitlement;
     if (!e || !card.feature?.key) continue;
-    const base = { subscriptionId: s.id, featureKey: card.feature.key, anchor: Date.parse(s.billing_anchor), activeFrom: Date.parse(s.active_from), subjects: s.subjects };
+    const base = {
+      subscriptionId: s.id,
+      featureKey: card.feature.key,
+      anchor: Date.parse(s.billing_anchor),
+      activeFrom: Date.parse(s.active_from),
+      subjects: s.subjects,
+    };
     if (e.type === 'metered') {
       grants.push({ ...base, type: 'metered', limit: new Decimal(e.limit ?? '0'), soft: e.is_soft_limit, usagePeriod: parseCadence(e.usage_period)!, meter });
     } else grants.push({ ...base, type: e.type, ...(e.type === 'static' ? { config: e.config } : {}) });

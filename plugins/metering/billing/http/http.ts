@@ -8,14 +8,12 @@ import { readJson, requireScope, sendProblem, type MeteringRequest, type Problem
 import type { MeteringConfig } from '../../schema.ts';
 import type { Billing } from '../billing.ts';
 import { parseInstant } from '../shared/calendar.ts';
-import { publicCustomer, validateCustomer } from '../customer/customers.ts';
+import { publicCustomer, validateCustomer } from '../customer/port.ts';
 import { BillingError, invalid, validationFailed, type BillingErrorKind } from '../shared/errors.ts';
 import { parseExactJson } from '../shared/exact-json.ts';
-import { publicFeature, validateFeature } from '../productcatalog/features.ts';
+import { parsePlan, planStatus, publicFeature, publicPlan, validateFeature, type PlanRef } from '../productcatalog/port.ts';
 import { isObject, reference, type Problems } from '../shared/fields.ts';
-import { parsePlan } from '../productcatalog/plan-model.ts';
-import { planStatus, publicPlan, type PlanRef } from '../productcatalog/plans.ts';
-import { publicSubscription, type CustomerRef, type Timing } from '../subscription/subscriptions.ts';
+import { publicSubscription, type CustomerRef, type Timing } from '../subscription/port.ts';
 
 const DEFAULT_PAGE_SIZE = 20;
 const MAX_PAGE_SIZE = 1000;
@@ -160,7 +158,12 @@ export class BillingHttp implements SubRoutes {
     const key = q.get('key');
     const subject = q.get('subject') ?? q.get('usage_attribution_subject_key');
     const customers = (await this.billing.customers.list())
-      .filter((c) => (includeDeleted || c.deleted_at === null) && (key === null || c.key === key) && (subject === null || c.usage_attribution.subject_keys.includes(subject)))
+      .filter(
+        (c) =>
+          (includeDeleted || c.deleted_at === null) &&
+          (key === null || c.key === key) &&
+          (subject === null || c.usage_attribution.subject_keys.includes(subject)),
+      )
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.id < b.id ? -1 : 1));
     ctx.respond(200, paginate(ctx, customers, publicCustomer));
   }
@@ -263,7 +266,10 @@ export class BillingHttp implements SubRoutes {
 
   private async listSubscriptions(ctx: MeteringRequest): Promise<void> {
     const customer = ctx.query.get('customer');
-    const subscriptions = customer === null ? await this.billing.subscriptions.list() : await this.billing.subscriptions.ofCustomer((await this.billing.customers.get(customer)).id);
+    const subscriptions =
+      customer === null
+        ? await this.billing.subscriptions.list()
+        : await this.billing.subscriptions.ofCustomer((await this.billing.customers.get(customer)).id);
     subscriptions.sort((a, b) => Date.parse(a.active_from) - Date.parse(b.active_from) || (a.id < b.id ? -1 : 1));
     ctx.respond(200, paginate(ctx, subscriptions, (s) => publicSubscription(s)));
   }

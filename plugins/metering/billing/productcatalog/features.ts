@@ -7,9 +7,9 @@ import { ulid } from '../../shared/ids.ts';
 import { formatInstant } from '../shared/calendar.ts';
 import { conflict, forbidden, invalid, notFound, readOnly, validationFailed } from '../shared/errors.ts';
 import { description, isObject, join, labels, name, object, resourceKey, sealed, text, type Body, type Problems } from '../shared/fields.ts';
-import type { Origin } from '../customer/customers.ts';
+import type { Origin } from '../customer/port.ts';
 import { keys, PREFIXES, type BillingStore, type Transaction } from '../shared/store.ts';
-import type { DimensionFilter, UsageSource } from '../usage.ts';
+import type { DimensionFilter, UsageSource } from '../shared/usage.ts';
 
 export interface FeatureMeter {
   id: string;
@@ -137,7 +137,18 @@ export class FeatureService {
       if (holder !== undefined && holder !== id) throw conflict(`feature ${holder} with key ${def.key} already exists`);
       const now = formatInstant(Date.now());
       const previous = await tx.get<Feature>(keys.feature(id));
-      const feature: Feature = { id, key: def.key, name: def.name, description: def.description, labels: def.labels, meter, created_at: previous?.created_at ?? now, updated_at: now, archived_at: null, origin };
+      const feature: Feature = {
+        id,
+        key: def.key,
+        name: def.name,
+        description: def.description,
+        labels: def.labels,
+        meter,
+        created_at: previous?.created_at ?? now,
+        updated_at: now,
+        archived_at: null,
+        origin,
+      };
       tx.put(keys.feature(id), feature);
       tx.put(keys.featureKey(def.key), JSON.stringify(id));
       return feature;

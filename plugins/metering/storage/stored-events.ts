@@ -5,8 +5,8 @@
  *   keys in its batch (`e/`, `t/`, `d/`: keys.ts), beside the aggregates it changes;
  * - a journal (PostgreSQL): every process appends its events, one row each, whose key (the dedupe hash)
  *   the database keeps unique; the aggregator folds them in order and writes aggregates only
- *   (aggregator.ts). Written once instead of three times and checked for duplicates in the same
- *   statement, which is what lets several nodes take events at the rate of plain inserts.
+ *   (aggregation/aggregator.ts). Written once instead of three times and checked for duplicates in
+ *   the same statement, which is what lets several nodes take events at the rate of plain inserts.
  *
  * Both number events in commit order (`seq`) and index them by event time, so cursors and backfill
  * ranges mean the same in each.
@@ -106,7 +106,8 @@ export class KeyedEvents implements StoredEvents {
   /** The oldest events by time, at most `limit`, with their keys (moving them into a journal: journal-inbox.ts). */
   async oldestFirst(limit: number): Promise<(EventRow & { dedupe: string; typeEscaped: string; keys: string[] })[]> {
     const found: { seq: number; dedupe: string; typeEscaped: string; storedAt: number; timeKey: string }[] = [];
-    for await (const [key, value] of this.store.scan({ prefix: TIME_PREFIX, limit })) found.push({ ...parseTimeIndexValue(value), seq: parseTimeKey(key).seq, timeKey: key });
+    for await (const [key, value] of this.store.scan({ prefix: TIME_PREFIX, limit }))
+      found.push({ ...parseTimeIndexValue(value), seq: parseTimeKey(key).seq, timeKey: key });
     const values = await this.store.getMany(found.map((f) => eventKey(f.typeEscaped, f.seq)));
     return found.flatMap((f, i) => {
       const keys = [f.timeKey, eventKey(f.typeEscaped, f.seq), dedupeKey(f.dedupe)];
