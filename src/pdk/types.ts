@@ -541,7 +541,7 @@ export interface AccessContext extends RequestView {
    * path (setUpstreamPath: `/package.Service/Method`) with `te: trailers`; the upstream's whole answer
    * (at most 16 MiB of messages) goes to `transcode`, whose HTTP answer is sent downstream through the
    * response phase. The gateway's own failures (connect, timeout) are its usual errors. On a service of
-   * another protocol the request is proxied as it is.
+   * another protocol the request is proxied as it is, with `te: trailers` too (Kong's grpc-gateway spec).
    */
   sendAsGrpc(transcode: GrpcTranscoder): void;
   /** Answers the request here; no upstream. Objects are sent as JSON. */

@@ -62,6 +62,8 @@ export class ProxyStep {
     if (!destination) return;
     const headers = this.upstreamHeaders(ctx, listenerPort);
     const protocol = ctx.service!.protocol;
+    // A plugin made this request a gRPC call (grpc-gateway, grpc-web): it asks for trailers, as gRPC clients do, whatever the service.
+    if (ctx.grpcTranscoder) headers.te = 'trailers';
     if ((protocol === 'grpc' || protocol === 'grpcs') && ctx.grpcTranscoder && !ctx.isGrpc) return this.proxyTranscoded(ctx, ctx.grpcTranscoder, headers, destination);
     if (protocol === 'grpc' || protocol === 'grpcs') return this.proxyGrpc(ctx, headers, destination);
     this.proxyHttp(ctx, req, res, headers, destination);

@@ -1,16 +1,17 @@
 /**
- * Kong's grpc-gateway spec (spec/03-plugins/28-grpc-gateway/01-proxy_spec.lua) against a real gateway and
- * a real gRPC server: REST rules and their additional bindings, path variables, query args into fields
- * (bools as Kong reads them), bodies, Timestamps, grpc-status as the HTTP status, Kong's 400s. Beyond
- * Kong's spec: a body into one field with a nested path variable, enums and int64 in answers, the CORS
- * preflight, an instance without a proto, an authenticated consumer reaching the upstream as metadata,
- * an unreachable upstream, a reload with a new proto, and a proto that does not load refused as the config's error.
+ * Kong's grpc-gateway spec (spec/03-plugins/28-grpc-gateway/01-proxy_spec.lua) against a real gateway, a
+ * real gRPC server, and an HTTP upstream that shows what the call carries (`TE: trailers`): REST rules and
+ * their additional bindings, path variables, query args into fields (bools as Kong reads them), bodies,
+ * Timestamps, grpc-status as the HTTP status, Kong's 400s. Beyond Kong's spec: a body into one field with a
+ * nested path variable, enums and int64 in answers, the CORS preflight, an instance without a proto, an
+ * authenticated consumer reaching the upstream as metadata, an unreachable upstream, a reload with a new
+ * proto, and a proto that does not load refused as the config's error.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { aroundTests, request, startGateway, tempDir } from '../../helpers/gateway.ts';
+import { aroundTests, request, startGateway, startUpstream, tempDir } from '../../helpers/gateway.ts';
 import { pluginConfigErrors } from '../config-check.ts';
 import { BOUNCER_PROTO, startBouncer } from './bouncer.ts';
 
@@ -18,6 +19,7 @@ import { BOUNCER_PROTO, startBouncer } from './bouncer.ts';
 describe('grpc-gateway (proxy)', () => {
   const started = aroundTests(async () => {
     const bouncer = await startBouncer();
+    const mock = await startUpstream();
     const config = (proto: string) => ({
       _format_version: '3.0',
       services: [
@@ -37,15 +39,28 @@ describe('grpc-gateway (proxy)', () => {
             },
           ],
         },
+        { name: 'mock', url: mock.url, routes: [{ name: 'mock', hosts: ['grpc_mock.example'], preserve_host: true, plugins: [{ name: 'grpc-gateway', config: { proto } }] }] },
         { name: 'down', protocol: 'grpc', host: '127.0.0.1', port: 1, routes: [{ name: 'down', hosts: ['down.test'], paths: ['/'], plugins: [{ name: 'grpc-gateway', config: { proto } }] }] },
       ],
       consumers: [{ username: 'lizard-keeper', keyauth_credentials: [{ key: 'secret-key' }] }],
     });
     const gw = await startGateway(config(BOUNCER_PROTO));
-    return { gw, config, close: async () => (await gw.stop(), await bouncer.close()) };
+    return { gw, config, mock, close: async () => (await gw.stop(), await bouncer.close(), await mock.close()) };
   });
   const get = (path: string, headers: Record<string, string> = {}) => request(`${started.gw.http}${path}`, { headers });
   const post = (path: string, body: string | object, method = 'POST') => request(`${started.gw.http}${path}`, { method, body, headers: { 'content-type': 'application/json' } });
+
+  for (const te of [undefined, 'chunked']) {
+    test(`sets 'TE: trailers' upstream${te ? ', ignoring the client’s TE' : ''}, and makes the call a gRPC one`, async () => {
+      const res = await request(`${started.gw.http}/v1/echo`, { method: 'POST', body: {}, headers: { host: 'grpc_mock.example', ...(te ? { te } : {}) } });
+      assert.equal(res.status, 200);
+      const received = started.mock.requests.at(-1)!;
+      assert.equal(received.headers.te, 'trailers');
+      assert.equal(received.headers['content-type'], 'application/grpc');
+      assert.equal(received.headers.host, 'grpc_mock.example');
+      assert.deepEqual([received.method, received.path], ['POST', '/targetservice.Bouncer/Echo']);
+    });
+  }
 
   test('main entrypoint', async () => {
     const res = await get('/v1/messages/john_doe');

@@ -1,16 +1,17 @@
 /**
- * Kong's grpc-web spec (spec/03-plugins/32-grpc-web/01-proxy_spec.lua) against a real gateway and a real
- * gRPC server (@grpc/grpc-js): base64 text and binary calls over HTTP and HTTPS with Kong's exact bodies,
- * gRPC-Web JSON and plain JSON with the proto, pass_stripped_path. Beyond Kong's spec: a failed call's
- * status in the trailer frame, a server stream's replies in one answer, the CORS preflight with
- * allow_origin_header, and the 400s for JSON without a proto or an unknown method.
+ * Kong's grpc-web spec (spec/03-plugins/32-grpc-web/01-proxy_spec.lua) against a real gateway, a real gRPC
+ * server (@grpc/grpc-js), and an HTTP upstream that shows what it receives (`TE: trailers`): base64 text and
+ * binary calls over HTTP and HTTPS with Kong's exact bodies, gRPC-Web JSON and plain JSON with the proto,
+ * pass_stripped_path. Beyond Kong's spec: a failed call's status in the trailer frame, a server stream's
+ * replies in one answer, the CORS preflight with allow_origin_header, and the 400s for JSON without a proto
+ * or an unknown method.
  */
 import assert from 'node:assert/strict';
 import { resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { aroundTests, request, startGateway } from '../../helpers/gateway.ts';
+import { aroundTests, request, startGateway, startUpstream } from '../../helpers/gateway.ts';
 import { pluginConfigErrors } from '../config-check.ts';
 
 const HELLO_PROTO = resolve(import.meta.dirname, 'hello.proto');
@@ -50,6 +51,7 @@ async function startHelloServer(): Promise<{ port: number; close(): Promise<void
 describe('grpc-web (proxy)', () => {
   const started = aroundTests(async () => {
     const hello = await startHelloServer();
+    const mock = await startUpstream();
     const url = `grpc://127.0.0.1:${hello.port}`;
     const gw = await startGateway({
       _format_version: '3.0',
@@ -63,12 +65,22 @@ describe('grpc-web (proxy)', () => {
             { name: 'no-proto', hosts: ['no-proto.test'], paths: ['/'], plugins: [{ name: 'grpc-web', config: { allow_origin_header: 'https://app.example' } }] },
           ],
         },
+        { name: 'mock', url: mock.url, routes: [{ name: 'mock', hosts: ['grpc_mock.example'], preserve_host: true, plugins: [{ name: 'grpc-web' }] }] },
       ],
     });
-    return { gw, close: async () => (await gw.stop(), await hello.close()) };
+    return { gw, mock, close: async () => (await gw.stop(), await hello.close(), await mock.close()) };
   });
   const call = (base: 'http' | 'https', path: string, contentType: string, body: string | Buffer, host?: string) =>
     request(`${started.gw[base]}${path}`, { method: 'POST', body, headers: { 'content-type': contentType, ...(host ? { host } : {}) } });
+
+  for (const te of [undefined, 'chunked']) {
+    test(`sets 'TE: trailers' upstream${te ? ', ignoring the client’s TE' : ''}`, async () => {
+      const res = await request(`${started.gw.http}/`, { method: 'POST', body: '', headers: { host: 'grpc_mock.example', 'content-type': 'application/grpc-web-text', ...(te ? { te } : {}) } });
+      assert.equal(res.status, 200);
+      assert.equal(started.mock.requests.at(-1)!.headers.te, 'trailers');
+      assert.equal(started.mock.requests.at(-1)!.headers['content-type'], 'application/grpc');
+    });
+  }
 
   for (const base of ['http', 'https'] as const) {
     test(`Call gRPC-base64 via ${base.toUpperCase()}`, async () => {
