@@ -29,7 +29,7 @@ import { finishResponseHeaders, RewritingSink, type BodyRewrite } from './respon
 export interface ProtocolProxy {
   grpc(request: GrpcRequest, handlers: GrpcHandlers): void;
   /** One whole call made for a plugin that transcodes an HTTP request (AccessContext.sendAsGrpc). */
-  grpcUnary(request: UnaryGrpcRequest, handlers: UnaryGrpcHandlers): void;
+  grpcUnary(request: UnaryGrpcRequest, handlers: UnaryGrpcHandlers): () => void;
   upgrade(request: WebSocketRequest, handlers: WebSocketHandlers): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close(): void;
@@ -206,13 +206,14 @@ export class ProxyStep {
   /**
    * An HTTP request a plugin turned into a gRPC call: the call goes upstream whole, and the plugin's
    * transcoder turns the whole answer into the HTTP answer, which runs through the response phase. The
-   * log phase runs when that answer has gone, as for any HTTP request.
+   * log phase runs when that answer has gone, as for any HTTP request; a client that goes away first
+   * cancels the call.
    */
   private proxyTranscoded(ctx: Context, transcode: GrpcTranscoder, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
     const body = ctx.body ?? Buffer.alloc(0);
     ctx.requestBodyBytes = body.length;
     const sentAt = performance.now();
-    this.protocols.grpcUnary(
+    ctx.abortUpstream = this.protocols.grpcUnary(
       { service: ctx.service!, peers, tls, authorityPerPeer: !ctx.route.preserve_host, path: ctx.upstreamPath ?? ctx.match.upstreamPath, headers, body },
       {
         onAnswer: (answer, latency) =>

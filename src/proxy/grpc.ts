@@ -216,11 +216,20 @@ export class GrpcProxy {
     );
   }
 
-  /** Makes one whole call for a plugin that transcodes an HTTP request (grpc-gateway, grpc-web). */
-  unary(request: UnaryGrpcRequest, handlers: UnaryGrpcHandlers): void {
-    this.withSession(request, handlers, () => false, (entry, peer) =>
-      unaryCall(request, callHeaders(request.headers, peer, request.authorityPerPeer), entry, handlers),
-    );
+  /**
+   * Makes one whole call for a plugin that transcodes an HTTP request (grpc-gateway, grpc-web). Returns
+   * what cancels it (the client went away): no handler runs after that.
+   */
+  unary(request: UnaryGrpcRequest, handlers: UnaryGrpcHandlers): () => void {
+    let abandoned = false;
+    let cancelCall: (() => void) | undefined;
+    this.withSession(request, handlers, () => abandoned, (entry, peer) => {
+      cancelCall = unaryCall(request, callHeaders(request.headers, peer, request.authorityPerPeer), entry, handlers);
+    });
+    return () => {
+      abandoned = true;
+      cancelCall?.();
+    };
   }
 
   /**
@@ -415,8 +424,8 @@ class GrpcCall {
   }
 }
 
-/** Sends a unary call on a pooled session and reads its whole answer, bounded in size and idle time. */
-function unaryCall(request: UnaryGrpcRequest, headers: OutgoingHttpHeaders, entry: PooledSession, handlers: UnaryGrpcHandlers): void {
+/** Sends a unary call on a pooled session and reads its whole answer, bounded in size and idle time; returns what cancels it. */
+function unaryCall(request: UnaryGrpcRequest, headers: OutgoingHttpHeaders, entry: PooledSession, handlers: UnaryGrpcHandlers): () => void {
   const out: OutgoingHttpHeaders = { ':method': 'POST', ':scheme': request.service.protocol === 'grpcs' ? 'https' : 'http', ':path': request.path };
   for (const name in headers) if (!CONNECTION_HEADERS.includes(name)) out[name === 'host' ? ':authority' : name] = headers[name];
   out.te = 'trailers';
@@ -425,7 +434,9 @@ function unaryCall(request: UnaryGrpcRequest, headers: OutgoingHttpHeaders, entr
     stream = entry.session.request(out);
   } catch (err) {
     entry.streams--;
-    return SESSION_GONE.has((err as NodeJS.ErrnoException).code ?? '') ? handlers.onError(502, MESSAGES.badGateway) : handlers.fail(err);
+    if (SESSION_GONE.has((err as NodeJS.ErrnoException).code ?? '')) handlers.onError(502, MESSAGES.badGateway);
+    else handlers.fail(err);
+    return () => {};
   }
   const sentAt = performance.now();
   let settled = false;
@@ -460,6 +471,7 @@ function unaryCall(request: UnaryGrpcRequest, headers: OutgoingHttpHeaders, entr
     settle(() => handlers.onAnswer({ status, headers: answerHeaders, messages: Buffer.concat(chunks, size), trailers }, latency));
   }));
   stream.end(request.body);
+  return () => settle(() => {});
 }
 
 const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -3,10 +3,11 @@
  * server (@grpc/grpc-js), and an HTTP upstream that shows what it receives (`TE: trailers`): base64 text and
  * binary calls over HTTP and HTTPS with Kong's exact bodies, gRPC-Web JSON and plain JSON with the proto,
  * pass_stripped_path. Beyond Kong's spec: a failed call's status in the trailer frame, a server stream's
- * replies in one answer, the CORS preflight with allow_origin_header, and the 400s for JSON without a proto
- * or an unknown method.
+ * replies in one answer, the CORS preflight with allow_origin_header, the 400s for JSON without a proto
+ * or an unknown method, and a client that leaves cancelling the call.
  */
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
@@ -22,6 +23,11 @@ const HELLO_REQUEST_BODY = Buffer.from(HELLO_REQUEST_TEXT_BODY, 'base64');
 const OK_TRAILER = 'grpc-status:0\r\ngrpc-message:OK\r\n';
 const HELLO_REPLY_TEXT = 'AAAAAAwKCmhlbGxvIGhleWE=';
 
+/** Waits until `condition` holds, polling; the test's timeout bounds it. */
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((r) => setTimeout(r, 20));
+}
+
 /** One gRPC-Web frame: flag byte, big-endian length, payload. */
 function webFrame(payload: string | Buffer, flags = 0): Buffer {
   const head = Buffer.alloc(5);
@@ -33,7 +39,17 @@ function webFrame(payload: string | Buffer, flags = 0): Buffer {
 const HELLO_RESPONSE_TEXT_BODY = HELLO_REPLY_TEXT + webFrame(OK_TRAILER, 0x80).toString('base64');
 const HELLO_RESPONSE_BODY = Buffer.concat([Buffer.from(HELLO_REPLY_TEXT, 'base64'), webFrame(OK_TRAILER, 0x80)]);
 
-async function startHelloServer(): Promise<{ port: number; close(): Promise<void> }> {
+interface HelloServer {
+  port: number;
+  /** The greetings of the Hang calls the server saw start, and those it saw cancelled. */
+  hanging: string[];
+  cancelled: string[];
+  close(): Promise<void>;
+}
+
+async function startHelloServer(): Promise<HelloServer> {
+  const hanging: string[] = [];
+  const cancelled: string[] = [];
   const proto = grpc.loadPackageDefinition(protoLoader.loadSync(HELLO_PROTO, { keepCase: true, defaults: true })) as any;
   const server = new grpc.Server();
   server.addService(proto.hello.HelloService.service, {
@@ -43,9 +59,13 @@ async function startHelloServer(): Promise<{ port: number; close(): Promise<void
       if (call.request.fail_code) call.emit('error', { code: call.request.fail_code, details: 'no more' });
       else call.end();
     },
+    Hang: (call: any) => {
+      hanging.push(call.request.greeting);
+      call.on('cancelled', () => cancelled.push(call.request.greeting));
+    },
   });
   const port = await new Promise<number>((done, fail) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? fail(err) : done(p))));
-  return { port, close: () => new Promise((done) => server.tryShutdown(() => done())) };
+  return { port, hanging, cancelled, close: async () => server.forceShutdown() };
 }
 
 describe('grpc-web (proxy)', () => {
@@ -68,7 +88,7 @@ describe('grpc-web (proxy)', () => {
         { name: 'mock', url: mock.url, routes: [{ name: 'mock', hosts: ['grpc_mock.example'], preserve_host: true, plugins: [{ name: 'grpc-web' }] }] },
       ],
     });
-    return { gw, mock, close: async () => (await gw.stop(), await hello.close(), await mock.close()) };
+    return { gw, hello, mock, close: async () => (await gw.stop(), await hello.close(), await mock.close()) };
   });
   const call = (base: 'http' | 'https', path: string, contentType: string, body: string | Buffer, host?: string) =>
     request(`${started.gw[base]}${path}`, { method: 'POST', body, headers: { 'content-type': contentType, ...(host ? { host } : {}) } });
@@ -130,6 +150,15 @@ describe('grpc-web (proxy)', () => {
     const res = await call('http', '/hello.HelloService/LotsOfReplies', 'application/grpc-web-text+json', webFrame(JSON.stringify({ greeting: 'y', count: 2 })).toString('base64'));
     const replies = [0, 1].map((i) => webFrame(JSON.stringify({ reply: `hello y ${i}` })));
     assert.equal(res.text, Buffer.concat(replies).toString('base64') + webFrame(OK_TRAILER, 0x80).toString('base64'));
+  });
+
+  test('a client that goes away cancels the call upstream', async () => {
+    const req = http.request(`${started.gw.http}/hello.HelloService/Hang`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+    req.on('error', () => {});
+    req.end(JSON.stringify({ greeting: 'leaving' }));
+    await until(() => started.hello.hanging.includes('leaving'));
+    req.destroy();
+    await until(() => started.hello.cancelled.includes('leaving'));
   });
 
   test('a CORS preflight is answered here, with allow_origin_header', async () => {
