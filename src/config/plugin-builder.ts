@@ -11,8 +11,11 @@ import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
 import { pluginEntitySchema } from './entities.ts';
 import { luaPluginRefusal } from './lua-plugins.ts';
-import { validate, type Path } from './schema.ts';
+import { isPlainObject, validate, type Path, type RecordSchema } from './schema.ts';
 import type { PluginEntity, PluginInstance } from './types.ts';
+
+/** A config whose vault reference could not be resolved (reported). */
+const UNRESOLVED = Symbol('unresolved');
 
 /** What a plugin's place in the file decides: the id of the route, service or consumer it is nested in. */
 export interface Nesting {
@@ -93,7 +96,9 @@ export class PluginBuilder {
     }
     if (!def) return undefined;
     if (def.noConsumer && p.consumer) this.ctx.issue([...p.path, 'consumer'], 'value must be null');
-    const { value: config, issues } = validate(def.configSchema, p.raw.config ?? {}, [...p.path, 'config']);
+    const given = this.dereference(def.configSchema, p.raw.config ?? {}, [...p.path, 'config']);
+    if (given === UNRESOLVED) return undefined;
+    const { value: config, issues } = validate(def.configSchema, given, [...p.path, 'config']);
     for (const issue of issues) this.ctx.issue(issue.path, issue.message);
     const cacheKey = `plugins:${e.name}:${p.route ?? ''}:${p.service ?? ''}:${p.consumer ?? ''}`;
     const entity = withPrepared({
@@ -109,6 +114,24 @@ export class PluginBuilder {
       tags: e.tags ?? null,
     }, undefined);
     return { entity, path: p.path, def, configValid: issues.length === 0 };
+  }
+
+  /**
+   * The config with the vault references of its `referenceable` fields resolved, at every depth of
+   * records; UNRESOLVED when one cannot be (reported at its field).
+   */
+  private dereference(schema: RecordSchema, raw: unknown, path: Path): unknown {
+    if (!isPlainObject(raw)) return raw;
+    const fields = Object.entries(schema.fields);
+    const referenceable = fields.filter(([, f]) => f.type === 'string' && f.referenceable).map(([name]) => name);
+    const record = referenceable.length > 0 ? this.ctx.dereference(raw, referenceable, path) : { ...raw };
+    if (record === undefined) return UNRESOLVED;
+    for (const [name, field] of fields) {
+      if (field.type !== 'record' || !(name in record)) continue;
+      record[name] = this.dereference(field, record[name], [...path, name]);
+      if (record[name] === UNRESOLVED) return UNRESOLVED;
+    }
+    return record;
   }
 
   /**

@@ -43,6 +43,8 @@ export interface StringSchema extends Common<string> {
   match_message?: string;
   len_min?: number;
   len_max?: number;
+  /** May hold a `{vault://…}` reference, replaced by its value when the file loads (Kong's `referenceable`); plugin configs only. */
+  referenceable?: boolean;
 }
 export interface NumberSchema extends Common<number> {
   type: 'integer' | 'number';
