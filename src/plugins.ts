@@ -24,6 +24,7 @@ import requestSizeLimiting from '../plugins/request-size-limiting/index.ts';
 import redirect from '../plugins/redirect/index.ts';
 import botDetection from '../plugins/bot-detection/index.ts';
 import aiProxy from '../plugins/ai-proxy/index.ts';
+import aiPromptGuard from '../plugins/ai-prompt-guard/index.ts';
 import type { PluginDefinition } from './pdk/types.ts';
 
 /** In order of creation (the gateway closes them in reverse): request metering after metering, whose writer it uses until it closes. */
@@ -31,6 +32,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
-    botDetection, hmacAuth, aiProxy,
+    botDetection, hmacAuth, aiProxy, aiPromptGuard,
   ].map((p) => [p.name, p as PluginDefinition]),
 );
