@@ -5,8 +5,9 @@
  * auth; a 200 answer comes back translated to OpenAI's format, streams event by event. The answer the
  * client reads carries OpenAI's `usage`, which is what metering-and-billing meters as AI tokens.
  */
-import { mediaType, parseUntrustedJson, type AccessContext, type LogContext, type PluginRuntime } from '../../src/pdk/index.ts';
-import { driverFor, type Driver, type Model, type OpenAiRequest, type TranslatedRoute } from './providers/index.ts';
+import type { AccessContext, LogContext, PluginRuntime } from '../../src/pdk/index.ts';
+import { driverFor, type Driver, type Model, type TranslatedRoute } from './providers/index.ts';
+import { readOpenAiRequest, type OpenAiRequest } from './request.ts';
 import type { AiProxyConfig, RouteType } from './schema.ts';
 import { JsonTranslation, StreamTranslation, type AnswerFacts } from './translation.ts';
 
@@ -26,8 +27,6 @@ interface Proxied {
 }
 
 const PROXIED = 'ai-proxy';
-/** Kong's default max_request_body_size, for a config that sets it to null. */
-const DEFAULT_BODY_SIZE = 8 * 1024;
 
 export function prepare(config: AiProxyConfig): Prepared {
   const driver = driverFor(config.model)!;
@@ -43,9 +42,9 @@ export function prepare(config: AiProxyConfig): Prepared {
 export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
   return {
     async access(ctx, config, plugin) {
-      const text = await requestText(ctx, config);
-      const request = text === undefined ? undefined : parsedObject(text);
-      if (!request) return refuse(ctx, 'content-type header does not match request body, or bad JSON formatting');
+      const read = await readOpenAiRequest(ctx, config.max_request_body_size);
+      if (!read) return refuse(ctx, 'content-type header does not match request body, or bad JSON formatting');
+      const { text, request } = read;
       const refusal = requestProblem(request, config);
       if (refusal) return refuse(ctx, refusal);
       const name = config.model.name ?? (typeof request.model === 'string' ? request.model : '');
@@ -58,7 +57,7 @@ export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
         ctx.setUpstreamHeader('content-type', 'application/json');
       }
       sendToProvider(ctx, config, plugin.prepared, model);
-      ctx.shared[PROXIED] = { model, stream, requestBody: text!, facts: {} } satisfies Proxied;
+      ctx.shared[PROXIED] = { model, stream, requestBody: text, facts: {} } satisfies Proxied;
     },
 
     response(ctx, config, head, plugin) {
@@ -82,22 +81,6 @@ export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
       if (proxied && config.logging.log_statistics) logStatistics(ctx, config, proxied);
     },
   };
-}
-
-/** The body as Kong's `kong.request.get_body(content_type, nil, max_request_body_size)` reads it: JSON, at most that size. */
-async function requestText(ctx: AccessContext, config: AiProxyConfig): Promise<string | undefined> {
-  const type = mediaType(ctx.headers['content-type']) || 'application/json';
-  if (type !== 'application/json' && !type.endsWith('+json')) return undefined;
-  return (await ctx.readBodyWithin(config.max_request_body_size ?? DEFAULT_BODY_SIZE))?.toString('utf8');
-}
-
-function parsedObject(text: string): OpenAiRequest | undefined {
-  try {
-    const parsed = parseUntrustedJson(text);
-    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as OpenAiRequest) : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** Kong's checks of the request (normalize-request.lua, llm.is_compatible), in its order; undefined when it passes. */

@@ -6,8 +6,9 @@
 import { parseUntrustedJson } from '../../../src/pdk/index.ts';
 import type { ModelConfig } from '../schema.ts';
 
-/** A request, and each answer, as the client sends and reads them: OpenAI's chat and completions format. */
-export type OpenAiRequest = Record<string, unknown>;
+import type { OpenAiRequest } from '../request.ts';
+
+export type { OpenAiRequest };
 
 export type TranslatedRoute = 'llm/v1/chat' | 'llm/v1/completions';
 
