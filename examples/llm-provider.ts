@@ -67,7 +67,7 @@ async function answer(path: string, body: Record<string, any>, res: http.ServerR
     case '/v1/completions':
       return body.stream ? stream(res, 'text/event-stream', openAiChunks(reply, path, body), options) : json(res, openAiAnswer(reply, path));
     case '/v1/messages':
-      return body.stream ? stream(res, 'text/event-stream', anthropicEvents(reply), options) : json(res, anthropicAnswer(reply));
+      return body.stream ? stream(res, 'text/event-stream', anthropicEvents(reply), options) : json(res, anthropicAnswer(reply, body.tools));
     case '/v1/complete':
       return json(res, { type: 'completion', completion: ` ${reply.words.join(' ')}`, stop_reason: 'stop_sequence', model: reply.model });
     case '/api/chat':
@@ -118,10 +118,13 @@ function openAiChunks({ words, promptTokens, model }: Answer, path: string, body
   return [...parts, 'data: [DONE]\n\n'];
 }
 
-function anthropicAnswer({ words, promptTokens, model }: Answer): unknown {
+/** With tools offered, the answer also calls the first one with what the user said. */
+function anthropicAnswer({ words, promptTokens, model }: Answer, tools: unknown): unknown {
+  const tool = Array.isArray(tools) ? tools[0] : undefined;
+  const call = tool ? [{ type: 'tool_use', id: 'toolu_1', name: tool.name, input: { query: words.slice(2).join(' ') } }] : [];
   return {
-    id: 'msg_1', type: 'message', role: 'assistant', model, content: [{ type: 'text', text: words.join(' ') }],
-    stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: promptTokens, output_tokens: words.length },
+    id: 'msg_1', type: 'message', role: 'assistant', model, content: [{ type: 'text', text: words.join(' ') }, ...call],
+    stop_reason: tool ? 'tool_use' : 'end_turn', stop_sequence: null, usage: { input_tokens: promptTokens, output_tokens: words.length },
   };
 }
 

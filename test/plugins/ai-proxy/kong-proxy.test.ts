@@ -200,6 +200,31 @@ describe('ai-proxy', () => {
       });
     });
 
+    test("tools, a tool choice, the assistant's tool calls and their results in Anthropic's blocks; a tool_use answer as OpenAI's tool_calls", async () => {
+      const weather = { type: 'function', function: { name: 'weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
+      const res = await post('/anthropic-chat', {
+        messages: [
+          { role: 'user', content: 'Weather in Paris?' },
+          { role: 'assistant', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+          { role: 'user', content: 'And Rome?' },
+        ],
+        tools: [weather],
+        tool_choice: 'required',
+      });
+      assert.equal(res.status, 200, res.text);
+      const sent = lastSent().body;
+      assert.deepEqual(sent.tools, [{ name: 'weather', description: 'The weather in a city', input_schema: weather.function.parameters }]);
+      assert.deepEqual(sent.tool_choice, { type: 'any' });
+      assert.deepEqual(sent.messages.slice(1, 3), [
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'call_1', name: 'weather', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: 'sunny' }] },
+      ]);
+      const [choice] = res.json().choices;
+      assert.equal(choice.finish_reason, 'tool_use');
+      assert.deepEqual(choice.message.tool_calls, [{ id: 'toolu_1', type: 'function', function: { name: 'weather', arguments: '{"query":"And Rome?"}' } }]);
+    });
+
     test('a completions request goes to the Complete API with a Human/Assistant prompt', async () => {
       const res = await post('/anthropic-completions', { prompt: 'Say hello' });
       assert.equal(res.status, 200, res.text);
