@@ -3,7 +3,7 @@
  * Completions, Anthropic's Messages and Complete, and Ollama's /api/chat and /api/generate, answering
  * whole or as a stream (SSE, or NDJSON for Ollama), with token counts. Its answer repeats the last user
  * message: "You said: <words>"; a prompt's tokens are its words, the answer's tokens its words.
- *   npm run example:llm-provider        (listens on 127.0.0.1:3400, or PORT)
+ *   npm run example:llm-provider        (listens on 127.0.0.1:3400, or PORT, or the port given as argument)
  * SIGTERM or SIGINT closes it and exits 0.
  */
 import http from 'node:http';
@@ -158,7 +158,7 @@ function ollamaLines({ words, promptTokens, model }: Answer, path: string): stri
 
 // Run as a program (not imported by a test).
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const provider = await startLlmProvider(Number(process.env.PORT ?? 3400));
+  const provider = await startLlmProvider(Number(process.argv[2] ?? process.env.PORT ?? 3400));
   console.log(`stand-in LLM provider listening on ${provider.url}`);
   // Stopped by a script or a service manager: open connections must not keep it up.
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void provider.close().then(() => process.exit(0)));
