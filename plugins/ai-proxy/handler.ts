@@ -50,6 +50,8 @@ export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
       const name = config.model.name ?? (typeof request.model === 'string' ? request.model : '');
       const model: Model = { provider: config.model.provider, name, options: config.model.options ?? {} };
       const stream = Boolean(request.stream) || config.response_streaming === 'always';
+      const untranslatable = stream && streamProblem(plugin.prepared.driver, model, config.route_type);
+      if (untranslatable) return refuse(ctx, untranslatable);
       if (stream) request.stream = true;
       if (config.route_type !== 'preserve') {
         const body = { ...plugin.prepared.driver.toProvider(request, model, config.route_type), ...bodyAuth(request, config) };
@@ -110,6 +112,12 @@ function incompatibility(request: OpenAiRequest, route: TranslatedRoute): string
   if (formats.length > 1) return 'request matches multiple LLM request formats';
   if (formats.length === 0) return 'request format not recognised';
   return formats[0] === route ? undefined : `[${formats[0]}] message format is not compatible with [${route}] route type`;
+}
+
+/** A stream this provider's answers cannot be translated from (Kong's from_format message), or undefined. */
+function streamProblem(driver: Driver, model: Model, route: RouteType): string | undefined {
+  if (route === 'preserve' || !driver.stream || driver.stream.routes.includes(route)) return undefined;
+  return `no transformer available from format ${model.provider}://stream/${route}`;
 }
 
 /** Kong's `param_location: body`: the configured parameter, unless the client sent one and may override it. */

@@ -28,7 +28,8 @@ export const anthropic: Driver = {
     };
   },
   fromProvider: (answer, _model, route) => (route === 'llm/v1/chat' ? chatAnswer(answer) : completionAnswer(answer)),
-  stream: { framing: 'sse', translator: (model) => new MessagesStream(model) },
+  // Kong translates the Messages stream only (no transformer for the Complete API's).
+  stream: { framing: 'sse', routes: ['llm/v1/chat'], translator: (model) => new MessagesStream(model) },
 };
 
 /** Kong's kong_messages_to_claude_messages: a role other than user, assistant and tool is the system prompt (the last one wins). */

@@ -50,8 +50,11 @@ export interface Driver {
   toProvider(request: OpenAiRequest, model: Model, route: TranslatedRoute): Record<string, unknown>;
   /** Undefined when the provider already answers in OpenAI's format: the answer passes unchanged. */
   fromProvider?(answer: unknown, model: Model, route: TranslatedRoute): Translated;
-  /** How the provider frames a stream, and the translation of its events (none: OpenAI's, passed through). */
-  stream?: { framing: 'sse' | 'ndjson'; translator(model: Model, route: TranslatedRoute): StreamTranslator };
+  /**
+   * How the provider frames a stream, the route types whose streams are translated, and the translation
+   * of their events (none: OpenAI's, passed through).
+   */
+  stream?: { framing: 'sse' | 'ndjson'; routes: readonly TranslatedRoute[]; translator(model: Model, route: TranslatedRoute): StreamTranslator };
 }
 
 /** Kong's merge_config_defaults: the configured model options win over the request's. */

@@ -32,7 +32,7 @@ export function ollamaFormat(origin: string | undefined): Driver {
       const body = { model: answer.model, created: answer.created_at, usage, object: route === 'llm/v1/chat' ? 'chat.completion' : 'text_completion', choices: [choice] };
       return { body, usage };
     },
-    stream: { framing: 'ndjson', translator: (model, route) => new OllamaStream(model, route) },
+    stream: { framing: 'ndjson', routes: ['llm/v1/chat', 'llm/v1/completions'], translator: (model, route) => new OllamaStream(model, route) },
   };
 }
 

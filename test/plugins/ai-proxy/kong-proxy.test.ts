@@ -231,6 +231,8 @@ describe('ai-proxy', () => {
       assert.deepEqual(res.json(), { choices: [{ index: 0, text: ' You said: Human: Say hello Assistant:', finish_reason: 'stop_sequence' }], model: 'claude-2.1', object: 'text_completion' });
       assert.equal(lastSent().body.prompt, 'Human: Say hello\n\nAssistant:');
       assert.equal(lastSent().body.max_tokens_to_sample, 256);
+      // Kong has no translation of the Complete API's stream.
+      refusedWith(await post('/anthropic-completions', { prompt: 'Say hello', stream: true }), 'no transformer available from format anthropic://stream/llm/v1/completions');
     });
 
     test("a stream is translated event by event into OpenAI chunks, ending with the usage and [DONE]", async () => {
