@@ -16,9 +16,11 @@ import metering from '../plugins/metering/index.ts';
 import meteringAndBilling from '../plugins/metering-and-billing/index.ts';
 import oauth2 from '../plugins/oauth2/index.ts';
 import prometheus from '../plugins/prometheus/index.ts';
+import proxyCache from '../plugins/proxy-cache/index.ts';
 import rateLimiting from '../plugins/rate-limiting/index.ts';
 import requestTermination from '../plugins/request-termination/index.ts';
 import requestTransformer from '../plugins/request-transformer/index.ts';
+import responseRateLimiting from '../plugins/response-ratelimiting/index.ts';
 import responseTransformer from '../plugins/response-transformer/index.ts';
 import requestSizeLimiting from '../plugins/request-size-limiting/index.ts';
 import redirect from '../plugins/redirect/index.ts';
@@ -32,6 +34,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
-    botDetection, hmacAuth, aiProxy, aiPromptGuard,
+    botDetection, hmacAuth, proxyCache, responseRateLimiting, aiProxy, aiPromptGuard,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

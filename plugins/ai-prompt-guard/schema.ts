@@ -12,7 +12,7 @@ function regexProblem(pattern: string): string | undefined {
   return problem === undefined ? undefined : `not a valid regex: ${pattern} (${problem})`;
 }
 
-const PATTERNS = { type: 'array', len_max: 10, elements: { type: 'string', required: true, len_min: 1, len_max: 500, custom: regexProblem } } as const;
+const PATTERNS = { type: 'array', len_max: 10, elements: { type: 'string', len_min: 1, len_max: 500, custom: regexProblem } } as const;
 
 export const configSchema = {
   type: 'record',
@@ -47,5 +47,5 @@ function historyWithAllRoles(config: Record<string, any>): Issue[] {
 
 /** Kong's native formats (bedrock, gemini) are not read here: the config says so at load. */
 export function unsupportedHere(config: AiPromptGuardConfig): Issue[] {
-  return config.llm_format === 'openai' || config.llm_format === null ? [] : [{ path: ['llm_format'], message: `the '${config.llm_format}' format is not supported by this gateway (use 'openai')` }];
+  return config.llm_format === 'openai' ? [] : [{ path: ['llm_format'], message: `the '${config.llm_format}' format is not supported by this gateway (use 'openai')` }];
 }

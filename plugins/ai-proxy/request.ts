@@ -3,17 +3,14 @@ import { mediaType, parseUntrustedJson, type AccessContext } from '../../src/pdk
 
 export type OpenAiRequest = Record<string, unknown>;
 
-/** Kong's default max_request_body_size, for a config that sets it to null. */
-const DEFAULT_BODY_SIZE = 8 * 1024;
-
 /**
  * The body's text and its JSON object, when it is JSON (the default type) of at most `maxBytes`;
  * undefined otherwise (not JSON, malformed, nested too deep, not an object, or larger: left unread).
  */
-export async function readOpenAiRequest(ctx: AccessContext, maxBytes: number | null | undefined): Promise<{ text: string; request: OpenAiRequest } | undefined> {
+export async function readOpenAiRequest(ctx: AccessContext, maxBytes: number): Promise<{ text: string; request: OpenAiRequest } | undefined> {
   const type = mediaType(ctx.headers['content-type']) || 'application/json';
   if (type !== 'application/json' && !type.endsWith('+json')) return undefined;
-  const body = await ctx.readBodyWithin(maxBytes ?? DEFAULT_BODY_SIZE);
+  const body = await ctx.readBodyWithin(maxBytes);
   if (body === undefined) return undefined;
   const text = body.toString('utf8');
   try {

@@ -11,11 +11,8 @@ import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
 import { pluginEntitySchema } from './entities.ts';
 import { luaPluginRefusal } from './lua-plugins.ts';
-import { isPlainObject, validate, type Path, type RecordSchema } from './schema.ts';
+import { validate, type Path } from './schema.ts';
 import type { PluginEntity, PluginInstance } from './types.ts';
-
-/** A config whose vault reference could not be resolved (reported). */
-const UNRESOLVED = Symbol('unresolved');
 
 /** What a plugin's place in the file decides: the id of the route, service or consumer it is nested in. */
 export interface Nesting {
@@ -88,7 +85,12 @@ export class PluginBuilder {
   /** The instance a queued plugin makes, or undefined when it cannot be built (reported). */
   private buildOne(p: PendingPlugin, registry: PluginRegistry, enabled: PluginRegistry): BuiltPlugin | undefined {
     // Its references are resolved already: the schema sees the instance's own fields only.
-    const e = this.ctx.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
+    const e = this.ctx.validateEntity<Record<string, any>>(
+      pluginEntitySchema,
+      { ...p.raw, route: undefined, service: undefined, consumer: undefined },
+      p.path,
+      [],
+    );
     const def = enabled.get(e.name);
     if (typeof e.name === 'string' && !def) {
       this.ctx.issue([...p.path, 'name'], notEnabledMessage(e.name, registry));
@@ -96,12 +98,14 @@ export class PluginBuilder {
     }
     if (!def) return undefined;
     if (def.noConsumer && p.consumer) this.ctx.issue([...p.path, 'consumer'], 'value must be null');
-    const given = this.dereference(def.configSchema, p.raw.config ?? {}, [...p.path, 'config']);
-    if (given === UNRESOLVED) return undefined;
+    // Its vault references first, as Kong resolves a referenceable field before it is used (an unresolved one is reported).
+    const declared = p.raw.config ?? {};
+    const given = this.ctx.dereference(declared, def.configSchema, [...p.path, 'config']);
+    if (given === undefined) return undefined;
     const { value: config, issues } = validate(def.configSchema, given, [...p.path, 'config']);
     for (const issue of issues) this.ctx.issue(issue.path, issue.message);
     const cacheKey = `plugins:${e.name}:${p.route ?? ''}:${p.service ?? ''}:${p.consumer ?? ''}`;
-    const entity = withPrepared({
+    const entity = withPrepared(this.ctx.stamped('plugins', e, {
       id: this.ctx.id(e.id, cacheKey),
       name: e.name,
       instance_name: e.instance_name ?? null,
@@ -112,26 +116,9 @@ export class PluginBuilder {
       service: p.service ? { id: p.service } : null,
       consumer: p.consumer ? { id: p.consumer } : null,
       tags: e.tags ?? null,
-    }, undefined);
+    }), undefined);
+    if (given !== declared) showReferences(entity, validate(def.configSchema, declared).value);
     return { entity, path: p.path, def, configValid: issues.length === 0 };
-  }
-
-  /**
-   * The config with the vault references of its `referenceable` fields resolved, at every depth of
-   * records; UNRESOLVED when one cannot be (reported at its field).
-   */
-  private dereference(schema: RecordSchema, raw: unknown, path: Path): unknown {
-    if (!isPlainObject(raw)) return raw;
-    const fields = Object.entries(schema.fields);
-    const referenceable = fields.filter(([, f]) => f.type === 'string' && f.referenceable).map(([name]) => name);
-    const record = referenceable.length > 0 ? this.ctx.dereference(raw, referenceable, path) : { ...raw };
-    if (record === undefined) return UNRESOLVED;
-    for (const [name, field] of fields) {
-      if (field.type !== 'record' || !(name in record)) continue;
-      record[name] = this.dereference(field, record[name], [...path, name]);
-      if (record[name] === UNRESOLVED) return UNRESOLVED;
-    }
-    return record;
   }
 
   /**
@@ -177,6 +164,14 @@ export class PluginBuilder {
 /** Sets what `prepare` made of the instance's config, kept out of enumeration (see PluginInstance). */
 function withPrepared(entity: PluginEntity, prepared: unknown): PluginInstance {
   return Object.defineProperty(entity, 'prepared', { value: prepared, configurable: true }) as PluginInstance;
+}
+
+/**
+ * The admin API shows the instance's config with its vault references, as Kong does, not the secrets
+ * they were resolved to (which the plugin runs with).
+ */
+function showReferences(entity: PluginInstance, declaredConfig: Record<string, any>): void {
+  Object.defineProperty(entity, 'toJSON', { value: () => ({ ...entity, config: declaredConfig }) });
 }
 
 /**

@@ -266,6 +266,8 @@ export class Context implements CoreContext {
       upstreamStatus: this.upstreamStatus,
       requestBytes: this.requestBodyBytes,
       responseBytes: this.responseBodyBytes,
+      // An upgrade has no response object; its tunnel ends as it ends.
+      complete: this.status !== 0 && (this.raw.res?.writableEnded ?? true),
     };
   }
 
