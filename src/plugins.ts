@@ -27,6 +27,8 @@ import redirect from '../plugins/redirect/index.ts';
 import botDetection from '../plugins/bot-detection/index.ts';
 import opentelemetry from '../plugins/opentelemetry/index.ts';
 import statsd from '../plugins/statsd/index.ts';
+import aiProxy from '../plugins/ai-proxy/index.ts';
+import aiPromptGuard from '../plugins/ai-prompt-guard/index.ts';
 import type { PluginDefinition } from './pdk/types.ts';
 
 /** In order of creation (the gateway closes them in reverse): request metering after metering, whose writer it uses until it closes. */
@@ -34,6 +36,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
-    botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd,
+    botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, aiProxy, aiPromptGuard,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -12,6 +12,7 @@ export type {
   AuthenticatedCredential,
   BatchOp,
   BodyObserver,
+  BodyTransform,
   ConfigView,
   ConsoleTab,
   Consumer,

@@ -425,10 +425,25 @@ export interface ResponseHead {
    * The log phase follows the last chunk.
    */
   observeBody?(observe: BodyObserver): void;
+  /**
+   * Present with rewriteBody: turns the body into another as it streams downstream, chunk by chunk
+   * (an event stream translated event by event), holding back only what the transform keeps itself.
+   * The answer then has no Content-Length. Observers see the transformed chunks, as the client gets
+   * them; a rewrite, if any, gets the transformed body. A transform that throws cuts the answer short.
+   */
+  transformBody?(transform: BodyTransform): void;
 }
 
 /** Sees a response body chunk by chunk (see ResponseHead.observeBody). */
 export type BodyObserver = (chunk: Buffer) => void;
+
+/** Turns a response body into another as it streams (see ResponseHead.transformBody). */
+export interface BodyTransform {
+  /** What goes downstream for this chunk (empty while the transform waits for more). */
+  write(chunk: Buffer): Buffer;
+  /** What goes downstream once the body ended. */
+  end(): Buffer;
+}
 
 /** What every phase reads of a request: what the client sent, where it was routed, who the caller is. */
 export interface RequestView {
@@ -509,6 +524,12 @@ export interface AccessContext extends RequestView {
   setUpstreamPath(path: string): void;
   /** The method sent upstream (Kong's `kong.service.request.set_method`); an uppercase token. */
   setUpstreamMethod(method: string): void;
+  /**
+   * Sends the request to this http(s) URL's origin and path instead of the service's (Kong's
+   * `kong.service.set_target`, `service.request.set_scheme` and `set_path`); the query stays. The
+   * service's timeouts, retries and TLS settings still apply.
+   */
+  setUpstreamUrl(url: URL): void;
   /**
    * A header of the answer sent downstream, whoever produces it (Kong's `kong.response.set_header` in the
    * access phase): it replaces the upstream's header of that name, and the response phase sees it.
