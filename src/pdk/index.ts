@@ -45,6 +45,7 @@ export type {
   RequestView,
   ResponseContext,
   ResponseHead,
+  SerializedRequest,
   Route,
   Service,
   Store,

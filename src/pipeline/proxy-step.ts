@@ -10,6 +10,7 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Duplex, Readable } from 'node:stream';
 import type { PeerSource } from '../balancer/peers.ts';
+import { RecordedTries } from '../balancer/tries.ts';
 import { UnsendableRequestError } from '../errors.ts';
 import type { ExchangeHandlers } from '../proxy/exchange.ts';
 import type { GrpcHandlers, GrpcRequest } from '../proxy/grpc.ts';
@@ -90,8 +91,10 @@ export class ProxyStep {
       ctx.error(503, MESSAGES.noPeer);
       return null;
     }
-    ctx.peers = peers;
-    return { peers, tls: ctx.snapshot.upstreamTls(service) };
+    // The tries are recorded for the log serializer only where a plugin runs that could ask for them.
+    const tried = ctx.ran ? new RecordedTries(peers) : peers;
+    ctx.peers = tried;
+    return { peers: tried, tls: ctx.snapshot.upstreamTls(service) };
   }
 
   private upstreamHeaders(ctx: Context, listenerPort: number): OutgoingHttpHeaders {
