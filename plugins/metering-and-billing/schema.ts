@@ -3,11 +3,9 @@
  * schema, with the queue fields of kong/tools/queue_schema.lua), so Kong files load unchanged. One
  * difference: without `ingest_endpoint` the events go into this gateway's own metering store.
  */
-import type { InferIgnoringStrayNulls, Issue, RecordSchema } from '../../src/pdk/index.ts';
+import { QUEUE_SCHEMA, queueSettingsProblems, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const CONSUMER_FIELDS = ['username', 'id', 'custom_id'] as const;
-
-const seconds = (fallback: number, min: number, max: number) => ({ type: 'number' as const, default: fallback, between: [min, max] as [number, number] });
 
 export const configSchema = {
   type: 'record',
@@ -44,24 +42,7 @@ export const configSchema = {
     /** Milliseconds an idle connection to the ingest endpoint is kept. */
     keepalive: { type: 'number', default: 60_000, between: [0, 3_600_000] },
     ssl_verify: { type: 'boolean', default: true },
-    queue: {
-      type: 'record',
-      fields: {
-        /** The queue's name; instances naming the same queue share it (default: the plugin instance's id). */
-        name: { type: 'string', len_min: 1, len_max: 128 },
-        max_batch_size: { type: 'integer', default: 1, between: [1, 1_000_000] },
-        /** Seconds after the first entry of a batch before the batch is sent, full or not. */
-        max_coalescing_delay: seconds(1, 0, 3600),
-        max_entries: { type: 'integer', default: 10_000, between: [1, 1_000_000] },
-        max_bytes: { type: 'integer', gt: 0 },
-        /** Seconds a failing batch is retried before it is dropped. */
-        max_retry_time: { type: 'number', default: 60, between: [0, 1_000_000] },
-        initial_retry_delay: seconds(0.01, 0.001, 1_000_000),
-        max_retry_delay: seconds(60, 0.001, 1_000_000),
-        /** 1: one batch in flight at a time; -1: as many as there are batches ready. */
-        concurrency_limit: { type: 'integer', default: 1, custom: (v) => (v === 1 || v === -1 ? undefined : 'expected one of: -1, 1') },
-      },
-    },
+    queue: QUEUE_SCHEMA,
   },
 } as const satisfies RecordSchema;
 
@@ -96,7 +77,5 @@ export function checkConfig(config: RequestMeteringConfig): Issue[] {
   if (source === 'consumer' && field && !(CONSUMER_FIELDS as readonly string[]).includes(field)) {
     issues.push({ path: ['subject', 'field'], message: `expected one of: ${CONSUMER_FIELDS.join(', ')}` });
   }
-  const { max_retry_delay: maxDelay, initial_retry_delay: initialDelay } = config.queue;
-  if (maxDelay < initialDelay) issues.push({ path: ['queue', 'max_retry_delay'], message: 'must not be less than initial_retry_delay' });
-  return issues;
+  return [...issues, ...queueSettingsProblems(config.queue)];
 }
