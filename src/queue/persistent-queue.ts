@@ -37,8 +37,8 @@ export interface PersistentQueueSettings {
 
 /** The queue's figures, for the plugin's metrics. */
 export interface QueueCounters {
-  /** Entries dropped: `queue_full` (the oldest, making room) or `store` (the disk queue could not be written). */
-  dropped(reason: 'queue_full' | 'store', count: number): void;
+  /** Entries dropped: `queue_full` (the oldest, making room), `store` (the disk queue could not be written), `retry_time` (given up by the plugin). */
+  dropped(reason: 'queue_full' | 'store' | 'retry_time', count: number): void;
   /** A failed attempt, retried after a backoff. */
   retried(): void;
   /** A batch the receiver took. */
