@@ -19,6 +19,7 @@ import rateLimiting from '../plugins/rate-limiting/index.ts';
 import requestTermination from '../plugins/request-termination/index.ts';
 import requestTransformer from '../plugins/request-transformer/index.ts';
 import responseTransformer from '../plugins/response-transformer/index.ts';
+import fileLog from '../plugins/file-log/index.ts';
 import httpLog from '../plugins/http-log/index.ts';
 import type { PluginDefinition } from './pdk/types.ts';
 
@@ -26,6 +27,6 @@ import type { PluginDefinition } from './pdk/types.ts';
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
-    correlationId, requestTransformer, responseTransformer, prometheus, httpLog,
+    correlationId, requestTransformer, responseTransformer, prometheus, httpLog, fileLog,
   ].map((p) => [p.name, p as PluginDefinition]),
 );
