@@ -1,8 +1,10 @@
 /**
  * The runtime: one LogFile per path (instances naming the same file share it, as Kong's descriptors are
- * kept by path), fed in the log phase with Kong's serialized request as one JSON line. SIGUSR1 reopens
- * every file (the node's primary passes it to its workers).
+ * kept by path), fed in the log phase with Kong's serialized request as one JSON line. A relative path is
+ * the configuration file's directory's, as `data_dir` is. SIGUSR1 reopens every file (the node's primary
+ * passes it to its workers).
  */
+import { dirname, resolve } from 'node:path';
 import type { PluginApi, PluginRuntime } from '../../src/pdk/index.ts';
 import { LogFile } from './log-file.ts';
 import type { FileLogConfig } from './schema.ts';
@@ -20,14 +22,18 @@ export function createRuntime(api: PluginApi): PluginRuntime<FileLogConfig> {
   process.on('SIGUSR1', reopenAll);
 
   return {
+    // Files are kept by the path as configured (what the log phase is given), opened where it points.
     async configure(view) {
-      const paths = new Set(view.instances.map((instance) => instance.config.path));
+      const baseDir = dirname(view.config.file);
+      const paths = new Map(view.instances.map((instance) => [instance.config.path, resolve(baseDir, instance.config.path)]));
       for (const [path, file] of files) {
-        if (paths.has(path)) continue;
+        if (paths.get(path) === file.path) continue;
         files.delete(path);
         await file.close();
       }
-      for (const path of paths) if (!files.has(path)) files.set(path, new LogFile(path, api.log, (reason, count) => lost.inc({ path, reason }, count)));
+      for (const [path, where] of paths) {
+        if (!files.has(path)) files.set(path, new LogFile(where, api.log, (reason, count) => lost.inc({ path: where, reason }, count)));
+      }
     },
 
     log(ctx, config) {

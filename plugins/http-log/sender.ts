@@ -29,7 +29,7 @@ const MAX_BODY_SHOWN = 1000;
 /** A send that failed: the endpoint could not be reached, or answered other than 2xx. */
 export class LogDeliveryError extends Error {
   override readonly name = 'LogDeliveryError';
-  readonly code = 'TOLLGATE_ERR_HTTP_LOG_DELIVERY';
+  readonly code = 'HTTP_LOG_ERR_DELIVERY';
 }
 
 export class HttpLogQueue extends PersistentQueue<Destination> {
