@@ -21,12 +21,14 @@ import requestTransformer from '../plugins/request-transformer/index.ts';
 import responseTransformer from '../plugins/response-transformer/index.ts';
 import fileLog from '../plugins/file-log/index.ts';
 import httpLog from '../plugins/http-log/index.ts';
+import tcpLog from '../plugins/tcp-log/index.ts';
+import udpLog from '../plugins/udp-log/index.ts';
 import type { PluginDefinition } from './pdk/types.ts';
 
 /** In order of creation (the gateway closes them in reverse): request metering after metering, whose writer it uses until it closes. */
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
-    correlationId, requestTransformer, responseTransformer, prometheus, httpLog, fileLog,
+    correlationId, requestTransformer, responseTransformer, prometheus, httpLog, fileLog, tcpLog, udpLog,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -5,7 +5,7 @@
  * passes it to its workers).
  */
 import { dirname, resolve } from 'node:path';
-import type { PluginApi, PluginRuntime } from '../../src/pdk/index.ts';
+import { reconcileResources, type PluginApi, type PluginRuntime } from '../../src/pdk/index.ts';
 import { LogFile } from './log-file.ts';
 import type { FileLogConfig } from './schema.ts';
 
@@ -26,14 +26,7 @@ export function createRuntime(api: PluginApi): PluginRuntime<FileLogConfig> {
     async configure(view) {
       const baseDir = dirname(view.config.file);
       const paths = new Map(view.instances.map((instance) => [instance.config.path, resolve(baseDir, instance.config.path)]));
-      for (const [path, file] of files) {
-        if (paths.get(path) === file.path) continue;
-        files.delete(path);
-        await file.close();
-      }
-      for (const [path, where] of paths) {
-        if (!files.has(path)) files.set(path, new LogFile(where, api.log, (reason, count) => lost.inc({ path: where, reason }, count)));
-      }
+      await reconcileResources(files, paths, (_, where) => new LogFile(where, api.log, (reason, count) => lost.inc({ path: where, reason }, count)));
     },
 
     log(ctx, config) {

@@ -40,6 +40,11 @@ export class LogFile {
     this.flushing ??= this.flush();
   }
 
+  /** The same file under a new configuration (a relative path whose base moved is another file). */
+  reconfigure(path: string): boolean {
+    return path === this.path;
+  }
+
   /** Opens the file again before the next write (SIGUSR1: it was rotated). */
   reopen(): void {
     this.reopenWanted = true;

@@ -4,7 +4,7 @@
  * serialized request as JSON.
  */
 import { createHash } from 'node:crypto';
-import type { PluginApi, PluginMetrics, PluginRuntime, QueueCounters } from '../../src/pdk/index.ts';
+import { reconcileResources, type PluginApi, type PluginMetrics, type PluginRuntime, type QueueCounters } from '../../src/pdk/index.ts';
 import type { HttpLogConfig } from './schema.ts';
 import { HttpLogQueue, type Destination } from './sender.ts';
 
@@ -51,20 +51,11 @@ export function createRuntime(api: PluginApi): PluginRuntime<HttpLogConfig, Prep
         wanted.set(instance.prepared.queueName, instance.prepared.destination);
         for (const warning of legacyWarnings(instance.config)) api.log.warn({ plugin: instance.id }, `http-log: ${warning}`);
       }
-      for (const [name, queue] of queues) {
-        if (wanted.has(name)) continue;
-        queues.delete(name);
-        await queue.close();
-      }
-      for (const [name, destination] of wanted) {
-        const queue = queues.get(name);
-        if (queue) queue.reconfigure(destination);
-        else {
-          const created = new HttpLogQueue(name, api.store, destination, counters(name), api.log);
-          queues.set(name, created);
-          await created.start();
-        }
-      }
+      await reconcileResources(queues, wanted, async (name, destination) => {
+        const queue = new HttpLogQueue(name, api.store, destination, counters(name), api.log);
+        await queue.start();
+        return queue;
+      });
     },
 
     log(ctx, _config, plugin) {

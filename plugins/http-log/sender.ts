@@ -41,9 +41,10 @@ export class HttpLogQueue extends PersistentQueue<Destination> {
     this.connect();
   }
 
-  override reconfigure(destination: Destination): void {
+  override reconfigure(destination: Destination): boolean {
     super.reconfigure(destination);
     this.connect();
+    return true;
   }
 
   /** A new connection pool only when the connection settings changed. */

@@ -37,9 +37,9 @@ export class RemoteQueue extends PersistentQueue<RequestMeteringConfig> implemen
     this.enqueue(events.map((event) => JSON.stringify(event)));
   }
 
-  override reconfigure(config: RequestMeteringConfig): void {
-    super.reconfigure(config);
+  override reconfigure(config: RequestMeteringConfig): boolean {
     this.endpoint.configure(config);
+    return super.reconfigure(config);
   }
 
   protected post(events: string, count: number, signal: AbortSignal): Promise<DeliveryError | undefined> {

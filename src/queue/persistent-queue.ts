@@ -121,8 +121,10 @@ export abstract class PersistentQueue<Settings extends PersistentQueueSettings =
     this.poll();
   }
 
-  reconfigure(settings: Settings): void {
+  /** New settings of the plugin instances using the queue (a reload); it takes any. */
+  reconfigure(settings: Settings): boolean {
     this.settings = settings;
+    return true;
   }
 
   /** Until when a claim made or renewed `now` is this process's: a send's timeout, and a margin. */
