@@ -48,14 +48,16 @@ async function freePorts(count: number): Promise<number[]> {
 
 /**
  * `127.0.0.1:8443` -> `127.0.0.1:<free port>`: after any host name or address (curl's `--resolve
- * name:port:address` and `https://name:port/` too), and `PORT=3001` and the examples' `PORT ?? 3000`.
+ * name:port:address` and `https://name:port/` too), and `PORT=3001`, the examples' `PORT ?? 3000` and
+ * a config's `port: 3002` (tcp-log's and udp-log's destination).
  */
 export function mapPorts(text: string, ports: Map<number, number>): string {
   const list = [...ports.keys()].join('|');
   return text
     .replace(new RegExp(`\\b([a-z0-9][a-z0-9.-]*):(${list})\\b`, 'gi'), (_, host, port) => `${host}:${ports.get(Number(port))}`)
     .replace(new RegExp(`\\?\\? (${list})\\b`, 'g'), (_, port) => `?? ${ports.get(Number(port))}`)
-    .replace(new RegExp(`\\bPORT=(${list})\\b`, 'g'), (_, port) => `PORT=${ports.get(Number(port))}`);
+    .replace(new RegExp(`\\bPORT=(${list})\\b`, 'g'), (_, port) => `PORT=${ports.get(Number(port))}`)
+    .replace(new RegExp(`\\bport: (${list})\\b`, 'g'), (_, port) => `port: ${ports.get(Number(port))}`);
 }
 
 /** A copy of the repository (its node_modules linked) whose docs and examples use `ports`. */
