@@ -81,6 +81,10 @@ describe('http-log', () => {
       plugins: [{ name: 'http-log', config: { http_endpoint: `${endpoint}/legacy`, queue_size: 2, flush_timeout: 60, retry_count: 5 } }],
     },
     { name: 'retried', paths: ['/retried'], plugins: [{ name: 'http-log', config: { http_endpoint: `${endpoint}/retried`, queue: FAST_RETRIES } }] },
+    // Kong's 04-legacy_queue_sharing_spec: instances with the same endpoint and parameters share one queue.
+    ...['shared-a', 'shared-b'].map((name) => ({
+      name, paths: [`/${name}`], plugins: [{ name: 'http-log', config: { http_endpoint: `${endpoint}/shared`, queue: { max_batch_size: 2, max_coalescing_delay: 60 } } }],
+    })),
   ];
   const config = (endpoint: string) => ({ services: [{ name: 'echo', url: upstream.url, routes: routes(endpoint) }] });
 
@@ -139,6 +143,13 @@ describe('http-log', () => {
     for (const n of [1, 2]) await request(`${gw.http}/legacy/${n}`);
     const [batch] = await waitFor(() => at('/legacy').length >= 1 && at('/legacy'), 'the batch');
     assert.equal(batch.body.length, 2);
+  });
+
+  test('instances with the same endpoint and parameters share one queue (one batch from two routes)', async () => {
+    await request(`${gw.http}/shared-a`);
+    await request(`${gw.http}/shared-b`);
+    const [batch] = await waitFor(() => at('/shared').length >= 1 && at('/shared'), 'the shared batch');
+    assert.deepEqual(batch.body.map((e: any) => e.route.name).sort(), ['shared-a', 'shared-b']);
   });
 
   test('a batch the log server answers with a 5xx is sent again', async () => {
