@@ -140,6 +140,12 @@ export abstract class PersistentQueue<Settings extends PersistentQueueSettings =
   enqueue(entries: string[]): void {
     if (this.closed) return;
     for (const entry of entries) this.pending.push(entry);
+    // A store slow to take the writes must not let memory grow: max_entries holds here too.
+    const over = this.pending.length - this.queue.max_entries;
+    if (over > 0) {
+      this.pending.splice(0, over);
+      this.fullLog.dropped(over);
+    }
     if (this.persistScheduled) return;
     this.persistScheduled = true;
     // The requests of the next few milliseconds share one store write.
