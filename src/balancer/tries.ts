@@ -3,12 +3,14 @@
  * tried, when, and how a failed one failed. A PeerSource wrapped around the request's own, so that the
  * proxies report to it unchanged.
  */
-import type { FailureKind } from '../proxy/respond.ts';
+import { FAILURE_ANSWERS, type FailureKind } from '../proxy/respond.ts';
 import type { UpstreamTry } from '../pdk/types.ts';
 import type { Peer, PeerSource } from './peers.ts';
 
 export class RecordedTries implements PeerSource {
   readonly tries: UpstreamTry[];
+  /** The status nginx notes for each try that failed before any answer (502, 504). */
+  private readonly failedStatuses: number[] = [];
 
   constructor(private readonly source: PeerSource) {
     this.tries = [tryOf(source.first, Date.now(), 0)];
@@ -28,6 +30,7 @@ export class RecordedTries implements PeerSource {
 
   failed(failure: FailureKind): void {
     this.tries[this.tries.length - 1].state = 'failed';
+    this.failedStatuses.push(FAILURE_ANSWERS[failure][0]);
     this.source.failed(failure);
   }
 
@@ -44,6 +47,11 @@ export class RecordedTries implements PeerSource {
 
   release(): void {
     this.source.release();
+  }
+
+  /** nginx's `$upstream_status`: each try's status, the failed ones' first (`502, 200`). */
+  upstreamStatus(answered: number | undefined): string {
+    return (answered === undefined ? this.failedStatuses : [...this.failedStatuses, answered]).join(', ');
   }
 
   /**

@@ -34,7 +34,9 @@ export function serializeRequest(ctx: CoreContext & SerializedFacts): Serialized
   const requestHeaders = headersOfRequest(ctx.raw.req.rawHeaders);
   for (const name of REDACTED_HEADERS) if (requestHeaders[name] !== undefined) requestHeaders[name] = 'REDACTED';
   const responseHeaders = headersOfResponse(ctx.responseHead);
-  const tries = ctx.peers instanceof RecordedTries ? ctx.peers.concluded(outcome.status) : undefined;
+  // Absent when nothing went upstream.
+  const recorded = ctx.peers instanceof RecordedTries ? ctx.peers : undefined;
+  const tries = recorded?.concluded(outcome.status);
   const proxy = outcome.latencies.upstream ?? -1;
   const root: SerializedRequest = {
     request: {
@@ -49,7 +51,7 @@ export function serializeRequest(ctx: CoreContext & SerializedFacts): Serialized
     },
     // Kong sets it before the access phase: a request answered by the gateway still has the routed one.
     upstream_uri: tries ? ctx.upstreamTarget() : ctx.match.upstreamPath,
-    upstream_status: outcome.upstreamStatus === undefined ? '' : String(outcome.upstreamStatus),
+    upstream_status: recorded?.upstreamStatus(outcome.upstreamStatus) ?? '',
     response: { status: outcome.status, headers: responseHeaders, size: responseSize(outcome.status, ctx.responseHead) + outcome.responseBytes },
     latencies: {
       kong: outcome.latencies.kong,

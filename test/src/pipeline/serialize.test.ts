@@ -136,6 +136,8 @@ test('failed tries are each listed, the last with the status answered', async ()
   assert.equal(res.tries?.length, 3);
   for (const t of res.tries!) assert.deepEqual({ ip: t.ip, port: t.port, state: t.state }, { ip: '127.0.0.1', port: refusedPort, state: 'failed' });
   assert.equal(res.tries![2].code, 502);
+  // nginx's $upstream_status: one status per try.
+  assert.equal(res.upstream_status, '502, 502, 502');
   assert.equal(res.source, 'kong');
 });
 
