@@ -11,7 +11,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import type { Logger } from 'pino';
 
 /** Lines waiting for a slow disk beyond this many bytes are dropped (counted), so that memory stays bounded. */
-export const MAX_PENDING_BYTES = 16 * 1024 * 1024;
+const MAX_PENDING_BYTES = 16 * 1024 * 1024;
 
 /** How long lines wait to share a write: what a crash of the process may lose. */
 const FLUSH_AFTER_MS = 10;

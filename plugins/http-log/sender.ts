@@ -27,7 +27,7 @@ export interface Destination {
 const MAX_BODY_SHOWN = 1000;
 
 /** A send that failed: the endpoint could not be reached, or answered other than 2xx. */
-export class LogDeliveryError extends Error {
+class LogDeliveryError extends Error {
   override readonly name = 'LogDeliveryError';
   readonly code = 'HTTP_LOG_ERR_DELIVERY';
 }

@@ -12,9 +12,9 @@ import type { KeyedResource } from '../../src/pdk/index.ts';
 import type { TcpLogConfig } from './schema.ts';
 
 /** Bytes a socket may hold unsent (a slow or stuck server); beyond, lines are dropped. */
-export const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
+const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 
-export type LostLines = (reason: 'unsent' | 'backlog', count: number) => void;
+type LostLines = (reason: 'unsent' | 'backlog', count: number) => void;
 
 export class TcpLogConnection implements KeyedResource<TcpLogConfig> {
   private socket: net.Socket | undefined;

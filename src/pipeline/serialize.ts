@@ -5,20 +5,22 @@
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { TLSSocket } from 'node:tls';
+import type { PeerSource } from '../balancer/peers.ts';
 import { RecordedTries } from '../balancer/tries.ts';
 import type { SerializedHeaders, SerializedRequest } from '../pdk/types.ts';
 import type { CoreContext } from './core-context.ts';
 
 /** Kong's `kong.request.get_headers()`, `get_query()` and `ngx.resp.get_headers()` stop after this many. */
-export const MAX_SERIALIZED_HEADERS = 100;
-export const MAX_SERIALIZED_ARGS = 100;
+const MAX_SERIALIZED_HEADERS = 100;
+const MAX_SERIALIZED_ARGS = 100;
 
 /** What the core keeps of a request for the serializer, beyond the phase contexts. */
 export interface SerializedFacts {
   readonly rawPath: string;
   /** The head sent downstream (the upstream's after the response phase, or the gateway's own answer). */
   readonly responseHead: OutgoingHttpHeaders | undefined;
-  readonly peers: unknown;
+  /** The request's tries: RecordedTries where plugins ran (proxy-step.ts). */
+  readonly peers: PeerSource | undefined;
   readonly logFields: Record<string, unknown> | undefined;
   upstreamTarget(): string;
   readonly match: { upstreamPath: string };
@@ -130,7 +132,7 @@ function addHeader(headers: SerializedHeaders, name: string, value: string): voi
  * Kong's `kong.request.get_query()` (nginx's get_uri_args): `+` and `%xx` decoded, an argument without
  * `=` is `true`, a repeated one an array, one without a name skipped, at most 100.
  */
-export function queryArgs(rawQuery: string): SerializedRequest['request']['querystring'] {
+function queryArgs(rawQuery: string): SerializedRequest['request']['querystring'] {
   const args: SerializedRequest['request']['querystring'] = {};
   let count = 0;
   for (const part of rawQuery.split('&')) {
@@ -168,7 +170,7 @@ function tlsOf(socket: TLSSocket | undefined): SerializedRequest['request']['tls
  * change, so the route, service and consumer the gateway keeps stay untouched. A name that runs through
  * a value that is not an object is skipped (Kong raises an error there).
  */
-export function applyLogValues(root: Record<string, unknown>, values: Record<string, unknown>): void {
+function applyLogValues(root: Record<string, unknown>, values: Record<string, unknown>): void {
   for (const [key, value] of Object.entries(values)) {
     const path = splitKey(key);
     let node = root;
