@@ -16,6 +16,53 @@ const pluginDoors = PLUGINS.map((plugin) => ({
   message: 'A plugin reaches another plugin only through its public.ts.',
 }));
 
+/**
+ * Domains behind ports (plugins/metering, and billing inside it): outside a domain's folder only its
+ * `port.ts` may be imported; `shared/` (and metering's `storage/`) are free to every domain and import
+ * none; a domain imports neither the composition at the top (service.ts, handler.ts, ...) nor an HTTP
+ * mapping. `mounted` names a domain's folders the composition may import besides the port.
+ */
+function domainZones(root, { domains, free, mounted = {} }) {
+  const entries = readdirSync(root);
+  const path = (entry) => `./${root}/${entry}`;
+  const composition = entries.filter((entry) => !domains.includes(entry) && !free.includes(entry));
+  return [
+    ...domains.map((domain) => ({
+      target: entries.filter((entry) => entry !== domain).map(path),
+      from: path(domain),
+      except: ['./port.ts', ...(mounted[domain] ?? [])],
+      message: `Outside ${root}/${domain}/, import only its port.ts.`,
+    })),
+    {
+      target: domains.flatMap((domain) => (mounted[domain] ? withoutMounted(`${root}/${domain}`, mounted[domain]) : [path(domain)])),
+      from: composition.map(path),
+      message: 'A domain imports neither the composition at the top nor an HTTP mapping.',
+    },
+    {
+      target: free.map(path),
+      from: entries.filter((entry) => !free.includes(entry)).map(path),
+      message: `Nothing in ${free.map((entry) => `${root}/${entry}/`).join(' or ')} imports a domain.`,
+    },
+  ];
+}
+
+/** A folder's entries but the mounted ones (an HTTP mapping inside a domain may import the plugin's). */
+function withoutMounted(folder, mounted) {
+  return readdirSync(folder).filter((entry) => !mounted.includes(`./${entry}`)).map((entry) => `./${folder}/${entry}`);
+}
+
+const meteringDomains = [
+  ...domainZones('plugins/metering', {
+    domains: ['meter', 'ingest', 'aggregation', 'query', 'billing'],
+    free: ['shared', 'storage'],
+    mounted: { billing: ['./http'] },
+  }),
+  ...domainZones('plugins/metering/billing', {
+    domains: ['customer', 'productcatalog', 'subscription', 'invoice', 'entitlement'],
+    free: ['shared'],
+  }),
+];
+
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', '.scratch/', 'bench/peers/'] },
   tseslint.configs.recommended,
@@ -73,6 +120,7 @@ export default tseslint.config(
               message: 'A plugin reaches the core only through src/pdk/index.ts.',
             },
             ...pluginDoors,
+            ...meteringDomains,
           ],
         },
       ],

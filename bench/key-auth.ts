@@ -5,7 +5,7 @@
  * known caller (its PBKDF2 hash derived once, then remembered). The gateway runs as a child process.
  */
 import { randomBytes } from 'node:crypto';
-import { load, printTable, startChild, type LoadResult } from './lib.ts';
+import { bestOfAlternating, load, printTable, startChild, type LoadResult } from './lib.ts';
 import { startTollgate } from './proxy.ts';
 
 /** Consumers with keys beside the one used: the lookup is a map hit among many. */
@@ -40,17 +40,14 @@ export async function run(): Promise<void> {
     if (created.status !== 201) throw new Error(`basic-auth credential: ${created.status} ${await created.text()}`);
     const basic = `Basic ${Buffer.from('basic-bench:bench-password').toString('base64')}`;
 
-    // Alternating rounds, best of each: the load generator, the upstream and the gateway share the CPUs.
     // CPU per request of the gateway process as well: on a shared machine it varies less than req/s.
     const pid = tollgate.process.pid;
     const open = () => load({ url: `${proxy}/open/hello`, pid });
     const keyed = () => load({ url: `${proxy}/keyed/hello`, headers: { apikey: 'bench-key' }, pid });
-    const rounds: [LoadResult, LoadResult][] = [];
-    for (let round = 0; round < 2; round++) rounds.push([await open(), await keyed()]);
-    const best = (i: 0 | 1) => rounds.map((r) => r[i]).reduce((a, b) => (b.requestsPerSecond > a.requestsPerSecond ? b : a));
+    const [plain, withPlugin] = await bestOfAlternating([open, keyed]);
     const rows: [string, LoadResult][] = [
-      ['same route shape, no plugin', best(0)],
-      ['key-auth, valid key (header)', best(1)],
+      ['same route shape, no plugin', plain],
+      ['key-auth, valid key (header)', withPlugin],
       ['key-auth, valid key (query)', await load({ url: `${proxy}/keyed/hello?apikey=bench-key`, pid })],
       ['key-auth, one bad key repeated (401)', await load({ url: `${proxy}/keyed/hello`, headers: { apikey: 'not-a-key' } })],
       ['key-auth, a new bad key each request (401)', await loadWithFreshBadKeys(`${proxy}/keyed/hello`)],

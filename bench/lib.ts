@@ -123,6 +123,21 @@ export function machineLoad(): string {
   return `load average ${loadavg()[0].toFixed(1)} on ${availableParallelism()} CPUs`;
 }
 
+/**
+ * Each of `measures` run `rounds` times in turn, the best (most req/s) of each kept: the load generator, the
+ * upstream and the gateway share the CPUs, so rounds side by side see the same disturbances.
+ */
+export async function bestOfAlternating(measures: (() => Promise<LoadResult>)[], rounds = 2): Promise<LoadResult[]> {
+  const best: (LoadResult | undefined)[] = measures.map(() => undefined);
+  for (let round = 0; round < rounds; round++) {
+    for (const [i, measure] of measures.entries()) {
+      const result = await measure();
+      if (!best[i] || result.requestsPerSecond > best[i].requestsPerSecond) best[i] = result;
+    }
+  }
+  return best as LoadResult[];
+}
+
 export function printTable(title: string, rows: [string, LoadResult][], baseline?: LoadResult): void {
   const cpu = rows.some(([, r]) => r.cpuPerRequest !== undefined);
   console.log(`\n## ${title}`);

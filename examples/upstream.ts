@@ -1,6 +1,7 @@
 /**
  * An example upstream for the README walk-through: echoes each request as JSON, so you can see what
  * the gateway sent (path after strip_path, X-Forwarded-*, identity headers from the oauth2 plugin).
+ * A `x-kong-limit` query argument comes back as the `X-Kong-Limit` header that response-ratelimiting reads.
  *   npm run example:upstream            (listens on 127.0.0.1:3000, or PORT)
  * SIGTERM or SIGINT closes it and exits 0.
  */
@@ -12,7 +13,10 @@ const server = http.createServer((req, res) => {
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
     const body = JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') }, null, 2);
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+    // An upstream that meters its own answers (`video=1`) tells the gateway so (docs/plugins.md, response-ratelimiting).
+    const usage = new URL(req.url ?? '/', 'http://upstream').searchParams.get('x-kong-limit');
+    const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(usage ? { 'x-kong-limit': usage } : {}) };
+    res.writeHead(200, headers).end(body);
   });
 });
 server.listen(port, '127.0.0.1', () => console.log(`example upstream listening on http://127.0.0.1:${port}`));

@@ -8,6 +8,7 @@ import basicAuth from '../plugins/basic-auth/index.ts';
 import correlationId from '../plugins/correlation-id/index.ts';
 import cors from '../plugins/cors/index.ts';
 import entitlementEnforcement from '../plugins/entitlement-enforcement/index.ts';
+import hmacAuth from '../plugins/hmac-auth/index.ts';
 import ipRestriction from '../plugins/ip-restriction/index.ts';
 import jwt from '../plugins/jwt/index.ts';
 import keyAuth from '../plugins/key-auth/index.ts';
@@ -15,10 +16,15 @@ import metering from '../plugins/metering/index.ts';
 import meteringAndBilling from '../plugins/metering-and-billing/index.ts';
 import oauth2 from '../plugins/oauth2/index.ts';
 import prometheus from '../plugins/prometheus/index.ts';
+import proxyCache from '../plugins/proxy-cache/index.ts';
 import rateLimiting from '../plugins/rate-limiting/index.ts';
 import requestTermination from '../plugins/request-termination/index.ts';
 import requestTransformer from '../plugins/request-transformer/index.ts';
+import responseRateLimiting from '../plugins/response-ratelimiting/index.ts';
 import responseTransformer from '../plugins/response-transformer/index.ts';
+import requestSizeLimiting from '../plugins/request-size-limiting/index.ts';
+import redirect from '../plugins/redirect/index.ts';
+import botDetection from '../plugins/bot-detection/index.ts';
 import fileLog from '../plugins/file-log/index.ts';
 import httpLog from '../plugins/http-log/index.ts';
 import tcpLog from '../plugins/tcp-log/index.ts';
@@ -29,6 +35,8 @@ import type { PluginDefinition } from './pdk/types.ts';
 export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
-    correlationId, requestTransformer, responseTransformer, prometheus, httpLog, fileLog, tcpLog, udpLog,
+    correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
+    botDetection, hmacAuth, proxyCache, responseRateLimiting,
+    httpLog, fileLog, tcpLog, udpLog,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -7,11 +7,18 @@ import { headerValueProblem, type ConsumerChild, type EntityDefinition, type Inf
 const LISTS = "'config.allow', 'config.deny'";
 const nonEmpty = (list: unknown) => Array.isArray(list) && list.length > 0;
 
-/** Kong's `only_one_of` and `at_least_one_of` over `config.allow` and `config.deny`. */
+/**
+ * Kong's entity checks over `config.allow` and `config.deny`, in its order and with its messages
+ * (kong/db/schema/init.lua): `only_one_of` fails unless exactly one list is non-empty, `at_least_one_of`
+ * when neither is; a config with neither gets both messages, as on Kong (whose loader fills an absent
+ * list with null, so both checks run).
+ */
 function exactlyOneList(config: Record<string, any>): Issue[] {
   const given = [config.allow, config.deny].filter(nonEmpty).length;
-  if (given === 1) return [];
-  return [{ path: [], message: given === 0 ? `at least one of these fields must be non-empty: ${LISTS}` : `only one of these fields must be non-empty: ${LISTS}` }];
+  const issues: Issue[] = [];
+  if (given !== 1) issues.push({ path: [], message: `exactly one of these fields must be non-empty: ${LISTS}` });
+  if (given === 0) issues.push({ path: [], message: `at least one of these fields must be non-empty: ${LISTS}` });
+  return issues;
 }
 
 export const configSchema = {

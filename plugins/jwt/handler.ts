@@ -3,6 +3,7 @@
  * cookies (`cookie_names`) or `Bearer` headers (`header_names`), one and only one; the secret named by
  * the `key_claim_name` claim (or header field); the algorithm the secret fixes; the signature; the
  * claims to verify and the maximum expiration. Kong's messages and `WWW-Authenticate`; synchronous.
+ * Refusals are Kong's `kong.response.exit` bodies: `{"message": ...}` or the claim errors, no request id.
  */
 import type { KeyObject } from 'node:crypto';
 import {
@@ -53,9 +54,9 @@ export function createRuntime(api: PluginApi): PluginRuntime<JwtConfig, Challeng
   };
 
   const attempt = (ctx: AccessContext, config: JwtConfig, { base, invalid }: Challenges): AuthenticationOutcome => {
-    const refuse = (message: string, body?: object): AuthenticationFailure => ({ status: 401, message, body, headers: invalid });
+    const refuse = (message: string, body: object = { message }): AuthenticationFailure => ({ status: 401, message, body, headers: invalid });
     const tokens = findTokens(ctx, config);
-    if (tokens.length === 0) return { status: 401, message: 'Unauthorized', headers: base };
+    if (tokens.length === 0) return { status: 401, message: 'Unauthorized', body: { message: 'Unauthorized' }, headers: base };
     if (tokens.length > 1) return refuse('Multiple tokens provided');
     const token = decodeToken(tokens[0]);
     if (typeof token === 'string') return refuse(`Bad token; ${token}`);

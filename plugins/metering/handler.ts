@@ -2,22 +2,17 @@
 import type { Logger } from 'pino';
 import type { PluginApi, PluginRuntime, Store } from '../../src/pdk/index.ts';
 import { meteringAdminRoutes } from './http/admin.ts';
-import { NodeLedger, ProcessLedger, StoreLedger, type AdmissionLedger } from './billing/entitlement/admissions.ts';
-import { Billing } from './billing/billing.ts';
-import { parseCollectionPeriod } from './billing/shared/calendar.ts';
-import { DeclaredSync } from './billing/declared.ts';
+import { Billing, DeclaredSync, NodeLedger, parseCollectionPeriod, ProcessLedger, StoreLedger, type AdmissionLedger } from './billing/port.ts';
 import { BillingHttp } from './billing/http/http.ts';
-import { Collectors, mappingLimits } from './ingest/collectors.ts';
-import { UsageQueries } from './query/customer-query.ts';
+import { Collectors, Ingestion, mappingLimits } from './ingest/port.ts';
+import { MeterUsage, UsageQueries } from './query/port.ts';
 import { CollectorsHttp } from './http/collectors-http.ts';
 import { MeteringHttp } from './http/http.ts';
-import { Ingestion } from './ingest/ingest.ts';
 import { OpenMeterV1Http } from './http/openmeter-v1.ts';
-import { backfillRatio } from './meter/registry.ts';
+import { backfillRatio } from './meter/port.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
-import { MeterRejections, summed, type Rejections } from './aggregation/meter-rejections.ts';
-import { MeterUsage } from './query/usage.ts';
+import { MeterRejections, summed, type Rejections } from './aggregation/port.ts';
 
 /** The node exchange topic of each process's meter rejections (summed for /metering/status). */
 const REJECTIONS_TOPIC = 'metering.rejections';

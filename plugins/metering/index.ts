@@ -4,9 +4,9 @@
  */
 import { join } from 'node:path';
 import { PACKAGE_ROOT, type ConsoleTab, type PluginDefinition } from '../../src/pdk/index.ts';
-import { billingEntities } from './billing/entities.ts';
+import { billingEntities } from './billing/port.ts';
 import { createRuntime } from './handler.ts';
-import { meteringProcedures } from './query/query.ts';
+import { meteringProcedures } from './query/port.ts';
 import { checkConfig, collectorEntity, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
 
 /** A console tab of console/: its section's markup `<id>.html`, its module `<id>.js`. */
@@ -20,7 +20,7 @@ const metering: PluginDefinition<MeteringConfig> = {
   version: '0.1.0',
   // After authentication (oauth2 runs at 1400), so the token's scopes are known.
   priority: 900,
-  // On a shared store, events go through per-process inboxes to one elected aggregator (aggregator.ts).
+  // On a shared store, events go through per-process inboxes to one elected aggregator (aggregation/aggregator.ts).
   multiProcess: true,
   configSchema,
   checkConfig,

@@ -3,15 +3,14 @@
  * throw, the reservation a request carries): the rest of this folder can change without them noticing.
  */
 import type { RequestView } from '../../src/pdk/index.ts';
-import type { Reservation } from './billing/entitlement/admissions.ts';
+import type { Reservation } from './billing/port.ts';
 
-export type { AccessDecision, Admission, EntitlementEnforcer } from './billing/entitlement/access-cache.ts';
-export type { Reservation } from './billing/entitlement/admissions.ts';
+export type { AccessDecision, Admission, EntitlementEnforcer, Reservation } from './billing/port.ts';
 export type { LocalIngest, RefusedEvent } from './service.ts';
 /** Compared with a rejection's `code` (the errors' classes stay metering's own). */
 export { AGGREGATION_LAG_CODE, QUEUE_FULL_CODE } from './shared/errors.ts';
 export { MAX_DIMENSION_VALUE_LENGTH, MAX_IDENTIFIER_LENGTH } from './shared/limits.ts';
-export { boundedText } from './meter/values.ts';
+export { boundedText } from './meter/port.ts';
 
 /** Where entitlement-enforcement leaves a request's reservation, for the plugin that meters the request. */
 const RESERVATION = 'billing:reservation';

@@ -1,8 +1,8 @@
 /** The plugin's `config` schema, its scope check, and the `meters` entity of gateway.yaml. */
 import type { EntityDefinition, Infer, Issue, PluginScope, RecordSchema } from '../../src/pdk/index.ts';
-import { collectionPeriodProblem } from './billing/entities.ts';
-import { collectorProblems } from './ingest/collectors.ts';
-import { AGGREGATIONS, validateMeterCreate } from './meter/meter-model.ts';
+import { collectionPeriodProblem } from './billing/port.ts';
+import { collectorProblems } from './ingest/port.ts';
+import { AGGREGATIONS, validateMeterCreate } from './meter/port.ts';
 
 const scopeName = { type: 'string' as const, len_min: 1 };
 

@@ -6,22 +6,18 @@
 import type { Logger } from 'pino';
 import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pdk/index.ts';
 import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, subjectKey, unescapePart } from './shared/keys.ts';
-import { AggregateLedger } from './aggregation/ledger.ts';
-import { Maintenance } from './aggregation/maintenance.ts';
-import { MeterCatalogue, METERS_TOPIC } from './meter/catalogue.ts';
+import { AggregateLedger, Aggregator, Maintenance, processOf, writerAggregates, type AggregatorStatus, type Term } from './aggregation/port.ts';
+import { MeterCatalogue, MeterCommands, MeterRegistry, METERS_TOPIC, type MeterRecord } from './meter/port.ts';
 import { ulid } from './shared/ids.ts';
-import { meteringProcedures, type QueryResult } from './query/query.ts';
-import type { MeterQuery } from './query/query-request.ts';
-import { MeterRegistry, type MeterRecord } from './meter/registry.ts';
-import { EventListing } from './query/event-listing.ts';
+import { EventListing, meteringProcedures, type MeterQuery, type QueryResult, type UsageService } from './query/port.ts';
 import type { MeteringConfig } from './schema.ts';
-import { prepareEvents, type PreparedEvent, type StoredEvent } from './ingest/events.ts';
-import { Writer, type CommittedListener, type WriterOptions } from './ingest/writer.ts';
+import { prepareEvents, type EventSink } from './ingest/port.ts';
+import type { PreparedEvent, StoredEvent } from './shared/events.ts';
+import { Writer, type CommittedListener, type WriterOptions } from './storage/writer.ts';
 import { BodyError, meterBackfilling } from './shared/errors.ts';
-import { Aggregator, awaitDrained, drainInboxRound, ProcessInbox, processOf, type AggregatorStatus, type Term } from './aggregation/aggregator.ts';
-import { MeterCommands } from './meter/meter-commands.ts';
-import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './ingest/journal-inbox.ts';
-import { JournaledEvents, KeyedEvents, type StoredEvents } from './ingest/stored-events.ts';
+import { awaitDrained, drainInboxRound, ProcessInbox } from './storage/inbox.ts';
+import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './storage/journal-inbox.ts';
+import { JournaledEvents, KeyedEvents, type StoredEvents } from './storage/stored-events.ts';
 
 const DEFAULTS = { batchMaxEvents: 5_000, batchMaxWaitMs: 1, retentionDays: 730, queueMaxEvents: 100_000 };
 
@@ -63,7 +59,8 @@ interface Aggregation {
 
 const REFRESH_METERS_EVERY_MS = 1_000;
 
-export class MeteringService {
+/** One per process: what ingestion commits to (EventSink) and billing's usage reads (UsageService). */
+export class MeteringService implements EventSink, UsageService {
   readonly meters = new MeterRegistry();
   /** Creating, changing and retiring meters (made by the aggregator on a shared store). */
   readonly catalogue: MeterCatalogue;
@@ -73,7 +70,7 @@ export class MeteringService {
   /** Called with each batch of events committed by this process's single writer (never on other processes). */
   readonly committedListeners = new Set<CommittedListener>();
   private readonly store: Store;
-  /** The store's journal, where a shared store has one (PostgreSQL): events go there, one row each (journal-inbox.ts). */
+  /** The store's journal, where a shared store has one (PostgreSQL): events go there, one row each (storage/journal-inbox.ts). */
   private readonly journal: Journal | null;
   private readonly events: StoredEvents;
   /** The current term's rounds over the journal (journal only). */
@@ -120,7 +117,7 @@ export class MeteringService {
     }
     const processId = this.processId;
     const inbox = this.journal ? new JournalInbox(this.store, this.journal) : new ProcessInbox(this.store, processId);
-    this.writer = new Writer(this.store, new AggregateLedger(this.store), this.meters, this.log, this.writerOptions(), { inbox });
+    this.writer = new Writer(this.store, writerAggregates(new AggregateLedger(this.store), this.meters), this.log, this.writerOptions(), { inbox });
     this.aggregator = new Aggregator(this.store, processId, (fenced) => this.startTerm(fenced), this.log, (writer) => this.drainRound(writer));
   }
 
@@ -137,7 +134,7 @@ export class MeteringService {
   private aggregation(store: Store): Aggregation {
     const ledger = new AggregateLedger(store);
     const setup = { dedupeFilterCapacity: this.options.dedupeFilterCapacity, committedListeners: this.committedListeners, journaled: this.journal !== null };
-    const writer = new Writer(store, ledger, this.meters, this.log, this.writerOptions(), setup);
+    const writer = new Writer(store, writerAggregates(ledger, this.meters), this.log, this.writerOptions(), setup);
     // Keyed events are purged through the term's store: fenced like its other writes.
     const events = this.journal ? this.events : new KeyedEvents(store);
     const maintenance = new Maintenance(store, events, writer, ledger, this.meters, this.log, {
@@ -321,7 +318,7 @@ export class MeteringService {
 
   // ---- events ----
 
-  ingest(events: PreparedEvent[], config: MeteringConfig): Promise<void> {
+  ingest(events: PreparedEvent[], config: Pick<MeteringConfig, 'queue_max_events'>): Promise<void> {
     return this.writer.submit(events, config.queue_max_events);
   }
 

@@ -12,7 +12,7 @@
  * Each call admits one request when every window is below its limit and counts it; refused requests are
  * not counted (Kong's handler adds only what it lets through).
  */
-import type { NodeExchange, Store } from '../../src/pdk/index.ts';
+import type { NodeExchange, PluginApi, Store } from '../../src/pdk/index.ts';
 import { windowEnd, windowStart, type Period } from './periods.ts';
 
 /** The windows a configuration limits and their limits (one per period); `id` names the pair, made once per configuration. */
@@ -29,6 +29,16 @@ export interface Counters {
    * below its limit.
    */
   consume(key: string, limits: WindowLimits, now: number): number[] | Promise<number[]>;
+  /**
+   * Adds `amount` to the windows of `periods` holding now, whatever their counts (response-ratelimiting
+   * counts what the upstream says a request used). Answers each window's count before; 0 only reads them.
+   */
+  add(key: string, periods: readonly Period[], amount: number, now: number): number[] | Promise<number[]>;
+}
+
+/** No limit: windows counted without a bound (a safe integer, as it may cross to another process). */
+function unbounded(periods: readonly Period[]): WindowLimits {
+  return { periods, values: periods.map(() => Number.MAX_SAFE_INTEGER), id: `${periods.join(',')}#unbounded` };
 }
 
 /**
@@ -49,11 +59,14 @@ export class MemoryCounters implements Counters {
   consume(key: string, { periods, values }: WindowLimits, now: number): number[] {
     const windows = periods.map((period) => this.window(period, now).counts);
     const usage = windows.map((counts) => counts.get(key) ?? 0);
-    if (!admits(usage, values)) return usage;
-    for (const counts of windows) {
-      counts.set(key, (counts.get(key) ?? 0) + 1);
-      if (counts.size > MAX_KEYS_PER_WINDOW) counts.delete(counts.keys().next().value!);
-    }
+    if (admits(usage, values)) count(windows, key, 1);
+    return usage;
+  }
+
+  add(key: string, periods: readonly Period[], amount: number, now: number): number[] {
+    const windows = periods.map((period) => this.window(period, now).counts);
+    const usage = windows.map((counts) => counts.get(key) ?? 0);
+    if (amount > 0) count(windows, key, amount);
     return usage;
   }
 
@@ -63,6 +76,14 @@ export class MemoryCounters implements Counters {
     let window = this.windows.get(period);
     if (window?.start !== start) this.windows.set(period, (window = { start, counts: new Map() }));
     return window;
+  }
+}
+
+/** Adds `amount` to `key` in each window, forgetting a window's oldest key past MAX_KEYS_PER_WINDOW. */
+function count(windows: Map<string, number>[], key: string, amount: number): void {
+  for (const counts of windows) {
+    counts.set(key, (counts.get(key) ?? 0) + amount);
+    if (counts.size > MAX_KEYS_PER_WINDOW) counts.delete(counts.keys().next().value!);
   }
 }
 
@@ -95,6 +116,11 @@ abstract class RoundCounters implements Counters {
     const usage = new Promise<number[]>((resolve, reject) => queue.waiters.push({ resolve, reject }));
     if (!queue.draining) void this.drain(id, queue);
     return usage;
+  }
+
+  /** A round of its own per call: usage is read once per request and added once per response. */
+  async add(key: string, periods: readonly Period[], amount: number): Promise<number[]> {
+    return (await this.admit(key, unbounded(periods), amount)).counts;
   }
 
   /**
@@ -173,4 +199,15 @@ export class NodeCounters extends RoundCounters {
 /** Whether a request is admitted with these counts: every window below its limit. */
 function admits(usage: readonly number[], limits: readonly number[]): boolean {
   return usage.every((count, i) => count < limits[i]);
+}
+
+/**
+ * A plugin's counters for each policy: `local` counts per node (a node of several processes counts in its
+ * primary, which every worker asks, under `nodePrefix`), `cluster` in the plugin's store.
+ */
+export function countersByPolicy(api: PluginApi, nodePrefix: string): Record<'local' | 'cluster', Counters> {
+  return {
+    local: api.processesOnNode > 1 ? new NodeCounters(api.node, nodePrefix) : new MemoryCounters(),
+    cluster: new StoreCounters(api.store.namespace('cluster')),
+  };
 }

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AccessContext, PluginApi, PluginEntity, PluginRuntime } from '../../src/pdk/index.ts';
-import { MemoryCounters, NodeCounters, StoreCounters, type Counters, type WindowLimits } from './counters.ts';
+import { countersByPolicy, type WindowLimits } from './counters.ts';
 import { PERIOD_SECONDS, PERIODS, windowStart, type Period } from './periods.ts';
 import type { RateLimitingConfig } from './schema.ts';
 
@@ -36,11 +36,7 @@ export function prepareLimits(config: RateLimitingConfig): Limits {
 }
 
 export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig, Limits> {
-  const policies: Record<'local' | 'cluster', Counters> = {
-    // Kong's `local` counts per node: a node of several processes counts in its primary, which every worker asks.
-    local: api.processesOnNode > 1 ? new NodeCounters(api.node, 'rate-limiting|') : new MemoryCounters(),
-    cluster: new StoreCounters(api.store.namespace('cluster')),
-  };
+  const policies = countersByPolicy(api, 'rate-limiting|');
   return {
     access(ctx, config, plugin) {
       const counters = policies[config.policy === 'cluster' ? 'cluster' : 'local'];
@@ -57,8 +53,11 @@ export function createRuntime(api: PluginApi): PluginRuntime<RateLimitingConfig,
   };
 }
 
+/** What identifies a caller: `limit_by` and, for `header` and `path`, the header or path. */
+export type LimitBy = Pick<RateLimitingConfig, 'limit_by'> & Partial<Pick<RateLimitingConfig, 'header_name' | 'path'>>;
+
 /** Kong's get_identifier: the configured entity, falling back to the consumer's credential, then the client address. */
-function identifierOf(ctx: AccessContext, config: RateLimitingConfig): string {
+export function identifierOf(ctx: AccessContext, config: LimitBy): string {
   let identifier: string | undefined;
   switch (config.limit_by) {
     case 'service':
@@ -83,7 +82,7 @@ function identifierOf(ctx: AccessContext, config: RateLimitingConfig): string {
 }
 
 /** Counters of one plugin instance are its own (Kong keys them by the plugin's route and service). */
-function counterKey(plugin: PluginEntity, identifier: string): string {
+export function counterKey(plugin: PluginEntity, identifier: string): string {
   const encoded = encodeURIComponent(identifier);
   const id = encoded.length <= MAX_PLAIN_IDENTIFIER ? encoded : '#' + createHash('sha256').update(identifier).digest('base64url');
   return `${plugin.route?.id ?? EMPTY_UUID}|${plugin.service?.id ?? EMPTY_UUID}|${id}`;

@@ -8,7 +8,7 @@ export const SYNC_RATE_REALTIME = -1;
 const limit = { type: 'number', gt: 0 } as const;
 
 /** Kong's shared Redis settings (kong/tools/redis/schema.lua): accepted, so Kong files load. */
-const redisSchema = {
+export const redisSchema = {
   type: 'record',
   fields: {
     host: { type: 'string' },
@@ -22,6 +22,19 @@ const redisSchema = {
     server_name: { type: 'string' },
   },
 } as const satisfies RecordSchema;
+
+/** Kong's deprecated shorthands of the redis fields (still in many exported files): accepted, unused. */
+export const redisShorthands = {
+  redis_host: { type: 'string' },
+  redis_port: { type: 'integer', between: [0, 65535] },
+  redis_password: { type: 'string' },
+  redis_username: { type: 'string' },
+  redis_ssl: { type: 'boolean' },
+  redis_ssl_verify: { type: 'boolean' },
+  redis_server_name: { type: 'string' },
+  redis_timeout: { type: 'integer' },
+  redis_database: { type: 'integer' },
+} as const satisfies RecordSchema['fields'];
 
 export const configSchema = {
   type: 'record',
@@ -42,16 +55,7 @@ export const configSchema = {
     error_code: { type: 'number', default: 429, gt: 0 },
     error_message: { type: 'string', default: 'API rate limit exceeded' },
     sync_rate: { type: 'number', required: true, default: SYNC_RATE_REALTIME },
-    // Kong's deprecated shorthands of the redis fields (still in many exported files): accepted, unused.
-    redis_host: { type: 'string' },
-    redis_port: { type: 'integer', between: [0, 65535] },
-    redis_password: { type: 'string' },
-    redis_username: { type: 'string' },
-    redis_ssl: { type: 'boolean' },
-    redis_ssl_verify: { type: 'boolean' },
-    redis_server_name: { type: 'string' },
-    redis_timeout: { type: 'integer' },
-    redis_database: { type: 'integer' },
+    ...redisShorthands,
   },
   entity_checks: [checkLimits, checkLimitBy],
 } as const satisfies RecordSchema;
@@ -62,17 +66,24 @@ function checkLimits(c: Record<string, any>): Issue[] {
   if (!PERIODS.some((p) => typeof c[p] === 'number')) {
     return [{ path: [], message: `at least one of these fields must be non-empty: ${PERIODS.map((p) => `'config.${p}'`).join(', ')}` }];
   }
-  // Kong's validate_periods_order: a longer period never allows fewer requests than a shorter one.
+  const misordered = periodOrderProblem(c);
+  // Kong's rate-limiting capitalizes the message its response-ratelimiting writes in lower case.
+  if (misordered) return [{ path: [], message: misordered[0].toUpperCase() + misordered.slice(1) }];
+  if (c.policy !== 'redis' && c.sync_rate !== SYNC_RATE_REALTIME) return [{ path: [], message: 'sync_rate can only be used with the redis policy' }];
+  return [];
+}
+
+/** Kong's validate_periods_order: a longer period never allows fewer requests than a shorter one. */
+export function periodOrderProblem(c: Record<string, any>): string | undefined {
   for (const [i, lower] of PERIODS.entries()) {
     if (typeof c[lower] !== 'number') continue;
     for (const upper of PERIODS.slice(i + 1)) {
       if (typeof c[upper] === 'number' && c[upper] < c[lower]) {
-        return [{ path: [], message: `The limit for ${upper}(${c[upper].toFixed(1)}) cannot be lower than the limit for ${lower}(${c[lower].toFixed(1)})` }];
+        return `the limit for ${upper}(${c[upper].toFixed(1)}) cannot be lower than the limit for ${lower}(${c[lower].toFixed(1)})`;
       }
     }
   }
-  if (c.policy !== 'redis' && c.sync_rate !== SYNC_RATE_REALTIME) return [{ path: [], message: 'sync_rate can only be used with the redis policy' }];
-  return [];
+  return undefined;
 }
 
 function checkLimitBy(c: Record<string, any>): Issue[] {
@@ -81,8 +92,8 @@ function checkLimitBy(c: Record<string, any>): Issue[] {
   return [];
 }
 
-/** Checks beyond the schema: what Tollgate cannot do is refused where the file says it. */
-export function checkConfig(config: RateLimitingConfig, _scope: PluginScope): Issue[] {
+/** Checks beyond the schema: what Tollgate cannot do is refused where the file says it (response-ratelimiting's too). */
+export function checkConfig(config: Pick<RateLimitingConfig, 'policy'>, _scope: PluginScope): Issue[] {
   if (config.policy !== 'redis') return [];
   return [{ path: ['policy'], message: "the 'redis' policy is not available in Tollgate: use 'local' (counters per node) or 'cluster' (counters in the gateway's shared store)" }];
 }

@@ -2,7 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { JsonTooDeepError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { readWhole } from '../pipeline/request-body.ts';
+import { bodyLimitOf, readWhole } from '../pipeline/request-body.ts';
 import { answerFor, HttpError } from '../pipeline/http-error.ts';
 import type { AdminMethod, AdminReply, AdminRequest, AdminRoute } from '../pdk/types.ts';
 import { parseArgs, type Params } from '../toolkit/params.ts';
@@ -107,7 +107,7 @@ async function parseBody(req: IncomingMessage): Promise<{ body: Record<string, a
     req.resume();
     throw new HttpError(415, `Unsupported Media Type: send application/json (or ${FORM_TYPE})`);
   }
-  const raw = await readWhole(req, MAX_ADMIN_BODY);
+  const raw = await readWhole(req, bodyLimitOf(MAX_ADMIN_BODY));
   if (raw.length === 0) return { body: {}, form: false };
   if (type === FORM_TYPE) return { body: formFields(parseArgs(raw.toString('utf8'))), form: true };
   try {

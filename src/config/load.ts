@@ -356,7 +356,9 @@ class ConfigBuilder implements BuildContext {
     }
   }
 
-  private addPluginEntity(def: EntityDefinition, raw: Record<string, any>, path: Path, parentId: string | undefined): void {
+  private addPluginEntity(def: EntityDefinition, given: Record<string, any>, path: Path, parentId: string | undefined): void {
+    const raw = def.referenceable ? this.dereference(given, def.referenceable, path) : given;
+    if (!raw) return;
     const parent = def.parent;
     const fields = parent && parentId === undefined ? { ...def.schema.fields, [parent.field]: { type: 'any' as const } } : def.schema.fields;
     // Kong's DAOs give every entity `created_at`, and `ttl` to those declared `ttl = true`.

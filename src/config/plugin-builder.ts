@@ -10,6 +10,7 @@ import type { PluginDefinition, PluginRegistry, PluginScope } from '../pdk/types
 import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
 import { pluginEntitySchema } from './entities.ts';
+import { luaPluginRefusal } from './lua-plugins.ts';
 import { validate, type Path } from './schema.ts';
 import type { PluginEntity, PluginInstance } from './types.ts';
 
@@ -157,9 +158,12 @@ function withPrepared(entity: PluginEntity, prepared: unknown): PluginInstance {
 
 /**
  * Kong's message for a plugin the `plugins` setting leaves out; but a name no plugin has and close to
- * one that exists is a typo, which that advice would only send the operator chasing: the suggestion alone.
+ * one that exists is a typo, which that advice would only send the operator chasing: the suggestion alone;
+ * and Kong's Lua-running plugins get what to use instead.
  */
 function notEnabledMessage(name: string, registry: PluginRegistry): string {
+  const lua = registry.has(name) ? undefined : luaPluginRefusal(name);
+  if (lua !== undefined) return lua;
   const close = registry.has(name) ? undefined : closestName(name, registry.keys());
   if (close !== undefined) return `unknown plugin '${name}'; did you mean '${close}'?`;
   return `plugin '${name}' not enabled; add it to the 'plugins' configuration property`;

@@ -3,6 +3,7 @@
  * configuration may use. Every plugin this gateway ships counts as bundled.
  */
 import type { PluginDefinition } from '../pdk/types.ts';
+import { luaPluginRefusal } from './lua-plugins.ts';
 
 type Registry = ReadonlyMap<string, PluginDefinition>;
 
@@ -15,7 +16,7 @@ export function enabledPlugins(registry: Registry, setting: unknown, report: (in
     if (name === 'bundled') for (const [n, p] of registry) enabled.set(n, p);
     else if (name === 'off') report(i, "'off' cannot be combined with other plugins");
     else if (typeof name === 'string' && registry.has(name)) enabled.set(name, registry.get(name)!);
-    else if (typeof name === 'string') report(i, `plugin '${name}' is enabled but not installed`);
+    else if (typeof name === 'string') report(i, luaPluginRefusal(name) ?? `plugin '${name}' is enabled but not installed`);
   });
   return enabled;
 }

@@ -54,10 +54,10 @@ export type {
   WriteBatch,
 } from './types.ts';
 export { authenticate, authenticateAnonymous, authenticateWith, challenge, consumerByReference, identifiedEarlier, type AuthenticationFailure, type AuthenticationOutcome } from './auth.ts';
-export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, type Params } from './params.ts';
+export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, requestLine, type Params } from './params.ts';
 export { alphanumericFrom, hashDeclaredSecret, isHashedSecret, randomAlphanumeric, randomToken, SecretVerifier, safeEqual, tokenDigest } from './secrets.ts';
 export { page, pageSize } from './entities.ts';
-export { canonicalName, HEADER_NAME, headerNameProblem, headerValueProblem, hostProblem, IP_OR_CIDR, isPlainObject, isUuid, LUA_FIELD, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
+export { atLeastOneOf, canonicalName, HEADER_NAME, headerNameProblem, headerValueProblem, hostProblem, IP_OR_CIDR, isPlainObject, isUuid, LUA_FIELD, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
 export { AddressRanges, compileOperatorRegex, operatorRegexProblem, type OperatorRegex, type OperatorRegexOptions } from './patterns.ts';
 export { ConfigCompileError, ForeignKeyViolationError, HttpError, NotFoundError, RegexRefusedError, RequestLimitError, SchemaViolationError, StoreClosedError, StoreUnavailableError, StoreUnwritableError, UniqueViolationError } from './errors.ts';
 export { putIfAbsent, registerStoreProcedures, take } from './store.ts';

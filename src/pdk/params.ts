@@ -9,6 +9,7 @@ export {
   mediaType,
   parseArgs,
   readBodyParams,
+  requestLine,
   type Params,
 } from '../toolkit/params.ts';
 export { MAX_PARAMETERS } from '../toolkit/limits.ts';

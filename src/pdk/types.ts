@@ -121,6 +121,11 @@ export interface EntityDefinition {
    * by the admin API only in the answer to the write that set them.
    */
   digested?: string[];
+  /**
+   * Fields that may hold a `{vault://…}` reference in gateway.yaml (Kong's `referenceable`), replaced by its
+   * value as the file loads, so that a secret the gateway must be able to read back need not be in the file.
+   */
+  referenceable?: readonly string[];
   /** Fields a partial update (PATCH) must give all or none of: a transformation needs them together. */
   allOrNone?: string[];
   /** Kong's `ttl = true`: the admin API accepts `ttl` (seconds) and the entity expires after it. */
@@ -373,6 +378,8 @@ export interface RequestOutcome {
   /** Body bytes received from the client and sent to it (a WebSocket tunnel: the bytes through it each way). */
   requestBytes: number;
   responseBytes: number;
+  /** The whole answer went downstream: false when it was cut short (the upstream failed mid-body, the client went away). */
+  complete: boolean;
 }
 
 /** Header fields as Kong's serializer shows them: lowercase names, repeated ones as arrays. */
@@ -548,6 +555,13 @@ export interface AccessContext extends RequestView {
   readBodyWithin(limit: number): Promise<Buffer | undefined>;
   /** Replaces the body sent upstream (after readBody). */
   setUpstreamBody(body: Buffer): void;
+  /**
+   * Lowers the most bytes of body this request may carry (the gateway's client_max_body_size is the
+   * most): a larger body is refused with `status` and Kong's "Request size limit exceeded" — a declared
+   * one before it goes upstream, a chunked one as soon as it passes the limit while it streams there
+   * (the upstream request is then dropped), one already read whole before it goes upstream.
+   */
+  limitRequestBody(bytes: number, status: number): void;
 
   /** Answers the request here; no upstream. Objects are sent as JSON. */
   respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;

@@ -16,7 +16,7 @@ import { answerFor, HttpError } from './http-error.ts';
 import { rewriteBody, runResponsePhase } from './response-phase.ts';
 import { serializeRequest } from './serialize.ts';
 import { checkUpstreamHeader } from './upstream-edits.ts';
-import { collect, prepend, readWhole, type BodyHead } from './request-body.ts';
+import { bodyLimitOf, collect, prepend, readWhole, type BodyHead, type BodyLimit } from './request-body.ts';
 
 /** Where the gateway's own answers go: an HTTP response, or the raw socket of an upgrade request. */
 export interface Downstream {
@@ -188,7 +188,8 @@ export class Context implements CoreContext {
   private headRead: Promise<BodyHead> | undefined;
   /** What readBodyWithin read of a body that proved larger: it goes upstream ahead of the rest. */
   private bodyHead: BodyHead | undefined;
-  private readonly maxBodySize: number;
+  /** The gateway's client_max_body_size, or less when a plugin lowered it (limitRequestBody). */
+  bodyLimit: BodyLimit;
 
   constructor(init: ContextInit) {
     this.id = init.id;
@@ -210,7 +211,7 @@ export class Context implements CoreContext {
     this.matchedPrefix = init.matchedPrefix;
     this.downstream = init.downstream;
     this.raw = { req: init.req, res: init.res as DownstreamResponse };
-    this.maxBodySize = init.maxBodySize;
+    this.bodyLimit = bodyLimitOf(init.maxBodySize);
     this.match = init.match;
     this.snapshot = init.snapshot;
     this.rawPath = init.rawPath;
@@ -257,6 +258,8 @@ export class Context implements CoreContext {
       upstreamStatus: this.upstreamStatus,
       requestBytes: this.requestBodyBytes,
       responseBytes: this.responseBodyBytes,
+      // An upgrade has no response object; its tunnel ends as it ends.
+      complete: this.status !== 0 && (this.raw.res?.writableEnded ?? true),
     };
   }
 
@@ -311,7 +314,7 @@ export class Context implements CoreContext {
   }
 
   readBody(): Promise<Buffer> {
-    return (this.bodyPromise ??= readWhole(this.raw.req, this.maxBodySize, this.bodyHead).then((b) => this.keepBody(b)));
+    return (this.bodyPromise ??= readWhole(this.raw.req, this.bodyLimit, this.bodyHead).then((b) => this.keepBody(b)));
   }
 
   private keepBody(body: Buffer): Buffer {
@@ -340,6 +343,10 @@ export class Context implements CoreContext {
   unreadBody(): Readable {
     const req = this.raw.req;
     return this.bodyHead ? prepend(this.bodyHead.chunks, req) : req;
+  }
+
+  limitRequestBody(bytes: number, status: number): void {
+    if (bytes < this.bodyLimit.bytes) this.bodyLimit = { bytes, status };
   }
 
   setUpstreamBody(body: Buffer): void {

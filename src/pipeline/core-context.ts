@@ -24,6 +24,8 @@ export interface CoreContext extends AccessContext, ResponseContext, LogContext 
   credential: AuthenticatedCredential | null;
   /** The downstream request and response: what the proxy streams from and to (gRPC, HTTP/2). */
   readonly raw: { req: DownstreamRequest; res: DownstreamResponse };
+  /** The path as the request target gave it, before normalization (nginx's `$request_uri` less the query). */
+  readonly rawPath: string;
   readonly log: Logger;
   /** Plugins whose access phase ran, for the response and log phases. */
   ran: RanPlugin[] | undefined;

@@ -120,11 +120,12 @@ export class ProxyStep {
   }
 
   private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: OutgoingHttpHeaders, destination: Destination): void {
-    const limit = ctx.snapshot.config.gateway.client_max_body_size;
-    const declared = Number(req.headers['content-length']);
-    if (ctx.body === undefined && limit > 0 && declared > limit) return ctx.error(413, MESSAGES.bodyTooLarge);
+    const limit = ctx.bodyLimit;
+    // A body read whole is measured too: a plugin may have lowered the limit after it was read.
+    const size = ctx.body === undefined ? Number(req.headers['content-length']) : ctx.requestBodyBytes;
+    if (size > limit.bytes) return ctx.error(limit.status, MESSAGES.bodyTooLarge);
     const body = ctx.body ?? (hasBody(req) ? ctx.unreadBody() : null);
-    if (body !== null && !Buffer.isBuffer(body)) this.meterStreamedBody(ctx, body, limit);
+    if (body !== null && !Buffer.isBuffer(body)) this.meterStreamedBody(ctx, body);
     const sentAt = performance.now();
     const { peers, tls } = destination;
     const handle = this.engine.forward(
@@ -242,13 +243,15 @@ export class ProxyStep {
   }
 
   /**
-   * Counts a streamed request body as it flows, for the access log, and enforces the size limit
-   * (0: none) on bodies without a Content-Length (chunked).
+   * Counts a streamed request body as it flows, for the access log, and enforces the request's body
+   * limit on bodies without a Content-Length (chunked): a body is refused as soon as it passes the
+   * limit, without being held.
    */
-  private meterStreamedBody(ctx: Context, body: Readable, limit: number): void {
+  private meterStreamedBody(ctx: Context, body: Readable): void {
+    const { bytes: limit, status } = ctx.bodyLimit;
     const onData = (chunk: Buffer) => {
       ctx.requestBodyBytes += chunk.length;
-      if (limit === 0 || ctx.requestBodyBytes <= limit) return;
+      if (ctx.requestBodyBytes <= limit) return;
       body.off('data', onData);
       body.unpipe();
       // The upstream got part of a body that will never end: drop that request and its socket.
@@ -256,7 +259,7 @@ export class ProxyStep {
       contain(ctx, () => {
         if (!ctx.downstream.headersSent) {
           ctx.status = 0;
-          ctx.error(413, MESSAGES.bodyTooLarge);
+          ctx.error(status, MESSAGES.bodyTooLarge);
         }
       });
       body.destroy();

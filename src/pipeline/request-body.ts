@@ -9,15 +9,26 @@ import { MESSAGES } from '../proxy/respond.ts';
 import type { DownstreamRequest } from './core-context.ts';
 import { HttpError } from './http-error.ts';
 
-/** Reads a request body into memory, refusing more than `limit` bytes (0 = no limit). */
-export async function readWhole(req: DownstreamRequest, limit: number, head?: BodyHead): Promise<Buffer> {
+/** The most bytes a request body may have (Infinity: no limit), and the status a larger one is refused with. */
+export interface BodyLimit {
+  bytes: number;
+  status: number;
+}
+
+/** A limit of `bytes` refused with 413; 0 is nginx's "no limit" (client_max_body_size). */
+export function bodyLimitOf(bytes: number): BodyLimit {
+  return { bytes: bytes > 0 ? bytes : Infinity, status: 413 };
+}
+
+/** Reads a request body into memory, refusing more than `limit` allows. */
+export async function readWhole(req: DownstreamRequest, limit: BodyLimit, head?: BodyHead): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
-  if (limit > 0 && declared > limit) throw new HttpError(413, MESSAGES.bodyTooLarge);
-  const read = await collect(req, limit > 0 ? limit : Infinity, head);
+  if (declared > limit.bytes) throw new HttpError(limit.status, MESSAGES.bodyTooLarge);
+  const read = await collect(req, limit.bytes, head);
   if (!read.ended) {
-    // Drained without being kept, so that the connection can carry the 413.
+    // Drained without being kept, so that the connection can carry the refusal.
     req.resume();
-    throw new HttpError(413, MESSAGES.bodyTooLarge);
+    throw new HttpError(limit.status, MESSAGES.bodyTooLarge);
   }
   return read.chunks.length === 1 ? read.chunks[0] : Buffer.concat(read.chunks, read.size);
 }

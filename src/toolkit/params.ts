@@ -6,7 +6,7 @@
  * at most MAX_PARAMETERS of each part are accepted: RequestLimitError beyond either.
  */
 import type { AccessContext, RequestView } from '../pdk/types.ts';
-import { downstreamRequestOf } from '../pipeline/core-context.ts';
+import { downstreamRequestOf, type CoreContext } from '../pipeline/core-context.ts';
 import { parseUntrustedJson } from './json.ts';
 import { MAX_PARAMETER_BODY, MAX_PARAMETERS, RequestLimitError } from './limits.ts';
 
@@ -175,15 +175,22 @@ export async function clearBodyParam(ctx: AccessContext, name: string, scope: Bo
   ctx.setUpstreamHeader('content-type', cleaned.contentType);
 }
 
+/** Headers of which Node keeps the first and drops any repeat (IncomingMessage): only the raw headers show one. */
+const FIRST_KEPT = new Set([
+  'age', 'authorization', 'content-length', 'content-type', 'etag', 'expires', 'from', 'host', 'if-modified-since', 'if-unmodified-since',
+  'last-modified', 'location', 'max-forwards', 'proxy-authorization', 'referer', 'retry-after', 'server', 'user-agent',
+]);
+
 /**
  * The values of a request header, in the order sent. Names compare case-insensitively with `-` and `_`
  * equivalent (nginx with `underscores_in_headers on`, as Kong runs it). Node joins repeated headers with
- * ", ", so a joined value is split by the raw headers, which keep each one as sent.
+ * ", " or keeps the first only (FIRST_KEPT), so such values are read from the raw headers, which keep each
+ * one as sent.
  */
 export function headerValues(ctx: RequestView, name: string): string[] {
   const lower = name.toLowerCase();
   const direct = ctx.headers[lower];
-  if (typeof direct === 'string' && !direct.includes(',')) return [direct];
+  if (typeof direct === 'string' && !direct.includes(',') && !FIRST_KEPT.has(lower)) return [direct];
   if (Array.isArray(direct)) return direct;
   // Only names with `-` or `_` have other spellings to look for.
   if (direct === undefined && !/[-_]/.test(lower)) return [];
@@ -192,6 +199,17 @@ export function headerValues(ctx: RequestView, name: string): string[] {
   const values: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) if (canonicalHeaderName(raw[i]) === wanted) values.push(raw[i + 1]);
   return values;
+}
+
+/**
+ * The request target and HTTP version as the client sent them (nginx's `$request_uri`, and `1.0`, `1.1` or
+ * `2.0`): what a signature over the request line covers, before the gateway normalizes the path.
+ */
+export function requestLine(ctx: RequestView): { target: string; httpVersion: string } {
+  const { rawPath, raw } = ctx as CoreContext;
+  // A `?` with nothing after it is part of the target too.
+  const hasQuery = ctx.rawQuery !== '' || raw.req.url?.includes('?');
+  return { target: hasQuery ? `${rawPath}?${ctx.rawQuery}` : rawPath, httpVersion: raw.req.httpVersion };
 }
 
 /** The first value of a header (see headerValues), with the name it came under. */

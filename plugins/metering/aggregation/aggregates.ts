@@ -4,7 +4,7 @@
  * usable values (AVG = sum / count), and the latest value by event time (ties: later ingest wins).
  * UNIQUE_COUNT keeps its distinct values as separate keys (exact, see keys.ts).
  */
-import type { Aggregation } from '../meter/meter-model.ts';
+import type { Aggregation } from '../meter/port.ts';
 import { addQuantities, compareQuantities, decodeQuantity, divideQuantity, formatQuantity, type Quantity } from '../shared/quantity.ts';
 
 /**

@@ -9,9 +9,13 @@ import {
   addEvent as addToState, BASE_SIZE, copyRow, decodeRow, decodeState, emptyRow, emptyState, encodeState, eventState, LEVELS, merge,
   boundedRowText, ROW_LEVELS, ROW_OVERFLOW, type Row, type State,
 } from './aggregates.ts';
-import type { StoredEvent } from '../ingest/events.ts';
+import type { StoredEvent } from '../shared/events.ts';
 import { distinctPart, escapePart, padTime, TIME_WIDTH } from '../shared/keys.ts';
-import { boundedText, dimensionText, dimensionTexts, distinctReading, numericReading, type CompiledMeter } from '../meter/values.ts';
+import {
+  boundedText, dimensionText, dimensionTexts, distinctReading, numericReading, type CompiledMeter,
+  type MeterRegistry,
+} from '../meter/port.ts';
+import type { BatchAggregates, NumberedEvent } from '../storage/writer.ts';
 
 /** Aggregate updates of a group of events in one minute and series, at the base level; prepare() rolls them up. */
 interface MinuteDelta {
@@ -283,6 +287,18 @@ export class AggregateLedger {
       this.rows.delete(key);
     }
   }
+}
+
+/** The single writer's aggregates: each event counted by the meters that aggregate its type. */
+export function writerAggregates(ledger: AggregateLedger, meters: MeterRegistry): BatchAggregates {
+  return {
+    prepare(events: readonly NumberedEvent[], batch: WriteBatch) {
+      const delta = newDelta();
+      for (const { seq, record } of events) for (const m of meters.aggregating(record.type)) addEvent(delta, m, seq, record);
+      return ledger.prepare(delta, batch);
+    },
+    clear: () => ledger.clear(),
+  };
 }
 
 /** The writes of a delta into an aggregate space that holds nothing yet (bulk seeding, e.g. benchmarks). */

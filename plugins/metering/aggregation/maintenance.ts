@@ -7,12 +7,12 @@
 import type { Logger } from 'pino';
 import type { BatchOp, Store } from '../../../src/pdk/index.ts';
 import { LEVELS } from './aggregates.ts';
-import type { StoredEvent } from '../ingest/events.ts';
+import type { StoredEvent } from '../shared/events.ts';
 import { aggregatePrefix, aggregateSpace, escapePart, meterKey, padTime, rowPrefix, uniquePrefix } from '../shared/keys.ts';
 import { addEvent, newDelta, type AggregateLedger } from './ledger.ts';
-import type { MeterRecord, MeterRegistry } from '../meter/registry.ts';
-import type { StoredEvents } from '../ingest/stored-events.ts';
-import type { Writer } from '../ingest/writer.ts';
+import type { MeterRecord, MeterRegistry } from '../meter/port.ts';
+import type { StoredEvents } from '../storage/stored-events.ts';
+import type { Writer } from '../storage/writer.ts';
 
 export interface MaintenanceOptions {
   /** Events per backfill chunk. */

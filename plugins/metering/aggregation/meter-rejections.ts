@@ -7,10 +7,9 @@
  * the limit, and request metering bounds every value a client chooses before the event is made.
  * Counted by the process that aggregates, once per committed event.
  */
-import type { PreparedEvent } from '../ingest/events.ts';
+import type { PreparedEvent } from '../shared/events.ts';
 import { lookup, MISSING } from '../shared/jsonpath.ts';
-import type { MeterRegistry } from '../meter/registry.ts';
-import { numericReading, type CompiledMeter } from '../meter/values.ts';
+import { numericReading, type CompiledMeter, type MeterRegistry } from '../meter/port.ts';
 
 export type RejectionReason = 'value_missing' | 'value_invalid';
 

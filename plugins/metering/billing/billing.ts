@@ -6,17 +6,14 @@
  */
 import type { Logger } from 'pino';
 import type { Store } from '../../../src/pdk/index.ts';
-import { AccessCache } from './entitlement/access-cache.ts';
-import { ProcessLedger, type AdmissionLedger } from './entitlement/admissions.ts';
-import { CustomerService } from './customer/customers.ts';
-import { EntitlementService } from './entitlement/entitlements.ts';
-import { FeatureService, type Feature } from './productcatalog/features.ts';
-import { InvoiceService } from './invoice/invoices.ts';
-import { PlanService } from './productcatalog/plans.ts';
+import { AccessCache, EntitlementService, ProcessLedger, type AdmissionLedger } from './entitlement/port.ts';
+import { CustomerService } from './customer/port.ts';
+import { FeatureService, PlanService, type Feature } from './productcatalog/port.ts';
+import { InvoiceService } from './invoice/port.ts';
 import { Scheduler } from './scheduler.ts';
 import { BillingStore, type Transaction } from './shared/store.ts';
-import { subscriptionStatus, SubscriptionService } from './subscription/subscriptions.ts';
-import type { UsageSource } from './usage.ts';
+import { SubscriptionService, subscriptionStatus } from './subscription/port.ts';
+import type { UsageSource } from './shared/usage.ts';
 
 export class Billing {
   readonly db: BillingStore;

@@ -15,10 +15,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { stableId } from '../shared/ids.ts';
 import type { Billing } from './billing.ts';
-import { validateCustomer, type Customer, type CustomerDefinition } from './customer/customers.ts';
-import { validateFeature, type FeatureDefinition } from './productcatalog/features.ts';
-import { parsePlan, type PlanDefinition } from './productcatalog/plan-model.ts';
-import { planStatus } from './productcatalog/plans.ts';
+import { validateCustomer, type Customer, type CustomerDefinition } from './customer/port.ts';
+import { parsePlan, planStatus, validateFeature, type FeatureDefinition, type PlanDefinition } from './productcatalog/port.ts';
 import { DeclaredLeaseLostError } from './shared/errors.ts';
 import { keys, Lease } from './shared/store.ts';
 

@@ -6,9 +6,8 @@
 import type { EntityDefinition, Issue, RecordSchema } from '../../../src/pdk/index.ts';
 import type { InvalidParameter } from '../shared/errors.ts';
 import { parseCollectionPeriod } from './shared/calendar.ts';
-import { validateCustomer } from './customer/customers.ts';
-import { validateFeature } from './productcatalog/features.ts';
-import { parsePlan } from './productcatalog/plan-model.ts';
+import { validateCustomer } from './customer/port.ts';
+import { parsePlan, validateFeature } from './productcatalog/port.ts';
 
 /** `a.b[2].c` -> ['a', 'b', 2, 'c'], so the loader can point at the line. */
 function pathOf(field: string): (string | number)[] {

@@ -13,10 +13,10 @@
  */
 import type { Logger } from 'pino';
 import { formatInstant, type Instant } from './shared/calendar.ts';
-import { grantsOf, usagePeriodAt } from './entitlement/entitlements.ts';
-import type { InvoiceKind, InvoiceService } from './invoice/invoices.ts';
-import { CHANGES_TOPIC, keys, Lease, PREFIXES, type BillingStore, type Transaction } from './shared/store.ts';
-import { billingPeriod, type Subscription } from './subscription/subscriptions.ts';
+import { grantsOf, usagePeriodAt } from './entitlement/port.ts';
+import type { InvoiceKind, InvoiceService } from './invoice/port.ts';
+import { CHANGES_TOPIC, keys, Lease, PREFIXES, RESETS_TOPIC, type BillingStore, type Transaction } from './shared/store.ts';
+import { billingPeriod, type Subscription } from './subscription/port.ts';
 
 interface ScheduleState {
   /** Next period whose in-advance invoice is due. */
@@ -26,9 +26,6 @@ interface ScheduleState {
   /** Usage-period resets up to this instant have been announced. */
   resets_until: string;
 }
-
-/** The topic usage-period resets are announced on (message: the customer id). */
-export const RESETS_TOPIC = 'usage-resets';
 
 const TICK_MS = 500;
 const LEASE_MS = 5_000;

@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import { HttpError, type AdminMethod, type AdminReply, type AdminRequest, type AdminRoute } from '../../../src/pdk/index.ts';
 import type { MeteringHttp, MeteringRequest } from './http.ts';
-import type { Rejections } from '../aggregation/meter-rejections.ts';
-import { backfillRatio } from '../meter/registry.ts';
+import type { Rejections } from '../aggregation/port.ts';
+import { backfillRatio } from '../meter/port.ts';
 import type { MeteringConfig } from '../schema.ts';
 import type { MeteringService } from '../service.ts';
 

@@ -3,9 +3,8 @@
  * webhook endpoint `POST /collectors/{name}/events` of a collector without `match`.
  */
 import { collectorExists, collectorHasMatch, collectorNotFound, declaredReadOnly, methodNotAllowed, RequestError, validationFailed } from '../shared/errors.ts';
-import { collectorProblems, type CollectorDefinition, type CollectorRecord, type Collectors } from '../ingest/collectors.ts';
+import { collectorProblems, type CollectorDefinition, type CollectorRecord, type Collectors, type Ingestion } from '../ingest/port.ts';
 import { readJson, requireScope, type MeteringRequest, type SubRoutes } from './http.ts';
-import type { Ingestion } from '../ingest/ingest.ts';
 import type { MeteringConfig } from '../schema.ts';
 
 function publicCollector(record: CollectorRecord): Record<string, unknown> {

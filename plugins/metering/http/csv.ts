@@ -2,9 +2,8 @@
  * Query results as CSV (`Accept: text/csv`), in OpenMeter v3's column order
  * (api/v3/handlers/meters/query_csv.go), safe to open in a spreadsheet.
  */
-import type { QueryResult } from '../query/query.ts';
-import type { UsageCustomer } from '../query/customer-query.ts';
-import { CUSTOMER_DIMENSION, type MeterQuery } from '../query/query-request.ts';
+import { CUSTOMER_DIMENSION, type MeterQuery, type QueryResult } from '../query/port.ts';
+import type { UsageCustomer } from '../shared/customer-directory.ts';
 
 /**
  * What makes a spreadsheet read a cell as a formula: OWASP's "CSV Injection" list (= + - @ tab CR), LF and

@@ -9,14 +9,11 @@ import {
   BodyError, bodyTooLarge, internalError, malformedJson, methodNotAllowed, MeteringError, meterNotFound, noResource, notUtf8, RequestError, scopeRequired,
   validationFailed, type InvalidParameter, type MeteringErrorKind,
 } from '../shared/errors.ts';
-import type { Ingestion } from '../ingest/ingest.ts';
-import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate } from '../meter/meter-model.ts';
+import type { Ingestion } from '../ingest/port.ts';
+import { meterDefinitionFrom, publicMeter, validateMeterCreate, validateMeterUpdate, type MeterRecord } from '../meter/port.ts';
 import { toCsv } from './csv.ts';
-import type { UsageQueries } from '../query/customer-query.ts';
-import { parseQuery } from '../query/query-request.ts';
-import { publicMeter, type MeterRecord } from '../meter/registry.ts';
+import { parseQuery, type EventFilters, type UsageQueries } from '../query/port.ts';
 import type { MeteringConfig } from '../schema.ts';
-import type { EventFilters } from '../query/event-listing.ts';
 import type { MeteringService } from '../service.ts';
 import { parseRfc3339 } from '../shared/time.ts';
 

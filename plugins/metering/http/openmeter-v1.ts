@@ -10,11 +10,9 @@
  */
 import { methodNotAllowed, meterNotFound, noResource, RequestError, type InvalidParameter } from '../shared/errors.ts';
 import { ingestRequest, readJson, requireScope, toProblem, validationProblem, type MeteringRequest, type SubRoutes } from './http.ts';
-import type { Ingestion } from '../ingest/ingest.ts';
-import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate } from '../meter/meter-model.ts';
-import type { UsageQueries } from '../query/customer-query.ts';
-import { CUSTOMER_DIMENSION, parseQuery } from '../query/query-request.ts';
-import type { MeterRecord } from '../meter/registry.ts';
+import type { Ingestion } from '../ingest/port.ts';
+import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type MeterRecord } from '../meter/port.ts';
+import { CUSTOMER_DIMENSION, parseQuery, type UsageQueries } from '../query/port.ts';
 import type { MeteringConfig } from '../schema.ts';
 import type { MeteringService } from '../service.ts';
 import { parseRfc3339 } from '../shared/time.ts';

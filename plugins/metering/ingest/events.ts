@@ -9,33 +9,8 @@ import { nestedDeeperThan } from '../shared/json-depth.ts';
 import { dedupeHash, escapePart } from '../shared/keys.ts';
 import { MAX_IDENTIFIER_LENGTH } from '../shared/limits.ts';
 import { formatUtc, parseRfc3339 } from '../shared/time.ts';
-import { readingProblems, type CompiledMeter } from '../meter/values.ts';
-
-/** What is stored per event (`e/...`), times in Unix seconds / ms. */
-export interface StoredEvent {
-  id: string;
-  source: string;
-  type: string;
-  subject: string;
-  /** Event time, seconds. */
-  time: number;
-  datacontenttype?: string;
-  dataschema?: string;
-  data?: Record<string, unknown> | null;
-  /** Receive time, ms. */
-  ingested_at: number;
-}
-
-/** A validated event ready for the writer. */
-export interface PreparedEvent {
-  record: StoredEvent;
-  /** JSON of `record`. */
-  json: string;
-  typeEscaped: string;
-  dedupe: string;
-  /** Its number in the journal, once appended there (stored-events.ts): the aggregator folds it under this number. */
-  seq?: number;
-}
+import { readingProblems, type CompiledMeter } from '../meter/port.ts';
+import type { PreparedEvent, StoredEvent } from '../shared/events.ts';
 
 type BodyShape = 'one' | 'batch' | 'either';
 

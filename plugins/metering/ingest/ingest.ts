@@ -3,11 +3,26 @@
  * `POST /collectors/{name}/events`): bodies decoded, events passed through the collectors that match
  * them, validated, and committed by the writer. Nothing of a request is stored unless all of it is valid.
  */
-import { decodeEvents, prepareEvents, type PreparedEvent, type ValidationContext } from './events.ts';
+import { decodeEvents, prepareEvents, type ValidationContext } from './events.ts';
+import type { PreparedEvent } from '../shared/events.ts';
 import { BodyError, CollectorError, invalidEvents, tooManyEvents, type InvalidParameter } from '../shared/errors.ts';
 import type { Collectors, CompiledCollector } from './collectors.ts';
-import type { MeteringConfig } from '../schema.ts';
-import type { MeteringService } from '../service.ts';
+import type { MeterRegistry } from '../meter/port.ts';
+
+/** The settings of a metering instance that ingestion applies (of its MeteringConfig). */
+export interface IngestSettings {
+  retention_days: number;
+  max_events_per_request: number;
+  max_body_size: number;
+  queue_max_events: number;
+}
+
+/** Where ingestion commits events, and the meters that will count them (the metering service). */
+export interface EventSink {
+  readonly meters: Pick<MeterRegistry, 'aggregating'>;
+  /** Resolves once every event is durable (or was a duplicate); refused while `queue_max_events` wait. */
+  ingest(events: PreparedEvent[], settings: Pick<IngestSettings, 'queue_max_events'>): Promise<void>;
+}
 
 /** An event to validate, with where it came from (for the error that names it). */
 interface Candidate {
@@ -19,11 +34,11 @@ interface Candidate {
 
 export class Ingestion {
   constructor(
-    private readonly service: MeteringService,
+    private readonly service: EventSink,
     readonly collectors: Collectors,
   ) {}
 
-  private context(config: MeteringConfig, mayHoldLoneSurrogates: boolean): ValidationContext {
+  private context(config: IngestSettings, mayHoldLoneSurrogates: boolean): ValidationContext {
     const now = Date.now();
     return {
       now,
@@ -35,7 +50,7 @@ export class Ingestion {
   }
 
   /** A body of CloudEvents (`POST /events`): resolves once every event is durable. */
-  async events(contentType: string | undefined, body: Buffer, config: MeteringConfig): Promise<void> {
+  async events(contentType: string | undefined, body: Buffer, config: IngestSettings): Promise<void> {
     const { events, batch, mayHoldLoneSurrogates } = decodeEvents(contentType, body);
     this.checkCount(events.length, config);
     const context = this.context(config, mayHoldLoneSurrogates);
@@ -46,7 +61,7 @@ export class Ingestion {
   }
 
   /** A webhook body (any JSON) through the collector `name`, which has no `match`. */
-  async webhook(collector: CompiledCollector, body: unknown, config: MeteringConfig): Promise<void> {
+  async webhook(collector: CompiledCollector, body: unknown, config: IngestSettings): Promise<void> {
     const [events] = await this.collectors.run([{ collector, input: body }], config.max_body_size);
     this.checkCount(events.length, config);
     const candidates = events.map((event, index) => ({ event, index, collector: collector.record.name }));
@@ -54,12 +69,12 @@ export class Ingestion {
     if (prepared.length > 0) await this.service.ingest(prepared, config);
   }
 
-  private checkCount(count: number, config: MeteringConfig): void {
+  private checkCount(count: number, config: IngestSettings): void {
     if (count > config.max_events_per_request) throw tooManyEvents(config.max_events_per_request, count);
   }
 
   /** The events with the matching collectors applied; undefined when none matched. */
-  private async throughCollectors(events: unknown[], config: MeteringConfig): Promise<Candidate[] | undefined> {
+  private async throughCollectors(events: unknown[], config: IngestSettings): Promise<Candidate[] | undefined> {
     const collectors = events.map((event) => this.collectors.matching(event));
     const jobs = events.flatMap((input, index) => (collectors[index] ? [{ collector: collectors[index], input }] : []));
     if (jobs.length === 0) return undefined;

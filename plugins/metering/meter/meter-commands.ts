@@ -10,7 +10,7 @@
  */
 import type { Logger } from 'pino';
 import type { Store } from '../../../src/pdk/index.ts';
-import { DRAIN_WAIT_MS } from '../aggregation/aggregator.ts';
+import { DRAIN_WAIT_MS } from '../storage/inbox.ts';
 import { MeterCommandTimeout, type MeteringErrorCode } from '../shared/errors.ts';
 import { COMMAND_PREFIX, commandReplyKey, padSeq } from '../shared/keys.ts';
 import type { MeterDefinition } from './meter-model.ts';

@@ -8,24 +8,8 @@
 import { CustomerNotFoundError } from '../shared/errors.ts';
 import type { QueryResult } from './query.ts';
 import { CUSTOMER_DIMENSION, type Filter, type MeterQuery } from './query-request.ts';
-import type { MeterRecord } from '../meter/registry.ts';
-
-/** What a usage query needs of a customer. */
-export interface UsageCustomer {
-  id: string;
-  key: string;
-  name: string;
-  /** The subjects whose events are the customer's usage. */
-  subjects: string[];
-}
-
-/** The customers as billing keeps them. */
-export interface CustomerDirectory {
-  /** A customer by id (deleted ones too, as OpenMeter's query) or by the key of a live one. */
-  find(idOrKey: string): Promise<UsageCustomer | undefined>;
-  /** Every live customer. */
-  live(): Promise<UsageCustomer[]>;
-}
+import type { MeterRecord } from '../meter/port.ts';
+import type { CustomerDirectory, UsageCustomer } from '../shared/customer-directory.ts';
 
 const usesCustomers = (query: MeterQuery) => query.groupBy.includes(CUSTOMER_DIMENSION) || query.filters[CUSTOMER_DIMENSION] !== undefined;
 

@@ -2,10 +2,9 @@
  * Listing stored events (`GET /events`, OpenMeter's v1 `GET /api/v1/events`), newest event time first,
  * each with what every meter that matches its type cannot use of it.
  */
-import type { StoredEvent } from '../ingest/events.ts';
-import type { StoredEvents } from '../ingest/stored-events.ts';
-import type { MeterRegistry } from '../meter/registry.ts';
-import { eventProblem } from '../meter/values.ts';
+import type { StoredEvent } from '../shared/events.ts';
+import type { StoredEvents } from '../storage/stored-events.ts';
+import { eventProblem, type MeterRegistry } from '../meter/port.ts';
 import { escapePart } from '../shared/keys.ts';
 import { formatUtc } from '../shared/time.ts';
 

@@ -4,8 +4,8 @@
  */
 import type { InvalidParameter } from '../shared/errors.ts';
 import { formatUtc, isPrintable, isValidTimeZone, parseRfc3339, PRINTABLE_FROM, PRINTABLE_TO } from '../shared/time.ts';
-import type { CompiledMeter } from '../meter/values.ts';
-import { GRANULARITIES, type Granularity } from '../aggregation/windows.ts';
+import type { CompiledMeter } from '../meter/port.ts';
+import { GRANULARITIES, type Granularity } from '../aggregation/port.ts';
 
 const FILTER_OPERATORS = ['exists', 'eq', 'neq', 'in', 'nin', 'contains', 'ncontains', 'and', 'or'];
 /** Levels of `and`/`or` a filter may hold (OpenMeter's maxGroupByFilterComplexityDepth). */

@@ -4,15 +4,17 @@
  * dimensions, dimension filters; rows as JSON (CSV: csv.ts).
  */
 import type { Store, StoreProcedure } from '../../../src/pdk/index.ts';
-import { BASE_SIZE, emptyState, eventState, LEVELS, merge, mergeArray, mergeEncoded, ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, type State, type StoredState } from '../aggregation/aggregates.ts';
-import type { StoredEvent } from '../ingest/events.ts';
+import {
+  BASE_SIZE, ceilMinute, coverSpan, emptyState, eventState, floorMinute, LEVELS, merge, mergeArray, mergeEncoded,
+  ROW_LEVELS, ROW_OVERFLOW, splitRow, valueOf, windowEnd, windowStart, type Granularity, type LevelRange, type State,
+  type StoredState,
+} from '../aggregation/port.ts';
+import type { StoredEvent } from '../shared/events.ts';
 import { aggregatePrefix, bucketOf, distinctPart, escapePart, padTime, rowPrefix, seriesOf, uniquePrefix, unescapePart } from '../shared/keys.ts';
 import { CUSTOMER_DIMENSION, matches, type MeterQuery } from './query-request.ts';
-import { JournaledEvents, KeyedEvents, type StoredEvents } from '../ingest/stored-events.ts';
+import { JournaledEvents, KeyedEvents, type StoredEvents } from '../storage/stored-events.ts';
 import { formatInZone } from '../shared/time.ts';
-import { boundedText, compileMeter, readEvent, type CompiledMeter } from '../meter/values.ts';
-import type { MeterRecord } from '../meter/registry.ts';
-import { ceilMinute, coverSpan, floorMinute, windowEnd, windowStart, type Granularity, type LevelRange } from '../aggregation/windows.ts';
+import { boundedText, compileMeter, readEvent, type CompiledMeter, type MeterRecord } from '../meter/port.ts';
 
 export interface QueryRow {
   value: string;

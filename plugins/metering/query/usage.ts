@@ -1,23 +1,32 @@
 /**
- * The metering side of billing's usage interface (billing/usage.ts): meters by id or key, the
+ * The metering side of billing's usage interface (billing/shared/usage.ts): meters by id or key, the
  * quantity of a meter for a set of subjects over [from, to) through the query engine, and the
  * readings of every event the writer commits in this process.
  */
-import type { CommittedReading, MeterInfo, RequestEvent, UsageQuery, UsageSource } from '../billing/usage.ts';
-import type { PreparedEvent, StoredEvent } from '../ingest/events.ts';
+import type { CommittedReading, MeterInfo, RequestEvent, UsageQuery, UsageSource } from '../billing/port.ts';
+import type { StoredEvent } from '../shared/events.ts';
 import { formatQuantity } from '../shared/quantity.ts';
-import type { MeterRecord } from '../meter/registry.ts';
-import type { MeteringService } from '../service.ts';
+import { dimensionTexts, numericReading, type MeterRecord, type MeterRegistry } from '../meter/port.ts';
+import type { CommittedListener, Writer } from '../storage/writer.ts';
+import type { MeterQueries } from './customer-query.ts';
 import { parseRfc3339 } from '../shared/time.ts';
-import { dimensionTexts, numericReading } from '../meter/values.ts';
 
 type Readable = Pick<StoredEvent, 'type' | 'subject' | 'time' | 'data'>;
 
 /** How long a billing read waits for a meter that is still aggregating stored events. */
 const BACKFILL_WAIT_MS = 10_000;
 
+/** What usage reads of the metering service. */
+export interface UsageService extends MeterQueries {
+  readonly meters: MeterRegistry;
+  /** The writer of every event when this process is alone on its store, else null. */
+  readonly soleWriter: Pick<Writer, 'exclusive'> | null;
+  /** Called with each batch this process's single writer commits. */
+  readonly committedListeners: Set<CommittedListener>;
+}
+
 export class MeterUsage implements UsageSource {
-  constructor(private readonly service: MeteringService) {}
+  constructor(private readonly service: UsageService) {}
 
   meter(idOrKey: string): MeterInfo | undefined {
     const record = this.service.meters.find(idOrKey);
@@ -62,7 +71,7 @@ export class MeterUsage implements UsageSource {
   }
 
   onCommitted(watched: () => ReadonlySet<string>, listener: (readings: CommittedReading[]) => void): () => void {
-    const onBatch = (events: readonly PreparedEvent[]) => {
+    const onBatch: CommittedListener = (events) => {
       const meters = watched();
       if (meters.size === 0) return;
       const readings: CommittedReading[] = [];

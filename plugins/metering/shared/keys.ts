@@ -14,11 +14,11 @@
  *   r/<meter>.<gen>/<level>/<bucket>          every series of a bucket in one value (levels above minutes)
  *   u/<meter>.<gen>/<level>/<bucket>/<series>/<value>   distinct values (unique_count, see distinctPart)
  *
- * On a store several processes share (aggregator.ts):
+ * On a store several processes share (aggregation/aggregator.ts):
  *   i/<ms>/<process>/<n>                      inbox entry acknowledged, not yet aggregated -> its event count
  *   ib/<ms>/<process>/<n>                     its events: one line each, "<dedupe hash> <event JSON>"
  *   lease/aggregator                          the aggregator's lease (expires)
- *   meta/journal                              on PostgreSQL: events are in the journal (stored-events.ts), none
+ *   meta/journal                              on PostgreSQL: events are in the journal (storage/stored-events.ts), none
  *                                             left in `e/` keys or an inbox
  *   cmd/<process>/<n>, cmdr/<process>/<n>     a meter change for the aggregator to make, and its answer
  */

@@ -1,8 +1,8 @@
 /**
- * Consumers, their credentials of every kind (oauth2, key-auth, basic-auth, jwt) and ACL groups, and
+ * Consumers, their credentials of every kind (oauth2, key-auth, basic-auth, jwt, hmac-auth) and ACL groups, and
  * their requests. Secrets never reach the page's DOM: an oauth2 application shows its name, client id,
  * type and redirect URIs, and whether its secret is stored hashed; the other kinds are counted, never
- * shown (a key, a password hash or a jwt secret is the credential itself); tokens are not listed at all.
+ * shown (a key, a password hash, a jwt or hmac secret is the credential itself); tokens are not listed at all.
  */
 import { ApiError, every, getJson, kongList } from './api.js';
 import { failure, h, list, number, show, table } from './dom.js';
@@ -15,6 +15,7 @@ const CREDENTIAL_KINDS = [
   ['key-auth', '/key-auths'],
   ['basic-auth', '/basic-auths'],
   ['jwt', '/jwts'],
+  ['hmac-auth', '/hmac-auths'],
 ];
 
 /** Every item of a collection, or none when the gateway has no such collection (its plugin is not there). */
@@ -79,7 +80,7 @@ const columns = (requests) => [
   { label: 'Custom id', cell: (c) => c.custom_id ?? '–' },
   { label: 'Id', cell: (c) => h('code', {}, c.id) },
   { label: 'Requests', numeric: true, cell: (c) => number(requests.get(c.username ?? c.id) ?? 0), title: 'authenticated requests since the gateway started' },
-  { label: 'Credentials', numeric: true, cell: (c) => number(credentialTotal(c)), title: 'oauth2, key-auth, basic-auth and jwt credentials' },
+  { label: 'Credentials', numeric: true, cell: (c) => number(credentialTotal(c)), title: 'oauth2, key-auth, basic-auth, jwt and hmac-auth credentials' },
   { label: 'Kinds', cell: credentialKinds },
   { label: 'ACL groups', cell: (c) => list(c.groups) },
 ];

@@ -15,6 +15,7 @@ import type { PluginDefinition } from '../../../src/pdk/index.ts';
 import { bundledPlugins } from '../../../src/plugins.ts';
 import { request, startUpstream, type Reply, type Upstream } from '../../helpers/gateway.ts';
 import { startWithRegistry, type RegistryGateway } from '../../helpers/support.ts';
+import { pluginConfigErrors } from '../config-check.ts';
 
 const ANONYMOUS_ID = '9a1c7a52-0000-4000-8000-00000000a0a0';
 
@@ -279,11 +280,13 @@ describe('Kong acl: config schema', () => {
   const load = (config: Record<string, unknown>) =>
     loadConfigText(JSON.stringify({ _format_version: '3.0', routes: [{ name: 'r', paths: ['/'], plugins: [{ name: 'acl', config }] }] }), '/tmp/acl.yaml', bundledPlugins);
 
-  it('AC18 exactly one of allow and deny', () => {
-    const neither = load({});
-    assert.match(String(!neither.ok && neither.errors[0]), /config: at least one of these fields must be non-empty: 'config.allow', 'config.deny'/);
-    const both = load({ allow: ['a'], deny: ['b'] });
-    assert.match(String(!both.ok && both.errors[0]), /config: only one of these fields must be non-empty: 'config.allow', 'config.deny'/);
+  it("AC18 exactly one of allow and deny, with Kong's entity-check messages", async () => {
+    const exactlyOne = "config: exactly one of these fields must be non-empty: 'config.allow', 'config.deny'";
+    const atLeastOne = "config: at least one of these fields must be non-empty: 'config.allow', 'config.deny'";
+    assert.deepEqual(await pluginConfigErrors('acl', { allow: ['a'], deny: ['b'] }), [exactlyOne]);
+    assert.deepEqual(await pluginConfigErrors('acl', {}), [exactlyOne, atLeastOne]);
+    assert.deepEqual(await pluginConfigErrors('acl', { allow: [], deny: [] }), [exactlyOne, atLeastOne]);
+    assert.deepEqual(await pluginConfigErrors('acl', { allow: ['a'], deny: [] }), []);
     assert.equal(load({ allow: ['a'] }).ok, true);
   });
 });

@@ -4,7 +4,7 @@
  * node answers.
  */
 import assert from 'node:assert/strict';
-import { MAX_LAG_MS } from '../../../plugins/metering/aggregation/aggregator.ts';
+import { MAX_LAG_MS } from '../../../plugins/metering/storage/inbox.ts';
 import { request } from '../../helpers/gateway.ts';
 import { waitFor } from '../../helpers/support.ts';
 import { event, MeteringApi, ROUTE_PATH, sleep, totalOf, type Reply } from './catalogue-support.ts';

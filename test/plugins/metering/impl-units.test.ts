@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { compileJsonPath, jsonValueText, lookup } from '../../../plugins/metering/shared/jsonpath.ts';
-import { storedEventJson, type StoredEvent } from '../../../plugins/metering/ingest/events.ts';
+import { storedEventJson } from '../../../plugins/metering/ingest/events.ts';
+import type { StoredEvent } from '../../../plugins/metering/shared/events.ts';
 import { escapePart, unescapePart } from '../../../plugins/metering/shared/keys.ts';
 import { configSchema } from '../../../plugins/metering/schema.ts';
 import { addQuantities, decodeQuantity, divideQuantity, formatQuantity, isOutOfRange, OUT_OF_RANGE, parseQuantity, type Quantity } from '../../../plugins/metering/shared/quantity.ts';

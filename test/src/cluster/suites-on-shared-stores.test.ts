@@ -42,6 +42,8 @@ const ON_WORKERS: SuiteGroup[] = [
   { folders: ['oauth2', 'metering'], plugins: ['oauth2', 'metering'] },
   { folders: ['metering-and-billing', 'entitlement-enforcement'], plugins: ['metering-and-billing', 'entitlement-enforcement', 'oauth2'] },
   { folders: ['prometheus'], plugins: ['prometheus', 'oauth2'] },
+  // A credential kept by the core, its admin API and its reload on every worker (about 20 s).
+  { folders: ['hmac-auth'], plugins: ['hmac-auth', 'key-auth'] },
   { folders: ['http-log', 'file-log', 'tcp-log', 'udp-log'], plugins: ['http-log', 'file-log', 'tcp-log', 'udp-log', 'correlation-id'] },
 ];
 const ON_POSTGRES: SuiteGroup[] = [

@@ -395,8 +395,8 @@ describe("the 'plugins' setting", () => {
     assert.deepEqual(errors({ gateway: { plugins: ['metering'] }, routes: [route] }), [notEnabled]);
     // A disabled plugin's entities are unknown too, as Kong's DAOs are not loaded.
     assert.deepEqual(errors({ gateway: { plugins: ['metering'] }, oauth2_credentials: [] }), ['oauth2_credentials: unknown field']);
-    assert.deepEqual(errors({ gateway: { plugins: ['bundled', 'bot-detection', 'off'] } }), [
-      "gateway.plugins[1]: plugin 'bot-detection' is enabled but not installed",
+    assert.deepEqual(errors({ gateway: { plugins: ['bundled', 'zipkin', 'off'] } }), [
+      "gateway.plugins[1]: plugin 'zipkin' is enabled but not installed",
       "gateway.plugins[2]: 'off' cannot be combined with other plugins",
     ]);
   });

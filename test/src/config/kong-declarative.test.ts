@@ -58,7 +58,7 @@ test('the admin API shows the timestamps of the file, and the remaining ttl of t
   const key = (await request(`${gw.admin}/consumers/acme/key-auth`)).json().data[0];
   assert.equal(key.created_at, 1714060105);
   assert.ok(key.ttl > 3500 && key.ttl <= 3600, `ttl ${key.ttl}`);
-  const expected: [string, number][] = [['basic-auth', 1714060106], ['jwt', 1714060107], ['acls', 1714060108], ['oauth2', 1714060109]];
+  const expected: [string, number][] = [['basic-auth', 1714060106], ['jwt', 1714060107], ['acls', 1714060108], ['oauth2', 1714060109], ['hmac-auth', 1714060111]];
   for (const [path, createdAt] of expected) {
     const { data } = (await request(`${gw.admin}/consumers/acme/${path}`)).json();
     assert.deepEqual(data.map((c: { created_at: number }) => c.created_at), [createdAt], path);

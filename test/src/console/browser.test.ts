@@ -27,6 +27,7 @@ const SECRET = `never-show-${randomUUID()}`;
 const KEY_AUTH_KEY = `key-never-shown-${randomUUID()}`;
 const BASIC_PASSWORD = `password-never-shown-${randomUUID()}`;
 const JWT_SECRET = `jwt-never-shown-${randomUUID()}`;
+const HMAC_SECRET = 'console-hmac-secret-never-shown';
 const CHART_SUBJECT = 'chart-subject';
 const MARKUP_SUBJECT = '<img src=x onerror=window.__pwned=1>';
 const MARKUP_DIMENSION = '<b>bold</b>';
@@ -65,6 +66,7 @@ function config(upstreamUrl: string, ingestEndpoint: string): Record<string, any
         keyauth_credentials: [{ key: `${KEY_AUTH_KEY}-2` }, { key: `${KEY_AUTH_KEY}-3` }],
         basicauth_credentials: [{ username: 'many', password: BASIC_PASSWORD }],
         jwt_secrets: [{ key: 'many-iss', secret: JWT_SECRET }],
+        hmacauth_credentials: [{ username: 'many-signer', secret: HMAC_SECRET }],
         acls: [{ group: 'admins' }, { group: 'billing' }],
       },
     ],
@@ -358,7 +360,7 @@ describe('the console in headless Chromium', () => {
     assert.ok(!(await tab.content()).includes(SECRET), 'the secret is nowhere in the page');
   });
 
-  it('consumers count every kind of credential and show their ACL groups, never a key, password or jwt secret', async (t) => {
+  it('consumers count every kind of credential and show their ACL groups, never a key, password, jwt or hmac secret', async (t) => {
     if (!haveChromium) return t.skip(NO_CHROMIUM);
     const { tab } = await openConsole(t);
     await tab.waitForSelector('#consumers-table tr[data-key="many-kinds"]');
@@ -372,12 +374,12 @@ describe('the console in headless Chromium', () => {
     assert.equal(keyOnly.Kinds, 'key-auth 1');
     assert.equal(keyOnly['ACL groups'], '–');
     const many = await cellsOf('many-kinds');
-    assert.equal(many.Credentials, '4');
-    assert.equal(many.Kinds, 'key-auth 2, basic-auth 1, jwt 1');
+    assert.equal(many.Credentials, '5');
+    assert.equal(many.Kinds, 'key-auth 2, basic-auth 1, jwt 1, hmac-auth 1');
     assert.equal(many['ACL groups'], 'admins, billing');
     assert.equal((await cellsOf('acme')).Credentials, '1');
     const page = await tab.content();
-    for (const secret of [KEY_AUTH_KEY, BASIC_PASSWORD, JWT_SECRET]) assert.ok(!page.includes(secret), 'no key, password or jwt secret in the page');
+    for (const secret of [KEY_AUTH_KEY, BASIC_PASSWORD, JWT_SECRET, HMAC_SECRET]) assert.ok(!page.includes(secret), 'no key, password, jwt or hmac secret in the page');
   });
 
   it('customers with their plan, subscriptions, invoices, and a customer\'s entitlements and upcoming invoice', async (t) => {

@@ -5,7 +5,7 @@
  * in the store, taken in the same commit as the record). Deleting is soft, and refused while a
  * subscription is live.
  */
-import type { CustomerDirectory, UsageCustomer } from '../../query/customer-query.ts';
+import type { CustomerDirectory, UsageCustomer } from '../../shared/customer-directory.ts';
 import { ulid } from '../../shared/ids.ts';
 import { formatInstant } from '../shared/calendar.ts';
 import { conflict, gone, invalid, notFound, readOnly, ruleBroken, validationFailed } from '../shared/errors.ts';

@@ -27,14 +27,12 @@ import type { Logger } from 'pino';
 import type { Notices, QuotaAnswer, QuotaRequest } from '../../../../src/pdk/index.ts';
 import { Reservation, type AdmissionLedger } from './admissions.ts';
 import { eventSeconds, type Instant, type Period } from '../shared/calendar.ts';
-import type { Customer, CustomerService } from '../customer/customers.ts';
-import { usageSubjects } from '../customer/customers.ts';
+import { usageSubjects, type Customer, type CustomerService } from '../customer/port.ts';
 import { grantsOf, usagePeriodAt, type EntitlementService, type Grant } from './entitlements.ts';
 import { Decimal, formatDecimal, ZERO } from '../shared/money.ts';
-import { RESETS_TOPIC } from '../scheduler.ts';
-import { CHANGES_TOPIC } from '../shared/store.ts';
-import { billingPeriodAt, type Subscription, type SubscriptionService } from '../subscription/subscriptions.ts';
-import type { CommittedReading, DimensionFilter, RequestEvent, UsageSource } from '../usage.ts';
+import { CHANGES_TOPIC, RESETS_TOPIC } from '../shared/store.ts';
+import { billingPeriodAt, type Subscription, type SubscriptionService } from '../subscription/port.ts';
+import type { CommittedReading, DimensionFilter, RequestEvent, UsageSource } from '../shared/usage.ts';
 
 export type AccessDecision =
   | { kind: 'allowed'; limit?: string; remaining?: string }

@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 import type { NodeExchange, QuotaRequest, QuotaReservation, Store } from '../../../../src/pdk/index.ts';
 import { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from '../../../../src/pdk/index.ts';
 import { Decimal, ZERO } from '../shared/money.ts';
-import type { RequestEvent } from '../usage.ts';
+import type { RequestEvent } from '../shared/usage.ts';
 
 export interface AdmissionLedger {
   /** Reserves one request's amount (`request.requests` is 1). */

@@ -7,12 +7,12 @@
  * same values (access-cache.ts).
  */
 import { alignedPeriod, eventSeconds, formatInstant, parseCadence, periodIndexAt, type Cadence, type Instant, type Period } from '../shared/calendar.ts';
-import type { Customer, CustomerService } from '../customer/customers.ts';
+import type { Customer, CustomerService } from '../customer/port.ts';
 import { invalid, precondition, validationFailed } from '../shared/errors.ts';
-import type { FeatureMeter, FeatureService } from '../productcatalog/features.ts';
+import type { FeatureMeter, FeatureService } from '../productcatalog/port.ts';
 import { Decimal, formatDecimal, ZERO } from '../shared/money.ts';
-import type { Subscription, SubscriptionService } from '../subscription/subscriptions.ts';
-import type { UsageSource } from '../usage.ts';
+import type { Subscription, SubscriptionService } from '../subscription/port.ts';
+import type { UsageSource } from '../shared/usage.ts';
 
 /** One entitlement a subscription grants. */
 export interface Grant {

@@ -8,14 +8,12 @@ import { readJson, requireScope, sendProblem, type MeteringRequest, type Problem
 import type { MeteringConfig } from '../../schema.ts';
 import type { Billing } from '../billing.ts';
 import { parseInstant } from '../shared/calendar.ts';
-import { publicCustomer, validateCustomer } from '../customer/customers.ts';
+import { publicCustomer, validateCustomer } from '../customer/port.ts';
 import { BillingError, invalid, validationFailed, type BillingErrorKind } from '../shared/errors.ts';
 import { parseExactJson } from '../shared/exact-json.ts';
-import { publicFeature, validateFeature } from '../productcatalog/features.ts';
+import { parsePlan, planStatus, publicFeature, publicPlan, validateFeature, type PlanRef } from '../productcatalog/port.ts';
 import { isObject, reference, type Problems } from '../shared/fields.ts';
-import { parsePlan } from '../productcatalog/plan-model.ts';
-import { planStatus, publicPlan, type PlanRef } from '../productcatalog/plans.ts';
-import { publicSubscription, type CustomerRef, type Timing } from '../subscription/subscriptions.ts';
+import { publicSubscription, type CustomerRef, type Timing } from '../subscription/port.ts';
 
 const DEFAULT_PAGE_SIZE = 20;
 const MAX_PAGE_SIZE = 1000;

@@ -9,14 +9,14 @@
  */
 import { stableId } from '../../shared/ids.ts';
 import { eventSeconds, formatInstant, type Period } from '../shared/calendar.ts';
-import type { CustomerService } from '../customer/customers.ts';
+import type { CustomerService } from '../customer/port.ts';
 import { notFound } from '../shared/errors.ts';
 import { currencyOf, formatDecimal, sum, Decimal, type Currency } from '../shared/money.ts';
-import type { Price } from '../productcatalog/plan-model.ts';
+import type { Price } from '../productcatalog/port.ts';
 import { rateFlat, rateUsage, type RatedTier } from './rating.ts';
 import { keys, PREFIXES, type BillingStore, type Transaction } from '../shared/store.ts';
-import { billingPeriodAt, type BillingPeriod, type Item, type Subscription, type SubscriptionService } from '../subscription/subscriptions.ts';
-import type { UsageSource } from '../usage.ts';
+import { billingPeriodAt, type BillingPeriod, type Item, type Subscription, type SubscriptionService } from '../subscription/port.ts';
+import type { UsageSource } from '../shared/usage.ts';
 
 export type InvoiceKind = 'in_advance' | 'in_arrears';
 

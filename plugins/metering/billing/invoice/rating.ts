@@ -4,7 +4,7 @@
  * away from zero; a line's amount is the sum of its rounded tiers. `up_to_amount` is inclusive.
  */
 import { Decimal, formatDecimal, roundAmount, sum, ZERO, type Currency } from '../shared/money.ts';
-import type { Price, Tier } from '../productcatalog/plan-model.ts';
+import type { Price, Tier } from '../productcatalog/port.ts';
 
 export interface RatedTier {
   /** The tier's bounds: quantities above `from` up to `to` (inclusive; null: no bound). */

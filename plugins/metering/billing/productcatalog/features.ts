@@ -7,9 +7,9 @@ import { ulid } from '../../shared/ids.ts';
 import { formatInstant } from '../shared/calendar.ts';
 import { conflict, forbidden, invalid, notFound, readOnly, validationFailed } from '../shared/errors.ts';
 import { description, isObject, join, labels, name, object, resourceKey, sealed, text, type Body, type Problems } from '../shared/fields.ts';
-import type { Origin } from '../customer/customers.ts';
+import type { Origin } from '../customer/port.ts';
 import { keys, PREFIXES, type BillingStore, type Transaction } from '../shared/store.ts';
-import type { DimensionFilter, UsageSource } from '../usage.ts';
+import type { DimensionFilter, UsageSource } from '../shared/usage.ts';
 
 export interface FeatureMeter {
   id: string;

@@ -6,7 +6,7 @@
  */
 import { ulid } from '../../shared/ids.ts';
 import { formatInstant } from '../shared/calendar.ts';
-import type { Origin } from '../customer/customers.ts';
+import type { Origin } from '../customer/port.ts';
 import { conflict, invalid, notFound, readOnly, ruleBroken, validationFailed } from '../shared/errors.ts';
 import type { Feature, FeatureService } from './features.ts';
 import type { PlanDefinition } from './plan-model.ts';

@@ -58,6 +58,9 @@ export const PREFIXES = {
 /** The notice topic every committed billing change is announced on (for caches of other processes). */
 export const CHANGES_TOPIC = 'changes';
 
+/** The topic usage-period resets are announced on (message: the customer id; scheduler.ts). */
+export const RESETS_TOPIC = 'usage-resets';
+
 /** A unit of work: what it read becomes the commit's expectations, what it wrote its operations. */
 export class Transaction {
   private readonly reads = new Map<string, string | undefined>();

@@ -6,13 +6,10 @@
  */
 import { ulid } from '../../shared/ids.ts';
 import { alignedPeriod, formatInstant, isBoundary, parseCadence, periodIndexAt, wholeSecond, type Cadence, type Instant, type Period } from '../shared/calendar.ts';
-import { usageSubjects, type Customer, type CustomerService } from '../customer/customers.ts';
+import { liveSubscriptionOf, usageSubjects, type Customer, type CustomerService, type Slot } from '../customer/port.ts';
 import { conflict, forbidden, invalid, notFound, precondition, ruleBroken, validationFailed } from '../shared/errors.ts';
-import type { FeatureMeter, FeatureService } from '../productcatalog/features.ts';
-import type { RateCard } from '../productcatalog/plan-model.ts';
-import type { PlanRef, PlanService, Plan } from '../productcatalog/plans.ts';
+import type { FeatureMeter, FeatureService, Plan, PlanRef, PlanService, RateCard } from '../productcatalog/port.ts';
 import { keys, PREFIXES, type BillingStore, type Transaction } from '../shared/store.ts';
-import { liveSubscriptionOf, type Slot } from '../customer/subscription-slot.ts';
 
 export type SubscriptionStatus = 'active' | 'inactive' | 'canceled' | 'scheduled';
 

@@ -1,6 +1,6 @@
 /**
  * The only way billing reaches usage: a narrow interface the metering query service implements
- * (plugins/metering/usage.ts). Billing never reads events or aggregate keys itself.
+ * (plugins/metering/query/usage.ts). Billing never reads events or aggregate keys itself.
  */
 
 /** What billing needs to know of a meter. */

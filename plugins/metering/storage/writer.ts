@@ -21,18 +21,33 @@
  */
 import type { Logger } from 'pino';
 import type { Store, WriteBatch } from '../../../src/pdk/index.ts';
-import type { PreparedEvent } from './events.ts';
+import type { PreparedEvent, StoredEvent } from '../shared/events.ts';
 import { dedupeKey, eventKey, padSeq, SEQ_KEY, subjectKey, timeIndexValue, timeKey } from '../shared/keys.ts';
 import { DedupeFilter } from './dedupe-filter.ts';
 import { EarlierBatchFailedError, QueueFullError, WriterClosedError } from '../shared/errors.ts';
-import { addEvent, newDelta, type AggregateLedger } from '../aggregation/ledger.ts';
-import type { MeterRegistry } from '../meter/registry.ts';
 
 export type CommittedListener = (events: readonly PreparedEvent[]) => void;
 
+/** An event with the sequence number the writer gave it (or the journal's). */
+export interface NumberedEvent {
+  seq: number;
+  record: StoredEvent;
+}
+
+/**
+ * What the writer adds to each batch besides the events: the aggregates of the meters that count them
+ * (the aggregation's ledger), read and merged on top of the batches still in flight.
+ */
+export interface BatchAggregates {
+  /** Puts the aggregate changes of `events` into `batch`; `committed` is called once the batch is durable. */
+  prepare(events: readonly NumberedEvent[], batch: WriteBatch): Promise<{ committed: () => void }>;
+  /** Drops what was prepared on top of writes that failed. */
+  clear(): void;
+}
+
 /**
  * Where the processes of a shared store put their events for the aggregator: an inbox of keys, or the
- * journal (aggregator.ts).
+ * journal (inbox.ts, journal-inbox.ts).
  */
 export interface Inbox {
   /**
@@ -53,7 +68,7 @@ export interface WriterOptions {
 export interface WriterSetup {
   dedupeFilterCapacity?: number;
   committedListeners?: Set<CommittedListener>;
-  /** Set on the processes of a shared store: batches go to the inbox instead (see aggregator.ts). */
+  /** Set on the processes of a shared store: batches go to the inbox instead (see inbox.ts). */
   inbox?: Inbox;
   /** The aggregator's writer on a store with a journal: it folds journaled events (numbered, unique). */
   journaled?: boolean;
@@ -112,8 +127,7 @@ export class Writer {
 
   constructor(
     private readonly store: Store,
-    private readonly ledger: AggregateLedger,
-    private readonly meters: MeterRegistry,
+    private readonly aggregates: BatchAggregates,
     private readonly log: Logger,
     public options: WriterOptions,
     setup: WriterSetup = {},
@@ -153,7 +167,7 @@ export class Writer {
       this.chainBroken = false;
       this.preparedSeq = this.lastSeq;
       this.inFlightDedupe.clear();
-      this.ledger.clear();
+      this.aggregates.clear();
     }
   }
 
@@ -248,7 +262,7 @@ export class Writer {
     const storedAt = Date.now();
     // Filled now, while the previous batch is being written: only the write itself waits for it.
     const batch = this.store.writeBatch();
-    const delta = newDelta();
+    const numbered: NumberedEvent[] = [];
     let seq = this.preparedSeq;
     let committed: () => void;
     // Written again with every batch that names them: a put, never a lookup.
@@ -258,13 +272,13 @@ export class Writer {
         subjects.add(e.record.subject);
         if (this.journaled) seq = e.seq!;
         else this.putEvent(batch, e, ++seq, storedAt);
-        for (const m of this.meters.aggregating(e.record.type)) addEvent(delta, m, seq, e.record);
+        numbered.push({ seq, record: e.record });
       }
       if (this.journaled) seq = Math.max(seq, drained.through);
       for (const subject of subjects) batch.put(subjectKey(subject), '');
       for (const key of drained.inboxKeys) batch.del(key);
       batch.put(SEQ_KEY, padSeq(seq));
-      ({ committed } = await this.ledger.prepare(delta, batch));
+      ({ committed } = await this.aggregates.prepare(numbered, batch));
     } catch (err) {
       await batch.discard();
       throw err;

@@ -5,8 +5,8 @@
  *   keys in its batch (`e/`, `t/`, `d/`: keys.ts), beside the aggregates it changes;
  * - a journal (PostgreSQL): every process appends its events, one row each, whose key (the dedupe hash)
  *   the database keeps unique; the aggregator folds them in order and writes aggregates only
- *   (aggregator.ts). Written once instead of three times and checked for duplicates in the same
- *   statement, which is what lets several nodes take events at the rate of plain inserts.
+ *   (aggregation/aggregator.ts). Written once instead of three times and checked for duplicates in
+ *   the same statement, which is what lets several nodes take events at the rate of plain inserts.
  *
  * Both number events in commit order (`seq`) and index them by event time, so cursors and backfill
  * ranges mean the same in each.

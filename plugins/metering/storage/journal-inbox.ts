@@ -3,7 +3,7 @@
  * - ingest: every process appends its validated events to the journal in its group commit, one row
  *   per event, and acknowledges once that append committed; the journal's unique key (the dedupe hash)
  *   drops a duplicate in the same statement, whichever node took it first;
- * - aggregation: the elected aggregator (aggregator.ts) reads the journal in commit order after
+ * - aggregation: the elected aggregator (aggregation/aggregator.ts) reads the journal in commit order after
  *   `meta/seq`, and its journaled writer folds each round into aggregates, writing `meta/seq` with them
  *   under its lease's fence: a crash or a fail-over resumes exactly after the last committed round;
  * - reads are read-your-writes: a query waits until `meta/seq` reaches the journal's last number as it
@@ -17,9 +17,9 @@
  * with a retry, since the journal could not yet tell their duplicates.
  */
 import type { Journal, JournalEntry, Store } from '../../../src/pdk/index.ts';
-import { BACKLOG_CHECK_MS, DRAIN_WAIT_MS, eventsOf, INBOX_BACKLOG_FACTOR, INBOX_TOPIC, MAX_LAG_MS, POLL_MS, ROUND_BATCHES, sleep } from '../aggregation/aggregator.ts';
+import { BACKLOG_CHECK_MS, DRAIN_WAIT_MS, eventsOf, INBOX_BACKLOG_FACTOR, INBOX_TOPIC, MAX_LAG_MS, POLL_MS, ROUND_BATCHES, sleep } from './inbox.ts';
 import { AggregationLagError, JournalNotReadyError, QueueFullError } from '../shared/errors.ts';
-import type { PreparedEvent, StoredEvent } from './events.ts';
+import type { PreparedEvent, StoredEvent } from '../shared/events.ts';
 import { INBOX_PREFIX, inboxBodyKey, JOURNAL_READY_KEY, parseSeq, SEQ_KEY, subjectKey, TIME_PREFIX } from '../shared/keys.ts';
 import { KeyedEvents } from './stored-events.ts';
 import type { Inbox, Writer } from './writer.ts';

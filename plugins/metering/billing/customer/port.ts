@@ -1,0 +1,5 @@
+/** The customer domain's port, for billing's other domains, its composition and its HTTP mapping. */
+export { CustomerService, publicCustomer, usageSubjects, validateCustomer } from './customers.ts';
+export type { Customer, CustomerDefinition, Origin } from './customers.ts';
+export { liveSubscriptionOf } from './subscription-slot.ts';
+export type { Slot } from './subscription-slot.ts';
