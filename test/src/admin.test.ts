@@ -50,8 +50,9 @@ test('GET / describes the node: version, a node id stable across restarts, plugi
   assert.equal(info.tollgate_version, '0.1.0');
   assert.match(info.node_id, /^[0-9a-f-]{36}$/);
   assert.deepEqual(Object.keys(info.plugins.available_on_server).sort(), [
-    'acl', 'basic-auth', 'bot-detection', 'correlation-id', 'cors', 'entitlement-enforcement', 'hmac-auth', 'ip-restriction', 'jwt', 'key-auth', 'metering', 'metering-and-billing', 'oauth2',
-    'prometheus', 'rate-limiting', 'redirect', 'request-size-limiting', 'request-termination', 'request-transformer', 'response-transformer',
+    'acl', 'basic-auth', 'bot-detection', 'correlation-id', 'cors', 'entitlement-enforcement', 'file-log', 'hmac-auth', 'http-log', 'ip-restriction', 'jwt', 'key-auth', 'metering',
+    'metering-and-billing', 'oauth2', 'prometheus', 'proxy-cache', 'rate-limiting', 'redirect', 'request-size-limiting', 'request-termination', 'request-transformer',
+    'response-ratelimiting', 'response-transformer', 'tcp-log', 'udp-log',
   ]);
   assert.equal(info.plugins.available_on_server.oauth2.priority, 1400);
   assert.deepEqual(info.plugins.enabled_in_cluster, ['oauth2']);
