@@ -20,6 +20,7 @@ import type { GatewayConfig } from './config/types.ts';
 import { Consumers } from './consumers.ts';
 import { KeptEntityDirectories } from './kept-entities.ts';
 import { preparePrivateDir } from './data-dir.ts';
+import { keepTimestampsOrLog } from './entity-timestamps.ts';
 import { ConfigError, ConfigLoadError, OneProcessConfigError, StartupError } from './errors.ts';
 import { Listener } from './listeners.ts';
 import { createLogging, type AccessLog, type Logger } from './log.ts';
@@ -263,6 +264,7 @@ export class Gateway {
    */
   private async apply(config: GatewayConfig): Promise<void> {
     const current = this.snapshot?.config;
+    await keepTimestampsOrLog(config.unstamped, this.store.namespace('core'), this.log);
     try {
       await this.configure(config);
     } catch (err) {

@@ -2,7 +2,7 @@
  * Kong's acl (kong/plugins/acl/schema.lua and daos.lua): allow or deny lists of group names, and the
  * `acls` entity that puts a consumer in a group (one group name once per consumer).
  */
-import { headerValueProblem, type ConsumerChild, type EntityDefinition, type Infer, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
+import { describedAs, headerValueProblem, type ConsumerChild, type EntityDefinition, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 const LISTS = "'config.allow', 'config.deny'";
 const nonEmpty = (list: unknown) => Array.isArray(list) && list.length > 0;
@@ -29,10 +29,10 @@ export const configSchema = {
     hide_groups_header: { type: 'boolean', required: true, default: false },
     always_use_authenticated_groups: { type: 'boolean', required: true, default: false },
   },
-  entity_checks: [exactlyOneList],
+  entity_checks: [describedAs([{ only_one_of: ['allow', 'deny'] }, { at_least_one_of: ['allow', 'deny'] }], exactlyOneList)],
 } as const satisfies RecordSchema;
 
-export type AclConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type AclConfig = Infer<typeof configSchema>;
 
 const aclSchema = {
   type: 'record',

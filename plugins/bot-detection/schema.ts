@@ -1,5 +1,5 @@
 /** Kong's bot-detection config (kong/plugins/bot-detection/schema.lua): regexes on the User-Agent. */
-import { operatorRegexProblem, type InferIgnoringStrayNulls, type OperatorRegexOptions, type RecordSchema } from '../../src/pdk/index.ts';
+import { operatorRegexProblem, type Infer, type OperatorRegexOptions, type RecordSchema } from '../../src/pdk/index.ts';
 
 /** Kong's `ngx.re.find(…, "jo")`: anywhere in the text, case-sensitive; here on the linear-time engine. */
 export const USER_AGENT_REGEX: OperatorRegexOptions = { anchored: false, ignoreCase: false };
@@ -20,4 +20,4 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type BotDetectionConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type BotDetectionConfig = Infer<typeof configSchema>;

@@ -1,5 +1,5 @@
 /** Kong's correlation-id config (kong/plugins/correlation-id/schema.lua). */
-import { HEADER_NAME, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
+import { HEADER_NAME, type Infer, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const configSchema = {
   type: 'record',
@@ -11,5 +11,5 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type CorrelationIdConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type CorrelationIdConfig = Infer<typeof configSchema>;
 export type Generator = CorrelationIdConfig['generator'];

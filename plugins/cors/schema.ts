@@ -1,5 +1,5 @@
 /** Kong's cors config (kong/plugins/cors/schema.lua): fields, defaults and the origin check. */
-import { operatorRegexProblem, type InferIgnoringStrayNulls, type OperatorRegexOptions, type RecordSchema } from '../../src/pdk/index.ts';
+import { operatorRegexProblem, type Infer, type OperatorRegexOptions, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const METHODS = ['GET', 'HEAD', 'PUT', 'PATCH', 'POST', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT'] as const;
 
@@ -28,4 +28,4 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type CorsConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type CorsConfig = Infer<typeof configSchema>;

@@ -1,5 +1,5 @@
 /** The plugin's `config` (Kong Gateway 3.16's `entitlement-enforcement` fields that apply to an in-process decision). */
-import type { InferIgnoringStrayNulls, Issue, RecordSchema } from '../../src/pdk/index.ts';
+import type { Infer, Issue, RecordSchema } from '../../src/pdk/index.ts';
 
 export const CONSUMER_FIELDS = ['username', 'id', 'custom_id'] as const;
 
@@ -22,7 +22,7 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type EnforcementConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type EnforcementConfig = Infer<typeof configSchema>;
 
 export function checkConfig(config: EnforcementConfig): Issue[] {
   const { look_up_value_in: source, field } = config.customer;

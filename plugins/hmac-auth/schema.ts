@@ -32,7 +32,8 @@ const credentialSchema = {
     // Named in the Authorization header; sent upstream as X-Credential-Identifier.
     username: { type: 'string', required: true, len_min: 1, custom: headerValueProblem },
     // Kong generates one when none is given (32 random alphanumerics).
-    secret: { type: 'string', required: true, len_min: 1, default: () => randomAlphanumeric(32) },
+    // In gateway.yaml, `{vault://env/NAME}`: the secret is read from the environment, not kept in the file.
+    secret: { type: 'string', required: true, len_min: 1, referenceable: true, default: () => randomAlphanumeric(32) },
     tags: { type: 'set', elements: { type: 'string', len_min: 1 } },
   },
 } as const satisfies RecordSchema;
@@ -44,8 +45,6 @@ export const credentialEntity: EntityDefinition = {
   schema: credentialSchema,
   parent: { entity: 'consumers', field: 'consumer', required: true },
   endpointKey: 'username',
-  // In gateway.yaml, `{vault://env/NAME}`: the secret is read from the environment, not kept in the file.
-  referenceable: ['secret'],
   admin: { name: 'hmac-auths', nested: 'hmac-auth' },
   keptByCore: true,
 };

@@ -3,7 +3,7 @@
  * refuses and its custom validator, with Kong 3.x's legacy queue fields still accepted. Lua is not run
  * here: `custom_fields_by_lua` is refused with a line saying so.
  */
-import { HEADER_NAME, LUA_FIELD, QUEUE_SCHEMA, queueSettingsProblems, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
+import { HEADER_NAME, LUA_FIELD, QUEUE_SCHEMA, queueSettingsProblems, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 /** Headers the plugin sets itself (Kong's match_none on the header names), with Kong's messages. */
 const OWN_HEADERS: Record<string, string> = {
@@ -37,7 +37,7 @@ export const configSchema = {
   entity_checks: [checkAuthorization],
 } as const satisfies RecordSchema;
 
-export type HttpLogConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type HttpLogConfig = Infer<typeof configSchema>;
 
 /** Kong's typedefs.url: an absolute URL; here only http and https, which are what a log server speaks. */
 function urlProblem(value: string): string | undefined {

@@ -1,5 +1,5 @@
 /** Kong's ip-restriction config (kong/plugins/ip-restriction/schema.lua). */
-import { IP_OR_CIDR, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
+import { describedAs, IP_OR_CIDR, type Infer, type RecordSchema } from '../../src/pdk/index.ts';
 
 const nonEmpty = (list: unknown): boolean => Array.isArray(list) && list.length > 0;
 
@@ -13,8 +13,10 @@ export const configSchema = {
     message: { type: 'string' },
   },
   entity_checks: [
-    (c) => (nonEmpty(c.allow) || nonEmpty(c.deny) ? [] : [{ path: [], message: "at least one of these fields must be non-empty: 'config.allow', 'config.deny'" }]),
+    describedAs([{ at_least_one_of: ['allow', 'deny'] }], (c) =>
+      nonEmpty(c.allow) || nonEmpty(c.deny) ? [] : [{ path: [], message: "at least one of these fields must be non-empty: 'config.allow', 'config.deny'" }],
+    ),
   ],
 } as const satisfies RecordSchema;
 
-export type IpRestrictionConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type IpRestrictionConfig = Infer<typeof configSchema>;

@@ -4,7 +4,7 @@
  * public keys are checked when written.
  */
 import { createPublicKey } from 'node:crypto';
-import { headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
+import { describedAs, headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 /**
  * Kong's conditional entity check: with a maximum expiration, a list of claims to verify must hold `exp`.
@@ -33,10 +33,15 @@ export const configSchema = {
     // Sent in WWW-Authenticate.
     realm: { type: 'string', custom: headerValueProblem },
   },
-  entity_checks: [maximumExpirationNeedsExp],
+  entity_checks: [
+    describedAs(
+      [{ conditional: { if_field: 'maximum_expiration', if_match: { gt: 0 }, then_field: 'claims_to_verify', then_match: { contains: 'exp' } } }],
+      maximumExpirationNeedsExp,
+    ),
+  ],
 } as const satisfies RecordSchema;
 
-export type JwtConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type JwtConfig = Infer<typeof configSchema>;
 
 export const ALGORITHMS = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'] as const;
 export type Algorithm = (typeof ALGORITHMS)[number];
@@ -73,7 +78,7 @@ const secretSchema = {
   entity_checks: [publicKeyNeeded],
 } as const satisfies RecordSchema;
 
-export type JwtSecret = ConsumerChild<InferIgnoringStrayNulls<typeof secretSchema>>;
+export type JwtSecret = ConsumerChild<Infer<typeof secretSchema>>;
 
 export const secretEntity: EntityDefinition = {
   name: 'jwt_secrets',

@@ -2,7 +2,7 @@
  * Kong's key-auth (kong/plugins/key-auth/schema.lua and daos.lua): the plugin's config with Kong's
  * defaults, and the `keyauth_credentials` entity, whose keys are kept only as their digests.
  */
-import { HEADER_NAME, headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type Infer, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
+import { HEADER_NAME, headerValueProblem, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type Infer, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const configSchema = {
   type: 'record',
@@ -19,7 +19,7 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type KeyAuthConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type KeyAuthConfig = Infer<typeof configSchema>;
 
 const credentialSchema = {
   type: 'record',

@@ -3,7 +3,7 @@
  * schema, with the queue fields of kong/tools/queue_schema.lua), so Kong files load unchanged. One
  * difference: without `ingest_endpoint` the events go into this gateway's own metering store.
  */
-import { QUEUE_SCHEMA, queueSettingsProblems, type InferIgnoringStrayNulls, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
+import { QUEUE_SCHEMA, queueSettingsProblems, type Infer, type Issue, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const CONSUMER_FIELDS = ['username', 'id', 'custom_id'] as const;
 
@@ -46,7 +46,7 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type RequestMeteringConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type RequestMeteringConfig = Infer<typeof configSchema>;
 export type QueueConfig = RequestMeteringConfig['queue'];
 export type Attribute = RequestMeteringConfig['attributes'][number];
 

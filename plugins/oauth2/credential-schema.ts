@@ -2,7 +2,7 @@
  * The `oauth2_credentials` entity (Kong's admin API name `oauth2`): its schema, shared by gateway.yaml
  * and the admin API, and the `hash_secret` transformation.
  */
-import { hashDeclaredSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
+import { hashDeclaredSecret, headerValueProblem, isHashedSecret, randomAlphanumeric, type ConsumerChild, type EntityDefinition, type Infer, type RecordSchema } from '../../src/pdk/index.ts';
 
 export const CREDENTIALS_ENTITY = 'oauth2_credentials';
 
@@ -36,7 +36,7 @@ export const credentialSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type OAuth2Credential = ConsumerChild<InferIgnoringStrayNulls<typeof credentialSchema>>;
+export type OAuth2Credential = ConsumerChild<Infer<typeof credentialSchema>>;
 
 /**
  * Kong's transformation: with `hash_secret`, the stored secret is its PBKDF2 hash (kept when already one).

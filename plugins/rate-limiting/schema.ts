@@ -1,5 +1,5 @@
 /** Kong's rate-limiting config (kong/plugins/rate-limiting/schema.lua): fields, defaults, checks, messages. */
-import { HEADER_NAME, PATH, type InferIgnoringStrayNulls, type Issue, type PluginScope, type RecordSchema } from '../../src/pdk/index.ts';
+import { HEADER_NAME, PATH, type Infer, type Issue, type PluginScope, type RecordSchema } from '../../src/pdk/index.ts';
 import { PERIODS } from './periods.ts';
 
 /** Kong's `sync_rate` value for "count synchronously". */
@@ -14,8 +14,8 @@ export const redisSchema = {
     host: { type: 'string' },
     port: { type: 'integer', between: [0, 65535], default: 6379 },
     timeout: { type: 'integer', between: [0, 2 ** 31 - 2], default: 2000 },
-    username: { type: 'string' },
-    password: { type: 'string' },
+    username: { type: 'string', referenceable: true },
+    password: { type: 'string', referenceable: true },
     database: { type: 'integer', default: 0 },
     ssl: { type: 'boolean', default: false },
     ssl_verify: { type: 'boolean', default: false },
@@ -60,7 +60,7 @@ export const configSchema = {
   entity_checks: [checkLimits, checkLimitBy],
 } as const satisfies RecordSchema;
 
-export type RateLimitingConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type RateLimitingConfig = Infer<typeof configSchema>;
 
 function checkLimits(c: Record<string, any>): Issue[] {
   if (!PERIODS.some((p) => typeof c[p] === 'number')) {

@@ -1,5 +1,5 @@
 /** Kong's request-transformer config (kong/plugins/request-transformer/schema.lua), with its checks. */
-import { headerNameProblem, upstreamHeaderNameProblem, type FieldSchema, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
+import { headerNameProblem, upstreamHeaderNameProblem, type FieldSchema, type Infer, type RecordSchema } from '../../src/pdk/index.ts';
 import { Template, TemplateError } from './templates.ts';
 
 /** Kong's `name:value` split: the name runs to the first colon, the value starts after the colons that follow. */
@@ -60,4 +60,4 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type RequestTransformerConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type RequestTransformerConfig = Infer<typeof configSchema>;

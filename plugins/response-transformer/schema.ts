@@ -1,5 +1,5 @@
 /** Kong's response-transformer config (kong/plugins/response-transformer/schema.lua). */
-import { headerNameProblem, type FieldSchema, type InferIgnoringStrayNulls, type RecordSchema } from '../../src/pdk/index.ts';
+import { headerNameProblem, type FieldSchema, type Infer, type RecordSchema } from '../../src/pdk/index.ts';
 
 /** Kong's `name:value` split: the name runs to the first colon, the value starts after the colons that follow. */
 export function splitPair(pair: string): [name: string, value: string | undefined] {
@@ -32,5 +32,5 @@ export const configSchema = {
   },
 } as const satisfies RecordSchema;
 
-export type ResponseTransformerConfig = InferIgnoringStrayNulls<typeof configSchema>;
+export type ResponseTransformerConfig = Infer<typeof configSchema>;
 export type JsonType = ResponseTransformerConfig['add']['json_types'][number];

@@ -1,7 +1,8 @@
 /**
  * Kong's admin endpoints for certificates, SNIs and CA certificates (kong/api/routes/certificates.lua,
- * snis.lua), read-only as in DB-less mode. Private keys are never shown: whoever can read the admin
- * API cannot otherwise take the gateway's identity.
+ * snis.lua) and the vaults their keys may be read from (named by their `prefix`, the endpoint key of
+ * kong/db/schema/entities/vaults.lua), read-only as in DB-less mode. Private keys are never shown:
+ * whoever can read the admin API cannot otherwise take the gateway's identity.
  */
 import type { Certificate, GatewayConfig } from '../config/types.ts';
 import type { AdminRoute } from '../pdk/types.ts';
@@ -29,8 +30,10 @@ export function certificateAdminRoutes(config: () => GatewayConfig): AdminRoute[
     { method: 'GET', path: '/snis/:id', handler: (req) => ({ status: 200, body: byIdOrName(config().snis, req.params.id, 'name') }) },
     { method: 'GET', path: '/ca_certificates', handler: (req) => page(config().ca_certificates, req, '/ca_certificates'), entity: 'ca_certificates' },
     { method: 'GET', path: '/ca_certificates/:id', handler: (req) => ({ status: 200, body: byIdOrName(config().ca_certificates, req.params.id, 'id') }) },
+    { method: 'GET', path: '/vaults', handler: (req) => page(config().vaults, req, '/vaults'), entity: 'vaults' },
+    { method: 'GET', path: '/vaults/:id', handler: (req) => ({ status: 200, body: byIdOrName(config().vaults, req.params.id, 'prefix') }) },
   ];
-  for (const entity of ['certificates', 'snis', 'ca_certificates']) {
+  for (const entity of ['certificates', 'snis', 'ca_certificates', 'vaults']) {
     routes.push({ method: 'POST', path: `/${entity}`, handler: dbLessWrite(entity, 'POST') });
     for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
   }

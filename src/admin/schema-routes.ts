@@ -1,7 +1,7 @@
 /**
  * Kong's `/schemas/...` endpoints (kong/api/routes/kong.lua): each entity's schema and each plugin's, in
- * Kong's JSON shape (`{fields: [{<name>: {type, required, default, ...}}]}`, kong/api/api_helpers.lua
- * `schema_to_jsonable`), and `POST .../validate`, which checks a body with the validator gateway.yaml is
+ * Kong's JSON shape (`{fields: [{<name>: {type, required, default, ...}}], entity_checks: [...]}`,
+ * kong/api/api_helpers.lua `schema_to_jsonable`; a plugin's checks at its top, on `config.` fields), and `POST .../validate`, which checks a body with the validator gateway.yaml is
  * read with and answers as Kong does (200 `schema validation successful`, or 400 schema violation).
  */
 import { CORE_ENTITY_SCHEMAS } from '../config/entity-schemas.ts';
@@ -80,18 +80,38 @@ function pluginEntitySchemaOf(definition: EntityDefinition): EntitySchema {
   return { schema: definition.schema, outside, json };
 }
 
-/** Kong's plugin subschema: the scope's foreign keys, protocols, and the plugin's `config`. */
+/** Kong's plugin subschema: the scope's foreign keys, protocols, and the plugin's `config`, whose checks Kong writes at the top. */
 function pluginJson(configSchema: RecordSchema, noConsumer: boolean): KongField {
   const consumer = { type: 'foreign', reference: 'consumers', ...(noConsumer ? { eq: null } : {}) };
-  return {
-    fields: [
-      { consumer },
-      { service: { type: 'foreign', reference: 'services' } },
-      { route: { type: 'foreign', reference: 'routes' } },
-      { protocols: fieldJson('protocols', pluginEntitySchema.fields.protocols) },
-      { config: { ...fieldJson('config', configSchema), required: true } },
-    ],
-  };
+  const { entity_checks: configChecks, ...config } = fieldJson('config', configSchema);
+  const fields = [
+    { consumer },
+    { service: { type: 'foreign', reference: 'services' } },
+    { route: { type: 'foreign', reference: 'routes' } },
+    { protocols: fieldJson('protocols', pluginEntitySchema.fields.protocols) },
+    { config: { ...config, required: true } },
+  ];
+  return withChecks({ fields }, ((configChecks as KongField[] | undefined) ?? []).map((check) => withFieldPrefix(check, 'config.')));
+}
+
+/** Keys of Kong's entity checks that name fields, alone or in lists. */
+const FIELD_KEYS = new Set(['if_field', 'then_field']);
+const FIELD_LIST_KEYS = new Set(['at_least_one_of', 'only_one_of', 'mutually_required', 'mutually_exclusive', 'field_sources']);
+
+/** A check on a record's fields, as its parent names them (`config.allow`). */
+function withFieldPrefix(check: KongField, prefix: string): KongField {
+  return Object.fromEntries(
+    Object.entries(check).map(([key, value]) => {
+      if (FIELD_KEYS.has(key)) return [key, prefix + String(value)];
+      if (FIELD_LIST_KEYS.has(key)) return [key, (value as string[]).map((field) => prefix + field)];
+      if (typeof value === 'object' && value !== null && !Array.isArray(value)) return [key, withFieldPrefix(value as KongField, prefix)];
+      return [key, value];
+    }),
+  );
+}
+
+function withChecks(json: KongField, checks: KongField[]): KongField {
+  return checks.length > 0 ? { ...json, entity_checks: checks } : json;
 }
 
 /** A plugin instance as `/plugins` takes it: the entity's fields, and `config` by the named plugin's schema. */
@@ -107,20 +127,22 @@ function pluginIssues(body: Record<string, any>, registry: PluginRegistry): Issu
 }
 
 function recordJson(schema: RecordSchema): KongField {
-  return { fields: fieldsJson(schema.fields) };
+  return withChecks({ fields: fieldsJson(schema.fields) }, (schema.entity_checks ?? []).flatMap((check) => check.kong ?? []));
 }
 
 function fieldsJson(fields: Readonly<Record<string, FieldSchema>>): KongField[] {
   return Object.entries(fields).map(([name, field]) => ({ [name]: fieldJson(name, field) }));
 }
 
-/** One field as Kong shows it. Checks written as code (`custom`, entity checks) have no JSON form and are left out. */
+/** One field as Kong shows it. Checks written as code (`custom`, entity checks not `describedAs`) have no JSON form and are left out. */
 function fieldJson(name: string, field: FieldSchema): KongField {
   if (field.type === 'any') return FOREIGN[name] ? { type: 'foreign', reference: FOREIGN[name] } : { type: 'json' };
   const json: KongField = { type: field.type };
   if (field.required) json.required = true;
   if (field.default !== undefined && typeof field.default !== 'function') json.default = field.default;
-  if (field.type === 'string') Object.assign(json, defined({ one_of: field.one_of, len_min: field.len_min, len_max: field.len_max }));
+  if (field.type === 'string') {
+    Object.assign(json, defined({ one_of: field.one_of, len_min: field.len_min, len_max: field.len_max, referenceable: field.referenceable }));
+  }
   if (field.type === 'integer' || field.type === 'number') Object.assign(json, defined({ between: field.between, gt: field.gt }));
   if (field.type === 'array' || field.type === 'set') Object.assign(json, defined({ elements: fieldJson(name, field.elements), len_min: field.len_min }));
   if (field.type === 'map') Object.assign(json, defined({ keys: field.keys && fieldJson(name, field.keys), values: fieldJson(name, field.values) }));

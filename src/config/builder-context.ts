@@ -2,7 +2,7 @@
 import { isUuid } from './entities.ts';
 import type { Path, RecordSchema } from './schema.ts';
 import { isPlainObject } from './schema.ts';
-import type { Consumer, Route, Service } from './types.ts';
+import type { Consumer, Route, Service, Timestamped } from './types.ts';
 
 export interface BuildContext {
   /** An error at `path` (the file is refused). */
@@ -15,8 +15,13 @@ export interface BuildContext {
   id(given: unknown, name: string): string;
   /** Reports `value` already taken in `pool`; true when it was. */
   unique(type: string, field: string, value: unknown, path: Path, pool: Record<string, any>[]): boolean;
-  /** The record with the vault references of its `referenceable` fields resolved, or undefined when one cannot be (reported). */
-  dereference(record: Record<string, any>, referenceable: readonly string[], path: Path): Record<string, any> | undefined;
+  /** The record with the vault references of the fields `schema` marks `referenceable` resolved, or undefined when one cannot be (reported). */
+  dereference(record: Record<string, any>, schema: RecordSchema, path: Path): Record<string, any> | undefined;
+  /**
+   * `entity` with Kong's `created_at` / `updated_at`: those the file gives in `given` (a Kong export has
+   * them), else the load's time, which the gateway replaces by the ones it keeps for the entity.
+   */
+  stamped<T extends { id: string }>(kind: string, given: Record<string, any>, entity: T): T & Timestamped;
   /** Calls `add` for each record of the array `container[key]`, reporting what is not one. */
   eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base?: Path): void;
 }

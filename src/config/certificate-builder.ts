@@ -30,25 +30,22 @@ export function certificateRef(ref: unknown, path: Path, ctx: BuildContext, cert
   return id ? { id } : null;
 }
 
-/** The certificate fields Kong marks `referenceable` (kong/db/schema/entities/certificates.lua). */
-const REFERENCEABLE = ['cert', 'key', 'cert_alt', 'key_alt'];
-
 function addCertificate(raw: Record<string, any>, path: Path, ctx: BuildContext, out: TlsEntities): void {
-  const dereferenced = ctx.dereference(raw, REFERENCEABLE, path);
+  const dereferenced = ctx.dereference(raw, certificateSchema, path);
   if (!dereferenced) return;
   const c = ctx.validateEntity<Record<string, any>>(certificateSchema, dereferenced, path, ['snis']);
   const fingerprint = typeof c.cert === 'string' ? createHash('sha256').update(c.cert.trim()).digest('hex') : `#${path.join('.')}`;
   const id = ctx.id(c.id, `certificates:${fingerprint}`);
   if (ctx.unique('certificates', 'id', id, path, out.certificates)) return;
-  const certificate: Certificate = {
+  const certificate: Certificate = ctx.stamped('certificates', c, {
     id,
     cert: c.cert,
     key: c.key,
     cert_alt: c.cert_alt ?? null,
     key_alt: c.key_alt ?? null,
     tags: c.tags ?? null,
-    snis: [],
-  };
+    snis: [] as string[],
+  });
   out.certificates.push(certificate);
   // Kong's admin API takes `snis` as names; its declarative format nests SNI records. Both are read.
   const nested = Array.isArray(raw.snis) ? { snis: raw.snis.map((s: unknown) => (typeof s === 'string' ? { name: s } : s)) } : raw;
@@ -67,7 +64,7 @@ function addSni(raw: Record<string, any>, path: Path, ctx: BuildContext, out: Tl
   if (typeof s.name !== 'string' || !certificateId) return;
   const id = ctx.id(s.id, `snis:${s.name}`);
   if (ctx.unique('snis', 'name', s.name, path, out.snis)) return;
-  out.snis.push({ id, name: s.name, certificate: { id: certificateId }, tags: s.tags ?? null });
+  out.snis.push(ctx.stamped('snis', s, { id, name: s.name, certificate: { id: certificateId }, tags: s.tags ?? null }));
   out.certificates.find((c) => c.id === certificateId)!.snis.push(s.name);
 }
 
@@ -85,5 +82,5 @@ function addCaCertificate(raw: Record<string, any>, path: Path, ctx: BuildContex
   if (ctx.unique('ca_certificates', 'cert_digest', digest, path, out.ca_certificates)) return;
   const id = ctx.id(c.id, `ca_certificates:${digest}`);
   if (ctx.unique('ca_certificates', 'id', id, path, out.ca_certificates)) return;
-  out.ca_certificates.push({ id, cert: c.cert, cert_digest: digest, tags: c.tags ?? null });
+  out.ca_certificates.push(ctx.stamped('ca_certificates', c, { id, cert: c.cert, cert_digest: digest, tags: c.tags ?? null }));
 }

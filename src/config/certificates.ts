@@ -6,7 +6,7 @@
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { validateSni } from './hostnames.ts';
 import { ENTITY_KEYS, TAGS } from './entities.ts';
-import type { Issue, RecordSchema } from './schema.ts';
+import { describedAs, type Issue, type RecordSchema } from './schema.ts';
 
 const PEM_CERTIFICATE = '-----BEGIN CERTIFICATE-----';
 
@@ -44,13 +44,22 @@ export const certificateSchema = {
   type: 'record',
   fields: {
     ...ENTITY_KEYS,
-    cert: { type: 'string', required: true, custom: checkCertificate },
-    key: { type: 'string', required: true, custom: checkKey },
-    cert_alt: { type: 'string', custom: checkCertificate },
-    key_alt: { type: 'string', custom: checkKey },
+    cert: { type: 'string', required: true, referenceable: true, custom: checkCertificate },
+    key: { type: 'string', required: true, referenceable: true, custom: checkKey },
+    cert_alt: { type: 'string', referenceable: true, custom: checkCertificate },
+    key_alt: { type: 'string', referenceable: true, custom: checkKey },
     tags: TAGS,
   },
-  entity_checks: [checkPairs],
+  // Kong's checks (kong/db/schema/entities/certificates.lua): the pair rule, and three written as code.
+  entity_checks: [
+    describedAs(
+      [
+        { mutually_required: ['cert_alt', 'key_alt'] },
+        ...[['cert', 'key'], ['cert_alt', 'key_alt'], ['cert', 'cert_alt']].map((field_sources) => ({ custom_entity_check: { field_sources } })),
+      ],
+      checkPairs,
+    ),
+  ],
 } as const satisfies RecordSchema;
 
 function checkPairs(c: Record<string, any>): Issue[] {

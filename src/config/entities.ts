@@ -2,7 +2,7 @@
 import { availableParallelism } from 'node:os';
 import { isCidr, validateServiceHost, validateSni } from './hostnames.ts';
 import { checkPathCharacters } from './paths.ts';
-import { atLeastOneOf, type ArraySchema, type FieldSchema, type Issue, type NumberSchema, type RecordSchema, type StringSchema } from './schema.ts';
+import { atLeastOneOf, describedAs, type ArraySchema, type FieldSchema, type Issue, type NumberSchema, type RecordSchema, type StringSchema } from './schema.ts';
 
 const TIMEOUT = { type: 'integer', between: [1, 2 ** 31 - 2], default: 60000 } as const satisfies NumberSchema;
 export const TAGS = { type: 'set', elements: { type: 'string', len_min: 1 } } as const satisfies ArraySchema;
@@ -101,10 +101,21 @@ export const serviceSchema = {
     enabled: { type: 'boolean', default: true },
     tags: TAGS,
   },
-  entity_checks: [checkServiceProtocolFields],
+  entity_checks: [describedAs(serviceProtocolConditionals(), checkServiceProtocolFields)],
 } as const satisfies RecordSchema;
 
 /** Fields Kong allows only with some protocols: no `path` for gRPC, TLS settings only for TLS upstreams. */
+/** Kong's conditionals that checkServiceProtocolFields implements (kong/db/schema/entities/services.lua). */
+function serviceProtocolConditionals(): Record<string, unknown>[] {
+  const nullUnless = (then_field: string) => ({
+    conditional: { if_field: 'protocol', if_match: { not_one_of: ['https', 'tls'] }, then_field, then_match: { eq: null } },
+  });
+  return [
+    { conditional: { if_field: 'protocol', if_match: { one_of: ['tcp', 'tls', 'udp', 'grpc', 'grpcs'] }, then_field: 'path', then_match: { eq: null } } },
+    ...['client_certificate', 'tls_verify', 'tls_verify_depth', 'ca_certificates'].map(nullUnless),
+  ];
+}
+
 function checkServiceProtocolFields(s: Record<string, any>): Issue[] {
   const issues: Issue[] = [];
   const mustBeNull = (field: string) => issues.push({ path: [field], message: 'value must be null' });

@@ -4,6 +4,7 @@ import { caCertificateSchema, certificateSchema, sniSchema } from './certificate
 import { consumerSchema, pluginEntitySchema, routeSchema, serviceSchema } from './entities.ts';
 import type { RecordSchema } from './schema.ts';
 import { targetSchema, upstreamSchema } from './upstreams.ts';
+import { vaultSchema } from './vaults.ts';
 
 export const CORE_ENTITY_SCHEMAS: Readonly<Record<string, RecordSchema>> = {
   services: serviceSchema,
@@ -15,4 +16,5 @@ export const CORE_ENTITY_SCHEMAS: Readonly<Record<string, RecordSchema>> = {
   certificates: certificateSchema,
   snis: sniSchema,
   ca_certificates: caCertificateSchema,
+  vaults: vaultSchema,
 };

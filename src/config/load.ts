@@ -6,7 +6,7 @@
  * at once, in file order, as FILE:LINE:COL: path.to.field: message (positions: yaml-positions.ts).
  */
 import { createHash } from 'node:crypto';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { v5 as uuidv5 } from 'uuid';
 import { LineCounter, parseDocument, type Document } from 'yaml';
@@ -24,7 +24,7 @@ import { PluginBuilder } from './plugin-builder.ts';
 import { enabledPlugins } from './plugin-setting.ts';
 import { checkProcessModel } from './process-model.ts';
 import { formatPath, isPlainObject, unknownField, validate, type Issue, type Path, type RecordSchema } from './schema.ts';
-import type { GatewayConfig, NodeSettings, Route, Service } from './types.ts';
+import type { GatewayConfig, NodeSettings, Route, Service, Timestamped, UnstampedEntity, VaultEntity } from './types.ts';
 import { buildBalancing } from './upstream-builder.ts';
 import { buildVaults, resolveReferences, type Vaults } from './vaults.ts';
 import { issuePosition, syntaxErrors, type Position } from './yaml-positions.ts';
@@ -48,20 +48,15 @@ export type LoadResult = { ok: true; config: GatewayConfig } | { ok: false; erro
 export async function loadConfigFile(file: string, registry: PluginRegistry): Promise<LoadResult> {
   const absolute = resolve(file);
   let text: string;
-  let modified: Date;
   try {
-    [text, { mtime: modified }] = await Promise.all([readFile(absolute, 'utf8'), stat(absolute)]);
+    text = await readFile(absolute, 'utf8');
   } catch (err) {
     return { ok: false, errors: [new ConfigError(file, 1, 1, '', `cannot read the file: ${(err as Error).message}`)] };
   }
-  return loadConfigText(text, absolute, registry, file, modified);
+  return loadConfigText(text, absolute, registry, file);
 }
 
-/**
- * `modified`: when the file was last written, the `created_at` / `updated_at` of the entities it gives none
- * (the same in every process of the node and on every reload of an unchanged file).
- */
-export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute, modified = new Date()): LoadResult {
+export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute): LoadResult {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
   // Validating what a syntax error left would only add errors about a structure the file does not have.
@@ -75,7 +70,7 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
     // An alias bomb ("billion laughs") is refused while the document is expanded, not while it is parsed.
     return { ok: false, errors: [new ConfigError(shownName, 1, 1, '', `YAML: ${(err as Error).message}`)] };
   }
-  const builder = new ConfigBuilder(registry, dirname(absolute), Math.floor(modified.getTime() / 1000));
+  const builder = new ConfigBuilder(registry, dirname(absolute));
   const config = builder.build(raw);
   if (builder.issues.length > 0) {
     // In file order, so an operator can fix them top to bottom.
@@ -117,7 +112,7 @@ class ConfigBuilder implements BuildContext {
   /** The plugins the `plugins` setting enables (all of the registry by default). */
   private enabled: PluginRegistry = new Map();
   private tls: TlsEntities = { certificates: [], snis: [], ca_certificates: [] };
-  private vaults: Vaults = new Map();
+  private vaults: { entities: VaultEntity[]; byPrefix: Vaults } = { entities: [], byPrefix: new Map() };
   /** `_format_version` 1.1 or 2.1: route paths are migrated as Kong does on import. */
   private legacyPaths = false;
   /** `_transform: false` (Kong's exports): plugin entities' values are stored as given, already transformed. */
@@ -125,16 +120,26 @@ class ConfigBuilder implements BuildContext {
   /** Unique values of plugin entities declared so far, by `<entity>.<field>`, as the file gives them. */
   private readonly declaredValues = new Map<string, Set<string>>();
 
+  private readonly unstamped: UnstampedEntity[] = [];
+  private readonly loadedAt = Date.now() / 1000;
+
   constructor(
     private readonly registry: PluginRegistry,
     private readonly baseDir: string,
-    private readonly declaredAt: number,
   ) {}
 
-  /** An entity's timestamps: the file's (a Kong export has them), else when the file was written. */
-  private timestamps(e: Record<string, any>): { created_at: number; updated_at: number } {
-    const created = e.created_at ?? this.declaredAt;
-    return { created_at: created, updated_at: e.updated_at ?? created };
+  stamped<T extends { id: string }>(kind: string, given: Record<string, any>, entity: T): T & Timestamped {
+    if (typeof given.created_at === 'number') {
+      return { ...entity, created_at: given.created_at, updated_at: given.updated_at ?? given.created_at };
+    }
+    const stamped = { ...entity, created_at: this.loadTime(kind), updated_at: this.loadTime(kind) };
+    this.unstamped.push({ kind, entity: stamped });
+    return stamped;
+  }
+
+  /** Kong's seconds, to the millisecond for targets (their DAO's `auto_timestamp_ms`). */
+  private loadTime(kind: string): number {
+    return kind === 'targets' ? Math.round(this.loadedAt * 1000) / 1000 : Math.floor(this.loadedAt);
   }
 
   issue(path: Path, message: string): void {
@@ -148,7 +153,7 @@ class ConfigBuilder implements BuildContext {
   build(raw: unknown): GatewayConfig {
     const empty: GatewayConfig = {
       file: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {},
-      upstreams: [], targets: [], certificates: [], snis: [], ca_certificates: [], warnings: [], oneProcessBecause: null,
+      upstreams: [], targets: [], certificates: [], snis: [], ca_certificates: [], vaults: [], warnings: [], oneProcessBecause: null, unstamped: [],
     };
     if (!isPlainObject(raw)) {
       this.issue([], 'failed parsing declarative configuration: expected an object');
@@ -182,7 +187,8 @@ class ConfigBuilder implements BuildContext {
     const oneProcessBecause = checkProcessModel(gateway, explicitWorkers, this.registry, { plugins, entities: this.entities }, this);
     const balancing = buildBalancing(raw, this, this.tls.certificates);
     const { services, routes, consumers } = this.core;
-    return { ...empty, gateway, services, routes, consumers, plugins, entities: this.entities, ...this.tls, ...balancing, oneProcessBecause };
+    const unstamped = this.unstamped;
+    return { ...empty, gateway, services, routes, consumers, plugins, entities: this.entities, ...this.tls, ...balancing, vaults: this.vaults.entities, oneProcessBecause, unstamped };
   }
 
   eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
@@ -215,8 +221,8 @@ class ConfigBuilder implements BuildContext {
     return value;
   }
 
-  dereference(record: Record<string, any>, referenceable: readonly string[], path: Path): Record<string, any> | undefined {
-    return resolveReferences(record, referenceable, path, this.vaults, this);
+  dereference(record: Record<string, any>, schema: RecordSchema, path: Path): Record<string, any> | undefined {
+    return resolveReferences(record, schema, path, this.vaults.byPrefix, this);
   }
 
   /** Validates a record, with nested child arrays taken out first (they are validated on their own). */
@@ -237,7 +243,7 @@ class ConfigBuilder implements BuildContext {
     const id = this.id(s.id, `services:${s.name ?? `#${path[1]}`}`);
     // A derived id repeats exactly when the name does: one error is enough.
     if (!this.unique('services', 'name', s.name, path, this.core.services)) this.unique('services', 'id', id, path, this.core.services);
-    const service: Service = {
+    const service: Service = this.stamped('services', s, {
       id,
       name: s.name ?? null,
       protocol: s.protocol,
@@ -254,7 +260,7 @@ class ConfigBuilder implements BuildContext {
       client_certificate: certificateRef(s.client_certificate, path, this, this.tls.certificates),
       enabled: s.enabled,
       tags: s.tags ?? null,
-    };
+    });
     this.core.services.push(service);
     this.eachEntry(raw, 'routes', (r, p) => this.addRoute(r, p, { id }), path);
     this.plugins.queue(raw, { service: id }, path);
@@ -312,7 +318,7 @@ class ConfigBuilder implements BuildContext {
     const headers = r.headers
       ? Object.fromEntries(Object.entries(r.headers as Record<string, string[]>).map(([k, v]) => [k.toLowerCase(), v]))
       : null;
-    const route: Route = {
+    const route: Route = this.stamped('routes', r, {
       id,
       name: r.name ?? null,
       protocols: protocols as Route['protocols'],
@@ -330,8 +336,7 @@ class ConfigBuilder implements BuildContext {
       response_buffering: r.response_buffering,
       service,
       tags: r.tags ?? null,
-      ...this.timestamps(r),
-    };
+    });
     this.core.routes.push(route);
     this.plugins.queue(raw, { route: id, service: null }, path);
   }
@@ -348,7 +353,7 @@ class ConfigBuilder implements BuildContext {
     const takenUsername = this.unique('consumers', 'username', c.username, path, this.core.consumers);
     const takenCustomId = this.unique('consumers', 'custom_id', c.custom_id, path, this.core.consumers);
     if (!takenUsername && !takenCustomId) this.unique('consumers', 'id', id, path, this.core.consumers);
-    this.core.consumers.push({ id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null, ...this.timestamps(c) });
+    this.core.consumers.push(this.stamped('consumers', c, { id, username: c.username ?? null, custom_id: c.custom_id ?? null, tags: c.tags ?? null }));
     this.plugins.queue(raw, { consumer: id }, path);
     for (const def of this.entityDefs.values()) {
       if (def.parent?.entity !== 'consumers') continue;
@@ -357,7 +362,7 @@ class ConfigBuilder implements BuildContext {
   }
 
   private addPluginEntity(def: EntityDefinition, given: Record<string, any>, path: Path, parentId: string | undefined): void {
-    const raw = def.referenceable ? this.dereference(given, def.referenceable, path) : given;
+    const raw = this.dereference(given, def.schema, path);
     if (!raw) return;
     const parent = def.parent;
     const fields = parent && parentId === undefined ? { ...def.schema.fields, [parent.field]: { type: 'any' as const } } : def.schema.fields;
@@ -380,7 +385,19 @@ class ConfigBuilder implements BuildContext {
     }
     if (!taken) this.unique(def.name, 'id', e.id, path, list);
     const transformed = this.transformEntities && def.transform ? def.transform(e) : e;
-    list.push(withDigests(def, transformed));
+    const record = withDigests(def, transformed);
+    list.push(def.keptByCore ? this.createdAt(def.name, record) : record);
+  }
+
+  /**
+   * An entity the core keeps as Kong's DAOs do (a credential) has Kong's `created_at` alone: the file's,
+   * else as `stamped` gives it. Other plugin entities keep times of their own (a meter's, a plan's).
+   */
+  private createdAt(kind: string, record: Record<string, any>): Record<string, any> {
+    if (typeof record.created_at === 'number') return record;
+    const stamped = { ...record, created_at: this.loadTime(kind) };
+    this.unstamped.push({ kind, entity: stamped as UnstampedEntity['entity'] });
+    return stamped;
   }
 
   /** Reports a unique value of a plugin entity that an earlier entry declared; true when it did. */

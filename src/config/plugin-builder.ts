@@ -93,10 +93,14 @@ export class PluginBuilder {
     }
     if (!def) return undefined;
     if (def.noConsumer && p.consumer) this.ctx.issue([...p.path, 'consumer'], 'value must be null');
-    const { value: config, issues } = validate(def.configSchema, p.raw.config ?? {}, [...p.path, 'config']);
+    // Its vault references first, as Kong resolves a referenceable field before it is used (an unresolved one is reported).
+    const declared = p.raw.config ?? {};
+    const given = this.ctx.dereference(declared, def.configSchema, [...p.path, 'config']);
+    if (given === undefined) return undefined;
+    const { value: config, issues } = validate(def.configSchema, given, [...p.path, 'config']);
     for (const issue of issues) this.ctx.issue(issue.path, issue.message);
     const cacheKey = `plugins:${e.name}:${p.route ?? ''}:${p.service ?? ''}:${p.consumer ?? ''}`;
-    const entity = withPrepared({
+    const entity = withPrepared(this.ctx.stamped('plugins', e, {
       id: this.ctx.id(e.id, cacheKey),
       name: e.name,
       instance_name: e.instance_name ?? null,
@@ -107,7 +111,8 @@ export class PluginBuilder {
       service: p.service ? { id: p.service } : null,
       consumer: p.consumer ? { id: p.consumer } : null,
       tags: e.tags ?? null,
-    }, undefined);
+    }), undefined);
+    if (given !== declared) showReferences(entity, validate(def.configSchema, declared).value);
     return { entity, path: p.path, def, configValid: issues.length === 0 };
   }
 
@@ -154,6 +159,14 @@ export class PluginBuilder {
 /** Sets what `prepare` made of the instance's config, kept out of enumeration (see PluginInstance). */
 function withPrepared(entity: PluginEntity, prepared: unknown): PluginInstance {
   return Object.defineProperty(entity, 'prepared', { value: prepared, configurable: true }) as PluginInstance;
+}
+
+/**
+ * The admin API shows the instance's config with its vault references, as Kong does, not the secrets
+ * they were resolved to (which the plugin runs with).
+ */
+function showReferences(entity: PluginInstance, declaredConfig: Record<string, any>): void {
+  Object.defineProperty(entity, 'toJSON', { value: () => ({ ...entity, config: declaredConfig }) });
 }
 
 /**

@@ -38,6 +38,8 @@ interface Common<T> {
 
 export interface StringSchema extends Common<string> {
   type: 'string';
+  /** Kong's `referenceable`: a `{vault://…}` reference here is replaced by its value when the file loads (config/vaults.ts). */
+  referenceable?: boolean;
   one_of?: readonly string[];
   match?: RegExp;
   match_message?: string;
@@ -66,7 +68,19 @@ export interface RecordSchema extends Common<Record<string, unknown>> {
   type: 'record';
   fields: Readonly<Record<string, FieldSchema>>;
   /** Checks over the whole (defaulted) record, as Kong's entity_checks. */
-  entity_checks?: readonly ((record: Record<string, any>) => Issue[])[];
+  entity_checks?: readonly EntityCheck[];
+}
+
+/**
+ * A check over a whole record. `kong`, when set, is the check as Kong's schema declares it (e.g.
+ * `{at_least_one_of: ['custom_id', 'username']}`, field names relative to the record), which
+ * `/schemas/...` shows; a check without it has no declarative form there.
+ */
+export type EntityCheck = ((record: Record<string, any>) => Issue[]) & { readonly kong?: readonly Record<string, unknown>[] };
+
+/** `check`, described as the Kong entity checks it implements. */
+export function describedAs(kong: readonly Record<string, unknown>[], check: (record: Record<string, any>) => Issue[]): EntityCheck {
+  return Object.assign(check, { kong });
 }
 export interface AnySchema extends Common<unknown> {
   type: 'any';
@@ -76,47 +90,26 @@ export type FieldSchema = StringSchema | NumberSchema | BooleanSchema | ArraySch
 /**
  * The value `validate` returns for `schema` and a present, non-null input when it reports no issue;
  * the schema must keep its literal types (`as const satisfies RecordSchema`). It follows `check`
- * exactly: a required field is there (null is refused); a field with a default is there, but an
- * explicit null stays null; a record whose fields have defaults is filled in when absent, so it is
- * there too; any other field may be absent or null. Array elements and map values are checked as
- * fields: a null one stays unless they are required.
+ * exactly: a required field is there (null is refused); a field with a default is there (an explicit
+ * null reads as the default); a record whose fields have defaults is filled in when absent or null, so
+ * it is there too; any other field may be absent or null. Array elements and map values are never null.
  */
-export type Infer<S extends FieldSchema> = Value<S, 'exact'>;
-
-/**
- * `Infer`, less the stray nulls `validate` lets through where a value is expected: an explicit null
- * in a field with a default (`uri_param_names: null`) or in a list or map entry (`key_names: [null]`).
- * For a handler that reads such fields unguarded, as those written before `Infer` do: it is not a
- * guarantee, and such a config is accepted, then fails when a request reads it. The fix is in the
- * schema (`required: true`, as `nodeSettingsSchema` has it), after which `Infer` is enough.
- */
-export type InferIgnoringStrayNulls<S extends FieldSchema> = Value<S, 'ignoring stray nulls'>;
-
-type Nulls = 'exact' | 'ignoring stray nulls';
-
-type Value<S extends FieldSchema, N extends Nulls> = S extends StringSchema
+export type Infer<S extends FieldSchema> = S extends StringSchema
   ? S['one_of'] extends readonly (infer L extends string)[] ? L : string
   : S extends NumberSchema
     ? number
     : S extends BooleanSchema
       ? boolean
       : S extends ArraySchema
-        ? EntryValue<S['elements'], N>[]
+        ? Infer<S['elements']>[]
         : S extends MapSchema
-          ? Record<string, EntryValue<S['values'], N>>
+          ? Record<string, Infer<S['values']>>
           : S extends RecordSchema
-            ? RecordValue<S['fields'], N>
+            ? RecordValue<S['fields']>
             : unknown;
 
-/** A field's value: `check` returns an explicit null as it is, unless the field is required. */
-type FieldValue<S extends FieldSchema, N extends Nulls> = S extends { required: true }
-  ? Value<S, N>
-  : N extends 'exact'
-    ? Value<S, N> | null
-    : FilledWhenAbsent<S> extends true ? Value<S, N> : Value<S, N> | null;
-
-/** A list or map entry: checked as a field, so null unless required (but for stray nulls ignored). */
-type EntryValue<S extends FieldSchema, N extends Nulls> = N extends 'exact' ? FieldValue<S, N> : Value<S, N>;
+/** A field's value: null only where the field is neither required nor filled in when absent. */
+type FieldValue<S extends FieldSchema> = AlwaysThere<S> extends true ? Infer<S> : Infer<S> | null;
 
 type Fields = Readonly<Record<string, FieldSchema>>;
 
@@ -130,9 +123,9 @@ type FilledWhenAbsent<S extends FieldSchema> = S extends { default: {} }
     ? true extends { [K in keyof S['fields']]: FilledWhenAbsent<S['fields'][K]> }[keyof S['fields']] ? true : false
     : false;
 
-type RecordValue<F extends Fields, N extends Nulls> = Flatten<
-  { -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? K : never]: FieldValue<F[K], N> } & {
-    -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? never : K]?: FieldValue<F[K], N>;
+type RecordValue<F extends Fields> = Flatten<
+  { -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? K : never]: FieldValue<F[K]> } & {
+    -readonly [K in keyof F as AlwaysThere<F[K]> extends true ? never : K]?: FieldValue<F[K]>;
   }
 >;
 type Flatten<T> = { [K in keyof T]: T[K] };
@@ -159,7 +152,11 @@ function defaultOf(schema: FieldSchema): unknown {
   return d;
 }
 
-function check(schema: FieldSchema, input: unknown, path: Path, issues: Issue[]): unknown {
+/**
+ * `entry`: an array element or a map value, which Kong's validator requires (validate_elements): a null
+ * one is refused as a required field's would be.
+ */
+function check(schema: FieldSchema, input: unknown, path: Path, issues: Issue[], entry = false): unknown {
   if (input === undefined) {
     if (schema.default !== undefined) return defaultOf(schema);
     // Kong fills nested records with their defaults when absent, required ones too.
@@ -168,7 +165,10 @@ function check(schema: FieldSchema, input: unknown, path: Path, issues: Issue[])
     return undefined;
   }
   if (input === null) {
-    if (schema.required) issues.push({ path, message: 'required field missing' });
+    if (schema.required || entry) issues.push({ path, message: 'required field missing' });
+    // Kong stores such a null, but hands plugins and the proxy a stored null as absent (process_auto_fields
+    // "select" without nulls): where absent means a default, the null means it too.
+    else if (schema.default !== undefined || (schema.type === 'record' && hasDefaults(schema))) return check(schema, undefined, path, issues);
     return null;
   }
   const before = issues.length;
@@ -248,7 +248,7 @@ function checkArray(schema: ArraySchema, input: unknown, path: Path, issues: Iss
   if (schema.len_min !== undefined && input.length < schema.len_min) {
     issues.push({ path, message: `length must be at least ${schema.len_min}` });
   }
-  const out = input.map((item, i) => check(schema.elements, item, [...path, i], issues));
+  const out = input.map((item, i) => check(schema.elements, item, [...path, i], issues, true));
   return schema.type === 'set' ? [...new Set(out)] : out;
 }
 
@@ -260,7 +260,7 @@ function checkMap(schema: MapSchema, input: unknown, path: Path, issues: Issue[]
   const out: Record<string, unknown> = {};
   for (const [key, item] of Object.entries(input)) {
     if (schema.keys) check(schema.keys, key, [...path, key], issues);
-    out[key] = check(schema.values, item, [...path, key], issues);
+    out[key] = check(schema.values, item, [...path, key], issues, true);
   }
   return out;
 }
@@ -293,12 +293,12 @@ export function isPlainObject(v: unknown): v is Record<string, any> {
 }
 
 /** Kong's "at least one of these fields must be non-empty" entity check. */
-export function atLeastOneOf(fields: string[]): (r: Record<string, any>) => Issue[] {
-  return (r) => {
+export function atLeastOneOf(fields: string[]): EntityCheck {
+  return describedAs([{ at_least_one_of: fields }], (r) => {
     const present = fields.some((f) => {
       const v = r[f];
       return v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(isPlainObject(v) && Object.keys(v).length === 0);
     });
     return present ? [] : [{ path: [], message: `at least one of these fields must be non-empty: ${fields.map((f) => `'${f}'`).join(', ')}` }];
-  };
+  });
 }

@@ -1,7 +1,7 @@
 /** The validated, defaulted, id-resolved configuration the gateway runs on. */
 import type { consumerSchema, nodeSettingsSchema, pluginEntitySchema, ROUTE_PROTOCOLS, routeSchema, serviceSchema, STREAM_PROTOCOLS } from './entities.ts';
 import type { caCertificateSchema, certificateSchema, sniSchema } from './certificates.ts';
-import type { Infer, InferIgnoringStrayNulls } from './schema.ts';
+import type { Infer } from './schema.ts';
 import type { ALGORITHMS, HASH_INPUTS, targetSchema, upstreamSchema } from './upstreams.ts';
 
 /** Stream protocols: accepted in a file exported from Kong, not proxied (logged at load). */
@@ -18,22 +18,34 @@ interface Identified {
   id: string;
 }
 
-/** The loader's timestamps: the file's, else when the file was written (config/load.ts). */
-interface Timestamped {
+/**
+ * Kong's `created_at` / `updated_at` (seconds; targets to the millisecond): the file's, else those the
+ * gateway keeps for the entity (src/entity-timestamps.ts).
+ */
+export interface Timestamped {
   created_at: number;
   updated_at: number;
 }
 
 /**
+ * An entity the file gives no timestamps: it carries the load's time until the gateway gives it those it
+ * keeps (`updated_at` only on the kinds that have one: Kong's credentials have `created_at` alone).
+ */
+export interface UnstampedEntity {
+  kind: string;
+  entity: { id: string; created_at: number; updated_at?: number };
+}
+
+/**
  * A service as the loader keeps it: its schema's fields, `url` expanded into protocol, host, port and
- * path, references resolved, without timestamps. The proxy reads `retries` and the timeouts unguarded:
- * their stray nulls are ignored (see InferIgnoringStrayNulls), as for the route's lists.
+ * path, references resolved.
  */
 export type Service = Omit<
-  AbsentAsNull<InferIgnoringStrayNulls<typeof serviceSchema>>,
+  AbsentAsNull<Infer<typeof serviceSchema>>,
   'id' | 'url' | 'created_at' | 'updated_at' | 'ca_certificates' | 'client_certificate'
 > &
-  Identified & {
+  Identified &
+  Timestamped & {
     ca_certificates: string[] | null;
     client_certificate: { id: string } | null;
   };
@@ -44,7 +56,7 @@ export type Service = Omit<
  * `strip_path` left out is true, but for gRPC routes.
  */
 export type Route = Omit<
-  AbsentAsNull<InferIgnoringStrayNulls<ReturnType<typeof routeSchema>>>,
+  AbsentAsNull<Infer<ReturnType<typeof routeSchema>>>,
   'id' | 'protocols' | 'sources' | 'destinations' | 'strip_path' | 'service' | 'created_at' | 'updated_at'
 > &
   Identified &
@@ -61,7 +73,8 @@ export type PluginEntity<Config = Record<string, any>> = Omit<
   AbsentAsNull<Infer<typeof pluginEntitySchema>>,
   'id' | 'created_at' | 'updated_at' | 'config' | 'route' | 'service' | 'consumer'
 > &
-  Identified & {
+  Identified &
+  Timestamped & {
     config: Config;
     route: { id: string } | null;
     service: { id: string } | null;
@@ -81,7 +94,7 @@ export type PluginInstance<Config = Record<string, any>, Prepared = unknown> = P
  */
 export type NodeSettings = Omit<AbsentAsNull<Infer<typeof nodeSettingsSchema>>, 'worker_processes'> & { worker_processes: number | 'auto' };
 
-type InferredUpstream = InferIgnoringStrayNulls<typeof upstreamSchema>;
+type InferredUpstream = Infer<typeof upstreamSchema>;
 
 export type BalancingAlgorithm = (typeof ALGORITHMS)[number];
 export type HashInput = (typeof HASH_INPUTS)[number];
@@ -99,30 +112,43 @@ export type PassiveHealthchecks = InferredUpstream['healthchecks']['passive'];
 export type Healthchecks = Omit<InferredUpstream['healthchecks'], 'active'> & { active: ActiveHealthchecks };
 
 /**
- * An upstream as the loader keeps it, without timestamps: `name` is the host a service's `host` refers
- * to, `host_header` the Host sent to the targets instead of their own names. Defaults are read
- * unguarded: their stray nulls are ignored, as for the service.
+ * An upstream as the loader keeps it: `name` is the host a service's `host` refers
+ * to, `host_header` the Host sent to the targets instead of their own names.
  */
 export type Upstream = Omit<AbsentAsNull<InferredUpstream>, 'id' | 'created_at' | 'updated_at' | 'healthchecks' | 'client_certificate'> &
-  Identified & {
+  Identified &
+  Timestamped & {
     healthchecks: Healthchecks;
     client_certificate: { id: string } | null;
   };
 
-/** A target, without timestamps: `target` is `host:port` in Kong's normal form (port 8000 when the file gave none). */
-export type Target = Omit<AbsentAsNull<InferIgnoringStrayNulls<typeof targetSchema>>, 'id' | 'created_at' | 'updated_at' | 'upstream'> &
-  Identified & { upstream: { id: string } };
+/** A target: `target` is `host:port` in Kong's normal form (port 8000 when the file gave none). */
+export type Target = Omit<AbsentAsNull<Infer<typeof targetSchema>>, 'id' | 'created_at' | 'updated_at' | 'upstream'> &
+  Identified &
+  Timestamped & { upstream: { id: string } };
 
-/** A certificate, without timestamps, with the names of the SNIs served with it. */
-export type Certificate = Omit<AbsentAsNull<Infer<typeof certificateSchema>>, 'id' | 'created_at' | 'updated_at'> & Identified & { snis: string[] };
+/** A certificate, with the names of the SNIs served with it. */
+export type Certificate = Omit<AbsentAsNull<Infer<typeof certificateSchema>>, 'id' | 'created_at' | 'updated_at'> & Identified & Timestamped & { snis: string[] };
 
-/** An SNI, without timestamps: `name` is a host name, `*.example.com`, `example.*`, or `*` (every name without a better match). */
+/** An SNI: `name` is a host name, `*.example.com`, `example.*`, or `*` (every name without a better match). */
 export type Sni = Omit<AbsentAsNull<Infer<typeof sniSchema>>, 'id' | 'created_at' | 'updated_at' | 'certificate'> &
-  Identified & { certificate: { id: string } };
+  Identified &
+  Timestamped & { certificate: { id: string } };
 
-/** A CA certificate, without timestamps: `cert_digest` is the one the loader computed (and checked against the file's). */
+/** A CA certificate: `cert_digest` is the one the loader computed (and checked against the file's). */
 export type CaCertificate = Omit<AbsentAsNull<Infer<typeof caCertificateSchema>>, 'id' | 'created_at' | 'updated_at' | 'cert_digest'> &
-  Identified & { cert_digest: string };
+  Identified &
+  Timestamped & { cert_digest: string };
+
+/** A `vaults` entity (Kong OSS's `env` vault under a prefix of its own), as the admin API shows it. */
+export interface VaultEntity extends Timestamped {
+  id: string;
+  name: string;
+  prefix: string;
+  description: string | null;
+  config: { prefix: string | null };
+  tags: string[] | null;
+}
 
 export interface GatewayConfig {
   /** Absolute path of the file it came from. */
@@ -139,8 +165,12 @@ export interface GatewayConfig {
   certificates: Certificate[];
   snis: Sni[];
   ca_certificates: CaCertificate[];
+  /** The `vaults` the file configures (`{vault://…}` references were resolved while it loaded). */
+  vaults: VaultEntity[];
   /** What was accepted but is not served (stream routes of a Kong export), as FILE:LINE:COL: path: message. */
   warnings: string[];
+  /** The file's timestamp-less entities, until the gateway gives them their kept timestamps. */
+  unstamped: UnstampedEntity[];
   /** Entities declared by plugins (e.g. oauth2_credentials, meters), by top-level key. */
   entities: Record<string, Record<string, any>[]>;
   /**

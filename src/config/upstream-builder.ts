@@ -27,7 +27,7 @@ function addUpstream(raw: Record<string, any>, path: Path, ctx: BuildContext, ou
   const id = ctx.id(u.id, `upstreams:${u.name}`);
   if (ctx.unique('upstreams', 'name', u.name, path, out.upstreams) || ctx.unique('upstreams', 'id', id, path, out.upstreams)) return;
   const clientCertificate = certificateRef(u.client_certificate, path, ctx, certificates);
-  out.upstreams.push({
+  out.upstreams.push(ctx.stamped('upstreams', u, {
     id,
     name: u.name,
     algorithm: u.algorithm,
@@ -47,7 +47,7 @@ function addUpstream(raw: Record<string, any>, path: Path, ctx: BuildContext, ou
     host_header: u.host_header ?? null,
     client_certificate: clientCertificate,
     use_srv_name: u.use_srv_name,
-  });
+  }));
   ctx.eachEntry(raw, 'targets', (t, p) => addTarget(t, p, ctx, out, id), path);
 }
 
@@ -66,5 +66,5 @@ function addTarget(raw: Record<string, any>, path: Path, ctx: BuildContext, out:
   const id = ctx.id(t.id, `targets:${upstreamId}:${target}`);
   const sameUpstream = out.targets.filter((x) => x.upstream.id === upstreamId);
   if (ctx.unique('targets', 'target', target, path, sameUpstream) || ctx.unique('targets', 'id', id, path, out.targets)) return;
-  out.targets.push({ id, target, weight: t.weight, upstream: { id: upstreamId }, tags: t.tags ?? null });
+  out.targets.push(ctx.stamped('targets', t, { id, target, weight: t.weight, upstream: { id: upstreamId }, tags: t.tags ?? null }));
 }

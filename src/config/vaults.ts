@@ -6,7 +6,8 @@
  */
 import { ENTITY_KEYS, TAGS } from './entities.ts';
 import type { BuildContext } from './builder-context.ts';
-import type { Path, RecordSchema } from './schema.ts';
+import { isPlainObject, type FieldSchema, type Path, type RecordSchema } from './schema.ts';
+import type { VaultEntity } from './types.ts';
 
 /** The vaults Kong OSS bundles; a `vaults` entity configures one under a prefix of its own. */
 const BUNDLED_VAULTS = ['env'];
@@ -37,18 +38,20 @@ interface EnvVault {
 /** The vaults a reference may name, by prefix: `env` itself, and those the file's `vaults` configure. */
 export type Vaults = Map<string, EnvVault>;
 
-export function buildVaults(raw: Record<string, any>, ctx: BuildContext): Vaults {
-  const vaults: Vaults = new Map([['env', { prefix: '' }]]);
-  const declared: { id: string; prefix: string }[] = [];
+/** The file's `vaults` entities, and every vault a reference may name. */
+export function buildVaults(raw: Record<string, any>, ctx: BuildContext): { entities: VaultEntity[]; byPrefix: Vaults } {
+  const byPrefix: Vaults = new Map([['env', { prefix: '' }]]);
+  const entities: VaultEntity[] = [];
   ctx.eachEntry(raw, 'vaults', (entry, path) => {
     const v = ctx.validateEntity<Record<string, any>>(vaultSchema, entry, path, []);
-    if (typeof v.prefix !== 'string') return;
+    if (typeof v.prefix !== 'string' || typeof v.name !== 'string') return;
     const id = ctx.id(v.id, `vaults:${v.prefix}`);
-    if (ctx.unique('vaults', 'prefix', v.prefix, path, declared) || ctx.unique('vaults', 'id', id, path, declared)) return;
-    declared.push({ id, prefix: v.prefix });
-    vaults.set(v.prefix, { prefix: v.config?.prefix ?? '' });
+    if (ctx.unique('vaults', 'prefix', v.prefix, path, entities) || ctx.unique('vaults', 'id', id, path, entities)) return;
+    const config = { prefix: v.config?.prefix ?? null };
+    entities.push(ctx.stamped('vaults', v, { id, name: v.name, prefix: v.prefix, description: v.description ?? null, config, tags: v.tags ?? null }));
+    byPrefix.set(v.prefix, { prefix: config.prefix ?? '' });
   });
-  return vaults;
+  return { entities, byPrefix };
 }
 
 /** Kong's `is_reference`: `{vault://…}`. */
@@ -57,28 +60,44 @@ export function isVaultReference(value: unknown): value is string {
 }
 
 /**
- * The record with the references of its `referenceable` fields replaced by their values, or undefined
- * when one cannot be resolved: that is reported at its field, and the entity is left out.
+ * The record with the references in the fields `schema` marks `referenceable` (in nested records and
+ * lists too) replaced by their values, or undefined when one cannot be resolved: that is reported at its
+ * field, and the entity is left out. What the schema would refuse is left as it is, for it to report;
+ * a record without references comes back as it was given (the same object).
  */
 export function resolveReferences(
   record: Record<string, any>,
-  referenceable: readonly string[],
+  schema: RecordSchema,
   path: Path,
   vaults: Vaults,
   ctx: Pick<BuildContext, 'issue'>,
 ): Record<string, any> | undefined {
-  const out = { ...record };
   let resolvedAll = true;
-  for (const field of referenceable) {
-    if (!isVaultReference(out[field])) continue;
-    const resolved = resolveReference(out[field], vaults);
-    if ('value' in resolved) out[field] = resolved.value;
-    else {
-      ctx.issue([...path, field], `cannot resolve ${out[field]}: ${resolved.error}`);
+  const resolveIn = (field: FieldSchema, value: unknown, at: Path): unknown => {
+    if (field.type === 'string' && field.referenceable && isVaultReference(value)) {
+      const resolved = resolveReference(value, vaults);
+      if ('value' in resolved) return resolved.value;
+      ctx.issue(at, `cannot resolve ${value}: ${resolved.error}`);
       resolvedAll = false;
+      return value;
     }
-  }
+    if (field.type === 'record' && isPlainObject(value)) {
+      return changedOnly(value, Object.entries(value).map(([key, v]) => [key, Object.hasOwn(field.fields, key) ? resolveIn(field.fields[key], v, [...at, key]) : v]));
+    }
+    if ((field.type === 'array' || field.type === 'set') && Array.isArray(value)) {
+      const resolved = value.map((v, i) => resolveIn(field.elements, v, [...at, i]));
+      return resolved.every((v, i) => v === value[i]) ? value : resolved;
+    }
+    if (field.type === 'map' && isPlainObject(value)) return changedOnly(value, Object.entries(value).map(([key, v]) => [key, resolveIn(field.values, v, [...at, key])]));
+    return value;
+  };
+  const out = resolveIn(schema, record, path) as Record<string, any>;
   return resolvedAll ? out : undefined;
+}
+
+/** `record` itself when none of `entries` (its own, some resolved) differs from it, else the record they make. */
+function changedOnly(record: Record<string, unknown>, entries: [string, unknown][]): Record<string, unknown> {
+  return entries.every(([key, v]) => v === record[key]) ? record : Object.fromEntries(entries);
 }
 
 function resolveReference(reference: string, vaults: Vaults): { value: string } | { error: string } {

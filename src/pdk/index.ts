@@ -22,7 +22,6 @@ export type {
   Expectation,
   FieldSchema,
   Infer,
-  InferIgnoringStrayNulls,
   Issue,
   Journal,
   JournalEntry,
@@ -57,7 +56,7 @@ export { authenticate, authenticateAnonymous, authenticateWith, challenge, consu
 export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, requestLine, type Params } from './params.ts';
 export { alphanumericFrom, hashDeclaredSecret, isHashedSecret, randomAlphanumeric, randomToken, SecretVerifier, safeEqual, tokenDigest } from './secrets.ts';
 export { page, pageSize } from './entities.ts';
-export { atLeastOneOf, canonicalName, HEADER_NAME, headerNameProblem, headerValueProblem, hostProblem, IP_OR_CIDR, isPlainObject, isUuid, LUA_FIELD, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
+export { atLeastOneOf, canonicalName, describedAs, HEADER_NAME, headerNameProblem, headerValueProblem, hostProblem, IP_OR_CIDR, isPlainObject, isUuid, LUA_FIELD, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
 export { AddressRanges, compileOperatorRegex, operatorRegexProblem, type OperatorRegex, type OperatorRegexOptions } from './patterns.ts';
 export { ConfigCompileError, ForeignKeyViolationError, HttpError, NotFoundError, RegexRefusedError, RequestLimitError, SchemaViolationError, StoreClosedError, StoreUnavailableError, StoreUnwritableError, UniqueViolationError } from './errors.ts';
 export { putIfAbsent, registerStoreProcedures, take } from './store.ts';

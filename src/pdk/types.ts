@@ -17,7 +17,7 @@ import type { Store } from '../store/store.ts';
 import type { StoreProcedure } from '../store/procedures.ts';
 import type { NodeExchange } from '../process/exchange.ts';
 
-export type { FieldSchema, Infer, InferIgnoringStrayNulls, Issue, RecordSchema } from '../config/schema.ts';
+export type { FieldSchema, Infer, Issue, RecordSchema } from '../config/schema.ts';
 export type { ConsumerChild } from '../config/entities.ts';
 export type { Consumer, GatewayConfig, PluginEntity, PluginInstance, Route, RouteProtocol, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, Notices, Store, WriteBatch } from '../store/store.ts';
@@ -121,11 +121,6 @@ export interface EntityDefinition {
    * by the admin API only in the answer to the write that set them.
    */
   digested?: string[];
-  /**
-   * Fields that may hold a `{vault://…}` reference in gateway.yaml (Kong's `referenceable`), replaced by its
-   * value as the file loads, so that a secret the gateway must be able to read back need not be in the file.
-   */
-  referenceable?: readonly string[];
   /** Fields a partial update (PATCH) must give all or none of: a transformation needs them together. */
   allOrNone?: string[];
   /** Kong's `ttl = true`: the admin API accepts `ttl` (seconds) and the entity expires after it. */

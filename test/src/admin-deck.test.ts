@@ -182,13 +182,17 @@ test('/endpoints lists the admin API’s paths in Kong’s form and order', asyn
   assert.ok(data.indexOf('/services/{id}') < data.indexOf('/snis'), 'segment by segment: /services/{id} before /snis');
 });
 
-test('/schemas/{entity} and /schemas/plugins/{name} in Kong’s shape; unknown ones 404', async () => {
+test('/schemas/{entity} and /schemas/plugins/{name} in Kong’s shape, entity checks included; unknown ones 404', async () => {
   const services = (await admin('/schemas/services')).json();
   const field = (schema: any, name: string) => schema.fields.find((f: any) => name in f)?.[name];
   assert.deepEqual(field(services, 'port'), { type: 'integer', default: 80, between: [0, 65535] });
   assert.deepEqual(field(services, 'protocol').default, 'http');
   assert.equal(field(services, 'host').required, true);
   assert.equal(field(services, 'tags').type, 'set');
+  assert.deepEqual(field(services, 'created_at'), { type: 'number', between: [0, 2 ** 40] });
+  assert.deepEqual((await admin('/schemas/vaults')).json().fields.map((f: object) => Object.keys(f)[0]), [
+    'id', 'created_at', 'updated_at', 'prefix', 'name', 'description', 'config', 'tags',
+  ]);
 
   const keyAuths = (await admin('/schemas/keyauth_credentials')).json();
   assert.deepEqual(field(keyAuths, 'consumer'), { type: 'foreign', reference: 'consumers', required: true });
@@ -199,6 +203,23 @@ test('/schemas/{entity} and /schemas/plugins/{name} in Kong’s shape; unknown o
   assert.equal(config.required, true);
   assert.ok(config.fields.length > 0);
   assert.equal(field(cors, 'route').type, 'foreign');
+
+  // Kong's entity checks, where they have a declarative form.
+  assert.deepEqual((await admin('/schemas/consumers')).json().entity_checks, [{ at_least_one_of: ['custom_id', 'username'] }]);
+  assert.deepEqual(services.entity_checks[1], {
+    conditional: { if_field: 'protocol', if_match: { not_one_of: ['https', 'tls'] }, then_field: 'client_certificate', then_match: { eq: null } },
+  });
+  const certificates = (await admin('/schemas/certificates')).json();
+  assert.deepEqual(certificates.entity_checks[0], { mutually_required: ['cert_alt', 'key_alt'] });
+  assert.equal(field(certificates, 'key').referenceable, true);
+  // A plugin's, at the top of its schema, on `config.` fields (as kong/plugins/jwt/schema.lua and acl's write them).
+  assert.deepEqual((await admin('/schemas/plugins/jwt')).json().entity_checks, [
+    { conditional: { if_field: 'config.maximum_expiration', if_match: { gt: 0 }, then_field: 'config.claims_to_verify', then_match: { contains: 'exp' } } },
+  ]);
+  const acl = (await admin('/schemas/plugins/acl')).json();
+  assert.deepEqual(acl.entity_checks, [{ only_one_of: ['config.allow', 'config.deny'] }, { at_least_one_of: ['config.allow', 'config.deny'] }]);
+  assert.equal(field(acl, 'config').entity_checks, undefined);
+  assert.equal(cors.entity_checks, undefined);
 
   assert.deepEqual((await admin('/schemas/nope')).json(), { message: "No entity named 'nope'" });
   assert.equal((await admin('/schemas/nope')).status, 404);

@@ -27,6 +27,8 @@ export function service(overrides: Partial<Service> = {}): Service {
     client_certificate: null,
     enabled: true,
     tags: null,
+    created_at: 0,
+    updated_at: 0,
     ...overrides,
   };
 }
