@@ -158,7 +158,14 @@ export function medianResult(list: LoadResult[]): LoadResult {
     const half = sorted.length >> 1;
     return sorted.length % 2 === 1 ? sorted[half] : (sorted[half - 1] + sorted[half]) / 2;
   };
-  return { requestsPerSecond: mid((r) => r.requestsPerSecond), cpuPerRequest: mid((r) => r.cpuPerRequest ?? 0), p50: mid((r) => r.p50), p99: mid((r) => r.p99), errors: mid((r) => r.errors), non2xx: mid((r) => r.non2xx) };
+  return {
+    requestsPerSecond: mid((r) => r.requestsPerSecond),
+    cpuPerRequest: mid((r) => r.cpuPerRequest ?? 0),
+    p50: mid((r) => r.p50),
+    p99: mid((r) => r.p99),
+    errors: mid((r) => r.errors),
+    non2xx: mid((r) => r.non2xx),
+  };
 }
 
 /** The path of `command` when installed. */

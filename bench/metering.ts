@@ -114,7 +114,13 @@ function post(url: string, body: string, contentType: string): Promise<{ status:
 }
 
 /** Posts bodies from `make` with `workers` in flight for `seconds`; returns requests/s and failures. */
-export async function drive(url: string, workers: number, contentType: string, make: () => string, seconds = SECONDS): Promise<{ rps: number; failed: number }> {
+export async function drive(
+  url: string,
+  workers: number,
+  contentType: string,
+  make: () => string,
+  seconds = SECONDS,
+): Promise<{ rps: number; failed: number }> {
   let done = 0;
   let failed = 0;
   const end = performance.now() + seconds * 1000;
@@ -157,7 +163,10 @@ class RawLevel {
   /** Events per second written for `seconds`. */
   async rate(seconds: number): Promise<number> {
     const now = Date.now();
-    const records = Array.from({ length: this.batchSize }, (_, i) => prepareEvents([JSON.parse(eventJson(i))], false, { now, retentionStart: 0, retentionDays: 36_500 })[0]);
+    const records = Array.from(
+      { length: this.batchSize },
+      (_, i) => prepareEvents([JSON.parse(eventJson(i))], false, { now, retentionStart: 0, retentionDays: 36_500 })[0],
+    );
     let events = 0;
     const start = performance.now();
     const end = start + seconds * 1000;

@@ -49,7 +49,10 @@ export async function run(): Promise<void> {
       ];
       const results: LoadResult[][] = targets.map(() => []);
       for (let round = 0; round < 2; round++) for (const [i, [, target]] of targets.entries()) results[i].push(await load({ url: target }));
-      const workerRows = targets.map(([name], i): [string, LoadResult] => [name, results[i].reduce((a, b) => (b.requestsPerSecond > a.requestsPerSecond ? b : a))]);
+      const workerRows = targets.map(([name], i): [string, LoadResult] => [
+        name,
+        results[i].reduce((a, b) => (b.requestsPerSecond > a.requestsPerSecond ? b : a)),
+      ]);
       printTable('rate-limiting on a node of 2 worker processes, LevelDB, best of 2 alternating rounds (ratio to the route without plugin)', workerRows, workerRows[0][1]);
     } finally {
       await node.stop();
@@ -70,7 +73,14 @@ async function twoPostgresNodes(config: { gateway: Record<string, unknown>; serv
   try {
     const both = async (path: string): Promise<LoadResult> => {
       const [a, b] = await Promise.all(nodes.map((node) => load({ url: node.urls[0] + path, connections: 25 })));
-      return { ...a, requestsPerSecond: a.requestsPerSecond + b.requestsPerSecond, p50: Math.max(a.p50, b.p50), p99: Math.max(a.p99, b.p99), errors: a.errors + b.errors, non2xx: a.non2xx + b.non2xx };
+      return {
+        ...a,
+        requestsPerSecond: a.requestsPerSecond + b.requestsPerSecond,
+        p50: Math.max(a.p50, b.p50),
+        p99: Math.max(a.p99, b.p99),
+        errors: a.errors + b.errors,
+        non2xx: a.non2xx + b.non2xx,
+      };
     };
     const rows: [string, LoadResult][] = [
       ['2 nodes, no plugin', await both('/open/hello')],

@@ -14,9 +14,24 @@ function fixture(): { routes: Route[]; services: Service[]; requests: RouteReque
   for (let i = 0; i < 100; i++) {
     const id = `00000000-0000-4000-8000-${i.toString(16).padStart(12, '0')}`;
     services.push({
-      id, name: `svc${i}`, protocol: 'http', host: 'upstream.test', port: 80, path: i % 2 ? '/base' : null, retries: 5,
-      connect_timeout: 60000, write_timeout: 60000, read_timeout: 60000, tls_verify: null, tls_verify_depth: null, ca_certificates: null, client_certificate: null, enabled: true, tags: null,
-      created_at: i, updated_at: i,
+      id,
+      name: `svc${i}`,
+      protocol: 'http',
+      host: 'upstream.test',
+      port: 80,
+      path: i % 2 ? '/base' : null,
+      retries: 5,
+      connect_timeout: 60000,
+      write_timeout: 60000,
+      read_timeout: 60000,
+      tls_verify: null,
+      tls_verify_depth: null,
+      ca_certificates: null,
+      client_certificate: null,
+      enabled: true,
+      tags: null,
+      created_at: i,
+      updated_at: i,
     });
     const shape = i % 5;
     routes.push({

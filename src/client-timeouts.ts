@@ -82,7 +82,10 @@ export class ClientTimeouts {
     const exchange = { req, res };
     open.add(exchange);
     res.once('close', () => open.delete(exchange));
-    if (req instanceof http2.Http2ServerRequest) req.stream.setTimeout(this.clientTimeout, () => this.streamQuiet(exchange as { req: http2.Http2ServerRequest; res: http2.Http2ServerResponse }));
+    if (req instanceof http2.Http2ServerRequest)
+      req.stream.setTimeout(this.clientTimeout, () =>
+        this.streamQuiet(exchange as { req: http2.Http2ServerRequest; res: http2.Http2ServerResponse }),
+      );
   }
 
   private socketQuiet(socket: net.Socket): void {

@@ -251,6 +251,11 @@ export class Gateway {
         services,
         metrics: this.metrics.plugins,
         node: this.exchange,
+        status: {
+          server: () => this.metrics.serverCounts(),
+          databaseReachable: () => this.databaseReachable(),
+          targetHealth: async () => (await this.snapshot?.balancers.targetHealth()) ?? [],
+        },
         entities: (name) => kept.get(name),
       });
       this.runtimes.set(definition.name, runtime);
@@ -348,7 +353,13 @@ export class Gateway {
     for (const spec of adminSpecs) {
       const facts: AdminListenerFacts = { scheme: spec.ssl ? 'https' : 'http', loopback: isLoopbackName(spec.host) };
       if (!facts.loopback) this.log.warn({ listen: spec.text }, 'the admin API listens beyond loopback: anyone who reaches it can manage the gateway');
-      const listener = await this.listen(spec, tls, { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse, facts) }, limits, events);
+      const listener = await this.listen(
+        spec,
+        tls,
+        { request: (req, res) => void admin.handle(req as IncomingMessage, res as ServerResponse, facts) },
+        limits,
+        events,
+      );
       this.adminListeners.push(listener);
     }
   }

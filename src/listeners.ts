@@ -218,7 +218,13 @@ export class Listener {
     return `${this.spec.ssl ? 'https' : 'http'}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${this.port}`;
   }
 
-  static async open(spec: ListenSpec, tls: ListenerTls | undefined, handlers: ListenerHandlers, limits: ListenerLimits, events: ConnectionEvents): Promise<Listener> {
+  static async open(
+    spec: ListenSpec,
+    tls: ListenerTls | undefined,
+    handlers: ListenerHandlers,
+    limits: ListenerLimits,
+    events: ConnectionEvents,
+  ): Promise<Listener> {
     const timeouts = new ClientTimeouts(limits.clientTimeout, (res) => refuse(res, 408, 'Request Timeout', true));
     const http1Options: http.ServerOptions = {
       maxHeaderSize: limits.maxHeaderSize,
@@ -241,11 +247,25 @@ export class Listener {
     if (spec.ssl) {
       if (!tls) throw new Error(`listener ${spec.text} needs TLS material`);
       // A client that opens a connection and never finishes the handshake is dropped like an idle one.
-      const tlsOptions = { key: tls.key, cert: tls.cert, handshakeTimeout: Math.min(limits.clientTimeout, 120_000), SNICallback: sniCallback(tls) };
+      const tlsOptions = {
+        key: tls.key,
+        cert: tls.cert,
+        handshakeTimeout: Math.min(limits.clientTimeout, 120_000),
+        SNICallback: sniCallback(tls),
+      };
       const server = spec.http2
-        ? http2.createSecureServer({ ...h2Options, ...tlsOptions, allowHTTP1: true, ...http1Options } as http2.SecureServerOptions, handlers.request)
+        ? http2.createSecureServer(
+            { ...h2Options, ...tlsOptions, allowHTTP1: true, ...http1Options } as http2.SecureServerOptions,
+            handlers.request,
+          )
         : https.createServer({ ...http1Options, ...tlsOptions }, handlers.request);
-      listener = new Listener(spec, server, spec.http2 ? undefined : (server as http.Server), spec.http2 ? (server as http2.Http2SecureServer) : undefined, events);
+      listener = new Listener(
+        spec,
+        server,
+        spec.http2 ? undefined : (server as http.Server),
+        spec.http2 ? (server as http2.Http2SecureServer) : undefined,
+        events,
+      );
       if (handlers.upgrade) server.on('upgrade', handlers.upgrade);
       server.on('tlsClientError', (_err: Error, socket: Socket) => socket.destroy());
       timeouts.watch(server, { http1: true });

@@ -242,7 +242,13 @@ export class Metrics {
   private requestSnapshot(): RequestSnapshot {
     return {
       pid: process.pid,
-      series: [...this.series.values()].map((s) => ({ route: s.route, service: s.service, codes: [...s.codes], latency: s.latency.snapshot(), upstream: s.upstream.snapshot() })),
+      series: [...this.series.values()].map((s) => ({
+        route: s.route,
+        service: s.service,
+        codes: [...s.codes],
+        latency: s.latency.snapshot(),
+        upstream: s.upstream.snapshot(),
+      })),
       consumers: [...this.consumers.values()].map((c) => ({ consumer: c.consumer, codes: [...c.codes] })),
       connectionsActive: this.connectionsActive,
       connectionsAccepted: this.connectionsAccepted,

@@ -25,6 +25,8 @@ import responseTransformer from '../plugins/response-transformer/index.ts';
 import requestSizeLimiting from '../plugins/request-size-limiting/index.ts';
 import redirect from '../plugins/redirect/index.ts';
 import botDetection from '../plugins/bot-detection/index.ts';
+import opentelemetry from '../plugins/opentelemetry/index.ts';
+import statsd from '../plugins/statsd/index.ts';
 import fileLog from '../plugins/file-log/index.ts';
 import httpLog from '../plugins/http-log/index.ts';
 import tcpLog from '../plugins/tcp-log/index.ts';
@@ -36,7 +38,7 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
-    botDetection, hmacAuth, proxyCache, responseRateLimiting,
+    botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd,
     httpLog, fileLog, tcpLog, udpLog,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

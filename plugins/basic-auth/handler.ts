@@ -49,7 +49,11 @@ export function createRuntime(api: PluginApi): PluginRuntime<BasicAuthConfig, Re
     return KONG_PASSWORD_HASH.test(stored) && safeEqual(kongPasswordHash(credential.consumer.id, given), stored);
   };
 
-  const attempt = (ctx: AccessContext, config: BasicAuthConfig, challengeHeaders: Record<string, string>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
+  const attempt = (
+    ctx: AccessContext,
+    config: BasicAuthConfig,
+    challengeHeaders: Record<string, string>,
+  ): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
     const proxyHeader = findHeader(ctx, 'proxy-authorization');
     const header = findHeader(ctx, 'authorization');
     if (!proxyHeader && !header) return refusal(challengeHeaders);
@@ -64,7 +68,10 @@ export function createRuntime(api: PluginApi): PluginRuntime<BasicAuthConfig, Re
     }
     const consumer = credential && api.consumers.byId(credential.consumer.id);
     if (!credential || !consumer || !given) return refusal(challengeHeaders);
-    const authenticated: AuthenticationOutcome = { consumer, credential: { id: credential.id, identifier: credential.username } };
+    const authenticated: AuthenticationOutcome = {
+      consumer,
+      credential: { id: credential.id, identifier: credential.username },
+    };
     const matches = passwordMatches(credential, given.password, ctx.clientIp);
     if (typeof matches === 'boolean') return matches ? authenticated : refusal(challengeHeaders);
     return matches.then(
@@ -72,7 +79,11 @@ export function createRuntime(api: PluginApi): PluginRuntime<BasicAuthConfig, Re
       (err) => {
         // Too many guesses from this address (or of this credential), or too many checks at once: refused without a derivation.
         if (!(err instanceof RequestLimitError)) throw err;
-        return { status: err.status, message: err.message, headers: { ...refusal(challengeHeaders).headers, ...err.headers } };
+        return {
+          status: err.status,
+          message: err.message,
+          headers: { ...refusal(challengeHeaders).headers, ...err.headers },
+        };
       },
     );
   };

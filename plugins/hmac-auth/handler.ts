@@ -38,19 +38,27 @@ export function prepareChallenge(config: HmacAuthConfig): Record<string, string>
 export function createRuntime(api: PluginApi): PluginRuntime<HmacAuthConfig, Record<string, string>> {
   const credentials = api.entities<HmacCredential>(credentialEntity.name);
 
-  const attempt = (ctx: AccessContext, config: HmacAuthConfig, challengeHeaders: Record<string, string>): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
+  const attempt = (
+    ctx: AccessContext,
+    config: HmacAuthConfig,
+    challengeHeaders: Record<string, string>,
+  ): AuthenticationOutcome | Promise<AuthenticationOutcome> => {
     const refuse = (message: string): AuthenticationFailure => ({ status: 401, message, headers: challengeHeaders });
     const proxyHeader = findHeader(ctx, 'proxy-authorization');
     const header = findHeader(ctx, 'authorization');
     if (!proxyHeader && !header) return refuse(NO_CREDENTIALS);
-    if (!dateWithinSkew(ctx, 'x-date', config.clock_skew) && !dateWithinSkew(ctx, 'date', config.clock_skew)) return refuse(NO_VALID_DATE);
+    if (!dateWithinSkew(ctx, 'x-date', config.clock_skew) && !dateWithinSkew(ctx, 'date', config.clock_skew))
+      return refuse(NO_VALID_DATE);
     const params = parametersHiding(ctx, config, proxyHeader?.value, header?.value);
     const algorithm = params && acceptedAlgorithm(params, config);
     const credential = algorithm && credentials.find('username', params.username);
     const consumer = credential && api.consumers.byId(credential.consumer.id);
     if (!algorithm || !credential || !consumer) return refuse(SIGNATURE_NOT_VALID);
     if (!signatureMatches(ctx, params, algorithm, credential.secret)) return refuse(SIGNATURE_NOT_SAME);
-    const authenticated: AuthenticationOutcome = { consumer, credential: { id: credential.id, identifier: credential.username } };
+    const authenticated: AuthenticationOutcome = {
+      consumer,
+      credential: { id: credential.id, identifier: credential.username },
+    };
     if (!config.validate_request_body) return authenticated;
     return bodyMatchesDigest(ctx).then((matches) => (matches ? authenticated : refuse(SIGNATURE_NOT_SAME)));
   };
@@ -66,7 +74,12 @@ export function createRuntime(api: PluginApi): PluginRuntime<HmacAuthConfig, Rec
  * The parameters of Proxy-Authorization when it names a username, else of Authorization; with
  * `hide_credentials` the header they were looked for in is kept from the upstream, as Kong does.
  */
-function parametersHiding(ctx: AccessContext, config: HmacAuthConfig, proxyValue: string | undefined, value: string | undefined): SignatureParameters | undefined {
+function parametersHiding(
+  ctx: AccessContext,
+  config: HmacAuthConfig,
+  proxyValue: string | undefined,
+  value: string | undefined,
+): SignatureParameters | undefined {
   const fromProxy = signatureParameters(proxyValue);
   if (fromProxy) {
     if (config.hide_credentials) ctx.removeUpstreamHeader('proxy-authorization');

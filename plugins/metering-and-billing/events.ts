@@ -89,7 +89,14 @@ function addAttributes(data: Record<string, unknown>, ctx: RequestView, attribut
  * `kong.api_request`: one per request, call or session, with its duration (`latency_ms`) and bytes.
  * `source` is `tollgate/<node id>`: with the request id, what receivers dedupe on.
  */
-export function apiRequestEvent(ctx: LogContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, endedAt: number): MeteringEvent {
+export function apiRequestEvent(
+  ctx: LogContext,
+  config: RequestMeteringConfig,
+  subject: Subject,
+  source: string,
+  time: string,
+  endedAt: number,
+): MeteringEvent {
   const route = ctx.route;
   const service = ctx.service;
   const outcome = ctx.outcome;
@@ -121,7 +128,14 @@ export function apiRequestEvent(ctx: LogContext, config: RequestMeteringConfig, 
 }
 
 /** `kong.llm_request`, twice: the prompt tokens (`type: request`) and the completion tokens (`type: response`). */
-export function llmRequestEvents(ctx: LogContext, config: RequestMeteringConfig, subject: Subject, source: string, time: string, usage: TokenUsage): MeteringEvent[] {
+export function llmRequestEvents(
+  ctx: LogContext,
+  config: RequestMeteringConfig,
+  subject: Subject,
+  source: string,
+  time: string,
+  usage: TokenUsage,
+): MeteringEvent[] {
   const common = {
     // The upstream's word: as unbounded as a client's.
     model: clientText(usage.model ?? ''),
@@ -135,7 +149,15 @@ export function llmRequestEvents(ctx: LogContext, config: RequestMeteringConfig,
   const event = (type: 'request' | 'response', tokens: number): MeteringEvent => {
     const data: Record<string, unknown> = { type, tokens, ...common };
     addAttributes(data, ctx, config.attributes);
-    return { specversion: '1.0', id: `${ctx.id}:${type}`, source, type: LLM_REQUEST, subject: subject.value, time, data };
+    return {
+      specversion: '1.0',
+      id: `${ctx.id}:${type}`,
+      source,
+      type: LLM_REQUEST,
+      subject: subject.value,
+      time,
+      data,
+    };
   };
   return [event('request', usage.promptTokens), event('response', usage.completionTokens)];
 }

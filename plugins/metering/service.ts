@@ -108,7 +108,13 @@ export class MeteringService implements EventSink, UsageService {
     // Names this process in the inboxes, meter commands and the aggregator's lease and status.
     this.processId = `${api.nodeId ?? 'node'}.${process.pid}.${ulid()}`;
     this.commands = api.sharedStore ? new MeterCommands(this.store, this.processId, this.log) : null;
-    this.catalogue = new MeterCatalogue(this.meters, this.store, this.commands, { changeSite: () => this.local, refreshMeters: () => this.refreshMeters() }, this.log);
+    this.catalogue = new MeterCatalogue(
+      this.meters,
+      this.store,
+      this.commands,
+      { changeSite: () => this.local, refreshMeters: () => this.refreshMeters() },
+      this.log,
+    );
     this.eventListing = new EventListing(this.events, this.meters, { caughtUp: () => this.caughtUp(), retentionStart: () => this.retentionStart() });
     if (!api.sharedStore) {
       this.local = this.aggregation(this.store);
@@ -337,7 +343,12 @@ export class MeteringService implements EventSink, UsageService {
     void this.joinElection();
     const now = Date.now();
     const retentionDays = this.retentionDays;
-    const context = { now, retentionStart: Math.floor(now / 1000) - retentionDays * 86_400, retentionDays, metersOf: (type: string) => this.meters.aggregating(type) };
+    const context = {
+      now,
+      retentionStart: Math.floor(now / 1000) - retentionDays * 86_400,
+      retentionDays,
+      metersOf: (type: string) => this.meters.aggregating(type),
+    };
     let prepared: PreparedEvent[] = [];
     const refused: RefusedEvent[] = [];
     try {

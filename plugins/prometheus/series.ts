@@ -16,7 +16,7 @@ function labelValue(v: string): string {
   return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 }
 
-function labels(pairs: [string, string][]): string {
+export function labels(pairs: [string, string][]): string {
   return pairs.map(([k, v]) => `${k}="${labelValue(v)}"`).join(',');
 }
 
@@ -140,8 +140,8 @@ export class KongSeries {
     };
   }
 
-  /** The text of the series summed over `snapshots` (one per process of the node). */
-  render(snapshots: SeriesSnapshot[]): string {
+  /** The text of the series summed over `snapshots` (one per process of the node), after the node's own `nodeLines`. */
+  render(snapshots: SeriesSnapshot[], nodeLines: string[]): string {
     const requests = sumCounters(snapshots.map((s) => s.requests));
     const bandwidth = sumCounters(snapshots.map((s) => s.bandwidth));
     const latencies = new Map<string, Record<LatencyKind, HistogramData>>();
@@ -154,6 +154,7 @@ export class KongSeries {
       '# HELP kong_node_info Kong Node metadata information',
       '# TYPE kong_node_info gauge',
       `kong_node_info{${labels([['node_id', this.nodeId], ['version', this.version]])}} 1`,
+      ...nodeLines,
     ];
     if (requests.size > 0) {
       out.push('# HELP kong_http_requests_total HTTP status codes per consumer/service/route in Kong', '# TYPE kong_http_requests_total counter');

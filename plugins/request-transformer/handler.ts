@@ -89,7 +89,14 @@ function appended(current: Value | undefined, value: string): Value {
 }
 
 /** The five operations over a map of names to values (names compared as `key` makes them). */
-function apply(values: Map<string, Value>, o: Operations<Pair>, sources: TemplateSources, key: (name: string) => string, canReplace: (name: string) => boolean = (n) => values.has(n), canAdd: (name: string) => boolean = (n) => !values.has(n)): void {
+function apply(
+  values: Map<string, Value>,
+  o: Operations<Pair>,
+  sources: TemplateSources,
+  key: (name: string) => string,
+  canReplace: (name: string) => boolean = (n) => values.has(n),
+  canAdd: (name: string) => boolean = (n) => !values.has(n),
+): void {
   for (const name of o.remove) values.delete(key(name));
   for (const [from, to] of o.rename) {
     const value = values.get(key(from));
@@ -99,7 +106,8 @@ function apply(values: Map<string, Value>, o: Operations<Pair>, sources: Templat
   }
   for (const [name, template] of o.replace) if (canReplace(key(name))) values.set(key(name), template.render(sources));
   for (const [name, template] of o.add) if (canAdd(key(name))) values.set(key(name), template.render(sources));
-  for (const [name, template] of o.append) values.set(key(name), appended(values.get(key(name)), template.render(sources)));
+  for (const [name, template] of o.append)
+    values.set(key(name), appended(values.get(key(name)), template.render(sources)));
 }
 
 /** Returns the Content-Type the upstream request will have. */

@@ -17,7 +17,9 @@ export function createRuntime(api: PluginApi): PluginRuntime<TcpLogConfig> {
   return {
     async configure(view) {
       const wanted = new Map(view.instances.map((instance) => [destinationOf(instance.config), instance.config]));
-      await reconcileResources(connections, wanted, (destination, config) => new TcpLogConnection(config, api.log, (reason, count) => lost.inc({ destination, reason }, count)));
+      await reconcileResources(connections, wanted, (destination, config) => {
+        return new TcpLogConnection(config, api.log, (reason, count) => lost.inc({ destination, reason }, count));
+      });
     },
 
     log(ctx, config) {

@@ -2,12 +2,12 @@
  * Kong's admin endpoints for upstreams and their targets (kong/api/routes/upstreams.lua,
  * kong/db/dao/targets.lua), DB-less: the entities are read-only, health can be read and set.
  */
-import type { Balancers, HealthChange, UpstreamBalancer } from '../balancer/balancers.ts';
+import { healthOf, type Balancers, type HealthChange, type UpstreamBalancer } from '../balancer/balancers.ts';
 import type { Balancer } from '../balancer/balancer.ts';
 import type { TargetState } from '../balancer/target-state.ts';
 import { formatTarget } from '../config/upstreams.ts';
 import type { GatewayConfig, Target } from '../config/types.ts';
-import type { AdminReply, AdminRequest, AdminRoute } from '../pdk/types.ts';
+import type { AdminReply, AdminRequest, AdminRoute, TargetHealthState as Health } from '../pdk/types.ts';
 import { HttpError } from '../pipeline/http-error.ts';
 import { page } from '../toolkit/paging.ts';
 import { dbLessWrite } from './routes.ts';
@@ -19,8 +19,6 @@ export interface UpstreamAdminState {
   /** Sets a target's health in every process sharing the store (Kong broadcasts it to its cluster). */
   setTargetHealth(upstream: string, address: string, healthy: boolean): HealthChange;
 }
-
-type Health = 'HEALTHY' | 'UNHEALTHY' | 'HEALTHCHECKS_OFF';
 
 export function upstreamAdminRoutes(state: UpstreamAdminState): AdminRoute[] {
   const upstreamOf = (req: AdminRequest): UpstreamBalancer => {
@@ -115,12 +113,6 @@ function withHealth(target: Target, balancer: Balancer, entry: UpstreamBalancer)
   const state = balancer.find(target.target)!;
   const health = healthOf(entry, state);
   return { ...target, health, data: targetStatus(state, { health }) };
-}
-
-/** Kong reports HEALTHCHECKS_OFF for an upstream without checks, and for targets of weight 0. */
-function healthOf(entry: UpstreamBalancer, target: TargetState): Health {
-  if (!entry.checker || target.weight === 0) return 'HEALTHCHECKS_OFF';
-  return target.available ? 'HEALTHY' : 'UNHEALTHY';
 }
 
 /**

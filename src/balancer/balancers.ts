@@ -3,8 +3,10 @@
  * A reload builds new ones; targets that stay (same upstream name and address) keep the health they
  * had, so a reload neither resurrects a dead target nor forgets a recovered one.
  */
+import { lookup } from 'node:dns/promises';
 import type { Logger } from 'pino';
 import type { GatewayConfig, Service, Upstream } from '../config/types.ts';
+import type { TargetHealthReport, TargetHealthState } from '../pdk/types.ts';
 import { Balancer, type NoPeer } from './balancer.ts';
 import { hashValue, type HashRequest } from './hash-value.ts';
 import { HealthChecker, usesHealthchecks } from './health.ts';
@@ -86,6 +88,24 @@ export class Balancers {
     for (const { checker } of this.byId.values()) checker?.stop();
   }
 
+  /**
+   * Every address of every target of every upstream with its health (what Kong's prometheus exports per
+   * target): a target named by a host name is resolved now, and one that does not resolve is DNS_ERROR
+   * with no address, as in Kong's balancer.
+   */
+  async targetHealth(): Promise<TargetHealthReport[]> {
+    const reports = [...this.byId.values()].flatMap((entry) =>
+      entry.balancer.targets.map(async (t): Promise<TargetHealthReport[]> => {
+        const report = { upstream: entry.upstream.name, target: t.address };
+        if (t.type !== 'name') return [{ ...report, address: t.address, health: healthOf(entry, t) }];
+        const ips = await resolve(t.host);
+        if (ips.length === 0) return [{ ...report, address: '', health: 'DNS_ERROR' }];
+        return ips.map((ip) => ({ ...report, address: `${ip.includes(':') ? `[${ip}]` : ip}:${t.port}`, health: healthOf(entry, t) }));
+      }),
+    );
+    return (await Promise.all(reports)).flat();
+  }
+
   /** Whether a target's health can be set outright. */
   check(upstreamKey: string, address: string): HealthChange {
     const found = this.locate(upstreamKey, address);
@@ -106,4 +126,21 @@ export class Balancers {
     if (!entry || !target) return 'not-found';
     return entry.checker ? { checker: entry.checker, target } : 'no-checker';
   }
+}
+
+/** Kong reports HEALTHCHECKS_OFF for an upstream without checks, and for targets of weight 0. */
+export function healthOf(entry: UpstreamBalancer, target: TargetState): TargetHealthState {
+  if (!entry.checker || target.weight === 0) return 'HEALTHCHECKS_OFF';
+  return target.available ? 'HEALTHY' : 'UNHEALTHY';
+}
+
+/** A health report waits this long for a name to resolve before calling it a DNS error. */
+const RESOLVE_TIMEOUT_MS = 2000;
+
+/** The addresses of a host name; none when it does not resolve in time. */
+async function resolve(host: string): Promise<string[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<string[]>((done) => (timer = setTimeout(() => done([]), RESOLVE_TIMEOUT_MS)));
+  const found = lookup(host, { all: true }).then((addresses) => addresses.map((a) => a.address), () => []);
+  return Promise.race([found, timeout]).finally(() => clearTimeout(timer));
 }

@@ -188,7 +188,20 @@ class ConfigBuilder implements BuildContext {
     const balancing = buildBalancing(raw, this, this.tls.certificates);
     const { services, routes, consumers } = this.core;
     const unstamped = this.unstamped;
-    return { ...empty, gateway, services, routes, consumers, plugins, entities: this.entities, ...this.tls, ...balancing, vaults: this.vaults.entities, oneProcessBecause, unstamped };
+    return {
+      ...empty,
+      gateway,
+      services,
+      routes,
+      consumers,
+      plugins,
+      entities: this.entities,
+      ...this.tls,
+      ...balancing,
+      vaults: this.vaults.entities,
+      oneProcessBecause,
+      unstamped,
+    };
   }
 
   eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base: Path = []): void {
@@ -378,7 +391,8 @@ class ConfigBuilder implements BuildContext {
     const endpoint = def.endpointKey ? e[def.endpointKey] : undefined;
     e.id = this.id(e.id, `${def.name}:${endpoint ?? `${parentId ?? ''}#${formatPath(path)}`}`);
     let taken = false;
-    for (const field of [...(def.endpointKey ? [def.endpointKey] : []), ...(def.unique ?? [])]) taken ||= this.declaredTwice(def.name, field, e[field], e[field], path);
+    for (const field of [...(def.endpointKey ? [def.endpointKey] : []), ...(def.unique ?? [])])
+      taken ||= this.declaredTwice(def.name, field, e[field], e[field], path);
     if (def.uniqueInParent && e[def.parent?.field ?? '']?.id) {
       const field = def.uniqueInParent;
       taken ||= this.declaredTwice(def.name, field, e[field], `${e[def.parent!.field].id}/${e[field]}`, path);

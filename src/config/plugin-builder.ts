@@ -85,7 +85,12 @@ export class PluginBuilder {
   /** The instance a queued plugin makes, or undefined when it cannot be built (reported). */
   private buildOne(p: PendingPlugin, registry: PluginRegistry, enabled: PluginRegistry): BuiltPlugin | undefined {
     // Its references are resolved already: the schema sees the instance's own fields only.
-    const e = this.ctx.validateEntity<Record<string, any>>(pluginEntitySchema, { ...p.raw, route: undefined, service: undefined, consumer: undefined }, p.path, []);
+    const e = this.ctx.validateEntity<Record<string, any>>(
+      pluginEntitySchema,
+      { ...p.raw, route: undefined, service: undefined, consumer: undefined },
+      p.path,
+      [],
+    );
     const def = enabled.get(e.name);
     if (typeof e.name === 'string' && !def) {
       this.ctx.issue([...p.path, 'name'], notEnabledMessage(e.name, registry));

@@ -82,7 +82,13 @@ export function resolveReferences(
       return value;
     }
     if (field.type === 'record' && isPlainObject(value)) {
-      return changedOnly(value, Object.entries(value).map(([key, v]) => [key, Object.hasOwn(field.fields, key) ? resolveIn(field.fields[key], v, [...at, key]) : v]));
+      return changedOnly(
+        value,
+        Object.entries(value).map(([key, v]) => [
+          key,
+          Object.hasOwn(field.fields, key) ? resolveIn(field.fields[key], v, [...at, key]) : v,
+        ]),
+      );
     }
     if ((field.type === 'array' || field.type === 'set') && Array.isArray(value)) {
       const resolved = value.map((v, i) => resolveIn(field.elements, v, [...at, i]));

@@ -28,6 +28,7 @@ export type {
   KeptEntities,
   LogContext,
   NodeExchange,
+  NodeStatus,
   Notices,
   PluginApi,
   PluginDefinition,
@@ -49,11 +50,13 @@ export type {
   Service,
   Store,
   StoreProcedure,
+  TargetHealthReport,
+  TargetHealthState,
   UnmatchedRequest,
   WriteBatch,
 } from './types.ts';
 export { authenticate, authenticateAnonymous, authenticateWith, challenge, consumerByReference, identifiedEarlier, type AuthenticationFailure, type AuthenticationOutcome } from './auth.ts';
-export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, requestLine, type Params } from './params.ts';
+export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, requestHeadLength, requestLine, responseHeadLength, type Params } from './params.ts';
 export { alphanumericFrom, hashDeclaredSecret, isHashedSecret, randomAlphanumeric, randomToken, SecretVerifier, safeEqual, tokenDigest } from './secrets.ts';
 export { page, pageSize } from './entities.ts';
 export { atLeastOneOf, canonicalName, describedAs, HEADER_NAME, headerNameProblem, headerValueProblem, hostProblem, IP_OR_CIDR, isPlainObject, isUuid, LUA_FIELD, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';

@@ -10,6 +10,8 @@ export {
   parseArgs,
   readBodyParams,
   requestLine,
+  requestHeadLength,
+  responseHeadLength,
   type Params,
 } from '../toolkit/params.ts';
 export { MAX_PARAMETERS } from '../toolkit/limits.ts';

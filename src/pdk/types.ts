@@ -180,11 +180,36 @@ export interface PluginApi {
    * gather every process's; counters that are the node's (`admit`). One process alone keeps its own.
    */
   node: NodeExchange;
+  /** The node's own figures and its upstreams' health. */
+  status: NodeStatus;
   /**
    * A `keptByCore` entity this plugin declares (e.g. `api.entities<KeyCredential>('keyauth_credentials')`);
    * throws for any other name.
    */
   entities<T extends Entity = Entity>(name: string): KeptEntities<T>;
+}
+
+/** What the node reports of itself (Kong's /status and upstream health): for the exporters of node-level series. */
+export interface NodeStatus {
+  /** The node's downstream connections and started requests, every process's summed. */
+  server(): Promise<{ active: number; accepted: number; totalRequests: number }>;
+  /** Whether the store's database answers, within a bound. */
+  databaseReachable(): Promise<boolean>;
+  /** Every address of every target of every upstream with its health, as the balancers of this process see it. */
+  targetHealth(): Promise<TargetHealthReport[]>;
+}
+
+/** Kong's health of a target's address (`GET /upstreams/{upstream}/health`). */
+export type TargetHealthState = 'HEALTHY' | 'UNHEALTHY' | 'HEALTHCHECKS_OFF';
+
+export interface TargetHealthReport {
+  /** The upstream's name. */
+  upstream: string;
+  /** The target as configured (`host:port`). */
+  target: string;
+  /** One address of the target (`ip:port`); '' when its name does not resolve. */
+  address: string;
+  health: TargetHealthState | 'DNS_ERROR';
 }
 
 /**

@@ -129,7 +129,16 @@ export class ProxyStep {
     const sentAt = performance.now();
     const { peers, tls } = destination;
     const handle = this.engine.forward(
-      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, method: ctx.upstreamMethod ?? ctx.method, path: ctx.upstreamTarget(), headers, body },
+      {
+        service: ctx.service!,
+        peers,
+        tls,
+        hostPerPeer: !ctx.route.preserve_host,
+        method: ctx.upstreamMethod ?? ctx.method,
+        path: ctx.upstreamTarget(),
+        headers,
+        body,
+      },
       {
         onResponse: (upstream) => {
           const now = performance.now();
@@ -141,7 +150,13 @@ export class ProxyStep {
           const upstreamLength = out['content-length'];
           let rewrites: BodyRewrite[] | undefined;
           try {
-            rewrites = finishResponseHeaders(ctx, upstream.status, out, sentAt, ctx.method !== 'HEAD' && !BODILESS.has(upstream.status));
+            rewrites = finishResponseHeaders(
+              ctx,
+              upstream.status,
+              out,
+              sentAt,
+              ctx.method !== 'HEAD' && !BODILESS.has(upstream.status),
+            );
           } catch (err) {
             failRequest(ctx, err);
             return null;

@@ -19,7 +19,13 @@ export const REWRITABLE_BODY_LIMIT = 16 * 1024 * 1024;
  * Runs the response phase over an answer's head; returns the body rewrites plugins asked for, if any.
  * `withBody`: a body follows that plugins may rewrite or observe. Throws what a plugin throws.
  */
-export function runResponsePhase(ctx: CoreContext, status: number, headers: OutgoingHttpHeaders, source: ResponseSource, withBody: boolean): BodyRewrite[] | undefined {
+export function runResponsePhase(
+  ctx: CoreContext,
+  status: number,
+  headers: OutgoingHttpHeaders,
+  source: ResponseSource,
+  withBody: boolean,
+): BodyRewrite[] | undefined {
   // Once per request, as Kong's header_filter: the answer that replaces one Node refused (a 502 for
   // headers a plugin set) must not get the same headers again.
   if (ctx.responsePhaseRan) return undefined;

@@ -42,7 +42,12 @@ export class CertificateIndex {
     let context = this.contexts.get(key);
     if (!context) {
       // Both pairs when there is an alternative one (RSA and ECDSA): the handshake picks what the client supports.
-      const pairs = certificate.cert_alt ? [[certificate.cert, certificate.key], [certificate.cert_alt, certificate.key_alt!]] : [[certificate.cert, certificate.key]];
+      const pairs = certificate.cert_alt
+        ? [
+            [certificate.cert, certificate.key],
+            [certificate.cert_alt, certificate.key_alt!],
+          ]
+        : [[certificate.cert, certificate.key]];
       context = tls.createSecureContext({ cert: pairs.map((p) => p[0]), key: pairs.map((p) => p[1]) });
       this.contexts.set(key, context);
     }

@@ -94,7 +94,12 @@ class EntityAdmin<T extends Entity> {
     const found = await this.directory.currentBy(field, value);
     const owner = found ? this.directory.parentOf(found) : undefined;
     const matches = found && (!parent || owner?.id === parent.id);
-    const shown = matches ? { ...this.view(found), ...(this.definition.admin?.expandParentOnLookup && owner ? { [this.parentField!]: owner } : {}) } : undefined;
+    const shown = matches
+      ? {
+          ...this.view(found),
+          ...(this.definition.admin?.expandParentOnLookup && owner ? { [this.parentField!]: owner } : {}),
+        }
+      : undefined;
     return { status: 200, body: { data: shown ? [shown] : [], next: null } };
   }
 

@@ -5,7 +5,8 @@
  * Parameters are read before anyone is authenticated, so a body is read only up to MAX_PARAMETER_BODY and
  * at most MAX_PARAMETERS of each part are accepted: RequestLimitError beyond either.
  */
-import type { AccessContext, RequestView } from '../pdk/types.ts';
+import { STATUS_CODES } from 'node:http';
+import type { AccessContext, RequestView, ResponseHead } from '../pdk/types.ts';
 import { downstreamRequestOf, type CoreContext } from '../pipeline/core-context.ts';
 import { parseUntrustedJson } from './json.ts';
 import { MAX_PARAMETER_BODY, MAX_PARAMETERS, RequestLimitError } from './limits.ts';
@@ -210,6 +211,34 @@ export function requestLine(ctx: RequestView): { target: string; httpVersion: st
   // A `?` with nothing after it is part of the target too.
   const hasQuery = ctx.rawQuery !== '' || raw.req.url?.includes('?');
   return { target: hasQuery ? `${rawPath}?${ctx.rawQuery}` : rawPath, httpVersion: raw.req.httpVersion };
+}
+
+/**
+ * nginx's `$request_length` without the body: the request line and the header block, counted in their
+ * HTTP/1.1 form (an HTTP/2 request as if it had come that way). Kong's bandwidth and log sizes add the body.
+ */
+export function requestHeadLength(ctx: RequestView): number {
+  const { target, httpVersion } = requestLine(ctx);
+  // "METHOD target HTTP/x.y\r\n", each "name: value\r\n", the blank line.
+  let length = ctx.method.length + 1 + target.length + 6 + httpVersion.length + 2 + 2;
+  const raw = downstreamRequestOf(ctx).rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) if (!raw[i].startsWith(':')) length += raw[i].length + 2 + raw[i + 1].length + 2;
+  return length;
+}
+
+/**
+ * nginx's `$bytes_sent` less the body: the status line and the header block of an answer as the response
+ * phase sees it, in HTTP/1.1 form (the latency and request id headers, added later, and those Node adds on
+ * the wire itself, Connection and a missing Date, are not counted).
+ */
+export function responseHeadLength(head: ResponseHead): number {
+  // "HTTP/1.1 200 OK\r\n", each "name: value\r\n", the blank line.
+  let length = 9 + 3 + 1 + (STATUS_CODES[head.status]?.length ?? 0) + 2 + 2;
+  for (const [name, value] of Object.entries(head.headers)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) length += name.length + 2 + String(v).length + 2;
+  }
+  return length;
 }
 
 /** The first value of a header (see headerValues), with the name it came under. */

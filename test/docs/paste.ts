@@ -24,7 +24,7 @@ const ROOT = resolve(import.meta.dirname, '../..');
 export const DOCUMENTS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
 export const FLAGS = new Set(['no-run', 'background']);
 /** Ports the documents and example configs name: the gateway's, the example upstream's and pages'. */
-const DOCUMENTED_PORTS = [8000, 8443, 9080, 8001, 9443, 9001, 3000, 3001, 3002, 3003, 3301, 3400, 5555];
+const DOCUMENTED_PORTS = [8000, 8443, 9080, 8001, 9443, 9001, 3000, 3001, 3002, 3003, 3301, 3400, 5555, 4318, 8125];
 /** Not copied: installed packages (linked instead), git metadata, data directories of earlier runs. */
 const NOT_COPIED = new Set(['node_modules', '.git', 'data']);
 const BLOCK_TIMEOUT_MS = 120_000;
@@ -48,8 +48,8 @@ async function freePorts(count: number): Promise<number[]> {
 
 /**
  * `127.0.0.1:8443` -> `127.0.0.1:<free port>`: after any host name or address (curl's `--resolve
- * name:port:address` and `https://name:port/` too), and `PORT=3001`, the examples' `PORT ?? 3000` and
- * a config's `port: 3002` (tcp-log's and udp-log's destination).
+ * name:port:address` and `https://name:port/` too), `PORT=3001`, the examples' `PORT ?? 3000`, and a
+ * config's `port: 8125` (statsd's destination) or `port: 3002` (tcp-log's and udp-log's).
  */
 export function mapPorts(text: string, ports: Map<number, number>): string {
   const list = [...ports.keys()].join('|');

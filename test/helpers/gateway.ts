@@ -251,7 +251,9 @@ export async function spawnGateway(config: Record<string, any>, options: StartOp
   const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
   void exited.then(() => running.delete(child));
   const urls = await new Promise<string[]>((res, rej) => {
-    const expected = (config.gateway?.proxy_listen ?? DEFAULT_LISTENERS.proxy_listen).length + (config.gateway?.admin_listen ?? DEFAULT_LISTENERS.admin_listen).length;
+    const expected =
+      (config.gateway?.proxy_listen ?? DEFAULT_LISTENERS.proxy_listen).length +
+      (config.gateway?.admin_listen ?? DEFAULT_LISTENERS.admin_listen).length;
     const onData = (chunk: Buffer) => {
       out += chunk;
       // Over the whole output: a line may arrive in two chunks.

@@ -220,7 +220,13 @@ export class AggregateLedger {
   }
 
   /** Current values of keys: pinned or cached, else read (decoded; `empty` when absent). */
-  private async currentValues<V>(keys: Iterable<string>, known: Versioned<V>, decode: (text: string) => V, empty: () => V, copy: (v: V) => V): Promise<Map<string, V>> {
+  private async currentValues<V>(
+    keys: Iterable<string>,
+    known: Versioned<V>,
+    decode: (text: string) => V,
+    empty: () => V,
+    copy: (v: V) => V,
+  ): Promise<Map<string, V>> {
     const current = new Map<string, V>();
     const missing: string[] = [];
     for (const key of keys) {
@@ -246,7 +252,8 @@ export class AggregateLedger {
     // Per-series keys: at the base level, and in rows that already overflow.
     const keyed = [...unrowed];
     for (const [rowKey, changes] of byRow) {
-      if (rows.get(rowKey)!.series === ROW_OVERFLOW) for (const series of changes.series.keys()) keyed.push(seriesKeyOf(rowKey, series));
+      if (rows.get(rowKey)!.series === ROW_OVERFLOW)
+        for (const series of changes.series.keys()) keyed.push(seriesKeyOf(rowKey, series));
     }
     const current = await this.currentValues(keyed, this.states, decodeState, emptyState, (v) => ({ ...v }));
     const token = Symbol('batch');
@@ -259,10 +266,14 @@ export class AggregateLedger {
       const row = rows.get(rowKey)!;
       if (row.total) merge(row.total, changes.change);
       if (row.series !== ROW_OVERFLOW) {
-        for (const [series, change] of changes.series) row.series.set(series, merge({ ...(row.series.get(series) ?? emptyState()) }, change));
+        for (const [series, change] of changes.series)
+          row.series.set(series, merge({ ...(row.series.get(series) ?? emptyState()) }, change));
       }
       // From the overflow on, the bucket is read series by series: each gets its own key.
-      batch.put(rowKey, boundedRowText(row, (series, state) => putState(seriesKeyOf(rowKey, series), state)));
+      batch.put(
+        rowKey,
+        boundedRowText(row, (series, state) => putState(seriesKeyOf(rowKey, series), state)),
+      );
       this.rows.pin(rowKey, row, token);
     }
     for (const key of uniques) batch.put(key, '');

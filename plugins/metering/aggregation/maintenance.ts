@@ -194,7 +194,12 @@ export class Maintenance {
       const space = aggregateSpace(record.id, record.gen);
       for (const level of LEVELS) {
         const end = padTime(Math.max(0, cutoff - level.size + 1));
-        for (const prefix of [aggregatePrefix(space, level.name), rowPrefix(space, level.name), uniquePrefix(space, level.name)]) ranges.push({ gte: prefix, lt: prefix + end });
+        for (const prefix of [
+          aggregatePrefix(space, level.name),
+          rowPrefix(space, level.name),
+          uniquePrefix(space, level.name),
+        ])
+          ranges.push({ gte: prefix, lt: prefix + end });
       }
     }
     const before = ops.length;

@@ -31,16 +31,32 @@ export class Billing {
    * `admissions`: where metered limits count their admissions (this process's memory when it is alone), and
    * whether this process is alone on its store (then it commits every event itself).
    */
-  constructor(store: Store, usage: UsageSource, log: Logger, admissions: { ledger: AdmissionLedger; alone: boolean } = { ledger: new ProcessLedger(), alone: true }) {
+  constructor(
+    store: Store,
+    usage: UsageSource,
+    log: Logger,
+    admissions: { ledger: AdmissionLedger; alone: boolean } = { ledger: new ProcessLedger(), alone: true },
+  ) {
     this.db = new BillingStore(store);
-    this.customers = new CustomerService(this.db, (tx, customerId, currency) => this.subscriptions.inOtherCurrency(tx, customerId, currency));
+    this.customers = new CustomerService(this.db, (tx, customerId, currency) =>
+      this.subscriptions.inOtherCurrency(tx, customerId, currency),
+    );
     this.features = new FeatureService(this.db, usage, (tx, feature) => this.featureUser(tx, feature));
     this.plans = new PlanService(this.db, this.features);
     this.subscriptions = new SubscriptionService(this.db, this.customers, this.plans, this.features);
     this.invoices = new InvoiceService(this.db, usage, this.customers, this.subscriptions);
     this.entitlements = new EntitlementService(usage, this.customers, this.subscriptions, this.features);
     this.scheduler = new Scheduler(this.db, this.invoices, log);
-    this.access = new AccessCache(this.customers, this.subscriptions, this.entitlements, usage, store.notices, admissions.ledger, admissions.alone, log);
+    this.access = new AccessCache(
+      this.customers,
+      this.subscriptions,
+      this.entitlements,
+      usage,
+      store.notices,
+      admissions.ledger,
+      admissions.alone,
+      log,
+    );
   }
 
   async open(): Promise<void> {
@@ -55,10 +71,13 @@ export class Billing {
 
   /** What still uses a feature: an active plan version, or a subscription that has not ended. */
   private async featureUser(tx: Transaction, feature: Feature): Promise<string | undefined> {
-    const uses = (cards: { feature: { id: string | null } | null }[]) => cards.some((c) => c.feature?.id === feature.id);
+    const uses = (cards: { feature: { id: string | null } | null }[]) =>
+      cards.some((c) => c.feature?.id === feature.id);
     const plan = (await this.plans.activeVersions(tx)).find((p) => p.phases.some((phase) => uses(phase.rate_cards)));
     if (plan) return `active plan ${plan.key} v${plan.version}`;
-    const live = (await this.subscriptions.list()).find((s) => subscriptionStatus(s) !== 'inactive' && uses(s.items.map((i) => i.card)));
+    const live = (await this.subscriptions.list()).find(
+      (s) => subscriptionStatus(s) !== 'inactive' && uses(s.items.map((i) => i.card)),
+    );
     return live && `subscription ${live.id}`;
   }
 }

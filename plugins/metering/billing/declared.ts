@@ -86,7 +86,12 @@ export class DeclaredSync {
     await this.plans(declarations.plans);
     // A refused declaration (e.g. its key taken by an API-made entity) is tried again by the next sync.
     if (this.refused === 0) await this.billing.db.transact(async (tx) => tx.put(keys.declared, JSON.stringify(version)), 'declared');
-    const counts = { customers: declarations.customers.length, features: declarations.features.length, plans: declarations.plans.length, refused: this.refused };
+    const counts = {
+      customers: declarations.customers.length,
+      features: declarations.features.length,
+      plans: declarations.plans.length,
+      refused: this.refused,
+    };
     this.log.info(counts, 'billing: applied the customers, features and plans of gateway.yaml');
   }
 

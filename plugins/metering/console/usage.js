@@ -164,7 +164,9 @@ export default function startUsage(root) {
       chart.dataset.state = rows.length ? 'drawn' : 'empty';
       const notes = [data.hidden ? `${data.hidden} smaller groups are in the table only` : '', rows.length > MAX_TABLE_ROWS ? `the table shows the first ${MAX_TABLE_ROWS} of ${rows.length} rows` : ''].filter(Boolean);
       show(status, `${meter.key}: ${rows.length} windows with usage, ${request.granularity} windows in ${request.timeZone}${notes.length ? ` (${notes.join('; ')})` : ''}.`);
-      const sorted = rows.sort((a, b) => Date.parse(a.from) - Date.parse(b.from) || (a.group < b.group ? -1 : a.group > b.group ? 1 : 0)).slice(0, MAX_TABLE_ROWS);
+      const sorted = rows
+        .sort((a, b) => Date.parse(a.from) - Date.parse(b.from) || (a.group < b.group ? -1 : a.group > b.group ? 1 : 0))
+        .slice(0, MAX_TABLE_ROWS);
       show(rowsBox, table(usageColumns(request), sorted, { empty: 'No usage in this range' }));
     } catch (error) {
       chart.dataset.state = 'failed';

@@ -219,7 +219,14 @@ export class MeterCatalogue {
       if (!current) changes.push(this.newRecord(def, id, 'config', 1, [], backfill()));
       else if (current.deleted_at) changes.push({ ...this.newRecord(def, id, 'config', current.gen + 1, current.retired, backfill()), created_at: current.created_at });
       else if (!sameAggregation(current, def)) {
-        changes.push({ ...current, ...def, updated_at: new Date().toISOString(), gen: current.gen + 1, backfill: backfill(), retired: [...current.retired, current.gen] });
+        changes.push({
+          ...current,
+          ...def,
+          updated_at: new Date().toISOString(),
+          gen: current.gen + 1,
+          backfill: backfill(),
+          retired: [...current.retired, current.gen],
+        });
       } else if (current.name !== def.name || current.description !== def.description || JSON.stringify(current.labels) !== JSON.stringify(def.labels)) {
         changes.push({ ...current, name: def.name, description: def.description, labels: def.labels, updated_at: new Date().toISOString() });
       }

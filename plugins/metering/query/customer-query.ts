@@ -19,15 +19,23 @@ const usesCustomers = (query: MeterQuery) => query.groupBy.includes(CUSTOMER_DIM
  * (404 when one is unknown); a grouping alone reads every live customer, and the usage of subjects no
  * customer claims forms one group without a `customer_id`.
  */
-export async function attributeToCustomers(query: MeterQuery, directory: CustomerDirectory): Promise<{ query: MeterQuery; customers: Map<string, UsageCustomer> }> {
+export async function attributeToCustomers(
+  query: MeterQuery,
+  directory: CustomerDirectory,
+): Promise<{ query: MeterQuery; customers: Map<string, UsageCustomer> }> {
   const filter = query.filters[CUSTOMER_DIMENSION];
   const customers = filter ? await named(filter, directory) : await directory.live();
   const owners = new Map<string, string>();
   // A subject maps to the first customer listing it (only a deleted customer can share one with another).
   for (const c of customers) for (const subject of c.subjects) if (!owners.has(subject)) owners.set(subject, c.id);
-  const filters = filter ? { ...query.filters, [CUSTOMER_DIMENSION]: { in: customers.map((c) => c.id) } } : query.filters;
+  const filters = filter
+    ? { ...query.filters, [CUSTOMER_DIMENSION]: { in: customers.map((c) => c.id) } }
+    : query.filters;
   // fromEntries defines own properties, so a subject named `__proto__` is a key like any other.
-  return { query: { ...query, filters, customerOf: Object.fromEntries(owners) }, customers: new Map(customers.map((c) => [c.id, c])) };
+  return {
+    query: { ...query, filters, customerOf: Object.fromEntries(owners) },
+    customers: new Map(customers.map((c) => [c.id, c])),
+  };
 }
 
 /** The customers an `eq`/`in` filter names, by id or key; every unknown one is reported at once. */

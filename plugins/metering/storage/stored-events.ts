@@ -106,7 +106,8 @@ export class KeyedEvents implements StoredEvents {
   /** The oldest events by time, at most `limit`, with their keys (moving them into a journal: journal-inbox.ts). */
   async oldestFirst(limit: number): Promise<(EventRow & { dedupe: string; typeEscaped: string; keys: string[] })[]> {
     const found: { seq: number; dedupe: string; typeEscaped: string; storedAt: number; timeKey: string }[] = [];
-    for await (const [key, value] of this.store.scan({ prefix: TIME_PREFIX, limit })) found.push({ ...parseTimeIndexValue(value), seq: parseTimeKey(key).seq, timeKey: key });
+    for await (const [key, value] of this.store.scan({ prefix: TIME_PREFIX, limit }))
+      found.push({ ...parseTimeIndexValue(value), seq: parseTimeKey(key).seq, timeKey: key });
     const values = await this.store.getMany(found.map((f) => eventKey(f.typeEscaped, f.seq)));
     return found.flatMap((f, i) => {
       const keys = [f.timeKey, eventKey(f.typeEscaped, f.seq), dedupeKey(f.dedupe)];

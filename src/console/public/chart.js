@@ -59,7 +59,14 @@ export function barChart(container, { xs, windowSeconds, series, timeZone, range
       axes: [{}, yAxis(unit)],
       series: [
         { label: 'window' },
-        ...series.map((s, k) => ({ label: s.label, fill: COLORS[k % COLORS.length], stroke: COLORS[k % COLORS.length], width: 0, paths: bars(k), points: { show: false } })),
+        ...series.map((s, k) => ({
+          label: s.label,
+          fill: COLORS[k % COLORS.length],
+          stroke: COLORS[k % COLORS.length],
+          width: 0,
+          paths: bars(k),
+          points: { show: false },
+        })),
       ],
     },
     [xs, ...series.map((s) => s.values)],

@@ -52,7 +52,15 @@ export class PostgresJournal implements Journal {
     await this.db.durably({
       name: 'tg_journal_append',
       text: this.sql.append,
-      values: [this.log, records.length, storedAt, records.map((r) => encode(r.key)), records.map((r) => r.time), records.map((r) => encode(r.kind)), records.map((r) => encode(r.value))],
+      values: [
+        this.log,
+        records.length,
+        storedAt,
+        records.map((r) => encode(r.key)),
+        records.map((r) => r.time),
+        records.map((r) => encode(r.kind)),
+        records.map((r) => encode(r.value)),
+      ],
     });
   }
 
@@ -109,7 +117,14 @@ export class PostgresJournal implements Journal {
 
   private entry(row: EntryRow): JournalEntry {
     const { decode } = this.db;
-    return { seq: Number(row.seq), key: decode(row.key), time: Number(row.time), kind: decode(row.kind), storedAt: Number(row.stored_at), value: decode(row.value) };
+    return {
+      seq: Number(row.seq),
+      key: decode(row.key),
+      time: Number(row.time),
+      kind: decode(row.kind),
+      storedAt: Number(row.stored_at),
+      value: decode(row.value),
+    };
   }
 }
 

@@ -73,15 +73,35 @@ function call(who: string, path = '/metered/x', key = `${who}-key-0123456789`): 
 }
 
 /** A customer (key = its consumer's username) on a plan of one metered card, subscribed now. */
-async function subscribed(who: string, entitlement: Record<string, unknown>, options: { feature?: string; path?: string; anchorEndingInMs?: number } = {}): Promise<any> {
+async function subscribed(
+  who: string,
+  entitlement: Record<string, unknown>,
+  options: { feature?: string; path?: string; anchorEndingInMs?: number } = {},
+): Promise<any> {
   const feature = options.feature ?? FEATURE;
-  const plan = await api.activePlan([{ key: feature, name: 'Requests', feature_key: feature, price: { type: 'unit', amount: '0.1' }, entitlement: { type: 'metered', ...entitlement } }]);
+  const plan = await api.activePlan([
+    {
+      key: feature,
+      name: 'Requests',
+      feature_key: feature,
+      price: { type: 'unit', amount: '0.1' },
+      entitlement: { type: 'metered', ...entitlement },
+    },
+  ]);
   await api.customer({ key: who, usage_attribution: { subject_keys: [who] } });
-  const subscription = await api.subscribe(who, plan.key, options.anchorEndingInMs ? { billing_anchor: anchorEndingIn(options.anchorEndingInMs) } : {});
+  const subscription = await api.subscribe(
+    who,
+    plan.key,
+    options.anchorEndingInMs ? { billing_anchor: anchorEndingIn(options.anchorEndingInMs) } : {},
+  );
   await afterStart(subscription);
   // The gateway's entitlement cache learns of the subscription at once on its node, within a rebuild elsewhere;
   // the first request let through is the first one counted.
-  await waitFor(async () => ((await call(who, options.path)).status === 403 ? undefined : true), `${who}'s subscription at the gateway`, 20_000);
+  await waitFor(
+    async () => ((await call(who, options.path)).status === 403 ? undefined : true),
+    `${who}'s subscription at the gateway`,
+    20_000,
+  );
   return subscription;
 }
 

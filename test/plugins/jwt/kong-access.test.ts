@@ -291,7 +291,12 @@ describe('Kong jwt: anonymous', () => {
 });
 
 describe('Kong jwt: the jwt_secrets admin API (02-api)', () => {
-  const admin = (method: string, path: string, body?: Record<string, unknown> | string, headers?: Record<string, string>) => request(fx.gw.admin + path, { method, body, headers });
+  const admin = (
+    method: string,
+    path: string,
+    body?: Record<string, unknown> | string,
+    headers?: Record<string, string>,
+  ) => request(fx.gw.admin + path, { method, body, headers });
 
   it('JW27 POST creates a secret with a generated key and secret, or given ones; duplicate secrets are fine', async () => {
     await admin('POST', '/consumers', { username: 'bob' });

@@ -97,7 +97,14 @@ describe('AI token metering', () => {
     assert.equal(request.type, 'kong.llm_request');
     assert.equal(request.subject, 'alice');
     assert.deepEqual(
-      { type: request.data.type, tokens: request.data.tokens, model: request.data.model, provider: request.data.provider, http_status: request.data.http_status, api_request_id: request.data.api_request_id },
+      {
+        type: request.data.type,
+        tokens: request.data.tokens,
+        model: request.data.model,
+        provider: request.data.provider,
+        http_status: request.data.http_status,
+        api_request_id: request.data.api_request_id,
+      },
       { type: 'request', tokens: 11, model: MODEL, provider: 'openai', http_status: 200, api_request_id: id },
     );
     assert.equal(response.data.type, 'response');

@@ -115,11 +115,35 @@ describe('events into the local metering store', () => {
 });
 
 describe('subject resolution', () => {
-  const cases: [string, Record<string, unknown>, (r: { token: string; custom: string }) => { path?: string; headers?: Record<string, string> }, string | null, string][] = [
+  const cases: [
+    string,
+    Record<string, unknown>,
+    (r: { token: string; custom: string }) => { path?: string; headers?: Record<string, string> },
+    string | null,
+    string,
+  ][] = [
     ['consumer id', { look_up_value_in: 'consumer', field: 'id' }, () => ({}), 'id', 'consumer_id'],
-    ['consumer custom_id', { look_up_value_in: 'consumer', field: 'custom_id' }, () => ({}), 'cust-alice', 'consumer_custom_id'],
-    ['a header', { look_up_value_in: 'header', field: 'X-Tenant' }, () => ({ headers: { 'x-tenant': 'tenant-7' } }), 'tenant-7', 'header'],
-    ['a query parameter', { look_up_value_in: 'query', field: 'tenant' }, () => ({ path: '/api/x?tenant=tenant-9' }), 'tenant-9', 'query'],
+    [
+      'consumer custom_id',
+      { look_up_value_in: 'consumer', field: 'custom_id' },
+      () => ({}),
+      'cust-alice',
+      'consumer_custom_id',
+    ],
+    [
+      'a header',
+      { look_up_value_in: 'header', field: 'X-Tenant' },
+      () => ({ headers: { 'x-tenant': 'tenant-7' } }),
+      'tenant-7',
+      'header',
+    ],
+    [
+      'a query parameter',
+      { look_up_value_in: 'query', field: 'tenant' },
+      () => ({ path: '/api/x?tenant=tenant-9' }),
+      'tenant-9',
+      'query',
+    ],
     ['the application (the credential)', { look_up_value_in: 'application' }, () => ({}), 'credential', 'application'],
   ];
   for (const [what, subject, shape, expected, type] of cases) {

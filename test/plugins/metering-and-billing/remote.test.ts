@@ -47,7 +47,20 @@ async function startReceiver(port = 0, dataDir = tempDir()): Promise<TestGateway
 }
 
 function remotePlugin(endpoint: string, token: string, queue: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) {
-  return { ingest_endpoint: endpoint, api_token: token, ssl_verify: false, timeout: 2000, queue: { max_coalescing_delay: 0.05, max_batch_size: 50, initial_retry_delay: 0.05, max_retry_delay: 0.2, ...queue }, ...extra };
+  return {
+    ingest_endpoint: endpoint,
+    api_token: token,
+    ssl_verify: false,
+    timeout: 2000,
+    queue: {
+      max_coalescing_delay: 0.05,
+      max_batch_size: 50,
+      initial_retry_delay: 0.05,
+      max_retry_delay: 0.2,
+      ...queue,
+    },
+    ...extra,
+  };
 }
 
 function httpsPort(gateway: TestGateway): number {
@@ -244,21 +257,32 @@ test('a batch that keeps failing is kept as a dead letter after max_retry_time, 
 test("Kong's own configuration loads unchanged", async () => {
   const gw = await startGateway({
     ...fixtureConfig({ upstream: upstream.url, plugin: null }),
-    plugins: [{
-      name: 'metering-and-billing',
-      config: {
-        ingest_endpoint: 'https://us.api.konghq.com/v3/openmeter/events',
-        api_token: 'spat_example',
-        meter_api_requests: true,
-        meter_ai_token_usage: false,
-        subject: { look_up_value_in: 'consumer' },
-        attributes: [{ source: 'header', look_up_value_in: 'x-department', event_property_name: 'department' }],
-        timeout: 10000,
-        keepalive: 60000,
-        ssl_verify: true,
-        queue: { max_batch_size: 1, max_coalescing_delay: 1, max_entries: 10000, max_bytes: null, max_retry_time: 60, initial_retry_delay: 0.01, max_retry_delay: 60, concurrency_limit: 1 },
+    plugins: [
+      {
+        name: 'metering-and-billing',
+        config: {
+          ingest_endpoint: 'https://us.api.konghq.com/v3/openmeter/events',
+          api_token: 'spat_example',
+          meter_api_requests: true,
+          meter_ai_token_usage: false,
+          subject: { look_up_value_in: 'consumer' },
+          attributes: [{ source: 'header', look_up_value_in: 'x-department', event_property_name: 'department' }],
+          timeout: 10000,
+          keepalive: 60000,
+          ssl_verify: true,
+          queue: {
+            max_batch_size: 1,
+            max_coalescing_delay: 1,
+            max_entries: 10000,
+            max_bytes: null,
+            max_retry_time: 60,
+            initial_retry_delay: 0.01,
+            max_retry_delay: 60,
+            concurrency_limit: 1,
+          },
+        },
       },
-    }],
+    ],
   });
   await gw.stop();
 });

@@ -161,7 +161,10 @@ function aggregate(aggregation: Aggregation, events: ModelEvent[]): number | und
 
 function expected(aggregation: Aggregation, query: Query): string[] {
   const matching = EVENTS.filter(
-    (e) => (query.from === undefined || e.time >= query.from) && (query.to === undefined || e.time < query.to) && (query.region === undefined || text(e.region) === query.region),
+    (e) =>
+      (query.from === undefined || e.time >= query.from) &&
+      (query.to === undefined || e.time < query.to) &&
+      (query.region === undefined || text(e.region) === query.region),
   );
   const groups = new Map<string, { window?: [number, number]; dimensions: Record<string, string>; events: ModelEvent[] }>();
   for (const e of matching) {

@@ -16,7 +16,8 @@ import { aggregating, apiOf, backlogIsBounded, batchesOf, config, expectedOf, la
 
 describe('metering fail-over between nodes sharing PostgreSQL', { skip: postgresSkipReason() }, () => {
   const suite = postgresForSuite();
-  const nodeConfig = (schema: string, plugin?: Record<string, unknown>) => config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }), plugin);
+  const nodeConfig = (schema: string, plugin?: Record<string, unknown>) =>
+    config(suite.pg.settings({ pg_schema: schema, db_update_frequency: 0.2, worker_processes: 1 }), plugin);
 
   /** A node in a process of its own that aggregates, then a second node on the same schema that does not. */
   async function aggregatingAndOther(schema: string, plugin?: Record<string, unknown>): Promise<[SpawnedGateway, TestGateway]> {

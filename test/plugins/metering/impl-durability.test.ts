@@ -165,7 +165,8 @@ describe('metering durability', () => {
     const config = { queue_max_events: 100_000 } as Parameters<MeteringService['ingest']>[1];
     // A filter sized for 100 hashes: the first 300 events make it reload larger while events keep coming.
     const open = () => openService(dir, { dedupeFilterCapacity: 100 });
-    const send = (service: MeteringService, events: unknown[]) => service.ingest(prepareEvents(events, true, { now: Date.now(), retentionStart: 0, retentionDays: 730 }), config);
+    const send = (service: MeteringService, events: unknown[]) =>
+      service.ingest(prepareEvents(events, true, { now: Date.now(), retentionStart: 0, retentionDays: 730 }), config);
     const count = async (service: MeteringService) => {
       const record = service.catalogue.find('filtered_count');
       return Number((await service.query(record, parseQuery({}, service.meters.compiledOf(record)).query!, 30_000)).data[0]?.value ?? 0);

@@ -101,7 +101,8 @@ describe('oauth2 on nodes sharing one PostgreSQL', { skip }, () => {
     return new URL(reply.json().redirect_uri).searchParams.get('code')!;
   };
   /** Requests spread over the nodes in turn, all at once. */
-  const spread = (gws: TestGateway[], count: number, send: (gw: TestGateway) => Promise<Reply>) => Promise.all(Array.from({ length: count }, (_, i) => send(gws[i % gws.length])));
+  const spread = (gws: TestGateway[], count: number, send: (gw: TestGateway) => Promise<Reply>) =>
+    Promise.all(Array.from({ length: count }, (_, i) => send(gws[i % gws.length])));
 
   test('a token issued by one node is accepted by the others at once', async () => {
     const [a, b, c] = await nodes(3);

@@ -29,7 +29,14 @@ const fx = kongFixtureAroundTests((config) => {
         plugins: [
           {
             name: 'oauth2',
-            config: { enable_authorization_code: true, mandatory_scope: false, provision_key: PROVISION_KEY, global_credentials: false, refresh_token_ttl, ...extra },
+            config: {
+              enable_authorization_code: true,
+              mandatory_scope: false,
+              provision_key: PROVISION_KEY,
+              global_credentials: false,
+              refresh_token_ttl,
+              ...extra,
+            },
           },
         ],
       },

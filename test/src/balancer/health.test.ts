@@ -127,7 +127,18 @@ describe('active probes', () => {
     silentPort = await listen(net.createServer(() => {}));
     garbagePort = await listen(net.createServer((s) => s.end('SSH-2.0-OpenSSH\r\n')));
     tlsPort = await listen(https.createServer({ cert: pki.server.cert, key: pki.server.key }, handler));
-    mtlsPort = await listen(https.createServer({ cert: pki.server.cert, key: pki.server.key, ca: [pki.root.cert], requestCert: true, rejectUnauthorized: true }, handler));
+    mtlsPort = await listen(
+      https.createServer(
+        {
+          cert: pki.server.cert,
+          key: pki.server.key,
+          ca: [pki.root.cert],
+          requestCert: true,
+          rejectUnauthorized: true,
+        },
+        handler,
+      ),
+    );
   });
   after(() => {
     for (const s of servers) {

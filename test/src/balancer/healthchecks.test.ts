@@ -31,7 +31,12 @@ interface Balanced {
   id: string;
 }
 
-async function balance(healthchecks: Record<string, unknown>, targets: TargetSpec[], service: Record<string, unknown> = {}, upstream: Record<string, unknown> = {}): Promise<Balanced> {
+async function balance(
+  healthchecks: Record<string, unknown>,
+  targets: TargetSpec[],
+  service: Record<string, unknown> = {},
+  upstream: Record<string, unknown> = {},
+): Promise<Balanced> {
   const { name, config } = balancedConfig({ healthchecks, ...upstream }, targets, service);
   assert.ok(await gw.reload(config), 'the configuration was refused');
   return { name, id: (await request(`${gw.admin}/upstreams/${name}`)).json().id };

@@ -16,13 +16,23 @@ export function newUpstreamName(): string {
 }
 
 /** A configuration with one route `/` to service `svc`, whose host is a new upstream; and that upstream's name. */
-export function balancedConfig(upstream: Record<string, unknown>, targets: TargetSpec[], service: Record<string, unknown> = {}): { name: string; config: Record<string, unknown> } {
+export function balancedConfig(
+  upstream: Record<string, unknown>,
+  targets: TargetSpec[],
+  service: Record<string, unknown> = {},
+): { name: string; config: Record<string, unknown> } {
   const name = newUpstreamName();
   return {
     name,
     config: {
       services: [{ name: 'svc', host: name, ...service, routes: [{ name: 'r', paths: ['/'] }] }],
-      upstreams: [{ name, ...upstream, targets: targets.map((t) => (typeof t === 'string' ? { target: t } : { target: t[0], weight: t[1] })) }],
+      upstreams: [
+        {
+          name,
+          ...upstream,
+          targets: targets.map((t) => (typeof t === 'string' ? { target: t } : { target: t[0], weight: t[1] })),
+        },
+      ],
     },
   };
 }

@@ -141,7 +141,10 @@ async function exerciseNode(gw: SpawnedGateway, settings: Record<string, unknown
  * requests, on new connections that either worker may take, are decided on the new state.
  */
 async function adminChangesApplyAtOnce(gw: SpawnedGateway): Promise<void> {
-  const statuses = async (path: string, key: string) => (await Promise.all([1, 2, 3, 4, 5, 6].map(() => request(gw.http + path, { headers: { apikey: key } })))).map((r) => r.status);
+  const statuses = async (path: string, key: string) =>
+    (await Promise.all([1, 2, 3, 4, 5, 6].map(() => request(gw.http + path, { headers: { apikey: key } })))).map(
+      (r) => r.status,
+    );
   const admin = (path: string, method: string, body?: Record<string, unknown>) => request(gw.admin + path, { method, body });
   for (let round = 0; round < 10; round++) {
     const user = `walker-${round}`;

@@ -38,7 +38,17 @@ test('defaults: embedded LevelDB, a process per core, changes seen within a seco
   assert.equal(oneProcessBecause, null);
   assert.equal(gateway.db_update_frequency, 1);
   assert.deepEqual(
-    [gateway.pg_host, gateway.pg_port, gateway.pg_user, gateway.pg_password, gateway.pg_database, gateway.pg_schema, gateway.pg_ssl, gateway.pg_ssl_verify, gateway.pg_pool_size],
+    [
+      gateway.pg_host,
+      gateway.pg_port,
+      gateway.pg_user,
+      gateway.pg_password,
+      gateway.pg_database,
+      gateway.pg_schema,
+      gateway.pg_ssl,
+      gateway.pg_ssl_verify,
+      gateway.pg_pool_size,
+    ],
     ['127.0.0.1', 5432, 'tollgate', null, 'tollgate', 'public', false, true, 10],
   );
 });

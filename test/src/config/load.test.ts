@@ -353,7 +353,14 @@ test("Kong's defaults are filled in for the node, services, routes and plugins",
   assert.equal(config.gateway.ssl_cert, null);
   const [s] = config.services;
   assert.deepEqual(
-    { protocol: s.protocol, port: s.port, path: s.path, retries: s.retries, timeouts: [s.connect_timeout, s.write_timeout, s.read_timeout], enabled: s.enabled },
+    {
+      protocol: s.protocol,
+      port: s.port,
+      path: s.path,
+      retries: s.retries,
+      timeouts: [s.connect_timeout, s.write_timeout, s.read_timeout],
+      enabled: s.enabled,
+    },
     { protocol: 'http', port: 80, path: null, retries: 5, timeouts: [60000, 60000, 60000], enabled: true },
   );
   const [r, g] = config.routes;

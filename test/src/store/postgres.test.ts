@@ -25,7 +25,18 @@ async function theCluster(): Promise<ThrowawayPostgres> {
 }
 
 function settingsFor(c: ThrowawayPostgres, schema: string, extra: Partial<PostgresSettings> = {}): PostgresSettings {
-  return { host: c.host, port: c.port, user: c.user, password: c.password, database: c.database, schema, ssl: false, sslVerify: true, updateFrequencyMs: 200, ...extra };
+  return {
+    host: c.host,
+    port: c.port,
+    user: c.user,
+    password: c.password,
+    database: c.database,
+    schema,
+    ssl: false,
+    sslVerify: true,
+    updateFrequencyMs: 200,
+    ...extra,
+  };
 }
 
 async function openStore(settings: PostgresSettings): Promise<PostgresStore> {
@@ -262,7 +273,8 @@ describe('PostgreSQL adapter', { skip }, () => {
       await Promise.all([...batches(0).map((batch) => a.journal().append(batch, 1)), ...batches(5).map((batch) => b.journal().append(batch, 2))]);
       appending = false;
       await reader;
-      for (let page; (page = await b.journal().read(cursor, { limit: 50 })).through > cursor; cursor = page.through) read.push(...page.entries.map((e) => e.key));
+      for (let page; (page = await b.journal().read(cursor, { limit: 50 })).through > cursor; cursor = page.through)
+        read.push(...page.entries.map((e) => e.key));
       assert.deepEqual([...read].sort(), [...keys].sort(), 'the reader saw each key exactly once');
       assert.equal(cursor, await a.journal().last(), 'the read is complete up to the last number used, duplicates included');
     });

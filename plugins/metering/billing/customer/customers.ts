@@ -51,7 +51,15 @@ export function validateCustomer(body: unknown): { definition?: CustomerDefiniti
   const email = text(body, 'primary_email', '', { max: 256 }, out) ?? null;
   if (out.length > 0) return { problems: out };
   return {
-    definition: { key: key!, name: customerName!, description: desc, labels: customerLabels, usage_attribution: { subject_keys: subjectKeys }, currency, primary_email: email },
+    definition: {
+      key: key!,
+      name: customerName!,
+      description: desc,
+      labels: customerLabels,
+      usage_attribution: { subject_keys: subjectKeys },
+      currency,
+      primary_email: email,
+    },
     problems: out,
   };
 }

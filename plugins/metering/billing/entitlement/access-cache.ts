@@ -330,7 +330,8 @@ export class AccessCache implements EntitlementEnforcer {
       const states = [...new Set(this.bySubject.values())].flatMap((e) => [...e.metered.values()]);
       const now = Date.now();
       for (const s of states) if (now >= s.period.to) this.startPeriod(s, now);
-      for (let i = 0; i < states.length; i += REFRESH_CONCURRENCY) await Promise.all(states.slice(i, i + REFRESH_CONCURRENCY).map((s) => s.reading ?? this.read(s)));
+      for (let i = 0; i < states.length; i += REFRESH_CONCURRENCY)
+        await Promise.all(states.slice(i, i + REFRESH_CONCURRENCY).map((s) => s.reading ?? this.read(s)));
     } catch (err) {
       this.log.warn({ err }, 'billing: re-reading usage for entitlements failed; retrying');
     } finally {

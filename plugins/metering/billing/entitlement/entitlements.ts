@@ -49,7 +49,13 @@ export function grantsOf(s: Subscription): Grant[] {
   for (const { card, meter } of s.items) {
     const e = card.entitlement;
     if (!e || !card.feature?.key) continue;
-    const base = { subscriptionId: s.id, featureKey: card.feature.key, anchor: Date.parse(s.billing_anchor), activeFrom: Date.parse(s.active_from), subjects: s.subjects };
+    const base = {
+      subscriptionId: s.id,
+      featureKey: card.feature.key,
+      anchor: Date.parse(s.billing_anchor),
+      activeFrom: Date.parse(s.active_from),
+      subjects: s.subjects,
+    };
     if (e.type === 'metered') {
       grants.push({ ...base, type: 'metered', limit: new Decimal(e.limit ?? '0'), soft: e.is_soft_limit, usagePeriod: parseCadence(e.usage_period)!, meter });
     } else grants.push({ ...base, type: e.type, ...(e.type === 'static' ? { config: e.config } : {}) });

@@ -158,7 +158,12 @@ export class BillingHttp implements SubRoutes {
     const key = q.get('key');
     const subject = q.get('subject') ?? q.get('usage_attribution_subject_key');
     const customers = (await this.billing.customers.list())
-      .filter((c) => (includeDeleted || c.deleted_at === null) && (key === null || c.key === key) && (subject === null || c.usage_attribution.subject_keys.includes(subject)))
+      .filter(
+        (c) =>
+          (includeDeleted || c.deleted_at === null) &&
+          (key === null || c.key === key) &&
+          (subject === null || c.usage_attribution.subject_keys.includes(subject)),
+      )
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.id < b.id ? -1 : 1));
     ctx.respond(200, paginate(ctx, customers, publicCustomer));
   }
@@ -261,7 +266,10 @@ export class BillingHttp implements SubRoutes {
 
   private async listSubscriptions(ctx: MeteringRequest): Promise<void> {
     const customer = ctx.query.get('customer');
-    const subscriptions = customer === null ? await this.billing.subscriptions.list() : await this.billing.subscriptions.ofCustomer((await this.billing.customers.get(customer)).id);
+    const subscriptions =
+      customer === null
+        ? await this.billing.subscriptions.list()
+        : await this.billing.subscriptions.ofCustomer((await this.billing.customers.get(customer)).id);
     subscriptions.sort((a, b) => Date.parse(a.active_from) - Date.parse(b.active_from) || (a.id < b.id ? -1 : 1));
     ctx.respond(200, paginate(ctx, subscriptions, (s) => publicSubscription(s)));
   }

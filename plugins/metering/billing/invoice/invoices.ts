@@ -103,7 +103,14 @@ export class InvoiceService {
 
   private async line(s: Subscription, item: Item, period: BillingPeriod, kind: InvoiceKind, currency: Currency): Promise<InvoiceLine | undefined> {
     const { card } = item;
-    const base = { name: card.name, rate_card_key: card.key, feature_key: card.feature?.key ?? null, payment_term: kind, period: span(period), price: card.price };
+    const base = {
+      name: card.name,
+      rate_card_key: card.key,
+      feature_key: card.feature?.key ?? null,
+      payment_term: kind,
+      period: span(period),
+      price: card.price,
+    };
     if (card.price.type === 'flat') {
       // A one-time fee is never prorated; a recurring one by the part of its period served (a zero fee is no line).
       const prorate = s.pro_rating_enabled && card.billing_cadence !== null;

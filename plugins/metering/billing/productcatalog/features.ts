@@ -137,7 +137,18 @@ export class FeatureService {
       if (holder !== undefined && holder !== id) throw conflict(`feature ${holder} with key ${def.key} already exists`);
       const now = formatInstant(Date.now());
       const previous = await tx.get<Feature>(keys.feature(id));
-      const feature: Feature = { id, key: def.key, name: def.name, description: def.description, labels: def.labels, meter, created_at: previous?.created_at ?? now, updated_at: now, archived_at: null, origin };
+      const feature: Feature = {
+        id,
+        key: def.key,
+        name: def.name,
+        description: def.description,
+        labels: def.labels,
+        meter,
+        created_at: previous?.created_at ?? now,
+        updated_at: now,
+        archived_at: null,
+        origin,
+      };
       tx.put(keys.feature(id), feature);
       tx.put(keys.featureKey(def.key), JSON.stringify(id));
       return feature;

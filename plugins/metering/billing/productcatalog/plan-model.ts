@@ -88,7 +88,16 @@ export function parsePlan(body: unknown): { definition?: PlanDefinition; problem
   const phases = phaseList.map((p, i) => parsePhase(p, join('phases', i), cadence ?? null, out)).filter((p): p is Phase => p !== undefined);
   if (out.length > 0) return { problems: out };
   return {
-    definition: { key: key!, name: planName!, description: desc, labels: planLabels, currency: currency!, billing_cadence: cadence!, pro_rating_enabled: proRating, phases },
+    definition: {
+      key: key!,
+      name: planName!,
+      description: desc,
+      labels: planLabels,
+      currency: currency!,
+      billing_cadence: cadence!,
+      pro_rating_enabled: proRating,
+      phases,
+    },
     problems: out,
   };
 }

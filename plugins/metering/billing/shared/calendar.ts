@@ -53,14 +53,31 @@ export function parseCadence(text: unknown): Cadence | undefined {
   const approximateMs = fixed + d.years * 365.2425 * DAY + d.months * 30.436875 * DAY;
   if (approximateMs < MINUTE || approximateMs > MAX_CADENCE_MS) return undefined;
   const calendar = d.years !== 0 || d.months !== 0;
-  return { text, years: d.years, months: d.months, weeks: d.weeks, days: d.days, hours: d.hours, minutes: d.minutes, fixedMs: calendar ? undefined : fixed, approximateMs };
+  return {
+    text,
+    years: d.years,
+    months: d.months,
+    weeks: d.weeks,
+    days: d.days,
+    hours: d.hours,
+    minutes: d.minutes,
+    fixedMs: calendar ? undefined : fixed,
+    approximateMs,
+  };
 }
 
 /** The n-th boundary after the anchor (n may be negative): anchor + n × cadence, clamped to month ends. */
 export function boundary(anchor: Instant, cadence: Cadence, n: number): Instant {
   if (cadence.fixedMs !== undefined) return anchor + n * cadence.fixedMs;
   const start = Temporal.Instant.fromEpochMilliseconds(anchor).toZonedDateTimeISO('UTC');
-  const step = { years: cadence.years * n, months: cadence.months * n, weeks: cadence.weeks * n, days: cadence.days * n, hours: cadence.hours * n, minutes: cadence.minutes * n };
+  const step = {
+    years: cadence.years * n,
+    months: cadence.months * n,
+    weeks: cadence.weeks * n,
+    days: cadence.days * n,
+    hours: cadence.hours * n,
+    minutes: cadence.minutes * n,
+  };
   return start.add(step).epochMilliseconds;
 }
 

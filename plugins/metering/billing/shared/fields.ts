@@ -156,7 +156,13 @@ export function array(body: Body, field: string, at: string, out: Problems, rule
 }
 
 /** A reference `{id}` or `{key}` (the id wins when both are given, as OpenMeter). */
-export function reference(body: Body, field: string, at: string, out: Problems, extra: readonly string[] = []): { id?: string; key?: string; rest: Body } | undefined {
+export function reference(
+  body: Body,
+  field: string,
+  at: string,
+  out: Problems,
+  extra: readonly string[] = [],
+): { id?: string; key?: string; rest: Body } | undefined {
   const ref = object(body, field, at, out, true);
   if (!ref) return undefined;
   const path = join(at, field);
@@ -164,7 +170,10 @@ export function reference(body: Body, field: string, at: string, out: Problems, 
   const id = text(ref, 'id', path, { max: 64 }, out);
   const key = text(ref, 'key', path, { max: 256 }, out);
   if (id === undefined && key === undefined && ref.id === undefined && ref.key === undefined) {
-    out.push(invalid(join(path, 'id'), 'id or key is required', 'required'), invalid(join(path, 'key'), 'id or key is required', 'required'));
+    out.push(
+      invalid(join(path, 'id'), 'id or key is required', 'required'),
+      invalid(join(path, 'key'), 'id or key is required', 'required'),
+    );
     return undefined;
   }
   return { id, key: id === undefined ? key : undefined, rest: ref };
