@@ -70,7 +70,11 @@ export function createRuntime(api: PluginApi): PluginRuntime<OpenTelemetryConfig
         sendTimeoutMs: config.send_timeout,
         readTimeoutMs: config.read_timeout,
         // The deprecated fields still say how batches are made when set, as in Kong.
-        queue: { ...config.queue, max_batch_size: config.batch_span_count ?? config.queue.max_batch_size, max_coalescing_delay: config.batch_flush_delay ?? config.queue.max_coalescing_delay },
+        queue: {
+          ...config.queue,
+          max_batch_size: config.batch_span_count ?? config.queue.max_batch_size,
+          max_coalescing_delay: config.batch_flush_delay ?? config.queue.max_coalescing_delay,
+        },
       };
       queueOf(plugin).add(spansOf(ctx, trace), target);
     },

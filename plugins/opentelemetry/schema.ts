@@ -24,11 +24,23 @@ export const configSchema = {
     /** Kong's deprecated name of traces_endpoint. */
     endpoint,
     headers: { type: 'map', keys: HEADER_NAME, values: { type: 'string', required: true } },
-    resource_attributes: { type: 'map', keys: { type: 'string', len_min: 1 }, values: { type: 'string', required: true, len_min: 1 } },
+    resource_attributes: {
+      type: 'map',
+      keys: { type: 'string', len_min: 1 },
+      values: { type: 'string', required: true, len_min: 1 },
+    },
     // Kong's default queue of this plugin sends 200 spans a batch.
     queue: {
       ...QUEUE_SCHEMA,
-      default: { max_batch_size: 200, max_coalescing_delay: 1, max_entries: 10_000, max_retry_time: 60, initial_retry_delay: 0.01, max_retry_delay: 60, concurrency_limit: 1 },
+      default: {
+        max_batch_size: 200,
+        max_coalescing_delay: 1,
+        max_entries: 10_000,
+        max_retry_time: 60,
+        initial_retry_delay: 0.01,
+        max_retry_delay: 60,
+        concurrency_limit: 1,
+      },
     },
     /** Deprecated: queue.max_batch_size. */
     batch_span_count: { type: 'integer', between: [1, 1_000_000] },
@@ -45,7 +57,10 @@ export const configSchema = {
       fields: {
         extract: { type: 'array', elements: { type: 'string', required: true, one_of: EXTRACT_FORMATS } },
         clear: { type: 'array', elements: { ...HEADER_NAME, required: true } },
-        inject: { type: 'array', elements: { type: 'string', required: true, one_of: ['preserve', ...INJECT_FORMATS] } },
+        inject: {
+          type: 'array',
+          elements: { type: 'string', required: true, one_of: ['preserve', ...INJECT_FORMATS] },
+        },
         default_format: { type: 'string', required: true, default: 'w3c', one_of: INJECT_FORMATS },
       },
     },

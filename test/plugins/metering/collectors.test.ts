@@ -36,7 +36,8 @@ describe('collectors', () => {
   let api: MeteringApi;
   before(async () => {
     const config: Record<string, any> = meteringConfig({
-      metering: { collector_timeout_ms: 50 },
+      // Wide enough that an ordinary mapping on a loaded machine stays within it; the looping one never does.
+      metering: { collector_timeout_ms: 500 },
       meters: [
         { key: 'cost', name: 'Cost', event_type: 'prompt', aggregation: 'sum', value_property: '$.cost' },
         { key: 'payments', name: 'Payments', event_type: 'payment', aggregation: 'sum', value_property: '$.amount' },

@@ -16,7 +16,15 @@ import { pluginConfigErrors } from '../config-check.ts';
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 const PARENT_ID = 'b7ad6b7169203331';
 /** Batches leave at once: the tests wait on what arrives, never on time. */
-const QUEUE = { max_batch_size: 200, max_coalescing_delay: 0, max_entries: 10_000, max_retry_time: 60, initial_retry_delay: 0.01, max_retry_delay: 0.05, concurrency_limit: 1 };
+const QUEUE = {
+  max_batch_size: 200,
+  max_coalescing_delay: 0,
+  max_entries: 10_000,
+  max_retry_time: 60,
+  initial_retry_delay: 0.01,
+  max_retry_delay: 0.05,
+  concurrency_limit: 1,
+};
 
 describe('opentelemetry', () => {
   let upstream: Upstream;
