@@ -29,6 +29,10 @@ import opentelemetry from '../plugins/opentelemetry/index.ts';
 import statsd from '../plugins/statsd/index.ts';
 import aiProxy from '../plugins/ai-proxy/index.ts';
 import aiPromptGuard from '../plugins/ai-prompt-guard/index.ts';
+import fileLog from '../plugins/file-log/index.ts';
+import httpLog from '../plugins/http-log/index.ts';
+import tcpLog from '../plugins/tcp-log/index.ts';
+import udpLog from '../plugins/udp-log/index.ts';
 import type { PluginDefinition } from './pdk/types.ts';
 
 /** In order of creation (the gateway closes them in reverse): request metering after metering, whose writer it uses until it closes. */
@@ -37,5 +41,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
     botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, aiProxy, aiPromptGuard,
+    httpLog, fileLog, tcpLog, udpLog,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

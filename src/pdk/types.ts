@@ -402,6 +402,49 @@ export interface RequestOutcome {
   complete: boolean;
 }
 
+/** Header fields as Kong's serializer shows them: lowercase names, repeated ones as arrays. */
+export type SerializedHeaders = Record<string, string | string[]>;
+
+/** The request as Kong's serializer describes it (HTTP subsystem). */
+export interface SerializedRequest {
+  request: {
+    id: string;
+    uri: string;
+    url: string;
+    querystring: Record<string, string | boolean | (string | boolean)[]>;
+    method: string;
+    headers: SerializedHeaders;
+    size: number;
+    tls?: { version: string; cipher: string; client_verify: string };
+  };
+  upstream_uri: string;
+  upstream_status: string;
+  response: { status: number; headers: SerializedHeaders; size: number };
+  latencies: { kong: number; proxy: number; request: number; receive: number };
+  tries?: UpstreamTry[];
+  authenticated_entity?: { id: string; consumer_id: string | undefined };
+  route: Route;
+  service?: Service;
+  consumer?: Consumer;
+  client_ip: string;
+  started_at: number;
+  source: 'upstream' | 'kong';
+  workspace_name: string;
+  [field: string]: unknown;
+}
+
+/** One try, in Kong's field names: `state` and `code` only on a try that failed. */
+export interface UpstreamTry {
+  ip: string;
+  port: number;
+  /** When the peer was chosen (ms since the epoch). */
+  balancer_start: number;
+  /** Milliseconds the balancer took to choose it. */
+  balancer_latency: number;
+  state?: 'failed';
+  code?: number;
+}
+
 /** Who produced an answer (Kong's `kong.response.get_source()`). */
 export type ResponseSource = 'service' | 'exit' | 'error';
 
@@ -494,7 +537,12 @@ export interface RequestView {
   readonly shared: Record<string, unknown>;
 }
 
-/** A value added to this request's access log line (Kong's `kong.log.set_serialize_value`, in every phase); the line's own fields win. */
+/**
+ * A value added to this request's access log line and to `serialize()`'s object (Kong's
+ * `kong.log.set_serialize_value`, in every phase). In the serialized object a dotted name reaches into
+ * nested objects (`\\.` is a dot within a name) and `undefined` removes a field; in the access log line
+ * the line's own fields win.
+ */
 type SetLogValue = (name: string, value: unknown) => void;
 
 /**
@@ -575,6 +623,12 @@ export interface ResponseContext extends RequestView {
 /** The log phase, once the answer went downstream (or the client went away): what became of the request. */
 export interface LogContext extends RequestView {
   readonly outcome: RequestOutcome;
+  /**
+   * Kong's `kong.log.serialize()`: the request, its answer, latencies, tries, route, service, consumer and
+   * the values set with setLogValue, as Kong's logging plugins send them (src/pipeline/serialize.ts). A new
+   * object each call, built then: a plugin may change it.
+   */
+  serialize(): SerializedRequest;
   readonly setLogValue: SetLogValue;
   readonly afterLog: AfterLog;
 }

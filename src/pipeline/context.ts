@@ -10,10 +10,11 @@ import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import { headerLines } from '../proxy/headers.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
-import type { AuthenticatedCredential, BodyObserver, BodyTransform, RequestOutcome, ResponseSource } from '../pdk/types.ts';
+import type { AuthenticatedCredential, BodyObserver, BodyTransform, RequestOutcome, ResponseSource, SerializedRequest } from '../pdk/types.ts';
 import type { CoreContext, DownstreamRequest, DownstreamResponse, RanPlugin } from './core-context.ts';
 import { answerFor, HttpError } from './http-error.ts';
 import { rewriteBody, runResponsePhase, transformWhole } from './response-phase.ts';
+import { serializeRequest } from './serialize.ts';
 import { checkUpstreamHeader } from './upstream-edits.ts';
 import { bodyLimitOf, collect, prepend, readWhole, type BodyHead, type BodyLimit } from './request-body.ts';
 
@@ -163,8 +164,10 @@ export class Context implements CoreContext {
   upstreamOrigin: UpstreamOrigin | undefined;
   /** Headers plugins set for the downstream answer during access (kong.response.set_header). */
   responseHeaders: Record<string, string | string[]> | undefined;
-  /** Values plugins add to the access log line. */
+  /** Values plugins add to the access log line and to the serializer's object. */
   logFields: Record<string, unknown> | undefined;
+  /** The head that went downstream, for the serializer: a reference, nothing copied. */
+  responseHead: OutgoingHttpHeaders | undefined;
   /** What runs after the log phase (afterLog). */
   afterLogCallbacks: (() => void)[] | undefined;
   /** Milliseconds the gateway spent before the upstream request went out, or before its own answer. */
@@ -318,6 +321,10 @@ export class Context implements CoreContext {
     (this.logFields ??= {})[name] = value;
   }
 
+  serialize(): SerializedRequest {
+    return serializeRequest(this);
+  }
+
   afterLog(callback: () => void): void {
     (this.afterLogCallbacks ??= []).push(callback);
   }
@@ -401,6 +408,7 @@ export class Context implements CoreContext {
     answer.headers['x-kong-response-latency'] = String(this.kongLatency);
     answer.headers['x-kong-request-id'] = this.id;
     answer.headers.server ??= SERVER_TOKEN;
+    this.responseHead = answer.headers;
     this.responseBodyBytes = this.method === 'HEAD' ? 0 : answer.body.length;
     this.downstream.send(answer, this.method === 'HEAD');
     // Only once it went out: an answer Node refused to write (it threw) leaves the request unanswered.

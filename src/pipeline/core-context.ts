@@ -3,7 +3,7 @@
  * downstream request and response, and the state the response phase keeps. Context (context.ts)
  * implements it; the modules context.ts uses name this type instead, so that none imports it back.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Consumer, PluginInstance } from '../config/types.ts';
 import type { Logger } from '../log.ts';
@@ -43,6 +43,8 @@ export interface CoreContext extends AccessContext, ResponseContext, LogContext 
   upstreamLatency: number | undefined;
   /** Milliseconds the gateway spent before the upstream request went out, or before its own answer. */
   kongLatency: number;
+  /** The head that went downstream, for the log serializer. */
+  responseHead: OutgoingHttpHeaders | undefined;
 }
 
 /**

@@ -10,6 +10,7 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import { ServicePeers, type PeerSource } from '../balancer/peers.ts';
+import { RecordedTries } from '../balancer/tries.ts';
 import type { Service } from '../config/types.ts';
 import { UnsendableRequestError } from '../errors.ts';
 import type { ExchangeHandlers } from '../proxy/exchange.ts';
@@ -91,7 +92,7 @@ export class ProxyStep {
     if (ctx.upstreamOrigin) {
       // A plugin chose the origin (Kong's kong.service.set_target): the service's timeouts and TLS still apply.
       const redirected = { ...service, ...ctx.upstreamOrigin };
-      ctx.peers = new ServicePeers(redirected);
+      ctx.peers = new RecordedTries(new ServicePeers(redirected));
       return { service: redirected, peers: ctx.peers, tls };
     }
     const peers = ctx.snapshot.balancers.peers(service, ctx);
@@ -99,8 +100,10 @@ export class ProxyStep {
       ctx.error(503, MESSAGES.noPeer);
       return null;
     }
-    ctx.peers = peers;
-    return { service, peers, tls };
+    // The tries are recorded for the log serializer only where a plugin runs that could ask for them.
+    const tried = ctx.ran ? new RecordedTries(peers) : peers;
+    ctx.peers = tried;
+    return { service, peers: tried, tls };
   }
 
   private upstreamHeaders(ctx: Context, listenerPort: number): OutgoingHttpHeaders {

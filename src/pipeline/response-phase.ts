@@ -78,6 +78,7 @@ export function finishResponseHeaders(ctx: CoreContext, status: number, out: Out
   ctx.kongLatency = Math.round(sentAt - ctx.startedAt);
   out['x-kong-proxy-latency'] = String(ctx.kongLatency);
   out['x-kong-request-id'] = ctx.id;
+  ctx.responseHead = out;
   return rewrites;
 }
 
