@@ -27,6 +27,12 @@ import redirect from '../plugins/redirect/index.ts';
 import botDetection from '../plugins/bot-detection/index.ts';
 import opentelemetry from '../plugins/opentelemetry/index.ts';
 import statsd from '../plugins/statsd/index.ts';
+import aiProxy from '../plugins/ai-proxy/index.ts';
+import aiPromptGuard from '../plugins/ai-prompt-guard/index.ts';
+import fileLog from '../plugins/file-log/index.ts';
+import httpLog from '../plugins/http-log/index.ts';
+import tcpLog from '../plugins/tcp-log/index.ts';
+import udpLog from '../plugins/udp-log/index.ts';
 import grpcGateway from '../plugins/grpc-gateway/index.ts';
 import grpcWeb from '../plugins/grpc-web/index.ts';
 import awsLambda from '../plugins/aws-lambda/index.ts';
@@ -37,6 +43,7 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
   [
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
-    botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, grpcGateway, grpcWeb, awsLambda,
+    botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, aiProxy, aiPromptGuard,
+    httpLog, fileLog, tcpLog, udpLog, grpcGateway, grpcWeb, awsLambda,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -17,8 +17,7 @@
  * letters hold more makes room by dropping that queue's oldest letters (counted and logged by the caller).
  */
 import { randomBytes } from 'node:crypto';
-import type { BatchOp, Store } from '../../src/pdk/index.ts';
-import { eventsIn } from './disk-queue.ts';
+import { entriesIn, type BatchOp, type Store } from '../../src/pdk/index.ts';
 
 const LETTERS = 'dead/m/';
 const EVENTS = 'dead/e/';
@@ -62,7 +61,7 @@ export class DeadLetterStore {
   /** A new letter, and the writes that store it (applied by the caller with the removal of its claim). */
   letter(fields: Omit<DeadLetter, 'id' | 'event_count'>, events: string): { letter: DeadLetter; ops: BatchOp[] } {
     const id = `${String(fields.last_failure).padStart(TIME_WIDTH, '0')}-${this.owner}-${++this.seq}`;
-    const letter: DeadLetter = { id, ...fields, event_count: eventsIn(events) };
+    const letter: DeadLetter = { id, ...fields, event_count: entriesIn(events) };
     const ops: BatchOp[] = [
       { type: 'put', key: LETTERS + id, value: JSON.stringify(letter) },
       { type: 'put', key: EVENTS + id, value: events },

@@ -12,11 +12,11 @@
  * everything before the writer closes.
  */
 import type { Logger } from 'pino';
-import { StoreUnwritableError } from '../../src/pdk/index.ts';
+import { FullQueueLog, retryDelayMs, StoreUnwritableError, type QueueDepth } from '../../src/pdk/index.ts';
 import { AGGREGATION_LAG_CODE, QUEUE_FULL_CODE, type LocalIngest, type RefusedEvent } from '../metering/public.ts';
 import type { MeteringEvent } from './events.ts';
-import type { QueueDepth, RequestMeteringMetrics } from './metrics.ts';
-import { FullQueueLog, retryDelayMs, type EventQueue } from './queue.ts';
+import type { RequestMeteringMetrics } from './metrics.ts';
+import type { EventQueue } from './queue.ts';
 import type { QueueConfig, RequestMeteringConfig } from './schema.ts';
 
 /** The smallest batch handed to the writer (unless the coalescing delay ends it first). */
@@ -44,7 +44,7 @@ export class LocalQueue implements EventQueue {
     private readonly metrics: RequestMeteringMetrics,
     private readonly log: Logger,
   ) {
-    this.fullLog = new FullQueueLog(name, log, metrics);
+    this.fullLog = new FullQueueLog(name, log, (count) => metrics.dropped.inc({ queue: name, reason: 'queue_full' }, count));
   }
 
   reconfigure(config: RequestMeteringConfig): void {

@@ -1,14 +1,6 @@
 /** The plugin's series on `GET /metrics`, registered once per process and summed over the node's; `queue` is the queue's name (bounded by the config). */
-import type { PluginMetrics } from '../../src/pdk/index.ts';
+import type { PluginMetrics, QueueCounters, QueueDepth } from '../../src/pdk/index.ts';
 import type { HeldLetters } from './dead-letters.ts';
-
-export interface QueueDepth {
-  queue: string;
-  /** Events waiting in memory (not yet committed or queued on disk). */
-  memory: number;
-  /** Events waiting in the on-disk queue (remote endpoints), as this process last counted them. */
-  disk: number;
-}
 
 export class RequestMeteringMetrics {
   readonly events;
@@ -79,5 +71,14 @@ export class RequestMeteringMetrics {
           { labels: { queue: d.queue, where: 'disk' }, value: d.disk },
         ]),
     });
+  }
+
+  /** What a remote queue counts, under its name. */
+  queueCounters(queue: string): QueueCounters {
+    return {
+      dropped: (reason, count) => this.dropped.inc({ queue, reason }, count),
+      retried: () => this.retries.inc({ queue }),
+      delivered: () => this.deliveries.inc({ queue }),
+    };
   }
 }

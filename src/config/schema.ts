@@ -58,6 +58,7 @@ export interface ArraySchema extends Common<readonly unknown[]> {
   type: 'array' | 'set';
   elements: FieldSchema;
   len_min?: number;
+  len_max?: number;
 }
 export interface MapSchema extends Common<Record<string, unknown>> {
   type: 'map';
@@ -247,6 +248,11 @@ function checkArray(schema: ArraySchema, input: unknown, path: Path, issues: Iss
   }
   if (schema.len_min !== undefined && input.length < schema.len_min) {
     issues.push({ path, message: `length must be at least ${schema.len_min}` });
+  }
+  // As Kong: a list too long is refused whole, its elements unread.
+  if (schema.len_max !== undefined && input.length > schema.len_max) {
+    issues.push({ path, message: `length must be at most ${schema.len_max}` });
+    return input;
   }
   const out = input.map((item, i) => check(schema.elements, item, [...path, i], issues, true));
   return schema.type === 'set' ? [...new Set(out)] : out;

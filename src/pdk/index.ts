@@ -12,6 +12,7 @@ export type {
   AuthenticatedCredential,
   BatchOp,
   BodyObserver,
+  BodyTransform,
   ConfigView,
   ConsoleTab,
   Consumer,
@@ -47,6 +48,7 @@ export type {
   RequestView,
   ResponseContext,
   ResponseHead,
+  SerializedRequest,
   Route,
   Service,
   Store,
@@ -60,11 +62,11 @@ export { authenticate, authenticateAnonymous, authenticateWith, challenge, consu
 export { clearBodyParam, clearQueryArg, credentialBodyParams, decodeArg, findHeader, headerValues, MAX_PARAMETERS, mediaType, parseArgs, readBodyParams, requestHeadLength, requestLine, responseHeadLength, type Params } from './params.ts';
 export { alphanumericFrom, hashDeclaredSecret, isHashedSecret, randomAlphanumeric, randomToken, SecretVerifier, safeEqual, tokenDigest } from './secrets.ts';
 export { page, pageSize } from './entities.ts';
-export { atLeastOneOf, canonicalName, describedAs, HEADER_NAME, headerNameProblem, headerValueProblem, IP_OR_CIDR, isPlainObject, isUuid, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
+export { atLeastOneOf, canonicalName, describedAs, HEADER_NAME, headerNameProblem, headerValueProblem, hostProblem, IP_OR_CIDR, isPlainObject, isUuid, LUA_FIELD, PATH, upstreamHeaderNameProblem, validate } from './schema.ts';
 export { AddressRanges, compileOperatorRegex, operatorRegexProblem, type OperatorRegex, type OperatorRegexOptions } from './patterns.ts';
 export { ConfigCompileError, ForeignKeyViolationError, HttpError, NotFoundError, RegexRefusedError, RequestLimitError, SchemaViolationError, StoreClosedError, StoreUnavailableError, StoreUnwritableError, UniqueViolationError } from './errors.ts';
 export { putIfAbsent, registerStoreProcedures, take } from './store.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from './quota.ts';
 export { parseUntrustedJson } from './json.ts';
 export { PACKAGE_ROOT, SERVER_TOKEN } from './package.ts';
-export { FullQueueLog, QUEUE_SCHEMA, queueSettingsProblems, retryDelayMs, type QueueSettings } from './queue.ts';
+export { entriesIn, FullQueueLog, PersistentQueue, QUEUE_SCHEMA, queueSettingsProblems, reconcileResources, retryDelayMs, type KeyedResource, type PersistentQueueSettings, type QueueClaim, type QueueCounters, type QueueDepth, type QueueSettings } from './queue.ts';

@@ -402,6 +402,49 @@ export interface RequestOutcome {
   complete: boolean;
 }
 
+/** Header fields as Kong's serializer shows them: lowercase names, repeated ones as arrays. */
+export type SerializedHeaders = Record<string, string | string[]>;
+
+/** The request as Kong's serializer describes it (HTTP subsystem). */
+export interface SerializedRequest {
+  request: {
+    id: string;
+    uri: string;
+    url: string;
+    querystring: Record<string, string | boolean | (string | boolean)[]>;
+    method: string;
+    headers: SerializedHeaders;
+    size: number;
+    tls?: { version: string; cipher: string; client_verify: string };
+  };
+  upstream_uri: string;
+  upstream_status: string;
+  response: { status: number; headers: SerializedHeaders; size: number };
+  latencies: { kong: number; proxy: number; request: number; receive: number };
+  tries?: UpstreamTry[];
+  authenticated_entity?: { id: string; consumer_id: string | undefined };
+  route: Route;
+  service?: Service;
+  consumer?: Consumer;
+  client_ip: string;
+  started_at: number;
+  source: 'upstream' | 'kong';
+  workspace_name: string;
+  [field: string]: unknown;
+}
+
+/** One try, in Kong's field names: `state` and `code` only on a try that failed. */
+export interface UpstreamTry {
+  ip: string;
+  port: number;
+  /** When the peer was chosen (ms since the epoch). */
+  balancer_start: number;
+  /** Milliseconds the balancer took to choose it. */
+  balancer_latency: number;
+  state?: 'failed';
+  code?: number;
+}
+
 /** Who produced an answer (Kong's `kong.response.get_source()`). */
 export type ResponseSource = 'service' | 'exit' | 'error';
 
@@ -425,10 +468,25 @@ export interface ResponseHead {
    * The log phase follows the last chunk.
    */
   observeBody?(observe: BodyObserver): void;
+  /**
+   * Present with rewriteBody: turns the body into another as it streams downstream, chunk by chunk
+   * (an event stream translated event by event), holding back only what the transform keeps itself.
+   * The answer then has no Content-Length. Observers see the transformed chunks, as the client gets
+   * them; a rewrite, if any, gets the transformed body. A transform that throws cuts the answer short.
+   */
+  transformBody?(transform: BodyTransform): void;
 }
 
 /** Sees a response body chunk by chunk (see ResponseHead.observeBody). */
 export type BodyObserver = (chunk: Buffer) => void;
+
+/** Turns a response body into another as it streams (see ResponseHead.transformBody). */
+export interface BodyTransform {
+  /** What goes downstream for this chunk (empty while the transform waits for more). */
+  write(chunk: Buffer): Buffer;
+  /** What goes downstream once the body ended. */
+  end(): Buffer;
+}
 
 /** What every phase reads of a request: what the client sent, where it was routed, who the caller is. */
 export interface RequestView {
@@ -479,7 +537,12 @@ export interface RequestView {
   readonly shared: Record<string, unknown>;
 }
 
-/** A value added to this request's access log line (Kong's `kong.log.set_serialize_value`, in every phase); the line's own fields win. */
+/**
+ * A value added to this request's access log line and to `serialize()`'s object (Kong's
+ * `kong.log.set_serialize_value`, in every phase). In the serialized object a dotted name reaches into
+ * nested objects (`\\.` is a dot within a name) and `undefined` removes a field; in the access log line
+ * the line's own fields win.
+ */
 type SetLogValue = (name: string, value: unknown) => void;
 
 /**
@@ -509,6 +572,12 @@ export interface AccessContext extends RequestView {
   setUpstreamPath(path: string): void;
   /** The method sent upstream (Kong's `kong.service.request.set_method`); an uppercase token. */
   setUpstreamMethod(method: string): void;
+  /**
+   * Sends the request to this http(s) URL's origin and path instead of the service's (Kong's
+   * `kong.service.set_target`, `service.request.set_scheme` and `set_path`); the query stays. The
+   * service's timeouts, retries and TLS settings still apply.
+   */
+  setUpstreamUrl(url: URL): void;
   /**
    * A header of the answer sent downstream, whoever produces it (Kong's `kong.response.set_header` in the
    * access phase): it replaces the upstream's header of that name, and the response phase sees it.
@@ -577,6 +646,12 @@ export interface ResponseContext extends RequestView {
 /** The log phase, once the answer went downstream (or the client went away): what became of the request. */
 export interface LogContext extends RequestView {
   readonly outcome: RequestOutcome;
+  /**
+   * Kong's `kong.log.serialize()`: the request, its answer, latencies, tries, route, service, consumer and
+   * the values set with setLogValue, as Kong's logging plugins send them (src/pipeline/serialize.ts). A new
+   * object each call, built then: a plugin may change it.
+   */
+  serialize(): SerializedRequest;
   readonly setLogValue: SetLogValue;
   readonly afterLog: AfterLog;
 }

@@ -10,10 +10,11 @@ import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import { headerLines } from '../proxy/headers.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
-import type { AuthenticatedCredential, BodyObserver, GrpcTranscoder, RequestOutcome, ResponseSource } from '../pdk/types.ts';
+import type { AuthenticatedCredential, BodyObserver, BodyTransform, GrpcTranscoder, RequestOutcome, ResponseSource, SerializedRequest } from '../pdk/types.ts';
 import type { CoreContext, DownstreamRequest, DownstreamResponse, RanPlugin } from './core-context.ts';
 import { answerFor, HttpError } from './http-error.ts';
-import { rewriteBody, runResponsePhase } from './response-phase.ts';
+import { rewriteBody, runResponsePhase, transformWhole } from './response-phase.ts';
+import { serializeRequest } from './serialize.ts';
 import { checkUpstreamHeader } from './upstream-edits.ts';
 import { bodyLimitOf, collect, prepend, readWhole, type BodyHead, type BodyLimit } from './request-body.ts';
 
@@ -65,6 +66,13 @@ export class SocketDownstream implements Downstream {
   abort(): void {
     if (!this.sent) this.socket.destroy();
   }
+}
+
+/** Where a plugin sent the request instead of the service's own host (Kong's set_scheme and set_target). */
+export interface UpstreamOrigin {
+  protocol: 'http' | 'https';
+  host: string;
+  port: number;
 }
 
 export interface ContextInit {
@@ -130,6 +138,8 @@ export class Context implements CoreContext {
   upstreamStatus: number | undefined;
   /** Plugins watching the response body go by (ResponseHead.observeBody); undefined when none. */
   bodyObservers: BodyObserver[] | undefined;
+  /** Plugins turning the response body into another as it streams (ResponseHead.transformBody); undefined when none. */
+  bodyTransforms: BodyTransform[] | undefined;
   /** Request body bytes received (a WebSocket tunnel's bytes from the client), for the access log. */
   requestBodyBytes = 0;
   /** Response body bytes sent (a WebSocket tunnel's bytes to the client), for the access log. */
@@ -150,12 +160,16 @@ export class Context implements CoreContext {
   /** A path and method plugins set for the upstream request instead of the routed ones. */
   upstreamPath: string | undefined;
   upstreamMethod: string | undefined;
+  /** Another origin a plugin sent the request to instead of the service's (setUpstreamUrl). */
+  upstreamOrigin: UpstreamOrigin | undefined;
   /** Set by sendAsGrpc: the request goes to its gRPC service as one call, its answer transcoded. */
   grpcTranscoder: GrpcTranscoder | undefined;
   /** Headers plugins set for the downstream answer during access (kong.response.set_header). */
   responseHeaders: Record<string, string | string[]> | undefined;
-  /** Values plugins add to the access log line. */
+  /** Values plugins add to the access log line and to the serializer's object. */
   logFields: Record<string, unknown> | undefined;
+  /** The head that went downstream, for the serializer: a reference, nothing copied. */
+  responseHead: OutgoingHttpHeaders | undefined;
   /** What runs after the log phase (afterLog). */
   afterLogCallbacks: (() => void)[] | undefined;
   /** Milliseconds the gateway spent before the upstream request went out, or before its own answer. */
@@ -289,6 +303,15 @@ export class Context implements CoreContext {
     this.grpcTranscoder = transcode;
   }
 
+  setUpstreamUrl(url: URL): void {
+    const protocol = url.protocol.slice(0, -1);
+    if (protocol !== 'http' && protocol !== 'https') throw new HttpError(500, `the upstream URL must be http or https: ${url.href}`);
+    // URL keeps an IPv6 host in brackets; a peer's host is the bare address.
+    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    this.upstreamOrigin = { protocol, host, port: url.port === '' ? (protocol === 'https' ? 443 : 80) : Number(url.port) };
+    this.setUpstreamPath(url.pathname);
+  }
+
   setUpstreamMethod(method: string): void {
     if (!METHOD_TOKEN.test(method)) throw new HttpError(500, `invalid upstream method: ${method}`);
     this.upstreamMethod = method;
@@ -302,6 +325,10 @@ export class Context implements CoreContext {
 
   setLogValue(name: string, value: unknown): void {
     (this.logFields ??= {})[name] = value;
+  }
+
+  serialize(): SerializedRequest {
+    return serializeRequest(this);
   }
 
   afterLog(callback: () => void): void {
@@ -387,6 +414,7 @@ export class Context implements CoreContext {
     answer.headers['x-kong-response-latency'] = String(this.kongLatency);
     answer.headers['x-kong-request-id'] = this.id;
     answer.headers.server ??= SERVER_TOKEN;
+    this.responseHead = answer.headers;
     this.responseBodyBytes = this.method === 'HEAD' ? 0 : answer.body.length;
     this.downstream.send(answer, this.method === 'HEAD');
     // Only once it went out: an answer Node refused to write (it threw) leaves the request unanswered.
@@ -403,6 +431,7 @@ export class Context implements CoreContext {
   private afterResponsePhase(answer: Answer): Answer {
     try {
       const rewrites = runResponsePhase(this, answer.status, answer.headers, this.source, !this.isGrpc && this.method !== 'HEAD');
+      if (this.bodyTransforms) answer.body = transformWhole(answer.body, this.bodyTransforms);
       if (rewrites) answer.body = rewriteBody(answer.body, rewrites);
       if (!this.isGrpc) answer.headers['content-length'] = answer.body.length;
       return answer;

@@ -3,11 +3,11 @@
  * downstream request and response, and the state the response phase keeps. Context (context.ts)
  * implements it; the modules context.ts uses name this type instead, so that none imports it back.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Consumer, PluginInstance } from '../config/types.ts';
 import type { Logger } from '../log.ts';
-import type { AccessContext, AuthenticatedCredential, BodyObserver, LogContext, PluginRuntime, RequestView, ResponseContext } from '../pdk/types.ts';
+import type { AccessContext, AuthenticatedCredential, BodyObserver, BodyTransform, LogContext, PluginRuntime, RequestView, ResponseContext } from '../pdk/types.ts';
 
 export type DownstreamRequest = IncomingMessage | Http2ServerRequest;
 export type DownstreamResponse = ServerResponse | Http2ServerResponse;
@@ -35,12 +35,16 @@ export interface CoreContext extends AccessContext, ResponseContext, LogContext 
   responseHeaders: Record<string, string | string[]> | undefined;
   /** Plugins watching the response body go by (ResponseHead.observeBody); undefined when none. */
   bodyObservers: BodyObserver[] | undefined;
+  /** Plugins turning the response body into another as it streams (ResponseHead.transformBody); undefined when none. */
+  bodyTransforms: BodyTransform[] | undefined;
   /** The upstream's status, once it answered. */
   upstreamStatus: number | undefined;
   /** Milliseconds spent waiting for the upstream's first byte. */
   upstreamLatency: number | undefined;
   /** Milliseconds the gateway spent before the upstream request went out, or before its own answer. */
   kongLatency: number;
+  /** The head that went downstream, for the log serializer. */
+  responseHead: OutgoingHttpHeaders | undefined;
 }
 
 /**

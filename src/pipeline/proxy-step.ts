@@ -8,8 +8,10 @@
  */
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
-import type { Duplex, Readable } from 'node:stream';
-import type { PeerSource } from '../balancer/peers.ts';
+import type { Duplex, Readable, Writable } from 'node:stream';
+import { ServicePeers, type PeerSource } from '../balancer/peers.ts';
+import { RecordedTries } from '../balancer/tries.ts';
+import type { Service } from '../config/types.ts';
 import { UnsendableRequestError } from '../errors.ts';
 import type { GrpcTranscoder } from '../pdk/types.ts';
 import type { ExchangeHandlers } from '../proxy/exchange.ts';
@@ -23,7 +25,7 @@ import type { Context } from './context.ts';
 import type { DownstreamRequest, DownstreamResponse } from './core-context.ts';
 import { hasBody } from './request-body.ts';
 import { contain, failRequest } from './request-failure.ts';
-import { finishResponseHeaders, RewritingSink, type BodyRewrite } from './response-phase.ts';
+import { finishResponseHeaders, RewritingSink, TransformingSink, type BodyRewrite } from './response-phase.ts';
 
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
@@ -35,8 +37,9 @@ export interface ProtocolProxy {
   close(): void;
 }
 
-/** Where a request goes upstream: the peer of each try, and the TLS settings towards it. */
+/** Where a request goes upstream: the service (its protocol, timeouts, retries), the peer of each try, and the TLS settings towards it. */
 interface Destination {
+  service: Service;
   peers: PeerSource;
   tls: UpstreamTls | undefined;
 }
@@ -61,7 +64,7 @@ export class ProxyStep {
     const destination = this.destination(ctx);
     if (!destination) return;
     const headers = this.upstreamHeaders(ctx, listenerPort);
-    const protocol = ctx.service!.protocol;
+    const protocol = destination.service.protocol;
     // A plugin made this request a gRPC call (grpc-gateway, grpc-web): it asks for trailers, as gRPC clients do, whatever the service.
     if (ctx.grpcTranscoder) headers.te = 'trailers';
     if ((protocol === 'grpc' || protocol === 'grpcs') && ctx.grpcTranscoder && !ctx.isGrpc) return this.proxyTranscoded(ctx, ctx.grpcTranscoder, headers, destination);
@@ -91,13 +94,22 @@ export class ProxyStep {
       ctx.error(503, MESSAGES.noService);
       return null;
     }
+    const tls = ctx.snapshot.upstreamTls(service);
+    if (ctx.upstreamOrigin) {
+      // A plugin chose the origin (Kong's kong.service.set_target): the service's timeouts and TLS still apply.
+      const redirected = { ...service, ...ctx.upstreamOrigin };
+      ctx.peers = new RecordedTries(new ServicePeers(redirected));
+      return { service: redirected, peers: ctx.peers, tls };
+    }
     const peers = ctx.snapshot.balancers.peers(service, ctx);
     if (typeof peers === 'string') {
       ctx.error(503, MESSAGES.noPeer);
       return null;
     }
-    ctx.peers = peers;
-    return { peers, tls: ctx.snapshot.upstreamTls(service) };
+    // The tries are recorded for the log serializer only where a plugin runs that could ask for them.
+    const tried = ctx.ran ? new RecordedTries(peers) : peers;
+    ctx.peers = tried;
+    return { service, peers: tried, tls };
   }
 
   private upstreamHeaders(ctx: Context, listenerPort: number): OutgoingHttpHeaders {
@@ -122,7 +134,13 @@ export class ProxyStep {
     });
   }
 
-  private proxyHttp(ctx: Context, req: DownstreamRequest, res: DownstreamResponse, headers: OutgoingHttpHeaders, destination: Destination): void {
+  private proxyHttp(
+    ctx: Context,
+    req: DownstreamRequest,
+    res: DownstreamResponse,
+    headers: OutgoingHttpHeaders,
+    destination: Destination,
+  ): void {
     const limit = ctx.bodyLimit;
     // A body read whole is measured too: a plugin may have lowered the limit after it was read.
     const size = ctx.body === undefined ? Number(req.headers['content-length']) : ctx.requestBodyBytes;
@@ -130,10 +148,10 @@ export class ProxyStep {
     const body = ctx.body ?? (hasBody(req) ? ctx.unreadBody() : null);
     if (body !== null && !Buffer.isBuffer(body)) this.meterStreamedBody(ctx, body);
     const sentAt = performance.now();
-    const { peers, tls } = destination;
+    const { service, peers, tls } = destination;
     const handle = this.engine.forward(
       {
-        service: ctx.service!,
+        service,
         peers,
         tls,
         hostPerPeer: !ctx.route.preserve_host,
@@ -165,14 +183,20 @@ export class ProxyStep {
             return null;
           }
           ctx.status = upstream.status;
-          if (!rewrites) return this.writeHead(ctx, res, upstream.status, out) ? (res as ServerResponse) : null;
-          const writeHead = (headers: OutgoingHttpHeaders) => this.writeHead(ctx, res, upstream.status, headers);
-          return new RewritingSink(ctx, res, out, upstreamLength, rewrites, writeHead, (err) => failRequest(ctx, err));
+          const transforms = ctx.bodyTransforms;
+          if (transforms) delete out['content-length'];
+          const sink = this.bodySink(ctx, res, upstream.status, out, transforms ? undefined : upstreamLength, rewrites);
+          return sink && transforms
+            ? new TransformingSink(
+                sink,
+                transforms,
+                (chunk) => this.sent(ctx, chunk),
+                (err) => this.failTransform(ctx, res, err),
+              )
+            : sink;
         },
-        onBodyChunk: (chunk) => {
-          ctx.responseBodyBytes += chunk.length;
-          if (ctx.bodyObservers !== undefined) this.showBodyChunk(ctx, chunk);
-        },
+        // A transformed body is counted and observed as it leaves the transforms.
+        onBodyChunk: (chunk) => ctx.bodyTransforms === undefined && this.sent(ctx, chunk),
         onFailure: (failure) =>
           contain(ctx, () => {
             // The gateway built a request the HTTP client would not send: its own error (500, logged).
@@ -191,8 +215,17 @@ export class ProxyStep {
   private proxyGrpc(ctx: Context, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
     this.protocols.grpc(
       {
-        service: ctx.service!, peers, tls, authorityPerPeer: !ctx.route.preserve_host, method: ctx.method, path: ctx.upstreamTarget(), headers,
-        body: ctx.body, req: ctx.raw.req as Http2ServerRequest, res: ctx.raw.res as Http2ServerResponse, requestId: ctx.id,
+        service: ctx.service!,
+        peers,
+        tls,
+        authorityPerPeer: !ctx.route.preserve_host,
+        method: ctx.method,
+        path: ctx.upstreamTarget(),
+        headers,
+        body: ctx.body,
+        req: ctx.raw.req as Http2ServerRequest,
+        res: ctx.raw.res as Http2ServerResponse,
+        requestId: ctx.id,
       },
       {
         ...this.exchangeHandlers(ctx),
@@ -209,12 +242,12 @@ export class ProxyStep {
    * log phase runs when that answer has gone, as for any HTTP request; a client that goes away first
    * cancels the call.
    */
-  private proxyTranscoded(ctx: Context, transcode: GrpcTranscoder, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
+  private proxyTranscoded(ctx: Context, transcode: GrpcTranscoder, headers: OutgoingHttpHeaders, { service, peers, tls }: Destination): void {
     const body = ctx.body ?? Buffer.alloc(0);
     ctx.requestBodyBytes = body.length;
     const sentAt = performance.now();
     ctx.abortUpstream = this.protocols.grpcUnary(
-      { service: ctx.service!, peers, tls, authorityPerPeer: !ctx.route.preserve_host, path: ctx.upstreamPath ?? ctx.match.upstreamPath, headers, body },
+      { service, peers, tls, authorityPerPeer: !ctx.route.preserve_host, path: ctx.upstreamPath ?? ctx.match.upstreamPath, headers, body },
       {
         onAnswer: (answer, latency) =>
           contain(ctx, () => {
@@ -234,9 +267,24 @@ export class ProxyStep {
     );
   }
 
-  private tunnel(ctx: Context, socket: Duplex, head: Buffer, headers: OutgoingHttpHeaders, { peers, tls }: Destination): void {
+  private tunnel(
+    ctx: Context,
+    socket: Duplex,
+    head: Buffer,
+    headers: OutgoingHttpHeaders,
+    { peers, tls }: Destination,
+  ): void {
     this.protocols.upgrade(
-      { service: ctx.service!, peers, tls, hostPerPeer: !ctx.route.preserve_host, path: ctx.upstreamTarget(), headers, socket, head },
+      {
+        service: ctx.service!,
+        peers,
+        tls,
+        hostPerPeer: !ctx.route.preserve_host,
+        path: ctx.upstreamTarget(),
+        headers,
+        socket,
+        head,
+      },
       {
         ...this.exchangeHandlers(ctx),
         onTunnelClosed: (bytes) => {
@@ -262,6 +310,36 @@ export class ProxyStep {
       },
       fail: (err) => failRequest(ctx, err),
     };
+  }
+
+  /**
+   * Where the response body goes once its head is settled: the response itself (its head sent now), or
+   * a RewritingSink that sends the head with the rewritten body. Null when Node refused the head.
+   */
+  private bodySink(
+    ctx: Context,
+    res: DownstreamResponse,
+    status: number,
+    out: OutgoingHttpHeaders,
+    upstreamLength: OutgoingHttpHeaders[string],
+    rewrites: BodyRewrite[] | undefined,
+  ): Writable | null {
+    if (!rewrites) return this.writeHead(ctx, res, status, out) ? (res as ServerResponse) : null;
+    const writeHead = (headers: OutgoingHttpHeaders) => this.writeHead(ctx, res, status, headers);
+    return new RewritingSink(ctx, res, out, upstreamLength, rewrites, writeHead, (err) => failRequest(ctx, err));
+  }
+
+  /** A plugin's body transform threw: the 500 of an unexpected error when nothing went downstream yet, else the answer cut short. */
+  private failTransform(ctx: Context, res: DownstreamResponse, err: unknown): void {
+    if (!res.headersSent) return failRequest(ctx, err);
+    ctx.log.error({ err, request_id: ctx.id }, 'a plugin transforming the response body failed');
+    res.destroy(new Error('the response body transform failed'));
+  }
+
+  /** A response body chunk on its way downstream: counted, and shown to the plugins observing it. */
+  private sent(ctx: Context, chunk: Buffer): void {
+    ctx.responseBodyBytes += chunk.length;
+    if (ctx.bodyObservers !== undefined) this.showBodyChunk(ctx, chunk);
   }
 
   /** Hands a response body chunk to the plugins observing it; one that throws sees no more of it. */

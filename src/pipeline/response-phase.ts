@@ -7,7 +7,7 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerResponse } from 'node:http2';
 import { Writable } from 'node:stream';
-import type { ResponseHead, ResponseSource } from '../pdk/types.ts';
+import type { BodyTransform, ResponseHead, ResponseSource } from '../pdk/types.ts';
 import type { CoreContext } from './core-context.ts';
 
 export type BodyRewrite = (body: Buffer) => Buffer;
@@ -37,6 +37,7 @@ export function runResponsePhase(
   if (withBody) {
     head.rewriteBody = (rewrite) => void (rewrites ??= []).push(rewrite);
     head.observeBody = (observe) => void (ctx.bodyObservers ??= []).push(observe);
+    head.transformBody = (transform) => void (ctx.bodyTransforms ??= []).push(transform);
   }
   for (const { runtime, plugin } of ctx.ran) runtime.response?.(ctx, plugin.config, head, plugin);
   return rewrites;
@@ -46,6 +47,23 @@ export function runResponsePhase(
 export function rewriteBody(body: Buffer, rewrites: BodyRewrite[]): Buffer {
   for (const rewrite of rewrites) body = rewrite(body);
   return body;
+}
+
+/** A body passed whole through the transforms in order (a gateway's own answer). Throws what a transform throws. */
+export function transformWhole(body: Buffer, transforms: BodyTransform[]): Buffer {
+  return Buffer.concat([transformChunk(body, transforms), endTransforms(transforms)]);
+}
+
+function transformChunk(chunk: Buffer, transforms: BodyTransform[]): Buffer {
+  for (const transform of transforms) chunk = transform.write(chunk);
+  return chunk;
+}
+
+/** What the transforms give at the end: each one's tail goes through the ones after it before they end. */
+function endTransforms(transforms: BodyTransform[]): Buffer {
+  let out = Buffer.alloc(0);
+  for (const transform of transforms) out = Buffer.concat([transform.write(out), transform.end()]);
+  return out;
 }
 
 /**
@@ -60,6 +78,7 @@ export function finishResponseHeaders(ctx: CoreContext, status: number, out: Out
   ctx.kongLatency = Math.round(sentAt - ctx.startedAt);
   out['x-kong-proxy-latency'] = String(ctx.kongLatency);
   out['x-kong-request-id'] = ctx.id;
+  ctx.responseHead = out;
   return rewrites;
 }
 
@@ -127,5 +146,51 @@ export class RewritingSink extends Writable {
   private forward(chunk: Buffer, done: (err?: Error | null) => void): void {
     if ((this.res as ServerResponse).write(chunk)) done();
     else this.res.once('drain', () => done());
+  }
+}
+
+/**
+ * Where a proxied body goes when plugins transform it: each chunk transformed and written on (to the
+ * response, or a RewritingSink) with backpressure, the transforms' tail at the end. `sent` sees what
+ * goes on (counted and observed); `fail` handles a transform that threw (the answer is cut short).
+ */
+export class TransformingSink extends Writable {
+  /** A transform threw: the rest of the body is dropped. */
+  private failed = false;
+
+  constructor(
+    private readonly target: Writable,
+    private readonly transforms: BodyTransform[],
+    private readonly sent: (chunk: Buffer) => void,
+    private readonly fail: (err: unknown) => void,
+  ) {
+    super();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
+    this.pass(() => transformChunk(chunk, this.transforms), done);
+  }
+
+  override _final(done: (err?: Error | null) => void): void {
+    this.pass(() => endTransforms(this.transforms), () => {
+      this.target.end();
+      done();
+    });
+  }
+
+  private pass(transform: () => Buffer, done: () => void): void {
+    if (this.failed) return done();
+    let out: Buffer;
+    try {
+      out = transform();
+    } catch (err) {
+      this.failed = true;
+      this.fail(err);
+      return done();
+    }
+    if (out.length === 0) return done();
+    this.sent(out);
+    if (this.target.write(out)) done();
+    else this.target.once('drain', done);
   }
 }

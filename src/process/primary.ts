@@ -98,6 +98,10 @@ export class Primary {
     for (const slot of this.slots) this.fork(slot);
     stopOnSignals((reason) => this.stop(reason), this.announce);
     process.on('SIGHUP', () => void this.reload());
+    // nginx's USR1: the workers reopen their log files (file-log), after an operator rotated them.
+    process.on('SIGUSR1', () => {
+      for (const slot of this.slots) slot.worker?.process.kill('SIGUSR1');
+    });
     process.on('uncaughtException', (err) => this.log.error({ err }, 'uncaught exception'));
     process.on('unhandledRejection', (err) => this.log.error({ err }, 'unhandled rejection'));
     return done;

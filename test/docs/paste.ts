@@ -49,7 +49,7 @@ async function freePorts(count: number): Promise<number[]> {
 /**
  * `127.0.0.1:8443` -> `127.0.0.1:<free port>`: after any host name or address (curl's `--resolve
  * name:port:address` and `https://name:port/` too), `PORT=3001`, the examples' `PORT ?? 3000`, and a
- * config's `port: 8125`.
+ * config's `port: 8125` (statsd's destination) or `port: 3002` (tcp-log's and udp-log's).
  */
 export function mapPorts(text: string, ports: Map<number, number>): string {
   const list = [...ports.keys()].join('|');

@@ -44,11 +44,14 @@ const ON_WORKERS: SuiteGroup[] = [
   { folders: ['prometheus'], plugins: ['prometheus', 'oauth2'] },
   // A credential kept by the core, its admin API and its reload on every worker (about 20 s).
   { folders: ['hmac-auth'], plugins: ['hmac-auth', 'key-auth'] },
+  { folders: ['http-log', 'file-log', 'tcp-log', 'udp-log'], plugins: ['http-log', 'file-log', 'tcp-log', 'udp-log', 'correlation-id'] },
 ];
 const ON_POSTGRES: SuiteGroup[] = [
   // kill -9 and restarts on PostgreSQL are the cluster suites' (cluster-failover.test.ts): these two test LevelDB's.
   { folders: ['metering', 'metering/billing'], plugins: ['metering'], except: ['crash.test.ts', 'impl-durability.test.ts'] },
   { folders: ['metering-and-billing', 'entitlement-enforcement'], plugins: ['metering-and-billing', 'entitlement-enforcement', 'oauth2'] },
+  // http-log's queue is the store's: on PostgreSQL it is shared by the nodes.
+  { folders: ['http-log'], plugins: ['http-log'] },
 ];
 
 /** The plugins of `names` (and those whose services they call) that do not declare multiProcess yet. */

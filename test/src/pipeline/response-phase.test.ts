@@ -3,8 +3,9 @@
  * of a matched request (the upstream's, a plugin's, an upstream failure) for every collected plugin, those
  * after the answering one included, with the answer's source; headers set during access reach any answer;
  * bodies are rewritten (proxied and the gateway's own), and a body beyond the limit streams unchanged;
- * plugins change the upstream path and method; regex captures reach plugins; the log phase sees every
- * collected plugin.
+ * bodies are transformed as they stream (observers see what the client gets, a rewrite gets the
+ * transformed body); plugins change the upstream path and method, and send a request to another origin;
+ * regex captures reach plugins; the log phase sees every collected plugin.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -75,15 +76,60 @@ const reroute: PluginDefinition = {
   }),
 };
 
-const registry = new Map<string, PluginDefinition>([observer('first', 1000), observer('last', 10), stopper, upper, reroute].map((p) => [p.name, p as PluginDefinition]));
+/** What the `numbered` plugin's observer saw of the body, chunk by chunk. */
+const observedChunks: string[] = [];
+
+/** Numbers the lines of the body as it streams, holding back only a line not ended yet. */
+const numbered: PluginDefinition = {
+  name: 'numbered',
+  version: '1.0.0',
+  priority: 350,
+  configSchema: empty,
+  create: () => ({
+    response(_ctx, _config, head) {
+      let count = 0;
+      let partial = '';
+      const number = (lines: string[]) => Buffer.from(lines.map((line) => `${++count}: ${line}\n`).join(''));
+      head.transformBody?.({
+        write(chunk) {
+          const lines = (partial + chunk.toString('utf8')).split('\n');
+          partial = lines.pop()!;
+          return number(lines);
+        },
+        end: () => number(partial === '' ? [] : [partial]),
+      });
+      head.observeBody?.((chunk) => observedChunks.push(chunk.toString('utf8')));
+    },
+  }),
+};
+
+const elsewhere: PluginDefinition<{ url: string }> = {
+  name: 'elsewhere',
+  version: '1.0.0',
+  priority: 400,
+  configSchema: { type: 'record', fields: { url: { type: 'string', required: true } } },
+  create: () => ({
+    access(ctx, config) {
+      ctx.setUpstreamUrl(new URL(config.url));
+    },
+  }),
+};
+
+const registry = new Map<string, PluginDefinition>([observer('first', 1000), observer('last', 10), stopper, upper, reroute, numbered, elsewhere].map((p) => [p.name, p as PluginDefinition]));
 
 let echo: Upstream;
 let big: Upstream;
+let lines: Upstream;
 let gw: RegistryGateway;
 
 before(async () => {
   echo = await startUpstream();
   big = await startUpstream((_req, res) => res.end('x'.repeat(REWRITABLE_BODY_LIMIT + 10)));
+  lines = await startUpstream((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 12 });
+    res.write('alpha\nbe');
+    setImmediate(() => res.end('ta\nc'));
+  });
   const dead = `http://127.0.0.1:${await closedPort()}`;
   gw = await startWithRegistry(
     {
@@ -101,6 +147,16 @@ before(async () => {
           ],
         },
         { name: 'big', url: big.url, routes: [{ name: 'big', paths: ['/big'], plugins: [{ name: 'upper' }] }] },
+        {
+          name: 'lines',
+          url: lines.url,
+          routes: [
+            { name: 'numbered', paths: ['/numbered'], plugins: [{ name: 'numbered' }] },
+            { name: 'numbered-upper', paths: ['/numbered-upper'], plugins: [{ name: 'numbered' }, { name: 'upper' }] },
+            { name: 'numbered-answer', paths: ['/numbered-answer'], plugins: [{ name: 'numbered' }, { name: 'stopper', config: { status: 200 } }] },
+          ],
+        },
+        { name: 'nowhere', url: dead, routes: [{ name: 'elsewhere', paths: ['/elsewhere'], plugins: [{ name: 'elsewhere', config: { url: `${echo.url}/over/there` } }] }] },
         { name: 'dead', url: dead, retries: 0, routes: [{ name: 'dead', paths: ['/dead'], plugins: [{ name: 'first' }] }] },
       ],
     },
@@ -112,6 +168,7 @@ after(async () => {
   await gw?.stop();
   await echo?.close();
   await big?.close();
+  await lines?.close();
 });
 
 test('the response phase sees the upstream answer as `service`; headers set in access reach it', async () => {
@@ -181,4 +238,31 @@ test('plugins set the upstream method and path; unsafe characters are escaped, n
   assert.equal(echoed.path, '/moved/bob%20%3F%23');
   assert.equal(echoed.query, 'keep=1');
   assert.equal(echoed.body, 'payload');
+});
+
+test('a proxied body is transformed as it streams, without a Content-Length; observers see what the client gets', async () => {
+  observedChunks.length = 0;
+  const reply = await request(`${gw.http}/numbered`);
+  assert.equal(reply.status, 200);
+  assert.equal(reply.text, '1: alpha\n2: beta\n3: c\n');
+  assert.equal(reply.headers['content-length'], undefined);
+  assert.equal(observedChunks.join(''), reply.text);
+});
+
+test('a rewrite gets the transformed body; the gateway\'s own answers are transformed whole', async () => {
+  const rewritten = await request(`${gw.http}/numbered-upper`);
+  assert.equal(rewritten.text, '1: ALPHA\n2: BETA\n3: C\n');
+  assert.equal(Number(rewritten.headers['content-length']), rewritten.body.length);
+  const answer = await request(`${gw.http}/numbered-answer`);
+  assert.match(answer.text, /^1: \{"message":"stopped"/);
+  assert.equal(Number(answer.headers['content-length']), answer.body.length);
+});
+
+test('a plugin sends the request to another origin and path; the query stays', async () => {
+  const reply = await request(`${gw.http}/elsewhere?keep=1`);
+  assert.equal(reply.status, 200);
+  const echoed = reply.json();
+  assert.equal(echoed.path, '/over/there');
+  assert.equal(echoed.query, 'keep=1');
+  assert.equal(echoed.headers.host, new URL(echo.url).host);
 });

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { DiskQueue, eventsIn } from '../../../plugins/metering-and-billing/disk-queue.ts';
+import { DiskQueue, eventsIn } from '../../../src/queue/disk-queue.ts';
 import { LevelStore } from '../../../src/store/level.ts';
 import { tempDir } from '../../helpers/gateway.ts';
 

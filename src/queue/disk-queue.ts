@@ -20,7 +20,7 @@
  * resend).
  */
 import { randomBytes } from 'node:crypto';
-import type { BatchOp, Store } from '../../src/pdk/index.ts';
+import type { BatchOp, Store } from '../store/store.ts';
 
 export interface ClaimState {
   owner: string;

@@ -1,0 +1,7 @@
+/** ai-proxy's own error (docs/errors.md): its other refusals are Kong's `{"error":{"message"}}` bodies. */
+
+/** A provider's answer too large to translate in bounded memory: the answer is cut short and this is logged. */
+export class AiAnswerTooLargeError extends Error {
+  override readonly name = 'AiAnswerTooLargeError';
+  readonly code = 'AI_PROXY_ERR_ANSWER_TOO_LARGE';
+}
