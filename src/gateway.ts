@@ -136,6 +136,7 @@ export class Gateway {
     const websocket = new WebSocketProxy();
     this.protocols = {
       grpc: (request, handlers) => grpc.proxy(request, handlers),
+      grpcUnary: (request, handlers) => grpc.unary(request, handlers),
       upgrade: (request, handlers) => websocket.proxy(request, handlers),
       close: () => {
         grpc.close();

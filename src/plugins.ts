@@ -33,6 +33,9 @@ import fileLog from '../plugins/file-log/index.ts';
 import httpLog from '../plugins/http-log/index.ts';
 import tcpLog from '../plugins/tcp-log/index.ts';
 import udpLog from '../plugins/udp-log/index.ts';
+import grpcGateway from '../plugins/grpc-gateway/index.ts';
+import grpcWeb from '../plugins/grpc-web/index.ts';
+import awsLambda from '../plugins/aws-lambda/index.ts';
 import type { PluginDefinition } from './pdk/types.ts';
 
 /** In order of creation (the gateway closes them in reverse): request metering after metering, whose writer it uses until it closes. */
@@ -41,6 +44,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
     botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, aiProxy, aiPromptGuard,
-    httpLog, fileLog, tcpLog, udpLog,
+    httpLog, fileLog, tcpLog, udpLog, grpcGateway, grpcWeb, awsLambda,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

@@ -22,6 +22,8 @@ export type {
   EntityDefinition,
   Expectation,
   FieldSchema,
+  GrpcCallAnswer,
+  GrpcTranscoder,
   Infer,
   Issue,
   Journal,
@@ -66,5 +68,5 @@ export { ConfigCompileError, ForeignKeyViolationError, HttpError, NotFoundError,
 export { putIfAbsent, registerStoreProcedures, take } from './store.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from './quota.ts';
 export { parseUntrustedJson } from './json.ts';
-export { PACKAGE_ROOT } from './package.ts';
+export { PACKAGE_ROOT, SERVER_TOKEN } from './package.ts';
 export { entriesIn, FullQueueLog, PersistentQueue, QUEUE_SCHEMA, queueSettingsProblems, reconcileResources, retryDelayMs, type KeyedResource, type PersistentQueueSettings, type QueueClaim, type QueueCounters, type QueueDepth, type QueueSettings } from './queue.ts';

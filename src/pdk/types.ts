@@ -604,6 +604,15 @@ export interface AccessContext extends RequestView {
    */
   limitRequestBody(bytes: number, status: number): void;
 
+  /**
+   * On a grpc/grpcs service, sends this (non-gRPC) request upstream as one gRPC call (Kong's grpc-gateway
+   * and grpc-web): the body set with setUpstreamBody (length-prefixed messages) is POSTed to the upstream
+   * path (setUpstreamPath: `/package.Service/Method`) with `te: trailers`; the upstream's whole answer
+   * (at most 16 MiB of messages) goes to `transcode`, whose HTTP answer is sent downstream through the
+   * response phase. The gateway's own failures (connect, timeout) are its usual errors. On a service of
+   * another protocol the request is proxied as it is, with `te: trailers` too (Kong's grpc-gateway spec).
+   */
+  sendAsGrpc(transcode: GrpcTranscoder): void;
   /** Answers the request here; no upstream. Objects are sent as JSON. */
   respond(status: number, body?: string | Buffer | object, headers?: Record<string, string | string[]>): void;
   /** Kong's `kong.response.error`: `{"message": ...}`, or a gRPC-shaped answer to a gRPC request. */
@@ -611,6 +620,20 @@ export interface AccessContext extends RequestView {
   /** True once respond/error has been called. */
   readonly responded: boolean;
 }
+
+/** The upstream's whole answer to a call sent with AccessContext.sendAsGrpc. */
+export interface GrpcCallAnswer {
+  /** The HTTP/2 `:status`. */
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** The answer's length-prefixed messages, as they came. */
+  messages: Buffer;
+  /** Empty for a trailers-only answer (its grpc-status is among the headers). */
+  trailers: IncomingHttpHeaders;
+}
+
+/** Turns a gRPC call's answer into the HTTP answer sent downstream. */
+export type GrpcTranscoder = (answer: GrpcCallAnswer) => { status: number; headers: Record<string, string | string[]>; body: Buffer };
 
 /**
  * The response phase (Kong's header_filter): the request as access left it; the answer itself is the

@@ -10,7 +10,7 @@ import { escapeUpstreamPath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
 import { headerLines } from '../proxy/headers.ts';
 import { errorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN, type Answer } from '../proxy/respond.ts';
-import type { AuthenticatedCredential, BodyObserver, BodyTransform, RequestOutcome, ResponseSource, SerializedRequest } from '../pdk/types.ts';
+import type { AuthenticatedCredential, BodyObserver, BodyTransform, GrpcTranscoder, RequestOutcome, ResponseSource, SerializedRequest } from '../pdk/types.ts';
 import type { CoreContext, DownstreamRequest, DownstreamResponse, RanPlugin } from './core-context.ts';
 import { answerFor, HttpError } from './http-error.ts';
 import { rewriteBody, runResponsePhase, transformWhole } from './response-phase.ts';
@@ -162,6 +162,8 @@ export class Context implements CoreContext {
   upstreamMethod: string | undefined;
   /** Another origin a plugin sent the request to instead of the service's (setUpstreamUrl). */
   upstreamOrigin: UpstreamOrigin | undefined;
+  /** Set by sendAsGrpc: the request goes to its gRPC service as one call, its answer transcoded. */
+  grpcTranscoder: GrpcTranscoder | undefined;
   /** Headers plugins set for the downstream answer during access (kong.response.set_header). */
   responseHeaders: Record<string, string | string[]> | undefined;
   /** Values plugins add to the access log line and to the serializer's object. */
@@ -295,6 +297,10 @@ export class Context implements CoreContext {
     // Kong escapes what is unsafe in a request line, byte by byte of the UTF-8; `?` too here, so a path
     // can never carry a query.
     this.upstreamPath = escapeUpstreamPath(Buffer.from(path, 'utf8').toString('latin1')).replaceAll('?', '%3F');
+  }
+
+  sendAsGrpc(transcode: GrpcTranscoder): void {
+    this.grpcTranscoder = transcode;
   }
 
   setUpstreamUrl(url: URL): void {

@@ -13,8 +13,9 @@ import { ServicePeers, type PeerSource } from '../balancer/peers.ts';
 import { RecordedTries } from '../balancer/tries.ts';
 import type { Service } from '../config/types.ts';
 import { UnsendableRequestError } from '../errors.ts';
+import type { GrpcTranscoder } from '../pdk/types.ts';
 import type { ExchangeHandlers } from '../proxy/exchange.ts';
-import type { GrpcHandlers, GrpcRequest } from '../proxy/grpc.ts';
+import type { GrpcHandlers, GrpcRequest, UnaryGrpcHandlers, UnaryGrpcRequest } from '../proxy/grpc.ts';
 import { buildUpstreamHeaders, downstreamHeaders } from '../proxy/headers.ts';
 import type { HttpEngine } from '../proxy/http-engine.ts';
 import { FAILURE_ANSWERS, MESSAGES } from '../proxy/respond.ts';
@@ -29,6 +30,8 @@ import { finishResponseHeaders, RewritingSink, TransformingSink, type BodyRewrit
 /** Proxies what the HTTP engine does not: gRPC streams and WebSocket tunnels. */
 export interface ProtocolProxy {
   grpc(request: GrpcRequest, handlers: GrpcHandlers): void;
+  /** One whole call made for a plugin that transcodes an HTTP request (AccessContext.sendAsGrpc). */
+  grpcUnary(request: UnaryGrpcRequest, handlers: UnaryGrpcHandlers): () => void;
   upgrade(request: WebSocketRequest, handlers: WebSocketHandlers): void;
   /** Releases pooled upstream sessions and open tunnels (gateway shutdown). */
   close(): void;
@@ -62,6 +65,9 @@ export class ProxyStep {
     if (!destination) return;
     const headers = this.upstreamHeaders(ctx, listenerPort);
     const protocol = destination.service.protocol;
+    // A plugin made this request a gRPC call (grpc-gateway, grpc-web): it asks for trailers, as gRPC clients do, whatever the service.
+    if (ctx.grpcTranscoder) headers.te = 'trailers';
+    if ((protocol === 'grpc' || protocol === 'grpcs') && ctx.grpcTranscoder && !ctx.isGrpc) return this.proxyTranscoded(ctx, ctx.grpcTranscoder, headers, destination);
     if (protocol === 'grpc' || protocol === 'grpcs') return this.proxyGrpc(ctx, headers, destination);
     this.proxyHttp(ctx, req, res, headers, destination);
   }
@@ -226,6 +232,37 @@ export class ProxyStep {
         onRequestBytes: (count) => (ctx.requestBodyBytes += count),
         onResponseBytes: (count) => (ctx.responseBodyBytes += count),
         done: () => contain(ctx, () => this.finish(ctx)),
+      },
+    );
+  }
+
+  /**
+   * An HTTP request a plugin turned into a gRPC call: the call goes upstream whole, and the plugin's
+   * transcoder turns the whole answer into the HTTP answer, which runs through the response phase. The
+   * log phase runs when that answer has gone, as for any HTTP request; a client that goes away first
+   * cancels the call.
+   */
+  private proxyTranscoded(ctx: Context, transcode: GrpcTranscoder, headers: OutgoingHttpHeaders, { service, peers, tls }: Destination): void {
+    const body = ctx.body ?? Buffer.alloc(0);
+    ctx.requestBodyBytes = body.length;
+    const sentAt = performance.now();
+    ctx.abortUpstream = this.protocols.grpcUnary(
+      { service, peers, tls, authorityPerPeer: !ctx.route.preserve_host, path: ctx.upstreamPath ?? ctx.match.upstreamPath, headers, body },
+      {
+        onAnswer: (answer, latency) =>
+          contain(ctx, () => {
+            ctx.upstreamLatency = Math.round(latency);
+            ctx.upstreamStatus = answer.status;
+            const { status, headers: out, body: answerBody } = transcode(answer);
+            out['x-kong-upstream-latency'] = String(ctx.upstreamLatency);
+            out['x-kong-proxy-latency'] = String(Math.round(sentAt - ctx.startedAt));
+            ctx.send({ status, headers: { ...out, 'content-length': answerBody.length }, body: answerBody }, 'service');
+          }),
+        onError: (status, message, failure) => {
+          ctx.error(status, message);
+          if (failure) traceUpstreamFailure(ctx, failure);
+        },
+        fail: (err) => failRequest(ctx, err),
       },
     );
   }

@@ -13,6 +13,7 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type Http2Serve
 import type { Logger } from 'pino';
 import type { Peer, PeerSource } from '../balancer/peers.ts';
 import type { Service } from '../config/types.ts';
+import type { GrpcCallAnswer } from '../pdk/types.ts';
 import { UpstreamTimeoutError } from '../errors.ts';
 import type { UpstreamTls } from '../tls/upstream-tls.ts';
 import { contained, type ExchangeHandlers } from './exchange.ts';
@@ -60,6 +61,30 @@ export interface GrpcRequest {
   /** For the log lines. */
   requestId: string;
 }
+
+/** What choosing an upstream session needs of a call. */
+type SessionCall = Pick<GrpcRequest, 'service' | 'peers' | 'tls'>;
+
+/** A whole call made for a plugin: its length-prefixed messages in memory, its answer read whole. */
+export interface UnaryGrpcRequest extends SessionCall {
+  authorityPerPeer: boolean;
+  /** `/package.Service/Method`. */
+  path: string;
+  /** The upstream request's headers (HTTP/1.1 hop-by-hop ones are dropped); `host` goes as `:authority`. */
+  headers: OutgoingHttpHeaders;
+  body: Buffer;
+}
+
+export interface UnaryGrpcHandlers extends Pick<ExchangeHandlers, 'onError' | 'fail'> {
+  /** The call ended with the upstream's status; `latency`: until its response head. */
+  onAnswer(answer: GrpcCallAnswer, latency: number): void;
+}
+
+/** The most bytes of messages a unary answer may carry before the call is dropped (502): it is held whole. */
+export const UNARY_ANSWER_LIMIT = 16 * 2 ** 20;
+
+/** HTTP/1.1 connection headers HTTP/2 forbids; `te` is set to `trailers`, as gRPC requires. */
+const CONNECTION_HEADERS = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'content-length'];
 
 export interface GrpcHandlers extends ExchangeHandlers {
   /** Bytes of the client's messages went upstream. */
@@ -186,17 +211,47 @@ export class GrpcProxy {
   proxy(request: GrpcRequest, handlers: GrpcHandlers): void {
     const downstream = request.req.stream;
     downstream.once('close', handlers.done);
-    const { service, peers, tls } = request;
+    this.withSession(request, handlers, () => downstream.destroyed, (entry, peer) =>
+      new GrpcCall(request, callHeaders(request.headers, peer, request.authorityPerPeer), entry, this.options.log, handlers).start(),
+    );
+  }
+
+  /**
+   * Makes one whole call for a plugin that transcodes an HTTP request (grpc-gateway, grpc-web). Returns
+   * what cancels it (the client went away): no handler runs after that.
+   */
+  unary(request: UnaryGrpcRequest, handlers: UnaryGrpcHandlers): () => void {
+    let abandoned = false;
+    let cancelCall: (() => void) | undefined;
+    this.withSession(request, handlers, () => abandoned, (entry, peer) => {
+      cancelCall = unaryCall(request, callHeaders(request.headers, peer, request.authorityPerPeer), entry, handlers);
+    });
+    return () => {
+      abandoned = true;
+      cancelCall?.();
+    };
+  }
+
+  /**
+   * A pooled session to one of the call's peers, retried on the next peer as the service allows; the
+   * last failure is answered with Kong's 502/503/504. `abandoned`: the client left while it connected.
+   */
+  private withSession(
+    { service, peers, tls }: SessionCall,
+    handlers: Pick<ExchangeHandlers, 'onError' | 'fail'>,
+    abandoned: () => boolean,
+    start: (entry: PooledSession, peer: Peer) => void,
+  ): void {
     let tries = 0;
     const attempt = (peer: Peer) => {
       this.sessions.acquire(
         { service, peer, tls },
         contained(handlers, (err, entry) => {
-          if (downstream.destroyed) {
+          if (abandoned()) {
             if (entry) entry.streams--;
             return;
           }
-          if (!err) return new GrpcCall(request, callHeaders(request.headers, peer, request.authorityPerPeer), entry!, this.options.log, handlers).start();
+          if (!err) return start(entry!, peer);
           const timedOut = err instanceof UpstreamTimeoutError;
           peers.failed(failureKind(err as NodeJS.ErrnoException, timedOut));
           // A connect timeout moves on only to another target of a balancer (the same host would time out again).
@@ -367,6 +422,56 @@ class GrpcCall {
     this.deadlineTimer = setTimeout(contained(this.handlers, () => this.endWith(504, 'Deadline exceeded')), ms);
     this.deadlineTimer.unref();
   }
+}
+
+/** Sends a unary call on a pooled session and reads its whole answer, bounded in size and idle time; returns what cancels it. */
+function unaryCall(request: UnaryGrpcRequest, headers: OutgoingHttpHeaders, entry: PooledSession, handlers: UnaryGrpcHandlers): () => void {
+  const out: OutgoingHttpHeaders = { ':method': 'POST', ':scheme': request.service.protocol === 'grpcs' ? 'https' : 'http', ':path': request.path };
+  for (const name in headers) if (!CONNECTION_HEADERS.includes(name)) out[name === 'host' ? ':authority' : name] = headers[name];
+  out.te = 'trailers';
+  let stream: ClientHttp2Stream;
+  try {
+    stream = entry.session.request(out);
+  } catch (err) {
+    entry.streams--;
+    if (SESSION_GONE.has((err as NodeJS.ErrnoException).code ?? '')) handlers.onError(502, MESSAGES.badGateway);
+    else handlers.fail(err);
+    return () => {};
+  }
+  const sentAt = performance.now();
+  let settled = false;
+  const settle = (answer: () => void) => {
+    if (settled) return;
+    settled = true;
+    if (!stream.closed) stream.close(NGHTTP2_CANCEL);
+    answer();
+  };
+  let head: { status: number; headers: IncomingHttpHeaders; latency: number } | undefined;
+  let trailers: IncomingHttpHeaders = {};
+  const chunks: Buffer[] = [];
+  let size = 0;
+  stream.setTimeout(request.service.read_timeout, contained(handlers, () => settle(() => handlers.onError(504, MESSAGES.timeout))));
+  stream.once('response', (h: IncomingHttpHeaders) => {
+    const latency = performance.now() - sentAt;
+    request.peers.answered(Number(h[':status']) || 200, latency);
+    head = { status: Number(h[':status']) || 200, headers: h, latency };
+  });
+  stream.once('trailers', (t: IncomingHttpHeaders) => (trailers = t));
+  stream.on('data', contained(handlers, (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > UNARY_ANSWER_LIMIT) return settle(() => handlers.onError(502, MESSAGES.badGateway));
+    chunks.push(chunk);
+  }));
+  stream.on('error', () => {});
+  stream.once('close', contained(handlers, () => {
+    entry.streams--;
+    const complete = head !== undefined && (stream.rstCode ?? NGHTTP2_NO_ERROR) === NGHTTP2_NO_ERROR;
+    if (!complete) return settle(() => handlers.onError(502, MESSAGES.badGateway));
+    const { status, headers: answerHeaders, latency } = head!;
+    settle(() => handlers.onAnswer({ status, headers: answerHeaders, messages: Buffer.concat(chunks, size), trailers }, latency));
+  }));
+  stream.end(request.body);
+  return () => settle(() => {});
 }
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
