@@ -82,7 +82,8 @@ export function createRuntime(api: PluginApi): PluginRuntime<ResponseRateLimitin
       if (!config.hide_client_headers) Object.assign(head.headers, headers);
       if (!usedUp) return;
       usage.refused = true;
-      throw new HttpError(429, 'API rate limit exceeded', config.hide_client_headers ? undefined : headers);
+      // Kong's header_filter answers `kong.response.exit(429)`: no body.
+      throw new HttpError(429, 'API rate limit exceeded', config.hide_client_headers ? undefined : headers, true);
     },
 
     log(ctx, config, plugin) {

@@ -449,6 +449,7 @@ export class Context implements CoreContext {
     // The client's or the store's condition, not the gateway's fault: traced at debug, with the error's own
     // code. A flood of refusals must not build a log object each when debug is off.
     if (this.log.isLevelEnabled('debug')) this.log.debug({ request_id: this.id, code: (err as { code?: unknown }).code, status: answer.status }, 'request answered with an error');
+    if (answer.bodyless) return this.respond(answer.status, undefined, answer.headers);
     this.error(answer.status, answer.message, answer.headers);
   }
 }

@@ -10,6 +10,8 @@ export class HttpError extends Error {
     readonly status: number,
     message: string,
     readonly headers?: Record<string, string>,
+    /** Answered without a body (Kong's `kong.response.exit(status)`); the message is for logs only. */
+    readonly bodyless = false,
   ) {
     super(message);
   }
