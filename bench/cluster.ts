@@ -157,7 +157,7 @@ async function storeIpc(): Promise<void> {
   const value = JSON.stringify({ id: randomUUID(), scope: 'read write', expires_in: 3600, credential: randomUUID() });
   const local = new LevelStore(join(tempDir(), 'store'));
   await local.open();
-  const hub = new NoticeHub(local.notices);
+  const hub = new NoticeHub(local.localNotices);
   const path = join(tempDir(), 'store.sock');
   const server = createServer((s) => serveStore(local, hub, s));
   await new Promise<void>((r) => server.listen(path, r));

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { PACKAGE_ROOT, type ConsoleTab, type PluginDefinition } from '../../src/pdk/index.ts';
 import { billingEntities } from './billing/port.ts';
 import { createRuntime } from './handler.ts';
-import { meteringProcedures } from './query/port.ts';
+import { storeProcedures } from './service.ts';
 import { checkConfig, collectorEntity, configSchema, meterEntity, type MeteringConfig } from './schema.ts';
 
 /** A console tab of console/: its section's markup `<id>.html`, its module `<id>.js`. */
@@ -20,12 +20,12 @@ const metering: PluginDefinition<MeteringConfig> = {
   version: '0.1.0',
   // After authentication (oauth2 runs at 1400), so the token's scopes are known.
   priority: 900,
-  // On a shared store, events go through per-process inboxes to one elected aggregator (aggregation/aggregator.ts).
+  // On a shared store, events go to one aggregator: the primary's single writer on LevelDB, an elected process's over PostgreSQL's journal.
   multiProcess: true,
   configSchema,
   checkConfig,
   entities: [meterEntity, collectorEntity, ...billingEntities],
-  storeProcedures: meteringProcedures,
+  storeProcedures,
   console: { tabs: [consoleTab('usage', 'Usage'), consoleTab('billing', 'Billing'), consoleTab('metering', 'Metering')] },
   create: createRuntime,
 };

@@ -4,7 +4,7 @@
  * background work; leads the aggregation on a shared store and keeps this process's meters fresh.
  */
 import type { Logger } from 'pino';
-import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type Store } from '../../src/pdk/index.ts';
+import { registerStoreProcedures, type ConfigView, type Journal, type PluginApi, type ProcedureHost, type Store, type StoreProcedure } from '../../src/pdk/index.ts';
 import { AGGREGATOR_STATUS_KEY, SUBJECT_PREFIX, SUBJECTS_INDEXED_KEY, subjectKey, unescapePart } from './shared/keys.ts';
 import { AggregateLedger, Aggregator, Maintenance, processOf, writerAggregates, type AggregatorStatus, type Term } from './aggregation/port.ts';
 import { MeterCatalogue, MeterCommands, MeterRegistry, METERS_TOPIC, type MeterRecord } from './meter/port.ts';
@@ -13,9 +13,10 @@ import { EventListing, meteringProcedures, type MeterQuery, type QueryResult, ty
 import type { MeteringConfig } from './schema.ts';
 import { prepareEvents, type EventSink } from './ingest/port.ts';
 import type { PreparedEvent, StoredEvent } from './shared/events.ts';
-import { Writer, type CommittedListener, type WriterOptions } from './storage/writer.ts';
-import { BodyError, meterBackfilling } from './shared/errors.ts';
-import { awaitDrained, drainInboxRound, ProcessInbox } from './storage/inbox.ts';
+import { Writer, type CommittedListener, type Inbox, type WriterOptions } from './storage/writer.ts';
+import { BodyError, LeaseLostError, meterBackfilling } from './shared/errors.ts';
+import { HAND_OFF_PROCEDURE, PrimaryHandOff } from './storage/hand-off.ts';
+import { awaitDrained, drainInboxRound, eventsOf, ProcessInbox } from './storage/inbox.ts';
 import { awaitFolded, JournalDrain, JournalInbox, prepareJournal } from './storage/journal-inbox.ts';
 import { JournaledEvents, KeyedEvents, type StoredEvents } from './storage/stored-events.ts';
 
@@ -43,6 +44,11 @@ export interface RefusedEvent {
 }
 
 export interface ServiceOptions {
+  /**
+   * Set in the primary of a LevelDB node of workers: this service runs the node's single writer for the
+   * workers' hand-offs (storage/hand-off.ts) and is the only one to take part in the election.
+   */
+  primary?: boolean;
   purgeIntervalMs?: number;
   backfillChunk?: number;
   dedupeFilterCapacity?: number;
@@ -58,6 +64,20 @@ interface Aggregation {
 }
 
 const REFRESH_METERS_EVERY_MS = 1_000;
+
+/** What a worker's configuration sets for the node's single writer in its primary. */
+interface AggregationSettings {
+  writer: WriterOptions;
+  retentionDays: number;
+}
+
+/** The store procedure that starts the primary's single writer, or gives it a worker's settings. */
+const AGGREGATE_PROCEDURE = 'metering.aggregate';
+/** The store procedure that tells a worker the primary's aggregator status. */
+const STATUS_PROCEDURE = 'metering.status';
+
+type NoAggregator = { aggregator: null; dedupe_filter: { hashes: number; bytes: number } };
+const NO_AGGREGATOR: NoAggregator = { aggregator: null, dedupe_filter: { hashes: 0, bytes: 0 } };
 
 /** One per process: what ingestion commits to (EventSink) and billing's usage reads (UsageService). */
 export class MeteringService implements EventSink, UsageService {
@@ -83,7 +103,14 @@ export class MeteringService implements EventSink, UsageService {
   /** Alone on the store: the aggregation, for good. Shared: the current term's while this process aggregates. */
   private local: Aggregation | null = null;
   private readonly processId: string;
-  /** Shared store only. */
+  /** Whether other processes write this store too (workers, or nodes). */
+  private readonly shared: boolean;
+  /**
+   * A worker of a LevelDB node: its events go to the primary's single writer, which alone aggregates
+   * (storage/hand-off.ts); this process takes no part in the election.
+   */
+  private readonly handsOff: boolean;
+  /** Shared store, where this process may aggregate. */
   private readonly aggregator: Aggregator | null = null;
   /** Set once this process takes part in the aggregator's election (see joinElection). */
   private electionJoined: Promise<void> | null = null;
@@ -102,7 +129,7 @@ export class MeteringService implements EventSink, UsageService {
     this.store = api.store;
     this.log = api.log;
     // Wherever a service runs, so do its procedures (a gateway registers them too, and a node's primary).
-    registerStoreProcedures([{ name: 'metering', storeProcedures: meteringProcedures }]);
+    registerStoreProcedures([{ name: 'metering', storeProcedures }]);
     this.journal = api.sharedStore ? this.store.journal() : null;
     this.events = this.journal ? new JournaledEvents(this.journal) : new KeyedEvents(this.store);
     // Names this process in the inboxes, meter commands and the aggregator's lease and status.
@@ -116,15 +143,27 @@ export class MeteringService implements EventSink, UsageService {
       this.log,
     );
     this.eventListing = new EventListing(this.events, this.meters, { caughtUp: () => this.caughtUp(), retentionStart: () => this.retentionStart() });
-    if (!api.sharedStore) {
+    this.shared = api.sharedStore === true;
+    this.handsOff = this.shared && this.journal === null && !options.primary;
+    if (!this.shared) {
       this.local = this.aggregation(this.store);
       this.writer = this.local.writer;
       return;
     }
-    const processId = this.processId;
-    const inbox = this.journal ? new JournalInbox(this.store, this.journal) : new ProcessInbox(this.store, processId);
-    this.writer = new Writer(this.store, writerAggregates(new AggregateLedger(this.store), this.meters), this.log, this.writerOptions(), { inbox });
-    this.aggregator = new Aggregator(this.store, processId, (fenced) => this.startTerm(fenced), this.log, (writer) => this.drainRound(writer));
+    this.writer = new Writer(this.store, writerAggregates(new AggregateLedger(this.store), this.meters), this.log, this.writerOptions(), {
+      inbox: this.inbox(),
+      // A hand-off is counted when the primary acknowledges it: this process's listeners hear of its events.
+      committedListeners: this.handsOff ? this.committedListeners : undefined,
+    });
+    if (this.handsOff) return;
+    this.aggregator = new Aggregator(this.store, this.processId, (fenced) => this.startTerm(fenced), this.log, (writer) => this.drainRound(writer));
+  }
+
+  /** Where ingest on a shared store puts its events (see aggregation/aggregator.ts). */
+  private inbox(): Inbox {
+    if (this.journal) return new JournalInbox(this.store, this.journal);
+    const own = new ProcessInbox(this.store, this.processId);
+    return this.handsOff ? new PrimaryHandOff(this.store, own) : own;
   }
 
   /** The aggregator's round: over the journal, or every process's inbox. */
@@ -154,7 +193,7 @@ export class MeteringService implements EventSink, UsageService {
 
   /** The writer of every event, when this process is alone on its store (no other process commits events). */
   get soleWriter(): Writer | null {
-    return this.aggregator ? null : this.local!.writer;
+    return this.shared ? null : this.local!.writer;
   }
 
   /** The single writer of this process, when it has one now (alone on its store, or aggregating a shared one). */
@@ -171,11 +210,24 @@ export class MeteringService implements EventSink, UsageService {
    * Which process aggregates (null: none yet) and its dedupe filter: this process's, or on a shared store
    * the aggregator's as it reported after the round that drained what was acknowledged before this call.
    */
-  async aggregatorStatus(): Promise<AggregatorStatus | { aggregator: null; dedupe_filter: { hashes: number; bytes: number } }> {
-    if (this.aggregatingWriter || !this.aggregator) return { aggregator: processOf(this.processId), dedupe_filter: this.dedupeFilterSize };
+  async aggregatorStatus(): Promise<AggregatorStatus | NoAggregator> {
+    if (this.aggregatingWriter || !this.shared) return this.ownStatus();
+    // The primary's writer counts hand-offs without the rounds after which an aggregator reports: asked live.
+    if (this.handsOff) return (await this.store.nearData(STATUS_PROCEDURE, [])) as AggregatorStatus;
     await this.caughtUp();
     const reported = await this.store.get(AGGREGATOR_STATUS_KEY);
-    return reported === undefined ? { aggregator: null, dedupe_filter: { hashes: 0, bytes: 0 } } : (JSON.parse(reported) as AggregatorStatus);
+    return reported === undefined ? NO_AGGREGATOR : (JSON.parse(reported) as AggregatorStatus);
+  }
+
+  private ownStatus(): AggregatorStatus {
+    return { aggregator: processOf(this.processId), dedupe_filter: this.dedupeFilterSize };
+  }
+
+  /** In the primary of a LevelDB node: the status of its single writer (or the last one reported, while it has none). */
+  async primaryStatus(): Promise<AggregatorStatus | NoAggregator> {
+    if (this.aggregatingWriter) return this.ownStatus();
+    const reported = await this.store.get(AGGREGATOR_STATUS_KEY);
+    return reported === undefined ? NO_AGGREGATOR : (JSON.parse(reported) as AggregatorStatus);
   }
 
   async open(): Promise<void> {
@@ -242,7 +294,7 @@ export class MeteringService implements EventSink, UsageService {
    * a reload is in flight waits for the next one, which starts after the call.
    */
   refreshMeters(): Promise<void> {
-    if (!this.aggregator) return Promise.resolve();
+    if (!this.shared) return Promise.resolve();
     if (!this.reloading) {
       this.reloading = this.reloadMeters().finally(() => (this.reloading = null));
       return this.reloading;
@@ -262,7 +314,7 @@ export class MeteringService implements EventSink, UsageService {
 
   /** Read-your-writes on a shared store: every event acknowledged before this call is aggregated after it. */
   async caughtUp(waitMs?: number): Promise<void> {
-    if (!this.aggregator) return;
+    if (!this.shared) return;
     await (this.journal ? awaitFolded(this.store, this.journal, waitMs) : awaitDrained(this.store, waitMs));
   }
 
@@ -307,25 +359,40 @@ export class MeteringService implements EventSink, UsageService {
   /** Applies the settings of every metering instance and the meters of gateway.yaml. */
   async configure(view: ConfigView<MeteringConfig>): Promise<void> {
     const configs = view.instances.map((i) => i.config);
-    if (configs.length > 0 || view.entities('meters').length > 0) await this.joinElection();
-    this.writer.options = {
-      batchMaxEvents: configs.length ? Math.max(...configs.map((c) => c.batch_max_events)) : DEFAULTS.batchMaxEvents,
-      batchMaxWaitMs: configs.length ? Math.min(...configs.map((c) => c.batch_max_wait_ms)) : DEFAULTS.batchMaxWaitMs,
-    };
+    const metering = configs.length > 0 || view.entities('meters').length > 0;
+    if (metering && !this.handsOff) await this.joinElection();
+    this.applySettings({
+      writer: {
+        batchMaxEvents: configs.length ? Math.max(...configs.map((c) => c.batch_max_events)) : DEFAULTS.batchMaxEvents,
+        batchMaxWaitMs: configs.length ? Math.min(...configs.map((c) => c.batch_max_wait_ms)) : DEFAULTS.batchMaxWaitMs,
+      },
+      // Purge only what no route still promises to keep.
+      retentionDays: configs.length ? Math.max(...configs.map((c) => c.retention_days)) : DEFAULTS.retentionDays,
+    });
     this.localQueueLimit = configs.length ? Math.max(...configs.map((c) => c.queue_max_events)) : DEFAULTS.queueMaxEvents;
-    // Purge only what no route still promises to keep.
-    this.retentionDays = configs.length ? Math.max(...configs.map((c) => c.retention_days)) : DEFAULTS.retentionDays;
+    // The primary's single writer follows the workers' configuration (each reload tells it again).
+    if (metering && this.handsOff) await this.store.nearData(AGGREGATE_PROCEDURE, [this.settings()]);
+    await this.catalogue.syncDeclared(view.entities('meters'));
+  }
+
+  private settings(): AggregationSettings {
+    return { writer: this.writer.options, retentionDays: this.retentionDays };
+  }
+
+  /** The settings of the single writer and its maintenance (in the primary: as the workers' configuration says). */
+  applySettings(settings: AggregationSettings): void {
+    this.writer.options = settings.writer;
+    this.retentionDays = settings.retentionDays;
     if (this.local) {
       this.local.writer.options = this.writer.options;
       this.local.maintenance.retentionDays = this.retentionDays;
     }
-    await this.catalogue.syncDeclared(view.entities('meters'));
   }
 
   // ---- events ----
 
-  ingest(events: PreparedEvent[], config: Pick<MeteringConfig, 'queue_max_events'>): Promise<void> {
-    return this.writer.submit(events, config.queue_max_events);
+  async ingest(events: PreparedEvent[], config: Pick<MeteringConfig, 'queue_max_events'>): Promise<void> {
+    await this.writer.submit(events, config.queue_max_events);
   }
 
   /**
@@ -333,9 +400,23 @@ export class MeteringService implements EventSink, UsageService {
    * route, a declared meter, events from another plugin), not before: a node that meters nothing runs no
    * election and takes no lease.
    */
-  private joinElection(): Promise<void> {
+  joinElection(): Promise<void> {
+    if (this.handsOff) return (this.electionJoined ??= this.store.nearData(AGGREGATE_PROCEDURE, [this.settings()]).then(() => undefined));
     if (!this.aggregator) return Promise.resolve();
     return (this.electionJoined ??= this.aggregator.start());
+  }
+
+  /**
+   * In the primary of a LevelDB node: a worker's hand-off, committed by this process's single writer
+   * (its term's: LeaseLostError while it has none, and the worker puts the events in its inbox).
+   * Resolves once durable, with the indices of the events counted (not duplicates).
+   */
+  async commitHandedOff(events: PreparedEvent[]): Promise<number[]> {
+    const writer = this.local?.writer;
+    if (!writer) throw new LeaseLostError();
+    // The workers bound their own queues; at most one hand-off of each is in flight.
+    const counted = new Set(await writer.submit(events, Infinity));
+    return events.flatMap((event, index) => (counted.has(event) ? [index] : []));
   }
 
   /** LocalIngest: events produced in this process, each validated alone. */
@@ -391,3 +472,40 @@ export class MeteringService implements EventSink, UsageService {
     return Math.floor(Date.now() / 1000) - this.retentionDays * 86_400;
   }
 }
+
+/**
+ * The single writer of a LevelDB node of workers runs in its primary, where the database is: one
+ * service per plugin namespace, made by the first worker that meters and closed before the store.
+ */
+const primaryServices = new WeakMap<Store, Promise<MeteringService>>();
+
+function primaryService(store: Store, host: ProcedureHost): Promise<MeteringService> {
+  let service = primaryServices.get(store);
+  if (!service) {
+    service = (async () => {
+      const primary = new MeteringService({ store, log: host.log.child({ plugin: 'metering' }), sharedStore: true, nodeId: host.nodeId }, { primary: true });
+      host.onClose(() => primary.close());
+      await primary.open();
+      await primary.joinElection();
+      return primary;
+    })();
+    // A start that failed (the store refused a write) is tried again by the next call.
+    service.catch(() => primaryServices.delete(store));
+    primaryServices.set(store, service);
+  }
+  return service;
+}
+
+/** The key of `metering.<key>` among the plugin's procedures. */
+const keyOf = (procedure: string) => procedure.slice('metering.'.length);
+
+/** The plugin's store procedures (PluginDefinition.storeProcedures): `metering.<key>`. */
+export const storeProcedures: Record<string, StoreProcedure> = {
+  ...meteringProcedures,
+  [keyOf(HAND_OFF_PROCEDURE)]: async (store, [lines], host) =>
+    (await primaryService(store, host)).commitHandedOff(eventsOf(lines as string)),
+  [keyOf(AGGREGATE_PROCEDURE)]: async (store, [settings], host) =>
+    (await primaryService(store, host)).applySettings(settings as AggregationSettings),
+  // No worker metered yet: nothing aggregates, and asking starts nothing.
+  [keyOf(STATUS_PROCEDURE)]: async (store) => (await primaryServices.get(store))?.primaryStatus() ?? NO_AGGREGATOR,
+};

@@ -52,6 +52,7 @@ export type {
   Route,
   Service,
   Store,
+  ProcedureHost,
   StoreProcedure,
   TargetHealthReport,
   TargetHealthState,

@@ -21,7 +21,7 @@ export type { FieldSchema, Infer, Issue, RecordSchema } from '../config/schema.t
 export type { ConsumerChild } from '../config/entities.ts';
 export type { Consumer, GatewayConfig, PluginEntity, PluginInstance, Route, RouteProtocol, Service } from '../config/types.ts';
 export type { BatchOp, Expectation, Journal, JournalEntry, Notices, Store, WriteBatch } from '../store/store.ts';
-export type { StoreProcedure } from '../store/procedures.ts';
+export type { ProcedureHost, StoreProcedure } from '../store/procedures.ts';
 export type { NodeExchange, QuotaRequest, QuotaReservation } from '../process/exchange.ts';
 
 export interface PluginDefinition<Config = any, Prepared = unknown> {

@@ -17,7 +17,7 @@ import { createLogger, createLogging, type Logger } from '../log.ts';
 import { nodeIdOf } from '../node-id.ts';
 import type { PluginRegistry } from '../pdk/types.ts';
 import { NoticeHub, serveStore } from '../store/ipc.ts';
-import { registerStoreProcedures } from '../store/procedures.ts';
+import { closeStoreProcedures, hostStoreProcedures, registerStoreProcedures } from '../store/procedures.ts';
 import type { LevelStore } from '../store/level.ts';
 import { openEmbeddedStore, postgresSettings } from '../store/open.ts';
 import { PostgresStore } from '../store/postgres/store.ts';
@@ -116,8 +116,10 @@ export class Primary {
     if (listens.some((s) => s.ssl)) await loadTlsMaterial(gateway.ssl_cert, gateway.ssl_cert_key, gateway.data_dir);
     if (gateway.database === 'leveldb') {
       const store = (this.store = await startupStep(() => openEmbeddedStore(gateway.data_dir)));
-      this.hub = new NoticeHub(store.notices);
+      this.hub = new NoticeHub(store.localNotices);
+      store.shareNotices(this.hub);
       this.nodeId = await nodeIdOf(gateway.data_dir, () => store.namespace('core').get('node_id'));
+      hostStoreProcedures(this.log, this.nodeId);
       this.sweeper = setInterval(() => void store.sweepExpired().catch((err) => this.log.error({ err }, 'store sweep failed')), SWEEP_INTERVAL_MS).unref();
     } else {
       // Reached and migrated once here, so that a wrong password is one clear error, not one per worker.
@@ -312,6 +314,8 @@ export class Primary {
   /** Every worker is gone: the store closes (everything acknowledged is written), then the primary exits. */
   private async finish(): Promise<void> {
     try {
+      // What procedures keep here (metering's single writer) is written before the store closes.
+      await closeStoreProcedures().catch((err) => this.log.error({ err }, 'closing the services of store procedures failed'));
       await this.store?.close();
     } catch (err) {
       this.log.error({ err }, 'closing the store failed');

@@ -13,7 +13,7 @@ import { checkStrings, NAMESPACE_SEPARATOR, NamespacedStore, type PrefixedRoot }
 import { LocalNotices } from './notices.ts';
 import { runStoreProcedure } from './procedures.ts';
 import { byteOrder, SCAN_FIRST_BATCH, SCAN_MAX_BATCH, scanBounds } from './order.ts';
-import { expiryFor, type BatchOp, type Expectation, type PutOptions, type ScanOptions, type Store, type StoreAdapter, type WriteBatch, type WriteOptions } from './store.ts';
+import { expiryFor, type BatchOp, type Expectation, type Notices, type PutOptions, type ScanOptions, type Store, type StoreAdapter, type WriteBatch, type WriteOptions } from './store.ts';
 
 const TTL_PREFIX = '!ttl!';
 const EXPIRY_DIGITS = 13;
@@ -117,7 +117,11 @@ class LevelWriteBatch implements WriteBatch {
 
 export class LevelStore implements StoreAdapter, PrefixedRoot {
   private readonly db: ClassicLevel<string, string>;
-  readonly notices = new LocalNotices();
+  /** This process's; in a node's primary, the hub that also reaches every worker (see shareNotices). */
+  readonly localNotices = new LocalNotices();
+  notices: Notices = this.localNotices;
+  /** The namespaced views procedures run on, one per namespace: a procedure that keeps state finds it by its store. */
+  private readonly procedureStores = new Map<string, Store>();
   /** commitIf calls, one after the other: this process is the database's only writer. */
   private conditional: Promise<unknown> = Promise.resolve();
   /** Set by the first write that failed; from then on every write is refused (see `guarded`). */
@@ -295,7 +299,22 @@ export class LevelStore implements StoreAdapter, PrefixedRoot {
   }
 
   nearDataUnder(base: string, procedure: string, args: unknown[]): Promise<unknown> {
-    return runStoreProcedure(base === '' ? this : new NamespacedStore(this, base), procedure, args);
+    return runStoreProcedure(this.procedureStore(base), procedure, args);
+  }
+
+  private procedureStore(base: string): Store {
+    if (base === '') return this;
+    let store = this.procedureStores.get(base);
+    if (!store) this.procedureStores.set(base, (store = new NamespacedStore(this, base)));
+    return store;
+  }
+
+  /**
+   * A node's primary: what its own code publishes (a procedure's service) reaches the workers too, as
+   * their notices reach it. Set before any namespace is made (each takes the notices it finds).
+   */
+  shareNotices(hub: Notices): void {
+    this.notices = hub;
   }
 
   /**

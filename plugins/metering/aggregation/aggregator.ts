@@ -2,12 +2,14 @@
  * Metering on a store several processes share (worker_processes above 1, or PostgreSQL with several
  * nodes): an inbox per process and one elected aggregator, the shape of OpenMeter's sink worker
  * (ingest acknowledges once the events are durable; one consumer folds them into aggregates in order).
- * This file is the election and the fencing; the inboxes are storage's: one of keys (LevelDB shared by a
- * node's workers, storage/inbox.ts), and on PostgreSQL the journal, the inbox and the events' storage at
- * once (storage/journal-inbox.ts).
+ * This file is the election and the fencing; the inboxes are storage's: on PostgreSQL the journal, the
+ * inbox and the events' storage at once (storage/journal-inbox.ts); on LevelDB shared by a node's workers
+ * the primary is the only candidate and the workers hand their events to its writer (storage/hand-off.ts),
+ * with an inbox of keys each (storage/inbox.ts) for while it does not aggregate.
  *
  * - Ingest: each process's writer group-commits validated events into its inbox (`i/` entry + `ib/`
- *   events, one atomic durable write) and acknowledges; no dedupe at this step.
+ *   events, one atomic durable write; or a journal row each) and acknowledges; no dedupe at this step. A
+ *   LevelDB worker's hand-off is committed by the primary's writer (dedupe included) before it acknowledges.
  * - Aggregation: the processes that use metering (a metering route, a declared meter, events from
  *   another plugin) take part in an election; the one holding the lease (a store key with a TTL, renewed
  *   every second through commitIf) runs the single writer (storage/writer.ts) over the inbox: dedupe, events,

@@ -72,18 +72,18 @@ export class ProcessInbox implements Inbox {
     return undefined;
   }
 
-  async put(events: readonly PreparedEvent[]): Promise<void> {
+  /** Counted later, by the aggregator: none now. */
+  async put(events: readonly PreparedEvent[]): Promise<undefined> {
     const key = inboxKey(Date.now(), this.processId, ++this.entries);
-    let lines = '';
-    for (const e of events) lines += (lines ? '\n' : '') + e.dedupe + ' ' + e.json;
     const batch = this.store.writeBatch();
     batch.put(key, String(events.length));
-    batch.put(inboxBodyKey(key), lines);
+    batch.put(inboxBodyKey(key), linesOf(events));
     // Counted before the write: an entry whose write failed is forgotten by the next check.
     this.undrained.push({ key, events: events.length, at: performance.now() });
     this.undrainedEvents += events.length;
     await batch.write({ sync: true });
     this.store.notices.publish(INBOX_TOPIC, '');
+    return undefined;
   }
 
   /** Forgets the oldest entries that are gone (drained, or never written: their batch failed); one check at a time. */
@@ -105,6 +105,13 @@ export class ProcessInbox implements Inbox {
     return this.checking;
   }
 
+}
+
+/** An inbox entry's body, or a hand-off to the primary (hand-off.ts): a line per event, its dedupe hash and its JSON. */
+export function linesOf(events: readonly PreparedEvent[]): string {
+  let lines = '';
+  for (const e of events) lines += (lines ? '\n' : '') + e.dedupe + ' ' + e.json;
+  return lines;
 }
 
 /** The events of an inbox entry's body (JSON never holds a raw newline, so lines split it). */

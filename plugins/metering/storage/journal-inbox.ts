@@ -172,7 +172,7 @@ async function foldJournalRound(journal: Journal, writer: Writer, batchEvents: n
   const read = await journal.read(after, { limit: ROUND_BATCHES * batchEvents });
   if (read.through <= after) return 0;
   const events = read.entries.map(journaledEvent);
-  const submits: Promise<void>[] = [];
+  const submits: Promise<unknown>[] = [];
   for (let i = 0; i < events.length || submits.length === 0; i += batchEvents) {
     const chunk = events.slice(i, i + batchEvents);
     const through = i + batchEvents >= events.length ? read.through : chunk[chunk.length - 1].seq!;

@@ -55,8 +55,12 @@ export interface Inbox {
    * aggregated fast enough (the aggregator is down, or slower than ingest), or undefined.
    */
   refusal(adding: number, queueLimit: number): Promise<Error | undefined>;
-  /** Stores `events` durably for the aggregator, and tells it. */
-  put(events: readonly PreparedEvent[]): Promise<void>;
+  /**
+   * Stores `events` durably for the aggregator, and tells it. Resolves with the events counted by then
+   * (handed to a writer that committed them: the committed listeners get those), or with nothing when
+   * the aggregator counts them later.
+   */
+  put(events: readonly PreparedEvent[]): Promise<readonly PreparedEvent[] | void>;
 }
 
 export interface WriterOptions {
@@ -84,7 +88,8 @@ export interface Drained {
 
 interface Waiting extends Drained {
   events: PreparedEvent[];
-  resolve(): void;
+  /** With the events of this request that were counted (not duplicates). */
+  resolve(counted: readonly PreparedEvent[]): void;
   reject(err: unknown): void;
 }
 
@@ -95,6 +100,22 @@ const MAX_WRITES_IN_FLIGHT = 2;
  * handful early would cost them a whole fsync of their own instead of joining the next group.
  */
 const PIPELINE_MIN_EVENTS = 500;
+
+/** A batch whose write was launched, and the events it counts (known once written). */
+interface Launched {
+  written: Promise<void>;
+  counted(): readonly PreparedEvent[];
+}
+
+/** Resolves each request of a written group with its own events among `counted` (a subsequence of the group's, in order). */
+function settle(group: readonly Waiting[], counted: readonly PreparedEvent[]): void {
+  let next = 0;
+  for (const waiting of group) {
+    const own: PreparedEvent[] = [];
+    for (const event of waiting.events) if (counted[next] === event) own.push(counted[next++]);
+    waiting.resolve(own);
+  }
+}
 
 export class Writer {
   private waiting: Waiting[] = [];
@@ -177,10 +198,11 @@ export class Writer {
   }
 
   /**
-   * Resolves once every event is durably committed (or was a duplicate). Throws QueueFullError when
-   * `queueLimit` events already wait (a lone request larger than the limit still gets through).
+   * Resolves once every event is durably committed (or was a duplicate), with the ones counted now
+   * (not duplicates; none when they went into an inbox). Throws QueueFullError when `queueLimit` events
+   * already wait (a lone request larger than the limit still gets through).
    */
-  async submit(events: PreparedEvent[], queueLimit: number, drained: Drained = {}): Promise<void> {
+  async submit(events: PreparedEvent[], queueLimit: number, drained: Drained = {}): Promise<readonly PreparedEvent[]> {
     if (this.closed) throw new WriterClosedError();
     if (this.waitingEvents > 0 && this.waitingEvents + events.length > queueLimit) throw new QueueFullError();
     if (this.inbox) {
@@ -188,7 +210,7 @@ export class Writer {
       if (refusal) throw refusal;
       if (this.closed) throw new WriterClosedError();
     }
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<readonly PreparedEvent[]>((resolve, reject) => {
       this.waiting.push({ events, ...drained, resolve, reject });
       this.waitingEvents += events.length;
       this.schedule();
@@ -230,11 +252,11 @@ export class Writer {
     const inboxKeys = group.flatMap((w) => w.inboxKeys ?? []);
     const through = Math.max(0, ...group.map((w) => w.through ?? 0));
     this.serial(() => (this.inbox ? this.launchIntoInbox(events) : this.prepareAndLaunch(events, { inboxKeys, through }))).then(
-      ({ written }) => {
+      ({ written, counted }) => {
         this.preparing = false;
         this.writesInFlight++;
         written
-          .then(() => group.forEach((w) => w.resolve()), fail)
+          .then(() => settle(group, counted()), fail)
           .finally(() => {
             this.writesInFlight--;
             this.schedule();
@@ -253,12 +275,12 @@ export class Writer {
    * Prepares the batch of `events` on top of every launched write and launches its write after
    * them. First of each (source, id) wins; known ones are skipped. Serial section only.
    */
-  private async prepareAndLaunch(events: PreparedEvent[], drained: Required<Drained>): Promise<{ written: Promise<void> }> {
+  private async prepareAndLaunch(events: PreparedEvent[], drained: Required<Drained>): Promise<Launched> {
     if (this.chainBroken) await this.settleWrites();
     const accepted = this.journaled ? events : await this.withoutStored(this.firstOfEach(events));
     // Only duplicates: done when their originals are (a failure of the last write may be spurious
     // for them, which is safe: a retry is acknowledged as a duplicate).
-    if (accepted.length === 0 && drained.inboxKeys.length === 0 && drained.through <= this.preparedSeq) return { written: this.lastWrite };
+    if (accepted.length === 0 && drained.inboxKeys.length === 0 && drained.through <= this.preparedSeq) return { written: this.lastWrite, counted: () => [] };
     const storedAt = Date.now();
     // Filled now, while the previous batch is being written: only the write itself waits for it.
     const batch = this.store.writeBatch();
@@ -293,12 +315,17 @@ export class Writer {
       }
       this.dedupeFilter.growIfFull(this.inFlightDedupe);
     }
-    return this.launch(batch, () => {
+    const { written } = this.launch(batch, () => {
       this.lastSeq = seq;
       committed();
-      if (accepted.length > 0) for (const listener of this.committedListeners) listener(accepted);
+      this.fireCommitted(accepted);
       for (const hash of hashes) this.inFlightDedupe.delete(hash);
     });
+    return { written, counted: () => accepted };
+  }
+
+  private fireCommitted(events: readonly PreparedEvent[]): void {
+    if (events.length > 0) for (const listener of this.committedListeners) listener(events);
   }
 
   /** Each (source, id) once, and none whose write is in flight. */
@@ -341,11 +368,14 @@ export class Writer {
     return { written };
   }
 
-  /** Puts the events into the inbox, durably; the aggregator counts them later. */
-  private async launchIntoInbox(events: PreparedEvent[]): Promise<{ written: Promise<void> }> {
+  /** Puts the events into the inbox, durably: the aggregator counts them then (a hand-off) or later. */
+  private async launchIntoInbox(events: PreparedEvent[]): Promise<Launched> {
     if (this.chainBroken) await this.settleWrites();
     const inbox = this.inbox!;
-    return this.launch({ write: () => inbox.put(events), discard: async () => undefined }, () => undefined);
+    let counted: readonly PreparedEvent[] = [];
+    const write = async () => void (counted = (await inbox.put(events)) ?? []);
+    const { written } = this.launch({ write, discard: async () => undefined }, () => this.fireCommitted(counted));
+    return { written, counted: () => counted };
   }
 
   /** The events whose dedupe keys are not stored, asking the store only where the filter cannot tell. */

@@ -29,7 +29,7 @@ async function owner(): Promise<Owner> {
   const dir = tempDir();
   const store = new LevelStore(join(dir, 'store'));
   await store.open();
-  const hub = new NoticeHub(store.notices);
+  const hub = new NoticeHub(store.localNotices);
   const path = join(dir, 'store.sock');
   const sockets = new Set<Socket>();
   const server = createServer((socket) => {
