@@ -12,6 +12,7 @@ import hmacAuth from '../plugins/hmac-auth/index.ts';
 import ipRestriction from '../plugins/ip-restriction/index.ts';
 import jwt from '../plugins/jwt/index.ts';
 import keyAuth from '../plugins/key-auth/index.ts';
+import ldapAuth from '../plugins/ldap-auth/index.ts';
 import metering from '../plugins/metering/index.ts';
 import meteringAndBilling from '../plugins/metering-and-billing/index.ts';
 import oauth2 from '../plugins/oauth2/index.ts';
@@ -44,6 +45,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
     botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, aiProxy, aiPromptGuard,
-    httpLog, fileLog, tcpLog, udpLog, grpcGateway, grpcWeb, awsLambda,
+    httpLog, fileLog, tcpLog, udpLog, grpcGateway, grpcWeb, awsLambda, ldapAuth,
   ].map((p) => [p.name, p as PluginDefinition]),
 );
