@@ -23,6 +23,7 @@ import requestTermination from '../plugins/request-termination/index.ts';
 import requestTransformer from '../plugins/request-transformer/index.ts';
 import responseRateLimiting from '../plugins/response-ratelimiting/index.ts';
 import responseTransformer from '../plugins/response-transformer/index.ts';
+import session from '../plugins/session/index.ts';
 import requestSizeLimiting from '../plugins/request-size-limiting/index.ts';
 import redirect from '../plugins/redirect/index.ts';
 import botDetection from '../plugins/bot-detection/index.ts';
@@ -45,6 +46,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
     botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, aiProxy, aiPromptGuard,
-    httpLog, fileLog, tcpLog, udpLog, grpcGateway, grpcWeb, awsLambda, ldapAuth,
+    httpLog, fileLog, tcpLog, udpLog, grpcGateway, grpcWeb, awsLambda, ldapAuth, session,
   ].map((p) => [p.name, p as PluginDefinition]),
 );
