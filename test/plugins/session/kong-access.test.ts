@@ -39,6 +39,7 @@ function config(upstreamUrl: string, cookieUpstreamUrl: string): Record<string, 
           route('kong-storage', { storage: 'kong' }),
           route('other-audience', { audience: 'other' }),
           route('short', { absolute_timeout: 1 }),
+          route('rolling', { rolling_timeout: 4, storage: 'kong' }),
           route('described', { response_headers: ['id', 'audience', 'subject', 'absolute-timeout'], request_headers: ['subject', 'timeout'] }),
           route('vaulted', { secret: '{vault://env/tollgate_test_session_secret}' }),
         ],
@@ -184,6 +185,24 @@ describe('Kong session', () => {
     const cookie = cookiesOf(await signIn('/short/request'));
     assert.equal((await proxy('/short/request', { headers: { cookie } })).status, 200);
     await waitFor(async () => (await proxy('/short/request', { headers: { cookie } })).status === 403, 'the session to expire');
+  });
+
+  it('SE14 a session in use is renewed (02-kong_storage_adapter "renews cookie"): the new cookie outlives the first', async () => {
+    const first = cookiesOf(await signIn('/rolling/request'));
+    let current = first;
+    const renewed = await waitFor(
+      async () => {
+        const reply = await proxy('/rolling/request', { headers: { cookie: current } });
+        assert.equal(reply.status, 200, reply.text);
+        if (reply.headers['set-cookie']) current = cookiesOf(reply);
+        return current !== first;
+      },
+      'a renewed cookie',
+      10_000,
+    );
+    assert.ok(renewed);
+    await waitFor(async () => (await proxy('/rolling/request', { headers: { cookie: first } })).status === 403, 'the first cookie to expire', 10_000);
+    assert.equal((await proxy('/rolling/request', { headers: { cookie: current } })).status, 200);
   });
 
   it('SE10 the Session-* headers: to the client and to the upstream, as configured', async () => {
