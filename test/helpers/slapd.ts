@@ -8,9 +8,9 @@
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { Attribute, Change, Client } from 'ldapts';
-import { BASE_DN, missingSlapdFiles, ROOT_DN, ROOT_PASSWORD, startDirectory, type Directory } from '../../examples/ldap/directory.ts';
+import { BASE_DN, missingSlapdFiles, ROOT_DN, ROOT_PASSWORD, startDirectory, SUFFIX, type Directory } from '../../examples/ldap/directory.ts';
 
-export { BASE_DN };
+export { BASE_DN, SUFFIX };
 
 const REQUIRED = process.env.TOLLGATE_REQUIRE_POSTGRES === '1';
 
