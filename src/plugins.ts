@@ -12,6 +12,7 @@ import hmacAuth from '../plugins/hmac-auth/index.ts';
 import ipRestriction from '../plugins/ip-restriction/index.ts';
 import jwt from '../plugins/jwt/index.ts';
 import keyAuth from '../plugins/key-auth/index.ts';
+import ldapAuth from '../plugins/ldap-auth/index.ts';
 import metering from '../plugins/metering/index.ts';
 import meteringAndBilling from '../plugins/metering-and-billing/index.ts';
 import oauth2 from '../plugins/oauth2/index.ts';
@@ -22,6 +23,7 @@ import requestTermination from '../plugins/request-termination/index.ts';
 import requestTransformer from '../plugins/request-transformer/index.ts';
 import responseRateLimiting from '../plugins/response-ratelimiting/index.ts';
 import responseTransformer from '../plugins/response-transformer/index.ts';
+import session from '../plugins/session/index.ts';
 import requestSizeLimiting from '../plugins/request-size-limiting/index.ts';
 import redirect from '../plugins/redirect/index.ts';
 import botDetection from '../plugins/bot-detection/index.ts';
@@ -44,6 +46,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
     botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, aiProxy, aiPromptGuard,
-    httpLog, fileLog, tcpLog, udpLog, grpcGateway, grpcWeb, awsLambda,
+    httpLog, fileLog, tcpLog, udpLog, grpcGateway, grpcWeb, awsLambda, ldapAuth, session,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

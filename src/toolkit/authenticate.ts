@@ -25,14 +25,15 @@ export interface AuthenticationConfig {
 
 /**
  * The request's caller is `consumer`, authenticated by `credential` (null for the anonymous consumer):
- * sets `ctx.consumer`, `ctx.credential` and the identity headers.
+ * sets `ctx.consumer`, `ctx.credential` and the identity headers. A credential without a consumer (Kong's
+ * ldap-auth, whose directory's users are no consumers) removes the consumer headers.
  */
-export function authenticate(ctx: AccessContext, consumer: Consumer, credential: AuthenticatedCredential | null): void {
+export function authenticate(ctx: AccessContext, consumer: Consumer | null, credential: AuthenticatedCredential | null): void {
   ctx.consumer = consumer;
   ctx.credential = credential;
-  ctx.setUpstreamHeader(IDENTITY_HEADERS.consumerId, consumer.id);
-  setOrRemove(ctx, IDENTITY_HEADERS.consumerCustomId, consumer.custom_id);
-  setOrRemove(ctx, IDENTITY_HEADERS.consumerUsername, consumer.username);
+  setOrRemove(ctx, IDENTITY_HEADERS.consumerId, consumer?.id ?? null);
+  setOrRemove(ctx, IDENTITY_HEADERS.consumerCustomId, consumer?.custom_id ?? null);
+  setOrRemove(ctx, IDENTITY_HEADERS.consumerUsername, consumer?.username ?? null);
   setOrRemove(ctx, IDENTITY_HEADERS.credential, credential?.identifier ?? null);
   if (credential) ctx.removeUpstreamHeader(IDENTITY_HEADERS.anonymous);
   else ctx.setUpstreamHeader(IDENTITY_HEADERS.anonymous, 'true');
@@ -65,9 +66,9 @@ export interface AuthenticationFailure {
   headers?: Record<string, string>;
 }
 
-/** A checked credential and its consumer. */
+/** A checked credential and its consumer (none for a credential that is not a consumer's). */
 export interface Authenticated {
-  consumer: Consumer;
+  consumer: Consumer | null;
   credential: AuthenticatedCredential;
 }
 

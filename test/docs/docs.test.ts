@@ -21,8 +21,11 @@ test('every shell block of the docs uses known flags, and the documented ports a
   for (const document of DOCUMENTS) {
     for (const block of blocksOf(document)) for (const flag of block.flags) assert.ok(FLAGS.has(flag), `${document}:${block.line}: unknown flag '${flag}'`);
   }
-  const mapped = mapPorts('curl https://127.0.0.1:8443/x http://localhost:8001/ PORT ?? 3000) 127.0.0.1:84430 PORT=3000 npm --resolve a.test:8443:127.0.0.1 port: 3000', new Map([[8443, 1], [8001, 2], [3000, 3]]));
-  assert.equal(mapped, 'curl https://127.0.0.1:1/x http://localhost:2/ PORT ?? 3) 127.0.0.1:84430 PORT=3 npm --resolve a.test:1:127.0.0.1 port: 3');
+  const mapped = mapPorts(
+    'curl https://127.0.0.1:8443/x http://localhost:8001/ PORT ?? 3000) 127.0.0.1:84430 PORT=3000 npm --resolve a.test:8443:127.0.0.1 port: 3000 ldap_port: 3000',
+    new Map([[8443, 1], [8001, 2], [3000, 3]]),
+  );
+  assert.equal(mapped, 'curl https://127.0.0.1:1/x http://localhost:2/ PORT ?? 3) 127.0.0.1:84430 PORT=3 npm --resolve a.test:1:127.0.0.1 port: 3 ldap_port: 3');
 });
 
 pasteTests(0, PASTE_SHARDS);

@@ -24,7 +24,7 @@ const ROOT = resolve(import.meta.dirname, '../..');
 export const DOCUMENTS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
 export const FLAGS = new Set(['no-run', 'background']);
 /** Ports the documents and example configs name: the gateway's, the example upstream's and pages'. */
-const DOCUMENTED_PORTS = [8000, 8443, 9080, 8001, 9443, 9001, 3000, 3001, 3002, 3003, 3301, 3400, 5555, 4318, 8125];
+const DOCUMENTED_PORTS = [8000, 8443, 9080, 8001, 9443, 9001, 3000, 3001, 3002, 3003, 3301, 3400, 5555, 4318, 8125, 3389, 3636];
 /** Not copied: installed packages (linked instead), git metadata, data directories of earlier runs. */
 const NOT_COPIED = new Set(['node_modules', '.git', 'data']);
 const BLOCK_TIMEOUT_MS = 120_000;
@@ -49,7 +49,7 @@ async function freePorts(count: number): Promise<number[]> {
 /**
  * `127.0.0.1:8443` -> `127.0.0.1:<free port>`: after any host name or address (curl's `--resolve
  * name:port:address` and `https://name:port/` too), `PORT=3001`, the examples' `PORT ?? 3000`, and a
- * config's `port: 8125` (statsd's destination) or `port: 3002` (tcp-log's and udp-log's).
+ * config's `port: 8125` (statsd's destination), `port: 3002` (tcp-log's and udp-log's) or `ldap_port: 3389`.
  */
 export function mapPorts(text: string, ports: Map<number, number>): string {
   const list = [...ports.keys()].join('|');
@@ -57,7 +57,7 @@ export function mapPorts(text: string, ports: Map<number, number>): string {
     .replace(new RegExp(`\\b([a-z0-9][a-z0-9.-]*):(${list})\\b`, 'gi'), (_, host, port) => `${host}:${ports.get(Number(port))}`)
     .replace(new RegExp(`\\?\\? (${list})\\b`, 'g'), (_, port) => `?? ${ports.get(Number(port))}`)
     .replace(new RegExp(`\\bPORT=(${list})\\b`, 'g'), (_, port) => `PORT=${ports.get(Number(port))}`)
-    .replace(new RegExp(`\\bport: (${list})\\b`, 'g'), (_, port) => `port: ${ports.get(Number(port))}`);
+    .replace(new RegExp(`\\b(ldap_)?port: (${list})\\b`, 'g'), (_, ldap = '', port) => `${ldap}port: ${ports.get(Number(port))}`);
 }
 
 /** A copy of the repository (its node_modules linked) whose docs and examples use `ports`. */

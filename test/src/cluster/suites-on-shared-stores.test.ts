@@ -45,6 +45,8 @@ const ON_WORKERS: SuiteGroup[] = [
   // A credential kept by the core, its admin API and its reload on every worker (about 20 s).
   { folders: ['hmac-auth'], plugins: ['hmac-auth', 'key-auth'] },
   { folders: ['http-log', 'file-log', 'tcp-log', 'udp-log'], plugins: ['http-log', 'file-log', 'tcp-log', 'udp-log', 'correlation-id'] },
+  // Verdicts asked of the node's other processes; a session opened by any worker, its secret and revocations in the store (under a minute).
+  { folders: ['ldap-auth', 'session'], plugins: ['ldap-auth', 'session', 'key-auth', 'acl', 'request-termination'] },
 ];
 const ON_POSTGRES: SuiteGroup[] = [
   // kill -9 and restarts on PostgreSQL are the cluster suites' (cluster-failover.test.ts): these two test LevelDB's.
