@@ -8,7 +8,7 @@ import { Collectors, Ingestion, mappingLimits } from './ingest/port.ts';
 import { MeterUsage, UsageQueries } from './query/port.ts';
 import { CollectorsHttp } from './http/collectors-http.ts';
 import { MeteringHttp } from './http/http.ts';
-import { OpenMeterV1Http } from './http/openmeter-v1.ts';
+import { openMeterV1 } from './http/v1/index.ts';
 import { backfillRatio } from './meter/port.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
@@ -34,7 +34,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   const http = new MeteringHttp(service, ingestion, queries, [
     new BillingHttp(billing),
     new CollectorsHttp(collectors, ingestion),
-    new OpenMeterV1Http(service, ingestion, queries),
+    openMeterV1(service, ingestion, queries, billing),
   ]);
   const ingested = api.metrics.counter({
     name: 'tollgate_metering_events_ingested_total',

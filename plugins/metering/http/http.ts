@@ -42,6 +42,7 @@ const STATUS_OF_KIND: Record<MeteringErrorKind, number> = {
   conflict: 409,
   tooLarge: 413,
   unavailable: 503,
+  notSupported: 501,
   internal: 500,
 };
 
@@ -79,6 +80,7 @@ const PROBLEM_TYPES: Record<number, [string, string]> = {
   413: ['payload-too-large', 'Payload Too Large'],
   415: ['unsupported-media-type', 'Unsupported Media Type'],
   500: ['internal', 'Internal'],
+  501: ['not-implemented', 'Not Implemented'],
   503: ['service-unavailable', 'Service Unavailable'],
 };
 
@@ -111,7 +113,7 @@ export interface SubRoutes {
   route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean>;
 }
 
-type Operation = 'ingest' | 'manage' | 'read' | 'billing';
+export type Operation = 'ingest' | 'manage' | 'read' | 'billing';
 
 export function requireScope(ctx: MeteringRequest, config: MeteringConfig, operation: Operation): void {
   const needed = config.scopes?.[operation];

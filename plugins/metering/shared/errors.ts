@@ -31,6 +31,8 @@ export type MeteringErrorKind =
   | 'tooLarge'
   /** Nothing of the request was done; the same request later may succeed. */
   | 'unavailable'
+  /** An operation of OpenMeter's API that Tollgate's domain does not have (the detail says what it has instead). */
+  | 'notSupported'
   | 'internal';
 
 /** Every code of the catalogue and its kind. */
@@ -65,6 +67,7 @@ const KINDS = {
   METERING_ERR_JOURNAL_NOT_READY: 'unavailable',
   METERING_ERR_COMMAND_TIMEOUT: 'unavailable',
   METERING_ERR_METER_BACKFILLING: 'unavailable',
+  METERING_ERR_NOT_SUPPORTED: 'notSupported',
   METERING_ERR_INTERNAL: 'internal',
 } as const satisfies Record<`METERING_ERR_${string}`, MeteringErrorKind>;
 
@@ -119,6 +122,10 @@ export const methodNotAllowed = (method: string, allowedMethods: string[]) =>
 
 /** No resource of `api` (metering, OpenMeter v1) answers at `path`. */
 export const noResource = (api: string, path: string) => new RequestError('METERING_ERR_NO_RESOURCE', `no ${api} resource at ${path}`);
+
+/** An OpenMeter operation without a counterpart here; `instead`: what to do in Tollgate. */
+export const notSupported = (operation: string, instead: string) =>
+  new RequestError('METERING_ERR_NOT_SUPPORTED', `${operation} is not supported: ${instead}`);
 
 export const scopeRequired = (scope: string) => new RequestError('METERING_ERR_SCOPE_REQUIRED', `this operation requires the scope '${scope}'`);
 

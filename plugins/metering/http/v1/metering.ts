@@ -1,21 +1,22 @@
 /**
- * OpenMeter's classic v1 metering API under the metering route (`api/v1/...`, camelCase, RFC 7807
- * errors), so that the official `@openmeter/sdk` works with the route's URL as its base URL: another HTTP
- * mapping of the same domain as the v3 paths (same service, meters, events and usage; each request is
- * translated to the v3 domain calls and each answer back).
- *
- * Shapes follow OpenMeter's v1 spec (api/spec/packages/legacy): meters `{id, slug, name, aggregation:
- * SUM|COUNT|..., eventType, valueProperty, groupBy, ...}`, query rows `{value, windowStart, windowEnd,
- * subject, customerId?, groupBy}` with numeric values, events listed as `{event, ingestedAt, storedAt, validationError}`.
+ * OpenMeter v1's metering area: events (ingest, list), meters (create, list, get, update, delete), their
+ * queries (GET with a query string, POST with a body) and the values of a group-by, translated to the v3
+ * domain calls and back. Shapes follow OpenMeter's v1 spec (api/spec/packages/legacy): meters `{id, slug,
+ * name, aggregation: SUM|COUNT|..., eventType, valueProperty, groupBy, ...}`, query rows `{value,
+ * windowStart, windowEnd, subject, customerId?, groupBy}` with numeric values, events listed as
+ * `{event, ingestedAt, storedAt, validationError}`.
  */
-import { methodNotAllowed, meterNotFound, noResource, RequestError, type InvalidParameter } from '../shared/errors.ts';
-import { ingestRequest, readJson, requireScope, toProblem, validationProblem, type MeteringRequest, type SubRoutes } from './http.ts';
-import type { Ingestion } from '../ingest/port.ts';
-import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type MeterRecord } from '../meter/port.ts';
-import { CUSTOMER_DIMENSION, parseQuery, type UsageQueries } from '../query/port.ts';
-import type { MeteringConfig } from '../schema.ts';
-import type { MeteringService } from '../service.ts';
-import { parseRfc3339 } from '../shared/time.ts';
+import { meterNotFound, RequestError, type InvalidParameter } from '../../shared/errors.ts';
+import { ingestRequest, readJson, validationProblem, type MeteringRequest } from '../http.ts';
+import type { Ingestion } from '../../ingest/port.ts';
+import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type MeterRecord } from '../../meter/port.ts';
+import { CUSTOMER_DIMENSION, parseQuery, type UsageQueries } from '../../query/port.ts';
+import type { MeteringConfig } from '../../schema.ts';
+import type { MeteringService } from '../../service.ts';
+import { parseRfc3339 } from '../../shared/time.ts';
+import { v1Problems } from './problems.ts';
+import { operation, type V1Routes } from './router.ts';
+import { byText } from './shapes.ts';
 
 const WINDOW_SIZES: Record<string, string> = { MINUTE: 'PT1M', HOUR: 'PT1H', DAY: 'P1D', MONTH: 'P1M' };
 
@@ -33,20 +34,10 @@ function v1Field(field: string): string {
   return [(V1_FIELDS[name] ?? name) + (bracket === -1 ? '' : head.slice(bracket)), ...rest].join('.');
 }
 
-function v1Problems(problems: InvalidParameter[]): InvalidParameter[] {
-  return problems.map((p) => ({ ...p, field: v1Field(p.field) }));
+/** Meter problems with v1's names (the generic renaming would not know `key` is a meter's `slug`). */
+function meterProblems(problems: InvalidParameter[]): InvalidParameter[] {
+  return v1Problems(problems, v1Field);
 }
-
-/** RFC 7807 as OpenMeter's v1 API answers it (the SDK reads the body only with exactly this content type). */
-function sendV1Problem(ctx: MeteringRequest, err: unknown): void {
-  const p = toProblem(err);
-  const body: Record<string, unknown> = { type: 'about:blank', title: titleOf(p.status), status: p.status, detail: p.detail, instance: `urn:request:${ctx.id}`, code: p.code };
-  if (p.invalidParameters) body.invalidParameters = v1Problems(p.invalidParameters);
-  ctx.respond(p.status, JSON.stringify(body), { 'content-type': 'application/problem+json', ...p.headers });
-}
-
-const TITLES: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed', 409: 'Conflict', 413: 'Payload Too Large', 503: 'Service Unavailable' };
-const titleOf = (status: number) => TITLES[status] ?? (status >= 500 ? 'Internal Server Error' : 'Error');
 
 export function v1Meter(record: MeterRecord): Record<string, unknown> {
   const out: Record<string, unknown> = {
@@ -87,91 +78,83 @@ function v3MeterBody(body: unknown): unknown {
 
 type Params = { get(name: string): string | null; getAll(name: string): string[] };
 
-export class OpenMeterV1Http implements SubRoutes {
+/** How far back the values of a group-by are read when no `from` is given (OpenMeter's default). */
+const GROUP_BY_VALUES_WINDOW_MS = 24 * 3_600_000;
+
+export class MeteringV1 {
   constructor(
     private readonly service: MeteringService,
     private readonly ingestion: Ingestion,
     private readonly queries: UsageQueries,
   ) {}
 
-  async route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean> {
-    if (parts[0] !== 'api' || parts[1] !== 'v1') return false;
-    try {
-      await this.v1(ctx, config, parts.slice(2));
-    } catch (err) {
-      sendV1Problem(ctx, err);
-    }
-    return true;
+  routes(): V1Routes {
+    return {
+      'v1/events': { GET: operation('read', (ctx, config) => this.listEvents(ctx, config)), POST: operation('ingest', (ctx, config) => this.ingest(ctx, config)) },
+      'v1/meters': { GET: operation('read', (ctx) => this.listMeters(ctx)), POST: operation('manage', (ctx, config) => this.createMeter(ctx, config)) },
+      'v1/meters/*': {
+        GET: operation('read', (ctx, _config, [id]) => ctx.respond(200, v1Meter(this.service.catalogue.find(id)))),
+        PUT: operation('manage', (ctx, config, [id]) => this.updateMeter(ctx, config, id)),
+        DELETE: operation('manage', (ctx, _config, [id]) => this.deleteMeter(ctx, id)),
+      },
+      'v1/meters/*/query': { GET: operation('read', (ctx, config, [id]) => this.query(ctx, config, id)), POST: operation('read', (ctx, config, [id]) => this.query(ctx, config, id)) },
+      'v1/meters/*/group-by/*/values': { GET: operation('read', (ctx, config, [id, key]) => this.groupByValues(ctx, config, id, key)) },
+    };
   }
 
-  private async v1(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<void> {
-    const method = ctx.method;
-    const allow = (methods: string[]) => {
-      if (!methods.includes(method)) throw methodNotAllowed(method, methods);
-    };
-    const [resource, id, sub, ...rest] = parts;
-    if (resource === 'events' && parts.length === 1) {
-      allow(['GET', 'POST']);
-      if (method === 'GET') return this.listEvents(ctx, config);
-      await ingestRequest(ctx, config, this.ingestion);
-      return void ctx.respond(204);
-    }
-    if (resource === 'subjects' && parts.length === 1) {
-      allow(['GET']);
-      requireScope(ctx, config, 'read');
-      const subjects = await this.service.subjects();
-      return void ctx.respond(200, subjects.map((key) => ({ id: key, key, displayName: null, metadata: null })));
-    }
-    if (resource === 'meters' && parts.length === 1) {
-      allow(['GET', 'POST']);
-      if (method === 'GET') {
-        requireScope(ctx, config, 'read');
-        const all = ctx.query.get('includeDeleted') === 'true' ? this.service.meters.all() : this.service.meters.live();
-        return void ctx.respond(200, all.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map(v1Meter));
-      }
-      return this.createMeter(ctx, config);
-    }
-    if (resource === 'meters' && parts.length === 2) {
-      allow(['GET', 'PUT', 'DELETE']);
-      if (method === 'GET') {
-        requireScope(ctx, config, 'read');
-        return void ctx.respond(200, v1Meter(this.service.catalogue.find(id)));
-      }
-      if (method === 'PUT') return this.updateMeter(ctx, config, id);
-      requireScope(ctx, config, 'manage');
-      await this.service.catalogue.deleteMeter(id);
-      return void ctx.respond(204);
-    }
-    if (resource === 'meters' && sub === 'query' && rest.length === 0) {
-      allow(['GET', 'POST']);
-      return this.query(ctx, config, id);
-    }
-    throw noResource('OpenMeter v1', ctx.path);
+  private async ingest(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
+    await ingestRequest(ctx, config, this.ingestion);
+    ctx.respond(204);
+  }
+
+  private listMeters(ctx: MeteringRequest): void {
+    const all = ctx.query.get('includeDeleted') === 'true' ? this.service.meters.all() : this.service.meters.live();
+    ctx.respond(200, all.sort(byText((m) => m.key)).map(v1Meter));
+  }
+
+  private async deleteMeter(ctx: MeteringRequest, id: string): Promise<void> {
+    await this.service.catalogue.deleteMeter(id);
+    ctx.respond(204);
+  }
+
+  /** The distinct values of one of the meter's group-bys in [from, to) (default: the last 24 hours), sorted. */
+  private async groupByValues(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string, key: string): Promise<void> {
+    const record = this.liveMeter(idOrSlug);
+    const to = ctx.query.get('to') ?? undefined;
+    const from = ctx.query.get('from') ?? new Date((to ? Date.parse(to) : Date.now()) - GROUP_BY_VALUES_WINDOW_MS).toISOString();
+    const { query, problems } = parseQuery({ from, to, group_by_dimensions: [key] }, this.service.meters.compiledOf(record));
+    if (!query) throw validationProblem(meterProblems(problems));
+    const { result } = await this.queries.run(record, query, config.query_backfill_wait_ms);
+    const values = new Set(result.data.map((row) => row.dimensions[key]).filter((v): v is string => typeof v === 'string' && v !== ''));
+    ctx.respond(200, [...values].sort());
+  }
+
+  private liveMeter(idOrSlug: string): MeterRecord {
+    const record = this.service.catalogue.find(idOrSlug);
+    if (record.deleted_at) throw meterNotFound(idOrSlug);
+    return record;
   }
 
   private async createMeter(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
-    requireScope(ctx, config, 'manage');
     const body = v3MeterBody(await readJson(ctx, config.max_body_size));
     // OpenMeter v1 names a meter after its slug when no name is given.
     const problems = validateMeterCreate(body, { nameDefaultsToKey: true });
-    if (problems.length) throw validationProblem(v1Problems(problems));
+    if (problems.length) throw validationProblem(meterProblems(problems));
     const record = await this.service.catalogue.createMeter(meterDefinitionFrom(body as Record<string, unknown>));
     ctx.respond(201, v1Meter(record));
   }
 
   private async updateMeter(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string): Promise<void> {
-    requireScope(ctx, config, 'manage');
     const current = this.service.catalogue.find(idOrSlug);
     const body = v3MeterBody(await readJson(ctx, config.max_body_size)) as Record<string, unknown>;
     // v1: an omitted name resets it to the slug.
     if (body && typeof body === 'object' && (body.name === undefined || body.name === null)) body.name = current.key;
     const problems = validateMeterUpdate(body, current);
-    if (problems.length) throw validationProblem(v1Problems(problems));
+    if (problems.length) throw validationProblem(meterProblems(problems));
     ctx.respond(200, v1Meter(await this.service.catalogue.updateMeter(idOrSlug, body)));
   }
 
-  private async listEvents(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
-    requireScope(ctx, config, 'read');
+  private async listEvents(ctx: MeteringRequest, _config: MeteringConfig): Promise<void> {
     const q = ctx.query;
     const problems: InvalidParameter[] = [];
     const time = (name: string) => {
@@ -200,9 +183,7 @@ export class OpenMeterV1Http implements SubRoutes {
 
   /** `GET` (query string, deepObject filters) or `POST` (JSON body): both become one v3 query. */
   private async query(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string): Promise<void> {
-    requireScope(ctx, config, 'read');
-    const record = this.service.catalogue.find(idOrSlug);
-    if (record.deleted_at) throw meterNotFound(idOrSlug);
+    const record = this.liveMeter(idOrSlug);
     const request = ctx.method === 'GET' ? fromQueryString(ctx.query) : ((await readJson(ctx, config.max_body_size)) ?? {});
     if (typeof request !== 'object' || request === null || Array.isArray(request)) throw new RequestError('METERING_ERR_MALFORMED_BODY', 'the body must be a JSON object');
     const v1 = request as Record<string, any>;
@@ -223,7 +204,7 @@ export class OpenMeterV1Http implements SubRoutes {
       filters: { dimensions },
     };
     const { query, problems } = parseQuery(body, this.service.meters.compiledOf(record));
-    if (!query) throw validationProblem(v1Problems(problems));
+    if (!query) throw validationProblem(meterProblems(problems));
     const { result } = await this.queries.run(record, query, config.query_backfill_wait_ms);
     const byCustomer = query.groupBy.includes(CUSTOMER_DIMENSION);
     const meterGroups = query.groupBy.filter((name) => name !== 'subject' && name !== CUSTOMER_DIMENSION);

@@ -1,0 +1,21 @@
+/** OpenMeter's v1 API: the router and every area's route table (a new area is one more line). */
+import type { Billing } from '../../billing/port.ts';
+import type { Ingestion } from '../../ingest/port.ts';
+import type { UsageQueries } from '../../query/port.ts';
+import type { MeteringService } from '../../service.ts';
+import { CustomersV1 } from '../../billing/http/v1/customers.ts';
+import { EntitlementsV1 } from '../../billing/http/v1/entitlements.ts';
+import { MeteringV1 } from './metering.ts';
+import { OpenMeterV1Http } from './router.ts';
+import { SubjectsV1 } from '../../billing/http/v1/subjects.ts';
+import { SubscriptionsV1 } from '../../billing/http/v1/subscriptions.ts';
+
+export function openMeterV1(service: MeteringService, ingestion: Ingestion, queries: UsageQueries, billing: Billing): OpenMeterV1Http {
+  return new OpenMeterV1Http([
+    new MeteringV1(service, ingestion, queries).routes(),
+    new SubjectsV1(service, billing).routes(),
+    new CustomersV1(billing).routes(),
+    new EntitlementsV1(billing).routes(),
+    new SubscriptionsV1(billing).routes(),
+  ]);
+}
