@@ -3,6 +3,7 @@ import type { Billing } from '../../billing/port.ts';
 import type { Ingestion } from '../../ingest/port.ts';
 import type { UsageQueries } from '../../query/port.ts';
 import type { MeteringService } from '../../service.ts';
+import { CatalogV1 } from '../../billing/http/v1/catalog.ts';
 import { CustomersV1 } from '../../billing/http/v1/customers.ts';
 import { EntitlementsV1 } from '../../billing/http/v1/entitlements.ts';
 import { MeteringV1 } from './metering.ts';
@@ -16,6 +17,7 @@ export function openMeterV1(service: MeteringService, ingestion: Ingestion, quer
     new SubjectsV1(service, billing).routes(),
     new CustomersV1(billing).routes(),
     new EntitlementsV1(billing).routes(),
+    new CatalogV1(billing).routes(),
     new SubscriptionsV1(billing).routes(),
   ]);
 }
