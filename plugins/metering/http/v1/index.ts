@@ -4,6 +4,8 @@ import type { Ingestion } from '../../ingest/port.ts';
 import type { UsageQueries } from '../../query/port.ts';
 import type { MeteringService } from '../../service.ts';
 import { CatalogV1 } from '../../billing/http/v1/catalog.ts';
+import { infoRoutes } from '../../billing/http/v1/info.ts';
+import { InvoicesV1 } from '../../billing/http/v1/invoices.ts';
 import { CustomersV1 } from '../../billing/http/v1/customers.ts';
 import { EntitlementsV1 } from '../../billing/http/v1/entitlements.ts';
 import { MeteringV1 } from './metering.ts';
@@ -18,6 +20,8 @@ export function openMeterV1(service: MeteringService, ingestion: Ingestion, quer
     new CustomersV1(billing).routes(),
     new EntitlementsV1(billing).routes(),
     new CatalogV1(billing).routes(),
+    new InvoicesV1(billing).routes(),
+    infoRoutes(),
     new SubscriptionsV1(billing).routes(),
   ]);
 }
