@@ -31,11 +31,8 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   await collectors.open();
   const ingestion = new Ingestion(service, collectors);
   const queries = new UsageQueries(service, billing.customers.directory());
-  const http = new MeteringHttp(service, ingestion, queries, [
-    new BillingHttp(billing),
-    new CollectorsHttp(collectors, ingestion),
-    openMeterV1(service, ingestion, queries, billing),
-  ]);
+  const v1 = openMeterV1(service, ingestion, queries, billing);
+  const http = new MeteringHttp(service, ingestion, queries, [new BillingHttp(billing), new CollectorsHttp(collectors, ingestion), v1], v1);
   const ingested = api.metrics.counter({
     name: 'tollgate_metering_events_ingested_total',
     help: 'Events committed to the metering store (duplicates of stored events are not counted)',

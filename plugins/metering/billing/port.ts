@@ -6,6 +6,8 @@
  */
 export { Billing } from './billing.ts';
 export { BillingError } from './shared/errors.ts';
+export { MAX_PORTAL_TOKEN_LIST, portalTokenExpired, validatePortalToken } from './customer/port.ts';
+export type { PortalToken } from './customer/port.ts';
 export { DeclaredSync } from './declared.ts';
 export { billingEntities, collectionPeriodProblem } from './entities.ts';
 export { parseCollectionPeriod } from './shared/calendar.ts';

@@ -19,6 +19,8 @@ export interface InvalidParameter {
 export type MeteringErrorKind =
   /** The request or an event breaks a rule; sending it again unchanged cannot succeed. */
   | 'validation'
+  /** No valid credential of the kind the operation takes itself (a portal token). */
+  | 'unauthorized'
   /** The credential lacks the operation's scope. */
   | 'forbidden'
   | 'notFound'
@@ -47,7 +49,9 @@ const KINDS = {
   METERING_ERR_COLLECTOR_TOO_LARGE: 'validation',
   METERING_ERR_COLLECTOR_INVALID_EVENT: 'validation',
   METERING_ERR_COLLECTOR_INVALID_RESULT: 'validation',
+  METERING_ERR_PORTAL_TOKEN_REQUIRED: 'unauthorized',
   METERING_ERR_SCOPE_REQUIRED: 'forbidden',
+  METERING_ERR_PORTAL_METER_FORBIDDEN: 'forbidden',
   METERING_ERR_NO_RESOURCE: 'notFound',
   METERING_ERR_METER_NOT_FOUND: 'notFound',
   METERING_ERR_COLLECTOR_NOT_FOUND: 'notFound',
@@ -126,6 +130,11 @@ export const noResource = (api: string, path: string) => new RequestError('METER
 /** An OpenMeter operation without a counterpart here; `instead`: what to do in Tollgate. */
 export const notSupported = (operation: string, instead: string) =>
   new RequestError('METERING_ERR_NOT_SUPPORTED', `${operation} is not supported: ${instead}`);
+
+export const portalTokenRequired = () =>
+  new RequestError('METERING_ERR_PORTAL_TOKEN_REQUIRED', 'a valid, unexpired portal token is required (Authorization: Bearer <token>)');
+
+export const portalMeterForbidden = (slug: string) => new RequestError('METERING_ERR_PORTAL_METER_FORBIDDEN', `the portal token does not allow meter ${slug}`);
 
 export const scopeRequired = (scope: string) => new RequestError('METERING_ERR_SCOPE_REQUIRED', `this operation requires the scope '${scope}'`);
 

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { HTTPError, OpenMeter } from '@openmeter/sdk';
+import { OpenMeter as OpenMeterPortal } from '@openmeter/sdk/portal';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { ROUTE_PATH } from './catalogue-support.ts';
 
@@ -17,6 +18,11 @@ async function fetchInsecure(input: Request): Promise<Response> {
 
 export function sdkClient(httpsBase: string, token: string): OpenMeter {
   return new OpenMeter({ baseUrl: `${httpsBase}${ROUTE_PATH}`, apiKey: token, fetch: fetchInsecure as any });
+}
+
+/** The SDK's consumer portal client: `baseUrl` the portal route's URL, authenticated by a portal token. */
+export function portalClient(baseUrl: string, portalToken: string): OpenMeterPortal {
+  return new OpenMeterPortal({ baseUrl, portalToken, fetch: fetchInsecure as any });
 }
 
 export async function closeSdkClients(): Promise<void> {

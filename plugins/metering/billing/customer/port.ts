@@ -5,3 +5,5 @@ export { liveSubscriptionOf } from './subscription-slot.ts';
 export type { Slot } from './subscription-slot.ts';
 export { SubjectService, validateSubjects } from './subjects.ts';
 export type { SubjectDefinition, SubjectRecord } from './subjects.ts';
+export { MAX_PORTAL_TOKEN_LIST, PortalTokenService, portalTokenExpired, validatePortalToken } from './portal-tokens.ts';
+export type { PortalToken } from './portal-tokens.ts';

@@ -9,19 +9,22 @@ import { InvoicesV1 } from '../../billing/http/v1/invoices.ts';
 import { CustomersV1 } from '../../billing/http/v1/customers.ts';
 import { EntitlementsV1 } from '../../billing/http/v1/entitlements.ts';
 import { MeteringV1 } from './metering.ts';
+import { PortalV1 } from './portal.ts';
 import { OpenMeterV1Http } from './router.ts';
 import { SubjectsV1 } from '../../billing/http/v1/subjects.ts';
 import { SubscriptionsV1 } from '../../billing/http/v1/subscriptions.ts';
 
 export function openMeterV1(service: MeteringService, ingestion: Ingestion, queries: UsageQueries, billing: Billing): OpenMeterV1Http {
+  const metering = new MeteringV1(service, ingestion, queries);
   return new OpenMeterV1Http([
-    new MeteringV1(service, ingestion, queries).routes(),
+    metering.routes(),
     new SubjectsV1(service, billing).routes(),
     new CustomersV1(billing).routes(),
     new EntitlementsV1(billing).routes(),
     new CatalogV1(billing).routes(),
     new InvoicesV1(billing).routes(),
     infoRoutes(),
+    new PortalV1(billing, metering).routes(),
     new SubscriptionsV1(billing).routes(),
   ]);
 }

@@ -183,10 +183,22 @@ export class MeteringV1 {
 
   /** `GET` (query string, deepObject filters) or `POST` (JSON body): both become one v3 query. */
   private async query(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string): Promise<void> {
-    const record = this.liveMeter(idOrSlug);
     const request = ctx.method === 'GET' ? fromQueryString(ctx.query) : ((await readJson(ctx, config.max_body_size)) ?? {});
     if (typeof request !== 'object' || request === null || Array.isArray(request)) throw new RequestError('METERING_ERR_MALFORMED_BODY', 'the body must be a JSON object');
-    const v1 = request as Record<string, any>;
+    await this.answerQuery(ctx, config, idOrSlug, request as Record<string, any>);
+  }
+
+  /** A consumer portal's query (GET): the subject's own usage, whatever subjects or customers the query names. */
+  async portalQuery(ctx: MeteringRequest, config: MeteringConfig, slug: string, subject: string): Promise<void> {
+    const request: Record<string, any> = { ...fromQueryString(ctx.query), subject: [subject], filterCustomerId: [] };
+    if ((request.groupBy as string[]).includes(CUSTOMER_DIMENSION)) {
+      throw validationProblem([{ field: 'groupBy', reason: `invalid group by: ${CUSTOMER_DIMENSION} (a portal token reads one subject)`, rule: 'invalid_group_by', source: 'query' }]);
+    }
+    await this.answerQuery(ctx, config, slug, request);
+  }
+
+  private async answerQuery(ctx: MeteringRequest, config: MeteringConfig, idOrSlug: string, v1: Record<string, any>): Promise<void> {
+    const record = this.liveMeter(idOrSlug);
     const windowSize = v1.windowSize;
     const subjects: string[] = asList(v1.subject);
     const customers: string[] = asList(v1.filterCustomerId);

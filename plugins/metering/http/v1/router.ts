@@ -12,13 +12,14 @@ import { sendV1Problem } from './problems.ts';
 /** `params`: the path segments the pattern's `*` matched, in order. */
 export type V1Handler = (ctx: MeteringRequest, config: MeteringConfig, params: string[]) => Promise<void> | void;
 export interface V1Operation {
-  scope: Operation;
+  /** `portalToken`: the handler authenticates a consumer portal token itself; served only on portal routes. */
+  scope: Operation | 'portalToken';
   handle: V1Handler;
 }
 /** Paths under `api/` (`v1/customers/*`, `*` one segment) and the operation of each method. */
 export type V1Routes = Record<string, Partial<Record<string, V1Operation>>>;
 
-export const operation = (scope: Operation, handle: V1Handler): V1Operation => ({ scope, handle });
+export const operation = (scope: V1Operation['scope'], handle: V1Handler): V1Operation => ({ scope, handle });
 
 interface CompiledRoute {
   segments: string[];
@@ -46,7 +47,9 @@ export class OpenMeterV1Http implements SubRoutes {
       if (!match) throw noResource('OpenMeter v1', ctx.path);
       const op = match.methods[ctx.method];
       if (!op) throw methodNotAllowed(ctx.method, Object.keys(match.methods));
-      requireScope(ctx, config, op.scope);
+      // A portal route (config.portal) serves the portal's read alone, and only there is it served.
+      if (config.portal !== (op.scope === 'portalToken')) throw noResource('OpenMeter v1', ctx.path);
+      if (op.scope !== 'portalToken') requireScope(ctx, config, op.scope);
       await op.handle(ctx, config, path.filter((_, i) => match.segments[i] === '*'));
     } catch (err) {
       sendV1Problem(ctx, err);
