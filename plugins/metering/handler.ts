@@ -75,13 +75,14 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
     labelNames: ['meter'],
     read: () => service.meters.pendingBackfills().map(({ key, backfill }) => ({ labels: { meter: key }, value: backfillRatio(backfill!) })),
   });
-  // The admin API answers with the settings of the first metering route (limits, how long a query waits for a backfill).
+  // The admin API answers with the settings of the first metering route that is no portal (limits, how long a query waits for a backfill).
   let routeConfig: MeteringConfig | undefined;
   return {
     configure: async (view) => {
       await service.configure(view);
       collectors.configure(view.entities('collectors'), mappingLimits(view.instances.map((i) => i.config)));
-      routeConfig = view.instances[0]?.config;
+      // A portal route (config.portal) serves the portal's read alone: the admin API mounts a metering route's settings.
+      routeConfig = (view.instances.find((i) => !i.config.portal) ?? view.instances[0])?.config;
       const periods = view.instances.map((i) => parseCollectionPeriod(i.config.billing.collection_period)!);
       billing.scheduler.collectionMs = periods.length ? Math.max(...periods) : 3_600_000;
       await declared.sync(view.entities);
