@@ -51,7 +51,7 @@ export function pageOf(ctx: MeteringRequest, always = true): Page | undefined {
 }
 
 /** v1's `{totalCount, page, pageSize, items}`. */
-export function paginated<T>(items: T[], page: Page, map: (item: T) => unknown): object {
+export function paginated<T, U>(items: T[], page: Page, map: (item: T) => U): { totalCount: number; page: number; pageSize: number; items: U[] } {
   const start = (page.page - 1) * page.pageSize;
   return { totalCount: items.length, page: page.page, pageSize: page.pageSize, items: items.slice(start, start + page.pageSize).map(map) };
 }

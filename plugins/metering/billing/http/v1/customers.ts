@@ -5,7 +5,7 @@
  */
 import { ulid } from '../../../shared/ids.ts';
 import type { Billing } from '../../port.ts';
-import { publicCustomer, validateCustomer, type Customer } from '../../customer/port.ts';
+import { publicCustomer, usageSubjects, validateCustomer, type Customer } from '../../customer/port.ts';
 import { validationFailed } from '../../shared/errors.ts';
 import type { MeteringRequest } from '../../../http/http.ts';
 import type { MeteringConfig } from '../../../schema.ts';
@@ -61,15 +61,14 @@ export class CustomersV1 {
         (key === null || c.key === key) &&
         (name === null || c.name.toLowerCase().includes(name.toLowerCase())) &&
         (email === null || c.primary_email === email) &&
-        (subject === null || c.usage_attribution.subject_keys.includes(subject));
+        (subject === null || usageSubjects(c).includes(subject));
       if (matches && (await onPlan(c))) matching.push(c);
     }
     const order = ORDERS[q.get('orderBy') ?? 'name'] ?? ORDERS.name;
     matching.sort(byText(order));
     if (q.get('order')?.toUpperCase() === 'DESC') matching.reverse();
-    const start = (page.page - 1) * page.pageSize;
-    const items = await Promise.all(matching.slice(start, start + page.pageSize).map((c) => this.v1Customer(c)));
-    ctx.respond(200, { ...paginated(matching, page, () => null), items });
+    const listed = paginated(matching, page, (c) => c);
+    ctx.respond(200, { ...listed, items: await Promise.all(listed.items.map((c) => this.v1Customer(c))) });
   }
 
   /** v1's key is optional: a customer without one is known by its id, which becomes its key. */

@@ -5,7 +5,7 @@
  */
 import type { Billing } from '../../port.ts';
 import { notFound, validationFailed } from '../../shared/errors.ts';
-import { validateSubjects, type SubjectRecord } from '../../customer/port.ts';
+import { usageSubjects, validateSubjects, type SubjectRecord } from '../../customer/port.ts';
 import type { MeteringService } from '../../../service.ts';
 import { readJson, type MeteringRequest } from '../../../http/http.ts';
 import type { MeteringConfig } from '../../../schema.ts';
@@ -44,7 +44,7 @@ export class SubjectsV1 {
   /** Every subject key known: recorded, in events, or a customer's usage subject. */
   private async known(): Promise<Set<string>> {
     const customers = (await this.billing.customers.list()).filter((c) => !c.deleted_at);
-    return new Set([...(await this.service.subjects()), ...customers.flatMap((c) => c.usage_attribution.subject_keys)]);
+    return new Set([...(await this.service.subjects()), ...customers.flatMap(usageSubjects)]);
   }
 
   private async list(ctx: MeteringRequest): Promise<void> {
