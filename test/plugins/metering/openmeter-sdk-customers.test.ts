@@ -72,6 +72,9 @@ test('customers: created, read, listed, updated and deleted through the SDK, the
   const invalid = await sdkError(client.customers.create({ key: 'x', name: 'X', currency: 'ZZZ' as any }), 400);
   assert.equal((invalid.getField('invalidParameters') as { field: string }[])[0].field, 'currency');
 
+  const twice = await sdkError(client.customers.create({ key: 'y', name: 'Y', usageAttribution: { subjectKeys: ['s', 's'] } }), 400);
+  assert.deepEqual((twice.getField('invalidParameters') as { field: string }[]).map((p) => p.field), ['usageAttribution.subjectKeys[1]'], 'fields in v1\'s names');
+
   await client.customers.delete(keyless.id);
   assert.ok((await v3.get(`/customers/${keyless.id}`)).json().deleted_at, 'deleted on v3 too');
 });
@@ -94,7 +97,10 @@ test('subscriptions and entitlements: a plan subscribed through the SDK grants w
   assert.deepEqual(subscription.plan, { id: plan.id, key: 'pro', version: 1 });
   assert.equal(subscription.status, 'active');
   assert.equal(subscription.activeFrom.toISOString(), new Date(onV3.active_from).toISOString());
-  assert.equal((await client.subscriptions.get(subscription.id))!.id, subscription.id);
+  const expanded = (await client.subscriptions.get(subscription.id))!;
+  assert.equal(expanded.id, subscription.id);
+  assert.deepEqual(expanded.phases.map((p) => [p.key, p.items.map((i) => i.key)]), [['main', ['calls', 'sso']]], 'the phase and rate cards it bought');
+  assert.deepEqual(expanded.phases[0].items[0].price, { type: 'unit', amount: '0.01' });
   assert.equal((await client.customers.get('acme'))!.currentSubscriptionId, subscription.id);
   const ofCustomer = (await client.customers.listSubscriptions('acme'))!;
   assert.deepEqual(ofCustomer.items.map((s) => s.id), [subscription.id]);

@@ -5,7 +5,7 @@
  * store, and back. Add-ons have no counterpart in Tollgate's catalogue (501; their lists are empty).
  */
 import type { Billing } from '../../port.ts';
-import { parsePlan, planStatus, publicFeature, publicPlan, validateFeature, type Feature, type Plan } from '../../productcatalog/port.ts';
+import { parsePlan, planStatus, publicFeature, publicPlan, validateFeature, type Feature, type Plan, type RateCard } from '../../productcatalog/port.ts';
 import { validationFailed } from '../../shared/errors.ts';
 import { numberText } from '../../shared/exact-json.ts';
 import { isObject, type Body } from '../../shared/fields.ts';
@@ -122,7 +122,7 @@ function v3Plan(b: Body): Body {
   return out;
 }
 
-function v1Price(card: Plan['phases'][number]['rate_cards'][number]): unknown {
+function v1Price(card: RateCard): unknown {
   const p = card.price;
   if (p.type === 'free') return null;
   if (p.type === 'flat') return { type: 'flat', amount: p.amount, paymentTerm: card.payment_term };
@@ -135,11 +135,25 @@ function v1Price(card: Plan['phases'][number]['rate_cards'][number]): unknown {
   return { type: 'tiered', mode: p.type, tiers };
 }
 
-function v1EntitlementTemplate(e: NonNullable<Plan['phases'][number]['rate_cards'][number]['entitlement']>): unknown {
+function v1EntitlementTemplate(e: NonNullable<RateCard['entitlement']>): unknown {
   if (e.type === 'metered') {
     return { type: 'metered', isSoftLimit: e.is_soft_limit, usagePeriod: e.usage_period, ...(e.limit === null ? {} : { issueAfterReset: Number(e.limit) }) };
   }
   return e;
+}
+
+/** A rate card as v1 shows it (`flat_fee` or `usage_based`, by its price). */
+export function v1RateCard(card: RateCard): Record<string, unknown> {
+  return {
+    type: USAGE_PRICES.includes(card.price.type) ? 'usage_based' : 'flat_fee',
+    key: card.key,
+    name: card.name,
+    ...(card.description === null ? {} : { description: card.description }),
+    ...(card.feature?.key ? { featureKey: card.feature.key } : {}),
+    billingCadence: card.billing_cadence,
+    price: v1Price(card),
+    ...(card.entitlement ? { entitlementTemplate: v1EntitlementTemplate(card.entitlement) } : {}),
+  };
 }
 
 export function v1Plan(p: Plan): Record<string, unknown> {
@@ -153,16 +167,7 @@ export function v1Plan(p: Plan): Record<string, unknown> {
       name: phase.name,
       ...(phase.description === null ? {} : { description: phase.description }),
       duration: phase.duration,
-      rateCards: phase.rate_cards.map((card) => ({
-        type: USAGE_PRICES.includes(card.price.type) ? 'usage_based' : 'flat_fee',
-        key: card.key,
-        name: card.name,
-        ...(card.description === null ? {} : { description: card.description }),
-        ...(card.feature?.key ? { featureKey: card.feature.key } : {}),
-        billingCadence: card.billing_cadence,
-        price: v1Price(card),
-        ...(card.entitlement ? { entitlementTemplate: v1EntitlementTemplate(card.entitlement) } : {}),
-      })),
+      rateCards: phase.rate_cards.map(v1RateCard),
     })),
   };
 }

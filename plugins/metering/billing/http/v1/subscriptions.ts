@@ -13,6 +13,7 @@ import { notSupported } from '../../../shared/errors.ts';
 import type { MeteringConfig } from '../../../schema.ts';
 import type { MeteringRequest } from '../../../http/http.ts';
 import { v1Body } from './body.ts';
+import { v1RateCard } from './catalog.ts';
 import { operation, type V1Handler, type V1Routes } from '../../../http/v1/router.ts';
 import { toV1 } from '../../../http/v1/shapes.ts';
 
@@ -44,7 +45,7 @@ export class SubscriptionsV1 {
     return {
       'v1/subscriptions': { POST: billing((ctx, config) => this.create(ctx, config)) },
       'v1/subscriptions/*': {
-        GET: billing(async (ctx, _c, [id]) => ctx.respond(200, v1Subscription(await this.billing.subscriptions.get(id)))),
+        GET: billing((ctx, _c, [id]) => this.get(ctx, id)),
         PATCH: billing(refuse('editing a subscription', subscribe)),
         DELETE: billing(refuse('deleting a subscription', 'cancel it')),
       },
@@ -54,6 +55,21 @@ export class SubscriptionsV1 {
       'v1/subscriptions/*/migrate': { POST: billing(refuse('migrating a subscription', 'change it to the plan version it should have')) },
       'v1/subscriptions/*/addons': { GET: billing((ctx) => ctx.respond(200, [])), POST: billing(refuse('add-ons', subscribe)) },
     };
+  }
+
+  /** OpenMeter's expanded subscription: its one phase (the plan version's), whose items are the rate cards it bought (their price and cadence). */
+  private async get(ctx: MeteringRequest, id: string): Promise<void> {
+    const s = await this.billing.subscriptions.get(id);
+    const phase = (await this.billing.plans.find(s.plan.id))?.phases[0];
+    const during = { activeFrom: s.active_from, ...(s.active_to === null ? {} : { activeTo: s.active_to }) };
+    const items = s.items.map(({ card }) => {
+      const { type: _type, entitlementTemplate: _template, ...item } = v1RateCard(card);
+      return { ...item, ...during };
+    });
+    ctx.respond(200, {
+      ...v1Subscription(s),
+      phases: [{ key: phase?.key ?? 'main', name: phase?.name ?? s.name, ...during, items, itemTimelines: Object.fromEntries(s.items.map(({ card }, i) => [card.key, [items[i]]])) }],
+    });
   }
 
   private async create(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
