@@ -131,9 +131,16 @@ test('subscriptions and entitlements: a plan subscribed through the SDK grants w
   assert.equal((await client.entitlements.list())!.totalCount, 2);
   assert.equal(((await client.customers.entitlements.value('acme', metered.id)) as any).usage, 3);
 
+  await sdkError(client.entitlementsV1.value('acme-app', 'calls', { time: new Date(Date.now() - 3_600_000) }), 404);
+  const later = (await client.entitlementsV1.value('acme-app', 'calls', { time: new Date(Date.now() + 1000) }))!;
+  assert.equal(later.usage, 3, 'the value at a given time');
+
   const history = (await client.customers.entitlements.history('acme', 'calls', 'DAY'))!;
   assert.equal(history.windowedHistory.reduce((n, w) => n + w.usage, 0), 3);
   assert.equal(history.windowedHistory[0].balanceAtStart, 10);
+  const hourly = (await client.customers.entitlements.history('acme', 'calls', 'MINUTE', { query: { from: new Date(Date.now() - 120_000), to: new Date(Date.now() + 60_000) } } as any))!;
+  assert.equal(hourly.windowedHistory.reduce((n, w) => n + w.usage, 0), 3);
+  assert.equal(hourly.windowedHistory.at(-1)!.balanceAtStart, 7, 'the last window starts after the calls');
 
   // Tollgate grants through plans: writing entitlements directly is 501, with what to do instead.
   const refused = await sdkError(client.customers.entitlements.create('acme', { type: 'boolean', featureKey: 'sso' } as any), 501);

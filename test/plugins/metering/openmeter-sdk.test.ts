@@ -52,6 +52,14 @@ test('events: ingested by the SDK, listed, and counted by queries on both APIs',
   assert.equal(listed[0].event.source, '@openmeter/sdk');
   assert.ok(listed[0].ingestedAt instanceof Date);
 
+  const v2 = (await client.events.listV2({ filter: JSON.stringify({ subject: { $eq: 'customer-1' }, time: { $gte: hour(11).toISOString() } }), limit: 1 } as any))!;
+  assert.deepEqual(v2.items.map((i) => i.event.subject), ['customer-1']);
+  assert.equal(v2.items[0].event.time.toISOString(), hour(11).toISOString());
+  const rest = (await client.events.listV2({ filter: JSON.stringify({ subject: { $eq: 'customer-1' } }), limit: 1, cursor: (v2 as any).nextCursor } as any))!;
+  assert.equal(rest.items[0].event.time.toISOString(), hour(10).toISOString(), 'the next page');
+  const refused = await client.events.listV2({ filter: JSON.stringify({ subject: { $like: 'c%' } }) } as any).catch((e) => e);
+  assert.equal(refused.status, 400);
+
   const total = await client.meters.query('tokens', {});
   assert.equal(total.data.length, 1);
   assert.equal(total.data[0].value, 22);

@@ -10,7 +10,7 @@ import { meterNotFound, RequestError, type InvalidParameter } from '../../shared
 import { ingestRequest, readJson, validationProblem, type MeteringRequest } from '../http.ts';
 import type { Ingestion } from '../../ingest/port.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type MeterRecord } from '../../meter/port.ts';
-import { CUSTOMER_DIMENSION, parseQuery, type UsageQueries } from '../../query/port.ts';
+import { CUSTOMER_DIMENSION, parseQuery, type EventFilters, type UsageQueries } from '../../query/port.ts';
 import type { MeteringConfig } from '../../schema.ts';
 import type { MeteringService } from '../../service.ts';
 import { parseRfc3339 } from '../../shared/time.ts';
@@ -78,6 +78,50 @@ function v3MeterBody(body: unknown): unknown {
 
 type Params = { get(name: string): string | null; getAll(name: string): string[] };
 
+/** An event as v1 lists it: `{event, ingestedAt, storedAt, validationError?}` (the messages joined). */
+function v1IngestedEvent(item: any): Record<string, unknown> {
+  const out: Record<string, unknown> = { event: item.event, ingestedAt: item.ingested_at, storedAt: item.stored_at };
+  if (item.validation_errors.length > 0) out.validationError = item.validation_errors.map((e: { message: string }) => e.message).join('; ');
+  return out;
+}
+
+/** The v3 listing's cursor (`page[after]`). */
+const EVENT_CURSOR = /^\d{12}\/[0-9a-f]{12}$/;
+const EXACT_FIELDS = ['id', 'source', 'subject', 'type'] as const;
+
+/** v2's JSON filter as the listing's filters; operators the listing has no equivalent of are refused. */
+function eventFiltersV2(raw: string | null, problems: InvalidParameter[]): EventFilters {
+  const filters: EventFilters = {};
+  if (raw === null || raw === '') return filters;
+  const refuse = (field: string, reason: string) => void problems.push({ field: `filter.${field}`.replace(/\.$/, ''), reason, rule: 'invalid', source: 'query' });
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    return refuse('', 'must be a JSON object'), filters;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return refuse('', 'must be a JSON object'), filters;
+  for (const [field, condition] of Object.entries(parsed as Record<string, unknown>)) {
+    const ops = typeof condition === 'object' && condition !== null && !Array.isArray(condition) ? (condition as Record<string, unknown>) : undefined;
+    if ((EXACT_FIELDS as readonly string[]).includes(field) && ops && Object.keys(ops).length === 1 && typeof ops.$eq === 'string') {
+      filters[field as (typeof EXACT_FIELDS)[number]] = ops.$eq;
+    } else if (field === 'time' && ops) {
+      timeRange(ops, filters, (reason) => refuse('time', reason));
+    } else refuse(field, 'supported: $eq on id, source, subject and type; $gt, $gte, $lt, $lte on time');
+  }
+  return filters;
+}
+
+/** The listing's bounds are whole seconds (as event times are): `$gt t` starts a second after t, `$lte t` ends a second after it. */
+function timeRange(ops: Record<string, unknown>, filters: EventFilters, refuse: (reason: string) => void): void {
+  const shifts: Record<string, ['from' | 'to', number]> = { $gte: ['from', 0], $gt: ['from', 1], $lt: ['to', 0], $lte: ['to', 1] };
+  for (const [op, value] of Object.entries(ops)) {
+    const t = typeof value === 'string' ? parseRfc3339(value) : undefined;
+    if (!shifts[op] || t === undefined) return refuse('operators $gt, $gte, $lt, $lte with RFC 3339 date-times');
+    filters[shifts[op][0]] = t + shifts[op][1];
+  }
+}
+
 /** How far back the values of a group-by are read when no `from` is given (OpenMeter's default). */
 const GROUP_BY_VALUES_WINDOW_MS = 24 * 3_600_000;
 
@@ -91,6 +135,7 @@ export class MeteringV1 {
   routes(): V1Routes {
     return {
       'v1/events': { GET: operation('read', (ctx, config) => this.listEvents(ctx, config)), POST: operation('ingest', (ctx, config) => this.ingest(ctx, config)) },
+      'v2/events': { GET: operation('read', (ctx) => this.listEventsV2(ctx)) },
       'v1/meters': { GET: operation('read', (ctx) => this.listMeters(ctx)), POST: operation('manage', (ctx, config) => this.createMeter(ctx, config)) },
       'v1/meters/*': {
         GET: operation('read', (ctx, _config, [id]) => ctx.respond(200, v1Meter(this.service.catalogue.find(id)))),
@@ -171,14 +216,21 @@ export class MeteringV1 {
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) problems.push({ field: 'limit', reason: 'must be an integer between 1 and 100', rule: 'range', source: 'query' });
     if (problems.length) throw validationProblem(problems);
     const page = await this.service.eventListing.list({ subject: q.get('subject') ?? undefined, id: q.get('id') ?? undefined, from, to }, limit);
-    ctx.respond(
-      200,
-      page.items.map((item: any) => {
-        const out: Record<string, unknown> = { event: item.event, ingestedAt: item.ingested_at, storedAt: item.stored_at };
-        if (item.validation_errors.length > 0) out.validationError = item.validation_errors.map((e: { message: string }) => e.message).join('; ');
-        return out;
-      }),
-    );
+    ctx.respond(200, page.items.map(v1IngestedEvent));
+  }
+
+  /** `GET /api/v2/events`: cursor pages, and a JSON `filter` of `$eq` on id, source, subject, type and a range of `time`. */
+  private async listEventsV2(ctx: MeteringRequest): Promise<void> {
+    const q = ctx.query;
+    const problems: InvalidParameter[] = [];
+    const limit = q.get('limit') === null ? 100 : Number(q.get('limit'));
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) problems.push({ field: 'limit', reason: 'must be an integer between 1 and 100', rule: 'range', source: 'query' });
+    const cursor = q.get('cursor') ?? undefined;
+    if (cursor !== undefined && !EVENT_CURSOR.test(cursor)) problems.push({ field: 'cursor', reason: 'invalid cursor', rule: 'invalid', source: 'query' });
+    const filters = eventFiltersV2(q.get('filter'), problems);
+    if (problems.length) throw validationProblem(problems);
+    const page = await this.service.eventListing.list(filters, limit, cursor);
+    ctx.respond(200, { items: page.items.map(v1IngestedEvent), ...(page.next ? { nextCursor: page.next } : {}) });
   }
 
   /** `GET` (query string, deepObject filters) or `POST` (JSON body): both become one v3 query. */

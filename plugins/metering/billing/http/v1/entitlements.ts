@@ -7,10 +7,9 @@
  */
 import type { AccessValue, Billing, Grant } from '../../port.ts';
 import { usagePeriodAt } from '../../entitlement/port.ts';
-import { formatInstant, type Instant, type Period } from '../../shared/calendar.ts';
+import { formatInstant, parseInstant, type Instant, type Period } from '../../shared/calendar.ts';
 import { notFound } from '../../shared/errors.ts';
 import { notSupported, type InvalidParameter } from '../../../shared/errors.ts';
-import { parseRfc3339 } from '../../../shared/time.ts';
 import { validationProblem, type MeteringRequest } from '../../../http/http.ts';
 import { operation, type V1Handler, type V1Routes } from '../../../http/v1/router.ts';
 import { listOrPage, pageOf, paginated, queryList } from '../../../http/v1/shapes.ts';
@@ -134,7 +133,7 @@ export class EntitlementsV1 {
   private instantOf(ctx: MeteringRequest): Instant {
     const raw = ctx.query.get('time');
     if (raw === null) return Date.now();
-    const t = parseRfc3339(raw);
+    const t = parseInstant(raw);
     if (t === undefined) throw validationProblem([{ field: 'time', reason: 'must be an RFC 3339 date-time', rule: 'is_date_time', source: 'query' }]);
     return t;
   }
@@ -238,7 +237,7 @@ export class EntitlementsV1 {
     if (grant.type !== 'metered') problems.push({ field: 'entitlementIdOrFeatureKey', reason: `${grant.featureKey} is a ${grant.type} entitlement: only metered ones have a history`, rule: 'invalid', source: 'path' });
     const time = (name: string, fallback: () => Instant) => {
       const raw = q.get(name);
-      const t = raw === null ? fallback() : parseRfc3339(raw);
+      const t = raw === null ? fallback() : parseInstant(raw);
       if (t === undefined) problems.push({ field: name, reason: 'must be an RFC 3339 date-time', rule: 'is_date_time', source: 'query' });
       return t ?? 0;
     };
