@@ -54,9 +54,9 @@ test('events: ingested by the SDK, listed, and counted by queries on both APIs',
 
   const v2 = (await client.events.listV2({ filter: JSON.stringify({ subject: { $eq: 'customer-1' }, time: { $gte: hour(11).toISOString() } }), limit: 1 } as any))!;
   assert.deepEqual(v2.items.map((i) => i.event.subject), ['customer-1']);
-  assert.equal(v2.items[0].event.time.toISOString(), hour(11).toISOString());
+  assert.equal(v2.items[0].event.time!.toISOString(), hour(11).toISOString());
   const rest = (await client.events.listV2({ filter: JSON.stringify({ subject: { $eq: 'customer-1' } }), limit: 1, cursor: (v2 as any).nextCursor } as any))!;
-  assert.equal(rest.items[0].event.time.toISOString(), hour(10).toISOString(), 'the next page');
+  assert.equal(rest.items[0].event.time!.toISOString(), hour(10).toISOString(), 'the next page');
   const refused = await client.events.listV2({ filter: JSON.stringify({ subject: { $like: 'c%' } }) } as any).catch((e) => e);
   assert.equal(refused.status, 400);
 
