@@ -102,6 +102,8 @@ test('subscriptions and entitlements: a plan subscribed through the SDK grants w
   assert.deepEqual(expanded.phases.map((p) => [p.key, p.items.map((i) => i.key)]), [['main', ['calls', 'sso']]], 'the phase and rate cards it bought');
   assert.deepEqual(expanded.phases[0].items[0].price, { type: 'unit', amount: '0.01' });
   assert.equal((await client.customers.get('acme'))!.currentSubscriptionId, subscription.id);
+  const expandedList = (await client.customers.list({ key: 'acme', expand: ['subscriptions'] }))!;
+  assert.deepEqual(expandedList.items[0].subscriptions!.map((s) => s.id), [subscription.id]);
   const ofCustomer = (await client.customers.listSubscriptions('acme'))!;
   assert.deepEqual(ofCustomer.items.map((s) => s.id), [subscription.id]);
 

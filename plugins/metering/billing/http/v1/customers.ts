@@ -40,10 +40,12 @@ export class CustomersV1 {
     };
   }
 
-  /** The customer as v1 shows it, with the id of the subscription active now. */
-  private async v1Customer(c: Customer): Promise<Record<string, unknown>> {
+  /** The customer as v1 shows it, with the id of the subscription active now (and that subscription with `expand=subscriptions`). */
+  private async v1Customer(c: Customer, ctx?: MeteringRequest): Promise<Record<string, unknown>> {
     const current = c.deleted_at ? undefined : await this.billing.subscriptions.activeAt(c.id, Date.now());
-    return { ...toV1(publicCustomer(c)), ...(current ? { currentSubscriptionId: current.id } : {}) };
+    const out: Record<string, unknown> = { ...toV1(publicCustomer(c)), ...(current ? { currentSubscriptionId: current.id } : {}) };
+    if (ctx && queryList(ctx, 'expand').includes('subscriptions')) out.subscriptions = current ? [v1Subscription(current)] : [];
+    return out;
   }
 
   private async list(ctx: MeteringRequest): Promise<void> {
@@ -68,7 +70,7 @@ export class CustomersV1 {
     matching.sort(byText(order));
     if (q.get('order')?.toUpperCase() === 'DESC') matching.reverse();
     const listed = paginated(matching, page, (c) => c);
-    ctx.respond(200, { ...listed, items: await Promise.all(listed.items.map((c) => this.v1Customer(c))) });
+    ctx.respond(200, { ...listed, items: await Promise.all(listed.items.map((c) => this.v1Customer(c, ctx))) });
   }
 
   /** v1's key is optional: a customer without one is known by its id, which becomes its key. */
@@ -81,7 +83,7 @@ export class CustomersV1 {
   }
 
   private async get(ctx: MeteringRequest, id: string): Promise<void> {
-    ctx.respond(200, await this.v1Customer(await this.billing.customers.get(id)));
+    ctx.respond(200, await this.v1Customer(await this.billing.customers.get(id), ctx));
   }
 
   /** As the v3 PUT: the key never changes, so v1 need not send it. */
