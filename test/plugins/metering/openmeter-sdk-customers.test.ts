@@ -143,6 +143,11 @@ test('subscriptions and entitlements: a plan subscribed through the SDK grants w
   const hourly = (await client.customers.entitlements.history('acme', 'calls', 'MINUTE', { query: { from: new Date(Date.now() - 120_000), to: new Date(Date.now() + 60_000) } } as any))!;
   assert.equal(hourly.windowedHistory.reduce((n, w) => n + w.usage, 0), 3);
   assert.equal(hourly.windowedHistory.at(-1)!.balanceAtStart, 7, 'the last window starts after the calls');
+  const kolkata = (await client.customers.entitlements.history('acme', 'calls', 'HOUR', { query: { windowTimeZone: 'Asia/Kolkata', to: new Date(Date.now() + 2 * 3_600_000) } } as any))!;
+  assert.ok(kolkata.windowedHistory.length >= 2);
+  assert.ok(kolkata.windowedHistory.slice(1).every((w) => w.period.from.getUTCMinutes() === 30 && w.period.from.getUTCSeconds() === 0), 'hours of Kolkata start at :30 UTC');
+  assert.equal(kolkata.windowedHistory.reduce((n, w) => n + w.usage, 0), 3);
+  await sdkError(client.customers.entitlements.history('acme', 'calls', 'HOUR', { query: { windowTimeZone: 'Mars/Olympus' } } as any), 400);
 
   // Tollgate grants through plans: writing entitlements directly is 501, with what to do instead.
   const refused = await sdkError(client.customers.entitlements.create('acme', { type: 'boolean', featureKey: 'sso' } as any), 501);

@@ -7,6 +7,7 @@
  */
 import type { AccessValue, Billing, Grant } from '../../port.ts';
 import { usagePeriodAt } from '../../entitlement/port.ts';
+import { Temporal } from 'temporal-polyfill';
 import { formatInstant, parseInstant, type Instant, type Period } from '../../shared/calendar.ts';
 import { notFound } from '../../shared/errors.ts';
 import { notSupported, type InvalidParameter } from '../../../shared/errors.ts';
@@ -70,32 +71,37 @@ export function v1Value(v: AccessValue | undefined): Record<string, unknown> {
 
 const WINDOW_SIZES = ['MINUTE', 'HOUR', 'DAY', 'MONTH'] as const;
 type WindowSize = (typeof WINDOW_SIZES)[number];
-const WINDOW_MS: Record<Exclude<WindowSize, 'MONTH'>, number> = { MINUTE: 60_000, HOUR: 3_600_000, DAY: 86_400_000 };
+const UNITS = { MINUTE: 'minute', HOUR: 'hour', DAY: 'day', MONTH: 'month' } as const;
 /** Windows one history answer may hold (each costs two usage reads). */
 const MAX_HISTORY_WINDOWS = 1000;
 
-function windowStart(t: Instant, size: WindowSize): Instant {
-  if (size !== 'MONTH') return t - (t % WINDOW_MS[size]);
-  const d = new Date(t);
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+/** The start of the window of `size` holding `t`, on the clock of `zone`. */
+function windowStart(t: Instant, size: WindowSize, zone: string): Temporal.ZonedDateTime {
+  const at = Temporal.Instant.fromEpochMilliseconds(t).toZonedDateTimeISO(zone);
+  if (size === 'MONTH') return at.with({ day: 1 }).startOfDay();
+  return at.round({ smallestUnit: UNITS[size], roundingMode: 'floor' });
 }
 
-function nextWindow(t: Instant, size: WindowSize): Instant {
-  if (size !== 'MONTH') return t + WINDOW_MS[size];
-  const d = new Date(t);
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-}
-
-/** UTC windows of `size` covering [from, to), the first and last clipped to them. */
-function windowsOf(from: Instant, to: Instant, size: WindowSize): Period[] {
+/** Windows of `size` in `zone` covering [from, to), the first and last clipped to them (DST days are 23 or 25 hours). */
+function windowsOf(from: Instant, to: Instant, size: WindowSize, zone: string): Period[] {
   const out: Period[] = [];
-  for (let start = windowStart(from, size); start < to; start = nextWindow(start, size)) {
+  for (let start = windowStart(from, size, zone); start.epochMilliseconds < to; start = start.add({ [`${UNITS[size]}s`]: 1 })) {
     if (out.length === MAX_HISTORY_WINDOWS) {
       throw validationProblem([{ field: 'windowSize', reason: `from and to span more than ${MAX_HISTORY_WINDOWS} windows of ${size}`, rule: 'range', source: 'query' }]);
     }
-    out.push({ from: Math.max(start, from), to: Math.min(nextWindow(start, size), to) });
+    const end = start.add({ [`${UNITS[size]}s`]: 1 }).epochMilliseconds;
+    out.push({ from: Math.max(start.epochMilliseconds, from), to: Math.min(end, to) });
   }
   return out;
+}
+
+function validZone(zone: string): boolean {
+  try {
+    Temporal.Now.zonedDateTimeISO(zone);
+    return zone.length <= 64;
+  } catch {
+    return false;
+  }
 }
 
 export class EntitlementsV1 {
@@ -226,14 +232,14 @@ export class EntitlementsV1 {
     await this.history(ctx, this.pick(await this.grantsOfCustomer(customer, Date.now()), id));
   }
 
-  /** Usage and balance per UTC window from `from` (default: the current usage period's start) to `to` (default: now). */
+  /** Usage and balance per window (in `windowTimeZone`, default UTC) from `from` (default: the current usage period's start) to `to` (default: now). */
   private async history(ctx: MeteringRequest, grant: Grant): Promise<void> {
     const q = ctx.query;
     const problems: InvalidParameter[] = [];
     const size = q.get('windowSize') as WindowSize;
     if (!WINDOW_SIZES.includes(size)) problems.push({ field: 'windowSize', reason: `must be one of: ${WINDOW_SIZES.join(', ')}`, rule: 'enum', source: 'query', choices: WINDOW_SIZES });
-    const zone = q.get('windowTimeZone');
-    if (zone !== null && zone !== 'UTC') problems.push({ field: 'windowTimeZone', reason: 'only UTC windows are supported', rule: 'enum', source: 'query', choices: ['UTC'] });
+    const zone = q.get('windowTimeZone') ?? 'UTC';
+    if (!validZone(zone)) problems.push({ field: 'windowTimeZone', reason: `invalid time zone: ${zone.slice(0, 64)}`, rule: 'invalid_time_zone', source: 'query' });
     if (grant.type !== 'metered') problems.push({ field: 'entitlementIdOrFeatureKey', reason: `${grant.featureKey} is a ${grant.type} entitlement: only metered ones have a history`, rule: 'invalid', source: 'path' });
     const time = (name: string, fallback: () => Instant) => {
       const raw = q.get(name);
@@ -246,7 +252,7 @@ export class EntitlementsV1 {
     const from = Math.max(time('from', () => usagePeriodAt(grant, now).from), grant.activeFrom);
     if (problems.length === 0 && from >= to) problems.push({ field: 'from', reason: 'from must be before to (and not before the entitlement is active)', rule: 'invalid', source: 'query' });
     if (problems.length) throw validationProblem(problems);
-    const rows = await this.billing.entitlements.history(grant, windowsOf(from, to, size));
+    const rows = await this.billing.entitlements.history(grant, windowsOf(from, to, size, zone));
     ctx.respond(200, {
       windowedHistory: rows.map((r) => ({
         period: { from: iso(r.period.from), to: iso(r.period.to) },
