@@ -14,7 +14,7 @@ import { CUSTOMER_DIMENSION, parseQuery, type EventFilters, type UsageQueries } 
 import type { MeteringConfig } from '../../schema.ts';
 import type { MeteringService } from '../../service.ts';
 import { parseRfc3339 } from '../../shared/time.ts';
-import { v1Problems } from './problems.ts';
+import { V1_QUERY_FILTERS, v1Problems } from './problems.ts';
 import { operation, type V1Routes } from './router.ts';
 import { byText } from './shapes.ts';
 
@@ -23,11 +23,8 @@ const WINDOW_SIZES: Record<string, string> = { MINUTE: 'PT1M', HOUR: 'PT1H', DAY
 /** v3 field names as v1 calls them, for problems. */
 const V1_FIELDS: Record<string, string> = { key: 'slug', event_type: 'eventType', value_property: 'valueProperty', dimensions: 'groupBy', events_from: 'eventFrom', labels: 'metadata', granularity: 'windowSize', time_zone: 'windowTimeZone', group_by_dimensions: 'groupBy' };
 
-/** Filters v1 sends as parameters of their own. */
-const V1_FILTERS: Record<string, string> = { 'filters.dimensions.subject': 'subject', [`filters.dimensions.${CUSTOMER_DIMENSION}`]: 'filterCustomerId' };
-
 function v1Field(field: string): string {
-  if (V1_FILTERS[field]) return V1_FILTERS[field];
+  if (V1_QUERY_FILTERS[field]) return V1_QUERY_FILTERS[field];
   const [head, ...rest] = field.split('.');
   const bracket = head.indexOf('[');
   const name = bracket === -1 ? head : head.slice(0, bracket);

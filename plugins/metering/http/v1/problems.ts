@@ -4,6 +4,7 @@
  * metering or billing error is chosen where the v3 mapping chooses it; field names become v1's camelCase.
  */
 import type { InvalidParameter } from '../../shared/errors.ts';
+import { CUSTOMER_DIMENSION } from '../../query/port.ts';
 import { BillingError } from '../../billing/port.ts';
 import { billingProblem } from '../../billing/http/http.ts';
 import { toProblem, type MeteringRequest, type Problem } from '../http.ts';
@@ -15,8 +16,12 @@ const TITLES: Record<number, string> = {
 };
 const titleOf = (status: number) => TITLES[status] ?? (status >= 500 ? 'Internal Server Error' : 'Error');
 
+/** A meter query's filters v1 sends as parameters of their own (named so wherever the query fails, customers' lookup too). */
+export const V1_QUERY_FILTERS: Record<string, string> = { 'filters.dimensions.subject': 'subject', [`filters.dimensions.${CUSTOMER_DIMENSION}`]: 'filterCustomerId' };
+
 /** `usage_attribution.subject_keys[0]` -> `usageAttribution.subjectKeys[0]` (names v1 already uses are kept). */
 export function v1FieldName(field: string): string {
+  if (V1_QUERY_FILTERS[field]) return V1_QUERY_FILTERS[field];
   return field.replace(/[a-z0-9_]+/gi, (part) => (part === 'labels' ? 'metadata' : camelName(part)));
 }
 
