@@ -8,7 +8,7 @@ import { Collectors, Ingestion, mappingLimits } from './ingest/port.ts';
 import { MeterUsage, UsageQueries } from './query/port.ts';
 import { CollectorsHttp } from './http/collectors-http.ts';
 import { MeteringHttp } from './http/http.ts';
-import { OpenMeterV1Http } from './http/openmeter-v1.ts';
+import { openMeterV1 } from './http/v1/index.ts';
 import { backfillRatio } from './meter/port.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
@@ -31,11 +31,8 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   await collectors.open();
   const ingestion = new Ingestion(service, collectors);
   const queries = new UsageQueries(service, billing.customers.directory());
-  const http = new MeteringHttp(service, ingestion, queries, [
-    new BillingHttp(billing),
-    new CollectorsHttp(collectors, ingestion),
-    new OpenMeterV1Http(service, ingestion, queries),
-  ]);
+  const v1 = openMeterV1(service, ingestion, queries, billing);
+  const http = new MeteringHttp(service, ingestion, queries, [new BillingHttp(billing), new CollectorsHttp(collectors, ingestion), v1], v1);
   const ingested = api.metrics.counter({
     name: 'tollgate_metering_events_ingested_total',
     help: 'Events committed to the metering store (duplicates of stored events are not counted)',
@@ -78,13 +75,14 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
     labelNames: ['meter'],
     read: () => service.meters.pendingBackfills().map(({ key, backfill }) => ({ labels: { meter: key }, value: backfillRatio(backfill!) })),
   });
-  // The admin API answers with the settings of the first metering route (limits, how long a query waits for a backfill).
+  // The admin API answers with the settings of the first metering route that is no portal (limits, how long a query waits for a backfill).
   let routeConfig: MeteringConfig | undefined;
   return {
     configure: async (view) => {
       await service.configure(view);
       collectors.configure(view.entities('collectors'), mappingLimits(view.instances.map((i) => i.config)));
-      routeConfig = view.instances[0]?.config;
+      // A portal route (config.portal) serves the portal's read alone: the admin API mounts a metering route's settings.
+      routeConfig = (view.instances.find((i) => !i.config.portal) ?? view.instances[0])?.config;
       const periods = view.instances.map((i) => parseCollectionPeriod(i.config.billing.collection_period)!);
       billing.scheduler.collectionMs = periods.length ? Math.max(...periods) : 3_600_000;
       await declared.sync(view.entities);

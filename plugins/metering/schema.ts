@@ -14,6 +14,8 @@ export const configSchema = {
     retention_days: { type: 'integer', default: 730, required: true, between: [1, 36_500] },
     /** Serve without an authentication plugin on the route (refused by default). */
     allow_unauthenticated: { type: 'boolean', default: false, required: true },
+    /** A consumer portal route: it serves only OpenMeter's portal query, authenticated by portal tokens (no authentication plugin). */
+    portal: { type: 'boolean', default: false, required: true },
     /** Token scopes required per operation group, when set. */
     scopes: { type: 'record', fields: { ingest: scopeName, manage: scopeName, read: scopeName, billing: scopeName } },
     /** Billing: how long after a period's end its usage is frozen into the issued invoice (ISO 8601). */
@@ -39,7 +41,7 @@ export type MeteringConfig = Infer<typeof configSchema>;
 
 /** Every route the plugin serves must authenticate the caller first (an authentication plugin that runs before it). */
 export function checkConfig(config: MeteringConfig, scope: PluginScope): Issue[] {
-  if (config.allow_unauthenticated) return [];
+  if (config.allow_unauthenticated || config.portal) return [];
   const open = scope.runsOn.filter(({ before }) => !before.some((plugin) => plugin.authenticates));
   if (open.length === 0) return [];
   const names = open.map(({ route }) => route.name ?? route.id).join(', ');

@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { Store } from '../../../src/pdk/index.ts';
 import { AccessCache, EntitlementService, ProcessLedger, type AdmissionLedger } from './entitlement/port.ts';
-import { CustomerService } from './customer/port.ts';
+import { CustomerService, PortalTokenService, SubjectService } from './customer/port.ts';
 import { FeatureService, PlanService, type Feature } from './productcatalog/port.ts';
 import { InvoiceService } from './invoice/port.ts';
 import { Scheduler } from './scheduler.ts';
@@ -18,6 +18,10 @@ import type { UsageSource } from './shared/usage.ts';
 export class Billing {
   readonly db: BillingStore;
   readonly customers: CustomerService;
+  /** OpenMeter v1's subject records (display names and metadata of usage subjects). */
+  readonly subjects: SubjectService;
+  /** Consumer portal tokens: a subject's read-only access to its own usage. */
+  readonly portalTokens: PortalTokenService;
   readonly features: FeatureService;
   readonly plans: PlanService;
   readonly subscriptions: SubscriptionService;
@@ -41,6 +45,8 @@ export class Billing {
     this.customers = new CustomerService(this.db, (tx, customerId, currency) =>
       this.subscriptions.inOtherCurrency(tx, customerId, currency),
     );
+    this.subjects = new SubjectService(this.db);
+    this.portalTokens = new PortalTokenService(this.db);
     this.features = new FeatureService(this.db, usage, (tx, feature) => this.featureUser(tx, feature));
     this.plans = new PlanService(this.db, this.features);
     this.subscriptions = new SubscriptionService(this.db, this.customers, this.plans, this.features);

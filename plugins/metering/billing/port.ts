@@ -5,9 +5,12 @@
  * mounted by the plugin's handler.
  */
 export { Billing } from './billing.ts';
+export { BillingError } from './shared/errors.ts';
+export { MAX_PORTAL_TOKEN_LIST, portalTokenExpired, validatePortalToken } from './customer/port.ts';
+export type { PortalToken } from './customer/port.ts';
 export { DeclaredSync } from './declared.ts';
 export { billingEntities, collectionPeriodProblem } from './entities.ts';
 export { parseCollectionPeriod } from './shared/calendar.ts';
 export { NodeLedger, ProcessLedger, StoreLedger } from './entitlement/port.ts';
-export type { AccessDecision, Admission, AdmissionLedger, EntitlementEnforcer, Reservation } from './entitlement/port.ts';
+export type { AccessDecision, AccessValue, Admission, AdmissionLedger, EntitlementEnforcer, Grant, Reservation } from './entitlement/port.ts';
 export type { CommittedReading, MeterInfo, RequestEvent, UsageQuery, UsageSource } from './shared/usage.ts';

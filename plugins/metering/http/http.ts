@@ -35,6 +35,7 @@ export interface Problem {
 /** The one place metering's kinds become statuses (billing/http maps billing's). */
 const STATUS_OF_KIND: Record<MeteringErrorKind, number> = {
   validation: 400,
+  unauthorized: 401,
   forbidden: 403,
   notFound: 404,
   methodNotAllowed: 405,
@@ -42,6 +43,7 @@ const STATUS_OF_KIND: Record<MeteringErrorKind, number> = {
   conflict: 409,
   tooLarge: 413,
   unavailable: 503,
+  notSupported: 501,
   internal: 500,
 };
 
@@ -79,6 +81,7 @@ const PROBLEM_TYPES: Record<number, [string, string]> = {
   413: ['payload-too-large', 'Payload Too Large'],
   415: ['unsupported-media-type', 'Unsupported Media Type'],
   500: ['internal', 'Internal'],
+  501: ['not-implemented', 'Not Implemented'],
   503: ['service-unavailable', 'Service Unavailable'],
 };
 
@@ -111,7 +114,7 @@ export interface SubRoutes {
   route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean>;
 }
 
-type Operation = 'ingest' | 'manage' | 'read' | 'billing';
+export type Operation = 'ingest' | 'manage' | 'read' | 'billing';
 
 export function requireScope(ctx: MeteringRequest, config: MeteringConfig, operation: Operation): void {
   const needed = config.scopes?.[operation];
@@ -196,6 +199,8 @@ export class MeteringHttp {
     private readonly ingestion: Ingestion,
     private readonly queries: UsageQueries,
     private readonly subRoutes: SubRoutes[] = [],
+    /** What answers on a portal route (OpenMeter's v1 router). */
+    private readonly portalRoutes?: SubRoutes,
   ) {}
 
   async handle(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {
@@ -214,6 +219,8 @@ export class MeteringHttp {
     } catch {
       throw new RequestError('METERING_ERR_MALFORMED_PATH', 'malformed percent-encoding in the path');
     }
+    // A portal route has no authentication plugin: only OpenMeter's v1 router answers there, with the portal's read alone.
+    if (config.portal) return this.portal(ctx, config, parts);
     const method = ctx.method;
     const allow = (methods: string[]) => {
       if (!methods.includes(method)) throw methodNotAllowed(method, methods);
@@ -247,6 +254,11 @@ export class MeteringHttp {
     }
     for (const sub of this.subRoutes) if (await sub.route(ctx, config, parts)) return;
     throw noResource('metering', ctx.path);
+  }
+
+  private async portal(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<void> {
+    await this.service.refreshMeters();
+    if (!(await this.portalRoutes?.route(ctx, config, parts))) throw noResource('metering', ctx.path);
   }
 
   private async ingest(ctx: MeteringRequest, config: MeteringConfig): Promise<void> {

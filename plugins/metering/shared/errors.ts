@@ -19,6 +19,8 @@ export interface InvalidParameter {
 export type MeteringErrorKind =
   /** The request or an event breaks a rule; sending it again unchanged cannot succeed. */
   | 'validation'
+  /** No valid credential of the kind the operation takes itself (a portal token). */
+  | 'unauthorized'
   /** The credential lacks the operation's scope. */
   | 'forbidden'
   | 'notFound'
@@ -31,6 +33,8 @@ export type MeteringErrorKind =
   | 'tooLarge'
   /** Nothing of the request was done; the same request later may succeed. */
   | 'unavailable'
+  /** An operation of OpenMeter's API that Tollgate's domain does not have (the detail says what it has instead). */
+  | 'notSupported'
   | 'internal';
 
 /** Every code of the catalogue and its kind. */
@@ -45,7 +49,9 @@ const KINDS = {
   METERING_ERR_COLLECTOR_TOO_LARGE: 'validation',
   METERING_ERR_COLLECTOR_INVALID_EVENT: 'validation',
   METERING_ERR_COLLECTOR_INVALID_RESULT: 'validation',
+  METERING_ERR_PORTAL_TOKEN_REQUIRED: 'unauthorized',
   METERING_ERR_SCOPE_REQUIRED: 'forbidden',
+  METERING_ERR_PORTAL_METER_FORBIDDEN: 'forbidden',
   METERING_ERR_NO_RESOURCE: 'notFound',
   METERING_ERR_METER_NOT_FOUND: 'notFound',
   METERING_ERR_COLLECTOR_NOT_FOUND: 'notFound',
@@ -65,6 +71,7 @@ const KINDS = {
   METERING_ERR_JOURNAL_NOT_READY: 'unavailable',
   METERING_ERR_COMMAND_TIMEOUT: 'unavailable',
   METERING_ERR_METER_BACKFILLING: 'unavailable',
+  METERING_ERR_NOT_SUPPORTED: 'notSupported',
   METERING_ERR_INTERNAL: 'internal',
 } as const satisfies Record<`METERING_ERR_${string}`, MeteringErrorKind>;
 
@@ -119,6 +126,15 @@ export const methodNotAllowed = (method: string, allowedMethods: string[]) =>
 
 /** No resource of `api` (metering, OpenMeter v1) answers at `path`. */
 export const noResource = (api: string, path: string) => new RequestError('METERING_ERR_NO_RESOURCE', `no ${api} resource at ${path}`);
+
+/** An OpenMeter operation without a counterpart here; `instead`: what to do in Tollgate. */
+export const notSupported = (operation: string, instead: string) =>
+  new RequestError('METERING_ERR_NOT_SUPPORTED', `${operation} is not supported: ${instead}`);
+
+export const portalTokenRequired = () =>
+  new RequestError('METERING_ERR_PORTAL_TOKEN_REQUIRED', 'a valid, unexpired portal token is required (Authorization: Bearer <token>)');
+
+export const portalMeterForbidden = (slug: string) => new RequestError('METERING_ERR_PORTAL_METER_FORBIDDEN', `the portal token does not allow meter ${slug}`);
 
 export const scopeRequired = (scope: string) => new RequestError('METERING_ERR_SCOPE_REQUIRED', `this operation requires the scope '${scope}'`);
 

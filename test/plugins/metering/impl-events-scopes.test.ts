@@ -1,6 +1,6 @@
 /**
  * Event listing (newest first, filters, cursor paging, per-meter validation errors) and the
- * optional per-operation scopes enforced from the oauth2 token; the config check that refuses a
+ * optional per-operation scopes enforced from the oauth2 token (on the v3 and the OpenMeter v1 paths); the config check that refuses a
  * metering route without authentication.
  */
 import assert from 'node:assert/strict';
@@ -107,8 +107,8 @@ describe('metering scopes and authentication', () => {
       routes: [{
         name: 'metering', paths: [PATH], protocols: ['https'], strip_path: false,
         plugins: [
-          { name: 'oauth2', config: { enable_client_credentials: true, global_credentials: true, scopes: ['events:write', 'meters:write', 'usage:read'] } },
-          { name: 'metering', config: { scopes: { ingest: 'events:write', manage: 'meters:write', read: 'usage:read' } } },
+          { name: 'oauth2', config: { enable_client_credentials: true, global_credentials: true, scopes: ['events:write', 'meters:write', 'usage:read', 'billing:write'] } },
+          { name: 'metering', config: { scopes: { ingest: 'events:write', manage: 'meters:write', read: 'usage:read', billing: 'billing:write' } } },
         ],
       }],
       consumers: [{ username: 'app', oauth2_credentials: [{ name: 'Scoped app', ...CLIENT }] }],
@@ -144,6 +144,23 @@ describe('metering scopes and authentication', () => {
     assert.equal(q.status, 200, q.text);
     assert.equal(q.json().data[0].value, '1');
     assert.equal((await call(operator, 'GET', '/events?type=scoped')).json().data.length, 1);
+  });
+
+  test('OpenMeter\'s v1 paths need the same scopes as their v3 counterparts', async () => {
+    const producer = await token('events:write');
+    const operator = await token('meters:write usage:read');
+    const biller = await token('billing:write');
+    assert.equal((await call(producer, 'POST', '/api/v1/events', [ce({ type: 'v1-scoped' })], 'application/cloudevents-batch+json')).status, 204);
+    const denied = await call(producer, 'GET', '/api/v1/meters');
+    assert.equal(denied.status, 403);
+    assert.equal(denied.json().type, 'about:blank', 'in v1\'s problem shape');
+    for (const t of [producer, operator]) assert.equal((await call(t, 'GET', '/api/v1/customers')).status, 403);
+    assert.equal((await call(biller, 'GET', '/api/v1/customers')).status, 200);
+    assert.equal((await call(biller, 'GET', '/api/v1/customers/nobody/access')).status, 403, 'access is read, as on v3');
+    assert.equal((await call(operator, 'GET', '/api/v1/customers/nobody/access')).status, 404);
+    assert.equal((await call(biller, 'POST', '/api/v1/portal/tokens', { subject: 'x' })).status, 403, 'portal tokens are managed with the manage scope');
+    assert.equal((await call(operator, 'POST', '/api/v1/portal/tokens', { subject: 'x' })).status, 200);
+    assert.equal((await call(operator, 'GET', '/api/v1/entitlements')).status, 200);
   });
 
   test('a metering route without an authentication plugin is refused unless allow_unauthenticated', async () => {

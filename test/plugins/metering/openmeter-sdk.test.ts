@@ -7,17 +7,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { OpenMeter, HTTPError } from '@openmeter/sdk';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { HTTPError, type OpenMeter } from '@openmeter/sdk';
 import { startGateway, type TestGateway } from '../../helpers/gateway.ts';
-import { meteringConfig, MeteringApi, ROUTE_PATH } from './catalogue-support.ts';
-
-/** fetch for the gateway's self-signed certificate (the SDK takes any fetch). */
-const insecure = new Agent({ connect: { rejectUnauthorized: false } });
-async function fetchInsecure(input: Request): Promise<Response> {
-  const body = input.body ? Buffer.from(await input.arrayBuffer()) : undefined;
-  return (await undiciFetch(input.url, { method: input.method, headers: input.headers as any, body, dispatcher: insecure })) as unknown as Response;
-}
+import { meteringConfig, MeteringApi } from './catalogue-support.ts';
+import { closeSdkClients, sdkClient } from './openmeter-sdk-support.ts';
 
 let gw: TestGateway;
 let v3: MeteringApi;
@@ -25,11 +18,11 @@ let client: OpenMeter;
 before(async () => {
   gw = await startGateway(meteringConfig());
   v3 = await MeteringApi.connect(gw.https);
-  client = new OpenMeter({ baseUrl: `${gw.https}${ROUTE_PATH}`, apiKey: v3.token, fetch: fetchInsecure as any });
+  client = sdkClient(gw.https, v3.token);
 });
 after(async () => {
   await gw.stop();
-  await insecure.close();
+  await closeSdkClients();
 });
 
 const hour = (h: number) => new Date(Date.UTC(2026, 10, 20, h, 15));
@@ -59,6 +52,14 @@ test('events: ingested by the SDK, listed, and counted by queries on both APIs',
   assert.equal(listed[0].event.source, '@openmeter/sdk');
   assert.ok(listed[0].ingestedAt instanceof Date);
 
+  const v2 = (await client.events.listV2({ filter: JSON.stringify({ subject: { $eq: 'customer-1' }, time: { $gte: hour(11).toISOString() } }), limit: 1 } as any))!;
+  assert.deepEqual(v2.items.map((i) => i.event.subject), ['customer-1']);
+  assert.equal(v2.items[0].event.time!.toISOString(), hour(11).toISOString());
+  const rest = (await client.events.listV2({ filter: JSON.stringify({ subject: { $eq: 'customer-1' } }), limit: 1, cursor: (v2 as any).nextCursor } as any))!;
+  assert.equal(rest.items[0].event.time!.toISOString(), hour(10).toISOString(), 'the next page');
+  const refused = await client.events.listV2({ filter: JSON.stringify({ subject: { $like: 'c%' } }) } as any).catch((e) => e);
+  assert.equal(refused.status, 400);
+
   const total = await client.meters.query('tokens', {});
   assert.equal(total.data.length, 1);
   assert.equal(total.data[0].value, 22);
@@ -79,6 +80,15 @@ test('events: ingested by the SDK, listed, and counted by queries on both APIs',
   const sameOnV3 = await v3.queryOk('tokens', { group_by_dimensions: ['subject', 'model'] });
   assert.equal(sameOnV3.data.reduce((n, r) => n + Number(r.value), 0), 22);
   assert.deepEqual((await client.subjects.list())!.map((s) => s.key), ['customer-1', 'customer-2']);
+});
+
+test('meters: the values of a group-by, within from and to', async () => {
+  assert.deepEqual(await client.meters.listGroupByValues('tokens', 'model', { from: hour(0), to: hour(23) }), ['gpt-4', 'gpt-4o']);
+  assert.deepEqual(await client.meters.listGroupByValues('tokens', 'model', { from: hour(11), to: hour(23) }), ['gpt-4', 'gpt-4o']);
+  assert.deepEqual(await client.meters.listGroupByValues('tokens', 'model', { from: hour(10), to: hour(11) }), ['gpt-4']);
+  assert.deepEqual(await client.meters.listGroupByValues('tokens', 'model'), [], 'the last 24 hours by default: the events are of another day');
+  const unknown = await client.meters.listGroupByValues('tokens', 'nope', { from: hour(0) }).catch((e) => e);
+  assert.equal(unknown.status, 400);
 });
 
 test('errors are problems the SDK reads', async () => {

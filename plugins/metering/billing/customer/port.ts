@@ -3,3 +3,7 @@ export { CustomerService, publicCustomer, usageSubjects, validateCustomer } from
 export type { Customer, CustomerDefinition, Origin } from './customers.ts';
 export { liveSubscriptionOf } from './subscription-slot.ts';
 export type { Slot } from './subscription-slot.ts';
+export { SubjectService, validateSubjects } from './subjects.ts';
+export type { SubjectDefinition, SubjectRecord } from './subjects.ts';
+export { MAX_PORTAL_TOKEN_LIST, PortalTokenService, portalTokenExpired, validatePortalToken } from './portal-tokens.ts';
+export type { PortalToken } from './portal-tokens.ts';

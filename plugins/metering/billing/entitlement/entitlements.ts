@@ -13,11 +13,16 @@ import type { FeatureMeter, FeatureService } from '../productcatalog/port.ts';
 import { Decimal, formatDecimal, ZERO } from '../shared/money.ts';
 import type { Subscription, SubscriptionService } from '../subscription/port.ts';
 import type { UsageSource } from '../shared/usage.ts';
+import { stableId } from '../../shared/ids.ts';
 
 /** One entitlement a subscription grants. */
 export interface Grant {
+  /** Stable per subscription and feature (the entitlement's id in OpenMeter's v1 API). */
+  id: string;
   subscriptionId: string;
+  customer: { id: string; key: string };
   featureKey: string;
+  featureId: string | null;
   type: 'boolean' | 'static' | 'metered';
   config?: string;
   limit?: Decimal;
@@ -26,6 +31,7 @@ export interface Grant {
   meter?: FeatureMeter | null;
   anchor: Instant;
   activeFrom: Instant;
+  activeTo: Instant | null;
   subjects: string[];
 }
 
@@ -50,10 +56,14 @@ export function grantsOf(s: Subscription): Grant[] {
     const e = card.entitlement;
     if (!e || !card.feature?.key) continue;
     const base = {
+      id: stableId(`tollgate-entitlement:${s.id}:${card.feature.key}`),
       subscriptionId: s.id,
+      customer: s.customer,
       featureKey: card.feature.key,
+      featureId: card.feature.id,
       anchor: Date.parse(s.billing_anchor),
       activeFrom: Date.parse(s.active_from),
+      activeTo: s.active_to === null ? null : Date.parse(s.active_to),
       subjects: s.subjects,
     };
     if (e.type === 'metered') {
@@ -117,12 +127,35 @@ export class EntitlementService {
     return s ? grantsOf(s) : [];
   }
 
+  /** Every grant of the subscriptions active at `now`, by customer and feature key. */
+  async allGrants(now: Instant): Promise<Grant[]> {
+    const active = (await this.subscriptions.list()).filter((s) => Date.parse(s.active_from) <= now && (s.active_to === null || now < Date.parse(s.active_to)));
+    const order = (g: Grant) => `${g.customer.key}\u0000${g.featureKey}`;
+    return active.flatMap(grantsOf).sort((a, b) => (order(a) < order(b) ? -1 : 1));
+  }
+
+  /** What one grant gives at `now`: the usage of its current period against its limit. */
+  async valueOf(g: Grant, now: Instant): Promise<AccessValue> {
+    const period = g.type === 'metered' ? usagePeriodAt(g, now) : undefined;
+    return evaluate(g, period ? await this.usageOf(g, period) : ZERO, period);
+  }
+
+  /**
+   * A metered grant's usage in each of `windows` (ascending, within its life), and the balance it had
+   * at each window's start: its limit less what its usage period had used by then.
+   */
+  async history(g: Grant, windows: Period[]): Promise<{ period: Period; usage: Decimal; balanceAtStart: Decimal }[]> {
+    const out: { period: Period; usage: Decimal; balanceAtStart: Decimal }[] = [];
+    for (const w of windows) {
+      const used = await this.usageOf(g, { from: usagePeriodAt(g, w.from).from, to: w.from });
+      out.push({ period: w, usage: await this.usageOf(g, w), balanceAtStart: Decimal.max(g.limit!.minus(used), ZERO) });
+    }
+    return out;
+  }
+
   async values(customer: Customer, now: Instant): Promise<AccessValue[]> {
     const values: AccessValue[] = [];
-    for (const g of await this.grants(customer, now)) {
-      const period = g.type === 'metered' ? usagePeriodAt(g, now) : undefined;
-      values.push(evaluate(g, period ? await this.usageOf(g, period) : ZERO, period));
-    }
+    for (const g of await this.grants(customer, now)) values.push(await this.valueOf(g, now));
     return values;
   }
 

@@ -19,7 +19,7 @@ const DEFAULT_PAGE_SIZE = 20;
 const MAX_PAGE_SIZE = 1000;
 const MAX_ACCESS_PAGE_SIZE = 100;
 
-/** The one place billing's kinds become statuses. */
+/** The one place billing's kinds become statuses (the v1 mapping answers through billingProblem too). */
 const STATUS_OF_KIND: Record<BillingErrorKind, number> = {
   validation: 400,
   notFound: 404,
@@ -33,7 +33,7 @@ const STATUS_OF_KIND: Record<BillingErrorKind, number> = {
   contention: 503,
 };
 
-function billingProblem(err: BillingError): Problem {
+export function billingProblem(err: BillingError): Problem {
   const problem: Problem = { status: STATUS_OF_KIND[err.kind], code: err.code, detail: err.message, headers: {} };
   if (err.invalidParameters) problem.invalidParameters = err.invalidParameters;
   return problem;
@@ -69,7 +69,7 @@ function ensure<T>(parsed: { definition?: T; problems: Problems }): T {
   return parsed.definition;
 }
 
-function planRef(b: Record<string, unknown>, out: Problems): PlanRef | undefined {
+export function planRef(b: Record<string, unknown>, out: Problems): PlanRef | undefined {
   const ref = reference(b, 'plan', '', out, ['version']);
   if (!ref) return undefined;
   const version = ref.rest.version;
@@ -77,7 +77,7 @@ function planRef(b: Record<string, unknown>, out: Problems): PlanRef | undefined
   return { id: ref.id, key: ref.key, version: typeof version === 'number' ? version : undefined };
 }
 
-function timing(b: Record<string, unknown>, out: Problems, fallback?: Timing): Timing | undefined {
+export function timing(b: Record<string, unknown>, out: Problems, fallback?: Timing): Timing | undefined {
   const v = b.timing;
   if (v === undefined || v === null) {
     if (fallback === undefined) out.push(invalid('timing', 'timing is required', 'required'));
@@ -92,7 +92,7 @@ function timing(b: Record<string, unknown>, out: Problems, fallback?: Timing): T
 /** Instants billing computes periods around stay within a century of now (calendar math stays cheap and in range). */
 const CENTURY_MS = 100 * 366 * 86_400_000;
 
-function nearInstant(text: unknown): number | undefined {
+export function nearInstant(text: unknown): number | undefined {
   const at = parseInstant(text);
   return at !== undefined && Math.abs(at - Date.now()) <= CENTURY_MS ? at : undefined;
 }

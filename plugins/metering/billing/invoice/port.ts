@@ -1,3 +1,3 @@
 /** The invoice domain's port, for billing's composition (the facade and the scheduler). */
 export { InvoiceService } from './invoices.ts';
-export type { InvoiceKind } from './invoices.ts';
+export type { Invoice, InvoiceKind } from './invoices.ts';

@@ -69,6 +69,11 @@ export function currencyOf(code: unknown): Currency | 'unknown' | 'not_fiat' {
   return { code, minorDigits: entry.digits };
 }
 
+/** Every fiat ISO 4217 currency, by code: its name and the digits of its minor unit. */
+export function fiatCurrencies(): { code: string; name: string; minorDigits: number }[] {
+  return currencyCodes.data.filter(isFiat).map((entry) => ({ code: entry.code, name: entry.currency, minorDigits: entry.digits }));
+}
+
 /** Rounds an amount to the currency's minor unit, half away from zero. */
 export function roundAmount(amount: Decimal, currency: Currency): Decimal {
   return amount.toDecimalPlaces(currency.minorDigits, Decimal.ROUND_HALF_UP);

@@ -8,6 +8,9 @@
  *   customer/<id>                     customer record
  *   customer-key/<key>                live customer key -> customer id
  *   subject/<subject>                 live usage subject -> customer id
+ *   subject-record/<subject>          a subject's display name and metadata (OpenMeter v1 subjects)
+ *   portal-token/<id>                 a consumer portal token (its secret is stored only as a hash)
+ *   portal-token-hash/<sha256>        the token's SHA-256 -> its id (expires with the token)
  *   feature/<id>, feature-key/<key>   feature record; live feature key -> id
  *   plan/<id>, plan-key/<key>         plan version record; the key's versions (draft, active, last number)
  *   subscription/<id>                 subscription record (with its plan version copied in)
@@ -29,6 +32,9 @@ export const keys = {
   customer: (id: string) => `customer/${id}`,
   customerKey: (key: string) => `customer-key/${escapePart(key)}`,
   subject: (subject: string) => `subject/${escapePart(subject)}`,
+  subjectRecord: (subject: string) => `subject-record/${escapePart(subject)}`,
+  portalToken: (id: string) => `portal-token/${id}`,
+  portalTokenHash: (hash: string) => `portal-token-hash/${hash}`,
   feature: (id: string) => `feature/${id}`,
   featureKey: (key: string) => `feature-key/${key}`,
   plan: (id: string) => `plan/${id}`,
@@ -48,6 +54,8 @@ export const keys = {
 
 export const PREFIXES = {
   customers: 'customer/',
+  subjectRecords: 'subject-record/',
+  portalTokens: 'portal-token/',
   features: 'feature/',
   plans: 'plan/',
   subscriptions: 'subscription/',
