@@ -63,11 +63,15 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
     name: 'tollgate_metering_dedupe_filter_hashes',
     help: 'Stored (source, id) hashes the in-memory dedupe filter holds',
     read: () => [{ value: service.dedupeFilterSize.hashes }],
+    // One filter per node (or per store), shown by each process that knows it.
+    aggregate: 'max',
   });
   api.metrics.gauge({
     name: 'tollgate_metering_dedupe_filter_bytes',
     help: 'Memory of the in-memory dedupe filter, in bytes',
     read: () => [{ value: service.dedupeFilterSize.bytes }],
+    // One filter per node (or per store), shown by each process that knows it.
+    aggregate: 'max',
   });
   api.metrics.gauge({
     name: 'tollgate_metering_backfill_progress_ratio',

@@ -201,10 +201,16 @@ export class MeteringService implements EventSink, UsageService {
     return this.local?.writer ?? null;
   }
 
-  /** The dedupe filter of this process's single writer (none on a shared store's other processes: their metrics sum to the aggregator's). */
+  /**
+   * The dedupe filter of this process's single writer; a LevelDB worker's shows the primary's as last
+   * asked (every second). Other processes of a shared store have none: the node's metric is the largest.
+   */
   get dedupeFilterSize(): { hashes: number; bytes: number } {
-    return this.aggregatingWriter?.dedupeFilter.size ?? { hashes: 0, bytes: 0 };
+    return this.aggregatingWriter?.dedupeFilter.size ?? this.primaryFilter;
   }
+
+  /** A LevelDB worker: the primary's dedupe filter, as last asked. */
+  private primaryFilter = NO_AGGREGATOR.dedupe_filter;
 
   /**
    * Which process aggregates (null: none yet) and its dedupe filter: this process's, or on a shared store
@@ -213,7 +219,11 @@ export class MeteringService implements EventSink, UsageService {
   async aggregatorStatus(): Promise<AggregatorStatus | NoAggregator> {
     if (this.aggregatingWriter || !this.shared) return this.ownStatus();
     // The primary's writer counts hand-offs without the rounds after which an aggregator reports: asked live.
-    if (this.handsOff) return (await this.store.nearData(STATUS_PROCEDURE, [])) as AggregatorStatus;
+    if (this.handsOff) {
+      const status = (await this.store.nearData(STATUS_PROCEDURE, [])) as AggregatorStatus | NoAggregator;
+      this.primaryFilter = status.dedupe_filter;
+      return status;
+    }
     await this.caughtUp();
     const reported = await this.store.get(AGGREGATOR_STATUS_KEY);
     return reported === undefined ? NO_AGGREGATOR : (JSON.parse(reported) as AggregatorStatus);
@@ -241,7 +251,10 @@ export class MeteringService implements EventSink, UsageService {
       if (pending.length) this.log.info({ meters: pending.map((m) => m.key) }, 'metering: resuming backfills');
     } else {
       this.unsubscribeMeters = this.store.notices.subscribe(METERS_TOPIC, () => this.refreshMeters().catch(() => undefined));
-      this.meterRefresh = setInterval(() => void this.refreshMeters().catch((err) => this.log.warn({ err }, 'metering: reloading meters failed')), REFRESH_METERS_EVERY_MS);
+      this.meterRefresh = setInterval(() => {
+        void this.refreshMeters().catch((err) => this.log.warn({ err }, 'metering: reloading meters failed'));
+        if (this.handsOff && this.electionJoined) void this.aggregatorStatus().catch(() => undefined);
+      }, REFRESH_METERS_EVERY_MS);
       this.meterRefresh.unref();
     }
     this.subjectsIndexed = this.indexStoredSubjects().catch((err) => this.log.error({ err }, 'metering: indexing the subjects of stored events failed'));
@@ -371,7 +384,7 @@ export class MeteringService implements EventSink, UsageService {
     });
     this.localQueueLimit = configs.length ? Math.max(...configs.map((c) => c.queue_max_events)) : DEFAULTS.queueMaxEvents;
     // The primary's single writer follows the workers' configuration (each reload tells it again).
-    if (metering && this.handsOff) await this.store.nearData(AGGREGATE_PROCEDURE, [this.settings()]);
+    if (metering && this.handsOff) await (this.electionJoined = this.startPrimary());
     await this.catalogue.syncDeclared(view.entities('meters'));
   }
 
@@ -401,9 +414,14 @@ export class MeteringService implements EventSink, UsageService {
    * election and takes no lease.
    */
   joinElection(): Promise<void> {
-    if (this.handsOff) return (this.electionJoined ??= this.store.nearData(AGGREGATE_PROCEDURE, [this.settings()]).then(() => undefined));
+    if (this.handsOff) return (this.electionJoined ??= this.startPrimary());
     if (!this.aggregator) return Promise.resolve();
     return (this.electionJoined ??= this.aggregator.start());
+  }
+
+  /** A LevelDB worker: starts the primary's single writer if it has not started, with this process's settings. */
+  private async startPrimary(): Promise<void> {
+    await this.store.nearData(AGGREGATE_PROCEDURE, [this.settings()]);
   }
 
   /**

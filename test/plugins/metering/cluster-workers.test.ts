@@ -36,6 +36,10 @@ describe('metering on one LevelDB node with two worker processes', () => {
     for (let i = 0; i < 6; i++) assert.deepEqual((await usageOn(apiOf(node))).totals, expected);
     const pids = (await request(node.admin + '/')).json().pids;
     assert.equal(pids.workers.length, 2, 'two workers serve');
+    // The node's one dedupe filter (the primary's), as every worker reports it.
+    const filterHashes = async () => Number(/^tollgate_metering_dedupe_filter_hashes (\d+)$/m.exec((await request(node!.admin + '/metrics')).text)?.[1]);
+    await waitFor(async () => (await filterHashes()) === events.length, 'the metric to show the primary\'s filter');
+    assert.equal((await request(node.admin + '/metering/status')).json().dedupe_filter.hashes, events.length);
   });
 
   test('the primary killed mid-ingest: its workers exit, and the node restarts on the stale pid file with every acknowledged event', async () => {
