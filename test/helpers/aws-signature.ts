@@ -11,7 +11,7 @@ const sha256 = (data: string | Buffer) => createHash('sha256').update(data).dige
 const rfc3986 = (s: string) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
 
 /** Why the call's signature is not the one `secret` makes, or undefined when it is. */
-export function signatureProblem(req: http.IncomingMessage, body: Buffer, secrets: Record<string, string>): string | undefined {
+export function signatureProblem(req: Pick<http.IncomingMessage, 'method' | 'url' | 'headers'>, body: Buffer, secrets: Record<string, string>): string | undefined {
   const auth = /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$/.exec(String(req.headers.authorization));
   if (!auth) return 'no SigV4 Authorization header';
   const [, keyId, day, region, service, signedHeaders, signature] = auth;

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { test } from 'node:test';
 import { aroundTests, request, startGateway, startUpstream } from '../../helpers/gateway.ts';
-import { MAX_ANSWER_BYTES, MAX_LINE_CHARS } from '../../../plugins/ai-proxy/translation.ts';
+import { MAX_EVENT_CHARS } from '../../../plugins/ai-proxy/framing.ts';
+import { MAX_ANSWER_BYTES } from '../../../plugins/ai-proxy/translation.ts';
 
 const CHAT = { messages: [{ role: 'user', content: 'hi' }] };
 
@@ -20,7 +21,7 @@ const env = aroundTests(async () => {
       if (req.url === '/endless-line') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write('event: message_start\ndata: {"message":{"id":"m","role":"assistant","usage":{"input_tokens":1}}}\n\n');
-        res.end(`data: ${'x'.repeat(MAX_LINE_CHARS + 10)}`);
+        res.end(`data: ${'x'.repeat(MAX_EVENT_CHARS + 10)}`);
       } else if (req.url === '/huge') {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(`{"content":[{"type":"text","text":"${'y'.repeat(MAX_ANSWER_BYTES)}"}]}`);
