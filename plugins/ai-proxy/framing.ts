@@ -177,7 +177,7 @@ class AwsEventStreamFramer implements Framer {
       if (total > MAX_EVENT_CHARS) throw tooLarge('a message');
       if (total < 16 || headersLength > total - 16) throw new AwsEventStreamError(`a message of the provider's stream has impossible lengths (${total}, ${headersLength})`);
       if (this.pending.length < total) break;
-      const headers = messageHeaders(this.pending.subarray(12, 12 + headersLength));
+      const headers = readHeaders(this.pending.subarray(12, 12 + headersLength));
       const payload = this.pending.subarray(12 + headersLength, total - 4).toString('utf8');
       this.pending = this.pending.subarray(total);
       events.push({ event: headers[':event-type'] ?? headers[':exception-type'], data: payload });
@@ -187,6 +187,15 @@ class AwsEventStreamFramer implements Framer {
 
   end(): StreamEvent[] {
     return [];
+  }
+}
+
+function readHeaders(bytes: Buffer): Record<string, string> {
+  try {
+    return messageHeaders(bytes);
+  } catch (err) {
+    if (err instanceof RangeError) throw new AwsEventStreamError("a message header runs past the message's headers", { cause: err });
+    throw err;
   }
 }
 
