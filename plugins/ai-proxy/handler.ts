@@ -26,6 +26,8 @@ interface Proxied {
 }
 
 const PROXIED = 'ai-proxy';
+/** Kong's clear_response_headers: the providers whose JSON answer loses its Set-Cookie. */
+const DROPS_SET_COOKIE = new Set(['openai', 'azure', 'mistral', 'gemini', 'bedrock']);
 
 export function prepare(config: AiProxyConfig): Prepared {
   return { driver: driverFor(config.model) };
@@ -63,6 +65,7 @@ export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
       if (!proxied || head.source !== 'service' || head.status !== 200) return;
       const { model, stream, facts } = proxied;
       if (config.model_name_header && model.name) head.headers['x-kong-llm-model'] = `${model.provider}/${model.name}`;
+      if (!stream && DROPS_SET_COOKIE.has(model.provider)) delete head.headers['set-cookie'];
       if (config.route_type === 'preserve' || !head.transformBody) return;
       const { driver } = plugin.prepared;
       if (stream) {

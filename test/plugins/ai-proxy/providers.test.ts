@@ -115,6 +115,14 @@ describe('ai-proxy providers', () => {
       assert.equal(lastSent(env.providers.azure).path, '/openai/deployments/gpt-4-deployment/completions');
     });
 
+    test("a JSON answer loses the provider's Set-Cookie, as Kong clears it for azure (not for cohere)", async () => {
+      const azure = await post('/azure-chat', chat);
+      assert.equal(azure.status, 200);
+      assert.equal(azure.headers['set-cookie'], undefined);
+      const cohere = await post('/cohere-chat', chat);
+      assert.deepEqual(cohere.headers['set-cookie'], ['affinity=stand-in; Path=/']);
+    });
+
     test("the provider's refusal passes unchanged", async () => {
       const res = await post('/azure-wrong-key', chat);
       assert.equal(res.status, 401);

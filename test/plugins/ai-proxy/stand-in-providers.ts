@@ -82,7 +82,8 @@ async function startStandIn(routes: Record<string, Answer>, check: Check, { tls 
 }
 
 function json(res: http.ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body));
+  // Providers set cookies (Azure's and Cohere's load balancers do); Kong drops some providers' (ai-proxy's DROPS_SET_COOKIE).
+  res.writeHead(status, { 'content-type': 'application/json', 'set-cookie': 'affinity=stand-in; Path=/' }).end(typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body));
 }
 
 /** Sends `bytes` in pieces of `size`, each written on its own turn, so that the gateway gets them apart. */
