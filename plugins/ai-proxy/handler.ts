@@ -26,6 +26,12 @@ interface Proxied {
 }
 
 const PROXIED = 'ai-proxy';
+/**
+ * A model name a client may choose (without model.name in the config): names of every provider's form
+ * (`gpt-4o`, `ft:gpt-4o:org::id`, `mistralai/Mistral-7B`, `anthropic.claude-3-v1:0`, an ARN), never a
+ * dot segment or a character that could take the provider's URL elsewhere (`?`, `#`, `%`, `\\`).
+ */
+const MODEL_NAME = /^(?!.*(?:^|\/)\.{1,2}(?:\/|$))[\w.:@+-]+(?:\/[\w.:@+-]+)*$/;
 /** Kong's clear_response_headers: the providers whose JSON answer loses its Set-Cookie. */
 const DROPS_SET_COOKIE = new Set(['openai', 'azure', 'mistral', 'gemini', 'bedrock']);
 
@@ -92,6 +98,7 @@ function requestProblem(request: OpenAiRequest, config: AiProxyConfig): string |
   const name = config.model.name ?? (typeof request.model === 'string' ? request.model : undefined);
   if (typeof request.model === 'string' && request.model !== '' && request.model !== name) return `cannot use own model - must be: ${name}`;
   if (!name && route !== 'preserve') return 'model parameter not found in request, nor in gateway configuration';
+  if (name && !config.model.name && !MODEL_NAME.test(name)) return `model parameter '${name.slice(0, 100)}' is not a model name`;
   if (route !== 'preserve') {
     const problem = incompatibility(request, route);
     if (problem) return problem;

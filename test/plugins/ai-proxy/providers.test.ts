@@ -46,7 +46,7 @@ describe('ai-proxy providers', () => {
       },
     });
     const cohere = { auth: { header_name: 'Authorization', header_value: 'Bearer cohere-key' }, model: { provider: 'cohere', name: 'command', options: { max_tokens: 512, temperature: 0.5, top_p: 1, upstream_url: `${providers.cohere.url}/v1/chat` } } };
-    const gemini = (name: string) => ({
+    const gemini = (name?: string) => ({
       auth: { param_name: 'key', param_value: 'gemini-key', param_location: 'query' },
       model: { provider: 'gemini', name, options: { max_tokens: 8192, temperature: 0.8, top_k: 1, top_p: 0.6, gemini: { api_endpoint: providers.gemini.url.slice('https://'.length), project_id: 'tollgate', location_id: 'us-central1' } } },
     });
@@ -70,6 +70,7 @@ describe('ai-proxy providers', () => {
       proxy('cohere-completions', { ...cohere, route_type: 'llm/v1/completions', model: { ...cohere.model, options: { ...cohere.model.options, top_k: 5, upstream_url: `${providers.cohere.url}/v1/generate` } } }),
       proxy('gemini', gemini('gemini-1.5-pro')),
       proxy('gemini-1.0', gemini('gemini-1.0-pro')),
+      proxy('gemini-any-model', gemini()),
       proxy('huggingface-chat', huggingface(true)),
       proxy('huggingface-loading', huggingface(false)),
       proxy('huggingface-completions', { ...huggingface(true), route_type: 'llm/v1/completions' }),
@@ -231,6 +232,18 @@ describe('ai-proxy providers', () => {
       const res = await post('/gemini-1.0', chat);
       assert.equal(res.status, 400);
       assert.deepEqual(res.json(), { error: { message: "error transforming to gemini://llm/v1/chat: system prompts aren't supported on gemini-1.0 models" } });
+      assert.equal(env.providers.gemini.received.length, before);
+    });
+
+    test("without a configured model, the request's names it; one that is no model name cannot reach another path", async () => {
+      ok(await post('/gemini-any-model', { ...chat, model: 'gemini-1.5-pro' }));
+      assert.equal(lastSent(env.providers.gemini).path, `${VERTEX_MODEL_PATH}:generateContent`);
+      const before = env.providers.gemini.received.length;
+      for (const model of ['../../../../v1/projects/other/x', 'gemini-1.5-pro:generateContent?alt=sse#', 'a/./b']) {
+        const res = await post('/gemini-any-model', { ...chat, model });
+        assert.equal(res.status, 400, model);
+        assert.deepEqual(res.json(), { error: { message: `model parameter '${model}' is not a model name` } });
+      }
       assert.equal(env.providers.gemini.received.length, before);
     });
 
