@@ -169,9 +169,12 @@ function endpoint(config: AiProxyConfig, driver: Driver, model: Model, stream: b
 
 /** A signed request goes exactly as signed: to that host, without the client's query. */
 function signed(ctx: AccessContext, config: AiProxyConfig, driver: Driver, model: Model, request: OutgoingRequest): void {
+  const headers = driver.sign!(request, model, config.auth);
+  // Kong's answer when the cloud identity fails (the credentials left the environment since the config loaded).
+  if (!headers) return ctx.respond(500, { error: { message: 'LLM request failed before proxying' } });
   ctx.setUpstreamQuery('');
   ctx.setUpstreamHeader('host', request.url.host);
-  for (const [name, value] of Object.entries(driver.sign!(request, model, config.auth))) ctx.setUpstreamHeader(name, value);
+  for (const [name, value] of Object.entries(headers)) ctx.setUpstreamHeader(name, value);
 }
 
 function refuse(ctx: AccessContext, message: string): void {

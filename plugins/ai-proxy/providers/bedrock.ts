@@ -53,7 +53,7 @@ export const bedrock: Driver = {
     // Checked when the config loaded (configProblem); the environment may have lost them since.
     const credentials = credentialsOf(auth);
     const region = regionOf(model);
-    if (!credentials || !region) return {};
+    if (!credentials || !region) return undefined;
     const path = request.url.pathname;
     return signAwsRequest({ method: request.method, host: request.url.host, path, query: {}, headers: {}, body: request.body }, credentials, region, 'bedrock', new Date());
   },

@@ -68,10 +68,10 @@ export interface Driver {
    */
   stream?: { framing: Framing; routes: readonly TranslatedRoute[]; translator(model: Model, route: TranslatedRoute): StreamTranslator };
   /**
-   * The headers that sign the request as it goes (bedrock's SigV4); the client's query is then not sent
-   * (the signature covers the request exactly).
+   * The headers that sign the request as it goes (bedrock's SigV4), or undefined without credentials; the
+   * client's query is then not sent (the signature covers the request exactly).
    */
-  sign?(request: OutgoingRequest, model: Model, auth: AiProxyConfig['auth']): Record<string, string>;
+  sign?(request: OutgoingRequest, model: Model, auth: AiProxyConfig['auth']): Record<string, string> | undefined;
   /** Why this config cannot be served (checked when it loads), beyond the schema's checks. */
   configProblem?(config: AiProxyConfig): string | undefined;
 }

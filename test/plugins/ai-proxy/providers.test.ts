@@ -29,12 +29,15 @@ const VERTEX_MODEL_PATH = '/v1/projects/tollgate/locations/us-central1/publisher
 
 describe('ai-proxy providers', () => {
   const env = aroundTests(async () => {
+    // For the bedrock route without keys: the environment's, as the AWS SDKs read them (put back on close).
+    const saved = Object.fromEntries(['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_REGION'].map((name) => [name, process.env[name]]));
+    Object.assign(process.env, { AWS_ACCESS_KEY_ID: 'AKIDFROMENV', AWS_SECRET_ACCESS_KEY: 'env-secret', AWS_REGION: 'eu-west-3' });
     const providers = {
       azure: await startAzure('gpt-4-deployment', 'azure-key'),
       cohere: await startCohere('cohere-key'),
       gemini: await startGemini(VERTEX_MODEL_PATH, 'gemini-key'),
       huggingface: await startHuggingFace(HF_MODEL, 'hf-key'),
-      bedrock: await startBedrock(BEDROCK_MODEL, { AKIDTOLLGATE: 'bedrock-secret' }),
+      bedrock: await startBedrock(BEDROCK_MODEL, { AKIDTOLLGATE: 'bedrock-secret', AKIDFROMENV: 'env-secret' }),
     };
     const proxy = (name: string, config: Record<string, unknown>) => ({ name, paths: [`/${name}`], plugins: [{ name: 'ai-proxy', config: { route_type: 'llm/v1/chat', ...config } }] });
     const azure = (path: string) => ({
@@ -77,6 +80,7 @@ describe('ai-proxy providers', () => {
       proxy('bedrock', bedrock('converse')),
       proxy('bedrock-stream', bedrock('converse-stream')),
       proxy('bedrock-wrong-secret', bedrock('converse', 'not-the-secret')),
+      proxy('bedrock-env', { model: { provider: 'bedrock', name: BEDROCK_MODEL, options: { upstream_url: bedrock('converse').model.options.upstream_url } } }),
     ];
     const gw = await startGateway({ services: [{ name: 'llm', url: `http://127.0.0.1:${await closedPort()}`, routes }] });
     return {
@@ -85,6 +89,10 @@ describe('ai-proxy providers', () => {
       async close() {
         await gw.stop();
         await Promise.all(Object.values(providers).map((p) => p.close()));
+        for (const [name, value] of Object.entries(saved)) {
+          if (value === undefined) delete process.env[name];
+          else process.env[name] = value;
+        }
       },
     };
   });
@@ -343,6 +351,11 @@ describe('ai-proxy providers', () => {
         { role: 'user', content: [{ toolResult: { toolUseId: 'tooluse_1', content: [{ json: { result: 14 } }] } }] },
       ]);
       assert.deepEqual(sent.body.toolConfig, { tools: [{ toolSpec: { name: 'add', description: 'Adds', inputSchema: { json: { type: 'object' } } } }] });
+    });
+
+    test("without keys in the config, the environment's credentials and region sign", async () => {
+      ok(await post('/bedrock-env', chat));
+      assert.match(String(lastSent(env.providers.bedrock).headers.authorization), /^AWS4-HMAC-SHA256 Credential=AKIDFROMENV\/\d{8}\/eu-west-3\/bedrock\/aws4_request, /);
     });
 
     test('a wrong secret makes a signature Bedrock refuses: its 403 passes unchanged', async () => {
