@@ -54,7 +54,7 @@ export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
       if (untranslatable) return refuse(ctx, untranslatable);
       if (stream) request.stream = true;
       const { driver } = plugin.prepared;
-      let body = Buffer.from(text);
+      let { body } = read;
       if (config.route_type !== 'preserve') {
         const translated = driver.toProvider(request, model, config.route_type);
         if ('refusal' in translated) return refuse(ctx, String(translated.refusal));
