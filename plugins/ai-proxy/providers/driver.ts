@@ -59,6 +59,7 @@ export interface Driver {
   headers(model: Model): Record<string, string>;
   /** Query parameters the provider needs besides the auth (azure's api-version), given the client's. */
   query?(model: Model, clientQuery: URLSearchParams): Record<string, string>;
+  /** The provider's body for the client's request, or Kong's message for one it cannot translate (a 400). */
   toProvider(request: OpenAiRequest, model: Model, route: TranslatedRoute): Record<string, unknown> | { refusal: string };
   /** Undefined when the provider already answers in OpenAI's format: the answer passes unchanged. */
   fromProvider?(answer: unknown, model: Model, route: TranslatedRoute): Translated;
