@@ -84,9 +84,9 @@ export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
       }
     },
 
-    log(ctx, config) {
+    log(ctx, config, plugin) {
       const proxied = ctx.shared[PROXIED] as Proxied | undefined;
-      if (proxied && config.logging.log_statistics) logStatistics(ctx, config, proxied);
+      if (proxied && config.logging.log_statistics) logStatistics(ctx, config, plugin.prepared.driver, proxied);
     },
   };
 }
@@ -182,8 +182,13 @@ function refuse(ctx: AccessContext, message: string): void {
 }
 
 /** Kong's serialize-analytics: `ai.proxy.meta`, `ai.proxy.usage` and, with log_payloads, the request. */
-function logStatistics(ctx: LogContext, config: AiProxyConfig, { model, facts, requestBody }: Proxied): void {
-  const meta = { provider_name: model.provider, request_model: model.name || 'UNSPECIFIED', response_model: facts.model ?? (model.name || 'UNSPECIFIED') };
+function logStatistics(ctx: LogContext, config: AiProxyConfig, driver: Driver, { model, facts, requestBody }: Proxied): void {
+  const meta = {
+    provider_name: model.provider,
+    request_model: model.name || 'UNSPECIFIED',
+    response_model: facts.model ?? (model.name || 'UNSPECIFIED'),
+    ...driver.logMeta?.(model),
+  };
   const { input_cost: inputCost, output_cost: outputCost } = model.options;
   const usage = facts.usage && {
     ...facts.usage,

@@ -73,6 +73,8 @@ export interface Driver {
    * client's query is then not sent (the signature covers the request exactly).
    */
   sign?(request: OutgoingRequest, model: Model, auth: AiProxyConfig['auth']): Record<string, string> | undefined;
+  /** What log_statistics adds to `ai.proxy.meta` for this provider (azure's instance, deployment and version). */
+  logMeta?(model: Model): Record<string, unknown>;
   /** Why this config cannot be served (checked when it loads), beyond the schema's checks. */
   configProblem?(config: AiProxyConfig): string | undefined;
 }

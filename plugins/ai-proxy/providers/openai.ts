@@ -40,5 +40,10 @@ export const azure: Driver = {
   headers: () => ({}),
   query: (model, clientQuery) => ({ 'api-version': clientQuery.get('api-version') ?? String(model.options.azure_api_version) }),
   toProvider: openAiBody,
+  logMeta: ({ options }) => ({
+    azure_instance_id: options.azure_instance,
+    azure_deployment_id: options.azure_deployment_id,
+    azure_api_version: options.azure_api_version,
+  }),
 };
 
