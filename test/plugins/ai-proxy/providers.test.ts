@@ -1,8 +1,9 @@
 /**
  * ai-proxy's Azure, Cohere, Gemini, Hugging Face and Bedrock drivers against a real gateway and a stand-in
- * per provider (stand-in-providers.ts) that checks the path, auth and body it gets and answers with Kong's
- * recorded provider answers, after spec/03-plugins/38-ai-proxy/04-cohere, 05-azure, 09-streaming,
- * 10-huggingface and 11-gemini: the client speaks OpenAI's format and reads OpenAI's format back, with
+ * per provider (stand-in-providers.ts) that checks the path, auth and body it gets and answers with
+ * hand-written samples in each provider's documented format (test/fixtures/ai-providers), covering what
+ * Kong's spec/03-plugins/38-ai-proxy/04-cohere, 05-azure, 09-streaming, 10-huggingface and 11-gemini
+ * cover: the client speaks OpenAI's format and reads OpenAI's format back, with
  * OpenAI's `usage`, streams included (Cohere's NDJSON, Gemini's array, Hugging Face's SSE, Bedrock's binary
  * event stream, each sent in small pieces).
  */
@@ -13,17 +14,18 @@ import { driverFor } from '../../../plugins/ai-proxy/providers/index.ts';
 import { aroundTests, request, startGateway, type Reply } from '../../helpers/gateway.ts';
 import { closedPort } from '../../helpers/support.ts';
 import { pluginConfigErrors } from '../config-check.ts';
-import { startAzure, startBedrock, startCohere, startGemini, startHuggingFace, type ProviderStandIn } from './stand-in-providers.ts';
+import { crc32, eventMessage } from './aws-event-stream.ts';
+import { providerSampleJson, startAzure, startBedrock, startCohere, startGemini, startHuggingFace, type ProviderStandIn } from './stand-in-providers.ts';
 
-/** Kong's unit request (spec/fixtures/ai-proxy/unit/requests/llm-v1-chat.json), shortened. */
+/** A system prompt, a question, its answer and a follow-up: every role a translation has to place. */
 const CONVERSATION = [
-  { role: 'system', content: 'You are a mathematician.' },
-  { role: 'user', content: 'What is 1 + 2?' },
-  { role: 'assistant', content: 'The sum of 1 + 2 is 3.' },
-  { role: 'user', content: "Why can't you divide by zero?" },
+  { role: 'system', content: 'You are a patient geography tutor.' },
+  { role: 'user', content: 'Which river flows through Vienna?' },
+  { role: 'assistant', content: 'The Danube flows through Vienna.' },
+  { role: 'user', content: 'How long is the Danube?' },
 ];
 const chat = { messages: CONVERSATION };
-const HF_MODEL = 'mistralai/Mistral-7B-Instruct-v0.2';
+const HF_MODEL = 'HuggingFaceH4/zephyr-7b-beta';
 const BEDROCK_MODEL = 'anthropic.claude-3-sonnet-20240229-v1:0';
 const VERTEX_MODEL_PATH = '/v1/projects/tollgate/locations/us-central1/publishers/google/models/gemini-1.5-pro';
 
@@ -106,8 +108,9 @@ describe('ai-proxy providers', () => {
   describe('azure', () => {
     test("a chat request goes to the deployment with api-key and api-version; OpenAI's answer passes unchanged", async () => {
       const body = ok(await post('/azure-chat', chat));
-      assert.equal(body.choices[0].message.content, 'The sum of 1 + 1 is 2.');
-      assert.deepEqual(body.usage, { completion_tokens: 12, prompt_tokens: 25, total_tokens: 37 });
+      assert.deepEqual(body, providerSampleJson('openai/chat-completion.json'));
+      assert.equal(body.choices[0].message.content, 'The Danube is about 2,850 km long, the second longest river in Europe.');
+      assert.deepEqual(body.usage, { prompt_tokens: 48, completion_tokens: 19, total_tokens: 67 });
       const sent = lastSent(env.providers.azure);
       assert.equal(sent.path, '/openai/deployments/gpt-4-deployment/chat/completions');
       assert.equal(sent.query.get('api-version'), '2024-02-01');
@@ -119,8 +122,8 @@ describe('ai-proxy providers', () => {
       const res = await request(`${env.gw.http}/azure-chat?api-version=2024-10-21`, { method: 'POST', body: chat });
       ok(res);
       assert.equal(lastSent(env.providers.azure).query.get('api-version'), '2024-10-21');
-      const body = ok(await post('/azure-completions', { prompt: 'Who are you?' }));
-      assert.equal(body.object, 'text_completion');
+      const body = ok(await post('/azure-completions', { prompt: 'What does a gateway do?' }));
+      assert.deepEqual(body, providerSampleJson('openai/completion.json'));
       assert.equal(lastSent(env.providers.azure).path, '/openai/deployments/gpt-4-deployment/completions');
     });
 
@@ -135,6 +138,7 @@ describe('ai-proxy providers', () => {
     test("the provider's refusal passes unchanged", async () => {
       const res = await post('/azure-wrong-key', chat);
       assert.equal(res.status, 401);
+      assert.deepEqual(res.json(), providerSampleJson('openai/invalid-api-key.json'));
       assert.equal(res.json().error.code, 'invalid_api_key');
     });
   });
@@ -143,22 +147,22 @@ describe('ai-proxy providers', () => {
     test("chat: the last message as `message`, the rest as chat_history, p and k; the answer in OpenAI's format with billed units as usage", async () => {
       const body = ok(await post('/cohere-chat', chat));
       assert.deepEqual(body, {
-        choices: [{ index: 0, message: { role: 'assistant', content: 'The sum of 1 + 1 is 2.' }, finish_reason: 'stop' }],
+        choices: [{ index: 0, message: { role: 'assistant', content: 'The Danube runs for roughly 2,850 kilometres, from the Black Forest to the Black Sea.' }, finish_reason: 'stop' }],
         object: 'chat.completion',
         model: 'command',
-        id: '3fa85f64-5717-4562-b3fc-2c963f66afa6',
-        usage: { prompt_tokens: 81, completion_tokens: 258, total_tokens: 339 },
+        id: 'e41b7a90-2c6d-4f58-b3a1-9d07c5e2f468',
+        usage: { prompt_tokens: 44, completion_tokens: 21, total_tokens: 65 },
       });
       const sent = lastSent(env.providers.cohere);
       assert.equal(sent.headers.authorization, 'Bearer cohere-key');
-      // Kong's expected request (spec/fixtures/ai-proxy/unit/expected-requests/cohere/llm-v1-chat.json).
+      // The shape of Kong's expected Cohere request (spec/fixtures/ai-proxy/unit/expected-requests/cohere/llm-v1-chat.json).
       assert.deepEqual(sent.body, {
         chat_history: [
-          { role: 'USER', message: 'You are a mathematician.' },
-          { role: 'USER', message: 'What is 1 + 2?' },
-          { role: 'CHATBOT', message: 'The sum of 1 + 2 is 3.' },
+          { role: 'USER', message: 'You are a patient geography tutor.' },
+          { role: 'USER', message: 'Which river flows through Vienna?' },
+          { role: 'CHATBOT', message: 'The Danube flows through Vienna.' },
         ],
-        message: "Why can't you divide by zero?",
+        message: 'How long is the Danube?',
         model: 'command',
         max_tokens: 512,
         temperature: 0.5,
@@ -167,15 +171,18 @@ describe('ai-proxy providers', () => {
       });
     });
 
-    test("completions go to /v1/generate; generations become a text_completion", async () => {
-      const body = ok(await post('/cohere-completions', { prompt: "Explain why you can't divide by zero?" }));
-      assert.deepEqual(body.choices, [{ index: 0, text: '1 + 1 is 2.', finish_reason: 'stop' }]);
+    test('completions go to /v1/generate; generations become a text_completion with the billed units as usage', async () => {
+      const prompt = 'Name a river that crosses four capitals.';
+      const body = ok(await post('/cohere-completions', { prompt }));
+      assert.deepEqual(body.choices, [{ index: 0, text: 'The Danube crosses Vienna, Bratislava, Budapest and Belgrade.', finish_reason: 'stop' }]);
       assert.equal(body.object, 'text_completion');
-      assert.deepEqual(lastSent(env.providers.cohere).body, { prompt: "Explain why you can't divide by zero?", model: 'command', max_tokens: 512, temperature: 0.5, p: 1, k: 5, stream: false });
+      assert.equal(body.id, '7d3e9a12-b4c5-4e6f-8a1b-2c3d4e5f6a7b');
+      assert.deepEqual(body.usage, { prompt_tokens: 9, completion_tokens: 14, total_tokens: 23 });
+      assert.deepEqual(lastSent(env.providers.cohere).body, { prompt, model: 'command', max_tokens: 512, temperature: 0.5, p: 1, k: 5, stream: false });
     });
 
     test('a request with tools goes in OpenAI’s format, as Kong sends it', async () => {
-      const tools = [{ type: 'function', function: { name: 'add', parameters: { type: 'object' } } }];
+      const tools = [{ type: 'function', function: { name: 'river_length', parameters: { type: 'object' } } }];
       await post('/cohere-chat', { ...chat, tools });
       const sent = lastSent(env.providers.cohere).body;
       assert.deepEqual(sent.messages, CONVERSATION);
@@ -187,9 +194,10 @@ describe('ai-proxy providers', () => {
       assert.equal(headers['content-type'], 'text/event-stream');
       const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
       assert.deepEqual(chunks[0].choices[0].delta, { content: '', role: 'assistant' });
-      assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), '1 + 1 = 2. This is the most basic example of addition.');
-      assert.ok(chunks.every((c) => c.id === '3f41d0ea-0d9c-4ecd-990a-88ba46ede663' && c.object === 'chat.completion.chunk'));
-      assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: 57, completion_tokens: 123, total_tokens: 180 });
+      assert.equal(chunks.length, 10, 'the start, eight pieces of text and the usage');
+      assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'The Danube is about 2,850 km long.');
+      assert.ok(chunks.every((c) => c.id === '5c0e2b7a-93d4-4f1e-a8b6-71c2d9e04f35' && c.object === 'chat.completion.chunk'));
+      assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: 44, completion_tokens: 9, total_tokens: 53 });
       assert.equal(events.at(-1), '[DONE]');
     });
   });
@@ -198,22 +206,22 @@ describe('ai-proxy providers', () => {
     test("Vertex AI's generateContent with the key; contents, systemInstruction and generationConfig as Kong sends them; the answer with its usage", async () => {
       const body = ok(await post('/gemini', chat));
       assert.deepEqual(body, {
-        choices: [{ index: 0, message: { role: 'assistant', content: 'Everything is okay.' }, finish_reason: 'stop' }],
+        choices: [{ index: 0, message: { role: 'assistant', content: 'About 2,850 kilometres.' }, finish_reason: 'stop' }],
         model: 'gemini-1.5-pro',
         object: 'chat.completion',
-        usage: { prompt_tokens: 2, completion_tokens: 11, total_tokens: 13 },
+        usage: { prompt_tokens: 31, completion_tokens: 7, total_tokens: 38 },
       });
       const sent = lastSent(env.providers.gemini);
       assert.equal(sent.path, `${VERTEX_MODEL_PATH}:generateContent`);
       assert.equal(sent.query.get('key'), 'gemini-key');
-      // Kong's expected request (spec/fixtures/ai-proxy/unit/expected-requests/gemini/llm-v1-chat.json).
+      // The shape of Kong's expected Gemini request (spec/fixtures/ai-proxy/unit/expected-requests/gemini/llm-v1-chat.json).
       assert.deepEqual(sent.body, {
         contents: [
-          { role: 'user', parts: [{ text: 'What is 1 + 2?' }] },
-          { role: 'model', parts: [{ text: 'The sum of 1 + 2 is 3.' }] },
-          { role: 'user', parts: [{ text: "Why can't you divide by zero?" }] },
+          { role: 'user', parts: [{ text: 'Which river flows through Vienna?' }] },
+          { role: 'model', parts: [{ text: 'The Danube flows through Vienna.' }] },
+          { role: 'user', parts: [{ text: 'How long is the Danube?' }] },
         ],
-        systemInstruction: { parts: [{ text: 'You are a mathematician.' }] },
+        systemInstruction: { parts: [{ text: 'You are a patient geography tutor.' }] },
         generationConfig: { maxOutputTokens: 8192, temperature: 0.8, topK: 1, topP: 0.6 },
       });
     });
@@ -258,15 +266,18 @@ describe('ai-proxy providers', () => {
     test('a candidate stopped for safety has no choices, and keeps its usage', async () => {
       const body = ok(await post('/gemini', { messages: [{ role: 'user', content: 'unsafe' }] }));
       assert.deepEqual(body.choices, []);
-      assert.deepEqual(body.usage, { prompt_tokens: 319, completion_tokens: 0, total_tokens: 319 });
+      assert.deepEqual(body.usage, { prompt_tokens: 12, completion_tokens: 0, total_tokens: 12 });
     });
 
-    test("a stream goes to streamGenerateContent; the array's elements become chunks (a function call here), then the usage and [DONE]", async () => {
+    test("a stream goes to streamGenerateContent; the array's elements become chunks (text, then a function call), then the last usage and [DONE]", async () => {
       const { events } = await streamed('/gemini', { ...chat, stream: true });
       assert.equal(lastSent(env.providers.gemini).path, `${VERTEX_MODEL_PATH}:streamGenerateContent`);
       const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
-      assert.deepEqual(chunks[0].choices[0], { delta: { tool_calls: [{ type: 'function', function: { name: 'add', arguments: '{"a":2,"b":12}' } }] }, index: 0, finish_reason: 'STOP' });
-      assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: 47, completion_tokens: 3, total_tokens: 50 });
+      assert.equal(chunks.length, 3, 'two elements and the usage');
+      assert.deepEqual(chunks[0].choices[0], { delta: { content: 'Let me measure it.', role: 'assistant' }, index: 0, finish_reason: null });
+      const call = { type: 'function', function: { name: 'river_length', arguments: '{"river":"Danube","unit":"km"}' } };
+      assert.deepEqual(chunks[1].choices[0], { delta: { tool_calls: [call] }, index: 0, finish_reason: 'STOP' });
+      assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: 58, completion_tokens: 15, total_tokens: 73 });
       assert.equal(events.at(-1), '[DONE]');
     });
   });
@@ -277,8 +288,8 @@ describe('ai-proxy providers', () => {
       assert.deepEqual(body, {
         model: HF_MODEL,
         object: 'chat.completion',
-        choices: [{ message: { content: ' The sum of 1 + 1 is 2. This is a basic arithmetic operation and the answer is always the same: adding one to one results in having two in total.' }, index: 0, finish_reason: 'complete' }],
-        usage: { prompt_tokens: 26, completion_tokens: 40, total_tokens: 66 },
+        choices: [{ message: { content: ' The Danube is roughly 2,850 km long and flows through ten countries.' }, index: 0, finish_reason: 'complete' }],
+        usage: { prompt_tokens: 52, completion_tokens: 22, total_tokens: 74 },
       });
       const sent = lastSent(env.providers.huggingface);
       assert.equal(sent.path, `/models/${HF_MODEL}/v1/chat/completions`);
@@ -289,7 +300,7 @@ describe('ai-proxy providers', () => {
 
     test("a prompt goes to the model's URL as `inputs`, with max_new_tokens; the generated text comes back", async () => {
       const body = ok(await post('/huggingface-completions', { prompt: 'Who are you?' }));
-      assert.deepEqual(body.choices, [{ message: { content: 'I am a language model AI created by Mistral AI' }, index: 0, finish_reason: 'complete' }]);
+      assert.deepEqual(body.choices, [{ message: { content: 'I am a small open model, answering through a gateway.' }, index: 0, finish_reason: 'complete' }]);
       const sent = lastSent(env.providers.huggingface);
       assert.equal(sent.path, `/models/${HF_MODEL}`);
       assert.equal(sent.body.inputs, 'Who are you?');
@@ -300,14 +311,14 @@ describe('ai-proxy providers', () => {
     test("a model still loading: the provider's 503 passes unchanged", async () => {
       const res = await post('/huggingface-loading', chat);
       assert.equal(res.status, 503);
-      assert.match(res.json().error, /is currently loading/);
+      assert.deepEqual(res.json(), { error: `Model ${HF_MODEL} is currently loading`, estimated_time: 42.5 });
     });
 
     test('an SSE stream is translated event by event, ending with the usage and [DONE]', async () => {
       const { events } = await streamed('/huggingface-chat', { ...chat, stream: true });
       const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
-      assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'The sum is 2.');
-      assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: 26, completion_tokens: 4, total_tokens: 30 });
+      assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'The Danube is about 2,850 km.');
+      assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: 52, completion_tokens: 6, total_tokens: 58 });
       assert.equal(events.at(-1), '[DONE]');
     });
   });
@@ -316,21 +327,21 @@ describe('ai-proxy providers', () => {
     test('Converse, SigV4-signed (checked by the stand-in); system prompts apart, inferenceConfig; the answer with its usage', async () => {
       const body = ok(await post('/bedrock', chat));
       assert.deepEqual(body, {
-        choices: [{ index: 0, message: { role: 'assistant', content: 'You cannot divide by zero because it is not a valid operation in mathematics.' }, finish_reason: 'stop' }],
+        choices: [{ index: 0, message: { role: 'assistant', content: 'The Danube is about 2,850 km long.' }, finish_reason: 'stop' }],
         object: 'chat.completion',
         model: BEDROCK_MODEL,
-        usage: { prompt_tokens: 19, completion_tokens: 119, total_tokens: 138 },
+        usage: { prompt_tokens: 37, completion_tokens: 12, total_tokens: 49 },
       });
       const sent = lastSent(env.providers.bedrock);
       assert.match(String(sent.headers.authorization), /^AWS4-HMAC-SHA256 Credential=AKIDTOLLGATE\/\d{8}\/us-east-1\/bedrock\/aws4_request, /);
-      // Kong's expected request (spec/fixtures/ai-proxy/unit/expected-requests/bedrock/llm-v1-chat.json).
+      // The shape of Kong's expected Bedrock request (spec/fixtures/ai-proxy/unit/expected-requests/bedrock/llm-v1-chat.json).
       assert.deepEqual(sent.body, {
         anthropic_version: 'bedrock-2023-05-31',
-        system: [{ text: 'You are a mathematician.' }],
+        system: [{ text: 'You are a patient geography tutor.' }],
         messages: [
-          { role: 'user', content: [{ text: 'What is 1 + 2?' }] },
-          { role: 'assistant', content: [{ text: 'The sum of 1 + 2 is 3.' }] },
-          { role: 'user', content: [{ text: "Why can't you divide by zero?" }] },
+          { role: 'user', content: [{ text: 'Which river flows through Vienna?' }] },
+          { role: 'assistant', content: [{ text: 'The Danube flows through Vienna.' }] },
+          { role: 'user', content: [{ text: 'How long is the Danube?' }] },
         ],
         inferenceConfig: { maxTokens: 8192, temperature: 0.8, topP: 0.6 },
       });
@@ -338,19 +349,19 @@ describe('ai-proxy providers', () => {
 
     test("tool calls and results in Converse's blocks; the client's query is not sent (the signature covers the request)", async () => {
       const messages = [
-        { role: 'user', content: 'Add 2 and 12' },
-        { role: 'assistant', tool_calls: [{ id: 'tooluse_1', type: 'function', function: { name: 'add', arguments: '{"a":2,"b":12}' } }] },
-        { role: 'tool', tool_call_id: 'tooluse_1', content: '14' },
+        { role: 'user', content: 'How long is the Danube?' },
+        { role: 'assistant', tool_calls: [{ id: 'tooluse_1', type: 'function', function: { name: 'river_length', arguments: '{"river":"Danube"}' } }] },
+        { role: 'tool', tool_call_id: 'tooluse_1', content: '2850' },
       ];
-      const tools = [{ type: 'function', function: { name: 'add', description: 'Adds', parameters: { type: 'object' } } }];
+      const tools = [{ type: 'function', function: { name: 'river_length', description: 'Measures a river', parameters: { type: 'object' } } }];
       ok(await request(`${env.gw.http}/bedrock?trace=1`, { method: 'POST', body: { messages, tools } }));
       const sent = lastSent(env.providers.bedrock);
       assert.equal(sent.url, `/model/${encodeURIComponent(BEDROCK_MODEL)}/converse`);
       assert.deepEqual(sent.body.messages.slice(1), [
-        { role: 'assistant', content: [{ toolUse: { toolUseId: 'tooluse_1', name: 'add', input: { a: 2, b: 12 } } }] },
-        { role: 'user', content: [{ toolResult: { toolUseId: 'tooluse_1', content: [{ json: { result: 14 } }] } }] },
+        { role: 'assistant', content: [{ toolUse: { toolUseId: 'tooluse_1', name: 'river_length', input: { river: 'Danube' } } }] },
+        { role: 'user', content: [{ toolResult: { toolUseId: 'tooluse_1', content: [{ json: { result: 2850 } }] } }] },
       ]);
-      assert.deepEqual(sent.body.toolConfig, { tools: [{ toolSpec: { name: 'add', description: 'Adds', inputSchema: { json: { type: 'object' } } } }] });
+      assert.deepEqual(sent.body.toolConfig, { tools: [{ toolSpec: { name: 'river_length', description: 'Measures a river', inputSchema: { json: { type: 'object' } } } }] });
     });
 
     test("without keys in the config, the environment's credentials and region sign", async () => {
@@ -364,18 +375,27 @@ describe('ai-proxy providers', () => {
       assert.match(res.json().message, /signature we calculated does not match/);
     });
 
-    test("ConverseStream's binary event stream, in 7-byte pieces, becomes OpenAI chunks: a tool call, its arguments, the stop, the usage and [DONE]", async () => {
+    test("ConverseStream's binary event stream, in 7-byte pieces, becomes OpenAI chunks: text, a tool call, its arguments, the stop, the usage and [DONE]", async () => {
       const { events, headers } = await streamed('/bedrock-stream', { ...chat, stream: true });
       assert.equal(headers['content-type'], 'text/event-stream');
       const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
       assert.deepEqual(chunks[0].choices[0].delta, { content: '', role: 'assistant' });
-      assert.deepEqual(chunks[1].choices[0].delta.tool_calls, [{ index: 0, id: 'tooluse_UxbKWVKgTqe8cKjPPzopiQ', function: { name: 'add', arguments: '' } }]);
-      const args = chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? []).map((t: any) => t.function.arguments).join('');
-      assert.equal(args, '{"a": 2, "b": 12}');
+      assert.equal(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join(''), 'Let me look that up.');
+      const calls = chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? []);
+      assert.deepEqual(calls[0], { index: 1, id: 'tooluse_tg5Hq2Zr8Xk1', function: { name: 'river_length', arguments: '' } });
+      assert.equal(calls.map((t: any) => t.function.arguments).join(''), '{"river": "Danube", "unit": "km"}');
       assert.ok(chunks.some((c) => c.choices[0]?.finish_reason === 'tool_calls'));
-      assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: 478, completion_tokens: 44, total_tokens: 522 });
+      assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: 403, completion_tokens: 57, total_tokens: 460 });
       assert.equal(events.at(-1), '[DONE]');
     });
+  });
+
+  test("the stand-in's event stream carries AWS's checksums: CRC-32 of the prelude, and of the whole message", () => {
+    assert.equal(crc32(Buffer.from('123456789')), 0xcbf43926, 'the CRC-32 check value');
+    const message = eventMessage({ ':event-type': 'messageStop' }, { stopReason: 'end_turn' });
+    assert.equal(message.readUInt32BE(0), message.length);
+    assert.equal(message.readUInt32BE(8), crc32(message.subarray(0, 8)));
+    assert.equal(message.readUInt32BE(message.length - 4), crc32(message.subarray(0, -4)));
   });
 
   /** A streamed answer's `data:` payloads, as the client reads them. */

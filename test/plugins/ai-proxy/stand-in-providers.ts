@@ -1,8 +1,8 @@
 /**
  * Stand-ins for the LLM providers ai-proxy translates for (Azure, Cohere, Gemini, Hugging Face, Bedrock):
  * one local HTTP(S) server per provider that checks what it receives as the provider would (the path,
- * the auth, the body's shape) and answers with Kong's recorded provider answers
- * (test/fixtures/kong-ai-proxy). A request the provider would refuse gets its refusal: 401 for wrong
+ * the auth, the body's shape) and answers with hand-written samples in the provider's documented format
+ * (test/fixtures/ai-providers). A request the provider would refuse gets its refusal: 401 for wrong
  * auth, 403 for a wrong AWS signature, 404 for a path it does not serve, 400 for a body it cannot read.
  */
 import { readFileSync } from 'node:fs';
@@ -12,12 +12,18 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { signatureProblem } from '../../helpers/aws-signature.ts';
 import { testCertificate } from '../../fixtures/tls.ts';
+import { awsEventStream, type StreamedEvent } from './aws-event-stream.ts';
 
-const FIXTURES = resolve(import.meta.dirname, '../../fixtures/kong-ai-proxy');
+const SAMPLES = resolve(import.meta.dirname, '../../fixtures/ai-providers');
 
-/** A file of Kong's recorded answers. */
-export function kongFixture(path: string): Buffer {
-  return readFileSync(resolve(FIXTURES, path));
+/** A provider's sample answer, as bytes (test/fixtures/ai-providers/<provider>/<file>). */
+export function providerSample(path: string): Buffer {
+  return readFileSync(resolve(SAMPLES, path));
+}
+
+/** A provider's sample answer, parsed (for tests that compare against its content). */
+export function providerSampleJson(path: string): any {
+  return JSON.parse(providerSample(path).toString('utf8'));
 }
 
 export interface Received {
@@ -96,18 +102,19 @@ async function inPieces(res: http.ServerResponse, contentType: string, bytes: Bu
   res.end();
 }
 
-const bearer = (token: string): Check => (req) => (req.headers.authorization === `Bearer ${token}` ? undefined : { status: 401, body: kongFixture('openai/llm-v1-chat/responses/unauthorized.json') });
+/** A bearer key's check, with the provider's own 401 body. */
+const bearer = (token: string, refusal: unknown): Check => (req) => (req.headers.authorization === `Bearer ${token}` ? undefined : { status: 401, body: refusal });
 
 /** Azure OpenAI: OpenAI's answers, under a deployment's path, with `api-key` and `api-version`. */
 export function startAzure(deployment: string, key: string): Promise<ProviderStandIn> {
   const base = `/openai/deployments/${deployment}`;
   return startStandIn(
     {
-      [`${base}/chat/completions`]: (_req, res) => json(res, 200, kongFixture('openai/llm-v1-chat/responses/good.json')),
-      [`${base}/completions`]: (_req, res) => json(res, 200, kongFixture('openai/llm-v1-completions/responses/good.json')),
+      [`${base}/chat/completions`]: (_req, res) => json(res, 200, providerSample('openai/chat-completion.json')),
+      [`${base}/completions`]: (_req, res) => json(res, 200, providerSample('openai/completion.json')),
     },
     (req) => {
-      if (req.headers['api-key'] !== key) return { status: 401, body: kongFixture('openai/llm-v1-chat/responses/unauthorized.json') };
+      if (req.headers['api-key'] !== key) return { status: 401, body: providerSample('openai/invalid-api-key.json') };
       if (!req.query.get('api-version')) return { status: 404, body: { error: { code: '404', message: 'Resource not found' } } };
       return undefined;
     },
@@ -120,15 +127,15 @@ export function startCohere(key: string): Promise<ProviderStandIn> {
     {
       '/v1/chat': (req, res) => {
         if (typeof req.body.message !== 'string') return json(res, 400, { message: 'invalid request: message must be a string' });
-        if (req.body.stream) return inPieces(res, 'application/stream+json', kongFixture('cohere/llm-v1-chat/stream.ndjson'), 50);
-        json(res, 200, kongFixture('cohere/llm-v1-chat/responses/good.json'));
+        if (req.body.stream) return inPieces(res, 'application/stream+json', providerSample('cohere/chat-stream.ndjson'), 31);
+        json(res, 200, providerSample('cohere/chat.json'));
       },
       '/v1/generate': (req, res) => {
         if (typeof req.body.prompt !== 'string') return json(res, 400, { message: 'invalid request: prompt must be a string' });
-        json(res, 200, kongFixture('cohere/llm-v1-completions/responses/good.json'));
+        json(res, 200, providerSample('cohere/generate.json'));
       },
     },
-    bearer(key),
+    bearer(key, { message: 'invalid api token' }),
   );
 }
 
@@ -138,9 +145,9 @@ export function startGemini(modelPath: string, key: string): Promise<ProviderSta
     {
       [`${modelPath}:generateContent`]: (req, res) => {
         const safety = req.body.contents?.some((c: any) => c.parts?.some((p: any) => p.text === 'unsafe'));
-        json(res, 200, kongFixture(`gemini/llm-v1-chat/responses/${safety ? 'fails_safety' : 'good'}.json`));
+        json(res, 200, providerSample(`gemini/${safety ? 'blocked-for-safety' : 'generate-content'}.json`));
       },
-      [`${modelPath}:streamGenerateContent`]: (_req, res) => inPieces(res, 'application/json', kongFixture('gemini/llm-v1-chat/stream-functions.json'), 97),
+      [`${modelPath}:streamGenerateContent`]: (_req, res) => inPieces(res, 'application/json', providerSample('gemini/stream-function-call.json'), 23),
     },
     (req) => (req.query.get('key') === key ? undefined : { status: 400, body: { error: { code: 400, message: 'API key not valid. Please pass a valid API key.', status: 'INVALID_ARGUMENT' } } }),
     { tls: true },
@@ -151,37 +158,26 @@ export function startGemini(modelPath: string, key: string): Promise<ProviderSta
 export function startHuggingFace(model: string, key: string): Promise<ProviderStandIn> {
   return startStandIn(
     {
-      [`/models/${model}`]: (_req, res) => json(res, 200, kongFixture('huggingface/llm-v1-completions/responses/good.json')),
+      [`/models/${model}`]: (_req, res) => json(res, 200, providerSample('huggingface/generated-text.json')),
       [`/models/${model}/v1/chat/completions`]: (req, res) => {
-        if (req.body.options?.wait_for_model === false) return json(res, 503, kongFixture('huggingface/llm-v1-chat/responses/bad_response_model_load.json'));
-        if (!req.body.stream) return json(res, 200, kongFixture('huggingface/llm-v1-chat/responses/good.json'));
-        const events = ['The', ' sum', ' is', ' 2.'].map((content) => ({ object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { role: 'assistant', content } }] }));
-        const last = { object: 'chat.completion.chunk', model, choices: [], usage: { prompt_tokens: 26, completion_tokens: 4, total_tokens: 30 } };
-        const sse = [...events, last].map((e) => `data:${JSON.stringify(e)}\n\n`).join('') + 'data:[DONE]\n\n';
-        return inPieces(res, 'text/event-stream', Buffer.from(sse), 40);
+        if (req.body.options?.wait_for_model === false) return json(res, 503, providerSample('huggingface/model-loading.json'));
+        if (!req.body.stream) return json(res, 200, providerSample('huggingface/chat-completion.json'));
+        return inPieces(res, 'text/event-stream', providerSample('huggingface/chat-stream.sse'), 17);
       },
     },
-    bearer(key),
+    bearer(key, { error: 'Invalid credentials in Authorization header' }),
   );
 }
-
-/** A Converse answer as Bedrock gives it (docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html). */
-const CONVERSE_ANSWER = {
-  output: { message: { role: 'assistant', content: [{ text: 'You cannot divide by zero because it is not a valid operation in mathematics.' }] } },
-  stopReason: 'end_turn',
-  usage: { inputTokens: 19, outputTokens: 119, totalTokens: 138 },
-  metrics: { latencyMs: 1476 },
-};
 
 /** Bedrock's runtime: Converse and ConverseStream (AWS's event stream), every call's SigV4 signature checked. */
 export function startBedrock(model: string, secrets: Record<string, string>): Promise<ProviderStandIn> {
   const base = `/model/${encodeURIComponent(model)}`;
   return startStandIn(
     {
-      [`${base}/converse`]: (_req, res) => json(res, 200, CONVERSE_ANSWER),
+      [`${base}/converse`]: (_req, res) => json(res, 200, providerSample('bedrock/converse.json')),
       [`${base}/converse-stream`]: (_req, res) => {
-        const stream = Buffer.concat([1, 2, 3].map((i) => Buffer.from(kongFixture(`bedrock/chunks/chunk-${i}.txt`).toString('utf8'), 'base64')));
-        return inPieces(res, 'application/vnd.amazon.eventstream', stream, 7);
+        const events: StreamedEvent[] = providerSampleJson('bedrock/converse-stream.json');
+        return inPieces(res, 'application/vnd.amazon.eventstream', awsEventStream(events), 7);
       },
     },
     (req) => {

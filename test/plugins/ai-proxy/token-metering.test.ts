@@ -73,18 +73,18 @@ describe('AI token metering through ai-proxy', () => {
   }
 
   test("cohere: its billed units, as the answer's usage, are metered", async () => {
-    const res = await call(gw.http, token, '/cohere', { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('What is 1 + 1?') });
+    const res = await call(gw.http, token, '/cohere', { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('How long is the Danube?') });
     assert.equal(res.status, 200, res.text);
     const { request, response } = await tokensOf(res.headers['x-kong-request-id'] as string);
-    assert.deepEqual([request.tokens, request.model, response.tokens], [81, 'command', 258]);
+    assert.deepEqual([request.tokens, request.model, response.tokens], [44, 'command', 21]);
   });
 
   test("bedrock: a binary event stream's usage, translated into the usage chunk, is metered", async () => {
-    const res = await call(gw.http, token, '/bedrock', { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('Add 2 and 12', true) });
+    const res = await call(gw.http, token, '/bedrock', { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('How long is the Danube?', true) });
     assert.equal(res.status, 200, res.text);
     assert.match(res.text, /data: \[DONE\]\n\n$/);
     const { request, response } = await tokensOf(res.headers['x-kong-request-id'] as string);
-    assert.deepEqual([request.tokens, response.tokens], [478, 44]);
+    assert.deepEqual([request.tokens, response.tokens], [403, 57]);
   });
 
   test('a token meter sums them by model', async () => {
