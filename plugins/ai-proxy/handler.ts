@@ -6,16 +6,15 @@
  * client reads carries OpenAI's `usage`, which is what metering-and-billing meters as AI tokens.
  */
 import type { AccessContext, LogContext, PluginRuntime } from '../../src/pdk/index.ts';
-import { driverFor, type Driver, type Model, type TranslatedRoute } from './providers/index.ts';
+import { framerFor } from './framing.ts';
+import { driverFor, type Driver, type Model, type OutgoingRequest, type TranslatedRoute } from './providers/index.ts';
 import { readOpenAiRequest, type OpenAiRequest } from './request.ts';
 import type { AiProxyConfig, RouteType } from './schema.ts';
 import { JsonTranslation, StreamTranslation, type AnswerFacts } from './translation.ts';
 
-/** What `prepare` settles once per instance: the driver and the endpoint. */
+/** What `prepare` settles once per instance: the driver. */
 export interface Prepared {
   driver: Driver;
-  /** upstream_url, or the provider's own endpoint for the route type (with upstream_path). */
-  url: URL | undefined;
 }
 
 /** What access tells the response and log phases of one request. */
@@ -27,16 +26,17 @@ interface Proxied {
 }
 
 const PROXIED = 'ai-proxy';
+/**
+ * A model name a client may choose (without model.name in the config): names of every provider's form
+ * (`gpt-4o`, `ft:gpt-4o:org::id`, `mistralai/Mistral-7B`, `anthropic.claude-3-v1:0`, an ARN), never a
+ * dot segment or a character that could take the provider's URL elsewhere (`?`, `#`, `%`, `\\`).
+ */
+const MODEL_NAME = /^(?!.*(?:^|\/)\.{1,2}(?:\/|$))[\w.:@+-]+(?:\/[\w.:@+-]+)*$/;
+/** Kong's clear_response_headers: the providers whose JSON answer loses its Set-Cookie. */
+const DROPS_SET_COOKIE = new Set(['openai', 'azure', 'mistral', 'gemini', 'bedrock']);
 
 export function prepare(config: AiProxyConfig): Prepared {
-  const driver = driverFor(config.model)!;
-  const options = config.model.options;
-  if (options?.upstream_url) return { driver, url: new URL(options.upstream_url) };
-  const own = driver.defaultUrl(config.route_type);
-  if (own === undefined) return { driver, url: undefined };
-  const url = new URL(own);
-  if (options?.upstream_path) url.pathname = options.upstream_path;
-  return { driver, url };
+  return { driver: driverFor(config.model) };
 }
 
 export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
@@ -53,12 +53,16 @@ export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
       const untranslatable = stream && streamProblem(plugin.prepared.driver, model, config.route_type);
       if (untranslatable) return refuse(ctx, untranslatable);
       if (stream) request.stream = true;
+      const { driver } = plugin.prepared;
+      let { body } = read;
       if (config.route_type !== 'preserve') {
-        const body = { ...plugin.prepared.driver.toProvider(request, model, config.route_type), ...bodyAuth(request, config) };
-        ctx.setUpstreamBody(Buffer.from(JSON.stringify(body)));
+        const translated = driver.toProvider(request, model, config.route_type);
+        if ('refusal' in translated) return refuse(ctx, String(translated.refusal));
+        body = Buffer.from(JSON.stringify({ ...translated, ...bodyAuth(request, config) }));
+        ctx.setUpstreamBody(body);
         ctx.setUpstreamHeader('content-type', 'application/json');
       }
-      sendToProvider(ctx, config, plugin.prepared, model);
+      sendToProvider(ctx, config, driver, model, { stream, body });
       ctx.shared[PROXIED] = { model, stream, requestBody: text, facts: {} } satisfies Proxied;
     },
 
@@ -67,20 +71,22 @@ export function createRuntime(): PluginRuntime<AiProxyConfig, Prepared> {
       if (!proxied || head.source !== 'service' || head.status !== 200) return;
       const { model, stream, facts } = proxied;
       if (config.model_name_header && model.name) head.headers['x-kong-llm-model'] = `${model.provider}/${model.name}`;
+      if (!stream && DROPS_SET_COOKIE.has(model.provider)) delete head.headers['set-cookie'];
       if (config.route_type === 'preserve' || !head.transformBody) return;
       const { driver } = plugin.prepared;
       if (stream) {
         head.headers['content-type'] = 'text/event-stream';
-        if (driver.stream) head.transformBody(new StreamTranslation(driver.stream.framing, driver.stream.translator(model, config.route_type), facts));
+        const { stream: framed } = driver;
+        if (framed) head.transformBody(new StreamTranslation(framerFor(framed.framing), framed.translator(model, config.route_type), facts));
       } else if (driver.fromProvider) {
         head.headers['content-type'] = 'application/json';
         head.transformBody(new JsonTranslation(driver, model, config.route_type, facts));
       }
     },
 
-    log(ctx, config) {
+    log(ctx, config, plugin) {
       const proxied = ctx.shared[PROXIED] as Proxied | undefined;
-      if (proxied && config.logging.log_statistics) logStatistics(ctx, config, proxied);
+      if (proxied && config.logging.log_statistics) logStatistics(ctx, config, plugin.prepared.driver, proxied);
     },
   };
 }
@@ -92,6 +98,7 @@ function requestProblem(request: OpenAiRequest, config: AiProxyConfig): string |
   const name = config.model.name ?? (typeof request.model === 'string' ? request.model : undefined);
   if (typeof request.model === 'string' && request.model !== '' && request.model !== name) return `cannot use own model - must be: ${name}`;
   if (!name && route !== 'preserve') return 'model parameter not found in request, nor in gateway configuration';
+  if (name && !config.model.name && !MODEL_NAME.test(name)) return `model parameter '${name.slice(0, 100)}' is not a model name`;
   if (route !== 'preserve') {
     const problem = incompatibility(request, route);
     if (problem) return problem;
@@ -128,21 +135,46 @@ function bodyAuth(request: OpenAiRequest, config: AiProxyConfig): Record<string,
   return { [auth.param_name]: auth.param_value };
 }
 
-/** Kong's configure_request: the provider's endpoint, its headers, and the auth header or query parameter. */
-function sendToProvider(ctx: AccessContext, config: AiProxyConfig, prepared: Prepared, model: Model): void {
-  if (prepared.url) ctx.setUpstreamUrl(prepared.url);
-  for (const [name, value] of Object.entries(prepared.driver.headers(model))) ctx.setUpstreamHeader(name, value);
+/** Kong's configure_request: the provider's endpoint, its headers and query, and the auth (or the signature). */
+function sendToProvider(ctx: AccessContext, config: AiProxyConfig, driver: Driver, model: Model, sent: { stream: boolean; body: Buffer }): void {
+  const url = endpoint(config, driver, model, sent.stream);
+  if (url) ctx.setUpstreamUrl(url);
+  for (const [name, value] of Object.entries(driver.headers(model))) ctx.setUpstreamHeader(name, value);
   // Translations read the answer: it must come uncompressed.
   ctx.removeUpstreamHeader('accept-encoding');
+  if (driver.sign && url) return signed(ctx, config, driver, model, { method: ctx.method, url, body: sent.body });
   const auth = config.auth;
   if (auth?.header_name && auth.header_value && !(auth.allow_override && ctx.headers[auth.header_name.toLowerCase()] !== undefined)) {
     ctx.setUpstreamHeader(auth.header_name, auth.header_value);
   }
+  const query = new URLSearchParams(ctx.rawQuery);
+  const added = { ...driver.query?.(model, ctx.query) };
   if (auth?.param_name && auth.param_value && auth.param_location === 'query' && !(auth.allow_override && ctx.query.has(auth.param_name))) {
-    const query = new URLSearchParams(ctx.rawQuery);
-    query.set(auth.param_name, auth.param_value);
-    ctx.setUpstreamQuery(query.toString());
+    added[auth.param_name] = auth.param_value;
   }
+  if (Object.keys(added).length === 0) return;
+  for (const [name, value] of Object.entries(added)) query.set(name, value);
+  ctx.setUpstreamQuery(query.toString());
+}
+
+/** upstream_url (through the driver's configuredUrl), else the provider's own endpoint; upstream_path replaces the path. */
+function endpoint(config: AiProxyConfig, driver: Driver, model: Model, stream: boolean): URL | undefined {
+  const { upstream_url: configured, upstream_path: path } = model.options;
+  const href = configured ? (driver.configuredUrl?.(configured, config.route_type) ?? configured) : driver.defaultUrl(config.route_type, model, stream);
+  if (href === undefined) return undefined;
+  const url = new URL(href);
+  if (path && !configured) url.pathname = path;
+  return url;
+}
+
+/** A signed request goes exactly as signed: to that host, without the client's query. */
+function signed(ctx: AccessContext, config: AiProxyConfig, driver: Driver, model: Model, request: OutgoingRequest): void {
+  const headers = driver.sign!(request, model, config.auth);
+  // Kong's answer when the cloud identity fails (the credentials left the environment since the config loaded).
+  if (!headers) return ctx.respond(500, { error: { message: 'LLM request failed before proxying' } });
+  ctx.setUpstreamQuery('');
+  ctx.setUpstreamHeader('host', request.url.host);
+  for (const [name, value] of Object.entries(headers)) ctx.setUpstreamHeader(name, value);
 }
 
 function refuse(ctx: AccessContext, message: string): void {
@@ -150,8 +182,13 @@ function refuse(ctx: AccessContext, message: string): void {
 }
 
 /** Kong's serialize-analytics: `ai.proxy.meta`, `ai.proxy.usage` and, with log_payloads, the request. */
-function logStatistics(ctx: LogContext, config: AiProxyConfig, { model, facts, requestBody }: Proxied): void {
-  const meta = { provider_name: model.provider, request_model: model.name || 'UNSPECIFIED', response_model: facts.model ?? (model.name || 'UNSPECIFIED') };
+function logStatistics(ctx: LogContext, config: AiProxyConfig, driver: Driver, { model, facts, requestBody }: Proxied): void {
+  const meta = {
+    provider_name: model.provider,
+    request_model: model.name || 'UNSPECIFIED',
+    response_model: facts.model ?? (model.name || 'UNSPECIFIED'),
+    ...driver.logMeta?.(model),
+  };
   const { input_cost: inputCost, output_cost: outputCost } = model.options;
   const usage = facts.usage && {
     ...facts.usage,

@@ -1,7 +1,8 @@
-/** Kong's `ai-proxy` plugin: an OpenAI-format API in front of OpenAI, Anthropic, Mistral and Ollama-style models. */
+/** Kong's `ai-proxy` plugin: an OpenAI-format API in front of the models of Kong's providers (OpenAI, Azure, Anthropic, Cohere, Mistral, Llama2/Ollama, Gemini, Bedrock, Hugging Face). */
 import type { PluginDefinition } from '../../src/pdk/index.ts';
 import { createRuntime, prepare, type Prepared } from './handler.ts';
-import { configSchema, unsupportedHere, type AiProxyConfig } from './schema.ts';
+import { configSchema, type AiProxyConfig } from './schema.ts';
+import { unsupportedHere } from './unsupported.ts';
 
 const aiProxy: PluginDefinition<AiProxyConfig, Prepared> = {
   name: 'ai-proxy',

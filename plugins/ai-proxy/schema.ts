@@ -1,16 +1,15 @@
 /**
  * Kong's ai-proxy config (kong/plugins/ai-proxy/schema.lua over kong/llm/schemas/init.lua): the route
  * type, the provider's model and auth, logging, streaming and the body size read. Kong's fields all
- * load; the providers and formats this gateway does not translate are refused by name.
+ * load; the formats and auth this gateway does not serve are refused by name.
  */
 import type { Infer, Issue, RecordSchema } from '../../src/pdk/index.ts';
 
 export const ROUTE_TYPES = ['llm/v1/chat', 'llm/v1/completions', 'preserve'] as const;
 export type RouteType = (typeof ROUTE_TYPES)[number];
 
-/** Kong's provider list; SUPPORTED_PROVIDERS are those translated here. */
+/** Kong's provider list. */
 const KONG_PROVIDERS = ['openai', 'azure', 'anthropic', 'cohere', 'mistral', 'llama2', 'gemini', 'bedrock', 'huggingface'] as const;
-const SUPPORTED_PROVIDERS: readonly string[] = ['openai', 'anthropic', 'mistral', 'llama2'];
 
 const httpUrl = (value: string) => {
   try {
@@ -125,14 +124,4 @@ function kongEntityChecks(config: Record<string, any>): Issue[] {
   if (config.llm_format === 'bedrock' && provider !== 'bedrock') fail("native llm_format 'bedrock' can only be used with the 'bedrock' model.provider");
   if (config.llm_format === 'gemini' && provider !== 'gemini') fail("native llm_format 'gemini' can only be used with the 'gemini' model.provider");
   return issues;
-}
-
-/** What Kong accepts and this gateway cannot translate: refused at load, by name. */
-export function unsupportedHere(config: AiProxyConfig): Issue[] {
-  const { provider, options } = config.model;
-  if (!SUPPORTED_PROVIDERS.includes(provider)) {
-    return [{ path: ['model', 'provider'], message: `provider '${provider}' is not supported by this gateway (supported: ${SUPPORTED_PROVIDERS.join(', ')})` }];
-  }
-  if (options?.llama2_format === 'raw') return [{ path: ['model', 'options', 'llama2_format'], message: "the 'raw' format is not supported by this gateway (use 'openai' or 'ollama')" }];
-  return [];
 }

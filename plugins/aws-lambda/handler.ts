@@ -3,13 +3,12 @@
  * of going upstream, and the function's answer is the client's. The gateway's own failures (no region,
  * no credentials, the Lambda service unreachable, slow or refusing the call) are Kong's 500.
  */
-import { SERVER_TOKEN, type PluginRuntime } from '../../src/pdk/index.ts';
+import { environmentAwsCredentials, SERVER_TOKEN, type AwsCredentials, type PluginRuntime } from '../../src/pdk/index.ts';
 import { clientAnswer } from './answer.ts';
 import { LambdaInvokeError, ProxyResponseError } from './errors.ts';
 import { invoke, type LambdaEndpoint } from './invoke.ts';
 import { requestPayload } from './payload.ts';
 import type { AwsLambdaConfig } from './schema.ts';
-import type { Credentials } from './sigv4.ts';
 
 export interface Prepared {
   region: string | undefined;
@@ -39,11 +38,11 @@ export function createRuntime(): PluginRuntime<AwsLambdaConfig, Prepared> {
 }
 
 /** The config's key, else the environment's (as the AWS SDKs read it). */
-function credentialsOf(config: AwsLambdaConfig): Credentials {
+function credentialsOf(config: AwsLambdaConfig): AwsCredentials {
   if (config.aws_key && config.aws_secret) return { accessKeyId: config.aws_key, secretAccessKey: config.aws_secret };
-  const { AWS_ACCESS_KEY_ID: accessKeyId, AWS_SECRET_ACCESS_KEY: secretAccessKey, AWS_SESSION_TOKEN: sessionToken } = process.env;
-  if (!accessKeyId || !secretAccessKey) throw new LambdaInvokeError('no AWS credentials: set aws_key and aws_secret, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY');
-  return { accessKeyId, secretAccessKey, sessionToken };
+  const credentials = environmentAwsCredentials();
+  if (!credentials) throw new LambdaInvokeError('no AWS credentials: set aws_key and aws_secret, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY');
+  return credentials;
 }
 
 /** The `Message` of the Lambda service's error answer, for the log. */

@@ -4,8 +4,8 @@
  */
 import http from 'node:http';
 import https from 'node:https';
+import { awsUriEncode, signAwsRequest, type AwsCredentials } from '../../src/pdk/index.ts';
 import { LambdaInvokeError } from './errors.ts';
-import { sign, uriEncode, type Credentials } from './sigv4.ts';
 import type { AwsLambdaConfig } from './schema.ts';
 
 /** Lambda answers at most 6 MB synchronously; anything much larger is not Lambda's. */
@@ -33,12 +33,12 @@ export function endpointOf(config: AwsLambdaConfig, region: string | undefined):
   return { host, port: config.port ?? 443, https: secure, agent: secure ? new https.Agent(options) : new http.Agent(options) };
 }
 
-export function invoke(endpoint: LambdaEndpoint, config: AwsLambdaConfig, region: string, credentials: Credentials, payload: Buffer): Promise<LambdaAnswer> {
-  const path = `/2015-03-31/functions/${uriEncode(config.function_name ?? '')}/invocations`;
+export function invoke(endpoint: LambdaEndpoint, config: AwsLambdaConfig, region: string, credentials: AwsCredentials, payload: Buffer): Promise<LambdaAnswer> {
+  const path = `/2015-03-31/functions/${awsUriEncode(config.function_name ?? '')}/invocations`;
   const query: Record<string, string> = config.qualifier ? { Qualifier: config.qualifier } : {};
   const defaultPort = endpoint.https ? 443 : 80;
   const host = endpoint.port === defaultPort ? endpoint.host : `${endpoint.host}:${endpoint.port}`;
-  const headers = sign(
+  const headers = signAwsRequest(
     {
       method: 'POST',
       host,

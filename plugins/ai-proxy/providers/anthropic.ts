@@ -11,6 +11,7 @@ const ORIGIN = 'https://api.anthropic.com:443';
 const PATHS = { 'llm/v1/chat': '/v1/messages', 'llm/v1/completions': '/v1/complete', preserve: '' } as const;
 
 export const anthropic: Driver = {
+  routes: ['llm/v1/chat', 'llm/v1/completions'],
   defaultUrl: (route) => ORIGIN + PATHS[route],
   headers: (model) => ({ 'anthropic-version': String(model.options.anthropic_version) }),
   toProvider(request, model, route) {

@@ -4,11 +4,11 @@
  * whole or as a stream of events.
  */
 import { parseUntrustedJson } from '../../../src/pdk/index.ts';
-import type { ModelConfig } from '../schema.ts';
-
+import type { Framing, StreamEvent } from '../framing.ts';
 import type { OpenAiRequest } from '../request.ts';
+import type { AiProxyConfig, ModelConfig, RouteType } from '../schema.ts';
 
-export type { OpenAiRequest };
+export type { OpenAiRequest, StreamEvent };
 
 export type TranslatedRoute = 'llm/v1/chat' | 'llm/v1/completions';
 
@@ -29,32 +29,54 @@ export interface Usage {
 /** An answer translated to OpenAI's format, or why it could not be (Kong's message). */
 export type Translated = { body: Record<string, unknown>; usage?: Usage } | { error: string };
 
-/** One event of a provider's stream: an SSE event (its `event` field and data), or one line of NDJSON. */
-export interface StreamEvent {
-  event?: string;
-  data: string;
-}
-
 /** Turns a provider's stream into OpenAI's, event by event: the `data` payloads to send (`[DONE]` last). */
 export interface StreamTranslator {
   translate(event: StreamEvent): string[];
+  /** What to send once the provider's stream ended, for a framing whose end is the stream's (Gemini's array). */
+  finish?(): string[];
   /** Token counts seen so far. */
   usage(): Usage | undefined;
 }
 
+/** What goes to the provider, for a driver that signs it (bedrock). */
+export interface OutgoingRequest {
+  method: string;
+  url: URL;
+  body: Buffer;
+}
+
 export interface Driver {
-  /** The provider's own endpoint for the route type (Kong's upstream_url_format and operation_map). */
-  defaultUrl(route: TranslatedRoute | 'preserve'): string | undefined;
+  /** The route types translated (Kong's transformers); a config with another is refused when it loads. */
+  routes: readonly TranslatedRoute[];
+  /**
+   * The provider's own endpoint for this request (Kong's upstream_url_format and operation_map), or
+   * undefined for a self-hosted one (upstream_url required). `stream`: the request asked for a stream.
+   */
+  defaultUrl(route: RouteType, model: Model, stream: boolean): string | undefined;
+  /** The endpoint under a configured upstream_url (default: upstream_url itself). */
+  configuredUrl?(upstreamUrl: string, route: RouteType): string;
   /** Headers the provider needs besides the configured auth. */
   headers(model: Model): Record<string, string>;
-  toProvider(request: OpenAiRequest, model: Model, route: TranslatedRoute): Record<string, unknown>;
+  /** Query parameters the provider needs besides the auth (azure's api-version), given the client's. */
+  query?(model: Model, clientQuery: URLSearchParams): Record<string, string>;
+  /** The provider's body for the client's request, or Kong's message for one it cannot translate (a 400). */
+  toProvider(request: OpenAiRequest, model: Model, route: TranslatedRoute): Record<string, unknown> | { refusal: string };
   /** Undefined when the provider already answers in OpenAI's format: the answer passes unchanged. */
   fromProvider?(answer: unknown, model: Model, route: TranslatedRoute): Translated;
   /**
    * How the provider frames a stream, the route types whose streams are translated, and the translation
    * of their events (none: OpenAI's, passed through).
    */
-  stream?: { framing: 'sse' | 'ndjson'; routes: readonly TranslatedRoute[]; translator(model: Model, route: TranslatedRoute): StreamTranslator };
+  stream?: { framing: Framing; routes: readonly TranslatedRoute[]; translator(model: Model, route: TranslatedRoute): StreamTranslator };
+  /**
+   * The headers that sign the request as it goes (bedrock's SigV4), or undefined without credentials; the
+   * client's query is then not sent (the signature covers the request exactly).
+   */
+  sign?(request: OutgoingRequest, model: Model, auth: AiProxyConfig['auth']): Record<string, string> | undefined;
+  /** What log_statistics adds to `ai.proxy.meta` for this provider (azure's instance, deployment and version). */
+  logMeta?(model: Model): Record<string, unknown>;
+  /** Why this config cannot be served (checked when it loads), beyond the schema's checks. */
+  configProblem?(config: AiProxyConfig): string | undefined;
 }
 
 /** Kong's merge_config_defaults: the configured model options win over the request's. */

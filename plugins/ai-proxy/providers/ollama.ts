@@ -10,6 +10,7 @@ import { chunkData, DONE, isObject, parsedEvent, usageChunk, usageOf, withConfig
 /** An Ollama-format provider served at `origin` by default (none: self-hosted, upstream_url required). */
 export function ollamaFormat(origin: string | undefined): Driver {
   return {
+    routes: ['llm/v1/chat', 'llm/v1/completions'],
     defaultUrl: (route) => (origin === undefined || route === 'preserve' ? origin : `${origin}/v1/chat/completions`),
     headers: () => ({}),
     toProvider(request, model) {

@@ -8,7 +8,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { sign } from '../../../plugins/aws-lambda/sigv4.ts';
 import { aroundTests, request, startGateway } from '../../helpers/gateway.ts';
 import { pluginConfigErrors } from '../config-check.ts';
 import { startLambdaStandIn } from './stand-in.ts';
@@ -219,19 +218,5 @@ describe('aws-lambda (schema)', () => {
   test('an unresolvable vault reference is an error at its field', async () => {
     const [error] = await pluginConfigErrors('aws-lambda', { aws_key: 'k', aws_secret: '{vault://env/i31_no_such_variable}' });
     assert.match(error, /^config\.aws_secret: cannot resolve /);
-  });
-});
-
-describe('aws-lambda SigV4 signer (AWS test vectors)', () => {
-  const credentials = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' };
-  const at = new Date('2015-08-30T12:36:00Z');
-  const vector = (query: Record<string, string>) => sign({ method: 'GET', host: 'example.amazonaws.com', path: '/', query, headers: {}, body: Buffer.alloc(0) }, credentials, 'us-east-1', 'service', at).authorization;
-
-  test('get-vanilla', () => {
-    assert.equal(vector({}), 'AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=host;x-amz-date, Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31');
-  });
-
-  test('get-vanilla-query-order-key-case', () => {
-    assert.match(vector({ Param2: 'value2', Param1: 'value1' }), /Signature=b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500$/);
   });
 });

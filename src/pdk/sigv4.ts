@@ -7,13 +7,13 @@
  */
 import { createHash, createHmac } from 'node:crypto';
 
-export interface Credentials {
+export interface AwsCredentials {
   accessKeyId: string;
   secretAccessKey: string;
   sessionToken?: string;
 }
 
-export interface SignedRequest {
+export interface AwsSignedRequest {
   method: string;
   host: string;
   /** The path as it goes on the wire (each segment already URI-encoded). */
@@ -26,17 +26,17 @@ export interface SignedRequest {
 }
 
 /** RFC 3986 encoding, as SigV4 wants it: everything but unreserved characters. */
-export function uriEncode(text: string): string {
+export function awsUriEncode(text: string): string {
   return encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
 /** `20150830T123600Z` */
-export function amzDate(date: Date): string {
+function amzDate(date: Date): string {
   return date.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
 }
 
 /** The request's headers with x-amz-date, the session token if any, and Authorization. */
-export function sign(request: SignedRequest, credentials: Credentials, region: string, service: string, now: Date): Record<string, string> {
+export function signAwsRequest(request: AwsSignedRequest, credentials: AwsCredentials, region: string, service: string, now: Date): Record<string, string> {
   const stamp = amzDate(now);
   const day = stamp.slice(0, 8);
   const headers: Record<string, string> = { ...request.headers, host: request.host, 'x-amz-date': stamp };
@@ -47,8 +47,8 @@ export function sign(request: SignedRequest, credentials: Credentials, region: s
   const canonicalRequest = [
     request.method,
     // Not S3: the path's segments are encoded once more.
-    request.path.split('/').map(uriEncode).join('/'),
-    Object.entries(request.query).map(([k, v]) => [uriEncode(k), uriEncode(v)]).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${k}=${v}`).join('&'),
+    request.path.split('/').map(awsUriEncode).join('/'),
+    Object.entries(request.query).map(([k, v]) => [awsUriEncode(k), awsUriEncode(v)]).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${k}=${v}`).join('&'),
     names.map((n) => `${n}:${lower[n].trim().replace(/\s+/g, ' ')}\n`).join(''),
     signedHeaders,
     sha256Hex(request.body),
@@ -58,6 +58,12 @@ export function sign(request: SignedRequest, credentials: Credentials, region: s
   const key = [day, region, service, 'aws4_request'].reduce<Buffer | string>((k, part) => hmac(k, part), `AWS4${credentials.secretAccessKey}`);
   const signature = hmac(key, stringToSign).toString('hex');
   return { ...headers, authorization: `AWS4-HMAC-SHA256 Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${signedHeaders}, Signature=${signature}` };
+}
+
+/** The credentials in the environment, as the AWS SDKs read them, or undefined. */
+export function environmentAwsCredentials(): AwsCredentials | undefined {
+  const { AWS_ACCESS_KEY_ID: accessKeyId, AWS_SECRET_ACCESS_KEY: secretAccessKey, AWS_SESSION_TOKEN: sessionToken } = process.env;
+  return accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, sessionToken } : undefined;
 }
 
 function sha256Hex(data: string | Buffer): string {
