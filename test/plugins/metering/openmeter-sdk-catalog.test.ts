@@ -4,50 +4,38 @@
  * which Tollgate's catalogue does not have, refused with 501.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import type { OpenMeter } from '@openmeter/sdk';
-import type { TestGateway } from '../../helpers/gateway.ts';
-import { startBillingGateway, type BillingApi } from './billing/support.ts';
-import { closeSdkClients, sdkClient, sdkError } from './openmeter-sdk-support.ts';
+import { test } from 'node:test';
 
-let gw: TestGateway;
-let v3: BillingApi;
-let client: OpenMeter;
-before(async () => {
-  ({ gateway: gw, api: v3 } = await startBillingGateway());
-  client = sdkClient(gw.https, v3.token);
-});
-after(async () => {
-  await gw.stop();
-  await closeSdkClients();
-});
+import { billingSdkSuite, sdkError } from './openmeter-sdk-support.ts';
+
+const suite = billingSdkSuite();
 
 test('features: created with a meter and group-by filters, read, listed and archived, as v3 sees them', async () => {
-  const feature = (await client.features.create({ key: 'gpt4_tokens', name: 'GPT-4 tokens', meterSlug: 'tokens', meterGroupByFilters: { model: 'gpt-4' }, metadata: { team: 'ai' } }))!;
+  const feature = (await suite.client.features.create({ key: 'gpt4_tokens', name: 'GPT-4 tokens', meterSlug: 'tokens', meterGroupByFilters: { model: 'gpt-4' }, metadata: { team: 'ai' } }))!;
   assert.equal(feature.meterSlug, 'tokens');
   assert.deepEqual(feature.meterGroupByFilters, { model: 'gpt-4' });
-  const onV3 = (await v3.get('/features/gpt4_tokens')).json();
+  const onV3 = (await suite.v3.get('/features/gpt4_tokens')).json();
   assert.equal(onV3.id, feature.id);
   assert.deepEqual(onV3.meter.filters, { model: { eq: 'gpt-4' } });
   assert.deepEqual(onV3.labels, { team: 'ai' });
 
-  const advanced = (await client.features.create({ key: 'any_model', name: 'Any model', meterSlug: 'tokens', advancedMeterGroupByFilters: { model: { $in: ['a', 'b'] } } }))!;
+  const advanced = (await suite.client.features.create({ key: 'any_model', name: 'Any model', meterSlug: 'tokens', advancedMeterGroupByFilters: { model: { $in: ['a', 'b'] } } }))!;
   assert.deepEqual(advanced.advancedMeterGroupByFilters, { model: { $in: ['a', 'b'] } });
-  assert.equal((await client.features.create({ key: 'sso', name: 'SSO' }))!.meterSlug, undefined);
+  assert.equal((await suite.client.features.create({ key: 'sso', name: 'SSO' }))!.meterSlug, undefined);
 
-  assert.equal((await client.features.get('gpt4_tokens'))!.id, feature.id);
-  assert.deepEqual((await client.features.list() as any[]).map((f) => f.key), ['any_model', 'gpt4_tokens', 'sso']);
-  assert.deepEqual((await client.features.list({ meterSlug: ['tokens'], page: 1, pageSize: 1 }) as any).items.map((f: any) => f.key), ['any_model']);
-  await client.features.delete('any_model');
-  assert.ok((await v3.get(`/features/${advanced.id}`)).status === 404, 'archived on v3 too');
+  assert.equal((await suite.client.features.get('gpt4_tokens'))!.id, feature.id);
+  assert.deepEqual((await suite.client.features.list() as any[]).map((f) => f.key), ['any_model', 'gpt4_tokens', 'sso']);
+  assert.deepEqual((await suite.client.features.list({ meterSlug: ['tokens'], page: 1, pageSize: 1 }) as any).items.map((f: any) => f.key), ['any_model']);
+  await suite.client.features.delete('any_model');
+  assert.ok((await suite.v3.get(`/features/${advanced.id}`)).status === 404, 'archived on v3 too');
 
-  const unknownMeter = await sdkError(client.features.create({ key: 'x', name: 'X', meterSlug: 'nope' }), 404);
+  const unknownMeter = await sdkError(suite.client.features.create({ key: 'x', name: 'X', meterSlug: 'nope' }), 404);
   assert.match(unknownMeter.message, /nope/);
-  await sdkError(client.features.create({ key: 'Bad Key', name: 'X' }), 400);
+  await sdkError(suite.client.features.create({ key: 'Bad Key', name: 'X' }), 400);
 });
 
 test('plans: a v1 plan with a flat fee, a tiered usage price and entitlements, published, versioned and archived', async () => {
-  const plan = (await client.plans.create({
+  const plan = (await suite.client.plans.create({
     key: 'pro',
     name: 'Pro',
     currency: 'USD',
@@ -69,7 +57,7 @@ test('plans: a v1 plan with a flat fee, a tiered usage price and entitlements, p
   } as any))!;
   assert.equal(plan.status, 'draft');
   assert.equal(plan.version, 1);
-  const onV3 = (await v3.get(`/plans/${plan.id}`)).json();
+  const onV3 = (await suite.v3.get(`/plans/${plan.id}`)).json();
   const [base, tokens, sso] = onV3.phases[0].rate_cards;
   assert.deepEqual([base.price, base.payment_term], [{ type: 'flat', amount: '9.5' }, 'in_advance']);
   assert.equal(tokens.price.type, 'graduated');
@@ -84,28 +72,28 @@ test('plans: a v1 plan with a flat fee, a tiered usage price and entitlements, p
   assert.deepEqual(cards[1].entitlementTemplate, { type: 'metered', isSoftLimit: true, usagePeriod: 'P1M', issueAfterReset: 5000 });
   assert.equal(cards[2].price, null);
 
-  const published = (await client.plans.publish(plan.id))!;
+  const published = (await suite.client.plans.publish(plan.id))!;
   assert.equal(published.status, 'active');
-  assert.equal((await v3.get(`/plans/${plan.id}`)).json().status, 'active');
-  assert.equal((await client.plans.get('pro'))!.id, plan.id, 'by key: the active version');
+  assert.equal((await suite.v3.get(`/plans/${plan.id}`)).json().status, 'active');
+  assert.equal((await suite.client.plans.get('pro'))!.id, plan.id, 'by key: the active version');
 
-  const next = (await client.plans.create({ key: 'pro', name: 'Pro 2', currency: 'USD', billingCadence: 'P1M', phases: [{ key: 'main', name: 'Main', duration: null, rateCards: [cards[0]] }] } as any))!;
+  const next = (await suite.client.plans.create({ key: 'pro', name: 'Pro 2', currency: 'USD', billingCadence: 'P1M', phases: [{ key: 'main', name: 'Main', duration: null, rateCards: [cards[0]] }] } as any))!;
   assert.equal(next.version, 2);
-  const renamed = (await client.plans.update(next.id, { name: 'Pro II', billingCadence: 'P1M', phases: next.phases } as any))!;
+  const renamed = (await suite.client.plans.update(next.id, { name: 'Pro II', billingCadence: 'P1M', phases: next.phases } as any))!;
   assert.equal(renamed.name, 'Pro II');
-  assert.equal((await client.plans.get('pro', { includeLatest: true } as any))!.version, 2);
-  assert.deepEqual((await client.plans.list({ key: ['pro'] }))!.items.map((p) => [p.version, p.status]), [[1, 'active'], [2, 'draft']]);
-  await client.plans.delete(next.id);
-  assert.equal((await v3.get(`/plans/${next.id}`)).status, 404);
+  assert.equal((await suite.client.plans.get('pro', { includeLatest: true } as any))!.version, 2);
+  assert.deepEqual((await suite.client.plans.list({ key: ['pro'] }))!.items.map((p) => [p.version, p.status]), [[1, 'active'], [2, 'draft']]);
+  await suite.client.plans.delete(next.id);
+  assert.equal((await suite.v3.get(`/plans/${next.id}`)).status, 404);
 
-  const archived = (await client.plans.archive(plan.id))!;
+  const archived = (await suite.client.plans.archive(plan.id))!;
   assert.equal(archived.status, 'archived');
-  const invalid = await sdkError(client.plans.create({ key: 'bad', name: 'Bad', currency: 'XXX', billingCadence: 'P1M', phases: [] } as any), 400);
+  const invalid = await sdkError(suite.client.plans.create({ key: 'bad', name: 'Bad', currency: 'XXX', billingCadence: 'P1M', phases: [] } as any), 400);
   assert.match(invalid.message, /currency/);
 });
 
 test('add-ons: none in Tollgate, listed empty, created 501', async () => {
-  assert.equal((await client.addons.list())!.totalCount, 0);
-  const refused = await sdkError(client.addons.create({ key: 'extra', name: 'Extra', currency: 'USD', instanceType: 'single', rateCards: [] } as any), 501);
+  assert.equal((await suite.client.addons.list())!.totalCount, 0);
+  const refused = await sdkError(suite.client.addons.create({ key: 'extra', name: 'Extra', currency: 'USD', instanceType: 'single', rateCards: [] } as any), 501);
   assert.match(refused.message, /add-ons/);
 });

@@ -4,9 +4,12 @@
  * certificate (the SDK takes any fetch).
  */
 import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import { HTTPError, OpenMeter } from '@openmeter/sdk';
 import { OpenMeter as OpenMeterPortal } from '@openmeter/sdk/portal';
 import { Agent, fetch as undiciFetch } from 'undici';
+import type { TestGateway } from '../../helpers/gateway.ts';
+import { startBillingGateway, type BillingApi } from './billing/support.ts';
 import { ROUTE_PATH } from './catalogue-support.ts';
 
 const insecure = new Agent({ connect: { rejectUnauthorized: false } });
@@ -38,4 +41,18 @@ export async function sdkError(call: Promise<unknown>, status: number): Promise<
   assert.ok(err instanceof HTTPError, String(err));
   assert.equal(err.status, status, err.message);
   return err;
+}
+
+/** A file's billing gateway, its v3 API and an SDK client on it: started before the file's tests, stopped after them. */
+export function billingSdkSuite(): { gw: TestGateway; v3: BillingApi; client: OpenMeter } {
+  const suite = {} as { gw: TestGateway; v3: BillingApi; client: OpenMeter };
+  before(async () => {
+    const { gateway, api } = await startBillingGateway();
+    Object.assign(suite, { gw: gateway, v3: api, client: sdkClient(gateway.https, api.token) });
+  });
+  after(async () => {
+    await suite.gw?.stop();
+    await closeSdkClients();
+  });
+  return suite;
 }
