@@ -107,7 +107,7 @@ export function sparkline({ layers, max, label }) {
       if (n > 0) d += `M${i + 0.5} ${y(below[i])}V${y(below[i] + n)}`;
       below[i] += n;
     });
-    return d ? svg('path', { d, stroke: layer.color, 'stroke-width': 1, fill: 'none', 'data-class': layer.name }) : null;
+    return d ? svg('path', { d, stroke: layer.color, 'stroke-width': 1, fill: 'none' }) : null;
   });
   const size = { width: buckets, height: SPARKLINE_HEIGHT, viewBox: `0 0 ${buckets} ${SPARKLINE_HEIGHT}` };
   return svg('svg', { ...size, class: 'sparkline', 'shape-rendering': 'crispEdges', role: 'img', 'aria-label': label }, paths);
