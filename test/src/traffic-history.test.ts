@@ -2,12 +2,14 @@
  * GET /status/traffic/history's per-route series (`hour.routes`, the console's sparklines): each route of
  * the configuration with requests in the last hour, by its name or its id when unnamed, with its requests
  * by status class in the hour's 10 s buckets, exact and summed over the node's processes (run it with
- * TOLLGATE_TEST_WORKERS=2 too). Bounded by the configuration: requests that matched no route, whatever
- * their path, add no series, and a route a reload removes takes its series with it.
+ * TOLLGATE_TEST_WORKERS=2 too; the last test always starts a node of two workers and checks both served).
+ * Bounded by the configuration: requests that matched no route, whatever their path, add no series, and a
+ * route a reload removes takes its series with it.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { request, startGateway, startUpstream, TEST_WORKERS, type TestGateway, type Upstream } from '../helpers/gateway.ts';
+import { request, spawnGateway, startGateway, startUpstream, TEST_WORKERS, type TestGateway, type Upstream } from '../helpers/gateway.ts';
+import { waitFor } from '../helpers/support.ts';
 
 const CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'];
 
@@ -32,19 +34,20 @@ function config(withOrders = true): Record<string, any> {
   };
 }
 
-/** Requests to each path, by the status the upstream answers (the path's last segment). */
-async function send(paths: Record<string, number[]>): Promise<void> {
+/** Requests to each path, by the status the upstream answers (the path's last segment); a new connection each. */
+async function send(paths: Record<string, number[]>, proxy = gw.http): Promise<void> {
   for (const [path, statuses] of Object.entries(paths)) {
-    for (const status of statuses) assert.equal((await request(`${gw.http}${path}/${status}`)).status, status);
+    for (const status of statuses) assert.equal((await request(`${proxy}${path}/${status}`)).status, status);
   }
 }
 
 interface History {
+  pid: number;
   processes: number[];
   hour: { step_seconds: number; from: number; requests: Record<string, number[]>; routes: { route: string; requests: Record<string, number[]> }[] };
 }
 
-const history = async (): Promise<History> => (await request(`${gw.admin}/status/traffic/history`)).json();
+const history = async (admin = gw.admin): Promise<History> => (await request(`${admin}/status/traffic/history`)).json();
 
 /** A series' requests per class over the hour. */
 function totals(requests: Record<string, number[]>): Record<string, number> {
@@ -112,4 +115,28 @@ test('a reload without a route drops its series; the others keep theirs', async 
   assert.ok(await gw.reload(config()));
   await send({ '/orders': [204] });
   assert.deepEqual(new Map(await routeTotals()).get('orders'), { '1xx': 0, '2xx': 1, '3xx': 0, '4xx': 0, '5xx': 0 });
+});
+
+test('on a node of two workers, a route\'s hour is the sum of both workers\' requests, whichever answers', async (t) => {
+  const node = await spawnGateway({ ...config(), gateway: { worker_processes: 2, log_level: 'info' } });
+  t.after(async () => {
+    node.kill();
+    await node.exited;
+  });
+  const requests = { '/orders': Array<number>(12).fill(200), '/unnamed': [404, 404, 500] };
+  await send(requests, node.http);
+  const servedBy = () => new Set(node.output().split('\n').filter((l) => l.includes('"type":"access"') && l.includes('/orders/')).map((l) => JSON.parse(l).pid));
+  await waitFor(() => servedBy().size === 2, 'both workers to have served /orders');
+
+  const answeredBy = new Set<number>();
+  for (let i = 0; i < 100 && answeredBy.size < 2; i++) {
+    const answer = await history(node.admin);
+    answeredBy.add(answer.pid);
+    assert.equal(answer.processes.length, 2);
+    const [unnamed, orders] = answer.hour.routes;
+    assert.equal(orders.route, 'orders');
+    assert.deepEqual(totals(orders.requests), { '1xx': 0, '2xx': 12, '3xx': 0, '4xx': 0, '5xx': 0 });
+    assert.deepEqual(totals(unnamed.requests), { '1xx': 0, '2xx': 0, '3xx': 0, '4xx': 2, '5xx': 1 });
+  }
+  assert.equal(answeredBy.size, 2, 'both workers answered');
 });
