@@ -489,6 +489,11 @@ describe('the console of a node of two workers without a metering route', () => 
     for (const status of ['2xx', '4xx', '5xx'] as const) extents[status] = await verticalExtent(tab, '#traffic-chart', LINE_RGB[status]);
     assert.ok(extents['2xx'] > 20 && extents['4xx'] > 20, `2xx and 4xx lines rise: ${JSON.stringify(extents)}`);
     assert.ok(extents['5xx'] < 5, `the 5xx line is flat: ${JSON.stringify(extents)}`);
+    // The route's sparkline and counts are the node's too; the unmatched requests are no route's.
+    await tab.waitForSelector('#route-sparklines tr[data-key="plain"]');
+    const sparklineRows = await tab.$$eval('#route-sparklines tbody tr', (rows) => rows.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+    assert.deepEqual(sparklineRows, [['plain', '', '6', '6', '0', '0']]);
+    assert.ok((await pixelsOf(tab, '#route-sparklines tr[data-key="plain"] svg', LINE_RGB['2xx'])) > 0, 'its 2xx bars drawn');
 
     await tab.selectOption('#traffic-range', 'day');
     await tab.waitForFunction(() => document.querySelector('#traffic-history-summary')!.textContent!.startsWith('last day'));
