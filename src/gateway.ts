@@ -303,6 +303,7 @@ export class Gateway {
     // Requests in flight keep the previous balancers; only their health probes stop.
     this.snapshot?.balancers.stop();
     this.snapshot = snapshot;
+    this.metrics.keepRoutes(config.routes);
     snapshot.balancers.start();
     for (const warning of config.warnings) this.log.warn({ warning }, 'configuration accepted with a warning');
     this.accessLog.enabled = config.gateway.access_log;

@@ -9,7 +9,7 @@
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram as PromHistogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { LocalExchange, type NodeExchange } from './process/exchange.ts';
 import type { GaugeSpec, HistogramSpec, MetricSpec, PluginMetrics } from './pdk/types.ts';
-import { sumHistories, TrafficHistory, type HistorySnapshot, type TrafficSeries } from './traffic-history.ts';
+import { sumHistories, sumRouteHistories, TrafficHistory, type HistorySnapshot, type RouteSeries, type TrafficSeries } from './traffic-history.ts';
 
 const LATENCY_BUCKETS_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000];
 
@@ -95,12 +95,17 @@ const REQUESTS_TOPIC = 'metrics.requests';
 /** Each process's recent requests by status class in time buckets, summed when the console asks. */
 const HISTORY_TOPIC = 'metrics.history';
 
-/** The node's recent requests by status class: the last hour by 10 s, the last day by minute. */
+/** The node's recent requests by status class: the last hour by 10 s (also per route), the last day by minute. */
 export interface TrafficHistoryReply {
   pid: number;
   processes: number[];
-  hour: TrafficSeries;
+  hour: TrafficSeries & { routes: RouteSeries[] };
   day: TrafficSeries;
+}
+
+/** How the series name a route: its name, else its id ('' for a request that matched none). */
+export function routeLabel(route: { name: string | null; id: string } | undefined): string {
+  return route?.name ?? route?.id ?? '';
 }
 
 /** One process's request series and connections, as another process reads them. */
@@ -234,7 +239,7 @@ export class Metrics {
     }
     const s = routeSeries(this.series, route, service);
     s.codes.set(code, (s.codes.get(code) ?? 0) + 1);
-    this.history.record(code);
+    this.history.record(code, route);
     s.latency.observe(latencyMs);
     if (upstreamMs !== undefined) s.upstream.observe(upstreamMs);
   }
@@ -282,7 +287,12 @@ export class Metrics {
     };
   }
 
-  /** The node's recent requests by status class (what the console's traffic chart shows when it opens). */
+  /** The routes of the configuration now applied (their labels): the only ones whose history is kept. */
+  keepRoutes(routes: readonly { name: string | null; id: string }[]): void {
+    this.history.keepRoutes(routes.map(routeLabel));
+  }
+
+  /** The node's recent requests by status class, and each route's last hour (what the console's traffic chart and sparklines show). */
   async trafficHistory(): Promise<TrafficHistoryReply> {
     const snapshots = (await this.exchange.gather(HISTORY_TOPIC)) as { pid: number; history: HistorySnapshot }[];
     const histories = snapshots.map((s) => s.history);
@@ -290,7 +300,7 @@ export class Metrics {
     return {
       pid: process.pid,
       processes: snapshots.map((s) => s.pid).sort((a, b) => a - b),
-      hour: sumHistories(histories, 'hour', now),
+      hour: { ...sumHistories(histories, 'hour', now), routes: sumRouteHistories(histories, this.history.configuredRoutes(), now) },
       day: sumHistories(histories, 'day', now),
     };
   }

@@ -18,7 +18,7 @@ import type { HttpEngine } from '../proxy/http-engine.ts';
 import { errorAnswer, grpcErrorAnswer, MESSAGES, pluginAnswer, SERVER_TOKEN } from '../proxy/respond.ts';
 import { normalizePath, type RouteMatch } from '../router/index.ts';
 import type { Snapshot } from '../snapshot.ts';
-import type { Metrics } from '../metrics.ts';
+import { routeLabel, type Metrics } from '../metrics.ts';
 import type { UnmatchedRequest } from '../pdk/types.ts';
 import { Context, ResponseDownstream, SocketDownstream, type Downstream } from './context.ts';
 import type { DownstreamRequest, DownstreamResponse, RanPlugin } from './core-context.ts';
@@ -285,7 +285,7 @@ export class Lifecycle {
   /** Metrics and the access log, once per request. */
   private observe(ctx: Context | null, r: ObservedRequest): void {
     const latency = performance.now() - r.startedAt;
-    const route = ctx?.route.name ?? ctx?.route.id ?? '';
+    const route = routeLabel(ctx?.route);
     const service = ctx?.service?.name ?? ctx?.service?.id ?? '';
     const consumer = ctx?.consumer ? (ctx.consumer.username ?? ctx.consumer.id) : undefined;
     this.metrics.observe(route, service, r.status, latency, r.upstreamMs, consumer);

@@ -1,8 +1,10 @@
 /**
  * Time charts drawn by uPlot, which the gateway serves from its own node_modules (the machines it runs
  * on may have no internet). uPlot writes labels as text (textContent), so series named after subjects
- * or dimension values stay text. Times are in seconds, as uPlot counts them.
+ * or dimension values stay text. Times are in seconds, as uPlot counts them. Sparklines, one per table
+ * row, are inline SVG made from numbers alone.
  */
+import { svg } from './dom.js';
 import uPlot from './uPlot.esm.js';
 
 export const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2', '#db2777', '#4b5563', '#65a30d', '#9333ea', '#0d9488', '#b45309'];
@@ -84,4 +86,29 @@ export function lineChart(container, { xs, series, unit, range }) {
     },
     [xs, ...series.map((s) => s.values)],
   );
+}
+
+/** A sparkline's height in CSS pixels; its width is one pixel column per bucket. */
+const SPARKLINE_HEIGHT = 32;
+
+/**
+ * Counts per bucket as stacked bars one pixel wide, in inline SVG (a uPlot per table row would be a
+ * canvas, a legend and a resize observer for each). `layers` are `{name, color, values}` from the bottom
+ * up; `max` is the count of a full-height bar, the same for every row of a table so that rows compare.
+ * Bar ends are whole pixels, so a bar's height is its count's share of `max`, to the nearest pixel.
+ */
+export function sparkline({ layers, max, label }) {
+  const buckets = layers[0].values.length;
+  const y = (n) => SPARKLINE_HEIGHT - Math.round((n / Math.max(max, 1)) * SPARKLINE_HEIGHT);
+  const below = new Array(buckets).fill(0);
+  const paths = layers.map((layer) => {
+    let d = '';
+    layer.values.forEach((n, i) => {
+      if (n > 0) d += `M${i + 0.5} ${y(below[i])}V${y(below[i] + n)}`;
+      below[i] += n;
+    });
+    return d ? svg('path', { d, stroke: layer.color, 'stroke-width': 1, fill: 'none' }) : null;
+  });
+  const size = { width: buckets, height: SPARKLINE_HEIGHT, viewBox: `0 0 ${buckets} ${SPARKLINE_HEIGHT}` };
+  return svg('svg', { ...size, class: 'sparkline', 'shape-rendering': 'crispEdges', role: 'img', 'aria-label': label }, paths);
 }

@@ -35,6 +35,21 @@ function append(node, children) {
   }
 }
 
+const SVG_NS = 'http://www.w3.org/2000/svg';
+/** Attributes `svg` sets: geometry and paint only (no href, no style, no event handlers). */
+const SVG_ATTRIBUTES = new Set(['viewBox', 'width', 'height', 'd', 'stroke', 'stroke-width', 'fill', 'shape-rendering', 'class', 'role', 'aria-label']);
+
+/** An SVG element (for charts drawn from numbers): `attributes` from the list above, children as `h`'s. */
+export function svg(tag, attributes = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (!SVG_ATTRIBUTES.has(name)) throw new Error(`svg(): attribute ${name} is not allowed`);
+    node.setAttribute(name, String(value));
+  }
+  append(node, children);
+  return node;
+}
+
 /** Replaces what `container` shows. */
 export function show(container, ...children) {
   container.replaceChildren();

@@ -3,10 +3,11 @@
  * hour or day. The gateway counts requests per route, service and status code (GET /status/traffic);
  * the page reads the counters every few seconds and turns the differences into rates over the last half
  * minute. The chart is the node's own history (GET /status/traffic/history: requests by status class in
- * 10 s or one-minute buckets, summed over its processes), so it shows what came before the page opened.
+ * 10 s or one-minute buckets, summed over its processes), so it shows what came before the page opened;
+ * the same answer has each route's last hour, drawn as a sparkline per route with its counts beside it.
  */
 import { every, getJson, kongList } from './api.js';
-import { COLORS, lineChart } from './chart.js';
+import { COLORS, lineChart, sparkline } from './chart.js';
 import { failure, h, list, number, percent, show, table } from './dom.js';
 
 const POLL_MS = 2_000;
@@ -22,6 +23,13 @@ const HISTORY_LINES = [
   { status: '5xx', label: 'server errors (5xx)', color: COLORS[1] },
 ];
 const RANGE_NAMES = { hour: 'last hour', day: 'last day' };
+/** A sparkline's bars, stacked from the bottom: the chart's colours, and grey for the rest (1xx, 3xx). */
+const SPARKLINE_LAYERS = [
+  { name: '2xx', classes: ['2xx'], color: COLORS[2] },
+  { name: 'other', classes: ['1xx', '3xx'], color: COLORS[7] },
+  { name: '4xx', classes: ['4xx'], color: COLORS[3] },
+  { name: '5xx', classes: ['5xx'], color: COLORS[1] },
+];
 /** The row of requests that matched no route (the gateway counts them under route ''). */
 const UNMATCHED = '';
 
@@ -86,8 +94,12 @@ export function startTraffic(root) {
   const servicesBox = root.querySelector('#services-table');
   const rangeSelect = root.querySelector('#traffic-range');
   const historySummary = root.querySelector('#traffic-history-summary');
+  const sparklinesSummary = root.querySelector('#route-sparklines-summary');
+  const sparklinesBox = root.querySelector('#route-sparklines');
   let config;
   let samples = [];
+  /** The last hour of the latest history read, for the sparklines (drawn again when the configuration is read). */
+  let hour;
 
   const loadConfig = async () => {
     try {
@@ -118,10 +130,19 @@ export function startTraffic(root) {
     show(servicesBox, table(serviceColumns, serviceRows, { empty: 'No services configured', rowKey: (row) => labelOf(row.service) }));
   };
 
+  const drawSparklines = () => {
+    if (!config || !hour) return;
+    const { rows, max } = routeHours(config.routes, hour);
+    show(sparklinesSummary, `By ${hour.step_seconds} s, one scale for every route: a full-height bar is ${number(max)} ${max === 1 ? 'request' : 'requests'} in ${hour.step_seconds} s.`);
+    show(sparklinesBox, table(sparklineColumns(max), rows, { empty: 'No routes configured', rowKey: (row) => labelOf(row.route) }));
+  };
+
   const drawHistory = async () => {
     const range = rangeSelect.value;
     try {
       const history = await getJson('/status/traffic/history');
+      hour = history.hour;
+      drawSparklines();
       const series = history[range];
       const step = series.step_seconds;
       const xs = series.requests['2xx'].map((_, i) => series.from + i * step);
@@ -161,10 +182,45 @@ export function startTraffic(root) {
   every(CONFIG_POLL_MS, async () => {
     await loadConfig();
     if (samples.length) render();
+    drawSparklines();
   });
   every(POLL_MS, poll);
   const redraw = every(HISTORY_POLL_MS, drawHistory);
   rangeSelect.addEventListener('change', redraw);
+}
+
+/** Each configured route's last hour (`hour.routes` lists those with requests), and the largest bucket of any. */
+function routeHours(routes, hour) {
+  const byLabel = new Map(hour.routes.map((r) => [r.route, r.requests]));
+  const buckets = hour.requests['2xx'].length;
+  let max = 0;
+  const rows = routes.map((route) => {
+    const requests = byLabel.get(labelOf(route));
+    const layers = SPARKLINE_LAYERS.map((layer) => ({
+      ...layer,
+      values: Array.from({ length: buckets }, (_, i) => layer.classes.reduce((sum, c) => sum + (requests?.[c][i] ?? 0), 0)),
+    }));
+    const perBucket = layers[0].values.map((_, i) => layers.reduce((sum, layer) => sum + layer.values[i], 0));
+    max = Math.max(max, ...perBucket);
+    const total = (name) => layers.find((layer) => layer.name === name).values.reduce((a, b) => a + b, 0);
+    return { route, layers, total: perBucket.reduce((a, b) => a + b, 0), '2xx': total('2xx'), '4xx': total('4xx'), '5xx': total('5xx') };
+  });
+  return { rows, max };
+}
+
+function sparklineColumns(max) {
+  return [
+    { label: 'Route', cell: (row) => labelOf(row.route) },
+    {
+      label: 'Last hour',
+      cell: (row) => sparkline({ layers: row.layers, max, label: `${labelOf(row.route)}: ${row.total} requests in the last hour` }),
+      title: 'requests by 10 s: 2xx green, 4xx amber, 5xx red, others grey',
+    },
+    { label: 'requests', numeric: true, cell: (row) => number(row.total), title: 'in the last hour' },
+    { label: '2xx', numeric: true, cell: (row) => number(row['2xx']), title: 'successes in the last hour' },
+    { label: '4xx', numeric: true, cell: (row) => number(row['4xx']), title: 'client errors in the last hour' },
+    { label: '5xx', numeric: true, cell: (row) => number(row['5xx']), title: 'server errors in the last hour' },
+  ];
 }
 
 function ratesColumns() {

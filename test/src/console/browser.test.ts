@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { PNG } from 'pngjs';
-import { request, spawnGateway, startGateway, startUpstream, type SpawnedGateway, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
+import { request, spawnGateway, startGateway, startUpstream, TEST_WORKERS, type SpawnedGateway, type TestGateway, type Upstream } from '../../helpers/gateway.ts';
 import { waitFor } from '../../helpers/support.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -489,6 +489,11 @@ describe('the console of a node of two workers without a metering route', () => 
     for (const status of ['2xx', '4xx', '5xx'] as const) extents[status] = await verticalExtent(tab, '#traffic-chart', LINE_RGB[status]);
     assert.ok(extents['2xx'] > 20 && extents['4xx'] > 20, `2xx and 4xx lines rise: ${JSON.stringify(extents)}`);
     assert.ok(extents['5xx'] < 5, `the 5xx line is flat: ${JSON.stringify(extents)}`);
+    // The route's sparkline and counts are the node's too; the unmatched requests are no route's.
+    await tab.waitForSelector('#route-sparklines tr[data-key="plain"]');
+    const sparklineRows = await tab.$$eval('#route-sparklines tbody tr', (rows) => rows.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+    assert.deepEqual(sparklineRows, [['plain', '', '6', '6', '0', '0']]);
+    assert.ok((await pixelsOf(tab, '#route-sparklines tr[data-key="plain"] svg', LINE_RGB['2xx'])) > 0, 'its 2xx bars drawn');
 
     await tab.selectOption('#traffic-range', 'day');
     await tab.waitForFunction(() => document.querySelector('#traffic-history-summary')!.textContent!.startsWith('last day'));
@@ -505,5 +510,74 @@ describe('the console of a node of two workers without a metering route', () => 
     assert.deepEqual(visibleTabs, ['Traffic', 'Consumers', 'Dead letters']);
     for (const section of ['#usage', '#billing', '#metering']) assert.equal(await tab.isVisible(section), false, `${section} hidden`);
     assert.deepEqual(requested.filter((path) => path.startsWith('/metering/')), [], 'no metering request');
+  });
+});
+
+/** How many pixels of colour `rgb` a screenshot of `selector` holds. */
+async function pixelsOf(tab: Page, selector: string, rgb: number[]): Promise<number> {
+  const png = PNG.sync.read(await tab.locator(selector).screenshot());
+  let n = 0;
+  for (let i = 0; i < png.data.length; i += 4) if (rgb.every((c, k) => Math.abs(png.data[i + k] - c) <= 24)) n++;
+  return n;
+}
+
+/** A sparkline's height in pixels (chart.js), the height of a bar of the largest bucket. */
+const SPARKLINE_HEIGHT = 32;
+
+describe('per-route sparklines of the last hour (on a node of TOLLGATE_TEST_WORKERS processes too)', () => {
+  let node: TestGateway;
+  let statusUpstream: Upstream;
+  /** Each route's requests by the status the upstream answers (the path's last segment). */
+  const traffic = { orders: [200, 200, 200, 200, 404, 404, 500], search: [200, 200, 503] };
+
+  before(async () => {
+    statusUpstream = await startUpstream((req, res) => res.writeHead(Number(req.url!.split('/').pop())).end());
+    node = await startGateway({
+      services: [{ name: 'shop', url: statusUpstream.url, routes: [{ name: 'orders', paths: ['/orders'] }, { name: 'search', paths: ['/search'] }] }],
+    });
+    for (const [route, statuses] of Object.entries(traffic)) {
+      for (const status of statuses) assert.equal((await request(`${node.http}/${route}/${status}`)).status, status);
+    }
+    // Requests no route matches count for the node, under no route.
+    for (let i = 0; i < 3; i++) assert.equal((await request(`${node.http}/nowhere/${i}`)).status, 404);
+  });
+  after(async () => {
+    await node?.stop();
+    await statusUpstream?.close();
+  });
+
+  it('each route: its hour as stacked bars on one scale, its requests, 2xx, 4xx and 5xx beside it', async (t) => {
+    if (!haveChromium) return t.skip(NO_CHROMIUM);
+    const { tab } = await openConsole(t, node.admin);
+    await tab.waitForSelector('#route-sparklines tr[data-key="search"] svg');
+    const processes = Math.max(TEST_WORKERS, 1);
+    assert.match((await tab.textContent('#traffic-history-summary')) ?? '', new RegExp(`summed over the node's ${processes} process(es)?: 13 requests, 6 2xx, 0 3xx, 5 4xx, 2 5xx`));
+    const cells = (key: string) => tab.$$eval(`#route-sparklines tr[data-key="${key}"] td`, (tds) => tds.map((td) => td.textContent ?? ''));
+    const headers = await tab.$$eval('#route-sparklines th', (ths) => ths.map((th) => th.textContent));
+    assert.deepEqual(headers, ['Route', 'Last hour', 'requests', '2xx', '4xx', '5xx']);
+    assert.deepEqual(await cells('orders'), ['orders', '', '7', '4', '2', '1']);
+    assert.deepEqual(await cells('search'), ['search', '', '3', '2', '0', '1']);
+    assert.equal(await tab.locator('#route-sparklines tbody tr').count(), 2, 'a row per configured route; none for unmatched requests');
+
+    // The scale: a full-height bar is the largest bucket of any route (all of orders', unless its requests straddled two buckets).
+    const full = Number(/a full-height bar is (\d+) requests? in 10 s/.exec((await tab.textContent('#route-sparklines-summary')) ?? '')?.[1]);
+    assert.ok(full >= 4 && full <= 7, `the largest bucket: ${full}`);
+    // Each class's bars are its count's share of that scale (to a pixel per bucket, the requests being in one or two buckets).
+    const expected = { orders: { '2xx': 4, '4xx': 2, '5xx': 1 }, search: { '2xx': 2, '4xx': 0, '5xx': 1 } };
+    for (const [route, counts] of Object.entries(expected)) {
+      const line = `#route-sparklines tr[data-key="${route}"] svg`;
+      const box = (await tab.locator(line).boundingBox())!;
+      assert.equal(box.width, 360, 'a pixel column per 10 s of the hour');
+      for (const [status, count] of Object.entries(counts)) {
+        const pixels = await pixelsOf(tab, line, LINE_RGB[status as keyof typeof LINE_RGB]);
+        const height = (count * SPARKLINE_HEIGHT) / full;
+        assert.ok(Math.abs(pixels - height) <= 2, `${route} ${status}: ${pixels} px of bars, ${height.toFixed(1)} expected`);
+      }
+    }
+    // The counts sit beside the sparkline, on its row.
+    const sparkBox = (await tab.locator('#route-sparklines tr[data-key="orders"] svg').boundingBox())!;
+    const countBox = (await tab.locator('#route-sparklines tr[data-key="orders"] td').nth(2).boundingBox())!;
+    assert.ok(countBox.x >= sparkBox.x + sparkBox.width, 'the requests right of the sparkline');
+    assert.ok(countBox.y < sparkBox.y + sparkBox.height && sparkBox.y < countBox.y + countBox.height, 'on the same row');
   });
 });
