@@ -11,7 +11,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { isAlive, request, spawnGateway, type SpawnedGateway } from '../../helpers/gateway.ts';
+import { isAlive, request, spawnGateway, tempDir, type SpawnedGateway } from '../../helpers/gateway.ts';
+import { openEmbeddedStore } from '../../../src/store/open.ts';
+import { AGGREGATOR_LEASE_KEY } from '../../../plugins/metering/shared/keys.ts';
 import { waitFor } from '../../helpers/support.ts';
 import { crash, inParallel } from './catalogue-support.ts';
 import { apiOf, batchesOf, config, expectedOf, makeEvents, post, postUntilAcknowledged, shuffled, TYPE, usageOn } from './cluster-support.ts';
@@ -40,6 +42,24 @@ describe('metering on one LevelDB node with two worker processes', () => {
     const filterHashes = async () => Number(/^tollgate_metering_dedupe_filter_hashes (\d+)$/m.exec((await request(node!.admin + '/metrics')).text)?.[1]);
     await waitFor(async () => (await filterHashes()) === events.length, 'the metric to show the primary\'s filter');
     assert.equal((await request(node.admin + '/metering/status')).json().dedupe_filter.hashes, events.length);
+  });
+
+  test("events taken while an earlier run's aggregator lease holds: kept in the workers' inboxes, stored once the primary takes the lease", async () => {
+    if (node) await crash(node);
+    const dataDir = tempDir();
+    // An earlier run's aggregator that was killed: its lease holds for a while yet.
+    const store = await openEmbeddedStore(dataDir);
+    await store.namespace('plugin.metering').put(AGGREGATOR_LEASE_KEY, 'earlier.1.run#1', { ttlMs: 20_000 });
+    await store.close();
+    // No declared meters: their sync would wait for the aggregator before the node serves.
+    const leased = (node = await spawnGateway({ ...nodeConfig(), meters: [] }, { dataDir }));
+    const events = makeEvents('leased', 200);
+    for (const batch of batchesOf(events, 20)) assert.ok(await post(apiOf(leased), batch), 'acknowledged while the lease holds');
+    assert.doesNotMatch(leased.output(), /aggregates the events/, 'the primary waits for the earlier lease to lapse');
+    // A read waits until everything acknowledged is stored: the primary drains the inboxes once it aggregates.
+    const stored = (await apiOf(leased).listAllEvents({ type: TYPE })).map((item) => item.event.id).sort();
+    assert.deepEqual(stored, events.map((e) => e.id).sort());
+    assert.match(leased.output(), /aggregates the events/);
   });
 
   test('the primary killed mid-ingest: its workers exit, and the node restarts on the stale pid file with every acknowledged event', async () => {
