@@ -11,6 +11,7 @@
 import { methodNotAllowed, meterNotFound, noResource, RequestError, type InvalidParameter } from '../shared/errors.ts';
 import { ingestRequest, readJson, requireScope, toProblem, validationProblem, type MeteringRequest, type SubRoutes } from './http.ts';
 import type { Ingestion } from '../ingest/port.ts';
+import type { NotificationsV1Http } from './notifications-v1.ts';
 import { meterDefinitionFrom, validateMeterCreate, validateMeterUpdate, type MeterRecord } from '../meter/port.ts';
 import { CUSTOMER_DIMENSION, parseQuery, type UsageQueries } from '../query/port.ts';
 import type { MeteringConfig } from '../schema.ts';
@@ -92,6 +93,7 @@ export class OpenMeterV1Http implements SubRoutes {
     private readonly service: MeteringService,
     private readonly ingestion: Ingestion,
     private readonly queries: UsageQueries,
+    private readonly notifications?: NotificationsV1Http,
   ) {}
 
   async route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<boolean> {
@@ -110,6 +112,7 @@ export class OpenMeterV1Http implements SubRoutes {
       if (!methods.includes(method)) throw methodNotAllowed(method, methods);
     };
     const [resource, id, sub, ...rest] = parts;
+    if (resource === 'notification' && this.notifications) return this.notifications.route(ctx, config, parts.slice(1));
     if (resource === 'events' && parts.length === 1) {
       allow(['GET', 'POST']);
       if (method === 'GET') return this.listEvents(ctx, config);

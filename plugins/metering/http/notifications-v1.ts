@@ -1,0 +1,193 @@
+/**
+ * OpenMeter's v1 notification API under `api/v1/notification/` (reached from openmeter-v1.ts, whose
+ * problem answers it shares): channels, rules and events as `@openmeter/sdk`'s `notifications` client
+ * calls them. Lists are OpenMeter's pages `{items, page, pageSize, totalCount}`; everything needs the
+ * route's `billing` scope, as the billing resources do.
+ */
+import { methodNotAllowed, noResource, RequestError, type InvalidParameter } from '../shared/errors.ts';
+import { parseRfc3339 } from '../shared/time.ts';
+import type { Channel, DeliveryStatus, EventFilter, EventView, NotificationService, Rule } from '../notification/port.ts';
+import type { MeteringConfig } from '../schema.ts';
+import { readJson, requireScope, validationProblem, type MeteringRequest } from './http.ts';
+
+const MAX_PAGE_SIZE = 1000;
+const DEFAULT_PAGE_SIZE = 100;
+/** Values a list filter may repeat. */
+const MAX_FILTER_VALUES = 100;
+
+/** A feature as OpenMeter's rules name it (`FeatureMeta`), from an id or key a rule was given. */
+export type FeatureLookup = (idOrKey: string) => Promise<{ id: string; key: string } | undefined>;
+
+type Query = URLSearchParams;
+
+function flag(q: Query, name: string): boolean {
+  return q.get(name) === 'true';
+}
+
+function pageOf(q: Query): { page: number; pageSize: number } {
+  const page = q.get('page') === null ? 1 : Number(q.get('page'));
+  const pageSize = q.get('pageSize') === null ? DEFAULT_PAGE_SIZE : Number(q.get('pageSize'));
+  const problems: InvalidParameter[] = [];
+  if (!Number.isInteger(page) || page < 1) problems.push({ field: 'page', reason: 'must be a positive integer', rule: 'range', source: 'query' });
+  if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
+    problems.push({ field: 'pageSize', reason: `must be an integer from 1 to ${MAX_PAGE_SIZE}`, rule: 'range', source: 'query' });
+  }
+  if (problems.length) throw validationProblem(problems);
+  return { page, pageSize };
+}
+
+function paged<T>(all: T[], q: Query): Record<string, unknown> {
+  const { page, pageSize } = pageOf(q);
+  return { items: all.slice((page - 1) * pageSize, page * pageSize), page, pageSize, totalCount: all.length };
+}
+
+function list(q: Query, name: string): string[] {
+  const values = q.getAll(name).flatMap((v) => v.split(',')).filter((v) => v !== '');
+  if (values.length > MAX_FILTER_VALUES) throw validationProblem([{ field: name, reason: `at most ${MAX_FILTER_VALUES} values`, rule: 'range', source: 'query' }]);
+  return values;
+}
+
+function time(q: Query, name: string): number | undefined {
+  const value = q.get(name);
+  if (value === null || value === '') return undefined;
+  const t = parseRfc3339(value);
+  if (t === undefined) throw validationProblem([{ field: name, reason: 'must be an RFC 3339 date-time', rule: 'is_date_time', source: 'query' }]);
+  return t;
+}
+
+function managed(record: { createdAt: string; updatedAt: string; deletedAt?: string }): Record<string, unknown> {
+  return { createdAt: record.createdAt, updatedAt: record.updatedAt, ...(record.deletedAt ? { deletedAt: record.deletedAt } : {}) };
+}
+
+export function v1Channel(c: Channel): Record<string, unknown> {
+  return {
+    id: c.id,
+    type: c.type,
+    name: c.name,
+    disabled: c.disabled,
+    url: c.url,
+    customHeaders: c.customHeaders,
+    signingSecret: c.signingSecret,
+    metadata: c.metadata,
+    annotations: {},
+    ...managed(c),
+  };
+}
+
+export class NotificationsV1Http {
+  constructor(
+    private readonly notifications: NotificationService,
+    private readonly feature: FeatureLookup,
+  ) {}
+
+  /** Answers `parts` (the path after `api/v1/notification/`). */
+  async route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<void> {
+    requireScope(ctx, config, 'billing');
+    const [resource, id, action, ...rest] = parts;
+    if (rest.length > 0 || (id === undefined && action !== undefined)) throw noResource('OpenMeter v1', ctx.path);
+    if (resource === 'channels') return this.channels(ctx, config, id);
+    if (resource === 'rules' && action === undefined) return this.rules(ctx, config, id);
+    if (resource === 'events' && action === undefined) return this.events(ctx, id);
+    if (resource === 'events' && action === 'resend') return this.resend(ctx, config, id!);
+    throw noResource('OpenMeter v1', ctx.path);
+  }
+
+  private async channels(ctx: MeteringRequest, config: MeteringConfig, id: string | undefined): Promise<void> {
+    const n = this.notifications;
+    if (id === undefined) {
+      allow(ctx, ['GET', 'POST']);
+      if (ctx.method === 'POST') return void ctx.respond(201, v1Channel(await n.createChannel(await readJson(ctx, config.max_body_size))));
+      const all = await n.listChannels({ includeDisabled: flag(ctx.query, 'includeDisabled'), includeDeleted: flag(ctx.query, 'includeDeleted') });
+      return void ctx.respond(200, paged(all.map(v1Channel), ctx.query));
+    }
+    allow(ctx, ['GET', 'PUT', 'DELETE']);
+    if (ctx.method === 'GET') return void ctx.respond(200, v1Channel(await n.getChannel(id)));
+    if (ctx.method === 'PUT') return void ctx.respond(200, v1Channel(await n.updateChannel(id, await readJson(ctx, config.max_body_size))));
+    await n.deleteChannel(id);
+    ctx.respond(204);
+  }
+
+  private async rules(ctx: MeteringRequest, config: MeteringConfig, id: string | undefined): Promise<void> {
+    const n = this.notifications;
+    if (id === undefined) {
+      allow(ctx, ['GET', 'POST']);
+      if (ctx.method === 'POST') return void ctx.respond(201, await this.v1Rule(await n.createRule(await readJson(ctx, config.max_body_size))));
+      const q = ctx.query;
+      const all = await n.listRules({ includeDisabled: flag(q, 'includeDisabled'), includeDeleted: flag(q, 'includeDeleted'), channels: list(q, 'channel'), features: list(q, 'feature') });
+      return void ctx.respond(200, paged(await Promise.all(all.map((r) => this.v1Rule(r))), q));
+    }
+    allow(ctx, ['GET', 'PUT', 'DELETE']);
+    if (ctx.method === 'GET') return void ctx.respond(200, await this.v1Rule(await n.getRule(id)));
+    if (ctx.method === 'PUT') return void ctx.respond(200, await this.v1Rule(await n.updateRule(id, await readJson(ctx, config.max_body_size))));
+    await n.deleteRule(id);
+    ctx.respond(204);
+  }
+
+  private async events(ctx: MeteringRequest, id: string | undefined): Promise<void> {
+    allow(ctx, ['GET']);
+    if (id !== undefined) return void ctx.respond(200, await this.v1Event(await this.notifications.getEvent(id)));
+    const q = ctx.query;
+    const filter: EventFilter = { from: time(q, 'from'), to: time(q, 'to'), rules: list(q, 'rule'), channels: list(q, 'channel'), subjects: list(q, 'subject'), features: list(q, 'feature') };
+    const { page, pageSize } = pageOf(q);
+    const { items, total } = await this.notifications.listEvents(filter, { offset: (page - 1) * pageSize, limit: pageSize });
+    ctx.respond(200, { items: await Promise.all(items.map((e) => this.v1Event(e))), page, pageSize, totalCount: total });
+  }
+
+  private async resend(ctx: MeteringRequest, config: MeteringConfig, id: string): Promise<void> {
+    allow(ctx, ['POST']);
+    const body = (await readJson(ctx, config.max_body_size)) ?? {};
+    const channels = (body as { channels?: unknown }).channels;
+    if (typeof body !== 'object' || Array.isArray(body) || (channels !== undefined && (!Array.isArray(channels) || channels.some((c) => typeof c !== 'string')))) {
+      throw new RequestError('METERING_ERR_MALFORMED_BODY', 'the body must be {"channels"?: [channel ids]}');
+    }
+    await this.notifications.resend(id, channels as string[] | undefined);
+    ctx.respond(202);
+  }
+
+  private async v1Rule(r: Rule): Promise<Record<string, unknown>> {
+    const out: Record<string, unknown> = {
+      id: r.id,
+      type: r.type,
+      name: r.name,
+      disabled: r.disabled,
+      channels: r.channels.map((id) => ({ id, type: 'WEBHOOK' })),
+      metadata: r.metadata,
+      annotations: {},
+      ...managed(r),
+    };
+    if (r.thresholds) out.thresholds = r.thresholds;
+    if (r.features) {
+      const features = await Promise.all(r.features.map(async (f) => (await this.feature(f)) ?? { id: f, key: f }));
+      out.features = features;
+    }
+    return out;
+  }
+
+  private async v1Event(e: EventView): Promise<Record<string, unknown>> {
+    return {
+      id: e.id,
+      type: e.type,
+      createdAt: e.createdAt,
+      rule: await this.v1Rule(e.rule),
+      deliveryStatus: e.deliveryStatus.map(v1Status),
+      payload: e.payload,
+      annotations: {},
+    };
+  }
+}
+
+function v1Status(s: DeliveryStatus): Record<string, unknown> {
+  return {
+    state: s.state,
+    reason: s.reason,
+    updatedAt: s.updatedAt,
+    channel: { id: s.channelId, type: 'WEBHOOK' },
+    ...(s.nextAttempt ? { nextAttempt: s.nextAttempt } : {}),
+    attempts: s.attempts,
+    annotations: {},
+  };
+}
+
+function allow(ctx: MeteringRequest, methods: string[]): void {
+  if (!methods.includes(ctx.method)) throw methodNotAllowed(ctx.method, methods);
+}

@@ -1,0 +1,192 @@
+/**
+ * Turns billing's facts into notification events: entitlement balances against balance-threshold
+ * rules, usage-period resets against reset rules, issued invoices against invoice rules.
+ *
+ * Who notices: any process. The metering aggregator's process hears each commit of events (the
+ * committed listener: the composition calls `usageCommitted` with the subjects) and looks at those
+ * subjects' entitlements at once; every process also sweeps everything every few seconds, which
+ * covers what no listener heard (an aggregator killed between its commit and its look, a usage period
+ * that rolled over, an invoice issued by the scheduler, a rule created after usage was reached). Which
+ * of them makes the event is decided by the store: the event is one conditional commit on the fact's
+ * key (NotificationService.fire), so two processes or nodes that notice the same fact at once make one
+ * event between them. That holds whatever the leases, fail-overs and clocks do, which running only in
+ * the aggregator would not: its listener runs after the commit, in memory, and a kill -9 in between
+ * would lose the crossing.
+ *
+ * Values are billing's (the entitlement domain's usage, limit and balance of the current usage
+ * period, exact decimals): the same numbers the gateway enforces.
+ */
+import type { Logger } from 'pino';
+import type { Rule, Threshold } from './model.ts';
+import type { Fact, NotificationService } from './notifications.ts';
+import { reachedThresholds } from './thresholds.ts';
+
+/** A metered entitlement of a customer's active subscription, as billing computes it now. */
+export interface EntitlementSnapshot {
+  /** Stable for the subscription's grant of the feature. */
+  id: string;
+  customer: { id: string; key: string; name: string };
+  subjects: string[];
+  feature: { id: string; key: string; name: string };
+  /** Exact decimal texts of the current usage period. */
+  value: { usage: string; limit: string; balance: string; overage: string; hasAccess: boolean; isSoftLimit: boolean };
+  /** The current usage period (RFC 3339), and when the subscription started. */
+  period: { from: string; to: string };
+  activeFrom: string;
+  /** The usage period's length, ISO 8601. */
+  usagePeriod: string;
+}
+
+export interface IssuedInvoice {
+  id: string;
+  issuedAt: string;
+  customerKey: string;
+  /** The invoice as the API shows it. */
+  data: Record<string, unknown>;
+}
+
+/** What the evaluator reads of billing (implemented by the composition on billing's port). */
+export interface BillingFacts {
+  /** Metered entitlements active at `now`: of the customers with one of `subjects` among theirs, or of all. */
+  entitlements(now: number, subjects?: ReadonlySet<string>): Promise<EntitlementSnapshot[]>;
+  invoices(): Promise<IssuedInvoice[]>;
+}
+
+const SWEEP_MS = 3_000;
+/** Commits close together share one look. */
+const DEBOUNCE_MS = 20;
+
+const thresholdLabel = (t: Threshold) => `${t.type}:${t.value}`;
+
+export class Evaluator {
+  private timer: NodeJS.Timeout | undefined;
+  private debounce: NodeJS.Timeout | undefined;
+  private dirty = new Set<string>();
+  private running: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(
+    private readonly notifications: NotificationService,
+    private readonly facts: BillingFacts,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.schedule(() => this.sweep()), SWEEP_MS);
+    this.timer.unref();
+    this.schedule(() => this.sweep());
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    clearTimeout(this.debounce);
+    await this.running;
+  }
+
+  /** Events of these subjects were committed: their entitlements are looked at shortly. */
+  usageCommitted(subjects: Iterable<string>): void {
+    for (const subject of subjects) this.dirty.add(subject);
+    this.debounce ??= setTimeout(() => {
+      this.debounce = undefined;
+      const subjects = this.dirty;
+      this.dirty = new Set();
+      this.schedule(() => this.entitlementRules(Date.now(), subjects));
+    }, DEBOUNCE_MS);
+  }
+
+  /** Runs `work` after the work in progress (one look at a time per process). */
+  private schedule(work: () => Promise<void>): void {
+    if (this.stopped) return;
+    this.running = this.running.then(work).catch((err) => this.log.warn({ err }, 'notifications: evaluating rules failed; retrying on the next sweep'));
+  }
+
+  private async sweep(): Promise<void> {
+    const now = Date.now();
+    await this.entitlementRules(now);
+    await this.invoiceRules(now);
+  }
+
+  private async activeRules(types: readonly string[]): Promise<Rule[]> {
+    return (await this.notifications.listRules({ includeDisabled: false })).filter((r) => types.includes(r.type));
+  }
+
+  private async entitlementRules(now: number, subjects?: ReadonlySet<string>): Promise<void> {
+    const rules = await this.activeRules(['entitlements.balance.threshold', 'entitlements.reset']);
+    if (rules.length === 0 || this.stopped) return;
+    for (const entitlement of await this.facts.entitlements(now, subjects)) {
+      for (const rule of rules) {
+        const scope = rule.features ?? [];
+        if (scope.length > 0 && !scope.includes(entitlement.feature.id) && !scope.includes(entitlement.feature.key)) continue;
+        for (const fact of rule.type === 'entitlements.reset' ? resetFacts(rule, entitlement) : thresholdFacts(rule, entitlement)) {
+          const event = await this.notifications.fire(fact, now);
+          if (event) this.log.info({ event: event.id, rule: rule.id, type: rule.type, customer: entitlement.customer.key, feature: entitlement.feature.key }, 'notifications: event created');
+        }
+      }
+    }
+  }
+
+  /** Invoices issued since each invoice rule was made. */
+  private async invoiceRules(now: number): Promise<void> {
+    const rules = await this.activeRules(['invoice.created']);
+    if (rules.length === 0 || this.stopped) return;
+    for (const invoice of await this.facts.invoices()) {
+      for (const rule of rules) {
+        if (Date.parse(invoice.issuedAt) < Date.parse(rule.createdAt)) continue;
+        const fact: Fact = { key: `invoice/${rule.id}/${invoice.id}`, rule, type: 'invoice.created', data: invoice.data, subjects: [], features: [] };
+        const event = await this.notifications.fire(fact, now);
+        if (event) this.log.info({ event: event.id, rule: rule.id, invoice: invoice.id }, 'notifications: event created');
+      }
+    }
+  }
+}
+
+/** OpenMeter's entitlement payload data (NotificationEventEntitlementValuePayloadBase). */
+function entitlementData(e: EntitlementSnapshot): Record<string, unknown> {
+  return {
+    entitlement: {
+      id: e.id,
+      type: 'metered',
+      featureId: e.feature.id,
+      featureKey: e.feature.key,
+      subjectKey: e.subjects[0],
+      isSoftLimit: e.value.isSoftLimit,
+      issueAfterReset: Number(e.value.limit),
+      usagePeriod: { interval: e.usagePeriod, anchor: e.activeFrom },
+      currentUsagePeriod: e.period,
+      measureUsageFrom: e.activeFrom,
+      lastReset: e.period.from,
+    },
+    feature: e.feature,
+    subject: { key: e.subjects[0] },
+    customer: e.customer,
+    value: {
+      hasAccess: e.value.hasAccess,
+      balance: Number(e.value.balance),
+      usage: Number(e.value.usage),
+      overage: Number(e.value.overage),
+      totalAvailableGrantAmount: Number(e.value.limit),
+    },
+  };
+}
+
+function baseFact(rule: Rule, e: EntitlementSnapshot): Pick<Fact, 'rule' | 'subjects' | 'features'> {
+  return { rule, subjects: e.subjects, features: [e.feature.id, e.feature.key] };
+}
+
+/** One fact per threshold reached (at most one per kind), each once per usage period. */
+function thresholdFacts(rule: Rule, e: EntitlementSnapshot): Fact[] {
+  return reachedThresholds(rule.thresholds ?? [], e.value).map((threshold) => ({
+    ...baseFact(rule, e),
+    key: `threshold/${rule.id}/${e.id}/${e.period.from}/${thresholdLabel(threshold)}`,
+    type: 'entitlements.balance.threshold',
+    data: { ...entitlementData(e), threshold },
+  }));
+}
+
+/** A usage period that began after the subscription's start (a reset, not a start) and after the rule was made. */
+function resetFacts(rule: Rule, e: EntitlementSnapshot): Fact[] {
+  const from = Date.parse(e.period.from);
+  if (from <= Date.parse(e.activeFrom) || from < Date.parse(rule.createdAt)) return [];
+  return [{ ...baseFact(rule, e), key: `reset/${rule.id}/${e.id}/${e.period.from}`, type: 'entitlements.reset', data: entitlementData(e) }];
+}
