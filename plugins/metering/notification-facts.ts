@@ -10,15 +10,16 @@ import { stableId } from './shared/ids.ts';
 
 type Subscription = Awaited<ReturnType<Billing['subscriptions']['list']>>[number];
 
-/** The subscriptions active at `now` whose subjects include one of `subjects` (all, without them). */
+/** The subscriptions active at `now` whose subjects include one of `subjects` (each looked up by its index), or all. */
 async function activeSubscriptions(billing: Billing, now: number, subjects?: ReadonlySet<string>): Promise<Subscription[]> {
-  const out: Subscription[] = [];
-  for (const customer of await billing.customers.list()) {
-    if (customer.deleted_at) continue;
+  const customers = subjects ? await Promise.all([...subjects].map((s) => billing.customers.resolve(s))) : await billing.customers.list();
+  const out = new Map<string, Subscription>();
+  for (const customer of customers) {
+    if (!customer || customer.deleted_at || out.has(customer.id)) continue;
     const subscription = await billing.subscriptions.activeAt(customer.id, now);
-    if (subscription && (!subjects || subscription.subjects.some((s) => subjects.has(s)))) out.push(subscription);
+    if (subscription && (!subjects || subscription.subjects.some((s) => subjects.has(s)))) out.set(customer.id, subscription);
   }
-  return out;
+  return [...out.values()];
 }
 
 export function billingFacts(billing: Billing): BillingFacts {

@@ -64,6 +64,8 @@ export class Evaluator {
   private dirty = new Set<string>();
   private running: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** The live, enabled rules, read again after each change notice and on each sweep (commits come too often to read them every time). */
+  private rules: Promise<Rule[]> | undefined;
 
   constructor(
     private readonly notifications: NotificationService,
@@ -84,6 +86,11 @@ export class Evaluator {
     await this.running;
   }
 
+  /** A rule changed somewhere: the next look reads them again. */
+  rulesChanged(): void {
+    this.rules = undefined;
+  }
+
   /** Events of these subjects were committed: their entitlements are looked at shortly. */
   usageCommitted(subjects: Iterable<string>): void {
     for (const subject of subjects) this.dirty.add(subject);
@@ -102,13 +109,20 @@ export class Evaluator {
   }
 
   private async sweep(): Promise<void> {
+    this.rules = undefined;
     const now = Date.now();
     await this.entitlementRules(now);
     await this.invoiceRules(now);
   }
 
   private async activeRules(types: readonly string[]): Promise<Rule[]> {
-    return (await this.notifications.listRules({ includeDisabled: false })).filter((r) => types.includes(r.type));
+    this.rules ??= this.notifications.listRules({ includeDisabled: false });
+    try {
+      return (await this.rules).filter((r) => types.includes(r.type));
+    } catch (err) {
+      this.rules = undefined;
+      throw err;
+    }
   }
 
   private async entitlementRules(now: number, subjects?: ReadonlySet<string>): Promise<void> {

@@ -28,7 +28,10 @@ export class Notifications {
   }
 
   async open(): Promise<void> {
-    this.unsubscribe = this.service.store.notices.subscribe(CHANGES_TOPIC, () => this.sync());
+    this.unsubscribe = this.service.store.notices.subscribe(CHANGES_TOPIC, () => {
+      this.evaluator.rulesChanged();
+      return this.sync();
+    });
     await this.sync();
     this.timer = setInterval(() => void this.sync(), RESYNC_MS);
     this.timer.unref();

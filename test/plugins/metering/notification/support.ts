@@ -29,6 +29,17 @@ export function sdkClient(httpsBase: string, token: string): OpenMeter {
   return new OpenMeter({ baseUrl: `${httpsBase}${ROUTE_PATH}`, apiKey: token, fetch: fetchInsecure as any });
 }
 
+type ChannelRecord = Parameters<OpenMeter['notifications']['channels']['update']>[1];
+
+/** The SDK types a channel's create and update bodies as a whole channel (id and times included); what it sends is the request body. */
+export function channelBody(body: Omit<ChannelRecord, 'id' | 'createdAt' | 'updatedAt'>): ChannelRecord {
+  return body as ChannelRecord;
+}
+
+export function createChannel(client: OpenMeter, body: Omit<ChannelRecord, 'id' | 'createdAt' | 'updatedAt'>) {
+  return client.notifications.channels.create(channelBody(body));
+}
+
 export interface Watched {
   customer: any;
   feature: any;
@@ -52,7 +63,7 @@ export async function watchedCustomer(api: BillingApi, client: OpenMeter, url: s
   const entitlement = { type: 'metered', limit: options.limit ?? '10', usage_period: options.usagePeriod ?? 'P1D' };
   const plan = await api.activePlan([unitCard(feature.key, '0.1', { entitlement }), ...(options.cards ?? [])]);
   const customer = await api.customer({ currency: 'USD' });
-  const channel = await client.notifications.channels.create({ type: 'WEBHOOK', name: `hook ${customer.key}`, url, signingSecret: SECRET });
+  const channel = await createChannel(client, { type: 'WEBHOOK', name: `hook ${customer.key}`, url, signingSecret: SECRET });
   const type = options.ruleType ?? 'entitlements.balance.threshold';
   const scope = type === 'invoice.created' ? {} : { features: [feature.key] };
   const thresholds = type === 'entitlements.balance.threshold' ? { thresholds: options.thresholds ?? [{ value: 80, type: 'usage_percentage' }, { value: 100, type: 'usage_percentage' }] } : {};
