@@ -4,8 +4,8 @@
  *
  * Who notices: any process. The metering aggregator's process hears each commit of events (the
  * committed listener: the composition calls `usageCommitted` with the subjects) and looks at those
- * subjects' entitlements at once; every process also sweeps everything every few seconds, which
- * covers what no listener heard (an aggregator killed between its commit and its look, a usage period
+ * subjects' entitlements at once; one process (holding a lease in the store) also sweeps everything
+ * every few seconds, which covers what no listener heard (an aggregator killed between its commit and its look, a usage period
  * that rolled over, an invoice issued by the scheduler, a rule created after usage was reached). Which
  * of them makes the event is decided by the store: the event is one conditional commit on the fact's
  * key (NotificationService.fire), so two processes or nodes that notice the same fact at once make one
@@ -17,8 +17,9 @@
  * period, exact decimals): the same numbers the gateway enforces.
  */
 import type { Logger } from 'pino';
+import { Lease } from '../shared/lease.ts';
 import type { Rule, Threshold } from './model.ts';
-import type { Fact, NotificationService } from './notifications.ts';
+import { keys, type Fact, type NotificationService } from './notifications.ts';
 import { reachedThresholds } from './thresholds.ts';
 
 /** A metered entitlement of a customer's active subscription, as billing computes it now. */
@@ -53,6 +54,8 @@ export interface BillingFacts {
 }
 
 const SWEEP_MS = 3_000;
+/** The sweep's lease outlives a few missed renewals; a process that died is replaced after it. */
+const SWEEP_LEASE_MS = 10_000;
 /** Commits close together share one look. */
 const DEBOUNCE_MS = 20;
 
@@ -67,11 +70,16 @@ export class Evaluator {
   /** The live, enabled rules, read again after each change notice and on each sweep (commits come too often to read them every time). */
   private rules: Promise<Rule[]> | undefined;
 
+  /** One process of those sharing the store sweeps at a time. */
+  private readonly lease: Lease;
+
   constructor(
     private readonly notifications: NotificationService,
     private readonly facts: BillingFacts,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.lease = new Lease(notifications.store, keys.sweepLease, SWEEP_LEASE_MS);
+  }
 
   start(): void {
     this.timer = setInterval(() => this.schedule(() => this.sweep()), SWEEP_MS);
@@ -84,6 +92,7 @@ export class Evaluator {
     clearInterval(this.timer);
     clearTimeout(this.debounce);
     await this.running;
+    await this.lease.release().catch(() => undefined);
   }
 
   /** A rule changed somewhere: the next look reads them again. */
@@ -109,6 +118,7 @@ export class Evaluator {
   }
 
   private async sweep(): Promise<void> {
+    if (!(await this.lease.hold())) return;
     this.rules = undefined;
     const now = Date.now();
     await this.entitlementRules(now);

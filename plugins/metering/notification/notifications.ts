@@ -10,6 +10,7 @@
  *   status/<event id>/<channel id>   its delivery to one channel
  *   fired/<fact>                     the fact an event was made of (a threshold reached in a usage period, an invoice) -> event id
  *   q/notification-<channel id>/...  the channel's delivery queue (delivery.ts)
+ *   lease/sweep                      which process sweeps every rule (evaluator.ts)
  */
 import type { BatchOp, Store } from '../../../src/pdk/index.ts';
 import { channelInUse, invalidParameters, notificationNotFound } from '../shared/errors.ts';
@@ -30,6 +31,7 @@ export const keys = {
   status: (eventId: string, channelId: string) => `status/${eventId}/${channelId}`,
   statuses: (eventId: string) => `status/${eventId}/`,
   fired: (fact: string) => `fired/${stableId(fact)}`,
+  sweepLease: 'lease/sweep',
 };
 
 const PREFIXES = { channels: 'channel/', rules: 'rule/', events: 'event/' };

@@ -13,7 +13,7 @@ import { HTTPError, type OpenMeter } from '@openmeter/sdk';
 import { waitFor } from '../../../helpers/support.ts';
 import { anchorEndingIn, flatCard, sleep, startBillingGateway, type BillingApi } from '../billing/support.ts';
 import { inParallel } from '../catalogue-support.ts';
-import type { TestGateway } from '../../../helpers/gateway.ts';
+import { request, type TestGateway } from '../../../helpers/gateway.ts';
 import {
   assertSameOnEveryAttempt, channelBody, createChannel, deliveriesOf, sdkClient, SECRET, thresholdsOf, use, watchedCustomer, WebhookReceiver,
 } from './support.ts';
@@ -98,6 +98,10 @@ describe('balance thresholds', () => {
     }
     const one = (await client.notifications.events.get(events.items[0].id))!;
     assert.equal(one.rule.id, w.rule.id);
+    // The console's source: the same list on the admin API, read-only.
+    const admin = await request(`${gateway.admin}/metering/api/v1/notification/events?rule=${w.rule.id}`);
+    assert.equal(admin.status, 200);
+    assert.deepEqual(admin.json().items.map((e: any) => e.id), events.items.map((e) => e.id));
   });
 
   test('usage jumping past both thresholds fires only 100 %', async () => {
