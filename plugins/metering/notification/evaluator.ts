@@ -16,11 +16,12 @@
  * Values are billing's (the entitlement domain's usage, limit and balance of the current usage
  * period, exact decimals): the same numbers the gateway enforces.
  */
+import { Decimal } from 'decimal.js';
 import type { Logger } from 'pino';
 import { Lease } from '../shared/lease.ts';
 import type { Rule, Threshold } from './model.ts';
 import { keys, type Fact, type NotificationService } from './notifications.ts';
-import { reachedThresholds } from './thresholds.ts';
+import { levelsOf, reached, type Level } from './thresholds.ts';
 
 /** A metered entitlement of a customer's active subscription, as billing computes it now. */
 export interface EntitlementSnapshot {
@@ -56,19 +57,41 @@ export interface BillingFacts {
 const SWEEP_MS = 3_000;
 /** The sweep's lease outlives a few missed renewals; a process that died is replaced after it. */
 const SWEEP_LEASE_MS = 10_000;
-/** Commits close together share one look. */
-const DEBOUNCE_MS = 20;
+/**
+ * Commits close together share one look, at most one look waits at a time, and looks are this far
+ * apart at least: under a flood of commits the evaluator reads each subject's usage a few times a
+ * second, not once per commit.
+ */
+const LOOK_EVERY_MS = 50;
 
 const thresholdLabel = (t: Threshold) => `${t.type}:${t.value}`;
+
+/** What watches one entitlement in one usage period at one limit, made once per read of the rules. */
+interface Watch {
+  thresholds: { rule: Rule; levels: Level[] }[];
+  resets: Rule[];
+  /** The lowest usage at which any threshold is reached (none: no threshold can be). */
+  lowest: Decimal | undefined;
+}
+
+/** Entries kept of the watches and of the facts known made, before they are dropped and rebuilt. */
+const MAX_REMEMBERED = 100_000;
 
 export class Evaluator {
   private timer: NodeJS.Timeout | undefined;
   private debounce: NodeJS.Timeout | undefined;
   private dirty = new Set<string>();
+  /** A look at the dirty subjects, or a sweep, is waiting for its turn: later requests join it instead of queueing more. */
+  private lookWaiting = false;
+  private sweepWaiting = false;
   private running: Promise<void> = Promise.resolve();
   private stopped = false;
-  /** The live, enabled rules, read again after each change notice and on each sweep (commits come too often to read them every time). */
+  /** The live, enabled rules, read again after each change notice (or a notice that notices were missed), not on every look. */
   private rules: Promise<Rule[]> | undefined;
+  /** By entitlement, usage period and limit: so a look at a usage below every threshold is one comparison, whatever the number of rules. */
+  private watches = new Map<string, Watch>();
+  /** Facts this process made, or found made: not asked of the store again. */
+  private known = new Set<string>();
 
   /** One process of those sharing the store sweeps at a time. */
   private readonly lease: Lease;
@@ -82,9 +105,9 @@ export class Evaluator {
   }
 
   start(): void {
-    this.timer = setInterval(() => this.schedule(() => this.sweep()), SWEEP_MS);
+    this.timer = setInterval(() => this.requestSweep(), SWEEP_MS);
     this.timer.unref();
-    this.schedule(() => this.sweep());
+    this.requestSweep();
   }
 
   async stop(): Promise<void> {
@@ -98,17 +121,31 @@ export class Evaluator {
   /** A rule changed somewhere: the next look reads them again. */
   rulesChanged(): void {
     this.rules = undefined;
+    this.watches.clear();
   }
 
   /** Events of these subjects were committed: their entitlements are looked at shortly. */
   usageCommitted(subjects: Iterable<string>): void {
     for (const subject of subjects) this.dirty.add(subject);
-    this.debounce ??= setTimeout(() => {
-      this.debounce = undefined;
-      const subjects = this.dirty;
-      this.dirty = new Set();
-      this.schedule(() => this.entitlementRules(Date.now(), subjects));
-    }, DEBOUNCE_MS);
+    if (this.lookWaiting) return;
+    this.lookWaiting = true;
+    this.debounce = setTimeout(() => {
+      this.schedule(() => {
+        this.lookWaiting = false;
+        const dirty = this.dirty;
+        this.dirty = new Set();
+        return this.entitlementRules(Date.now(), dirty);
+      });
+    }, LOOK_EVERY_MS);
+  }
+
+  private requestSweep(): void {
+    if (this.sweepWaiting) return;
+    this.sweepWaiting = true;
+    this.schedule(() => {
+      this.sweepWaiting = false;
+      return this.sweep();
+    });
   }
 
   /** Runs `work` after the work in progress (one look at a time per process). */
@@ -119,7 +156,6 @@ export class Evaluator {
 
   private async sweep(): Promise<void> {
     if (!(await this.lease.hold())) return;
-    this.rules = undefined;
     const now = Date.now();
     await this.entitlementRules(now);
     await this.invoiceRules(now);
@@ -130,7 +166,7 @@ export class Evaluator {
     try {
       return (await this.rules).filter((r) => types.includes(r.type));
     } catch (err) {
-      this.rules = undefined;
+      this.rulesChanged();
       throw err;
     }
   }
@@ -139,15 +175,39 @@ export class Evaluator {
     const rules = await this.activeRules(['entitlements.balance.threshold', 'entitlements.reset']);
     if (rules.length === 0 || this.stopped) return;
     for (const entitlement of await this.facts.entitlements(now, subjects)) {
-      for (const rule of rules) {
-        const scope = rule.features ?? [];
-        if (scope.length > 0 && !scope.includes(entitlement.feature.id) && !scope.includes(entitlement.feature.key)) continue;
-        for (const fact of rule.type === 'entitlements.reset' ? resetFacts(rule, entitlement) : thresholdFacts(rule, entitlement)) {
-          const event = await this.notifications.fire(fact, now);
-          if (event) this.log.info({ event: event.id, rule: rule.id, type: rule.type, customer: entitlement.customer.key, feature: entitlement.feature.key }, 'notifications: event created');
-        }
-      }
+      for (const fact of this.factsOf(entitlement, this.watchOf(entitlement, rules))) await this.fire(fact, now);
     }
+  }
+
+  private watchOf(e: EntitlementSnapshot, rules: Rule[]): Watch {
+    const key = `${e.id}|${e.period.from}|${e.value.limit}`;
+    let watch = this.watches.get(key);
+    if (watch) return watch;
+    const limit = new Decimal(e.value.limit);
+    const mine = rules.filter((r) => !r.features?.length || r.features.includes(e.feature.id) || r.features.includes(e.feature.key));
+    const thresholds = mine.filter((r) => r.type === 'entitlements.balance.threshold').map((rule) => ({ rule, levels: levelsOf(rule.thresholds ?? [], limit) }));
+    const all = thresholds.flatMap((t) => t.levels.map((l) => l.at));
+    watch = { thresholds, resets: mine.filter((r) => r.type === 'entitlements.reset'), lowest: all.length ? Decimal.min(...all) : undefined };
+    if (this.watches.size >= MAX_REMEMBERED) this.watches.clear();
+    this.watches.set(key, watch);
+    return watch;
+  }
+
+  private factsOf(e: EntitlementSnapshot, watch: Watch): Fact[] {
+    const facts = watch.resets.flatMap((rule) => resetFacts(rule, e));
+    const usage = new Decimal(e.value.usage);
+    if (!watch.lowest || usage.lessThan(watch.lowest)) return facts;
+    for (const { rule, levels } of watch.thresholds) facts.push(...thresholdFacts(rule, e, reached(levels, usage)));
+    return facts;
+  }
+
+  /** Makes the fact's event unless it is known made; logs the events this process made. */
+  private async fire(fact: Fact, now: number): Promise<void> {
+    if (this.known.has(fact.key)) return;
+    const event = await this.notifications.fire(fact, now);
+    if (this.known.size >= MAX_REMEMBERED) this.known.clear();
+    this.known.add(fact.key);
+    if (event) this.log.info({ event: event.id, rule: fact.rule.id, type: fact.type, subjects: fact.subjects, features: fact.features }, 'notifications: event created');
   }
 
   /** Invoices issued since each invoice rule was made. */
@@ -157,9 +217,7 @@ export class Evaluator {
     for (const invoice of await this.facts.invoices()) {
       for (const rule of rules) {
         if (Date.parse(invoice.issuedAt) < Date.parse(rule.createdAt)) continue;
-        const fact: Fact = { key: `invoice/${rule.id}/${invoice.id}`, rule, type: 'invoice.created', data: invoice.data, subjects: [], features: [] };
-        const event = await this.notifications.fire(fact, now);
-        if (event) this.log.info({ event: event.id, rule: rule.id, invoice: invoice.id }, 'notifications: event created');
+        await this.fire({ key: `invoice/${rule.id}/${invoice.id}`, rule, type: 'invoice.created', data: invoice.data, subjects: [], features: [] }, now);
       }
     }
   }
@@ -199,8 +257,8 @@ function baseFact(rule: Rule, e: EntitlementSnapshot): Pick<Fact, 'rule' | 'subj
 }
 
 /** One fact per threshold reached (at most one per kind), each once per usage period. */
-function thresholdFacts(rule: Rule, e: EntitlementSnapshot): Fact[] {
-  return reachedThresholds(rule.thresholds ?? [], e.value).map((threshold) => ({
+function thresholdFacts(rule: Rule, e: EntitlementSnapshot, thresholds: Threshold[]): Fact[] {
+  return thresholds.map((threshold) => ({
     ...baseFact(rule, e),
     key: `threshold/${rule.id}/${e.id}/${e.period.from}/${thresholdLabel(threshold)}`,
     type: 'entitlements.balance.threshold',

@@ -1,9 +1,14 @@
 /**
- * Which thresholds of a balance-threshold rule an entitlement's value has reached, in exact decimals,
- * as OpenMeter's consumer picks them (consumer/entitlementbalancethreshold.go): thresholds come in two
+ * Which thresholds of a balance-threshold rule an entitlement has reached, in exact decimals, as
+ * OpenMeter's consumer picks them (consumer/entitlementbalancethreshold.go): thresholds come in two
  * kinds, usage (`usage_value`, `usage_percentage` of the limit) and balance (`balance_value`), and of
  * each kind only the most advanced one reached counts. So usage jumping from 0 to the whole limit
  * fires 100 % alone, never 80 % after it.
+ *
+ * Every threshold is turned into the usage at which it is reached, once per limit (`levelsOf`): a
+ * usage threshold at its value (or that share of the limit), a balance threshold at `limit - value`
+ * (the balance, `max(limit - usage, 0)`, is at or below the value exactly from there). Judging a
+ * usage is then comparisons only, and the lowest level says at once whether anything can be reached.
  *
  * Tollgate counts a threshold as reached when usage is at or past it (`>=`; OpenMeter: strictly past
  * it), so 100 % of a hard limit fires when the limit is used up — the moment the gateway starts
@@ -12,42 +17,40 @@
 import { Decimal } from 'decimal.js';
 import type { Threshold } from './model.ts';
 
-/** An entitlement's value in its current usage period, as exact decimal texts. */
-export interface EntitlementValue {
-  usage: string;
-  limit: string;
-  balance: string;
-}
-
-interface Reached {
+export interface Level {
   threshold: Threshold;
-  /** Where it sits in usage units (usage kind) or balance units (balance kind). */
+  kind: 'usage' | 'balance';
+  /** The usage from which it is reached. */
   at: Decimal;
 }
 
 const HUNDRED = new Decimal(100);
 
-function usageLevel(t: Threshold, limit: Decimal): Decimal | undefined {
-  if (t.type === 'usage_value' || t.type === 'NUMBER') return new Decimal(t.value);
-  if (t.type === 'usage_percentage' || t.type === 'PERCENT') return limit.isZero() ? undefined : limit.times(t.value).div(HUNDRED);
-  return undefined;
+function levelOf(threshold: Threshold, limit: Decimal): Level | undefined {
+  switch (threshold.type) {
+    case 'usage_value':
+    case 'NUMBER':
+      return { threshold, kind: 'usage', at: new Decimal(threshold.value) };
+    case 'usage_percentage':
+    case 'PERCENT':
+      // Without a limit there is nothing to take a share of (OpenMeter: no balance available).
+      return limit.isZero() ? undefined : { threshold, kind: 'usage', at: limit.times(threshold.value).div(HUNDRED) };
+    case 'balance_value':
+      return { threshold, kind: 'balance', at: limit.minus(threshold.value) };
+  }
 }
 
-/** The thresholds reached, at most one per kind (the most advanced). */
-export function reachedThresholds(thresholds: readonly Threshold[], value: EntitlementValue): Threshold[] {
-  const usage = new Decimal(value.usage);
-  const balance = new Decimal(value.balance);
-  const limit = new Decimal(value.limit);
-  let byUsage: Reached | undefined;
-  let byBalance: Reached | undefined;
-  for (const threshold of thresholds) {
-    if (threshold.type === 'balance_value') {
-      const at = new Decimal(threshold.value);
-      if (balance.lessThanOrEqualTo(at) && (!byBalance || at.lessThan(byBalance.at))) byBalance = { threshold, at };
-      continue;
-    }
-    const at = usageLevel(threshold, limit);
-    if (at && usage.greaterThanOrEqualTo(at) && (!byUsage || at.greaterThan(byUsage.at))) byUsage = { threshold, at };
+/** A rule's thresholds as usage levels, for an entitlement of this limit. */
+export function levelsOf(thresholds: readonly Threshold[], limit: Decimal): Level[] {
+  return thresholds.map((t) => levelOf(t, limit)).filter((l): l is Level => l !== undefined);
+}
+
+/** The thresholds reached at `usage`: of each kind the most advanced (the highest level reached). */
+export function reached(levels: readonly Level[], usage: Decimal): Threshold[] {
+  const top: Partial<Record<Level['kind'], Level>> = {};
+  for (const level of levels) {
+    const best = top[level.kind];
+    if (usage.greaterThanOrEqualTo(level.at) && (!best || level.at.greaterThan(best.at))) top[level.kind] = level;
   }
-  return [byUsage, byBalance].filter((r): r is Reached => r !== undefined).map((r) => r.threshold);
+  return [top.usage, top.balance].filter((l): l is Level => l !== undefined).map((l) => l.threshold);
 }
