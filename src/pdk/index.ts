@@ -69,4 +69,4 @@ export { putIfAbsent, registerStoreProcedures, take } from './store.ts';
 export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaAnswer } from './quota.ts';
 export { parseUntrustedJson } from './json.ts';
 export { PACKAGE_ROOT, SERVER_TOKEN } from './package.ts';
-export { entriesIn, FullQueueLog, PersistentQueue, QUEUE_SCHEMA, queueSettingsProblems, reconcileResources, retryDelayMs, type KeyedResource, type PersistentQueueSettings, type QueueClaim, type QueueCounters, type QueueDepth, type QueueSettings } from './queue.ts';
+export { boundedText, entriesIn, FullQueueLog, PersistentQueue, QUEUE_SCHEMA, queueSettingsProblems, reconcileResources, retryDelayMs, type KeyedResource, type PersistentQueueSettings, type QueueClaim, type QueueCounters, type QueueDepth, type QueueSettings } from './queue.ts';

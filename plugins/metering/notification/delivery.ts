@@ -14,7 +14,7 @@
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import {
-  PersistentQueue, reconcileResources, retryDelayMs, type BatchOp, type QueueClaim, type QueueCounters, type QueueSettings, type Store,
+  boundedText, PersistentQueue, reconcileResources, retryDelayMs, type BatchOp, type QueueClaim, type QueueCounters, type QueueSettings, type Store,
 } from '../../../src/pdk/index.ts';
 import type { Channel, DeliveryAttempt, DeliveryState, DeliveryStatus, NotificationEvent } from './model.ts';
 import { signatureHeaders } from './signature.ts';
@@ -176,19 +176,4 @@ export class Deliveries {
     this.queues.clear();
     await this.http.close();
   }
-}
-
-/** At most `limit` characters of a body, the rest discarded unread. */
-async function boundedText(body: AsyncIterable<Buffer> & { destroy(): void }, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size >= limit) {
-      body.destroy();
-      break;
-    }
-  }
-  return Buffer.concat(chunks).toString('utf8').slice(0, limit);
 }
