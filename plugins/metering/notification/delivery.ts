@@ -16,6 +16,7 @@ import { Agent } from 'undici';
 import {
   boundedText, PersistentQueue, reconcileResources, retryDelayMs, type BatchOp, type QueueClaim, type QueueCounters, type QueueSettings, type Store,
 } from '../../../src/pdk/index.ts';
+import { keys } from './keys.ts';
 import type { Channel, DeliveryAttempt, DeliveryState, DeliveryStatus, NotificationEvent } from './model.ts';
 import { signatureHeaders } from './signature.ts';
 
@@ -47,8 +48,6 @@ class DeliveryError extends Error {
   readonly code = 'METERING_ERR_NOTIFICATION_DELIVERY';
 }
 
-const queueName = (channelId: string) => `notification-${channelId}`;
-
 /** The answer of one attempt, or why there was none. */
 interface Outcome {
   statusCode?: number;
@@ -64,12 +63,12 @@ class ChannelQueue extends PersistentQueue<Settings> {
     counters: QueueCounters,
     log: Logger,
   ) {
-    super(queueName(channelId), store, SETTINGS, counters, log, 'notifications');
+    super(keys.queueName(channelId), store, SETTINGS, counters, log, 'notifications');
   }
 
   protected async post(entry: string, _count: number, stop: AbortSignal): Promise<Error | undefined> {
     const eventId = (JSON.parse(entry) as { event: string }).event;
-    const [channelText, eventText] = await this.store.getMany([`channel/${this.channelId}`, `event/${eventId}`]);
+    const [channelText, eventText] = await this.store.getMany([keys.channel(this.channelId), keys.event(eventId)]);
     const channel = channelText === undefined ? undefined : (JSON.parse(channelText) as Channel);
     if (!channel || channel.deletedAt || channel.disabled || eventText === undefined) {
       // Nothing to send to any more: the delivery ends here, as OpenMeter's does for a disabled or missing channel.
@@ -113,7 +112,7 @@ class ChannelQueue extends PersistentQueue<Settings> {
 
   /** Writes the delivery's status (only the holder of its queue claim writes it). */
   private async record(eventId: string, state: DeliveryState, reason: string, attempt?: DeliveryAttempt, retrying = false): Promise<void> {
-    const key = `status/${eventId}/${this.channelId}`;
+    const key = keys.status(eventId, this.channelId);
     const text = await this.store.get(key);
     const previous = text === undefined ? undefined : (JSON.parse(text) as DeliveryStatus);
     const attempts = [...(previous?.attempts ?? []), ...(attempt ? [attempt] : [])].slice(-MAX_ATTEMPTS_KEPT);

@@ -20,7 +20,8 @@ import { Decimal } from 'decimal.js';
 import type { Logger } from 'pino';
 import { Lease } from '../shared/lease.ts';
 import type { Rule, Threshold } from './model.ts';
-import { keys, type Fact, type NotificationService } from './notifications.ts';
+import { keys } from './keys.ts';
+import type { Fact, NotificationService } from './notifications.ts';
 import { levelsOf, reached, type Level } from './thresholds.ts';
 
 /** A metered entitlement of a customer's active subscription, as billing computes it now. */

@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import type { QueueCounters, Store } from '../../../src/pdk/index.ts';
 import { Deliveries } from './delivery.ts';
 import { Evaluator, type BillingFacts } from './evaluator.ts';
-import { CHANGES_TOPIC, NotificationService } from './notifications.ts';
+import { CHANGES_TOPIC } from './keys.ts';
+import { NotificationService } from './notifications.ts';
 
 /** Channels are re-read this often even without a notice (a lost notice delays a new channel's queue at most this long). */
 const RESYNC_MS = 5_000;

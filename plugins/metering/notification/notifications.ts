@@ -3,38 +3,17 @@
  * one step that makes an event: a single durable commit that writes the event, its delivery statuses
  * and one queue entry per channel, on condition that the fact's key is still absent. Whichever process
  * or node notices a fact first wins that commit; every other one finds the key there and does nothing,
- * so each fact makes one event, delivered at least once under its id.
- *
- *   channel/<id>, rule/<id>          records (soft-deleted: `deletedAt`)
- *   event/<id>                       an event (ULID ids: key order is creation order)
- *   status/<event id>/<channel id>   its delivery to one channel
- *   fired/<fact>                     the fact an event was made of (a threshold reached in a usage period, an invoice) -> event id
- *   q/notification-<channel id>/...  the channel's delivery queue (delivery.ts)
- *   lease/sweep                      which process sweeps every rule (evaluator.ts)
+ * so each fact makes one event, delivered at least once under its id. Its keys: keys.ts.
  */
 import type { BatchOp, Store } from '../../../src/pdk/index.ts';
 import { channelInUse, invalidParameters, notificationNotFound } from '../shared/errors.ts';
-import { stableId, ulid } from '../shared/ids.ts';
+import { ulid } from '../shared/ids.ts';
 import type { Deliveries } from './delivery.ts';
 import {
   validateChannel, validateRule, type Channel, type DeliveryStatus, type EventType, type NotificationEvent, type Payload, type Rule,
 } from './model.ts';
+import { CHANGES_TOPIC, keys, PREFIXES } from './keys.ts';
 import { newSigningSecret } from './signature.ts';
-
-/** Announced on every channel or rule change: each process brings its queues and rule cache up to date. */
-export const CHANGES_TOPIC = 'notification.changes';
-
-export const keys = {
-  channel: (id: string) => `channel/${id}`,
-  rule: (id: string) => `rule/${id}`,
-  event: (id: string) => `event/${id}`,
-  status: (eventId: string, channelId: string) => `status/${eventId}/${channelId}`,
-  statuses: (eventId: string) => `status/${eventId}/`,
-  fired: (fact: string) => `fired/${stableId(fact)}`,
-  sweepLease: 'lease/sweep',
-};
-
-const PREFIXES = { channels: 'channel/', rules: 'rule/', events: 'event/' };
 
 /** A fact a rule matched, as the evaluator (evaluator.ts) hands it over. */
 export interface Fact {
