@@ -32,7 +32,9 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   const notifications = new Notifications(api.store.namespace('notification'), billingFacts(billing), notificationCounters(api), api.log.child({ domain: 'notifications' }));
   await notifications.open();
   // The aggregator's process (or a process alone on its store) hears every commit: thresholds are looked at at once.
-  service.committedListeners.add((events) => notifications.evaluator.usageCommitted(new Set(events.map((e) => e.record.subject))));
+  service.committedListeners.add((events) => {
+    if (notifications.evaluator.watchingUsage) notifications.evaluator.usageCommitted(new Set(events.map((e) => e.record.subject)));
+  });
   const declared = new DeclaredSync(billing, log);
   const collectors = new Collectors(api.store, api.log.child({ domain: 'collectors' }));
   await collectors.open();

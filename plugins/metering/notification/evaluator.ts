@@ -93,6 +93,8 @@ export class Evaluator {
   private watches = new Map<string, Watch>();
   /** Facts this process made, or found made: not asked of the store again. */
   private known = new Set<string>();
+  /** Whether the rules last read hold an entitlement rule (until they are read: maybe). */
+  private entitlementRulesLive = true;
 
   /** One process of those sharing the store sweeps at a time. */
   private readonly lease: Lease;
@@ -123,6 +125,11 @@ export class Evaluator {
   rulesChanged(): void {
     this.rules = undefined;
     this.watches.clear();
+  }
+
+  /** Whether commits of usage can make events (an entitlement rule is live): the committer skips `usageCommitted` otherwise. */
+  get watchingUsage(): boolean {
+    return this.entitlementRulesLive || this.rules === undefined;
   }
 
   /** Events of these subjects were committed: their entitlements are looked at shortly. */
@@ -174,6 +181,7 @@ export class Evaluator {
 
   private async entitlementRules(now: number, subjects?: ReadonlySet<string>): Promise<void> {
     const rules = await this.activeRules(['entitlements.balance.threshold', 'entitlements.reset']);
+    this.entitlementRulesLive = rules.length > 0;
     if (rules.length === 0 || this.stopped) return;
     for (const entitlement of await this.facts.entitlements(now, subjects)) {
       for (const fact of this.factsOf(entitlement, this.watchOf(entitlement, rules))) await this.fire(fact, now);
