@@ -9,7 +9,7 @@ import { MeterUsage, UsageQueries } from './query/port.ts';
 import { CollectorsHttp } from './http/collectors-http.ts';
 import { MeteringHttp } from './http/http.ts';
 import { OpenMeterV1Http } from './http/openmeter-v1.ts';
-import { NotificationsV1Http, type FeatureLookup } from './http/notifications-v1.ts';
+import { NotificationsV1Http } from './http/notifications-v1.ts';
 import { billingFacts } from './notification-facts.ts';
 import { Notifications } from './notification/port.ts';
 import { backfillRatio } from './meter/port.ts';
@@ -43,7 +43,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   const http = new MeteringHttp(service, ingestion, queries, [
     new BillingHttp(billing),
     new CollectorsHttp(collectors, ingestion),
-    new OpenMeterV1Http(service, ingestion, queries, new NotificationsV1Http(notifications.service, featureLookup(billing))),
+    new OpenMeterV1Http(service, ingestion, queries, new NotificationsV1Http(notifications.service, () => billing.features.list())),
   ]);
   const ingested = api.metrics.counter({
     name: 'tollgate_metering_events_ingested_total',
@@ -119,14 +119,6 @@ function admissionLedger(api: PluginApi, store: Store, log: Logger): AdmissionLe
   if (api.nodesShareStore) return new StoreLedger(store, log);
   if (api.processesOnNode > 1) return new NodeLedger(api.node, log);
   return new ProcessLedger();
-}
-
-/** A feature by id or key, as a notification rule names it. */
-function featureLookup(billing: Billing): FeatureLookup {
-  return async (idOrKey) => {
-    const feature = (await billing.features.list()).find((f) => f.id === idOrKey || f.key === idOrKey);
-    return feature && { id: feature.id, key: feature.key };
-  };
 }
 
 /** The delivery queues' series on `GET /metrics`, by channel. */

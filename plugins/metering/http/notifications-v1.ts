@@ -15,8 +15,10 @@ const DEFAULT_PAGE_SIZE = 100;
 /** Values a list filter may repeat. */
 const MAX_FILTER_VALUES = 100;
 
-/** A feature as OpenMeter's rules name it (`FeatureMeta`), from an id or key a rule was given. */
-export type FeatureLookup = (idOrKey: string) => Promise<{ id: string; key: string } | undefined>;
+/** The features, as OpenMeter's rules name them (`FeatureMeta`): a rule may have been given an id or a key. */
+export type FeatureList = () => Promise<{ id: string; key: string }[]>;
+
+type Features = Map<string, { id: string; key: string }>;
 
 type Query = URLSearchParams;
 
@@ -77,8 +79,15 @@ export function v1Channel(c: Channel): Record<string, unknown> {
 export class NotificationsV1Http {
   constructor(
     private readonly notifications: NotificationService,
-    private readonly feature: FeatureLookup,
+    private readonly featureList: FeatureList,
   ) {}
+
+  /** Features by id and by key, read once per request. */
+  private async features(): Promise<Features> {
+    const byIdOrKey: Features = new Map();
+    for (const f of await this.featureList()) byIdOrKey.set(f.id, f).set(f.key, f);
+    return byIdOrKey;
+  }
 
   /** Answers `parts` (the path after `api/v1/notification/`). */
   async route(ctx: MeteringRequest, config: MeteringConfig, parts: string[]): Promise<void> {
@@ -111,26 +120,28 @@ export class NotificationsV1Http {
     const n = this.notifications;
     if (id === undefined) {
       allow(ctx, ['GET', 'POST']);
-      if (ctx.method === 'POST') return void ctx.respond(201, await this.v1Rule(await n.createRule(await readJson(ctx, config.max_body_size))));
+      if (ctx.method === 'POST') return void ctx.respond(201, v1Rule(await n.createRule(await readJson(ctx, config.max_body_size)), await this.features()));
       const q = ctx.query;
       const all = await n.listRules({ includeDisabled: flag(q, 'includeDisabled'), includeDeleted: flag(q, 'includeDeleted'), channels: list(q, 'channel'), features: list(q, 'feature') });
-      return void ctx.respond(200, paged(await Promise.all(all.map((r) => this.v1Rule(r))), q));
+      const features = await this.features();
+      return void ctx.respond(200, paged(all.map((r) => v1Rule(r, features)), q));
     }
     allow(ctx, ['GET', 'PUT', 'DELETE']);
-    if (ctx.method === 'GET') return void ctx.respond(200, await this.v1Rule(await n.getRule(id)));
-    if (ctx.method === 'PUT') return void ctx.respond(200, await this.v1Rule(await n.updateRule(id, await readJson(ctx, config.max_body_size))));
+    if (ctx.method === 'GET') return void ctx.respond(200, v1Rule(await n.getRule(id), await this.features()));
+    if (ctx.method === 'PUT') return void ctx.respond(200, v1Rule(await n.updateRule(id, await readJson(ctx, config.max_body_size)), await this.features()));
     await n.deleteRule(id);
     ctx.respond(204);
   }
 
   private async events(ctx: MeteringRequest, id: string | undefined): Promise<void> {
     allow(ctx, ['GET']);
-    if (id !== undefined) return void ctx.respond(200, await this.v1Event(await this.notifications.getEvent(id)));
+    if (id !== undefined) return void ctx.respond(200, v1Event(await this.notifications.getEvent(id), await this.features()));
     const q = ctx.query;
     const filter: EventFilter = { from: time(q, 'from'), to: time(q, 'to'), rules: list(q, 'rule'), channels: list(q, 'channel'), subjects: list(q, 'subject'), features: list(q, 'feature') };
     const { page, pageSize } = pageOf(q);
     const { items, total } = await this.notifications.listEvents(filter, { offset: (page - 1) * pageSize, limit: pageSize });
-    ctx.respond(200, { items: await Promise.all(items.map((e) => this.v1Event(e))), page, pageSize, totalCount: total });
+    const features = await this.features();
+    ctx.respond(200, { items: items.map((e) => v1Event(e, features)), page, pageSize, totalCount: total });
   }
 
   private async resend(ctx: MeteringRequest, config: MeteringConfig, id: string): Promise<void> {
@@ -143,37 +154,34 @@ export class NotificationsV1Http {
     await this.notifications.resend(id, channels as string[] | undefined);
     ctx.respond(202);
   }
+}
 
-  private async v1Rule(r: Rule): Promise<Record<string, unknown>> {
-    const out: Record<string, unknown> = {
-      id: r.id,
-      type: r.type,
-      name: r.name,
-      disabled: r.disabled,
-      channels: r.channels.map((id) => ({ id, type: 'WEBHOOK' })),
-      metadata: r.metadata,
-      annotations: {},
-      ...managed(r),
-    };
-    if (r.thresholds) out.thresholds = r.thresholds;
-    if (r.features) {
-      const features = await Promise.all(r.features.map(async (f) => (await this.feature(f)) ?? { id: f, key: f }));
-      out.features = features;
-    }
-    return out;
-  }
+function v1Rule(r: Rule, features: Features): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    id: r.id,
+    type: r.type,
+    name: r.name,
+    disabled: r.disabled,
+    channels: r.channels.map((id) => ({ id, type: 'WEBHOOK' })),
+    metadata: r.metadata,
+    annotations: {},
+    ...managed(r),
+  };
+  if (r.thresholds) out.thresholds = r.thresholds;
+  if (r.features) out.features = r.features.map((f) => features.get(f) ?? { id: f, key: f });
+  return out;
+}
 
-  private async v1Event(e: EventView): Promise<Record<string, unknown>> {
-    return {
-      id: e.id,
-      type: e.type,
-      createdAt: e.createdAt,
-      rule: await this.v1Rule(e.rule),
-      deliveryStatus: e.deliveryStatus.map(v1Status),
-      payload: e.payload,
-      annotations: {},
-    };
-  }
+function v1Event(e: EventView, features: Features): Record<string, unknown> {
+  return {
+    id: e.id,
+    type: e.type,
+    createdAt: e.createdAt,
+    rule: v1Rule(e.rule, features),
+    deliveryStatus: e.deliveryStatus.map(v1Status),
+    payload: e.payload,
+    annotations: {},
+  };
 }
 
 function v1Status(s: DeliveryStatus): Record<string, unknown> {

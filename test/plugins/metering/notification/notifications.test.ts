@@ -102,6 +102,14 @@ describe('balance thresholds', () => {
     const admin = await request(`${gateway.admin}/metering/api/v1/notification/events?rule=${w.rule.id}`);
     assert.equal(admin.status, 200);
     assert.deepEqual(admin.json().items.map((e: any) => e.id), events.items.map((e) => e.id));
+
+    // A resend is the same event again: same id, same payload.
+    const before = receiver.deliveries.length;
+    await client.notifications.events.resend(one.id);
+    await waitFor(() => receiver.deliveries.length > before, 'the resent delivery');
+    assert.equal(receiver.deliveries.at(-1)!.id, one.id);
+    assertSameOnEveryAttempt(receiver);
+    assert.deepEqual(thresholdsOf(receiver, w), [80, 100], 'no new event');
   });
 
   test('usage jumping past both thresholds fires only 100 %', async () => {
