@@ -53,7 +53,7 @@ function withoutMounted(folder, mounted) {
 
 const meteringDomains = [
   ...domainZones('plugins/metering', {
-    domains: ['meter', 'ingest', 'aggregation', 'query', 'billing'],
+    domains: ['meter', 'ingest', 'aggregation', 'query', 'billing', 'notification'],
     free: ['shared', 'storage'],
     mounted: { billing: ['./http'] },
   }),

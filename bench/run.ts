@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 
-const AREAS = ['proxy', 'peers', 'latency', 'router', 'balancer', 'oauth2', 'key-auth', 'hmac-auth', 'rate-limiting', 'proxy-cache', 'metering', 'billing', 'request-metering', 'money-path', 'grpc', 'websocket', 'cluster', 'ai-proxy', 'logging'];
+const AREAS = ['proxy', 'peers', 'latency', 'router', 'balancer', 'oauth2', 'key-auth', 'hmac-auth', 'rate-limiting', 'proxy-cache', 'metering', 'billing', 'request-metering', 'money-path', 'notifications', 'grpc', 'websocket', 'cluster', 'ai-proxy', 'logging'];
 /** Areas too long for the default set (`soak` takes 20 minutes): they run only when named. */
 const NAMED_ONLY = ['soak'];
 const only = process.argv.slice(2);

@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import { Pool } from 'undici';
-import { PersistentQueue, type QueueClaim, type QueueCounters, type QueueSettings, type Store } from '../../src/pdk/index.ts';
+import { boundedText, PersistentQueue, type QueueClaim, type QueueCounters, type QueueSettings, type Store } from '../../src/pdk/index.ts';
 
 /** What a destination's sends need, made from an instance's config once (prepare). */
 export interface Destination {
@@ -98,19 +98,4 @@ export class HttpLogQueue extends PersistentQueue<Destination> {
   protected override closeTransport(): Promise<void> {
     return this.pool?.close().catch(() => {}) ?? Promise.resolve();
   }
-}
-
-/** At most `limit` characters of a body, the rest discarded unread. */
-async function boundedText(body: AsyncIterable<Buffer> & { destroy(): void }, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size >= limit) {
-      body.destroy();
-      break;
-    }
-  }
-  return Buffer.concat(chunks).toString('utf8').slice(0, limit);
 }

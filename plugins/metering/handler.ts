@@ -1,6 +1,6 @@
 /** The plugin runtime: one metering service (and its billing) per process, answering every request under its routes. */
 import type { Logger } from 'pino';
-import type { PluginApi, PluginRuntime, Store } from '../../src/pdk/index.ts';
+import type { PluginApi, PluginRuntime, QueueCounters, Store } from '../../src/pdk/index.ts';
 import { meteringAdminRoutes } from './http/admin.ts';
 import { Billing, DeclaredSync, NodeLedger, parseCollectionPeriod, ProcessLedger, StoreLedger, type AdmissionLedger } from './billing/port.ts';
 import { BillingHttp } from './billing/http/http.ts';
@@ -9,6 +9,9 @@ import { MeterUsage, UsageQueries } from './query/port.ts';
 import { CollectorsHttp } from './http/collectors-http.ts';
 import { MeteringHttp } from './http/http.ts';
 import { openMeterV1 } from './http/v1/index.ts';
+import { NotificationsV1Http } from './http/notifications-v1.ts';
+import { billingFacts } from './notification-facts.ts';
+import { Notifications } from './notification/port.ts';
 import { backfillRatio } from './meter/port.ts';
 import type { MeteringConfig } from './schema.ts';
 import { MeteringService, type LocalIngest } from './service.ts';
@@ -26,12 +29,18 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
   await billing.open();
   api.services.provide('billing.entitlements', billing.access);
   api.services.provide<LocalIngest>('metering.ingest', { ingest: (events) => service.ingestLocal(events) });
+  const notifications = new Notifications(api.store.namespace('notification'), billingFacts(billing), notificationCounters(api), api.log.child({ domain: 'notifications' }));
+  await notifications.open();
+  // The aggregator's process (or a process alone on its store) hears every commit: thresholds are looked at at once.
+  service.committedListeners.add((events) => {
+    if (notifications.evaluator.watchingUsage) notifications.evaluator.usageCommitted(new Set(events.map((e) => e.record.subject)));
+  });
   const declared = new DeclaredSync(billing, log);
   const collectors = new Collectors(api.store, api.log.child({ domain: 'collectors' }));
   await collectors.open();
   const ingestion = new Ingestion(service, collectors);
   const queries = new UsageQueries(service, billing.customers.directory());
-  const v1 = openMeterV1(service, ingestion, queries, billing);
+  const v1 = openMeterV1(service, ingestion, queries, billing, new NotificationsV1Http(notifications.service, () => billing.features.list()));
   const http = new MeteringHttp(service, ingestion, queries, [new BillingHttp(billing), new CollectorsHttp(collectors, ingestion), v1], v1);
   const ingested = api.metrics.counter({
     name: 'tollgate_metering_events_ingested_total',
@@ -100,6 +109,7 @@ export async function createRuntime(api: PluginApi): Promise<PluginRuntime<Meter
     }),
     close: async () => {
       collectors.close();
+      await notifications.close();
       await billing.close();
       await service.close();
     },
@@ -111,4 +121,20 @@ function admissionLedger(api: PluginApi, store: Store, log: Logger): AdmissionLe
   if (api.nodesShareStore) return new StoreLedger(store, log);
   if (api.processesOnNode > 1) return new NodeLedger(api.node, log);
   return new ProcessLedger();
+}
+
+/** The delivery queues' series on `GET /metrics`, by channel. */
+function notificationCounters(api: PluginApi): (channelId: string) => QueueCounters {
+  const dropped = api.metrics.counter({
+    name: 'tollgate_notification_deliveries_dropped_total',
+    help: 'Notification deliveries given up: retry_time (retried for 48 hours), queue_full, store',
+    labelNames: ['channel', 'reason'],
+  });
+  const delivered = api.metrics.counter({ name: 'tollgate_notification_deliveries_total', help: 'Notification deliveries a receiver acknowledged with a 2xx', labelNames: ['channel'] });
+  const retried = api.metrics.counter({ name: 'tollgate_notification_retries_total', help: 'Failed delivery attempts, each retried after a backoff', labelNames: ['channel'] });
+  return (channel) => ({
+    dropped: (reason, count) => dropped.inc({ channel, reason }, count),
+    retried: () => retried.inc({ channel }),
+    delivered: () => delivered.inc({ channel }),
+  });
 }

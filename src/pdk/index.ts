@@ -71,4 +71,4 @@ export { adjustedOn, answerOf, difference, QuotaCounters, reserveOn, type QuotaA
 export { parseUntrustedJson } from './json.ts';
 export { awsUriEncode, environmentAwsCredentials, signAwsRequest, type AwsCredentials, type AwsSignedRequest } from './sigv4.ts';
 export { PACKAGE_ROOT, SERVER_TOKEN } from './package.ts';
-export { entriesIn, FullQueueLog, PersistentQueue, QUEUE_SCHEMA, queueSettingsProblems, reconcileResources, retryDelayMs, type KeyedResource, type PersistentQueueSettings, type QueueClaim, type QueueCounters, type QueueDepth, type QueueSettings } from './queue.ts';
+export { boundedText, entriesIn, FullQueueLog, PersistentQueue, QUEUE_SCHEMA, queueSettingsProblems, reconcileResources, retryDelayMs, type KeyedResource, type PersistentQueueSettings, type QueueClaim, type QueueCounters, type QueueDepth, type QueueSettings } from './queue.ts';

@@ -90,9 +90,9 @@ export class DiskQueue {
    */
   async append(events: string[], chunkSize: number, now = Date.now()): Promise<void> {
     const batch = this.store.writeBatch();
-    const time = String(now).padStart(TIME_WIDTH, '0');
     for (let i = 0; i < events.length; i += chunkSize) {
-      batch.put(`${this.chunks}${time}/${this.owner}/${String(++this.seq).padStart(SEQ_WIDTH, '0')}`, events.slice(i, i + chunkSize).join('\n'));
+      const { key, value } = this.chunk(events.slice(i, i + chunkSize).join('\n'), now);
+      batch.put(key, value);
     }
     await batch.write();
   }
@@ -198,7 +198,12 @@ export class DiskQueue {
 
   /** The write that puts `events` (one JSON per line) back ahead of every queued event: sent first. */
   headChunk(events: string): BatchOp {
-    return { type: 'put', key: `${this.chunks}${'0'.repeat(TIME_WIDTH)}/${this.owner}/${String(++this.seq).padStart(SEQ_WIDTH, '0')}`, value: events };
+    return this.chunk(events, 0);
+  }
+
+  /** The write that queues `events` (one JSON per line) as one chunk queued at `now` (ms), for a write of the caller's. */
+  chunk(events: string, now: number): BatchOp & { type: 'put' } {
+    return { type: 'put', key: `${this.chunks}${String(now).padStart(TIME_WIDTH, '0')}/${this.owner}/${String(++this.seq).padStart(SEQ_WIDTH, '0')}`, value: events };
   }
 
   private newClaim(events: string, count: number, at: { leaseUntil: number; now: number; firstTry: number }): Claim {

@@ -14,7 +14,7 @@
  */
 import type { Logger } from 'pino';
 import { StoreUnwritableError } from '../store/errors.ts';
-import type { Store } from '../store/store.ts';
+import type { BatchOp, Store } from '../store/store.ts';
 import { DiskQueue, type Claim, type Depth } from './disk-queue.ts';
 import { FullQueueLog, retryDelayMs, type QueueSettings } from './settings.ts';
 
@@ -153,6 +153,24 @@ export abstract class PersistentQueue<Settings extends PersistentQueueSettings =
       this.persistScheduled = false;
       this.persisting = this.persisting.then(() => this.persist());
     }, PERSIST_DELAY_MS);
+  }
+
+  /**
+   * The write that queues `entry` inside a commit of the caller's own, so the entry is on disk exactly
+   * when what it delivers is stored (no kill -9 can keep one without the other); once that commit
+   * succeeded, `committed` sends it in its turn. `max_entries` is not applied to it.
+   */
+  entryWrite(entry: string, now = Date.now()): BatchOp {
+    return this.disk.chunk(entry, now);
+  }
+
+  /** Entries made by `entryWrite` were committed. */
+  committed(writes: BatchOp[]): void {
+    for (const write of writes) {
+      this.depthOnDisk.events++;
+      this.depthOnDisk.bytes += write.type === 'put' ? write.value.length + 1 : 0;
+    }
+    this.wake(this.depthOnDisk.events >= this.queue.max_batch_size ? 0 : this.queue.max_coalescing_delay * 1000);
   }
 
   private async persist(): Promise<void> {

@@ -24,7 +24,7 @@ const ROOT = resolve(import.meta.dirname, '../..');
 export const DOCUMENTS = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
 export const FLAGS = new Set(['no-run', 'background']);
 /** Ports the documents and example configs name: the gateway's, the example upstream's and pages'. */
-const DOCUMENTED_PORTS = [8000, 8443, 9080, 8001, 9443, 9001, 3000, 3001, 3002, 3003, 3301, 3400, 5555, 4318, 8125, 3389, 3636];
+const DOCUMENTED_PORTS = [8000, 8443, 9080, 8001, 9443, 9001, 3000, 3001, 3002, 3003, 3004, 3301, 3400, 5555, 4318, 8125, 3389, 3636];
 /** Not copied: installed packages (linked instead), git metadata, data directories of earlier runs. */
 const NOT_COPIED = new Set(['node_modules', '.git', 'data']);
 const BLOCK_TIMEOUT_MS = 120_000;

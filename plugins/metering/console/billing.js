@@ -1,6 +1,7 @@
 /**
- * Customers, subscriptions and invoices (the admin API's read-only `/metering/customers`, …); a
- * customer chosen in the table shows what it may use now and its upcoming invoice.
+ * Customers, subscriptions, invoices and the latest notification events with their delivery status (the
+ * admin API's read-only `/metering/customers`, …, `/metering/api/v1/notification/events`); a customer
+ * chosen in the table shows what it may use now and its upcoming invoice.
  *
  * A console tab of the metering plugin (index.ts): the page loads it from
  * `/console/<build>/plugins/metering/`, so `../../` names the console's own modules.
@@ -41,6 +42,24 @@ const invoiceColumns = [
   { label: 'Total', numeric: true, cell: (i) => money(i.totals.total, i.currency) },
 ];
 
+/** The most recent notification events shown. */
+const NOTIFICATIONS_SHOWN = 50;
+
+const notificationColumns = [
+  { label: 'Created', cell: (e) => dateTime(e.createdAt) },
+  { label: 'Type', cell: (e) => e.type },
+  { label: 'Rule', cell: (e) => e.rule.name },
+  { label: 'About', cell: (e) => aboutOf(e.payload) },
+  { label: 'Delivery', cell: (e) => list(e.deliveryStatus.map((s) => `${s.state}${s.attempts.length > 1 ? ` after ${s.attempts.length} attempts` : ''}: ${s.reason}`)) },
+];
+
+function aboutOf(payload) {
+  const d = payload.data;
+  if (payload.type === 'entitlements.balance.threshold') return `${d.customer?.key} ${d.feature.key}: ${d.threshold.value}${['usage_percentage', 'PERCENT'].includes(d.threshold.type) ? ' %' : ''} (usage ${d.value.usage})`;
+  if (payload.type === 'entitlements.reset') return `${d.customer?.key} ${d.feature.key}: reset`;
+  return `${d.number ?? d.id} of ${d.customer?.key}`;
+}
+
 const lineColumns = (currency) => [
   { label: 'Line', cell: (l) => l.name },
   { label: 'Period', cell: (l) => period(l.period) },
@@ -77,8 +96,8 @@ async function customerDetails(box, customer) {
 }
 
 export default function startBilling(root) {
-  const boxes = ['customers', 'subscriptions', 'invoices', 'customer-details'].map((id) => root.querySelector(`#${id}-table`));
-  const [customersBox, subscriptionsBox, invoicesBox, detailsBox] = boxes;
+  const boxes = ['customers', 'subscriptions', 'invoices', 'customer-details', 'notifications'].map((id) => root.querySelector(`#${id}-table`));
+  const [customersBox, subscriptionsBox, invoicesBox, detailsBox, notificationsBox] = boxes;
   every(POLL_MS, async () => {
     try {
       const [customers, subscriptions, invoices] = await Promise.all(['customers', 'subscriptions', 'invoices'].map((name) => meteringList(`/metering/${name}`)));
@@ -90,6 +109,12 @@ export default function startBilling(root) {
       show(invoicesBox, table(invoiceColumns, invoices.toReversed(), { empty: 'No invoices yet' }));
     } catch (error) {
       show(customersBox, failure(error));
+    }
+    try {
+      const events = await getJson(`/metering/api/v1/notification/events?pageSize=${NOTIFICATIONS_SHOWN}`);
+      show(notificationsBox, table(notificationColumns, events.items, { empty: 'No notification events yet' }));
+    } catch (error) {
+      show(notificationsBox, failure(error));
     }
   });
 }

@@ -34,6 +34,10 @@ const READ_ONLY: [AdminMethod, string][] = [
   ['GET', '/subscriptions/:id'],
   ['GET', '/invoices'],
   ['GET', '/invoices/:id'],
+  ['GET', '/api/v1/notification/channels'],
+  ['GET', '/api/v1/notification/rules'],
+  ['GET', '/api/v1/notification/events'],
+  ['GET', '/api/v1/notification/events/:id'],
 ];
 
 export interface AdminDeps {

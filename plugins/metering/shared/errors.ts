@@ -56,11 +56,15 @@ const KINDS = {
   METERING_ERR_METER_NOT_FOUND: 'notFound',
   METERING_ERR_COLLECTOR_NOT_FOUND: 'notFound',
   METERING_ERR_CUSTOMER_NOT_FOUND: 'notFound',
+  METERING_ERR_NOTIFICATION_CHANNEL_NOT_FOUND: 'notFound',
+  METERING_ERR_NOTIFICATION_RULE_NOT_FOUND: 'notFound',
+  METERING_ERR_NOTIFICATION_EVENT_NOT_FOUND: 'notFound',
   METERING_ERR_METHOD_NOT_ALLOWED: 'methodNotAllowed',
   METERING_ERR_READ_ONLY: 'readOnly',
   METERING_ERR_METER_EXISTS: 'conflict',
   METERING_ERR_COLLECTOR_EXISTS: 'conflict',
   METERING_ERR_COLLECTOR_HAS_MATCH: 'conflict',
+  METERING_ERR_NOTIFICATION_CHANNEL_IN_USE: 'conflict',
   METERING_ERR_BODY_TOO_LARGE: 'tooLarge',
   METERING_ERR_TOO_MANY_EVENTS: 'tooLarge',
   METERING_ERR_QUEUE_FULL: 'unavailable',
@@ -143,6 +147,9 @@ export const bodyTooLarge = (limit: number) => new RequestError('METERING_ERR_BO
 /** A 400 whose detail reads as OpenMeter's (`validation error: …`), from the problems already described. */
 export const validationFailed = (described: string[], problems: InvalidParameter[]) =>
   new RequestError('METERING_ERR_VALIDATION', `validation error: ${described.join('; ')}`, { invalidParameters: problems });
+
+/** A 400 listing `problems`, each described by its field and reason. */
+export const invalidParameters = (problems: InvalidParameter[]) => validationFailed(problems.map((p) => (p.field ? `${p.field}: ${p.reason}` : p.reason)), problems);
 
 /** A body that is not UTF-8; `prefix` says what was being read (`invalid event: ` on ingest). */
 export const notUtf8 = (prefix = '') =>
@@ -241,3 +248,10 @@ export class CustomerNotFoundError extends MeteringError {
 
 /** A failure of no known kind: the client sees no more than this. */
 export const internalError = () => new MeteringError('METERING_ERR_INTERNAL', 'internal error');
+
+/** A notification channel, rule or event that does not exist (or, for channels and rules, was deleted). */
+export const notificationNotFound = (what: 'channel' | 'rule' | 'event', id: string) =>
+  new ServiceError(`METERING_ERR_NOTIFICATION_${what.toUpperCase() as 'CHANNEL' | 'RULE' | 'EVENT'}_NOT_FOUND`, `not found error: notification ${what} not found: ${id}`);
+
+export const channelInUse = (id: string, rules: string[]) =>
+  new ServiceError('METERING_ERR_NOTIFICATION_CHANNEL_IN_USE', `conflict error: notification channel ${id} is used by rules ${rules.join(', ')}`);

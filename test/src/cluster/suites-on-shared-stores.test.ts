@@ -39,7 +39,7 @@ interface SuiteGroup {
  * the same on both, and billing's cross-node behaviour is billing/cluster.test.ts's.
  */
 const ON_WORKERS: SuiteGroup[] = [
-  { folders: ['oauth2', 'metering'], plugins: ['oauth2', 'metering'] },
+  { folders: ['oauth2', 'metering', 'metering/notification'], plugins: ['oauth2', 'metering'] },
   { folders: ['metering-and-billing', 'entitlement-enforcement'], plugins: ['metering-and-billing', 'entitlement-enforcement', 'oauth2'] },
   { folders: ['prometheus'], plugins: ['prometheus', 'oauth2'] },
   // A credential kept by the core, its admin API and its reload on every worker (about 20 s).
@@ -50,7 +50,7 @@ const ON_WORKERS: SuiteGroup[] = [
 ];
 const ON_POSTGRES: SuiteGroup[] = [
   // kill -9 and restarts on PostgreSQL are the cluster suites' (cluster-failover.test.ts): these two test LevelDB's.
-  { folders: ['metering', 'metering/billing'], plugins: ['metering'], except: ['crash.test.ts', 'impl-durability.test.ts'] },
+  { folders: ['metering', 'metering/billing', 'metering/notification'], plugins: ['metering'], except: ['crash.test.ts', 'impl-durability.test.ts'] },
   { folders: ['metering-and-billing', 'entitlement-enforcement'], plugins: ['metering-and-billing', 'entitlement-enforcement', 'oauth2'] },
   // http-log's queue is the store's: on PostgreSQL it is shared by the nodes.
   { folders: ['http-log'], plugins: ['http-log'] },

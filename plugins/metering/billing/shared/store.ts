@@ -23,7 +23,6 @@
  *   lease/<name>                      leases of the scheduler and of the gateway.yaml sync (expire)
  *   declared                          digest of the gateway.yaml declarations last applied in full
  */
-import { randomUUID } from 'node:crypto';
 import type { BatchOp, Store } from '../../../../src/pdk/index.ts';
 import { escapePart } from '../../shared/keys.ts';
 import { contention } from './errors.ts';
@@ -157,29 +156,4 @@ export class BillingStore {
   }
 }
 
-/**
- * A lease in the store: work that one process at a time may do among those sharing the store (nodes
- * of a PostgreSQL cluster included). Taken and renewed by compare-and-set; a holder that stops renewing
- * (it crashed, or hangs) loses it when it expires.
- */
-export class Lease {
-  private readonly owner = randomUUID();
-
-  constructor(
-    private readonly store: Store,
-    private readonly key: string,
-    private readonly ttlMs: number,
-  ) {}
-
-  /** Takes the lease, or renews it when this process holds it; false while another one does. */
-  async hold(): Promise<boolean> {
-    const holder = await this.store.get(this.key);
-    if (holder !== undefined && holder !== this.owner) return false;
-    return this.store.commitIf([{ key: this.key, value: holder }], [{ type: 'put', key: this.key, value: this.owner, ttlMs: this.ttlMs }], { sync: false });
-  }
-
-  /** Gives the lease up at once, so that the next holder need not wait for it to expire. */
-  async release(): Promise<void> {
-    await this.store.commitIf([{ key: this.key, value: this.owner }], [{ type: 'del', key: this.key }]);
-  }
-}
+export { Lease } from '../../shared/lease.ts';

@@ -1,7 +1,4 @@
-/**
- * OpenMeter's v1 API: the router and every area's route table, one line each (a new area, such as
- * notifications, is one more line; until then its paths answer 404).
- */
+/** OpenMeter's v1 API: the router and every area's route table, one line each. */
 import type { Billing } from '../../billing/port.ts';
 import type { Ingestion } from '../../ingest/port.ts';
 import type { UsageQueries } from '../../query/port.ts';
@@ -16,8 +13,15 @@ import { SubscriptionsV1 } from '../../billing/http/v1/subscriptions.ts';
 import { MeteringV1 } from './metering.ts';
 import { PortalV1 } from './portal.ts';
 import { OpenMeterV1Http } from './router.ts';
+import type { NotificationsV1Http } from '../notifications-v1.ts';
 
-export function openMeterV1(service: MeteringService, ingestion: Ingestion, queries: UsageQueries, billing: Billing): OpenMeterV1Http {
+export function openMeterV1(
+  service: MeteringService,
+  ingestion: Ingestion,
+  queries: UsageQueries,
+  billing: Billing,
+  notifications: NotificationsV1Http,
+): OpenMeterV1Http {
   const metering = new MeteringV1(service, ingestion, queries);
   return new OpenMeterV1Http([
     metering.routes(),
@@ -29,5 +33,6 @@ export function openMeterV1(service: MeteringService, ingestion: Ingestion, quer
     infoRoutes(),
     new PortalV1(billing, metering).routes(),
     new SubscriptionsV1(billing).routes(),
+    notifications.routes(),
   ]);
 }
