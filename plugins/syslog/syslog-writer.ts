@@ -36,9 +36,9 @@ export class SyslogWriter implements KeyedResource<string> {
     private readonly lost: (reason: LostReason) => void,
   ) {}
 
-  /** The key is the socket path: nothing else to take. */
-  reconfigure(): boolean {
-    return true;
+  /** The same socket; a relative path whose base moved is another socket, and another logger. */
+  reconfigure(socketPath: string): boolean {
+    return socketPath === this.socketPath;
   }
 
   /** `line` is one JSON text (never a raw newline) after its `<PRI>`. */
