@@ -2,9 +2,9 @@
  * Kong's syslog (spec/03-plugins/05-syslog/01-log_spec.lua) against a real syslog socket: the example
  * receiver (examples/syslog-receiver.py) binds a Unix datagram socket as /dev/log is, and the plugin's
  * logger processes write to it. The PRI of each response class, the `kong` tag and the gateway process's
- * id, the entry equal to what file-log writes for the same request, `log_level`, a socket nobody listens
- * on (requests answered, lines sent once it is there), a logger that dies started again, and the logger
- * processes ended by a reload and by stopping the gateway.
+ * id, the entry equal to what file-log writes for the same request, `log_level`, an entry too large for a
+ * line (counted, not split), a socket nobody listens on (requests answered, lines sent once it is there),
+ * a logger that dies started again, and the logger processes ended by a reload and by stopping the gateway.
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -95,6 +95,8 @@ describe('syslog', () => {
     receiver = await startReceiver(socket);
     const syslog = (fields: Record<string, unknown>, path = socket) => ({ name: 'syslog', config: { socket_path: path, ...fields } });
     config = {
+      // Room for a request whose entry is larger than a syslog line may be.
+      gateway: { max_header_size: 128 * 1024 },
       services: [
         {
           name: 'echo', url: upstream.url,
@@ -148,6 +150,16 @@ describe('syslog', () => {
     assert.deepEqual([...raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]), ['401', '200']);
     assert.equal((await lineFor(receiver, '/filtered/loud')).priority, 8 + 3);
     assert.deepEqual(byUri(receiver, '/filtered-denied/quiet'), []);
+  });
+
+  test('an entry over 64 KiB is lost and counted, not split', async () => {
+    // Refused by key-auth, so the header never goes to the upstream, which would refuse it.
+    assert.equal((await request(`${gw!.http}/denied/large`, { headers: { 'x-large': 'x'.repeat(70_000) } })).status, 401);
+    const counted = /tollgate_syslog_lost_lines_total\{[^}]*reason="too_large"\} 1\b/;
+    await waitFor(async () => counted.test((await request(`${gw!.admin}/metrics`)).text), 'the entry counted as too large');
+    await request(`${gw!.http}/denied/after-large`);
+    await lineFor(receiver, '/denied/after-large');
+    assert.deepEqual(byUri(receiver, '/denied/large'), []);
   });
 
   test('a socket nobody listens on: requests answered; lines arrive once a receiver binds it', async () => {
