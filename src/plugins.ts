@@ -35,6 +35,7 @@ import fileLog from '../plugins/file-log/index.ts';
 import httpLog from '../plugins/http-log/index.ts';
 import tcpLog from '../plugins/tcp-log/index.ts';
 import udpLog from '../plugins/udp-log/index.ts';
+import syslog from '../plugins/syslog/index.ts';
 import grpcGateway from '../plugins/grpc-gateway/index.ts';
 import grpcWeb from '../plugins/grpc-web/index.ts';
 import awsLambda from '../plugins/aws-lambda/index.ts';
@@ -46,6 +47,6 @@ export const bundledPlugins: ReadonlyMap<string, PluginDefinition> = new Map(
     oauth2, keyAuth, basicAuth, jwt, acl, metering, entitlementEnforcement, meteringAndBilling, requestTermination, ipRestriction, rateLimiting, cors,
     correlationId, requestTransformer, responseTransformer, prometheus, requestSizeLimiting, redirect,
     botDetection, hmacAuth, proxyCache, responseRateLimiting, opentelemetry, statsd, aiProxy, aiPromptGuard,
-    httpLog, fileLog, tcpLog, udpLog, grpcGateway, grpcWeb, awsLambda, ldapAuth, session,
+    httpLog, fileLog, tcpLog, udpLog, syslog, grpcGateway, grpcWeb, awsLambda, ldapAuth, session,
   ].map((p) => [p.name, p as PluginDefinition]),
 );

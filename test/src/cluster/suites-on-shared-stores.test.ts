@@ -44,7 +44,7 @@ const ON_WORKERS: SuiteGroup[] = [
   { folders: ['prometheus'], plugins: ['prometheus', 'oauth2'] },
   // A credential kept by the core, its admin API and its reload on every worker (about 20 s).
   { folders: ['hmac-auth'], plugins: ['hmac-auth', 'key-auth'] },
-  { folders: ['http-log', 'file-log', 'tcp-log', 'udp-log'], plugins: ['http-log', 'file-log', 'tcp-log', 'udp-log', 'correlation-id'] },
+  { folders: ['http-log', 'file-log', 'tcp-log', 'udp-log', 'syslog'], plugins: ['http-log', 'file-log', 'tcp-log', 'udp-log', 'syslog', 'correlation-id', 'key-auth'] },
   // Verdicts asked of the node's other processes; a session opened by any worker, its secret and revocations in the store (under a minute).
   { folders: ['ldap-auth', 'session'], plugins: ['ldap-auth', 'session', 'key-auth', 'acl', 'request-termination'] },
 ];
