@@ -1,0 +1,320 @@
+/**
+ * Kong's traditional-mode writes of services, routes and plugins (kong/api/endpoints.lua, kong/db/dao):
+ * POST, PUT (upsert by id or name), PATCH and DELETE, and the nested POSTs, on a node whose store is
+ * shared. Entities declared in gateway.yaml stay read-only (405); a name or id taken by either side is a
+ * 409. Each write edits the stored document (src/stored-entities.ts), has the loader validate gateway.yaml
+ * and the edited document WHOLE, and commits only if no other write landed since it read: a refused write
+ * changes nothing anywhere. On a node whose store is its own, the answer stays Kong DB-less's.
+ */
+import { randomUUID } from 'node:crypto';
+import { isUuid } from '../config/entities.ts';
+import { CORE_ENTITY_SCHEMAS } from '../config/entity-schemas.ts';
+import type { ApiEntities, ApiEntityKind, LoadResult } from '../config/load.ts';
+import { isPlainObject, type Issue } from '../config/schema.ts';
+import type { GatewayConfig } from '../config/types.ts';
+import type { Logger } from '../log.ts';
+import type { AdminMethod, AdminReply, AdminRequest, AdminRoute, CounterMetric } from '../pdk/types.ts';
+import { MAX_API_ENTITIES, type EntityDocument, type ReadDocument } from '../stored-entities.ts';
+import {
+  ConcurrentChangeError,
+  declaredEntityReadOnly,
+  entityWriteUnsupported,
+  ForeignKeyViolationError,
+  NotFoundError,
+  ReferencedEntityError,
+  SchemaViolationError,
+  UniqueViolationError,
+  type WriteMethod,
+} from '../toolkit/admin-errors.ts';
+import { inferFormTypes } from '../toolkit/entity-admin.ts';
+import { page } from '../toolkit/paging.ts';
+
+/** A write that keeps meeting others' is refused after this many tries (each one starts again from the stored version). */
+const MAX_ATTEMPTS = 5;
+
+type Parent = 'services' | 'routes' | 'consumers';
+type StoredRecord = Record<string, any> & { id: string };
+
+/** What the writes need of the gateway process. */
+export interface EntityWriteAccess {
+  /** Whether the node's store is shared (LevelDB with workers, or PostgreSQL): only then are writes possible. */
+  shared: boolean;
+  config(): GatewayConfig;
+  /** The stored document this process's configuration was built from. */
+  applied(): EntityDocument;
+  read(): Promise<ReadDocument>;
+  /** The effective configuration gateway.yaml and `entities` make, validated whole. */
+  build(entities: ApiEntities): LoadResult;
+  /** Commits `next` if nothing was written since `read`, then applies it on this node; false otherwise. */
+  commit(read: ReadDocument, next: ApiEntities): Promise<boolean>;
+  log: Logger;
+  /** Counts the writes that changed what the gateway serves. */
+  writes: CounterMetric;
+}
+
+/** Kong's endpoint key of each kind: what `{id or name}` in a path means besides the id. */
+const NAME_FIELD: Record<ApiEntityKind, string> = { services: 'name', routes: 'name', plugins: 'instance_name' };
+/** The references each kind holds, to the kind it names. */
+const REFERENCES: Record<ApiEntityKind, [field: string, kind: 'services' | 'routes' | 'consumers'][]> = {
+  services: [],
+  routes: [['service', 'services']],
+  plugins: [['route', 'routes'], ['service', 'services'], ['consumer', 'consumers']],
+};
+
+/** The admin API's view of one write: the stored entities being edited, and gateway.yaml's beside them. */
+class Draft {
+  readonly entities: ApiEntities;
+  /** The id each change wrote, and how; undefined: nothing changed (a DELETE of nothing). */
+  changed: { id: string; kind: ApiEntityKind; operation: 'create' | 'update' | 'delete' } | undefined;
+  cascaded: string[] = [];
+
+  constructor(
+    document: EntityDocument,
+    private readonly access: EntityWriteAccess,
+  ) {
+    this.entities = { services: [...document.services], routes: [...document.routes], plugins: [...document.plugins] };
+  }
+
+  stored(kind: ApiEntityKind, key: string): StoredRecord | undefined {
+    return this.entities[kind].find((e) => (isUuid(key) ? e.id === key : e[NAME_FIELD[kind]] === key)) as StoredRecord | undefined;
+  }
+
+  /** gateway.yaml's entities of a kind: those of the running configuration that no stored document made. */
+  declared(kind: ApiEntityKind): Record<string, any>[] {
+    const applied = new Set(this.access.applied()[kind].map((e) => e.id));
+    return (this.access.config()[kind] as Record<string, any>[]).filter((e) => !applied.has(e.id));
+  }
+
+  /** Every entity of a kind, the file's and the stored ones. */
+  all(kind: ApiEntityKind): Record<string, any>[] {
+    return [...this.declared(kind), ...this.entities[kind]];
+  }
+
+  find(kind: ApiEntityKind, key: string): Record<string, any> | undefined {
+    return this.all(kind).find((e) => (isUuid(key) ? e.id === key : e[NAME_FIELD[kind]] === key));
+  }
+
+  refuseDeclared(kind: ApiEntityKind, key: string, method: WriteMethod): void {
+    const declared = this.declared(kind).find((e) => (isUuid(key) ? e.id === key : e[NAME_FIELD[kind]] === key));
+    if (declared) throw declaredEntityReadOnly(kind, method);
+  }
+
+  create(kind: ApiEntityKind, record: Record<string, any>): string {
+    if (this.entities.services.length + this.entities.routes.length + this.entities.plugins.length >= MAX_API_ENTITIES) {
+      throw new SchemaViolationError([{ path: [], message: `at most ${MAX_API_ENTITIES} services, routes and plugins can be created through the admin API` }]);
+    }
+    const now = Math.floor(Date.now() / 1000);
+    const entity = { ...record, id: record.id ?? randomUUID(), created_at: now, updated_at: now };
+    this.checkUnique(kind, entity, undefined);
+    this.entities[kind].push(entity);
+    this.changed = { id: entity.id, kind, operation: 'create' };
+    return entity.id;
+  }
+
+  replace(kind: ApiEntityKind, existing: StoredRecord, record: Record<string, any>): string {
+    const entity = { ...record, id: existing.id, created_at: existing.created_at, updated_at: Math.floor(Date.now() / 1000) };
+    this.checkUnique(kind, entity, existing);
+    this.entities[kind] = this.entities[kind].map((e) => (e.id === existing.id ? entity : e));
+    this.changed = { id: entity.id, kind, operation: 'update' };
+    return entity.id;
+  }
+
+  delete(kind: ApiEntityKind, existing: StoredRecord): void {
+    if (kind === 'services' && this.all('routes').some((r) => r.service?.id === existing.id)) throw new ReferencedEntityError('services', 'routes');
+    const field = kind === 'services' ? 'service' : 'route';
+    // Kong's plugins go with what they are attached to (their foreign keys cascade).
+    const attached = kind === 'plugins' ? [] : this.entities.plugins.filter((p) => p[field]?.id === existing.id);
+    this.cascaded = attached.map((p) => p.id);
+    this.entities.plugins = this.entities.plugins.filter((p) => !this.cascaded.includes(p.id));
+    this.entities[kind] = this.entities[kind].filter((e) => e.id !== existing.id);
+    this.changed = { id: existing.id, kind, operation: 'delete' };
+  }
+
+  /** Kong's unique constraints, over the file's entities and the stored ones: the id, the name, a plugin's scope. */
+  private checkUnique(kind: ApiEntityKind, entity: StoredRecord, replacing: StoredRecord | undefined): void {
+    const others = this.all(kind).filter((e) => e !== replacing);
+    if (others.some((e) => e.id === entity.id)) throw new UniqueViolationError({ id: entity.id });
+    const nameField = NAME_FIELD[kind];
+    const name = entity[nameField];
+    if (name != null && others.some((e) => e[nameField] === name)) throw new UniqueViolationError({ [nameField]: name });
+    if (kind !== 'plugins') return;
+    const scope = (p: Record<string, any>) => ({ consumer: refOf(p.consumer), name: p.name, route: refOf(p.route), service: refOf(p.service) });
+    const mine = JSON.stringify(scope(entity));
+    if (others.some((p) => JSON.stringify(scope(p)) === mine)) throw new UniqueViolationError(scope(entity));
+  }
+
+  /** The references of `record` as ids (`{name}` or a name resolved), each to an entity that exists. */
+  resolveReferences(kind: ApiEntityKind, record: Record<string, any>): Record<string, any> {
+    const out = { ...record };
+    for (const [field, target] of REFERENCES[kind]) {
+      const ref = record[field];
+      if (ref === undefined || ref === null) continue;
+      const key = typeof ref === 'string' ? ref : isPlainObject(ref) ? (ref.id ?? ref.name ?? ref.username) : undefined;
+      if (typeof key !== 'string') throw new SchemaViolationError([{ path: [field], message: 'expected a record' }]);
+      const id = target === 'consumers' ? this.consumerId(key) : this.find(target, key)?.id;
+      if (!id) throw new ForeignKeyViolationError(field, target, key);
+      out[field] = { id };
+    }
+    return out;
+  }
+
+  /**
+   * A consumer of gateway.yaml by id or username. Plugins of consumers created through the admin API are
+   * not possible yet: the loader resolves consumers among the file's.
+   */
+  consumerId(key: string): string | undefined {
+    return this.access.config().consumers.find((c) => (isUuid(key) ? c.id === key : c.username === key))?.id;
+  }
+}
+
+function refOf(ref: unknown): { id: string } | null {
+  return isPlainObject(ref) && typeof ref.id === 'string' ? { id: ref.id } : null;
+}
+
+/** Kong's PATCH: the given fields over the entity, records (a plugin's `config`) merged field by field. */
+function merged(existing: Record<string, any>, patch: Record<string, any>): Record<string, any> {
+  const out = { ...existing };
+  for (const [key, value] of Object.entries(patch)) out[key] = isPlainObject(value) && isPlainObject(existing[key]) ? merged(existing[key], value) : value;
+  return out;
+}
+
+/** A record as the store keeps it: absent fields, not nulls (the loader reads both alike, and the document stays small). */
+function withoutNulls(record: Record<string, any>): Record<string, any> {
+  return Object.fromEntries(Object.entries(record).filter(([, v]) => v !== null && v !== undefined));
+}
+
+/** The body as an entity's fields: a form's values by the schema's types; the timestamps are the gateway's. */
+function fieldsOf(kind: ApiEntityKind, req: AdminRequest): Record<string, any> {
+  const body = req.form ? inferFormTypes(req.body, CORE_ENTITY_SCHEMAS[kind]) : { ...req.body };
+  delete body.created_at;
+  delete body.updated_at;
+  return body;
+}
+
+export function entityWriteRoutes(access: EntityWriteAccess): AdminRoute[] {
+  const writer = new EntityWriter(access);
+  const routes: AdminRoute[] = [];
+  const add = (method: AdminMethod, path: string, handler: AdminRoute['handler']) => routes.push({ method, path, handler });
+  for (const kind of ['services', 'routes', 'plugins'] as const) {
+    add('POST', `/${kind}`, (req) => writer.create(kind, req));
+    add('PUT', `/${kind}/:id`, (req) => writer.update(kind, req, 'PUT'));
+    add('PATCH', `/${kind}/:id`, (req) => writer.update(kind, req, 'PATCH'));
+    add('DELETE', `/${kind}/:id`, (req) => writer.delete(kind, req));
+  }
+  add('POST', '/services/:parent/routes', (req) => writer.create('routes', req, ['services', 'service']));
+  for (const [parent, field] of [['services', 'service'], ['routes', 'route'], ['consumers', 'consumer']] as const) {
+    add('GET', `/${parent}/:parent/plugins`, (req) => {
+      const id = writer.parentId(parent, req.params.parent);
+      return page(access.config().plugins.filter((p) => p[field]?.id === id), req, `/${parent}/${req.params.parent}/plugins`);
+    });
+    add('POST', `/${parent}/:parent/plugins`, (req) => writer.create('plugins', req, [parent, field]));
+  }
+  return routes;
+}
+
+class EntityWriter {
+  constructor(private readonly access: EntityWriteAccess) {}
+
+  /** The id of the parent a nested path names (by id or name), or 404 as in Kong. */
+  parentId(parent: Parent, key: string, draft = new Draft(this.access.applied(), this.access)): string {
+    const id = parent === 'consumers' ? draft.consumerId(key) : draft.find(parent, key)?.id;
+    if (!id) throw new NotFoundError();
+    return id;
+  }
+
+  create(kind: ApiEntityKind, req: AdminRequest, nestedIn?: [Parent, string]): Promise<AdminReply> {
+    return this.write(kind, 'POST', req, (draft) => {
+      const fields = fieldsOf(kind, req);
+      if (nestedIn) fields[nestedIn[1]] = { id: this.parentId(nestedIn[0], req.params.parent, draft) };
+      return draft.create(kind, draft.resolveReferences(kind, fields));
+    });
+  }
+
+  update(kind: ApiEntityKind, req: AdminRequest, method: 'PUT' | 'PATCH'): Promise<AdminReply> {
+    const key = req.params.id;
+    return this.write(kind, method, req, (draft) => {
+      const fields = fieldsOf(kind, req);
+      const existing = draft.stored(kind, key);
+      if (!existing) {
+        draft.refuseDeclared(kind, key, method);
+        if (method === 'PATCH') throw new NotFoundError();
+        // Kong's upsert: the path's key becomes the new entity's id or name.
+        const named = isUuid(key) ? { id: key } : { [NAME_FIELD[kind]]: key };
+        return draft.create(kind, draft.resolveReferences(kind, { ...fields, ...named }));
+      }
+      // A service's `url` stands for protocol, host, port and path: a PATCH giving it replaces those four.
+      const base = kind === 'services' && fields.url !== undefined ? withoutFields(existing, ['protocol', 'host', 'port', 'path']) : existing;
+      const next = method === 'PUT' ? { ...fields, ...(isUuid(key) ? {} : { [NAME_FIELD[kind]]: key }) } : merged(base, fields);
+      return draft.replace(kind, existing, draft.resolveReferences(kind, next));
+    });
+  }
+
+  delete(kind: ApiEntityKind, req: AdminRequest): Promise<AdminReply> {
+    const key = req.params.id;
+    return this.write(kind, 'DELETE', req, (draft) => {
+      const existing = draft.stored(kind, key);
+      if (existing) draft.delete(kind, existing);
+      else draft.refuseDeclared(kind, key, 'DELETE');
+      // Kong's DELETE of nothing is a 204 too.
+      return existing?.id;
+    });
+  }
+
+  /**
+   * Reads the stored document, edits it with `change`, validates the result with gateway.yaml, and
+   * commits it if no other write came between; otherwise starts again from the newer document.
+   */
+  private async write(kind: ApiEntityKind, method: WriteMethod, req: AdminRequest, change: (draft: Draft) => string | undefined): Promise<AdminReply> {
+    if (!this.access.shared) throw entityWriteUnsupported(kind, method);
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const read = await this.access.read();
+      const draft = new Draft(read.document, this.access);
+      const id = change(draft);
+      if (!draft.changed) return { status: 204 };
+      const built = this.access.build(draft.entities);
+      if (!built.ok) throw violation(built, draft.changed.id);
+      if (draft.changed.operation !== 'delete') normalize(draft, built.config);
+      if (!(await this.access.commit(read, draft.entities))) continue;
+      this.record(req, method, draft);
+      if (draft.changed.operation === 'delete') return { status: 204 };
+      const entity = (built.config[kind] as Record<string, any>[]).find((e) => e.id === id);
+      return { status: draft.changed.operation === 'create' ? 201 : 200, body: entity ?? draft.entities[kind].find((e) => e.id === id) };
+    }
+    throw new ConcurrentChangeError(req.params.id ?? kind);
+  }
+
+  /** Who changed what the gateway serves, and which ids: the admin log line and the metric. */
+  private record(req: AdminRequest, method: WriteMethod, draft: Draft): void {
+    const { kind, id, operation } = draft.changed!;
+    this.access.writes.inc({ entity: kind, operation });
+    const cascaded = draft.cascaded.length > 0 ? { cascaded_plugins: draft.cascaded } : {};
+    this.access.log.info({ client: req.client, method, entity: kind, id, operation, ...cascaded }, 'admin API changed the configuration');
+  }
+}
+
+function withoutFields(record: StoredRecord, fields: string[]): StoredRecord {
+  const out = { ...record };
+  for (const field of fields) delete out[field];
+  return out;
+}
+
+/**
+ * The changed service or route as the loader built it (its `url` expanded, defaults filled), so that the
+ * document holds what the configuration runs. A plugin keeps the fields as given: its config's defaults
+ * are the plugin's to fill at each load.
+ */
+function normalize(draft: Draft, config: GatewayConfig): void {
+  const { kind, id } = draft.changed!;
+  if (kind === 'plugins') return;
+  const built = (config[kind] as Record<string, any>[]).find((e) => e.id === id);
+  // A stream route is validated but not kept by the loader: it stays as given.
+  if (!built) return;
+  draft.entities[kind] = draft.entities[kind].map((e) => (e.id === id ? withoutNulls(JSON.parse(JSON.stringify(built))) : e));
+}
+
+/** A refused change: the changed entity's problems as Kong's schema violation; anything else (the file's entities) as entity-level messages. */
+function violation(built: Extract<LoadResult, { ok: false }>, id: string): SchemaViolationError {
+  const own = (built.apiIssues ?? []).filter((i) => i.id === id);
+  const issues: Issue[] = own.length > 0 ? own.map(({ path, message }) => ({ path, message })) : built.errors.map((e) => ({ path: [], message: String(e) }));
+  return new SchemaViolationError(issues);
+}
