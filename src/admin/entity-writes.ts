@@ -31,6 +31,7 @@ import { page } from '../toolkit/paging.ts';
 
 /** A write that keeps meeting others' is refused after this many tries (each one starts again from the stored version). */
 const MAX_ATTEMPTS = 5;
+const RETRY_SPREAD_MS = 25;
 
 type Parent = 'services' | 'routes' | 'consumers';
 type StoredRecord = Record<string, any> & { id: string };
@@ -274,7 +275,11 @@ class EntityWriter {
       const built = this.access.build(draft.entities);
       if (!built.ok) throw violation(built, draft.changed.id);
       if (draft.changed.operation !== 'delete') normalize(draft, built.config);
-      if (!(await this.access.commit(read, draft.entities))) continue;
+      if (!(await this.access.commit(read, draft.entities))) {
+        // Writers that met each other would meet again at once: each waits a random moment first.
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * RETRY_SPREAD_MS * (attempt + 1)));
+        continue;
+      }
       this.record(req, method, draft);
       if (draft.changed.operation === 'delete') return { status: 204 };
       const entity = (built.config[kind] as Record<string, any>[]).find((e) => e.id === id);

@@ -1,0 +1,186 @@
+/**
+ * Kong's traditional mode on real processes: services, routes and plugins written through the admin API
+ * of one node are served by every worker of every node sharing the store, within db_update_frequency —
+ * on a node of two workers (LevelDB owned by the primary) and on two nodes of two workers on one
+ * PostgreSQL (a schema of their own per test). A change applies whole (a plugin's config never half
+ * old, half new); deleting a service with routes is Kong's 400 and a route's plugins go with it;
+ * concurrent conflicting PATCHes are each applied whole or refused with 409; gateway.yaml's entities
+ * are read-only and their names taken; a refused change changes nothing; a node whose store is its own
+ * keeps Kong DB-less's answer.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { request, servedByBoth, servingPids, spawnGateway, startUpstream, type Reply, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
+import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
+import { waitFor } from '../../helpers/support.ts';
+
+let upstream: Upstream;
+before(async () => {
+  upstream = await startUpstream();
+});
+after(() => upstream.close());
+
+/** The time a node is given to apply what another process wrote: db_update_frequency is 0.5 s, the rest is slack for a loaded machine. */
+const APPLY_TIMEOUT_MS = 10_000;
+
+const gatewayYaml = (gateway: Record<string, unknown>) => ({
+  gateway: { worker_processes: 2, db_update_frequency: 0.5, log_level: 'info', ...gateway },
+  services: [{ name: 'declared', url: upstream.url, routes: [{ name: 'declared', paths: ['/declared'] }] }],
+});
+
+const write = (gw: SpawnedGateway, method: string, path: string, body?: Record<string, unknown>) => request(gw.admin + path, { method, body });
+
+/** What the echo upstream saw of the headers `names` (request-transformer adds them). */
+const seen = (reply: Reply, ...names: string[]) => names.map((n) => reply.json().headers[n]);
+
+/**
+ * Requests under `base` on node `gw` (a path of their own each), every answer passing `check`, until both
+ * of its workers have given one that `applied` accepts (their access log lines say which worker gave
+ * which): another node's workers each apply a change within db_update_frequency, not at the same instant.
+ */
+async function appliedByBoth(gw: SpawnedGateway, base: string, applied: (reply: Reply) => boolean, check: (reply: Reply) => void = () => {}): Promise<void> {
+  const accepted = new Set<string>();
+  let sent = 0;
+  await waitFor(async () => {
+    const path = `${base}/${++sent}`;
+    const reply = await request(gw.http + path);
+    check(reply);
+    if (applied(reply)) accepted.add(path);
+    const pids = [...accepted].flatMap((p) => [...servingPids(gw, p)]);
+    return new Set(pids).size === 2;
+  }, `both workers of a node to apply the change under ${base}`, APPLY_TIMEOUT_MS);
+}
+
+/** The scenarios, on node `a` and node `b` (the same node of two workers when the store is LevelDB). */
+function scenarios(nodes: () => Promise<[SpawnedGateway, SpawnedGateway]>): void {
+  test('a service and route created through A are proxied by every worker of B; a plugin PATCHed on A applies whole there', async () => {
+    const [a, b] = await nodes();
+    const service = await write(a, 'POST', '/services', { name: 'orders', url: upstream.url });
+    assert.equal(service.status, 201, service.text);
+    assert.equal(service.json().port, upstream.port, 'the url is expanded');
+    const route = await write(a, 'POST', '/services/orders/routes', { name: 'orders', paths: ['/orders'] });
+    assert.equal(route.status, 201, route.text);
+    assert.deepEqual(route.json().service, { id: service.json().id });
+    await appliedByBoth(b, '/orders/created', (reply) => reply.status === 200);
+    await servedByBoth(b, '/orders/everywhere');
+
+    const plugin = await write(a, 'POST', '/routes/orders/plugins', { name: 'request-transformer', config: { add: { headers: ['x-a:1', 'x-b:1'] } } });
+    assert.equal(plugin.status, 201, plugin.text);
+    await waitFor(async () => seen(await request(b.http + '/orders'), 'x-a')[0] === '1', 'node B to run the plugin', APPLY_TIMEOUT_MS);
+    const patched = await write(a, 'PATCH', `/plugins/${plugin.json().id}`, { config: { add: { headers: ['x-a:2', 'x-b:2'] } } });
+    assert.equal(patched.status, 200, patched.text);
+    assert.equal(patched.json().config.remove.headers.length, 0, 'the rest of the config keeps its defaults');
+    // Every answer meanwhile carries the old pair or the new one, never one of each.
+    await appliedByBoth(
+      b,
+      '/orders/patched',
+      (reply) => seen(reply, 'x-a')[0] === '2',
+      (reply) => {
+        const [x, y] = seen(reply, 'x-a', 'x-b');
+        assert.equal(x, y, 'one configuration per request');
+      },
+    );
+    await servedByBoth(b, '/orders/patched-everywhere', (reply) => assert.deepEqual(seen(reply, 'x-a', 'x-b'), ['2', '2']));
+    const listed = (await request(b.admin + `/routes/${route.json().id}/plugins`)).json().data;
+    assert.deepEqual(listed.map((p: { id: string }) => p.id), [plugin.json().id]);
+  });
+
+  test("deleting a service with routes is Kong's 400; a route's plugins go with it; then the service goes", async () => {
+    const [a, b] = await nodes();
+    const service = (await write(a, 'POST', '/services', { name: 'billing', url: upstream.url })).json();
+    const route = (await write(a, 'POST', '/routes', { name: 'billing', paths: ['/billing'], service: { name: 'billing' } })).json();
+    const plugin = (await write(a, 'POST', `/services/${service.id}/plugins`, { name: 'request-termination', config: { status_code: 418 } })).json();
+    await waitFor(async () => (await request(b.http + '/billing')).status === 418, 'node B to run the service plugin', APPLY_TIMEOUT_MS);
+
+    const refused = await write(b, 'DELETE', '/services/billing');
+    assert.equal(refused.status, 400);
+    assert.deepEqual(refused.json(), {
+      code: 4,
+      name: 'foreign key violation',
+      message: "an existing 'routes' entity references this 'services' entity",
+      fields: { '@referenced_by': 'routes' },
+    });
+    assert.equal((await write(a, 'DELETE', `/routes/${route.id}`)).status, 204);
+    assert.equal((await write(a, 'DELETE', '/services/billing')).status, 204);
+    await appliedByBoth(b, '/billing', (reply) => reply.status === 404);
+    await waitFor(async () => (await request(b.admin + `/plugins/${plugin.id}`)).status === 404, "the service's plugin to go with it", APPLY_TIMEOUT_MS);
+    assert.equal((await write(b, 'DELETE', '/services/billing')).status, 204, 'deleting what is gone is a 204, as in Kong');
+  });
+
+  test('20 concurrent conflicting PATCHes: each is applied whole or refused with 409', async () => {
+    const [a, b] = await nodes();
+    await write(a, 'POST', '/services', { name: 'race', url: upstream.url });
+    await write(a, 'POST', '/services/race/routes', { name: 'race', paths: ['/race'] });
+    const plugin = (await write(a, 'POST', '/routes/race/plugins', { name: 'request-transformer', config: { add: { headers: ['x-a:0', 'x-b:0'] } } })).json();
+    const replies = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        write(i % 2 ? a : b, 'PATCH', `/plugins/${plugin.id}`, { config: { add: { headers: [`x-a:${i + 1}`, `x-b:${i + 1}`] } } }),
+      ),
+    );
+    for (const reply of replies) assert.ok([200, 409].includes(reply.status), `${reply.status} ${reply.text}`);
+    const applied = replies.flatMap((r, i) => (r.status === 200 ? [String(i + 1)] : []));
+    assert.ok(applied.length > 0, 'at least one PATCH lands');
+    const final = (await request(a.admin + `/plugins/${plugin.id}`)).json().config.add.headers as string[];
+    const [x, y] = final.map((h) => h.split(':')[1]);
+    assert.equal(x, y, 'the stored config is one PATCH, whole');
+    assert.ok(applied.includes(x), `the stored config is an acknowledged PATCH's (${x} of ${applied})`);
+    await waitFor(async () => seen(await request(b.http + '/race'), 'x-a', 'x-b').join() === `${x},${x}`, 'node B to run the final config', APPLY_TIMEOUT_MS);
+  });
+
+  test("gateway.yaml's entities are read-only and their names taken; a refused change changes nothing", async () => {
+    const [a, b] = await nodes();
+    const taken = await write(a, 'POST', '/services', { name: 'declared', url: upstream.url });
+    assert.equal(taken.status, 409);
+    assert.deepEqual(taken.json().fields, { name: 'declared' });
+    assert.equal((await write(b, 'POST', '/routes', { name: 'declared', paths: ['/other'] })).status, 409, "a route can't take a declared route's name");
+    const readOnly = await write(a, 'PATCH', '/services/declared', { port: 1 });
+    assert.equal(readOnly.status, 405);
+    assert.match(readOnly.json().message, /declared in gateway\.yaml/);
+    assert.equal((await write(a, 'DELETE', '/routes/declared')).status, 405);
+
+    const before = (await request(a.admin + '/status')).json().configuration_hash;
+    const invalid = await write(a, 'POST', '/routes', { name: 'broken', paths: ['no-slash'] });
+    assert.equal(invalid.status, 400);
+    assert.equal(invalid.json().name, 'schema violation');
+    assert.ok(invalid.json().fields.paths, invalid.text);
+    const unknownPlugin = await write(a, 'POST', '/routes/declared/plugins', { name: 'no-such-plugin' });
+    assert.equal(unknownPlugin.status, 400);
+    assert.equal((await request(a.admin + '/status')).json().configuration_hash, before, 'nothing changed');
+    assert.equal((await request(b.admin + '/routes/broken')).status, 404);
+    // A route attached to a declared service is the API's own, and the declared service can then not go.
+    const attached = await write(b, 'POST', '/services/declared/routes', { name: 'attached', paths: ['/attached'] });
+    assert.equal(attached.status, 201, attached.text);
+    await waitFor(async () => (await request(a.http + '/attached')).status === 200, 'node A to proxy /attached', APPLY_TIMEOUT_MS);
+  });
+}
+
+describe('a node of two workers on LevelDB', () => {
+  const started: SpawnedGateway[] = [];
+  after(async () => {
+    for (const gw of started) gw.kill('SIGKILL');
+  });
+  scenarios(async () => {
+    const node = await spawnGateway(gatewayYaml({}));
+    started.push(node);
+    return [node, node];
+  });
+
+  test("a node whose store is its own keeps Kong DB-less's answer", async () => {
+    const single = await spawnGateway(gatewayYaml({ worker_processes: 1 }));
+    started.push(single);
+    const refused = await write(single, 'POST', '/services', { name: 'x', url: upstream.url });
+    assert.equal(refused.status, 405);
+    assert.equal(refused.json().message, "cannot create 'services' entities when not using a database");
+    assert.equal((await write(single, 'POST', '/services/declared/routes', { paths: ['/x'] })).status, 405);
+  });
+});
+
+describe('two nodes of two workers on one PostgreSQL', { skip: postgresSkipReason() }, () => {
+  const suite = postgresForSuite();
+  scenarios(async () => {
+    const yaml = gatewayYaml(suite.pg.settings({ pg_schema: suite.schema('writes') }));
+    const nodes = [await spawnGateway(yaml), await spawnGateway(yaml)] as [SpawnedGateway, SpawnedGateway];
+    for (const node of nodes) suite.track(async () => node.kill('SIGKILL'));
+    return nodes;
+  });
+});
