@@ -249,6 +249,7 @@ export class Gateway {
       applied: () => this.applied,
       read: () => this.stored.read(),
       build: (entities) => this.build(this.snapshot.config, entities),
+      refusal: (config) => this.oneProcessRefusal(config),
       commit: (read, next) => this.commitStoredEntities(read, next),
       log: this.log.child({ component: 'admin' }),
       writes: this.metrics.plugins.counter({
@@ -257,6 +258,18 @@ export class Gateway {
         labelNames: ['entity', 'operation'],
       }),
     };
+  }
+
+  /**
+   * A plugin that keeps state in one process cannot come through the admin API: the store is shared by
+   * several processes or nodes there, which would corrupt that state (the file alone can bring one, and
+   * the node then runs as one process, one node).
+   */
+  private oneProcessRefusal(config: GatewayConfig): string | undefined {
+    const running = new Set(pluginsKeepingOneProcess(this.registry, this.snapshot.config.plugins, this.snapshot.config.entities));
+    const names = pluginsKeepingOneProcess(this.registry, config.plugins, config.entities).filter((name) => !running.has(name));
+    if (names.length === 0) return undefined;
+    return `plugin ${names.map((n) => `'${n}'`).join(', ')} keeps state in one process: it cannot be configured on a store shared by several processes or nodes`;
   }
 
   /** Stores a change if nothing was written since `read`; resolves once every process of this node applied it. */

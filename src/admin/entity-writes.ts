@@ -46,6 +46,8 @@ export interface EntityWriteAccess {
   read(): Promise<ReadDocument>;
   /** The effective configuration gateway.yaml and `entities` make, validated whole. */
   build(entities: ApiEntities): LoadResult;
+  /** Why this node could not run `config` although it is valid (a plugin keeping state in one process), or undefined. */
+  refusal(config: GatewayConfig): string | undefined;
   /** Commits `next` if nothing was written since `read`, then applies it on this node; false otherwise. */
   commit(read: ReadDocument, next: ApiEntities): Promise<boolean>;
   log: Logger;
@@ -274,6 +276,8 @@ class EntityWriter {
       if (!draft.changed) return { status: 204 };
       const built = this.access.build(draft.entities);
       if (!built.ok) throw violation(built, draft.changed.id);
+      const refusal = this.access.refusal(built.config);
+      if (refusal) throw new SchemaViolationError([{ path: [], message: refusal }]);
       if (draft.changed.operation !== 'delete') normalize(draft, built.config);
       if (!(await this.access.commit(read, draft.entities))) {
         // Writers that met each other would meet again at once: each waits a random moment first.

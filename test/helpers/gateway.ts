@@ -11,7 +11,6 @@
  * gateway whose file names no `database` runs on that PostgreSQL instead of LevelDB, in a schema of its
  * data directory's own (a gateway restarted on the same directory finds its store again).
  */
-import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
@@ -26,7 +25,6 @@ import { loadConfigFile } from '../../src/config/load.ts';
 import { ConfigLoadError } from '../../src/errors.ts';
 import { Gateway } from '../../src/gateway.ts';
 import { bundledPlugins } from '../../src/plugins.ts';
-import { waitFor } from './support.ts';
 
 export interface GatewayUrls {
   /** Plain HTTP/1.1 proxy listener. */
@@ -287,24 +285,6 @@ export async function spawnGateway(config: Record<string, any>, options: StartOp
     },
     output: () => out,
   };
-}
-
-/** The pids of the workers of a spawned node that wrote access-log lines for `path`. */
-export function servingPids(gw: SpawnedGateway, path: string): Set<number> {
-  const lines = gw.output().split('\n').filter((l) => l.includes('"type":"access"') && l.includes(path));
-  return new Set(lines.map((l) => JSON.parse(l).pid as number));
-}
-
-/**
- * Requests for `path`, each on a connection of its own, until both workers of a node of two have
- * answered one (their access log lines): the workers take connections from the shared socket themselves,
- * so which one takes the next is not fixed. Every answer must pass `check` (by default, be a 200).
- */
-export async function servedByBoth(gw: SpawnedGateway, path: string, check: (reply: Reply) => void = (r) => assert.equal(r.status, 200, `${path} is served`)): Promise<void> {
-  await waitFor(async () => {
-    check(await request(gw.http + path));
-    return servingPids(gw, path).size === 2;
-  }, `both workers to serve ${path}`, 20_000);
 }
 
 export interface Reply {

@@ -10,9 +10,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { request, servedByBoth, servingPids, spawnGateway, startUpstream, type Reply, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
+import { request, spawnGateway, startUpstream, type Reply, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
-import { waitFor } from '../../helpers/support.ts';
+import { servedByBoth, servingPids, waitFor } from '../../helpers/support.ts';
 
 let upstream: Upstream;
 before(async () => {

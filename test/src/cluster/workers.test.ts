@@ -11,9 +11,9 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
-import { isAlive, request, servedByBoth, servingPids, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
+import { isAlive, request, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
-import { waitFor } from '../../helpers/support.ts';
+import { servedByBoth, servingPids, waitFor } from '../../helpers/support.ts';
 
 let upstream: Upstream;
 before(async () => {
