@@ -186,11 +186,27 @@ function withoutNulls(record: Record<string, any>): Record<string, any> {
   return Object.fromEntries(Object.entries(record).filter(([, v]) => v !== null && v !== undefined));
 }
 
-/** The body as an entity's fields: a form's values by the schema's types; the timestamps are the gateway's. */
+/** What a kind nests in gateway.yaml, which Kong's admin API takes through the nested endpoints only. */
+const NESTED: Record<ApiEntityKind, string[]> = { services: ['routes', 'plugins'], routes: ['plugins'], plugins: [] };
+
+/**
+ * The body as an entity's fields: a form's values by the schema's types, its `service.id` (Kong's form
+ * for a reference) as `service: {id}`; the timestamps are the gateway's; an id must be a UUID.
+ */
 function fieldsOf(kind: ApiEntityKind, req: AdminRequest): Record<string, any> {
   const body = req.form ? inferFormTypes(req.body, CORE_ENTITY_SCHEMAS[kind]) : { ...req.body };
+  for (const [field] of REFERENCES[kind]) {
+    for (const key of ['id', 'name']) {
+      if (!req.form || body[`${field}.${key}`] === undefined) continue;
+      body[field] = { [key]: body[`${field}.${key}`] };
+      delete body[`${field}.${key}`];
+    }
+  }
   delete body.created_at;
   delete body.updated_at;
+  const issues: Issue[] = NESTED[kind].filter((field) => body[field] !== undefined).map((field) => ({ path: [field], message: 'unknown field' }));
+  if (body.id !== undefined && !(typeof body.id === 'string' && isUuid(body.id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
+  if (issues.length > 0) throw new SchemaViolationError(issues);
   return body;
 }
 

@@ -165,6 +165,36 @@ describe('a node of two workers on LevelDB', () => {
     return [node, node];
   });
 
+  test("Kong's shapes: PUT upserts by name, forms, nested paths under nothing, fields the API does not take", async () => {
+    const node = await spawnGateway(gatewayYaml({}));
+    started.push(node);
+    const created = await write(node, 'PUT', '/services/upserted', { url: upstream.url });
+    assert.equal(created.status, 201, created.text);
+    assert.equal(created.json().name, 'upserted');
+    const replaced = await write(node, 'PUT', '/services/upserted', { host: '127.0.0.1', port: upstream.port, retries: 1 });
+    assert.equal(replaced.status, 200);
+    assert.deepEqual([replaced.json().id, replaced.json().retries, replaced.json().created_at], [created.json().id, 1, created.json().created_at]);
+    assert.equal((await write(node, 'PUT', '/services/declared', { url: upstream.url })).status, 405);
+
+    const form = await request(node.admin + '/routes', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'name=formed&paths[]=/formed&strip_path=false&service.name=upserted',
+    });
+    assert.equal(form.status, 201, form.text);
+    assert.deepEqual([form.json().strip_path, form.json().service.id], [false, created.json().id]);
+    assert.equal((await request(node.http + '/formed/x')).json().path, '/formed/x');
+
+    assert.equal((await write(node, 'POST', '/services/nothing/routes', { paths: ['/n'] })).status, 404);
+    assert.equal((await write(node, 'PATCH', '/routes/nothing', { paths: ['/n'] })).status, 404);
+    const nested = await write(node, 'POST', '/services', { name: 'nested', url: upstream.url, routes: [{ paths: ['/n'] }] });
+    assert.deepEqual([nested.status, nested.json().fields], [400, { routes: 'unknown field' }]);
+    const badId = await write(node, 'POST', '/services', { id: 'not-a-uuid', url: upstream.url });
+    assert.deepEqual([badId.status, badId.json().fields], [400, { id: 'expected a valid UUID' }]);
+    const dangling = await write(node, 'POST', '/routes', { paths: ['/d'], service: { name: 'nothing' } });
+    assert.deepEqual([dangling.status, dangling.json().name], [400, 'foreign key violation']);
+  });
+
   test("a node whose store is its own keeps Kong DB-less's answer", async () => {
     const single = await spawnGateway(gatewayYaml({ worker_processes: 1 }));
     started.push(single);
