@@ -16,10 +16,10 @@ import type { HealthChange } from './balancer/balancers.ts';
 import { workerCount } from './config/entities.ts';
 import { parseListenList } from './config/listen.ts';
 import { loadConfigFile, loadConfigText, type ApiEntities, type LoadResult } from './config/load.ts';
-import { entityWriteRoutes, type EntityWriteAccess } from './admin/entity-writes.ts';
+import { EntityWriter, type EntityWriteAccess } from './admin/entity-writes.ts';
 import { EMPTY_DOCUMENT, StoredEntities, type EntityDocument, type ReadDocument } from './stored-entities.ts';
 import type { GatewayConfig } from './config/types.ts';
-import { Consumers } from './consumers.ts';
+import { consumerByReference, Consumers } from './consumers.ts';
 import { KeptEntityDirectories } from './kept-entities.ts';
 import { preparePrivateDir } from './data-dir.ts';
 import { keepTimestampsOrLog } from './entity-timestamps.ts';
@@ -242,6 +242,20 @@ export class Gateway {
     this.log.info({ version: read.document.version, hash: loaded.config.hash }, 'configuration changed through the admin API applied');
   }
 
+  /** The admin API's writes of services, routes and plugins; a consumer's deletion takes its plugins along. */
+  private entityWriter(): EntityWriter {
+    const writer = new EntityWriter(this.entityWriteAccess());
+    this.consumers.onRemoved(async (consumer, byThisProcess) => {
+      if (!byThisProcess) return;
+      try {
+        await writer.deletePluginsOfConsumer(consumer.id);
+      } catch (err) {
+        this.log.error({ err, consumer: consumer.id }, "deleting a deleted consumer's plugins failed: they match no request meanwhile");
+      }
+    });
+    return writer;
+  }
+
   private entityWriteAccess(): EntityWriteAccess {
     return {
       shared: this.snapshot.config.gateway.database === 'postgres' || this.storeHandedIn,
@@ -249,6 +263,7 @@ export class Gateway {
       applied: () => this.applied,
       read: () => this.stored.read(),
       build: (entities) => this.build(this.snapshot.config, entities),
+      runtimeConsumerId: (key) => consumerByReference(this.consumers, key)?.id,
       refusal: (config) => this.oneProcessRefusal(config),
       commit: (read, next) => this.commitStoredEntities(read, next),
       log: this.log.child({ component: 'admin' }),
@@ -443,7 +458,7 @@ export class Gateway {
       }),
       ...certificateAdminRoutes(() => this.snapshot.config),
       ...schemaAdminRoutes(this.registry),
-      ...entityWriteRoutes(this.entityWriteAccess()),
+      ...this.entityWriter().routes(),
     ];
     adminRoutes.push(...discoveryAdminRoutes(() => adminRoutes));
     const admin = new AdminRouter(adminRoutes, this.log.child({ component: 'admin' }));

@@ -46,6 +46,8 @@ export interface EntityWriteAccess {
   read(): Promise<ReadDocument>;
   /** The effective configuration gateway.yaml and `entities` make, validated whole. */
   build(entities: ApiEntities): LoadResult;
+  /** A consumer created through the admin API, by id or username (the consumers directory's). */
+  runtimeConsumerId(key: string): string | undefined;
   /** Why this node could not run `config` although it is valid (a plugin keeping state in one process), or undefined. */
   refusal(config: GatewayConfig): string | undefined;
   /** Commits `next` if nothing was written since `read`, then applies it on this node; false otherwise. */
@@ -161,12 +163,19 @@ class Draft {
     return out;
   }
 
-  /**
-   * A consumer of gateway.yaml by id or username. Plugins of consumers created through the admin API are
-   * not possible yet: the loader resolves consumers among the file's.
-   */
+  /** A consumer of gateway.yaml or of the admin API, by id or username. */
   consumerId(key: string): string | undefined {
-    return this.access.config().consumers.find((c) => (isUuid(key) ? c.id === key : c.username === key))?.id;
+    const declared = this.access.config().consumers.find((c) => (isUuid(key) ? c.id === key : c.username === key));
+    return declared?.id ?? this.access.runtimeConsumerId(key);
+  }
+
+  /** Kong's cascade of a consumer's deletion to its plugins. */
+  deletePluginsOf(consumerId: string): void {
+    const attached = this.entities.plugins.filter((p) => p.consumer?.id === consumerId);
+    if (attached.length === 0) return;
+    this.cascaded = attached.map((p) => p.id);
+    this.entities.plugins = this.entities.plugins.filter((p) => !this.cascaded.includes(p.id));
+    this.changed = { id: consumerId, kind: 'plugins', operation: 'delete' };
   }
 }
 
@@ -210,29 +219,41 @@ function fieldsOf(kind: ApiEntityKind, req: AdminRequest): Record<string, any> {
   return body;
 }
 
-export function entityWriteRoutes(access: EntityWriteAccess): AdminRoute[] {
-  const writer = new EntityWriter(access);
-  const routes: AdminRoute[] = [];
-  const add = (method: AdminMethod, path: string, handler: AdminRoute['handler']) => routes.push({ method, path, handler });
-  for (const kind of ['services', 'routes', 'plugins'] as const) {
-    add('POST', `/${kind}`, (req) => writer.create(kind, req));
-    add('PUT', `/${kind}/:id`, (req) => writer.update(kind, req, 'PUT'));
-    add('PATCH', `/${kind}/:id`, (req) => writer.update(kind, req, 'PATCH'));
-    add('DELETE', `/${kind}/:id`, (req) => writer.delete(kind, req));
-  }
-  add('POST', '/services/:parent/routes', (req) => writer.create('routes', req, ['services', 'service']));
-  for (const [parent, field] of [['services', 'service'], ['routes', 'route'], ['consumers', 'consumer']] as const) {
-    add('GET', `/${parent}/:parent/plugins`, (req) => {
-      const id = writer.parentId(parent, req.params.parent);
-      return page(access.config().plugins.filter((p) => p[field]?.id === id), req, `/${parent}/${req.params.parent}/plugins`);
-    });
-    add('POST', `/${parent}/:parent/plugins`, (req) => writer.create('plugins', req, [parent, field]));
-  }
-  return routes;
-}
-
-class EntityWriter {
+export class EntityWriter {
   constructor(private readonly access: EntityWriteAccess) {}
+
+  routes(): AdminRoute[] {
+    const routes: AdminRoute[] = [];
+    const add = (method: AdminMethod, path: string, handler: AdminRoute['handler']) => routes.push({ method, path, handler });
+    for (const kind of ['services', 'routes', 'plugins'] as const) {
+      add('POST', `/${kind}`, (req) => this.create(kind, req));
+      add('PUT', `/${kind}/:id`, (req) => this.update(kind, req, 'PUT'));
+      add('PATCH', `/${kind}/:id`, (req) => this.update(kind, req, 'PATCH'));
+      add('DELETE', `/${kind}/:id`, (req) => this.delete(kind, req));
+    }
+    add('POST', '/services/:parent/routes', (req) => this.create('routes', req, ['services', 'service']));
+    for (const [parent, field] of [['services', 'service'], ['routes', 'route'], ['consumers', 'consumer']] as const) {
+      add('GET', `/${parent}/:parent/plugins`, (req) => {
+        const id = this.parentId(parent, req.params.parent);
+        return page(this.access.config().plugins.filter((p) => p[field]?.id === id), req, `/${parent}/${req.params.parent}/plugins`);
+      });
+      add('POST', `/${parent}/:parent/plugins`, (req) => this.create('plugins', req, [parent, field]));
+    }
+    return routes;
+  }
+
+  /**
+   * Deletes the plugins of a consumer that was deleted (Kong's cascade), as a write of its own: called by
+   * the process that deleted it. Until then, a plugin of a consumer that is gone matches no request.
+   */
+  async deletePluginsOfConsumer(consumerId: string): Promise<void> {
+    if (!this.access.shared) return;
+    const request: AdminRequest = { params: { id: consumerId }, query: new URLSearchParams(), body: {}, headers: {}, client: 'cascade' };
+    await this.write('plugins', 'DELETE', request, (draft) => {
+      draft.deletePluginsOf(consumerId);
+      return undefined;
+    });
+  }
 
   /** The id of the parent a nested path names (by id or name), or 404 as in Kong. */
   parentId(parent: Parent, key: string, draft = new Draft(this.access.applied(), this.access)): string {

@@ -101,7 +101,7 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
     return { ok: false, errors: [new ConfigError(shownName, 1, 1, '', `YAML: ${(err as Error).message}`)] };
   }
   const fileCounts = api && isPlainObject(raw) ? withApiEntities(raw, api) : undefined;
-  const builder = new ConfigBuilder(registry, dirname(absolute));
+  const builder = new ConfigBuilder(registry, dirname(absolute), new Set(fileCounts ? API_ENTITY_KINDS.flatMap((kind) => api![kind]) : []));
   const config = builder.build(raw);
   if (builder.issues.length > 0) {
     const apiIssues = fileCounts ? builder.issues.flatMap((i) => apiIssueOf(i, fileCounts, api!) ?? []) : [];
@@ -181,7 +181,12 @@ class ConfigBuilder implements BuildContext {
   constructor(
     private readonly registry: PluginRegistry,
     private readonly baseDir: string,
+    private readonly apiRecords: ReadonlySet<Record<string, any>>,
   ) {}
+
+  fromApi(record: Record<string, any>): boolean {
+    return this.apiRecords.has(record);
+  }
 
   stamped<T extends { id: string }>(kind: string, given: Record<string, any>, entity: T): T & Timestamped {
     if (typeof given.created_at === 'number') {

@@ -107,6 +107,25 @@ function scenarios(nodes: () => Promise<[SpawnedGateway, SpawnedGateway]>): void
     assert.equal((await write(b, 'DELETE', '/services/billing')).status, 204, 'deleting what is gone is a 204, as in Kong');
   });
 
+  test("a plugin on a consumer created through the API runs on B, and goes with the consumer", async () => {
+    const [a, b] = await nodes();
+    await write(a, 'POST', '/services', { name: 'members', url: upstream.url });
+    await write(a, 'POST', '/services/members/routes', { name: 'members', paths: ['/members'] });
+    assert.equal((await write(a, 'POST', '/routes/members/plugins', { name: 'key-auth' })).status, 201);
+    assert.equal((await write(a, 'POST', '/consumers', { username: 'alice' })).status, 201);
+    assert.equal((await write(a, 'POST', '/consumers/alice/key-auth', { key: 'alice-key' })).status, 201);
+    const plugin = await write(a, 'POST', '/consumers/alice/plugins', { name: 'request-termination', config: { status_code: 418 } });
+    assert.equal(plugin.status, 201, plugin.text);
+    const withKey = () => request(b.http + '/members', { headers: { apikey: 'alice-key' } });
+    await waitFor(async () => (await withKey()).status === 418, "node B to run alice's plugin", APPLY_TIMEOUT_MS);
+    const listed = await waitFor(async () => (await request(b.admin + '/consumers/alice/plugins')).json().data, "B to list alice's plugins", APPLY_TIMEOUT_MS);
+    assert.deepEqual(listed.map((p: { id: string }) => p.id), [plugin.json().id]);
+
+    assert.equal((await write(a, 'DELETE', '/consumers/alice')).status, 204);
+    assert.equal((await request(a.admin + `/plugins/${plugin.json().id}`)).status, 404, "the consumer's plugin went with it");
+    await waitFor(async () => (await withKey()).status === 401, 'node B to forget alice', APPLY_TIMEOUT_MS);
+  });
+
   test('20 concurrent conflicting PATCHes: each is applied whole or refused with 409', async () => {
     const [a, b] = await nodes();
     await write(a, 'POST', '/services', { name: 'race', url: upstream.url });
