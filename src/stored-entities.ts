@@ -19,6 +19,14 @@ export interface EntityDocument extends ApiEntities {
   version: number;
 }
 
+/**
+ * An entity as the document keeps it: as the loader built it (references as `{id}`, a plugin's config
+ * with its vault references), absent fields rather than nulls (the loader reads both alike).
+ */
+export function storedRecord(entity: object): Record<string, any> & { id: string } {
+  return Object.fromEntries(Object.entries(JSON.parse(JSON.stringify(entity))).filter(([, v]) => v !== null)) as Record<string, any> & { id: string };
+}
+
 export const EMPTY_DOCUMENT: EntityDocument = { version: 0, services: [], routes: [], plugins: [] };
 
 /** A document as read: `expected` is what a write made from it expects the version key to hold. */

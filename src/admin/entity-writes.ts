@@ -14,7 +14,7 @@ import { isPlainObject, type Issue } from '../config/schema.ts';
 import type { GatewayConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import type { AdminMethod, AdminReply, AdminRequest, AdminRoute, CounterMetric } from '../pdk/types.ts';
-import { MAX_API_ENTITIES, type EntityDocument, type ReadDocument } from '../stored-entities.ts';
+import { MAX_API_ENTITIES, storedRecord, type EntityDocument, type ReadDocument } from '../stored-entities.ts';
 import {
   ConcurrentChangeError,
   declaredEntityReadOnly,
@@ -190,11 +190,6 @@ function merged(existing: Record<string, any>, patch: Record<string, any>): Reco
   return out;
 }
 
-/** A record as the store keeps it: absent fields, not nulls (the loader reads both alike, and the document stays small). */
-function withoutNulls(record: Record<string, any>): Record<string, any> {
-  return Object.fromEntries(Object.entries(record).filter(([, v]) => v !== null && v !== undefined));
-}
-
 /** What a kind nests in gateway.yaml, which Kong's admin API takes through the nested endpoints only. */
 const NESTED: Record<ApiEntityKind, string[]> = { services: ['routes', 'plugins'], routes: ['plugins'], plugins: [] };
 
@@ -355,7 +350,7 @@ function normalize(draft: Draft, config: GatewayConfig): void {
   const built = (config[kind] as Record<string, any>[]).find((e) => e.id === id);
   // A stream route is validated but not kept by the loader: it stays as given.
   if (!built) return;
-  draft.entities[kind] = draft.entities[kind].map((e) => (e.id === id ? withoutNulls(JSON.parse(JSON.stringify(built))) : e));
+  draft.entities[kind] = draft.entities[kind].map((e) => (e.id === id ? storedRecord(built) : e));
 }
 
 /** A refused change: the changed entity's problems as Kong's schema violation; anything else (the file's entities) as entity-level messages. */

@@ -10,7 +10,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { request, spawnGateway, startUpstream, type Reply, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { request, runTollgate, spawnGateway, startUpstream, tempDir, writeConfig, type Reply, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
 import { servedByBoth, servingPids, waitFor } from '../../helpers/support.ts';
 
@@ -29,6 +32,13 @@ const gatewayYaml = (gateway: Record<string, unknown>) => ({
 });
 
 const write = (gw: SpawnedGateway, method: string, path: string, body?: Record<string, unknown>) => request(gw.admin + path, { method, body });
+
+/** A declarative file for config:db_import: a service named `name` with a route at `/<name>`. */
+function importFile(name: string): string {
+  const file = join(tempDir('tollgate-import-'), 'kong.yaml');
+  writeFileSync(file, stringify({ _format_version: '3.0', services: [{ name, url: upstream.url, routes: [{ name, paths: [`/${name}`] }] }] }));
+  return file;
+}
 
 /** What the echo upstream saw of the headers `names` (request-transformer adds them). */
 const seen = (reply: Reply, ...names: string[]) => names.map((n) => reply.json().headers[n]);
@@ -214,6 +224,30 @@ describe('a node of two workers on LevelDB', () => {
     assert.deepEqual([dangling.status, dangling.json().name], [400, 'foreign key violation']);
   });
 
+  test('config:db_import fills the store of a stopped node, config:db_export writes it back; a clashing import changes nothing', async () => {
+    const dataDir = tempDir();
+    const configFile = writeConfig(gatewayYaml({}), dataDir);
+    const imported = await runTollgate(['config:db_import', '--file', importFile('imported'), '--config', configFile]);
+    assert.equal(imported.code, 0, imported.output);
+    assert.match(imported.output, /imported 1 services, 1 routes, 0 plugins into the store \(version 1\)/);
+    const clash = await runTollgate(['config:db_import', '--file', importFile('declared'), '--config', configFile]);
+    assert.equal(clash.code, 1, clash.output);
+    assert.match(clash.output, /uniqueness violation: 'services' entity with name set to 'declared'/);
+
+    const node = await spawnGateway(gatewayYaml({}), { dataDir });
+    started.push(node);
+    await servedByBoth(node, '/imported');
+    assert.equal((await write(node, 'POST', '/services', { name: 'later', url: upstream.url })).status, 201);
+    node.kill('SIGTERM');
+    assert.equal(await node.exited, 0);
+    const exportFile = join(tempDir(), 'export.yaml');
+    const exported = await runTollgate(['config:db_export', '--file', exportFile, '--config', configFile]);
+    assert.equal(exported.code, 0, exported.output);
+    assert.match(exported.output, /exported 2 services, 1 routes, 0 plugins \(version 2\)/);
+    const again = await runTollgate(['config:db_import', '--file', exportFile, '--config', configFile]);
+    assert.equal(again.code, 0, `the export loads as it is: ${again.output}`);
+  });
+
   test("a node whose store is its own keeps Kong DB-less's answer", async () => {
     const single = await spawnGateway(gatewayYaml({ worker_processes: 1 }));
     started.push(single);
@@ -226,10 +260,18 @@ describe('a node of two workers on LevelDB', () => {
 
 describe('two nodes of two workers on one PostgreSQL', { skip: postgresSkipReason() }, () => {
   const suite = postgresForSuite();
-  scenarios(async () => {
-    const yaml = gatewayYaml(suite.pg.settings({ pg_schema: suite.schema('writes') }));
+  const nodesOn = async (yaml: Record<string, any>) => {
     const nodes = [await spawnGateway(yaml), await spawnGateway(yaml)] as [SpawnedGateway, SpawnedGateway];
     for (const node of nodes) suite.track(async () => node.kill('SIGKILL'));
     return nodes;
+  };
+  scenarios(() => nodesOn(gatewayYaml(suite.pg.settings({ pg_schema: suite.schema('writes') }))));
+
+  test('config:db_import into a running cluster is applied by every worker of its nodes', async () => {
+    const yaml = gatewayYaml(suite.pg.settings({ pg_schema: suite.schema('import') }));
+    const [, b] = await nodesOn(yaml);
+    const imported = await runTollgate(['config:db_import', '--file', importFile('imported'), '--config', writeConfig(yaml, tempDir())]);
+    assert.equal(imported.code, 0, imported.output);
+    await appliedByBoth(b, '/imported', (reply) => reply.status === 200);
   });
 });
