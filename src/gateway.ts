@@ -130,6 +130,7 @@ export class Gateway {
   /** A stored version that failed to build here (logged once, not at every poll). */
   private refusedVersion = 0;
   private storedPoller: NodeJS.Timeout | undefined;
+  private refreshFailing = false;
 
   private constructor(
     private readonly configFile: string,
@@ -218,10 +219,19 @@ export class Gateway {
     this.storedPoller = setInterval(() => void this.refreshStoredEntities(), every).unref();
   }
 
-  /** In turn with reloads, so that the last configuration built is the one that stays. */
+  /**
+   * In turn with reloads, so that the last configuration built is the one that stays. A store that cannot
+   * be read is logged once until it can again, not at every poll.
+   */
   private refreshStoredEntities(): Promise<unknown> {
     const next = this.reloading.then(() => this.refreshStoredNow());
-    this.reloading = next.catch((err) => this.log.error({ err }, 'applying the admin API\'s entities failed'));
+    this.reloading = next.then(
+      () => (this.refreshFailing = false),
+      (err) => {
+        if (!this.refreshFailing) this.log.error({ err }, "applying the admin API's entities failed: retrying every db_update_frequency");
+        this.refreshFailing = true;
+      },
+    );
     return this.reloading;
   }
 

@@ -222,6 +222,15 @@ describe('a node of two workers on LevelDB', () => {
     assert.deepEqual([badId.status, badId.json().fields], [400, { id: 'expected a valid UUID' }]);
     const dangling = await write(node, 'POST', '/routes', { paths: ['/d'], service: { name: 'nothing' } });
     assert.deepEqual([dangling.status, dangling.json().name], [400, 'foreign key violation']);
+
+    // Who changed what: one log line per write, and the node's counter.
+    const lines = node.output().split('\n').filter((l) => l.includes('"msg":"admin API changed the configuration"')).map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((l) => [l.method, l.entity, l.operation]), [['PUT', 'services', 'create'], ['PUT', 'services', 'update'], ['POST', 'routes', 'create']]);
+    assert.equal(lines[0].id, created.json().id);
+    assert.match(lines[0].client, /^127\.0\.0\.1:\d+$/);
+    const metrics = (await request(node.admin + '/metrics')).text;
+    assert.match(metrics, /tollgate_admin_entity_writes_total\{entity="services",operation="create"\} 1\n/);
+    assert.match(metrics, /tollgate_admin_entity_writes_total\{entity="services",operation="update"\} 1\n/);
   });
 
   test('config:db_import fills the store of a stopped node, config:db_export writes it back; a clashing import changes nothing', async () => {
