@@ -1,5 +1,5 @@
 /**
- * The core entities (services, routes, plugins) created through the admin API on a node whose store is
+ * The core entities (services, routes, plugins, upstreams, targets) created through the admin API on a node whose store is
  * shared (Kong's traditional mode): one document in the store, with a version. Every write replaces the
  * whole document at once with `commitIf` on the version, so a write is applied whole or not at all, and
  * of two writes made from the same version only one lands. Every process of every node rebuilds its
@@ -27,7 +27,7 @@ export function storedRecord(entity: object): Record<string, any> & { id: string
   return Object.fromEntries(Object.entries(JSON.parse(JSON.stringify(entity))).filter(([, v]) => v !== null)) as Record<string, any> & { id: string };
 }
 
-export const EMPTY_DOCUMENT: EntityDocument = { version: 0, services: [], routes: [], plugins: [] };
+export const EMPTY_DOCUMENT: EntityDocument = { version: 0, services: [], routes: [], plugins: [], upstreams: [], targets: [] };
 
 /** A document as read: `expected` is what a write made from it expects the version key to hold. */
 export interface ReadDocument {
@@ -48,7 +48,8 @@ export class StoredEntities {
     // The two keys change together (commitIf), but a read of both may straddle a write: read again then.
     for (;;) {
       const [version, text] = await this.store.getMany([VERSION_KEY, DOCUMENT_KEY]);
-      const document: EntityDocument = text === undefined ? EMPTY_DOCUMENT : JSON.parse(text);
+      // A kind added in a later version is absent from a document written before it.
+      const document: EntityDocument = text === undefined ? EMPTY_DOCUMENT : { ...EMPTY_DOCUMENT, ...JSON.parse(text) };
       if (Number(version ?? 0) === document.version) return { document, expected: version };
     }
   }

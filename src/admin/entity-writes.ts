@@ -8,8 +8,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { isUuid } from '../config/entities.ts';
+import { formatTarget } from '../config/upstreams.ts';
 import { CORE_ENTITY_SCHEMAS } from '../config/entity-schemas.ts';
-import type { ApiEntities, ApiEntityKind, LoadResult } from '../config/load.ts';
+import { API_ENTITY_KINDS, type ApiEntities, type ApiEntityKind, type LoadResult } from '../config/load.ts';
 import { isPlainObject, type Issue } from '../config/schema.ts';
 import type { GatewayConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
@@ -33,7 +34,7 @@ import { page } from '../toolkit/paging.ts';
 const MAX_ATTEMPTS = 5;
 const RETRY_SPREAD_MS = 25;
 
-type Parent = 'services' | 'routes' | 'consumers';
+type Parent = 'services' | 'routes' | 'consumers' | 'upstreams';
 type StoredRecord = Record<string, any> & { id: string };
 
 /** What the writes need of the gateway process. */
@@ -57,31 +58,68 @@ export interface EntityWriteAccess {
   writes: CounterMetric;
 }
 
-/** Kong's endpoint key of each kind: what `{id or name}` in a path means besides the id. */
-const NAME_FIELD: Record<ApiEntityKind, string> = { services: 'name', routes: 'name', plugins: 'instance_name' };
-/** The references each kind holds, to the kind it names. */
-const REFERENCES: Record<ApiEntityKind, [field: string, kind: 'services' | 'routes' | 'consumers'][]> = {
-  services: [],
-  routes: [['service', 'services']],
-  plugins: [['route', 'routes'], ['service', 'services'], ['consumer', 'consumers']],
+type Referenced = 'services' | 'routes' | 'consumers' | 'upstreams';
+
+/** What Kong's DAO says of each kind (kong/db/schema/entities/*.lua) that the writes need. */
+interface KindRules {
+  /** The endpoint key: what `{id or name}` in a path means besides the id; unique (within `scope`, if any). */
+  nameField: string;
+  /** The reference the name is unique within (a target's address within its upstream). */
+  scope?: string;
+  /** The references the kind holds, to the kind each names. */
+  references: [field: string, kind: Referenced][];
+  /** What gateway.yaml nests in it, which the admin API takes through the nested endpoints only. */
+  nested: string[];
+  /** The entities that reference it, and what their deletion does: Kong's `on_delete`. */
+  dependents: { kind: ApiEntityKind; field: string; onDelete: 'restrict' | 'cascade' }[];
+}
+
+const RULES: Record<ApiEntityKind, KindRules> = {
+  services: {
+    nameField: 'name',
+    references: [],
+    nested: ['routes', 'plugins'],
+    dependents: [{ kind: 'routes', field: 'service', onDelete: 'restrict' }, { kind: 'plugins', field: 'service', onDelete: 'cascade' }],
+  },
+  routes: { nameField: 'name', references: [['service', 'services']], nested: ['plugins'], dependents: [{ kind: 'plugins', field: 'route', onDelete: 'cascade' }] },
+  plugins: { nameField: 'instance_name', references: [['route', 'routes'], ['service', 'services'], ['consumer', 'consumers']], nested: [], dependents: [] },
+  upstreams: { nameField: 'name', references: [], nested: ['targets'], dependents: [{ kind: 'targets', field: 'upstream', onDelete: 'cascade' }] },
+  targets: { nameField: 'target', scope: 'upstream', references: [['upstream', 'upstreams']], nested: [], dependents: [] },
 };
+
+/** The kinds the loader builds again into what the document keeps (a service's `url` expanded, a target's port added). */
+const NORMALIZED: ReadonlySet<ApiEntityKind> = new Set(['services', 'routes', 'targets']);
+
+/** An entity's endpoint key as compared: a target's address in Kong's normal form (`host` is `host:8000`). */
+function nameOf(kind: ApiEntityKind, entity: Record<string, any>): unknown {
+  const name = entity[RULES[kind].nameField];
+  return kind === 'targets' && typeof name === 'string' ? (formatTarget(name) ?? name) : name;
+}
+
+/** Whether `entity` is the one `key` names (its id, or its endpoint key), within the parent `scopeId` for a scoped kind. */
+function named(kind: ApiEntityKind, entity: Record<string, any>, key: string, scopeId?: string): boolean {
+  const scope = RULES[kind].scope;
+  if (scope && scopeId !== undefined && entity[scope]?.id !== scopeId) return false;
+  return isUuid(key) ? entity.id === key : nameOf(kind, entity) === nameOf(kind, { [RULES[kind].nameField]: key });
+}
 
 /** The admin API's view of one write: the stored entities being edited, and gateway.yaml's beside them. */
 class Draft {
   readonly entities: ApiEntities;
   /** The id each change wrote, and how; undefined: nothing changed (a DELETE of nothing). */
   changed: { id: string; kind: ApiEntityKind; operation: 'create' | 'update' | 'delete' } | undefined;
+  /** The ids of the entities a deletion took along. */
   cascaded: string[] = [];
 
   constructor(
     document: EntityDocument,
     private readonly access: EntityWriteAccess,
   ) {
-    this.entities = { services: [...document.services], routes: [...document.routes], plugins: [...document.plugins] };
+    this.entities = Object.fromEntries(API_ENTITY_KINDS.map((kind) => [kind, [...document[kind]]])) as unknown as ApiEntities;
   }
 
-  stored(kind: ApiEntityKind, key: string): StoredRecord | undefined {
-    return this.entities[kind].find((e) => (isUuid(key) ? e.id === key : e[NAME_FIELD[kind]] === key)) as StoredRecord | undefined;
+  stored(kind: ApiEntityKind, key: string, scopeId?: string): StoredRecord | undefined {
+    return this.entities[kind].find((e) => named(kind, e, key, scopeId)) as StoredRecord | undefined;
   }
 
   /** gateway.yaml's entities of a kind: those of the running configuration that no stored document made. */
@@ -95,18 +133,17 @@ class Draft {
     return [...this.declared(kind), ...this.entities[kind]];
   }
 
-  find(kind: ApiEntityKind, key: string): Record<string, any> | undefined {
-    return this.all(kind).find((e) => (isUuid(key) ? e.id === key : e[NAME_FIELD[kind]] === key));
+  find(kind: ApiEntityKind, key: string, scopeId?: string): Record<string, any> | undefined {
+    return this.all(kind).find((e) => named(kind, e, key, scopeId));
   }
 
-  refuseDeclared(kind: ApiEntityKind, key: string, method: WriteMethod): void {
-    const declared = this.declared(kind).find((e) => (isUuid(key) ? e.id === key : e[NAME_FIELD[kind]] === key));
-    if (declared) throw declaredEntityReadOnly(kind, method);
+  refuseDeclared(kind: ApiEntityKind, key: string, method: WriteMethod, scopeId?: string): void {
+    if (this.declared(kind).some((e) => named(kind, e, key, scopeId))) throw declaredEntityReadOnly(kind, method);
   }
 
   create(kind: ApiEntityKind, record: Record<string, any>): string {
-    if (this.entities.services.length + this.entities.routes.length + this.entities.plugins.length >= MAX_API_ENTITIES) {
-      throw new SchemaViolationError([{ path: [], message: `at most ${MAX_API_ENTITIES} services, routes and plugins can be created through the admin API` }]);
+    if (API_ENTITY_KINDS.reduce((sum, k) => sum + this.entities[k].length, 0) >= MAX_API_ENTITIES) {
+      throw new SchemaViolationError([{ path: [], message: `at most ${MAX_API_ENTITIES} entities can be created through the admin API` }]);
     }
     const now = Math.floor(Date.now() / 1000);
     const entity = { ...record, id: record.id ?? randomUUID(), created_at: now, updated_at: now };
@@ -124,58 +161,65 @@ class Draft {
     return entity.id;
   }
 
+  /** Kong's deletion: refused while a `restrict` dependent references it, `cascade` dependents go with it. */
   delete(kind: ApiEntityKind, existing: StoredRecord): void {
-    if (kind === 'services' && this.all('routes').some((r) => r.service?.id === existing.id)) throw new ReferencedEntityError('services', 'routes');
-    const field = kind === 'services' ? 'service' : 'route';
-    // Kong's plugins go with what they are attached to (their foreign keys cascade).
-    const attached = kind === 'plugins' ? [] : this.entities.plugins.filter((p) => p[field]?.id === existing.id);
-    this.cascaded = attached.map((p) => p.id);
-    this.entities.plugins = this.entities.plugins.filter((p) => !this.cascaded.includes(p.id));
+    for (const { kind: dependent, field, onDelete } of RULES[kind].dependents) {
+      const referencing = this.all(dependent).filter((e) => e[field]?.id === existing.id);
+      if (referencing.length === 0) continue;
+      if (onDelete === 'restrict') throw new ReferencedEntityError(kind, dependent);
+      this.removeAll(dependent, referencing.map((e) => e.id));
+    }
     this.entities[kind] = this.entities[kind].filter((e) => e.id !== existing.id);
     this.changed = { id: existing.id, kind, operation: 'delete' };
-  }
-
-  /** Kong's unique constraints, over the file's entities and the stored ones: the id, the name, a plugin's scope. */
-  private checkUnique(kind: ApiEntityKind, entity: StoredRecord, replacing: StoredRecord | undefined): void {
-    const others = this.all(kind).filter((e) => e !== replacing);
-    if (others.some((e) => e.id === entity.id)) throw new UniqueViolationError({ id: entity.id });
-    const nameField = NAME_FIELD[kind];
-    const name = entity[nameField];
-    if (name != null && others.some((e) => e[nameField] === name)) throw new UniqueViolationError({ [nameField]: name });
-    if (kind !== 'plugins') return;
-    const scope = (p: Record<string, any>) => ({ consumer: refOf(p.consumer), name: p.name, route: refOf(p.route), service: refOf(p.service) });
-    const mine = JSON.stringify(scope(entity));
-    if (others.some((p) => JSON.stringify(scope(p)) === mine)) throw new UniqueViolationError(scope(entity));
-  }
-
-  /** The references of `record` as ids (`{name}` or a name resolved), each to an entity that exists. */
-  resolveReferences(kind: ApiEntityKind, record: Record<string, any>): Record<string, any> {
-    const out = { ...record };
-    for (const [field, target] of REFERENCES[kind]) {
-      const ref = record[field];
-      if (ref === undefined || ref === null) continue;
-      const key = typeof ref === 'string' ? ref : isPlainObject(ref) ? (ref.id ?? ref.name ?? ref.username) : undefined;
-      if (typeof key !== 'string') throw new SchemaViolationError([{ path: [field], message: 'expected a record' }]);
-      const id = target === 'consumers' ? this.consumerId(key) : this.find(target, key)?.id;
-      if (!id) throw new ForeignKeyViolationError(field, target, key);
-      out[field] = { id };
-    }
-    return out;
-  }
-
-  /** A consumer of gateway.yaml or of the admin API, by id or username. */
-  consumerId(key: string): string | undefined {
-    const declared = this.access.config().consumers.find((c) => (isUuid(key) ? c.id === key : c.username === key));
-    return declared?.id ?? this.access.runtimeConsumerId(key);
   }
 
   /** Kong's cascade of a consumer's deletion to its plugins. */
   deletePluginsOf(consumerId: string): void {
     const attached = this.entities.plugins.filter((p) => p.consumer?.id === consumerId);
     if (attached.length === 0) return;
-    this.cascaded = attached.map((p) => p.id);
-    this.entities.plugins = this.entities.plugins.filter((p) => !this.cascaded.includes(p.id));
+    this.removeAll('plugins', attached.map((p) => p.id));
     this.changed = { id: consumerId, kind: 'plugins', operation: 'delete' };
+  }
+
+  private removeAll(kind: ApiEntityKind, ids: string[]): void {
+    this.cascaded.push(...ids);
+    this.entities[kind] = this.entities[kind].filter((e) => !ids.includes(e.id));
+  }
+
+  /** Kong's unique constraints, over the file's entities and the stored ones: the id, the endpoint key, a plugin's scope. */
+  private checkUnique(kind: ApiEntityKind, entity: StoredRecord, replacing: StoredRecord | undefined): void {
+    const others = this.all(kind).filter((e) => e !== replacing);
+    if (others.some((e) => e.id === entity.id)) throw new UniqueViolationError({ id: entity.id });
+    const { nameField, scope } = RULES[kind];
+    const name = nameOf(kind, entity);
+    const sameScope = (e: Record<string, any>) => !scope || e[scope]?.id === entity[scope]?.id;
+    if (name != null && others.some((e) => sameScope(e) && nameOf(kind, e) === name)) throw new UniqueViolationError({ [nameField]: entity[nameField] });
+    if (kind !== 'plugins') return;
+    const cacheKey = (p: Record<string, any>) => ({ consumer: refOf(p.consumer), name: p.name, route: refOf(p.route), service: refOf(p.service) });
+    const mine = JSON.stringify(cacheKey(entity));
+    if (others.some((p) => JSON.stringify(cacheKey(p)) === mine)) throw new UniqueViolationError(cacheKey(entity));
+  }
+
+  /** The references of `record` as ids (`{name}` or a name resolved), each to an entity that exists. */
+  resolveReferences(kind: ApiEntityKind, record: Record<string, any>): Record<string, any> {
+    const out = { ...record };
+    for (const [field, target] of RULES[kind].references) {
+      const ref = record[field];
+      if (ref === undefined || ref === null) continue;
+      const key = typeof ref === 'string' ? ref : isPlainObject(ref) ? (ref.id ?? ref.name ?? ref.username) : undefined;
+      if (typeof key !== 'string') throw new SchemaViolationError([{ path: [field], message: 'expected a record' }]);
+      const id = this.idOf(target, key);
+      if (!id) throw new ForeignKeyViolationError(field, target, key);
+      out[field] = { id };
+    }
+    return out;
+  }
+
+  /** The id of the entity of `kind` that `key` names (a consumer of gateway.yaml or of the admin API, by id or username). */
+  idOf(kind: Referenced, key: string): string | undefined {
+    if (kind !== 'consumers') return this.find(kind, key)?.id;
+    const declared = this.access.config().consumers.find((c) => (isUuid(key) ? c.id === key : c.username === key));
+    return declared?.id ?? this.access.runtimeConsumerId(key);
   }
 }
 
@@ -190,16 +234,13 @@ function merged(existing: Record<string, any>, patch: Record<string, any>): Reco
   return out;
 }
 
-/** What a kind nests in gateway.yaml, which Kong's admin API takes through the nested endpoints only. */
-const NESTED: Record<ApiEntityKind, string[]> = { services: ['routes', 'plugins'], routes: ['plugins'], plugins: [] };
-
 /**
  * The body as an entity's fields: a form's values by the schema's types, its `service.id` (Kong's form
  * for a reference) as `service: {id}`; the timestamps are the gateway's; an id must be a UUID.
  */
 function fieldsOf(kind: ApiEntityKind, req: AdminRequest): Record<string, any> {
   const body = req.form ? inferFormTypes(req.body, CORE_ENTITY_SCHEMAS[kind]) : { ...req.body };
-  for (const [field] of REFERENCES[kind]) {
+  for (const [field] of RULES[kind].references) {
     for (const key of ['id', 'name']) {
       if (!req.form || body[`${field}.${key}`] === undefined) continue;
       body[field] = { [key]: body[`${field}.${key}`] };
@@ -208,11 +249,14 @@ function fieldsOf(kind: ApiEntityKind, req: AdminRequest): Record<string, any> {
   }
   delete body.created_at;
   delete body.updated_at;
-  const issues: Issue[] = NESTED[kind].filter((field) => body[field] !== undefined).map((field) => ({ path: [field], message: 'unknown field' }));
+  const issues: Issue[] = RULES[kind].nested.filter((field) => body[field] !== undefined).map((field) => ({ path: [field], message: 'unknown field' }));
   if (body.id !== undefined && !(typeof body.id === 'string' && isUuid(body.id))) issues.push({ path: ['id'], message: 'expected a valid UUID' });
   if (issues.length > 0) throw new SchemaViolationError(issues);
   return body;
 }
+
+/** Where a nested path puts the entity: under the parent of `kind` named by `:parent`, in the reference `field`. */
+type Nesting = [kind: Parent, field: string];
 
 export class EntityWriter {
   constructor(private readonly access: EntityWriteAccess) {}
@@ -220,19 +264,23 @@ export class EntityWriter {
   routes(): AdminRoute[] {
     const routes: AdminRoute[] = [];
     const add = (method: AdminMethod, path: string, handler: AdminRoute['handler']) => routes.push({ method, path, handler });
-    for (const kind of ['services', 'routes', 'plugins'] as const) {
-      add('POST', `/${kind}`, (req) => this.create(kind, req));
-      add('PUT', `/${kind}/:id`, (req) => this.update(kind, req, 'PUT'));
-      add('PATCH', `/${kind}/:id`, (req) => this.update(kind, req, 'PATCH'));
-      add('DELETE', `/${kind}/:id`, (req) => this.delete(kind, req));
-    }
+    const writes = (base: string, kind: ApiEntityKind, nesting?: Nesting) => {
+      add('POST', base, (req) => this.create(kind, req, nesting));
+      add('PUT', `${base}/:id`, (req) => this.update(kind, req, 'PUT', nesting));
+      add('PATCH', `${base}/:id`, (req) => this.update(kind, req, 'PATCH', nesting));
+      add('DELETE', `${base}/:id`, (req) => this.delete(kind, req, nesting));
+    };
+    for (const kind of ['services', 'routes', 'plugins', 'upstreams'] as const) writes(`/${kind}`, kind);
+    // Kong 3 has targets under their upstream only.
+    writes('/upstreams/:parent/targets', 'targets', ['upstreams', 'upstream']);
     add('POST', '/services/:parent/routes', (req) => this.create('routes', req, ['services', 'service']));
-    for (const [parent, field] of [['services', 'service'], ['routes', 'route'], ['consumers', 'consumer']] as const) {
+    for (const nesting of [['services', 'service'], ['routes', 'route'], ['consumers', 'consumer']] as const) {
+      const [parent, field] = nesting;
       add('GET', `/${parent}/:parent/plugins`, (req) => {
         const id = this.parentId(parent, req.params.parent);
         return page(this.access.config().plugins.filter((p) => p[field]?.id === id), req, `/${parent}/${req.params.parent}/plugins`);
       });
-      add('POST', `/${parent}/:parent/plugins`, (req) => this.create('plugins', req, [parent, field]));
+      add('POST', `/${parent}/:parent/plugins`, (req) => this.create('plugins', req, [...nesting]));
     }
     return routes;
   }
@@ -252,44 +300,47 @@ export class EntityWriter {
 
   /** The id of the parent a nested path names (by id or name), or 404 as in Kong. */
   parentId(parent: Parent, key: string, draft = new Draft(this.access.applied(), this.access)): string {
-    const id = parent === 'consumers' ? draft.consumerId(key) : draft.find(parent, key)?.id;
+    const id = draft.idOf(parent, key);
     if (!id) throw new NotFoundError();
     return id;
   }
 
-  create(kind: ApiEntityKind, req: AdminRequest, nestedIn?: [Parent, string]): Promise<AdminReply> {
+  create(kind: ApiEntityKind, req: AdminRequest, nesting?: Nesting): Promise<AdminReply> {
     return this.write(kind, 'POST', req, (draft) => {
       const fields = fieldsOf(kind, req);
-      if (nestedIn) fields[nestedIn[1]] = { id: this.parentId(nestedIn[0], req.params.parent, draft) };
+      if (nesting) fields[nesting[1]] = { id: this.parentId(nesting[0], req.params.parent, draft) };
       return draft.create(kind, draft.resolveReferences(kind, fields));
     });
   }
 
-  update(kind: ApiEntityKind, req: AdminRequest, method: 'PUT' | 'PATCH'): Promise<AdminReply> {
+  update(kind: ApiEntityKind, req: AdminRequest, method: 'PUT' | 'PATCH', nesting?: Nesting): Promise<AdminReply> {
     const key = req.params.id;
     return this.write(kind, method, req, (draft) => {
       const fields = fieldsOf(kind, req);
-      const existing = draft.stored(kind, key);
+      const parentId = nesting && this.parentId(nesting[0], req.params.parent, draft);
+      if (nesting) fields[nesting[1]] = { id: parentId };
+      const existing = draft.stored(kind, key, parentId);
+      // Kong's upsert: the path's key becomes the new entity's id or endpoint key.
+      const keyed = isUuid(key) ? { id: key } : { [RULES[kind].nameField]: key };
       if (!existing) {
-        draft.refuseDeclared(kind, key, method);
+        draft.refuseDeclared(kind, key, method, parentId);
         if (method === 'PATCH') throw new NotFoundError();
-        // Kong's upsert: the path's key becomes the new entity's id or name.
-        const named = isUuid(key) ? { id: key } : { [NAME_FIELD[kind]]: key };
-        return draft.create(kind, draft.resolveReferences(kind, { ...fields, ...named }));
+        return draft.create(kind, draft.resolveReferences(kind, { ...fields, ...keyed }));
       }
       // A service's `url` stands for protocol, host, port and path: a PATCH giving it replaces those four.
       const base = kind === 'services' && fields.url !== undefined ? withoutFields(existing, ['protocol', 'host', 'port', 'path']) : existing;
-      const next = method === 'PUT' ? { ...fields, ...(isUuid(key) ? {} : { [NAME_FIELD[kind]]: key }) } : merged(base, fields);
+      const next = method === 'PUT' ? { ...fields, ...keyed, id: existing.id } : merged(base, fields);
       return draft.replace(kind, existing, draft.resolveReferences(kind, next));
     });
   }
 
-  delete(kind: ApiEntityKind, req: AdminRequest): Promise<AdminReply> {
+  delete(kind: ApiEntityKind, req: AdminRequest, nesting?: Nesting): Promise<AdminReply> {
     const key = req.params.id;
     return this.write(kind, 'DELETE', req, (draft) => {
-      const existing = draft.stored(kind, key);
+      const parentId = nesting && this.parentId(nesting[0], req.params.parent, draft);
+      const existing = draft.stored(kind, key, parentId);
       if (existing) draft.delete(kind, existing);
-      else draft.refuseDeclared(kind, key, 'DELETE');
+      else draft.refuseDeclared(kind, key, 'DELETE', parentId);
       // Kong's DELETE of nothing is a 204 too.
       return existing?.id;
     });
@@ -328,7 +379,7 @@ export class EntityWriter {
   private record(req: AdminRequest, method: WriteMethod, draft: Draft): void {
     const { kind, id, operation } = draft.changed!;
     this.access.writes.inc({ entity: kind, operation });
-    const cascaded = draft.cascaded.length > 0 ? { cascaded_plugins: draft.cascaded } : {};
+    const cascaded = draft.cascaded.length > 0 ? { cascaded: draft.cascaded } : {};
     this.access.log.info({ client: req.client, method, entity: kind, id, operation, ...cascaded }, 'admin API changed the configuration');
   }
 }
@@ -340,13 +391,13 @@ function withoutFields(record: StoredRecord, fields: string[]): StoredRecord {
 }
 
 /**
- * The changed service or route as the loader built it (its `url` expanded, defaults filled), so that the
- * document holds what the configuration runs. A plugin keeps the fields as given: its config's defaults
- * are the plugin's to fill at each load.
+ * The changed service, route or target as the loader built it (a `url` expanded, a target's port added,
+ * defaults filled), so that the document holds what the configuration runs. A plugin or an upstream keeps
+ * the fields as given: the defaults of its nested records are filled at each load.
  */
 function normalize(draft: Draft, config: GatewayConfig): void {
   const { kind, id } = draft.changed!;
-  if (kind === 'plugins') return;
+  if (!NORMALIZED.has(kind)) return;
   const built = (config[kind] as Record<string, any>[]).find((e) => e.id === id);
   // A stream route is validated but not kept by the loader: it stays as given.
   if (!built) return;

@@ -1,6 +1,6 @@
 /**
  * `tollgate config:db_import` and `config:db_export` (Kong's `kong config db_import|db_export`): moving
- * services, routes and plugins between a declarative file and the store, where the admin API keeps
+ * services, routes, plugins, upstreams and targets between a declarative file and the store, where the admin API keeps
  * those it creates (src/stored-entities.ts). An import is validated whole with gateway.yaml, as an admin
  * API write is, and stored with the same conditional write; the running nodes apply it as they apply one.
  */
@@ -24,7 +24,7 @@ const MAX_ATTEMPTS = 5;
 
 export const dbImport: CommandDefinition = {
   name: 'config:db_import',
-  summary: "add the services, routes and plugins of a declarative file to the store (Kong's config db_import)",
+  summary: "add the services, routes, plugins, upstreams and targets of a declarative file to the store (Kong's config db_import)",
   details: [
     'They join those created through the admin API: an entity with the id of a stored one replaces it. The result is',
     'validated with gateway.yaml as a whole first; nothing is stored when it is invalid. Running nodes apply it within',
@@ -36,7 +36,7 @@ export const dbImport: CommandDefinition = {
 
 export const dbExport: CommandDefinition = {
   name: 'config:db_export',
-  summary: "write the services, routes and plugins of the store to a declarative file (Kong's config db_export)",
+  summary: "write the services, routes, plugins, upstreams and targets of the store to a declarative file (Kong's config db_export)",
   details: "Those created through the admin API or imported: gateway.yaml's own are in gateway.yaml. The file loads with config:db_import.",
   options: { file: FILE_OPTION, config: CONFIG_OPTION },
   run: (options, plugins) => withStore(options, plugins, 'config:db_export', (store, _config, file) => exportFile(store, file)),
@@ -68,10 +68,10 @@ async function importFile(stored: StoredEntities, config: GatewayConfig, file: s
   if (!loaded.ok) return refused(loaded.errors, file);
   const others = Object.entries(kindsBeyondImport(loaded.config)).filter(([, count]) => count > 0);
   if (others.length > 0) {
-    console.error(`${file}: only services, routes and plugins can be imported; the file also has ${others.map(([kind, n]) => `${n} ${kind}`).join(', ')}`);
+    console.error(`${file}: only ${API_ENTITY_KINDS.join(', ')} can be imported; the file also has ${others.map(([kind, n]) => `${n} ${kind}`).join(', ')}`);
     return EXIT.failure;
   }
-  const incoming: ApiEntities = { services: loaded.config.services, routes: loaded.config.routes, plugins: loaded.config.plugins };
+  const incoming = Object.fromEntries(API_ENTITY_KINDS.map((kind) => [kind, loaded.config[kind]])) as unknown as ApiEntities;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const read = await stored.read();
     const next = withImported(read.document, incoming);
@@ -84,8 +84,7 @@ async function importFile(stored: StoredEntities, config: GatewayConfig, file: s
     const document = await stored.replace(read, next);
     if (!document) continue;
     await stored.announce(document.version);
-    const counts = API_ENTITY_KINDS.map((kind) => `${incoming[kind].length} ${kind}`).join(', ');
-    console.log(`${file}: imported ${counts} into the store (version ${document.version})`);
+    console.log(`${file}: imported ${countsOf(incoming)} into the store (version ${document.version})`);
     return EXIT.ok;
   }
   console.error(`${file}: the store kept changing meanwhile (admin API writes): try again`);
@@ -107,8 +106,6 @@ function withImported(current: ApiEntities, incoming: ApiEntities): ApiEntities 
 function kindsBeyondImport(config: GatewayConfig): Record<string, number> {
   const counts: Record<string, number> = {
     consumers: config.consumers.length,
-    upstreams: config.upstreams.length,
-    targets: config.targets.length,
     certificates: config.certificates.length,
     snis: config.snis.length,
     ca_certificates: config.ca_certificates.length,
@@ -126,8 +123,12 @@ function refused(errors: readonly unknown[], what: string): number {
 
 async function exportFile(stored: StoredEntities, file: string): Promise<number> {
   const { document } = await stored.read();
-  const { services, routes, plugins } = document;
-  await writeFile(file, stringify({ _format_version: '3.0', services, routes, plugins }), { mode: 0o600 });
-  console.log(`${file}: exported ${services.length} services, ${routes.length} routes, ${plugins.length} plugins (version ${document.version})`);
+  const entities = Object.fromEntries(API_ENTITY_KINDS.map((kind) => [kind, document[kind]]));
+  await writeFile(file, stringify({ _format_version: '3.0', ...entities }), { mode: 0o600 });
+  console.log(`${file}: exported ${countsOf(document)} (version ${document.version})`);
   return EXIT.ok;
+}
+
+function countsOf(entities: ApiEntities): string {
+  return API_ENTITY_KINDS.map((kind) => `${entities[kind].length} ${kind}`).join(', ');
 }

@@ -51,9 +51,11 @@ export interface ApiEntities {
   services: Record<string, any>[];
   routes: Record<string, any>[];
   plugins: Record<string, any>[];
+  upstreams: Record<string, any>[];
+  targets: Record<string, any>[];
 }
 
-export const API_ENTITY_KINDS = ['services', 'routes', 'plugins'] as const;
+export const API_ENTITY_KINDS = ['services', 'routes', 'plugins', 'upstreams', 'targets'] as const;
 export type ApiEntityKind = (typeof API_ENTITY_KINDS)[number];
 
 /** A problem of an entity created through the admin API: `path` is within the entity. */

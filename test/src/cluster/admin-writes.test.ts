@@ -3,7 +3,8 @@
  * of one node are served by every worker of every node sharing the store, within db_update_frequency —
  * on a node of two workers (LevelDB owned by the primary) and on two nodes of two workers on one
  * PostgreSQL (a schema of their own per test). A change applies whole (a plugin's config never half
- * old, half new); deleting a service with routes is Kong's 400 and a route's plugins go with it;
+ * old, half new); upstreams and targets balance the other node's requests; deleting a service with
+ * routes is Kong's 400, and a route's, service's, consumer's plugins and an upstream's targets go along;
  * concurrent conflicting PATCHes are each applied whole or refused with 409; gateway.yaml's entities
  * are read-only and their names taken; a refused change changes nothing; a node whose store is its own
  * keeps Kong DB-less's answer.
@@ -136,6 +137,34 @@ function scenarios(nodes: () => Promise<[SpawnedGateway, SpawnedGateway]>): void
     await waitFor(async () => (await withKey()).status === 401, 'node B to forget alice', APPLY_TIMEOUT_MS);
   });
 
+  test('an upstream and its targets created on A balance the requests of B; deleting the upstream takes its targets', async () => {
+    const [a, b] = await nodes();
+    const second = await startUpstream();
+    try {
+      assert.equal((await write(a, 'POST', '/upstreams', { name: 'pool' })).status, 201);
+      const first = await write(a, 'POST', '/upstreams/pool/targets', { target: `127.0.0.1:${upstream.port}` });
+      assert.equal(first.status, 201, first.text);
+      assert.equal((await write(b, 'POST', '/upstreams/pool/targets', { target: `127.0.0.1:${upstream.port}` })).status, 409, 'an address once per upstream');
+      await write(a, 'POST', '/services', { name: 'pooled', host: 'pool', port: 80 });
+      await write(a, 'POST', '/services/pooled/routes', { name: 'pooled', paths: ['/pooled'] });
+      await appliedByBoth(b, '/pooled/first', (reply) => reply.status === 200);
+
+      assert.equal((await write(b, 'POST', '/upstreams/pool/targets', { target: `127.0.0.1:${second.port}` })).status, 201);
+      await waitFor(async () => {
+        await request(b.http + '/pooled/second');
+        return second.requests.some((r) => r.path === '/second');
+      }, 'node B to balance onto the second target', APPLY_TIMEOUT_MS);
+      const patched = await write(a, 'PATCH', `/upstreams/pool/targets/127.0.0.1:${upstream.port}`, { weight: 0 });
+      assert.deepEqual([patched.status, patched.json().weight], [200, 0]);
+
+      assert.equal((await write(a, 'DELETE', '/upstreams/pool')).status, 204);
+      await waitFor(async () => (await request(b.admin + '/upstreams/pool')).status === 404, 'node B to forget the upstream', APPLY_TIMEOUT_MS);
+      assert.equal((await write(a, 'PATCH', `/upstreams/pool/targets/${first.json().id}`, { weight: 1 })).status, 404, 'its targets went with it');
+    } finally {
+      await second.close();
+    }
+  });
+
   test('20 concurrent conflicting PATCHes: each is applied whole or refused with 409', async () => {
     const [a, b] = await nodes();
     await write(a, 'POST', '/services', { name: 'race', url: upstream.url });
@@ -238,7 +267,7 @@ describe('a node of two workers on LevelDB', () => {
     const configFile = writeConfig(gatewayYaml({}), dataDir);
     const imported = await runTollgate(['config:db_import', '--file', importFile('imported'), '--config', configFile]);
     assert.equal(imported.code, 0, imported.output);
-    assert.match(imported.output, /imported 1 services, 1 routes, 0 plugins into the store \(version 1\)/);
+    assert.match(imported.output, /imported 1 services, 1 routes, 0 plugins, 0 upstreams, 0 targets into the store \(version 1\)/);
     const clash = await runTollgate(['config:db_import', '--file', importFile('declared'), '--config', configFile]);
     assert.equal(clash.code, 1, clash.output);
     assert.match(clash.output, /uniqueness violation: 'services' entity with name set to 'declared'/);
@@ -252,7 +281,7 @@ describe('a node of two workers on LevelDB', () => {
     const exportFile = join(tempDir(), 'export.yaml');
     const exported = await runTollgate(['config:db_export', '--file', exportFile, '--config', configFile]);
     assert.equal(exported.code, 0, exported.output);
-    assert.match(exported.output, /exported 2 services, 1 routes, 0 plugins \(version 2\)/);
+    assert.match(exported.output, /exported 2 services, 1 routes, 0 plugins, 0 upstreams, 0 targets \(version 2\)/);
     const again = await runTollgate(['config:db_import', '--file', exportFile, '--config', configFile]);
     assert.equal(again.code, 0, `the export loads as it is: ${again.output}`);
   });
