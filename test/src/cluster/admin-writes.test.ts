@@ -87,6 +87,7 @@ function scenarios(nodes: () => Promise<[SpawnedGateway, SpawnedGateway]>): void
       '/orders/patched',
       (reply) => seen(reply, 'x-a')[0] === '2',
       (reply) => {
+        assert.equal(reply.status, 200, 'no request fails while the change spreads');
         const [x, y] = seen(reply, 'x-a', 'x-b');
         assert.equal(x, y, 'one configuration per request');
       },
