@@ -1,5 +1,5 @@
 /**
- * The core entities (services, routes, plugins, upstreams, targets) created through the admin API on a node whose store is
+ * The core entities (services, routes, plugins, upstreams, targets, certificates, SNIs, CA certificates) created through the admin API on a node whose store is
  * shared (Kong's traditional mode): one document in the store, with a version. Every write replaces the
  * whole document at once with `commitIf` on the version, so a write is applied whole or not at all, and
  * of two writes made from the same version only one lands. Every process of every node rebuilds its
@@ -27,7 +27,17 @@ export function storedRecord(entity: object): Record<string, any> & { id: string
   return Object.fromEntries(Object.entries(JSON.parse(JSON.stringify(entity))).filter(([, v]) => v !== null)) as Record<string, any> & { id: string };
 }
 
-export const EMPTY_DOCUMENT: EntityDocument = { version: 0, services: [], routes: [], plugins: [], upstreams: [], targets: [] };
+export const EMPTY_DOCUMENT: EntityDocument = {
+  version: 0,
+  services: [],
+  routes: [],
+  plugins: [],
+  upstreams: [],
+  targets: [],
+  certificates: [],
+  snis: [],
+  ca_certificates: [],
+};
 
 /** A document as read: `expected` is what a write made from it expects the version key to hold. */
 export interface ReadDocument {

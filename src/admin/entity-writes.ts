@@ -12,7 +12,8 @@ import { formatTarget } from '../config/upstreams.ts';
 import { CORE_ENTITY_SCHEMAS } from '../config/entity-schemas.ts';
 import { API_ENTITY_KINDS, type ApiEntities, type ApiEntityKind, type LoadResult } from '../config/load.ts';
 import { isPlainObject, type Issue } from '../config/schema.ts';
-import type { GatewayConfig } from '../config/types.ts';
+import type { Certificate, GatewayConfig } from '../config/types.ts';
+import { withoutKeys } from './certificate-routes.ts';
 import type { Logger } from '../log.ts';
 import type { AdminMethod, AdminReply, AdminRequest, AdminRoute, CounterMetric } from '../pdk/types.ts';
 import { MAX_API_ENTITIES, storedRecord, type EntityDocument, type ReadDocument } from '../stored-entities.ts';
@@ -34,7 +35,7 @@ import { page } from '../toolkit/paging.ts';
 const MAX_ATTEMPTS = 5;
 const RETRY_SPREAD_MS = 25;
 
-type Parent = 'services' | 'routes' | 'consumers' | 'upstreams';
+type Parent = 'services' | 'routes' | 'consumers' | 'upstreams' | 'certificates';
 type StoredRecord = Record<string, any> & { id: string };
 
 /** What the writes need of the gateway process. */
@@ -58,7 +59,7 @@ export interface EntityWriteAccess {
   writes: CounterMetric;
 }
 
-type Referenced = 'services' | 'routes' | 'consumers' | 'upstreams';
+type Referenced = 'services' | 'routes' | 'consumers' | 'upstreams' | 'certificates';
 
 /** What Kong's DAO says of each kind (kong/db/schema/entities/*.lua) that the writes need. */
 interface KindRules {
@@ -85,10 +86,29 @@ const RULES: Record<ApiEntityKind, KindRules> = {
   plugins: { nameField: 'instance_name', references: [['route', 'routes'], ['service', 'services'], ['consumer', 'consumers']], nested: [], dependents: [] },
   upstreams: { nameField: 'name', references: [], nested: ['targets'], dependents: [{ kind: 'targets', field: 'upstream', onDelete: 'cascade' }] },
   targets: { nameField: 'target', scope: 'upstream', references: [['upstream', 'upstreams']], nested: [], dependents: [] },
+  // Certificates have no endpoint key; their `snis` (names, as Kong's admin API takes them) become SNI entities.
+  certificates: {
+    nameField: 'id',
+    references: [],
+    nested: [],
+    dependents: [
+      { kind: 'snis', field: 'certificate', onDelete: 'cascade' },
+      { kind: 'services', field: 'client_certificate', onDelete: 'restrict' },
+      { kind: 'upstreams', field: 'client_certificate', onDelete: 'restrict' },
+    ],
+  },
+  snis: { nameField: 'name', references: [['certificate', 'certificates']], nested: [], dependents: [] },
+  ca_certificates: { nameField: 'id', references: [], nested: [], dependents: [{ kind: 'services', field: 'ca_certificates', onDelete: 'restrict' }] },
 };
 
+/** Whether `entity`'s `field` references `id`: a `{id}` record, or a list of ids (a service's `ca_certificates`). */
+function refersTo(entity: Record<string, any>, field: string, id: string): boolean {
+  const value = entity[field];
+  return Array.isArray(value) ? value.includes(id) : value?.id === id;
+}
+
 /** The kinds the loader builds again into what the document keeps (a service's `url` expanded, a target's port added). */
-const NORMALIZED: ReadonlySet<ApiEntityKind> = new Set(['services', 'routes', 'targets']);
+const NORMALIZED: ReadonlySet<ApiEntityKind> = new Set(['services', 'routes', 'targets', 'snis']);
 
 /** An entity's endpoint key as compared: a target's address in Kong's normal form (`host` is `host:8000`). */
 function nameOf(kind: ApiEntityKind, entity: Record<string, any>): unknown {
@@ -141,6 +161,20 @@ class Draft {
     if (this.declared(kind).some((e) => named(kind, e, key, scopeId))) throw declaredEntityReadOnly(kind, method);
   }
 
+  /**
+   * Kong's `snis` of a certificate as its admin API takes them (names): the certificate's SNI entities
+   * become exactly those, keeping the ids of names it had already. Left out, they stay as they are.
+   */
+  setSnis(certificateId: string, names: unknown): void {
+    if (names === undefined) return;
+    if (!Array.isArray(names) || !names.every((n) => typeof n === 'string')) throw new SchemaViolationError([{ path: ['snis'], message: 'expected a set of names' }]);
+    const now = Math.floor(Date.now() / 1000);
+    const before = this.entities.snis.filter((e) => e.certificate?.id === certificateId);
+    const kept = names.map((name) => before.find((e) => e.name === name) ?? { id: randomUUID(), name, certificate: { id: certificateId }, created_at: now, updated_at: now });
+    for (const sni of kept) if (!before.includes(sni)) this.checkUnique('snis', sni as StoredRecord, undefined);
+    this.entities.snis = [...this.entities.snis.filter((e) => !before.includes(e)), ...kept];
+  }
+
   create(kind: ApiEntityKind, record: Record<string, any>): string {
     if (API_ENTITY_KINDS.reduce((sum, k) => sum + this.entities[k].length, 0) >= MAX_API_ENTITIES) {
       throw new SchemaViolationError([{ path: [], message: `at most ${MAX_API_ENTITIES} entities can be created through the admin API` }]);
@@ -164,7 +198,7 @@ class Draft {
   /** Kong's deletion: refused while a `restrict` dependent references it, `cascade` dependents go with it. */
   delete(kind: ApiEntityKind, existing: StoredRecord): void {
     for (const { kind: dependent, field, onDelete } of RULES[kind].dependents) {
-      const referencing = this.all(dependent).filter((e) => e[field]?.id === existing.id);
+      const referencing = this.all(dependent).filter((e) => refersTo(e, field, existing.id));
       if (referencing.length === 0) continue;
       if (onDelete === 'restrict') throw new ReferencedEntityError(kind, dependent);
       this.removeAll(dependent, referencing.map((e) => e.id));
@@ -270,9 +304,10 @@ export class EntityWriter {
       add('PATCH', `${base}/:id`, (req) => this.update(kind, req, 'PATCH', nesting));
       add('DELETE', `${base}/:id`, (req) => this.delete(kind, req, nesting));
     };
-    for (const kind of ['services', 'routes', 'plugins', 'upstreams'] as const) writes(`/${kind}`, kind);
+    for (const kind of ['services', 'routes', 'plugins', 'upstreams', 'certificates', 'snis', 'ca_certificates'] as const) writes(`/${kind}`, kind);
     // Kong 3 has targets under their upstream only.
     writes('/upstreams/:parent/targets', 'targets', ['upstreams', 'upstream']);
+    add('POST', '/certificates/:parent/snis', (req) => this.create('snis', req, ['certificates', 'certificate']));
     add('POST', '/services/:parent/routes', (req) => this.create('routes', req, ['services', 'service']));
     for (const nesting of [['services', 'service'], ['routes', 'route'], ['consumers', 'consumer']] as const) {
       const [parent, field] = nesting;
@@ -309,7 +344,10 @@ export class EntityWriter {
     return this.write(kind, 'POST', req, (draft) => {
       const fields = fieldsOf(kind, req);
       if (nesting) fields[nesting[1]] = { id: this.parentId(nesting[0], req.params.parent, draft) };
-      return draft.create(kind, draft.resolveReferences(kind, fields));
+      const { snis, ...own } = fields;
+      const id = draft.create(kind, draft.resolveReferences(kind, kind === 'certificates' ? own : fields));
+      if (kind === 'certificates') draft.setSnis(id, snis);
+      return id;
     });
   }
 
@@ -322,15 +360,21 @@ export class EntityWriter {
       const existing = draft.stored(kind, key, parentId);
       // Kong's upsert: the path's key becomes the new entity's id or endpoint key.
       const keyed = isUuid(key) ? { id: key } : { [RULES[kind].nameField]: key };
+      const { snis, ...own } = fields;
+      const given = kind === 'certificates' ? own : fields;
+      let id: string;
       if (!existing) {
         draft.refuseDeclared(kind, key, method, parentId);
         if (method === 'PATCH') throw new NotFoundError();
-        return draft.create(kind, draft.resolveReferences(kind, { ...fields, ...keyed }));
+        id = draft.create(kind, draft.resolveReferences(kind, { ...given, ...keyed }));
+      } else {
+        // A service's `url` stands for protocol, host, port and path: a PATCH giving it replaces those four.
+        const base = kind === 'services' && given.url !== undefined ? withoutFields(existing, ['protocol', 'host', 'port', 'path']) : existing;
+        const next = method === 'PUT' ? { ...given, ...keyed, id: existing.id } : merged(base, given);
+        id = draft.replace(kind, existing, draft.resolveReferences(kind, next));
       }
-      // A service's `url` stands for protocol, host, port and path: a PATCH giving it replaces those four.
-      const base = kind === 'services' && fields.url !== undefined ? withoutFields(existing, ['protocol', 'host', 'port', 'path']) : existing;
-      const next = method === 'PUT' ? { ...fields, ...keyed, id: existing.id } : merged(base, fields);
-      return draft.replace(kind, existing, draft.resolveReferences(kind, next));
+      if (kind === 'certificates') draft.setSnis(id, method === 'PUT' ? (snis ?? []) : snis);
+      return id;
     });
   }
 
@@ -369,8 +413,10 @@ export class EntityWriter {
       }
       this.record(req, method, draft);
       if (draft.changed.operation === 'delete') return { status: 204 };
-      const entity = (built.config[kind] as Record<string, any>[]).find((e) => e.id === id);
-      return { status: draft.changed.operation === 'create' ? 201 : 200, body: entity ?? draft.entities[kind].find((e) => e.id === id) };
+      const entity = (built.config[kind] as Record<string, any>[]).find((e) => e.id === id) ?? draft.entities[kind].find((e) => e.id === id);
+      // A private key is never shown (certificate-routes.ts): whoever reads the admin API cannot take the gateway's identity.
+      const shown = kind === 'certificates' && entity ? withoutKeys(entity as Certificate) : entity;
+      return { status: draft.changed.operation === 'create' ? 201 : 200, body: shown };
     }
     throw new ConcurrentChangeError(req.params.id ?? kind);
   }

@@ -95,20 +95,22 @@ async function importFile(stored: StoredEntities, config: GatewayConfig, file: s
 function withImported(current: ApiEntities, incoming: ApiEntities): ApiEntities {
   const next = { ...current };
   for (const kind of API_ENTITY_KINDS) {
-    const records = incoming[kind].map(storedRecord);
+    // A certificate's `snis` are the SNI entities beside it (the loader would declare them twice).
+    const records = incoming[kind].map((entity) => (kind === 'certificates' ? withoutSnis(storedRecord(entity)) : storedRecord(entity)));
     const ids = new Set(records.map((r) => r.id));
     next[kind] = [...current[kind].filter((e) => !ids.has(e.id)), ...records];
   }
   return next;
 }
 
+function withoutSnis({ snis: _snis, ...certificate }: Record<string, any>): Record<string, any> & { id: string } {
+  return certificate as Record<string, any> & { id: string };
+}
+
 /** What an import does not take (yet): every other kind of entity the file declares. */
 function kindsBeyondImport(config: GatewayConfig): Record<string, number> {
   const counts: Record<string, number> = {
     consumers: config.consumers.length,
-    certificates: config.certificates.length,
-    snis: config.snis.length,
-    ca_certificates: config.ca_certificates.length,
     vaults: config.vaults.length,
   };
   for (const [kind, entities] of Object.entries(config.entities)) counts[kind] = entities.length;

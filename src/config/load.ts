@@ -53,9 +53,12 @@ export interface ApiEntities {
   plugins: Record<string, any>[];
   upstreams: Record<string, any>[];
   targets: Record<string, any>[];
+  certificates: Record<string, any>[];
+  snis: Record<string, any>[];
+  ca_certificates: Record<string, any>[];
 }
 
-export const API_ENTITY_KINDS = ['services', 'routes', 'plugins', 'upstreams', 'targets'] as const;
+export const API_ENTITY_KINDS = ['services', 'routes', 'plugins', 'upstreams', 'targets', 'certificates', 'snis', 'ca_certificates'] as const;
 export type ApiEntityKind = (typeof API_ENTITY_KINDS)[number];
 
 /** A problem of an entity created through the admin API: `path` is within the entity. */

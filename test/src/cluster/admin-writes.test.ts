@@ -5,6 +5,7 @@
  * PostgreSQL (a schema of their own per test). A change applies whole (a plugin's config never half
  * old, half new); upstreams and targets balance the other node's requests; deleting a service with
  * routes is Kong's 400, and a route's, service's, consumer's plugins and an upstream's targets go along;
+ * a certificate created on one node is presented by the other for its SNIs, its key never shown;
  * concurrent conflicting PATCHes are each applied whole or refused with 409; gateway.yaml's entities
  * are read-only and their names taken; a refused change changes nothing; a node whose store is its own
  * keeps Kong DB-less's answer.
@@ -12,11 +13,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { writeFileSync } from 'node:fs';
+import tls from 'node:tls';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { request, runTollgate, spawnGateway, startUpstream, tempDir, writeConfig, type Reply, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresForSuite, postgresSkipReason } from '../../helpers/postgres.ts';
-import { servedByBoth, servingPids, waitFor } from '../../helpers/support.ts';
+import { portOf, servedByBoth, servingPids, waitFor } from '../../helpers/support.ts';
+import { testPki } from '../../fixtures/tls.ts';
 
 let upstream: Upstream;
 before(async () => {
@@ -39,6 +42,17 @@ function importFile(name: string): string {
   const file = join(tempDir('tollgate-import-'), 'kong.yaml');
   writeFileSync(file, stringify({ _format_version: '3.0', services: [{ name, url: upstream.url, routes: [{ name, paths: [`/${name}`] }] }] }));
   return file;
+}
+
+/** The subject alternative names of the certificate node `gw` presents for `servername`. */
+function presentedNames(gw: SpawnedGateway, servername: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port: portOf(gw.https), servername, rejectUnauthorized: false }, () => {
+      resolve(socket.getPeerX509Certificate()?.subjectAltName ?? '');
+      socket.destroy();
+    });
+    socket.once('error', reject);
+  });
 }
 
 /** What the echo upstream saw of the headers `names` (request-transformer adds them). */
@@ -164,6 +178,24 @@ function scenarios(nodes: () => Promise<[SpawnedGateway, SpawnedGateway]>): void
     } finally {
       await second.close();
     }
+  });
+
+  test('a certificate created on A is presented by B for its SNIs, never showing its key; it goes with its SNIs once unused', async () => {
+    const [a, b] = await nodes();
+    const pair = await (await testPki()).named('api.test');
+    const created = await write(a, 'POST', '/certificates', { cert: pair.cert, key: pair.key, snis: ['api.test'] });
+    assert.equal(created.status, 201, created.text);
+    assert.deepEqual([created.json().snis, created.json().key], [['api.test'], undefined]);
+    const id = created.json().id;
+    await waitFor(async () => (await presentedNames(b, 'api.test')).includes('DNS:api.test'), 'node B to present the certificate', APPLY_TIMEOUT_MS);
+    assert.equal((await write(b, 'POST', `/certificates/${id}/snis`, { name: 'api.test' })).status, 409);
+
+    const client = await write(a, 'POST', '/services', { name: 'mtls', url: 'https://127.0.0.1:9', client_certificate: { id } });
+    assert.equal(client.status, 201, client.text);
+    assert.equal((await write(a, 'DELETE', `/certificates/${id}`)).json().message, "an existing 'services' entity references this 'certificates' entity");
+    assert.equal((await write(a, 'DELETE', '/services/mtls')).status, 204);
+    assert.equal((await write(a, 'DELETE', `/certificates/${id}`)).status, 204);
+    await waitFor(async () => (await request(b.admin + '/snis/api.test')).status === 404, 'node B to forget the SNI', APPLY_TIMEOUT_MS);
   });
 
   test('20 concurrent conflicting PATCHes: each is applied whole or refused with 409', async () => {
