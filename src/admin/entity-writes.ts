@@ -170,7 +170,8 @@ class Draft {
     if (!Array.isArray(names) || !names.every((n) => typeof n === 'string')) throw new SchemaViolationError([{ path: ['snis'], message: 'expected a set of names' }]);
     const now = Math.floor(Date.now() / 1000);
     const before = this.entities.snis.filter((e) => e.certificate?.id === certificateId);
-    const kept = names.map((name) => before.find((e) => e.name === name) ?? { id: randomUUID(), name, certificate: { id: certificateId }, created_at: now, updated_at: now });
+    const fresh = (name: string) => ({ id: randomUUID(), name, certificate: { id: certificateId }, created_at: now, updated_at: now });
+    const kept = names.map((name) => before.find((e) => e.name === name) ?? fresh(name));
     for (const sni of kept) if (!before.includes(sni)) this.checkUnique('snis', sni as StoredRecord, undefined);
     this.entities.snis = [...this.entities.snis.filter((e) => !before.includes(e)), ...kept];
   }
