@@ -1,8 +1,8 @@
 /**
- * Kong's traditional-mode writes of services, routes and plugins (kong/api/endpoints.lua, kong/db/dao):
- * POST, PUT (upsert by id or name), PATCH and DELETE, and the nested POSTs, on a node whose store is
- * shared. Entities declared in gateway.yaml stay read-only (405); a name or id taken by either side is a
- * 409. Each write edits the stored document (src/stored-entities.ts), has the loader validate gateway.yaml
+ * Kong's traditional-mode writes of the core entities (services, routes, plugins, upstreams, targets,
+ * certificates, SNIs, CA certificates; kong/api/endpoints.lua, kong/db/dao): POST, PUT (upsert by id or
+ * endpoint key), PATCH and DELETE, and the nested ones, on a node whose store is shared. Entities
+ * declared in gateway.yaml stay read-only (405); a name or id taken by either side is a 409. Each write edits the stored document (src/stored-entities.ts), has the loader validate gateway.yaml
  * and the edited document WHOLE, and commits only if no other write landed since it read: a refused write
  * changes nothing anywhere. On a node whose store is its own, the answer stays Kong DB-less's.
  */
@@ -13,7 +13,6 @@ import { CORE_ENTITY_SCHEMAS } from '../config/entity-schemas.ts';
 import { API_ENTITY_KINDS, type ApiEntities, type ApiEntityKind, type LoadResult } from '../config/load.ts';
 import { isPlainObject, type Issue } from '../config/schema.ts';
 import type { Certificate, GatewayConfig } from '../config/types.ts';
-import { withoutKeys } from './certificate-routes.ts';
 import type { Logger } from '../log.ts';
 import type { AdminMethod, AdminReply, AdminRequest, AdminRoute, CounterMetric } from '../pdk/types.ts';
 import { MAX_API_ENTITIES, storedRecord, type EntityDocument, type ReadDocument } from '../stored-entities.ts';
@@ -30,12 +29,13 @@ import {
 } from '../toolkit/admin-errors.ts';
 import { inferFormTypes } from '../toolkit/entity-admin.ts';
 import { page } from '../toolkit/paging.ts';
+import { withoutKeys } from './certificate-routes.ts';
 
 /** A write that keeps meeting others' is refused after this many tries (each one starts again from the stored version). */
 const MAX_ATTEMPTS = 5;
+/** The most a write waits before its next try grows by this much at each try. */
 const RETRY_SPREAD_MS = 25;
 
-type Parent = 'services' | 'routes' | 'consumers' | 'upstreams' | 'certificates';
 type StoredRecord = Record<string, any> & { id: string };
 
 /** What the writes need of the gateway process. */
@@ -59,6 +59,7 @@ export interface EntityWriteAccess {
   writes: CounterMetric;
 }
 
+/** What an entity may reference, or be nested under in a path. */
 type Referenced = 'services' | 'routes' | 'consumers' | 'upstreams' | 'certificates';
 
 /** What Kong's DAO says of each kind (kong/db/schema/entities/*.lua) that the writes need. */
@@ -291,7 +292,7 @@ function fieldsOf(kind: ApiEntityKind, req: AdminRequest): Record<string, any> {
 }
 
 /** Where a nested path puts the entity: under the parent of `kind` named by `:parent`, in the reference `field`. */
-type Nesting = [kind: Parent, field: string];
+type Nesting = [kind: Referenced, field: string];
 
 export class EntityWriter {
   constructor(private readonly access: EntityWriteAccess) {}
@@ -335,7 +336,7 @@ export class EntityWriter {
   }
 
   /** The id of the parent a nested path names (by id or name), or 404 as in Kong. */
-  parentId(parent: Parent, key: string, draft = new Draft(this.access.applied(), this.access)): string {
+  parentId(parent: Referenced, key: string, draft = new Draft(this.access.applied(), this.access)): string {
     const id = draft.idOf(parent, key);
     if (!id) throw new NotFoundError();
     return id;
