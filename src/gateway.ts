@@ -15,9 +15,11 @@ import { upstreamAdminRoutes } from './admin/upstream-routes.ts';
 import type { HealthChange } from './balancer/balancers.ts';
 import { workerCount } from './config/entities.ts';
 import { parseListenList } from './config/listen.ts';
-import { loadConfigFile } from './config/load.ts';
+import { loadConfigFile, loadConfigText, type ApiEntities, type LoadResult } from './config/load.ts';
+import { EntityWriter, type EntityWriteAccess } from './admin/entity-writes.ts';
+import { EMPTY_DOCUMENT, StoredEntities, type EntityDocument, type ReadDocument } from './stored-entities.ts';
 import type { GatewayConfig } from './config/types.ts';
-import { Consumers } from './consumers.ts';
+import { consumerByReference, Consumers } from './consumers.ts';
 import { KeptEntityDirectories } from './kept-entities.ts';
 import { preparePrivateDir } from './data-dir.ts';
 import { keepTimestampsOrLog } from './entity-timestamps.ts';
@@ -121,6 +123,14 @@ export class Gateway {
   private readonly engine: HttpEngine;
   private readonly protocols: ProtocolProxy;
   private readonly metrics = new Metrics();
+  /** The services, routes and plugins created through the admin API (a shared store only). */
+  private stored!: StoredEntities;
+  /** The stored document the running configuration was built with. */
+  private applied: EntityDocument = EMPTY_DOCUMENT;
+  /** A stored version that failed to build here (logged once, not at every poll). */
+  private refusedVersion = 0;
+  private storedPoller: NodeJS.Timeout | undefined;
+  private refreshFailing = false;
 
   private constructor(
     private readonly configFile: string,
@@ -158,6 +168,7 @@ export class Gateway {
     const store = options.store ?? (await startupStep(() => openStore(config.gateway, (message, err) => log.warn({ err }, message))));
     const consumers = new Consumers(store.namespace('core'), log.child({ component: 'consumers' }));
     const gateway = new Gateway(configFile, config, log, access, store, consumers, registry);
+    gateway.stored = new StoredEntities(store.namespace('core'));
     gateway.logLevelOverride = options.logLevel;
     gateway.storeHandedIn = options.store !== undefined;
     if (options.processes) gateway.processes = options.processes;
@@ -174,15 +185,124 @@ export class Gateway {
       const earlier = config.gateway.database === 'leveldb' ? () => store.namespace('core').get('node_id') : undefined;
       gateway.nodeId = options.nodeId ?? (await nodeIdOf(config.gateway.data_dir, earlier));
       await gateway.claimSoleNode(config);
-      await gateway.createPlugins(config);
-      await gateway.apply(config);
-      await gateway.openListeners(config);
+      const effective = await gateway.withStoredEntities(config);
+      await gateway.createPlugins(effective);
+      await gateway.apply(effective);
+      gateway.followStoredEntities(effective);
+      await gateway.openListeners(effective);
     } catch (err) {
       await gateway.stop();
       throw err;
     }
     if (options.sweep ?? true) gateway.sweeper = setInterval(() => gateway.sweep(), SWEEP_INTERVAL_MS).unref();
     return gateway;
+  }
+
+  /** The file's configuration with the admin API's entities of the store, validated whole (a conflict between them refuses the start). */
+  private async withStoredEntities(config: GatewayConfig): Promise<GatewayConfig> {
+    const { document } = await this.stored.read();
+    if (document.version === 0) return config;
+    const loaded = this.build(config, document);
+    if (!loaded.ok) throw new ConfigLoadError(loaded.errors);
+    this.applied = document;
+    return loaded.config;
+  }
+
+  private build(file: GatewayConfig, entities: ApiEntities): LoadResult {
+    return loadConfigText(file.text, file.file, this.registry, this.configFile, entities);
+  }
+
+  /** Applies what another process wrote: on its notice, and at the latest every db_update_frequency. */
+  private followStoredEntities(config: GatewayConfig): void {
+    this.stored.follow(() => this.refreshStoredEntities());
+    const every = config.gateway.db_update_frequency * 1000;
+    this.storedPoller = setInterval(() => void this.refreshStoredEntities(), every).unref();
+  }
+
+  /**
+   * In turn with reloads, so that the last configuration built is the one that stays. A store that cannot
+   * be read is logged once until it can again, not at every poll.
+   */
+  private refreshStoredEntities(): Promise<unknown> {
+    const next = this.reloading.then(() => this.refreshStoredNow());
+    this.reloading = next.then(
+      () => (this.refreshFailing = false),
+      (err) => {
+        if (!this.refreshFailing) this.log.error({ err }, "applying the admin API's entities failed: retrying every db_update_frequency");
+        this.refreshFailing = true;
+      },
+    );
+    return this.reloading;
+  }
+
+  private async refreshStoredNow(): Promise<void> {
+    if (this.draining) return;
+    const version = await this.stored.version();
+    if (version === this.applied.version || version === this.refusedVersion) return;
+    const read = await this.stored.read();
+    const loaded = this.build(this.snapshot.config, read.document);
+    if (!loaded.ok) {
+      // Validated whole before it was written: only a gateway.yaml other than the writer's can refuse it.
+      this.refusedVersion = read.document.version;
+      logRefusedConfiguration(this.log, loaded.errors);
+      return;
+    }
+    await this.apply(loaded.config);
+    this.applied = read.document;
+    this.log.info({ version: read.document.version, hash: loaded.config.hash }, 'configuration changed through the admin API applied');
+  }
+
+  /** The admin API's writes of services, routes and plugins; a consumer's deletion takes its plugins along. */
+  private entityWriter(): EntityWriter {
+    const writer = new EntityWriter(this.entityWriteAccess());
+    this.consumers.onRemoved(async (consumer, byThisProcess) => {
+      if (!byThisProcess) return;
+      try {
+        await writer.deletePluginsOfConsumer(consumer.id);
+      } catch (err) {
+        this.log.error({ err, consumer: consumer.id }, "deleting a deleted consumer's plugins failed: they match no request meanwhile");
+      }
+    });
+    return writer;
+  }
+
+  private entityWriteAccess(): EntityWriteAccess {
+    return {
+      shared: this.snapshot.config.gateway.database === 'postgres' || this.storeHandedIn,
+      config: () => this.snapshot.config,
+      applied: () => this.applied,
+      read: () => this.stored.read(),
+      build: (entities) => this.build(this.snapshot.config, entities),
+      runtimeConsumerId: (key) => consumerByReference(this.consumers, key)?.id,
+      refusal: (config) => this.oneProcessRefusal(config),
+      commit: (read, next) => this.commitStoredEntities(read, next),
+      log: this.log.child({ component: 'admin' }),
+      writes: this.metrics.plugins.counter({
+        name: 'tollgate_admin_entity_writes_total',
+        help: 'Services, routes and plugins created, updated or deleted through the admin API',
+        labelNames: ['entity', 'operation'],
+      }),
+    };
+  }
+
+  /**
+   * A plugin that keeps state in one process cannot come through the admin API: the store is shared by
+   * several processes or nodes there, which would corrupt that state (the file alone can bring one, and
+   * the node then runs as one process, one node).
+   */
+  private oneProcessRefusal(config: GatewayConfig): string | undefined {
+    const running = new Set(pluginsKeepingOneProcess(this.registry, this.snapshot.config.plugins, this.snapshot.config.entities));
+    const names = pluginsKeepingOneProcess(this.registry, config.plugins, config.entities).filter((name) => !running.has(name));
+    if (names.length === 0) return undefined;
+    return `plugin ${names.map((n) => `'${n}'`).join(', ')} keeps state in one process: it cannot be configured on a store shared by several processes or nodes`;
+  }
+
+  /** Stores a change if nothing was written since `read`; resolves once every process of this node applied it. */
+  private async commitStoredEntities(read: ReadDocument, next: ApiEntities): Promise<boolean> {
+    const document = await this.stored.replace(read, next);
+    if (!document) return false;
+    await this.stored.announce(document.version);
+    return true;
   }
 
   /**
@@ -349,6 +469,7 @@ export class Gateway {
       }),
       ...certificateAdminRoutes(() => this.snapshot.config),
       ...schemaAdminRoutes(this.registry),
+      ...this.entityWriter().routes(),
     ];
     adminRoutes.push(...discoveryAdminRoutes(() => adminRoutes));
     const admin = new AdminRouter(adminRoutes, this.log.child({ component: 'admin' }));
@@ -423,7 +544,8 @@ export class Gateway {
   }
 
   private async reloadNow(): Promise<{ ok: true } | { ok: false; errors: ConfigError[] }> {
-    const loaded = await loadConfigFile(this.configFile, this.registry);
+    const read = await this.stored.read();
+    const loaded = await loadConfigFile(this.configFile, this.registry, read.document.version === 0 ? undefined : read.document);
     if (!loaded.ok) {
       logRefusedConfiguration(this.log, loaded.errors);
       return loaded;
@@ -436,6 +558,7 @@ export class Gateway {
       this.log.warn({ settings: changed }, 'these gateway settings take effect at the next restart');
     }
     await this.apply(loaded.config);
+    this.applied = read.document;
     this.log.info({ hash: loaded.config.hash }, 'configuration reloaded');
     return { ok: true };
   }
@@ -448,6 +571,7 @@ export class Gateway {
   private async shutdown(): Promise<void> {
     this.draining = true;
     clearInterval(this.sweeper);
+    clearInterval(this.storedPoller);
     const listeners = [...this.proxyListeners, ...this.adminListeners];
     const closed = Promise.all(listeners.map((l) => l.stopAccepting()));
     const deadline = Date.now() + (this.snapshot?.config.gateway.shutdown_timeout ?? 0);

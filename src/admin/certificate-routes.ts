@@ -1,7 +1,7 @@
 /**
  * Kong's admin endpoints for certificates, SNIs and CA certificates (kong/api/routes/certificates.lua,
  * snis.lua) and the vaults their keys may be read from (named by their `prefix`, the endpoint key of
- * kong/db/schema/entities/vaults.lua), read-only as in DB-less mode. Private keys are never shown:
+ * kong/db/schema/entities/vaults.lua). Private keys are never shown:
  * whoever can read the admin API cannot otherwise take the gateway's identity.
  */
 import type { Certificate, GatewayConfig } from '../config/types.ts';
@@ -9,7 +9,8 @@ import type { AdminRoute } from '../pdk/types.ts';
 import { page } from '../toolkit/paging.ts';
 import { byIdOrName, dbLessWrite } from './routes.ts';
 
-function withoutKeys({ key: _key, key_alt: _keyAlt, ...rest }: Certificate) {
+/** A certificate as the admin API shows it: without its private keys. */
+export function withoutKeys<T extends Pick<Certificate, 'key' | 'key_alt'>>({ key: _key, key_alt: _keyAlt, ...rest }: T) {
   return rest;
 }
 
@@ -33,9 +34,8 @@ export function certificateAdminRoutes(config: () => GatewayConfig): AdminRoute[
     { method: 'GET', path: '/vaults', handler: (req) => page(config().vaults, req, '/vaults'), entity: 'vaults' },
     { method: 'GET', path: '/vaults/:id', handler: (req) => ({ status: 200, body: byIdOrName(config().vaults, req.params.id, 'prefix') }) },
   ];
-  for (const entity of ['certificates', 'snis', 'ca_certificates', 'vaults']) {
-    routes.push({ method: 'POST', path: `/${entity}`, handler: dbLessWrite(entity, 'POST') });
-    for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
-  }
+  // Certificates, SNIs and CA certificates are written by entity-writes.ts; vaults come from gateway.yaml only.
+  routes.push({ method: 'POST', path: '/vaults', handler: dbLessWrite('vaults', 'POST') });
+  for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: '/vaults/:id', handler: dbLessWrite('vaults', method) });
   return routes;
 }

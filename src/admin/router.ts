@@ -81,7 +81,8 @@ export class AdminRouter {
       pathMatched = true;
       if (route.method !== req.method && !(route.method === 'GET' && req.method === 'HEAD')) continue;
       const params = Object.fromEntries(route.names.map((n, i) => [n, decodeURIComponent(m[i + 1])]));
-      const request: AdminRequest = { params, query: url.searchParams, ...(await parseBody(req)), headers: req.headers };
+      const client = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
+      const request: AdminRequest = { params, query: url.searchParams, ...(await parseBody(req)), headers: req.headers, client };
       return route.handler(request);
     }
     if (pathMatched) return { status: 405, body: { message: 'Method not allowed' } };

@@ -93,10 +93,6 @@ export function coreAdminRoutes(state: AdminState): AdminRoute[] {
     { method: 'GET', path: '/plugins', handler: (req) => page(cfg().plugins, req, '/plugins'), entity: 'plugins' },
     { method: 'GET', path: '/plugins/:id', handler: (req) => ({ status: 200, body: byIdOrName(cfg().plugins, req.params.id, 'instance_name') }) },
   ];
-  for (const entity of ['services', 'routes', 'plugins']) {
-    routes.push({ method: 'POST', path: `/${entity}`, handler: dbLessWrite(entity, 'POST') });
-    for (const method of ['PUT', 'PATCH', 'DELETE'] as const) routes.push({ method, path: `/${entity}/:id`, handler: dbLessWrite(entity, method) });
-  }
   routes.push(...consoleRoutes(state.registry, () => enabledInCluster(cfg())));
   return [...routes, ...entityAdminRoutes(state.consumers)];
 }

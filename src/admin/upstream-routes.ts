@@ -1,6 +1,6 @@
 /**
  * Kong's admin endpoints for upstreams and their targets (kong/api/routes/upstreams.lua,
- * kong/db/dao/targets.lua), DB-less: the entities are read-only, health can be read and set.
+ * kong/db/dao/targets.lua): reading them and their health, and setting it (their writes are entity-writes.ts's).
  */
 import { healthOf, type Balancers, type HealthChange, type UpstreamBalancer } from '../balancer/balancers.ts';
 import type { Balancer } from '../balancer/balancer.ts';
@@ -10,7 +10,6 @@ import type { GatewayConfig, Target } from '../config/types.ts';
 import type { AdminReply, AdminRequest, AdminRoute, TargetHealthState as Health } from '../pdk/types.ts';
 import { HttpError } from '../pipeline/http-error.ts';
 import { page } from '../toolkit/paging.ts';
-import { dbLessWrite } from './routes.ts';
 
 export interface UpstreamAdminState {
   config(): GatewayConfig;
@@ -61,12 +60,7 @@ export function upstreamAdminRoutes(state: UpstreamAdminState): AdminRoute[] {
       routes.push({ method, path: `/upstreams/:upstream/targets/:target/:address/${action}`, handler: set });
     }
   }
-  routes.push({ method: 'POST', path: '/upstreams', handler: dbLessWrite('upstreams', 'POST') });
-  routes.push({ method: 'POST', path: '/upstreams/:upstream/targets', handler: dbLessWrite('targets', 'POST') });
-  for (const method of ['PUT', 'PATCH', 'DELETE'] as const) {
-    routes.push({ method, path: '/upstreams/:upstream', handler: dbLessWrite('upstreams', method) });
-    routes.push({ method, path: '/upstreams/:upstream/targets/:target', handler: dbLessWrite('targets', method) });
-  }
+  // Their writes: src/admin/entity-writes.ts.
   return routes;
 }
 

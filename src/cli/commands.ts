@@ -8,6 +8,7 @@ import { UsageError } from '../errors.ts';
 import { PACKAGE_ROOT } from '../package-root.ts';
 import type { PluginRegistry } from '../pdk/types.ts';
 import { check } from './check.ts';
+import { dbExport, dbImport } from './config-db.ts';
 import { EXIT, HELP_OPTION, readOptions, unknownCommand, type CommandDefinition, type OptionDefinition } from './command.ts';
 import { health, reload, status, stop } from './control.ts';
 import { start } from './start.ts';
@@ -38,7 +39,7 @@ const help: CommandDefinition = {
   },
 };
 
-export const COMMANDS: CommandDefinition[] = [start, stop, reload, status, health, check, migrate, storeCopy, storeRepair, version, help];
+export const COMMANDS: CommandDefinition[] = [start, stop, reload, status, health, check, migrate, storeCopy, storeRepair, dbImport, dbExport, version, help];
 
 function find(name: string): CommandDefinition | undefined {
   return COMMANDS.find((c) => c.name === name);

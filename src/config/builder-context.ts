@@ -22,6 +22,11 @@ export interface BuildContext {
    * them), else the load's time, which the gateway replaces by the ones it keeps for the entity.
    */
   stamped<T extends { id: string }>(kind: string, given: Record<string, any>, entity: T): T & Timestamped;
+  /**
+   * Whether `record` is an entity created through the admin API (not the file's): its reference to a
+   * consumer may name one created through the API too, whose existence the write checked.
+   */
+  fromApi(record: Record<string, any>): boolean;
   /** Calls `add` for each record of the array `container[key]`, reporting what is not one. */
   eachEntry(container: Record<string, any>, key: string, add: (entry: Record<string, any>, path: Path) => void, base?: Path): void;
 }

@@ -43,20 +43,55 @@ const CORE_KEYS = new Set([
 /** decK's metadata keys: decK accepts and ignores them, so a file that works with decK works here too. */
 const DECK_METADATA_KEYS = ['_info', '_konnect', '_workspace'];
 
-export type LoadResult = { ok: true; config: GatewayConfig } | { ok: false; errors: ConfigError[] };
+/**
+ * The core entities created through the admin API on a shared store (src/stored-entities.ts): records as
+ * the loader keeps them, with their ids and references by id. They join the file's at the top level.
+ */
+export interface ApiEntities {
+  services: Record<string, any>[];
+  routes: Record<string, any>[];
+  plugins: Record<string, any>[];
+  upstreams: Record<string, any>[];
+  targets: Record<string, any>[];
+  certificates: Record<string, any>[];
+  snis: Record<string, any>[];
+  ca_certificates: Record<string, any>[];
+}
 
-export async function loadConfigFile(file: string, registry: PluginRegistry): Promise<LoadResult> {
-  const absolute = resolve(file);
-  let text: string;
+export const API_ENTITY_KINDS = ['services', 'routes', 'plugins', 'upstreams', 'targets', 'certificates', 'snis', 'ca_certificates'] as const;
+export type ApiEntityKind = (typeof API_ENTITY_KINDS)[number];
+
+/** A problem of an entity created through the admin API: `path` is within the entity. */
+export interface ApiEntityIssue {
+  kind: ApiEntityKind;
+  id: string;
+  path: Path;
+  message: string;
+}
+
+export type LoadResult = { ok: true; config: GatewayConfig } | { ok: false; errors: ConfigError[]; apiIssues?: ApiEntityIssue[] };
+
+/** The file's text, or why it cannot be read (as a load error). */
+export async function readConfigFile(file: string): Promise<{ ok: true; text: string } | { ok: false; errors: ConfigError[] }> {
   try {
-    text = await readFile(absolute, 'utf8');
+    return { ok: true, text: await readFile(resolve(file), 'utf8') };
   } catch (err) {
     return { ok: false, errors: [new ConfigError(file, 1, 1, '', `cannot read the file: ${(err as Error).message}`)] };
   }
-  return loadConfigText(text, absolute, registry, file);
 }
 
-export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute): LoadResult {
+export async function loadConfigFile(file: string, registry: PluginRegistry, api?: ApiEntities): Promise<LoadResult> {
+  const read = await readConfigFile(file);
+  if (!read.ok) return read;
+  return loadConfigText(read.text, resolve(file), registry, file, api);
+}
+
+/**
+ * The configuration `text` declares, with `api`'s entities added after the file's (the effective
+ * configuration of a node whose store holds some): validated whole, so a reference or a name that only
+ * the union breaks is an error too. Errors about `api`'s entities are in `apiIssues` as well.
+ */
+export function loadConfigText(text: string, absolute: string, registry: PluginRegistry, shownName = absolute, api?: ApiEntities): LoadResult {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
   // Validating what a syntax error left would only add errors about a structure the file does not have.
@@ -70,17 +105,42 @@ export function loadConfigText(text: string, absolute: string, registry: PluginR
     // An alias bomb ("billion laughs") is refused while the document is expanded, not while it is parsed.
     return { ok: false, errors: [new ConfigError(shownName, 1, 1, '', `YAML: ${(err as Error).message}`)] };
   }
-  const builder = new ConfigBuilder(registry, dirname(absolute));
+  const fileCounts = api && isPlainObject(raw) ? withApiEntities(raw, api) : undefined;
+  const builder = new ConfigBuilder(registry, dirname(absolute), new Set(fileCounts ? API_ENTITY_KINDS.flatMap((kind) => api![kind]) : []));
   const config = builder.build(raw);
   if (builder.issues.length > 0) {
+    const apiIssues = fileCounts ? builder.issues.flatMap((i) => apiIssueOf(i, fileCounts, api!) ?? []) : [];
     // In file order, so an operator can fix them top to bottom.
     const errors = builder.issues.map((i) => toConfigError(i, doc, lines, shownName));
-    return { ok: false, errors: errors.sort((a, b) => a.line - b.line || a.col - b.col) };
+    return { ok: false, errors: errors.sort((a, b) => a.line - b.line || a.col - b.col), apiIssues };
   }
   config.file = absolute;
-  config.hash = createHash('md5').update(text).digest('hex');
+  config.text = text;
+  // Kong's configuration hash: of what the node runs, the admin API's entities included.
+  config.hash = createHash('md5').update(text).update(fileCounts ? JSON.stringify(api) : '').digest('hex');
   config.warnings = builder.warnings.map((w) => String(toConfigError(w, doc, lines, shownName)));
   return { ok: true, config };
+}
+
+/**
+ * Appends `api`'s entities to the file's top-level arrays; returns how many each array held before, so
+ * that an issue at an index past them is about an API entity. An array the file got wrong is left so.
+ */
+function withApiEntities(raw: Record<string, any>, api: ApiEntities): Record<ApiEntityKind, number> {
+  const counts = {} as Record<ApiEntityKind, number>;
+  for (const kind of API_ENTITY_KINDS) {
+    const own = raw[kind] ?? [];
+    counts[kind] = Array.isArray(own) ? own.length : Infinity;
+    if (Array.isArray(own) && api[kind].length > 0) raw[kind] = [...own, ...api[kind]];
+  }
+  return counts;
+}
+
+function apiIssueOf(issue: Issue, fileCounts: Record<ApiEntityKind, number>, api: ApiEntities): ApiEntityIssue | undefined {
+  const [kind, index, ...rest] = issue.path;
+  if (!API_ENTITY_KINDS.includes(kind as ApiEntityKind) || typeof index !== 'number') return undefined;
+  const entity = api[kind as ApiEntityKind][index - fileCounts[kind as ApiEntityKind]];
+  return entity && { kind: kind as ApiEntityKind, id: entity.id, path: rest, message: issue.message };
 }
 
 /** Kong's migration of 1.1/2.1 paths: regex-looking ones get the `~` prefix, plain ones are normalized. */
@@ -126,7 +186,12 @@ class ConfigBuilder implements BuildContext {
   constructor(
     private readonly registry: PluginRegistry,
     private readonly baseDir: string,
+    private readonly apiRecords: ReadonlySet<Record<string, any>>,
   ) {}
+
+  fromApi(record: Record<string, any>): boolean {
+    return this.apiRecords.has(record);
+  }
 
   stamped<T extends { id: string }>(kind: string, given: Record<string, any>, entity: T): T & Timestamped {
     if (typeof given.created_at === 'number') {
@@ -152,7 +217,7 @@ class ConfigBuilder implements BuildContext {
 
   build(raw: unknown): GatewayConfig {
     const empty: GatewayConfig = {
-      file: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {},
+      file: '', text: '', hash: '', gateway: undefined as never, services: [], routes: [], consumers: [], plugins: [], entities: {},
       upstreams: [], targets: [], certificates: [], snis: [], ca_certificates: [], vaults: [], warnings: [], oneProcessBecause: null, unstamped: [],
     };
     if (!isPlainObject(raw)) {

@@ -11,7 +11,7 @@ import { PluginsIndex } from '../pipeline/plugins-index.ts';
 import { findReferenced, resolveReference, type BuildContext, type CoreEntities, type Referable } from './builder-context.ts';
 import { pluginEntitySchema } from './entities.ts';
 import { luaPluginRefusal } from './lua-plugins.ts';
-import { validate, type Path } from './schema.ts';
+import { isPlainObject, validate, type Path } from './schema.ts';
 import type { PluginEntity, PluginInstance } from './types.ts';
 
 /** What a plugin's place in the file decides: the id of the route, service or consumer it is nested in. */
@@ -79,6 +79,9 @@ export class PluginBuilder {
   /** The id of the route, service or consumer a plugin applies to: the one it is nested in, or the one its field names. */
   private appliesTo(field: keyof Nesting, raw: Record<string, any>, path: Path, nesting: Nesting, pool: Referable[]): string | null {
     if (nesting[field] !== undefined) return nesting[field] ?? null;
+    const ref = raw[field];
+    // A consumer created through the admin API is not the file's: the write checked that it exists.
+    if (field === 'consumer' && this.ctx.fromApi(raw) && isPlainObject(ref) && typeof ref.id === 'string' && !findReferenced(pool, ref)) return ref.id;
     return resolveReference(raw[field], pool, { at: [...path, field], field, entity: `${field}s`, required: false }, this.ctx) ?? null;
   }
 

@@ -153,6 +153,8 @@ export interface VaultEntity extends Timestamped {
 export interface GatewayConfig {
   /** Absolute path of the file it came from. */
   file: string;
+  /** The file's text, from which a change made through the admin API rebuilds the configuration. */
+  text: string;
   /** md5 of the raw text, as Kong's configuration hash. */
   hash: string;
   gateway: NodeSettings;

@@ -678,6 +678,8 @@ export interface AdminRequest {
   /** The body came as a form: its values are strings (and arrays of them), to be read by the schema's types. */
   form?: boolean;
   headers: IncomingHttpHeaders;
+  /** The client's address and port, for the log lines of writes. */
+  client?: string;
 }
 
 export interface AdminReply {

@@ -88,12 +88,36 @@ export class UniqueViolationError extends AdminError {
   readonly name = 'unique constraint violation';
 
   constructor(readonly values: Record<string, unknown>) {
-    const pairs = Object.entries(values).map(([field, value]) => `${field}=${JSON.stringify(value)}`);
-    super(409, `UNIQUE violation detected on '{${pairs.join(',')}}'`);
+    super(409, `UNIQUE violation detected on '${luaLiteral(values)}'`);
   }
 
   protected override fields(): Record<string, unknown> {
     return this.values;
+  }
+}
+
+/** A value as Kong's messages print it (a Lua table literal): `{consumer=null,name="x",service={id="..."}}`. */
+function luaLiteral(value: unknown): string {
+  if (value === null || value === undefined) return 'null';
+  if (typeof value !== 'object' || Array.isArray(value)) return JSON.stringify(value);
+  const pairs = Object.entries(value).map(([key, inner]) => `${key}=${luaLiteral(inner)}`);
+  return `{${pairs.join(',')}}`;
+}
+
+/** Kong's `foreign_key_violation_restricted`: the entity cannot go while others reference it. */
+export class ReferencedEntityError extends AdminError {
+  readonly code = 4;
+  readonly name = 'foreign key violation';
+
+  constructor(
+    readonly parent: string,
+    readonly child: string,
+  ) {
+    super(400, `an existing '${child}' entity references this '${parent}' entity`);
+  }
+
+  protected override fields(): Record<string, unknown> {
+    return { '@referenced_by': this.child };
   }
 }
 

@@ -325,7 +325,7 @@ function referenceText(ref: unknown): string {
 }
 
 /** Kong reads form values by the schema's field types (kong/api/arguments.lua): "true" is a boolean, "5" a number, a lone value an array. */
-function inferFormTypes(body: Record<string, any>, schema: RecordSchema): Record<string, any> {
+export function inferFormTypes(body: Record<string, any>, schema: RecordSchema): Record<string, any> {
   const out: Record<string, any> = { ...body };
   for (const [field, value] of Object.entries(body)) {
     const type = schema.fields[field]?.type ?? (field === 'ttl' ? 'integer' : undefined);

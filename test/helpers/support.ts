@@ -1,8 +1,10 @@
 /**
  * Helpers shared by the tests: raw HTTP/1.1 over a socket (for bytes Node's client will not send),
- * upstreams that count their open connections, waiting for a condition (the one polling helper), and a
+ * upstreams that count their open connections, waiting for a condition (the one polling helper), which
+ * workers of a node answered a path, and a
  * gateway started with a test-only plugin registry.
  */
+import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
@@ -11,7 +13,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { PluginRegistry } from '../../src/pdk/types.ts';
 import { Gateway } from '../../src/gateway.ts';
-import { startUpstream, tempDir } from './gateway.ts';
+import { request, startUpstream, tempDir, type Reply, type SpawnedGateway } from './gateway.ts';
 
 export interface RawReply {
   status: number;
@@ -188,4 +190,22 @@ export function isListening(port: number): Promise<boolean> {
     });
     s.once('error', () => r(false));
   });
+}
+
+/** The pids of the workers of a spawned node that wrote access-log lines for `path`. */
+export function servingPids(gw: SpawnedGateway, path: string): Set<number> {
+  const lines = gw.output().split('\n').filter((l) => l.includes('"type":"access"') && l.includes(path));
+  return new Set(lines.map((l) => JSON.parse(l).pid as number));
+}
+
+/**
+ * Requests for `path`, each on a connection of its own, until both workers of a node of two have
+ * answered one (their access log lines): the workers take connections from the shared socket themselves,
+ * so which one takes the next is not fixed. Every answer must pass `check` (by default, be a 200).
+ */
+export async function servedByBoth(gw: SpawnedGateway, path: string, check: (reply: Reply) => void = (r) => assert.equal(r.status, 200, `${path} is served`)): Promise<void> {
+  await waitFor(async () => {
+    check(await request(gw.http + path));
+    return servingPids(gw, path).size === 2;
+  }, `both workers to serve ${path}`, 20_000);
 }

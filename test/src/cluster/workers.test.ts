@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { isAlive, request, spawnGateway, startUpstream, type SpawnedGateway, type Upstream } from '../../helpers/gateway.ts';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.ts';
-import { waitFor } from '../../helpers/support.ts';
+import { servedByBoth, servingPids, waitFor } from '../../helpers/support.ts';
 
 let upstream: Upstream;
 before(async () => {
@@ -35,24 +35,6 @@ const services = (...paths: string[]) => [
 ];
 
 const nodeInfo = async (gw: SpawnedGateway) => (await request(gw.admin + '/')).json();
-
-/** The pids of the workers that wrote access-log lines for `path`. */
-function servingPids(gw: SpawnedGateway, path: string): Set<number> {
-  const lines = gw.output().split('\n').filter((l) => l.includes('"type":"access"') && l.includes(path));
-  return new Set(lines.map((l) => JSON.parse(l).pid as number));
-}
-
-/**
- * Requests for `path`, each on a connection of its own, until both workers have answered one (their access
- * log lines): the workers take connections from the shared socket themselves, so which one takes the
- * next is not fixed. Every answer must be a 200.
- */
-async function servedByBoth(gw: SpawnedGateway, path: string): Promise<void> {
-  await waitFor(async () => {
-    assert.equal((await request(gw.http + path)).status, 200, `${path} is served`);
-    return servingPids(gw, path).size === 2;
-  }, `both workers to serve ${path}`, 20_000);
-}
 
 /**
  * Four clients send requests without pause (a new connection each) while the first of `workers` is
