@@ -94,8 +94,16 @@ export async function runCli(args: string[], plugins: PluginRegistry): Promise<n
   }
 }
 
+/** Kong's two-word commands (`kong config db_import FILE`, the file positional) as Tollgate names them (`config:db_import --file FILE`). */
+function joinedTwoWord(args: string[]): string[] {
+  const [first, second, ...rest] = args;
+  if (first !== 'config' || second === undefined || !find(`config:${second}`)) return args;
+  const [file, ...options] = rest;
+  return file !== undefined && !file.startsWith('-') ? [`config:${second}`, '--file', file, ...options] : [`config:${second}`, ...rest];
+}
+
 async function dispatch(args: string[], plugins: PluginRegistry): Promise<number> {
-  const [first, ...rest] = args;
+  const [first, ...rest] = joinedTwoWord(args);
   if (first === undefined) {
     console.error(overallHelp());
     return EXIT.usage;
