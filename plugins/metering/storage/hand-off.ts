@@ -15,12 +15,18 @@ import type { Inbox } from './writer.ts';
 /** The store procedure that commits a hand-off in the primary: `[lines]` in, the indices of the events counted out. */
 export const HAND_OFF_PROCEDURE = 'metering.handOff';
 
+/** Hand-offs of one worker in flight at once. */
+const HAND_OFFS_IN_FLIGHT = 4;
+
 /** The refusals a hand-off may meet in the primary, by code: the same class here, so the producer gets the same answer. */
 const RETRIED = new Map(
   [QueueFullError, AggregationLagError, EarlierBatchFailedError, WriterClosedError, LeaseLostError].map((Refusal) => [new Refusal().code as string, Refusal]),
 );
 
 export class PrimaryHandOff implements Inbox {
+  /** The primary's writer orders and deduplicates them: a few in flight keep its group commit full. */
+  readonly concurrentPuts = HAND_OFFS_IN_FLIGHT;
+
   constructor(
     private readonly store: Store,
     /** Where events go while the primary does not aggregate. */

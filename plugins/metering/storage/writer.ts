@@ -61,6 +61,11 @@ export interface Inbox {
    * the aggregator counts them later.
    */
   put(events: readonly PreparedEvent[]): Promise<readonly PreparedEvent[] | void>;
+  /**
+   * Set when puts may be in flight together (a hand-off: the writer it goes to orders and deduplicates
+   * them); otherwise each put waits for the one before.
+   */
+  readonly concurrentPuts?: number;
 }
 
 export interface WriterOptions {
@@ -143,6 +148,8 @@ export class Writer {
   private preparedSeq = 0;
   private readonly inbox: Inbox | null;
   private readonly journaled: boolean;
+  /** Batches written or waiting to be written at once. */
+  private readonly maxWritesInFlight: number;
   /** The last failure logged: a store that refuses every write (a full disk) fails each batch alike, logged once. */
   private lastFailureLogged = '';
 
@@ -156,6 +163,7 @@ export class Writer {
     this.dedupeFilter = new DedupeFilter(store, log, setup.dedupeFilterCapacity);
     this.committedListeners = setup.committedListeners ?? new Set();
     this.inbox = setup.inbox ?? null;
+    this.maxWritesInFlight = this.inbox?.concurrentPuts ?? MAX_WRITES_IN_FLIGHT;
     this.journaled = setup.journaled ?? false;
   }
 
@@ -218,7 +226,7 @@ export class Writer {
   }
 
   private schedule(): void {
-    if (this.waiting.length === 0 || this.preparing || this.writesInFlight >= MAX_WRITES_IN_FLIGHT) return;
+    if (this.waiting.length === 0 || this.preparing || this.writesInFlight >= this.maxWritesInFlight) return;
     if (this.writesInFlight > 0) {
       // The waiting events are already waiting for that write; prepare them early only when they are many.
       if (this.waitingEvents >= Math.min(this.options.batchMaxEvents, PIPELINE_MIN_EVENTS)) this.startFlush();
@@ -232,7 +240,7 @@ export class Writer {
   private startFlush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    if (this.waiting.length === 0 || this.preparing || this.writesInFlight >= MAX_WRITES_IN_FLIGHT) return;
+    if (this.waiting.length === 0 || this.preparing || this.writesInFlight >= this.maxWritesInFlight) return;
     if (this.writesInFlight > 0 && this.waitingEvents < Math.min(this.options.batchMaxEvents, PIPELINE_MIN_EVENTS) && !this.closed) return;
     const group: Waiting[] = [];
     let count = 0;
@@ -370,9 +378,13 @@ export class Writer {
 
   /** Puts the events into the inbox, durably: the aggregator counts them then (a hand-off) or later. */
   private async launchIntoInbox(events: PreparedEvent[]): Promise<Launched> {
-    if (this.chainBroken) await this.settleWrites();
     const inbox = this.inbox!;
     let counted: readonly PreparedEvent[] = [];
+    if (inbox.concurrentPuts) {
+      const written = inbox.put(events).then((put) => this.fireCommitted((counted = put ?? [])));
+      return { written, counted: () => counted };
+    }
+    if (this.chainBroken) await this.settleWrites();
     const write = async () => void (counted = (await inbox.put(events)) ?? []);
     const { written } = this.launch({ write, discard: async () => undefined }, () => this.fireCommitted(counted));
     return { written, counted: () => counted };
