@@ -6,11 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { OpenMeter } from '@openmeter/sdk';
-import { Agent, fetch as undiciFetch } from 'undici';
+import type { OpenMeter } from '@openmeter/sdk';
 import { WebhookReceiver, type Delivery } from '../../../../examples/webhook-receiver.ts';
 import { waitFor } from '../../../helpers/support.ts';
-import { ROUTE_PATH } from '../catalogue-support.ts';
 import { afterStart, key, unitCard, type BillingApi } from '../billing/support.ts';
 
 export { WebhookReceiver, type Delivery };
@@ -18,16 +16,7 @@ export { WebhookReceiver, type Delivery };
 /** Every channel of the tests signs with this secret, which the receiver knows. */
 export const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
 
-/** fetch for the gateway's self-signed certificate (the SDK takes any fetch). */
-const insecure = new Agent({ connect: { rejectUnauthorized: false } });
-async function fetchInsecure(input: Request): Promise<Response> {
-  const body = input.body ? Buffer.from(await input.arrayBuffer()) : undefined;
-  return (await undiciFetch(input.url, { method: input.method, headers: input.headers as any, body, dispatcher: insecure })) as unknown as Response;
-}
-
-export function sdkClient(httpsBase: string, token: string): OpenMeter {
-  return new OpenMeter({ baseUrl: `${httpsBase}${ROUTE_PATH}`, apiKey: token, fetch: fetchInsecure as any });
-}
+export { sdkClient } from '../openmeter-sdk-support.ts';
 
 type ChannelRecord = Parameters<OpenMeter['notifications']['channels']['update']>[1];
 
