@@ -39,8 +39,11 @@ describe('metering on one LevelDB node with two worker processes', () => {
     const pids = (await request(node.admin + '/')).json().pids;
     assert.equal(pids.workers.length, 2, 'two workers serve');
     // The node's one dedupe filter (the primary's), as every worker reports it.
-    const filterHashes = async () => Number(/^tollgate_metering_dedupe_filter_hashes (\d+)$/m.exec((await request(node!.admin + '/metrics')).text)?.[1]);
-    await waitFor(async () => (await filterHashes()) === events.length, 'the metric to show the primary\'s filter');
+    const metric = async (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec((await request(node!.admin + '/metrics')).text)?.[1]);
+    await waitFor(async () => (await metric('tollgate_metering_dedupe_filter_hashes')) === events.length, 'the metric to show the primary\'s filter');
+    // Each worker's hand-offs were counted when the primary acknowledged them, by the worker (an inbox entry is
+    // counted by the primary, which has no metrics): every event once, its duplicate not.
+    assert.equal(await metric('tollgate_metering_events_ingested_total'), events.length);
     assert.equal((await request(node.admin + '/metering/status')).json().dedupe_filter.hashes, events.length);
   });
 
